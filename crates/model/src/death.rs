@@ -1,0 +1,188 @@
+//! Death history: why and where a message was dead-lettered.
+//!
+//! Stored once, protocol-neutrally, the way RabbitMQ 4's message container keeps it
+//! (`mc.erl` `record_death/3`): one record per `{queue, reason}` pair, most recent first, plus
+//! the first and last death. Adapters render it as 0.9.1 `x-death` headers or 1.0
+//! `x-opt-deaths` annotations.
+
+/// Why a message left a queue other than by being acknowledged.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum DeathReason {
+    /// Rejected or nacked with `requeue=false`, or a 1.0 `rejected` / `modified` with
+    /// `undeliverable-here`.
+    Rejected,
+    /// Its TTL (per-message or per-queue) ran out.
+    Expired,
+    /// Dropped or refused by a queue length limit.
+    Maxlen,
+    /// Returned more often than the quorum queue's delivery limit allows.
+    DeliveryLimit,
+}
+
+impl DeathReason {
+    /// The reason as RabbitMQ spells it on the wire.
+    #[must_use]
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Rejected => "rejected",
+            Self::Expired => "expired",
+            Self::Maxlen => "maxlen",
+            Self::DeliveryLimit => "delivery_limit",
+        }
+    }
+}
+
+/// One `{queue, reason}` entry of the history.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Death {
+    /// The queue the message died in.
+    pub queue: String,
+    /// Why it died there.
+    pub reason: DeathReason,
+    /// How many times it died in this queue for this reason.
+    pub count: u64,
+    /// When it first died here for this reason (ms since epoch).
+    pub first_time: i64,
+    /// When it last died here for this reason (ms since epoch).
+    pub last_time: i64,
+    /// The exchange the message had been published to before the first such death.
+    pub exchange: String,
+    /// The routing keys (publish key and CC, never BCC) before the first such death.
+    pub routing_keys: Vec<String>,
+    /// The message's own TTL at the first such death, if it had one (never a queue TTL).
+    pub original_ttl: Option<u64>,
+}
+
+/// The queue, reason and exchange of a single death event, used for the `x-first-death-*` and
+/// `x-last-death-*` top-level fields.
+#[derive(Clone, Debug, PartialEq)]
+pub struct DeathEvent {
+    /// Queue name.
+    pub queue: String,
+    /// Reason.
+    pub reason: DeathReason,
+    /// Exchange the message had been published to.
+    pub exchange: String,
+}
+
+/// The whole history of a message.
+#[derive(Clone, Debug, PartialEq)]
+pub struct DeathHistory {
+    /// Entries, most recent `{queue, reason}` first.
+    pub entries: Vec<Death>,
+    /// The first death ever; never changes.
+    pub first: DeathEvent,
+    /// The most recent death.
+    pub last: DeathEvent,
+}
+
+/// Everything needed to record one more death.
+#[derive(Clone, Debug)]
+pub struct DeathRecord<'a> {
+    /// The queue the message is leaving.
+    pub queue: &'a str,
+    /// Why.
+    pub reason: DeathReason,
+    /// Exchange the message was last published to.
+    pub exchange: &'a str,
+    /// Routing keys it was last published with (publish key and CC).
+    pub routing_keys: &'a [String],
+    /// The message's own TTL, if any.
+    pub ttl: Option<u64>,
+    /// Now, in ms since epoch.
+    pub now: i64,
+}
+
+impl DeathHistory {
+    /// Starts a history with one death.
+    #[must_use]
+    pub fn new(record: &DeathRecord<'_>) -> Self {
+        let event = DeathEvent {
+            queue: record.queue.to_owned(),
+            reason: record.reason,
+            exchange: record.exchange.to_owned(),
+        };
+        Self {
+            entries: vec![Self::fresh_entry(record)],
+            first: event.clone(),
+            last: event,
+        }
+    }
+
+    /// Records one more death: an existing `{queue, reason}` entry is counted up and moved to
+    /// the front keeping its first values; a new pair is prepended.
+    pub fn record(&mut self, record: &DeathRecord<'_>) {
+        let existing = self
+            .entries
+            .iter()
+            .position(|d| d.queue == record.queue && d.reason == record.reason);
+        match existing {
+            Some(index) => {
+                let mut entry = self.entries.remove(index);
+                entry.count += 1;
+                entry.last_time = record.now;
+                self.entries.insert(0, entry);
+            }
+            None => self.entries.insert(0, Self::fresh_entry(record)),
+        }
+        self.last = DeathEvent {
+            queue: record.queue.to_owned(),
+            reason: record.reason,
+            exchange: record.exchange.to_owned(),
+        };
+    }
+
+    fn fresh_entry(record: &DeathRecord<'_>) -> Death {
+        Death {
+            queue: record.queue.to_owned(),
+            reason: record.reason,
+            count: 1,
+            first_time: record.now,
+            last_time: record.now,
+            exchange: record.exchange.to_owned(),
+            routing_keys: record.routing_keys.to_vec(),
+            original_ttl: record.ttl,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rec<'a>(
+        queue: &'a str,
+        reason: DeathReason,
+        keys: &'a [String],
+        now: i64,
+    ) -> DeathRecord<'a> {
+        DeathRecord {
+            queue,
+            reason,
+            exchange: "",
+            routing_keys: keys,
+            ttl: None,
+            now,
+        }
+    }
+
+    #[test]
+    fn repeated_pair_is_counted_and_moved_to_front() {
+        let keys = vec!["k".to_owned()];
+        let mut h = DeathHistory::new(&rec("q1", DeathReason::Rejected, &keys, 1));
+        h.record(&rec("q2", DeathReason::Expired, &keys, 2));
+        h.record(&rec("q1", DeathReason::Rejected, &keys, 3));
+        let order: Vec<_> = h
+            .entries
+            .iter()
+            .map(|d| (d.queue.as_str(), d.count))
+            .collect();
+        assert_eq!(order, [("q1", 2), ("q2", 1)]);
+        assert_eq!(
+            h.entries.first().map(|d| (d.first_time, d.last_time)),
+            Some((1, 3))
+        );
+        assert_eq!(h.first.queue, "q1");
+        assert_eq!(h.last.queue, "q1");
+    }
+}

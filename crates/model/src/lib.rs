@@ -1,0 +1,29 @@
+//! Charon's protocol-neutral message model.
+//!
+//! One [`Message`] type carries a message from any protocol adapter (AMQP 0.9.1 or AMQP 1.0)
+//! through the engine to any other. It follows the split RabbitMQ 4 makes in its message
+//! container (`mc.erl`): protocol-visible *properties* and *application headers*, an opaque
+//! *body*, the *routing* facts the broker needs (exchange, routing keys including CC and BCC),
+//! and *broker annotations* (death history, delivery counts) that are stored once and rendered
+//! differently for each consumer protocol (`x-death` for 0.9.1, `x-opt-deaths` for 1.0).
+//!
+//! # Layout
+//! - [`value`]: the typed value tree able to hold every AMQP 0.9.1 field-table value and every
+//!   AMQP 1.0 simple and compound value.
+//! - [`properties`]: the message properties both protocols share (content type, durability,
+//!   expiration, ids, ...).
+//! - [`death`]: the death history RabbitMQ keeps per `{queue, reason}`.
+//! - [`message`]: the message itself, its routing facts and the raw encodings kept for
+//!   same-protocol pass-through.
+//!
+//! This crate does no I/O and knows no wire format.
+
+pub mod death;
+pub mod message;
+pub mod properties;
+pub mod value;
+
+pub use death::{Death, DeathEvent, DeathHistory, DeathReason, DeathRecord};
+pub use message::{Body, BrokerAnnotations, Encoded, Message, Routing};
+pub use properties::{MessageId, Properties};
+pub use value::{Table, Value};

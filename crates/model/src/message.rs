@@ -1,0 +1,205 @@
+//! The message the engine stores and routes.
+
+use std::sync::LazyLock;
+
+use bytes::Bytes;
+
+use crate::death::DeathHistory;
+use crate::properties::Properties;
+use crate::value::Table;
+
+/// Where a message is addressed: the facts routing and dead lettering need.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Routing {
+    /// The exchange it was (last) published to; `""` is the default exchange.
+    pub exchange: String,
+    /// The routing key it was published with.
+    pub routing_key: String,
+    /// Extra routing keys from the 0.9.1 `CC` header (or the 1.0 `x-cc` annotation). They stay
+    /// visible to consumers.
+    pub cc: Vec<String>,
+    /// Extra routing keys from the 0.9.1 `BCC` header. They route the message but are removed
+    /// from its headers, so no consumer ever sees them.
+    pub bcc: Vec<String>,
+}
+
+impl Routing {
+    /// Every routing key: the publish key, then CC, then BCC (RabbitMQ's order).
+    pub fn all_keys(&self) -> impl Iterator<Item = &str> {
+        std::iter::once(self.routing_key.as_str())
+            .chain(self.cc.iter().map(String::as_str))
+            .chain(self.bcc.iter().map(String::as_str))
+    }
+
+    /// The keys a death record shows: the publish key and CC, never BCC.
+    #[must_use]
+    pub fn visible_keys(&self) -> Vec<String> {
+        std::iter::once(self.routing_key.clone())
+            .chain(self.cc.iter().cloned())
+            .collect()
+    }
+
+    /// Whether the message routes by more than its publish key.
+    #[must_use]
+    pub fn has_extra_keys(&self) -> bool {
+        !self.cc.is_empty() || !self.bcc.is_empty()
+    }
+}
+
+/// State the broker attaches to a message, rendered per consumer protocol.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct BrokerAnnotations {
+    /// Why and where the message was dead-lettered, if ever.
+    pub deaths: Option<Box<DeathHistory>>,
+    /// Failed deliveries so far (quorum queues; carried across dead lettering).
+    pub delivery_count: u32,
+    /// Times the message was handed to a consumer and came back.
+    pub acquired_count: u32,
+}
+
+/// The message body.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Body {
+    /// Opaque bytes: a 0.9.1 body, or the contents of a 1.0 message's single `data` section.
+    Data(Bytes),
+    /// A 1.0 body that is not a single `data` section (`amqp-value`, `amqp-sequence`, or several
+    /// `data` sections), kept as its encoded sections.
+    Amqp10Sections(Bytes),
+}
+
+impl Body {
+    /// Size in bytes, as length limits count it.
+    #[must_use]
+    pub fn len(&self) -> usize {
+        match self {
+            Self::Data(b) | Self::Amqp10Sections(b) => b.len(),
+        }
+    }
+
+    /// Whether the body has no bytes.
+    #[must_use]
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The raw bytes, whatever their kind.
+    #[must_use]
+    pub fn bytes(&self) -> &Bytes {
+        match self {
+            Self::Data(b) | Self::Amqp10Sections(b) => b,
+        }
+    }
+}
+
+impl Default for Body {
+    fn default() -> Self {
+        Self::Data(Bytes::new())
+    }
+}
+
+/// The message as it arrived on the wire, kept so a consumer on the same protocol gets the
+/// original bytes when the broker changed nothing.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub enum Encoded {
+    /// Nothing kept (built by the broker, or changed since it arrived).
+    #[default]
+    None,
+    /// The property list of a 0.9.1 content header frame (flags onward), as received.
+    Amqp091Properties(Bytes),
+    /// The bare message of an AMQP 1.0 transfer (properties through footer), as received.
+    Amqp10Bare(Bytes),
+}
+
+static NO_PROPERTIES: LazyLock<Properties> = LazyLock::new(Properties::default);
+
+/// A message in the broker.
+///
+/// Queues hold it behind an `Arc`, so fanning out to many queues never copies it.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Message {
+    /// Boxed and optional because most high-rate messages carry few or no properties; this keeps
+    /// a queued message small.
+    properties: Option<Box<Properties>>,
+    /// Application headers: 0.9.1 `headers` (without `BCC`), 1.0 `application-properties`.
+    pub headers: Table,
+    /// 1.0 message annotations (symbol keys, normally `x-` prefixed).
+    pub annotations: Table,
+    /// The body.
+    pub body: Body,
+    /// Routing facts.
+    pub routing: Routing,
+    /// Broker-owned annotations.
+    pub broker: BrokerAnnotations,
+    /// The original encoding, for pass-through.
+    pub encoded: Encoded,
+}
+
+impl Message {
+    /// A message with the given routing and body and no properties.
+    #[must_use]
+    pub fn new(routing: Routing, body: Body) -> Self {
+        Self {
+            routing,
+            body,
+            ..Self::default()
+        }
+    }
+
+    /// The message properties (defaults when none were set).
+    #[must_use]
+    pub fn properties(&self) -> &Properties {
+        self.properties.as_deref().unwrap_or(&NO_PROPERTIES)
+    }
+
+    /// Mutable properties, allocated on first use.
+    pub fn properties_mut(&mut self) -> &mut Properties {
+        self.properties.get_or_insert_with(Box::default)
+    }
+
+    /// Replaces all properties.
+    pub fn set_properties(&mut self, properties: Properties) {
+        self.properties = if properties == Properties::default() {
+            None
+        } else {
+            Some(Box::new(properties))
+        };
+    }
+
+    /// Whether the message asks to survive a broker restart.
+    #[must_use]
+    pub fn is_persistent(&self) -> bool {
+        self.properties().is_persistent()
+    }
+
+    /// Body size in bytes.
+    #[must_use]
+    pub fn body_len(&self) -> usize {
+        self.body.len()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn all_keys_are_publish_then_cc_then_bcc() {
+        let r = Routing {
+            exchange: "x".into(),
+            routing_key: "k".into(),
+            cc: vec!["c".into()],
+            bcc: vec!["b".into()],
+        };
+        assert_eq!(r.all_keys().collect::<Vec<_>>(), ["k", "c", "b"]);
+        assert_eq!(r.visible_keys(), ["k", "c"]);
+    }
+
+    #[test]
+    fn default_properties_are_not_allocated() {
+        let mut m = Message::default();
+        m.set_properties(Properties::default());
+        assert!(m.properties.is_none());
+        m.properties_mut().priority = Some(3);
+        assert_eq!(m.properties().priority, Some(3));
+    }
+}
