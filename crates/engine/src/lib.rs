@@ -1,1 +1,37 @@
-//! placeholder
+//! Charon's engine: virtual hosts, exchanges, bindings, queues and consumers.
+//!
+//! The engine knows no protocol. Adapters (AMQP 0.9.1, AMQP 1.0) translate their methods and
+//! performatives into calls on [`VHost`] and [`QueueHandle`], and receive deliveries, consumer
+//! cancellations and publish confirmations as [`SessionEvent`]s. Errors carry RabbitMQ's exact
+//! texts and a protocol-neutral [`ErrorKind`].
+//!
+//! # Layout
+//! - [`broker`]: users, vhosts, ids.
+//! - [`vhost`]: declare/delete/bind/route; the operations adapters call.
+//! - [`topology`] (private): exchanges, queues and bindings behind the vhost's lock.
+//! - [`exchange`]: exchange types and their binding indexes.
+//! - [`queue`]: one task per queue; its pure state machine; declare-argument validation.
+//! - [`route_cache`]: per-publisher routing cache validated by a topology version.
+//! - [`gate`]: shared capacity (global prefetch, connection outbound backlog).
+//! - [`session`]: the events queues send to connections.
+
+pub mod broker;
+pub mod error;
+pub mod exchange;
+pub mod gate;
+pub mod queue;
+pub mod route_cache;
+pub mod session;
+mod topology;
+pub mod vhost;
+
+pub use broker::{Broker, BrokerConfig, User, UserConfig};
+pub use error::{EngineError, ErrorKind, Inequivalence, Resource, ResourceKind};
+pub use exchange::{Destination, ExchangeInfo, ExchangeKind};
+pub use gate::Gate;
+pub use queue::{
+    ConfirmTo, ConsumeSpec, Enqueue, GetOk, QueueHandle, QueueRef, QueueStats, QueueType, Settle,
+};
+pub use route_cache::RouteCache;
+pub use session::{ConsumerId, Delivery, Owner, SessionEvent, SessionId, SessionSink};
+pub use vhost::{DeclareOk, ExchangeDeclare, QueueDeclare, VHost};

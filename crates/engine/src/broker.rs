@@ -1,0 +1,123 @@
+//! The broker: users, virtual hosts and id allocation.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use parking_lot::RwLock;
+
+use crate::error::EngineError;
+use crate::vhost::VHost;
+
+/// A configured user.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct UserConfig {
+    /// Login name.
+    pub name: String,
+    /// Password (PLAIN / AMQPLAIN).
+    pub password: String,
+    /// Vhosts the user may open; `None` means all of them.
+    pub vhosts: Option<Vec<String>>,
+}
+
+/// Everything the broker needs at start.
+#[derive(Clone, Debug)]
+pub struct BrokerConfig {
+    /// Users.
+    pub users: Vec<UserConfig>,
+    /// Virtual hosts created at start.
+    pub vhosts: Vec<String>,
+}
+
+impl Default for BrokerConfig {
+    /// RabbitMQ's out-of-the-box setup: user `guest`/`guest`, vhost `/`.
+    fn default() -> Self {
+        Self {
+            users: vec![UserConfig {
+                name: "guest".into(),
+                password: "guest".into(),
+                vhosts: None,
+            }],
+            vhosts: vec!["/".into()],
+        }
+    }
+}
+
+/// An authenticated user.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct User {
+    /// Login name.
+    pub name: String,
+    vhosts: Option<Vec<String>>,
+}
+
+/// The broker.
+#[derive(Debug)]
+pub struct Broker {
+    users: HashMap<String, UserConfig>,
+    vhosts: RwLock<HashMap<String, Arc<VHost>>>,
+    ids: Arc<AtomicU64>,
+}
+
+impl Broker {
+    /// Creates the broker with its users and vhosts.
+    #[must_use]
+    pub fn new(config: BrokerConfig) -> Arc<Self> {
+        let ids = Arc::new(AtomicU64::new(1));
+        let vhosts = config
+            .vhosts
+            .iter()
+            .map(|name| (name.clone(), VHost::new(name, Arc::clone(&ids))))
+            .collect();
+        let users = config
+            .users
+            .into_iter()
+            .map(|u| (u.name.clone(), u))
+            .collect();
+        Arc::new(Self {
+            users,
+            vhosts: RwLock::new(vhosts),
+            ids,
+        })
+    }
+
+    /// A fresh broker-unique id (connections, consumers, queues).
+    #[must_use]
+    pub fn next_id(&self) -> u64 {
+        self.ids.fetch_add(1, Ordering::Relaxed)
+    }
+
+    /// Checks a user's password.
+    #[must_use]
+    pub fn authenticate(&self, name: &str, password: &str) -> Option<User> {
+        let user = self.users.get(name)?;
+        (user.password == password).then(|| User {
+            name: user.name.clone(),
+            vhosts: user.vhosts.clone(),
+        })
+    }
+
+    /// Opens a vhost for a user.
+    ///
+    /// # Errors
+    /// NOT_ALLOWED when the vhost does not exist or the user may not use it.
+    pub fn open_vhost(&self, user: &User, name: &str) -> Result<Arc<VHost>, EngineError> {
+        let vhost = self
+            .vhosts
+            .read()
+            .get(name)
+            .cloned()
+            .ok_or_else(|| EngineError::VhostNotFound(name.to_owned()))?;
+        let allowed = user
+            .vhosts
+            .as_ref()
+            .is_none_or(|list| list.iter().any(|v| v == name));
+        if !allowed {
+            return Err(EngineError::VhostAccessRefused {
+                vhost: name.to_owned(),
+                user: user.name.clone(),
+            });
+        }
+        Ok(vhost)
+    }
+}

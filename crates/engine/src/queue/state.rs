@@ -1,0 +1,505 @@
+//! A queue's messages and consumers, as a pure state machine.
+//!
+//! No channels are awaited here: operations change the state and collect outgoing
+//! [`SessionEvent`]s in an outbox that the task sends after each batch of commands.
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::Arc;
+
+use charon_model::{DeathReason, Message};
+
+use super::{ConfirmTo, ConsumeSpec, Enqueue, GetOk, QueueRef, QueueStats, Settle};
+use crate::error::EngineError;
+use crate::session::{ConsumerId, Delivery, Owner, SessionEvent, SessionSink};
+
+/// A message in the queue.
+#[derive(Debug)]
+struct Entry {
+    seq: u64,
+    message: Arc<Message>,
+    redelivered: bool,
+}
+
+/// A message delivered and awaiting settlement.
+#[derive(Debug)]
+struct Unacked {
+    entry: Entry,
+    consumer: Option<ConsumerId>,
+    owner: Owner,
+}
+
+#[derive(Debug)]
+struct Consumer {
+    spec: ConsumeSpec,
+    unacked: u32,
+    batch: Vec<Delivery>,
+}
+
+impl Consumer {
+    /// Takes the capacity for one more delivery, or says why not (registering the queue with
+    /// the gate that is full so it is resumed later).
+    fn reserve(&self, queue: &QueueRef) -> bool {
+        let spec = &self.spec;
+        if !spec.no_ack && spec.prefetch != 0 && self.unacked >= spec.prefetch {
+            return false;
+        }
+        let channel_gate = spec.channel_limit.as_ref().filter(|_| !spec.no_ack);
+        if let Some(gate) = channel_gate
+            && !gate.acquire_or_wait(queue)
+        {
+            return false;
+        }
+        if !spec.session.outbound.acquire_or_wait(queue) {
+            if let Some(gate) = channel_gate {
+                gate.release(1);
+            }
+            return false;
+        }
+        true
+    }
+}
+
+/// Messages leaving the queue other than by acknowledgement, for dead lettering.
+pub(crate) type Discarded = Vec<(Arc<Message>, DeathReason)>;
+
+pub(crate) struct QueueState {
+    handle: QueueRef,
+    ready: VecDeque<Entry>,
+    unacked: HashMap<u64, Unacked>,
+    consumers: Vec<Consumer>,
+    next_consumer: usize,
+    next_seq: u64,
+    had_consumer: bool,
+    outbox: Vec<(SessionSink, SessionEvent)>,
+    discarded: Discarded,
+}
+
+impl QueueState {
+    pub(crate) fn new(handle: QueueRef) -> Self {
+        Self {
+            handle,
+            ready: VecDeque::new(),
+            unacked: HashMap::new(),
+            consumers: Vec::new(),
+            next_consumer: 0,
+            next_seq: 1,
+            had_consumer: false,
+            outbox: Vec::new(),
+            discarded: Vec::new(),
+        }
+    }
+
+    pub(crate) fn publish(&mut self, items: Vec<Enqueue>, confirm_to: Option<ConfirmTo>) {
+        let mut accepted = Vec::new();
+        for item in items {
+            let seq = self.next_seq;
+            self.next_seq += 1;
+            self.ready.push_back(Entry {
+                seq,
+                message: item.message,
+                redelivered: false,
+            });
+            accepted.extend(item.confirm);
+        }
+        if let Some(to) = confirm_to.filter(|_| !accepted.is_empty()) {
+            let event = SessionEvent::Confirms {
+                channel: to.channel,
+                accepted,
+                refused: Vec::new(),
+            };
+            self.outbox.push((to.session, event));
+        }
+    }
+
+    pub(crate) fn consume(&mut self, spec: ConsumeSpec) -> Result<(), EngineError> {
+        let exclusive_taken = self.consumers.iter().any(|c| c.spec.exclusive);
+        if exclusive_taken || (spec.exclusive && !self.consumers.is_empty()) {
+            return Err(EngineError::ExclusiveConsumeUnavailable(
+                self.handle.resource(),
+            ));
+        }
+        self.had_consumer = true;
+        self.consumers.push(Consumer {
+            spec,
+            unacked: 0,
+            batch: Vec::new(),
+        });
+        Ok(())
+    }
+
+    /// Removes a consumer. Its unacknowledged messages stay with its channel.
+    pub(crate) fn cancel(&mut self, consumer: ConsumerId) -> bool {
+        let before = self.consumers.len();
+        self.consumers.retain(|c| c.spec.id != consumer);
+        for unacked in self.unacked.values_mut() {
+            if unacked.consumer == Some(consumer) {
+                unacked.consumer = None;
+            }
+        }
+        before != self.consumers.len()
+    }
+
+    /// Whether an auto-delete queue has lost its last consumer.
+    pub(crate) fn should_auto_delete(&self) -> bool {
+        self.handle.config.auto_delete && self.had_consumer && self.consumers.is_empty()
+    }
+
+    pub(crate) fn settle(&mut self, seqs: &[u64], how: Settle) {
+        let mut requeue = Vec::new();
+        for seq in seqs {
+            let Some(unacked) = self.unacked.remove(seq) else {
+                continue;
+            };
+            if let Some(id) = unacked.consumer
+                && let Some(c) = self.consumers.iter_mut().find(|c| c.spec.id == id)
+            {
+                c.unacked = c.unacked.saturating_sub(1);
+            }
+            match how {
+                Settle::Ack => {}
+                Settle::Requeue => requeue.push(unacked.entry),
+                Settle::Discard => self.discard(unacked.entry, DeathReason::Rejected),
+            }
+        }
+        self.requeue(requeue);
+    }
+
+    /// The one exit for messages that leave unacknowledged: dead lettering hooks in here.
+    fn discard(&mut self, entry: Entry, reason: DeathReason) {
+        self.discarded.push((entry.message, reason));
+    }
+
+    /// Puts messages back at their original positions, marked redelivered.
+    fn requeue(&mut self, mut entries: Vec<Entry>) {
+        entries.sort_by_key(|e| e.seq);
+        for mut entry in entries {
+            entry.redelivered = true;
+            let at = self.ready.partition_point(|e| e.seq < entry.seq);
+            self.ready.insert(at, entry);
+        }
+    }
+
+    pub(crate) fn get(&mut self, owner: Owner, no_ack: bool) -> Option<GetOk> {
+        let entry = self.ready.pop_front()?;
+        let delivery = Delivery {
+            seq: entry.seq,
+            message: Arc::clone(&entry.message),
+            redelivered: entry.redelivered,
+        };
+        if !no_ack {
+            self.unacked.insert(
+                entry.seq,
+                Unacked {
+                    entry,
+                    consumer: None,
+                    owner,
+                },
+            );
+        }
+        let remaining = u32::try_from(self.ready.len()).unwrap_or(u32::MAX);
+        Some(GetOk {
+            delivery,
+            remaining,
+        })
+    }
+
+    pub(crate) fn purge(&mut self) -> u32 {
+        let count = self.ready.len();
+        self.ready.clear();
+        u32::try_from(count).unwrap_or(u32::MAX)
+    }
+
+    pub(crate) fn stats(&self) -> QueueStats {
+        let count = |n: usize| u32::try_from(n).unwrap_or(u32::MAX);
+        QueueStats {
+            ready: count(self.ready.len()),
+            unacked: count(self.unacked.len()),
+            consumers: count(self.consumers.len()),
+        }
+    }
+
+    /// A channel went away: drop its consumers and requeue everything it had not settled,
+    /// including deliveries that were still on their way to it.
+    pub(crate) fn owner_closed(&mut self, owner: Owner) {
+        self.consumers.retain(|c| c.spec.owner != owner);
+        let seqs: Vec<u64> = self
+            .unacked
+            .iter()
+            .filter(|(_, u)| u.owner == owner)
+            .map(|(s, _)| *s)
+            .collect();
+        let entries = seqs
+            .iter()
+            .filter_map(|s| self.unacked.remove(s))
+            .map(|u| u.entry)
+            .collect();
+        self.requeue(entries);
+    }
+
+    /// Checks `if-unused` / `if-empty`; on success returns the ready count the delete reports.
+    pub(crate) fn check_delete(&self, if_unused: bool, if_empty: bool) -> Result<u32, EngineError> {
+        if if_unused && !self.consumers.is_empty() {
+            return Err(EngineError::InUse(self.handle.resource()));
+        }
+        if if_empty && !self.ready.is_empty() {
+            return Err(EngineError::NotEmpty(self.handle.resource()));
+        }
+        Ok(self.stats().ready)
+    }
+
+    /// The queue is going away: tell every consumer.
+    pub(crate) fn cancel_all_consumers(&mut self) {
+        for consumer in self.consumers.drain(..) {
+            let event = SessionEvent::ConsumerCancelled {
+                consumer: consumer.spec.id,
+            };
+            self.outbox.push((consumer.spec.session, event));
+        }
+    }
+
+    /// Hands ready messages to consumers that can take them, round-robin, one message at a
+    /// time, and batches each consumer's deliveries into one event.
+    pub(crate) fn dispatch(&mut self) {
+        let count = self.consumers.len();
+        let mut misses = 0;
+        while misses < count && !self.ready.is_empty() {
+            let index = self.next_consumer % count;
+            self.next_consumer = (index + 1) % count;
+            let Some(consumer) = self.consumers.get_mut(index) else {
+                break;
+            };
+            if !consumer.reserve(&self.handle) {
+                misses += 1;
+                continue;
+            }
+            misses = 0;
+            let Some(entry) = self.ready.pop_front() else {
+                break;
+            };
+            consumer.batch.push(Delivery {
+                seq: entry.seq,
+                message: Arc::clone(&entry.message),
+                redelivered: entry.redelivered,
+            });
+            if !consumer.spec.no_ack {
+                consumer.unacked += 1;
+                let owner = consumer.spec.owner;
+                let id = consumer.spec.id;
+                self.unacked.insert(
+                    entry.seq,
+                    Unacked {
+                        entry,
+                        consumer: Some(id),
+                        owner,
+                    },
+                );
+            }
+        }
+        for consumer in &mut self.consumers {
+            if consumer.batch.is_empty() {
+                continue;
+            }
+            let event = SessionEvent::Deliveries {
+                consumer: consumer.spec.id,
+                queue: Arc::clone(&self.handle),
+                items: std::mem::take(&mut consumer.batch),
+            };
+            self.outbox.push((consumer.spec.session.clone(), event));
+        }
+    }
+
+    pub(crate) fn take_outbox(&mut self) -> Vec<(SessionSink, SessionEvent)> {
+        std::mem::take(&mut self.outbox)
+    }
+
+    pub(crate) fn take_discarded(&mut self) -> Discarded {
+        std::mem::take(&mut self.discarded)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use charon_model::{Body, Routing, Table};
+    use tokio::sync::mpsc;
+
+    use super::super::{QueueConfig, QueueHandle, QueueType};
+    use super::*;
+    use crate::gate::Gate;
+
+    fn handle() -> QueueRef {
+        let (tx, _rx) = mpsc::channel(1);
+        Arc::new(QueueHandle {
+            id: 1,
+            config: QueueConfig {
+                name: "q".into(),
+                vhost: "/".into(),
+                durable: false,
+                auto_delete: false,
+                exclusive_owner: None,
+                arguments: Table::new(),
+                queue_type: QueueType::Classic,
+            },
+            tx,
+        })
+    }
+
+    fn msg(n: u8) -> Enqueue {
+        Enqueue {
+            message: Arc::new(Message::new(Routing::default(), Body::Data(vec![n].into()))),
+            confirm: None,
+        }
+    }
+
+    fn consumer(id: u64, session: &SessionSink, prefetch: u32) -> ConsumeSpec {
+        ConsumeSpec {
+            id,
+            owner: Owner {
+                session: session.id,
+                channel: 1,
+            },
+            session: session.clone(),
+            no_ack: false,
+            prefetch,
+            channel_limit: None,
+            exclusive: false,
+            arguments: Table::new(),
+        }
+    }
+
+    fn delivered(state: &mut QueueState) -> Vec<(u64, Vec<u64>, bool)> {
+        state
+            .take_outbox()
+            .into_iter()
+            .filter_map(|(_, e)| match e {
+                SessionEvent::Deliveries {
+                    consumer, items, ..
+                } => Some((
+                    consumer,
+                    items.iter().map(|d| d.seq).collect(),
+                    items.iter().any(|d| d.redelivered),
+                )),
+                _ => None,
+            })
+            .collect()
+    }
+
+    #[test]
+    fn round_robin_one_message_at_a_time() {
+        let (session, _rx) = SessionSink::new(1, 0);
+        let mut s = QueueState::new(handle());
+        s.consume(consumer(10, &session, 0)).unwrap();
+        s.consume(consumer(11, &session, 0)).unwrap();
+        s.publish((0..4).map(msg).collect(), None);
+        s.dispatch();
+        assert_eq!(
+            delivered(&mut s),
+            [(10, vec![1, 3], false), (11, vec![2, 4], false)]
+        );
+    }
+
+    #[test]
+    fn prefetch_limits_unacked_and_ack_frees_room() {
+        let (session, _rx) = SessionSink::new(1, 0);
+        let mut s = QueueState::new(handle());
+        s.consume(consumer(10, &session, 2)).unwrap();
+        s.publish((0..3).map(msg).collect(), None);
+        s.dispatch();
+        assert_eq!(delivered(&mut s), [(10, vec![1, 2], false)]);
+        s.settle(&[1], Settle::Ack);
+        s.dispatch();
+        assert_eq!(delivered(&mut s), [(10, vec![3], false)]);
+    }
+
+    #[test]
+    fn requeue_restores_original_position_with_redelivered() {
+        let (session, _rx) = SessionSink::new(1, 0);
+        let mut s = QueueState::new(handle());
+        s.publish((0..4).map(msg).collect(), None);
+        let owner = Owner {
+            session: 1,
+            channel: 1,
+        };
+        let a = s.get(owner, false).unwrap();
+        let b = s.get(owner, false).unwrap();
+        assert_eq!((a.delivery.seq, b.delivery.seq, b.remaining), (1, 2, 2));
+        s.settle(&[2], Settle::Requeue);
+        s.owner_closed(owner);
+        s.consume(consumer(10, &session, 0)).unwrap();
+        s.dispatch();
+        let out = delivered(&mut s);
+        assert_eq!(
+            out.first().map(|(_, seqs, _)| seqs.clone()),
+            Some(vec![1, 2, 3, 4])
+        );
+    }
+
+    #[test]
+    fn discard_goes_through_the_dead_letter_seam() {
+        let mut s = QueueState::new(handle());
+        s.publish(vec![msg(1)], None);
+        let owner = Owner {
+            session: 1,
+            channel: 1,
+        };
+        let got = s.get(owner, false).unwrap();
+        s.settle(&[got.delivery.seq], Settle::Discard);
+        assert_eq!(
+            s.take_discarded()
+                .iter()
+                .map(|(_, r)| *r)
+                .collect::<Vec<_>>(),
+            [DeathReason::Rejected]
+        );
+        assert_eq!(
+            s.stats(),
+            QueueStats {
+                ready: 0,
+                unacked: 0,
+                consumers: 0
+            }
+        );
+    }
+
+    #[test]
+    fn exclusive_consumer_blocks_others() {
+        let (session, _rx) = SessionSink::new(1, 0);
+        let mut s = QueueState::new(handle());
+        let mut c = consumer(10, &session, 0);
+        c.exclusive = true;
+        s.consume(c).unwrap();
+        let err = s.consume(consumer(11, &session, 0)).unwrap_err();
+        assert_eq!(err.to_string(), "queue 'q' in vhost '/' in exclusive use");
+    }
+
+    #[test]
+    fn full_outbound_gate_stops_dispatch_until_released() {
+        let (session, _rx) = SessionSink::new(1, 2);
+        let mut s = QueueState::new(handle());
+        let mut c = consumer(10, &session, 0);
+        c.no_ack = true;
+        s.consume(c).unwrap();
+        s.publish((0..5).map(msg).collect(), None);
+        s.dispatch();
+        assert_eq!(delivered(&mut s), [(10, vec![1, 2], false)]);
+        assert_eq!(s.stats().ready, 3);
+        session.outbound.release(2);
+        s.dispatch();
+        assert_eq!(delivered(&mut s), [(10, vec![3, 4], false)]);
+    }
+
+    #[test]
+    fn channel_gate_is_shared_and_released_by_owner() {
+        let (session, _rx) = SessionSink::new(1, 0);
+        let gate = Gate::new(1);
+        let mut s = QueueState::new(handle());
+        let mut c = consumer(10, &session, 0);
+        c.channel_limit = Some(Arc::clone(&gate));
+        s.consume(c).unwrap();
+        s.publish((0..2).map(msg).collect(), None);
+        s.dispatch();
+        assert_eq!(delivered(&mut s), [(10, vec![1], false)]);
+        gate.release(1);
+        s.dispatch();
+        assert_eq!(delivered(&mut s), [(10, vec![2], false)]);
+    }
+}

@@ -1,0 +1,105 @@
+//! How queues talk back to the connections that use them.
+//!
+//! Each client connection owns one unbounded event channel. Queues push deliveries, consumer
+//! cancellations and publish confirmations into it; the connection's task drains it in batches.
+//! Unbounded is safe because every producer is bounded elsewhere: deliveries by prefetch and the
+//! connection's outbound [`Gate`], confirmations by the publisher's own reads.
+
+use std::sync::Arc;
+
+use charon_model::Message;
+use tokio::sync::mpsc;
+
+use crate::gate::Gate;
+use crate::queue::QueueRef;
+
+/// Identifies a client connection for the lifetime of the broker.
+pub type SessionId = u64;
+
+/// Identifies a consumer for the lifetime of the broker (never reused, unlike consumer tags).
+pub type ConsumerId = u64;
+
+/// The owner of deliveries awaiting settlement: a channel (0.9.1) or a link (1.0) of one
+/// connection. When the owner goes away its unsettled messages are requeued.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Owner {
+    /// The connection.
+    pub session: SessionId,
+    /// Channel number or link handle within it.
+    pub channel: u32,
+}
+
+/// One message handed to a consumer or a `basic.get`.
+#[derive(Clone, Debug)]
+pub struct Delivery {
+    /// The queue's handle for the message, used to settle it.
+    pub seq: u64,
+    /// The message.
+    pub message: Arc<Message>,
+    /// Whether it was delivered before (0.9.1 `redelivered`).
+    pub redelivered: bool,
+}
+
+/// What a queue tells a connection.
+#[derive(Debug)]
+pub enum SessionEvent {
+    /// Messages for one consumer, in queue order.
+    Deliveries {
+        /// The consumer.
+        consumer: ConsumerId,
+        /// The queue they come from (for settlement).
+        queue: QueueRef,
+        /// The messages.
+        items: Vec<Delivery>,
+    },
+    /// The queue was deleted; the consumer no longer exists.
+    ConsumerCancelled {
+        /// The consumer.
+        consumer: ConsumerId,
+    },
+    /// Outcome of publishes that asked for confirmation.
+    Confirms {
+        /// Channel (or link) that published.
+        channel: u32,
+        /// Publish sequence numbers the queue accepted.
+        accepted: Vec<u64>,
+        /// Publish sequence numbers the queue refused.
+        refused: Vec<u64>,
+    },
+}
+
+/// A connection's inbox, as held by queues.
+#[derive(Clone, Debug)]
+pub struct SessionSink {
+    /// Which connection.
+    pub id: SessionId,
+    tx: mpsc::UnboundedSender<SessionEvent>,
+    /// Deliveries handed over but not yet written to the socket.
+    pub outbound: Arc<Gate>,
+}
+
+impl SessionSink {
+    /// Creates the inbox of a new connection; the receiver goes to the connection's task.
+    /// `outbound_window` bounds deliveries in flight towards its socket.
+    #[must_use]
+    pub fn new(
+        id: SessionId,
+        outbound_window: u32,
+    ) -> (Self, mpsc::UnboundedReceiver<SessionEvent>) {
+        let (tx, rx) = mpsc::unbounded_channel();
+        (
+            Self {
+                id,
+                tx,
+                outbound: Gate::new(outbound_window),
+            },
+            rx,
+        )
+    }
+
+    /// Sends an event; a connection that has gone away is ignored (its owner cleanup requeues
+    /// whatever was in flight).
+    pub fn send(&self, event: SessionEvent) {
+        let _ = self.tx.send(event);
+    }
+}

@@ -1,0 +1,220 @@
+//! A vhost's exchanges, queues and bindings, and routing over them.
+//!
+//! Plain data behind the vhost's lock; every method is synchronous and short, so the lock is
+//! never held across an await.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
+
+use charon_model::{Routing, Table};
+
+use crate::exchange::{Binding, BindingSet, Destination, ExchangeInfo, ExchangeKind};
+use crate::queue::QueueRef;
+
+pub(crate) struct ExchangeEntry {
+    pub(crate) info: Arc<ExchangeInfo>,
+    pub(crate) bindings: BindingSet,
+}
+
+/// The result of routing one message.
+#[derive(Debug, Default)]
+pub(crate) struct Routed {
+    pub(crate) queues: Vec<QueueRef>,
+    /// False when a headers exchange took part: the result depends on the message's headers
+    /// and must not be cached by routing key.
+    pub(crate) cacheable: bool,
+}
+
+#[derive(Default)]
+pub(crate) struct Topology {
+    pub(crate) exchanges: HashMap<String, ExchangeEntry>,
+    pub(crate) queues: HashMap<String, QueueRef>,
+    /// For each destination, the exchanges that bind it: makes deleting a queue or exchange
+    /// cost its own bindings, not every binding in the vhost.
+    sources: HashMap<Destination, HashSet<String>>,
+}
+
+impl Topology {
+    /// A vhost's predeclared exchanges: the default exchange and the `amq.*` ones.
+    pub(crate) fn with_standard_exchanges() -> Self {
+        let mut topology = Self::default();
+        for (name, kind) in [
+            ("", ExchangeKind::Direct),
+            ("amq.direct", ExchangeKind::Direct),
+            ("amq.fanout", ExchangeKind::Fanout),
+            ("amq.topic", ExchangeKind::Topic),
+            ("amq.headers", ExchangeKind::Headers),
+            ("amq.match", ExchangeKind::Headers),
+        ] {
+            topology.add_exchange(ExchangeInfo {
+                name: name.to_owned(),
+                kind,
+                durable: true,
+                auto_delete: false,
+                internal: false,
+                arguments: Table::new(),
+            });
+        }
+        topology
+    }
+
+    pub(crate) fn add_exchange(&mut self, info: ExchangeInfo) {
+        let bindings = BindingSet::new(info.kind);
+        self.exchanges.insert(
+            info.name.clone(),
+            ExchangeEntry {
+                info: Arc::new(info),
+                bindings,
+            },
+        );
+    }
+
+    pub(crate) fn has_bindings_from(&self, exchange: &str) -> bool {
+        self.exchanges
+            .get(exchange)
+            .is_some_and(|e| !e.bindings.is_empty())
+    }
+
+    /// Adds a binding; returns false if it already existed.
+    pub(crate) fn bind(&mut self, source: &str, binding: Binding) -> bool {
+        let destination = binding.destination.clone();
+        let Some(entry) = self.exchanges.get_mut(source) else {
+            return false;
+        };
+        if !entry.bindings.add(binding) {
+            return false;
+        }
+        self.sources
+            .entry(destination)
+            .or_default()
+            .insert(source.to_owned());
+        true
+    }
+
+    /// Removes a binding; returns false if it did not exist. Auto-delete exchanges left
+    /// without bindings are deleted, as RabbitMQ does.
+    pub(crate) fn unbind(&mut self, source: &str, binding: &Binding) -> bool {
+        let Some(entry) = self.exchanges.get_mut(source) else {
+            return false;
+        };
+        if !entry.bindings.remove(binding) {
+            return false;
+        }
+        let still_bound = entry.bindings.contains_destination(&binding.destination);
+        if !still_bound && let Some(set) = self.sources.get_mut(&binding.destination) {
+            set.remove(source);
+            if set.is_empty() {
+                self.sources.remove(&binding.destination);
+            }
+        }
+        self.collect_auto_deleted(source);
+        true
+    }
+
+    pub(crate) fn binding_exists(&self, source: &str, binding: &Binding) -> bool {
+        self.exchanges
+            .get(source)
+            .is_some_and(|e| e.bindings.contains(binding))
+    }
+
+    /// Removes every binding that leads to `destination`.
+    pub(crate) fn remove_bindings_to(&mut self, destination: &Destination) {
+        let Some(sources) = self.sources.remove(destination) else {
+            return;
+        };
+        for source in &sources {
+            if let Some(entry) = self.exchanges.get_mut(source) {
+                entry.bindings.remove_destination(destination);
+            }
+        }
+        for source in &sources {
+            self.collect_auto_deleted(source);
+        }
+    }
+
+    /// Deletes an exchange and every binding from or to it.
+    pub(crate) fn remove_exchange(&mut self, name: &str) {
+        let Some(entry) = self.exchanges.remove(name) else {
+            return;
+        };
+        drop(entry);
+        for set in self.sources.values_mut() {
+            set.remove(name);
+        }
+        self.sources.retain(|_, set| !set.is_empty());
+        self.remove_bindings_to(&Destination::Exchange(name.to_owned()));
+    }
+
+    fn collect_auto_deleted(&mut self, source: &str) {
+        let unused_auto_delete = self
+            .exchanges
+            .get(source)
+            .is_some_and(|e| e.info.auto_delete && e.bindings.is_empty());
+        if unused_auto_delete {
+            self.remove_exchange(source);
+        }
+    }
+
+    /// Routes a message published to `exchange`: every routing key (publish key, CC, BCC)
+    /// through the exchange graph, with alternate exchanges where an exchange matched nothing.
+    pub(crate) fn route(&self, exchange: &str, routing: &Routing, headers: &Table) -> Routed {
+        let mut routed = Routed {
+            queues: Vec::new(),
+            cacheable: true,
+        };
+        for key in routing.all_keys() {
+            let mut visited = HashSet::new();
+            self.route_key(exchange, key, headers, &mut visited, &mut routed);
+        }
+        routed
+    }
+
+    fn route_key(
+        &self,
+        exchange: &str,
+        key: &str,
+        headers: &Table,
+        visited: &mut HashSet<String>,
+        out: &mut Routed,
+    ) {
+        if !visited.insert(exchange.to_owned()) {
+            return;
+        }
+        if exchange.is_empty() {
+            if let Some(queue) = self.queues.get(key) {
+                push_unique(&mut out.queues, queue);
+            }
+            return;
+        }
+        let Some(entry) = self.exchanges.get(exchange) else {
+            return;
+        };
+        if entry.info.kind == ExchangeKind::Headers {
+            out.cacheable = false;
+        }
+        let mut destinations = Vec::new();
+        entry.bindings.route(key, headers, &mut destinations);
+        if destinations.is_empty() {
+            if let Some(alternate) = entry.info.alternate_exchange() {
+                self.route_key(alternate, key, headers, visited, out);
+            }
+            return;
+        }
+        for destination in destinations {
+            match destination {
+                Destination::Queue(name) => {
+                    if let Some(queue) = self.queues.get(name) {
+                        push_unique(&mut out.queues, queue);
+                    }
+                }
+                Destination::Exchange(name) => self.route_key(name, key, headers, visited, out),
+            }
+        }
+    }
+}
+
+fn push_unique(queues: &mut Vec<QueueRef>, queue: &QueueRef) {
+    if !queues.iter().any(|q| Arc::ptr_eq(q, queue)) {
+        queues.push(Arc::clone(queue));
+    }
+}

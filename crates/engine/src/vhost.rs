@@ -1,0 +1,577 @@
+//! A virtual host: the operations protocol adapters call.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Weak};
+
+use charon_model::{Routing, Table, Value};
+use parking_lot::RwLock;
+
+use crate::error::{EngineError, Resource, ResourceKind, quoted};
+use crate::exchange::{Binding, Destination, ExchangeInfo, ExchangeKind};
+use crate::queue::args::{self, QueueType};
+use crate::queue::{QueueConfig, QueueHandle, QueueRef};
+use crate::route_cache::RouteCache;
+use crate::session::SessionId;
+use crate::topology::Topology;
+
+/// An `exchange.declare`.
+#[derive(Clone, Debug, Default)]
+pub struct ExchangeDeclare {
+    /// Name.
+    pub name: String,
+    /// Type name as sent (`direct`, `fanout`, `topic`, `headers`).
+    pub kind: String,
+    /// Only check that it exists.
+    pub passive: bool,
+    /// Durable.
+    pub durable: bool,
+    /// Auto-delete.
+    pub auto_delete: bool,
+    /// Internal.
+    pub internal: bool,
+    /// Arguments.
+    pub arguments: Table,
+}
+
+/// A `queue.declare`.
+#[derive(Clone, Debug, Default)]
+pub struct QueueDeclare {
+    /// Name; empty asks the server to name it.
+    pub name: String,
+    /// Only check that it exists.
+    pub passive: bool,
+    /// Durable.
+    pub durable: bool,
+    /// Owned by the declaring connection.
+    pub exclusive: bool,
+    /// Deleted after its last consumer goes.
+    pub auto_delete: bool,
+    /// Arguments.
+    pub arguments: Table,
+}
+
+/// Answer to a queue declare.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DeclareOk {
+    /// The queue's name (generated for server-named queues).
+    pub name: String,
+    /// Ready messages.
+    pub messages: u32,
+    /// Consumers.
+    pub consumers: u32,
+}
+
+/// A virtual host.
+pub struct VHost {
+    name: String,
+    topology: RwLock<Topology>,
+    /// Bumped under the write lock on every topology change; route caches compare it.
+    version: AtomicU64,
+    ids: Arc<AtomicU64>,
+    me: Weak<VHost>,
+}
+
+impl std::fmt::Debug for VHost {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("VHost")
+            .field("name", &self.name)
+            .finish_non_exhaustive()
+    }
+}
+
+fn generated_name(prefix: &str) -> String {
+    use rand::Rng;
+    const ALPHABET: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
+    let mut rng = rand::rng();
+    let suffix: String = (0..22)
+        .map(|_| {
+            char::from(
+                ALPHABET
+                    .get(rng.random_range(0..ALPHABET.len()))
+                    .copied()
+                    .unwrap_or(b'A'),
+            )
+        })
+        .collect();
+    format!("{prefix}-{suffix}")
+}
+
+impl VHost {
+    pub(crate) fn new(name: &str, ids: Arc<AtomicU64>) -> Arc<Self> {
+        Arc::new_cyclic(|me| Self {
+            name: name.to_owned(),
+            topology: RwLock::new(Topology::with_standard_exchanges()),
+            version: AtomicU64::new(1),
+            ids,
+            me: me.clone(),
+        })
+    }
+
+    /// The vhost's name.
+    #[must_use]
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    fn changed(&self) {
+        self.version.fetch_add(1, Ordering::Release);
+    }
+
+    fn exchange_resource(&self, name: &str) -> Resource {
+        Resource::exchange(&self.name, name)
+    }
+
+    fn queue_resource(&self, name: &str) -> Resource {
+        Resource::queue(&self.name, name)
+    }
+
+    /// Declares (or checks) an exchange.
+    ///
+    /// # Errors
+    /// RabbitMQ's channel errors: 403 for the default exchange or an `amq.` name, 404 for a
+    /// passive declare of a missing exchange, 406 for an unknown type or an inequivalent
+    /// redeclare.
+    pub fn declare_exchange(&self, declare: &ExchangeDeclare) -> Result<(), EngineError> {
+        if declare.name.is_empty() {
+            return Err(EngineError::DefaultExchange);
+        }
+        if declare.passive {
+            return match self.topology.read().exchanges.contains_key(&declare.name) {
+                true => Ok(()),
+                false => Err(EngineError::NotFound(self.exchange_resource(&declare.name))),
+            };
+        }
+        let kind = ExchangeKind::parse(&declare.kind)?;
+        let mut topology = self.topology.write();
+        if let Some(existing) = topology.exchanges.get(&declare.name) {
+            return self.assert_exchange_equivalent(&existing.info, kind, declare);
+        }
+        if declare.name.starts_with("amq.") {
+            return Err(EngineError::ReservedName {
+                kind: ResourceKind::Exchange,
+                name: declare.name.clone(),
+            });
+        }
+        if let Some(value) = declare.arguments.get("alternate-exchange")
+            && value.as_str().is_none()
+        {
+            return Err(EngineError::Precondition(format!(
+                "invalid type '{}' for arg 'alternate-exchange' in {}",
+                value.rabbit_type_name(),
+                self.exchange_resource(&declare.name)
+            )));
+        }
+        topology.add_exchange(ExchangeInfo {
+            name: declare.name.clone(),
+            kind,
+            durable: declare.durable,
+            auto_delete: declare.auto_delete,
+            internal: declare.internal,
+            arguments: declare.arguments.clone(),
+        });
+        self.changed();
+        Ok(())
+    }
+
+    fn assert_exchange_equivalent(
+        &self,
+        existing: &ExchangeInfo,
+        kind: ExchangeKind,
+        declare: &ExchangeDeclare,
+    ) -> Result<(), EngineError> {
+        let resource = self.exchange_resource(&declare.name);
+        let fields = [
+            (
+                "type",
+                existing.kind.as_str().to_owned(),
+                kind.as_str().to_owned(),
+            ),
+            (
+                "durable",
+                existing.durable.to_string(),
+                declare.durable.to_string(),
+            ),
+            (
+                "auto_delete",
+                existing.auto_delete.to_string(),
+                declare.auto_delete.to_string(),
+            ),
+            (
+                "internal",
+                existing.internal.to_string(),
+                declare.internal.to_string(),
+            ),
+        ];
+        for (field, current, received) in fields {
+            if current != received {
+                return Err(EngineError::inequivalent(
+                    resource,
+                    field,
+                    quoted(received),
+                    quoted(current),
+                ));
+            }
+        }
+        let (old, new) = (
+            existing.arguments.get("alternate-exchange"),
+            declare.arguments.get("alternate-exchange"),
+        );
+        let same = match (old, new) {
+            (None, None) => true,
+            (Some(a), Some(b)) => a.rabbit_type_name() == b.rabbit_type_name() && a.equivalent(b),
+            _ => false,
+        };
+        if same {
+            Ok(())
+        } else {
+            Err(EngineError::inequivalent(
+                resource,
+                "alternate-exchange",
+                args::describe(new),
+                args::describe(old),
+            ))
+        }
+    }
+
+    /// Deletes an exchange (a missing one is fine, as in RabbitMQ).
+    ///
+    /// # Errors
+    /// 403 for the default and `amq.*` exchanges, 406 when `if_unused` and it has bindings.
+    pub fn delete_exchange(&self, name: &str, if_unused: bool) -> Result<(), EngineError> {
+        if name.is_empty() {
+            return Err(EngineError::DefaultExchange);
+        }
+        if name.starts_with("amq.") {
+            return Err(EngineError::SystemExchange(self.exchange_resource(name)));
+        }
+        let mut topology = self.topology.write();
+        if !topology.exchanges.contains_key(name) {
+            return Ok(());
+        }
+        if if_unused && topology.has_bindings_from(name) {
+            return Err(EngineError::InUse(self.exchange_resource(name)));
+        }
+        topology.remove_exchange(name);
+        self.changed();
+        Ok(())
+    }
+
+    /// The exchange's declared properties.
+    #[must_use]
+    pub fn exchange(&self, name: &str) -> Option<Arc<ExchangeInfo>> {
+        self.topology
+            .read()
+            .exchanges
+            .get(name)
+            .map(|e| Arc::clone(&e.info))
+    }
+
+    /// Declares (or checks) a queue on behalf of connection `session`.
+    ///
+    /// # Errors
+    /// 403 for an `amq.` name, 404 for a passive declare of a missing queue, 405 for another
+    /// connection's exclusive queue, 406 for invalid or inequivalent arguments and properties.
+    pub async fn declare_queue(
+        &self,
+        declare: &QueueDeclare,
+        session: SessionId,
+    ) -> Result<DeclareOk, EngineError> {
+        let queue = if declare.passive {
+            self.queue(&declare.name, session)?
+        } else {
+            match self.create_or_check_queue(declare, session)? {
+                Created::New(name) => {
+                    return Ok(DeclareOk {
+                        name,
+                        messages: 0,
+                        consumers: 0,
+                    });
+                }
+                Created::Existing(queue) => queue,
+            }
+        };
+        let stats = queue.stats().await?;
+        Ok(DeclareOk {
+            name: queue.name().to_owned(),
+            messages: stats.ready,
+            consumers: stats.consumers,
+        })
+    }
+
+    fn create_or_check_queue(
+        &self,
+        declare: &QueueDeclare,
+        session: SessionId,
+    ) -> Result<Created, EngineError> {
+        let mut arguments = declare.arguments.clone();
+        if !arguments.contains("x-queue-type") {
+            arguments.insert("x-queue-type", Value::long_str(QueueType::Classic.as_str()));
+        }
+        let requested_type = args::queue_type_of(&arguments);
+        let name = if declare.name.is_empty() {
+            if requested_type == QueueType::Quorum {
+                return Err(EngineError::Precondition(format!(
+                    "Cannot declare a server-named queue for type {}",
+                    requested_type.module()
+                )));
+            }
+            generated_name("amq.gen")
+        } else {
+            declare.name.clone()
+        };
+        let owner = declare.exclusive.then_some(session);
+        let durable = declare.durable && !declare.exclusive;
+        let resource = self.queue_resource(&name);
+
+        let mut topology = self.topology.write();
+        if let Some(existing) = topology.queues.get(&name) {
+            let config = &existing.config;
+            if config.exclusive_owner != owner {
+                return Err(EngineError::ExclusiveLocked(resource));
+            }
+            for (field, current, received) in [
+                ("durable", config.durable, durable),
+                ("auto_delete", config.auto_delete, declare.auto_delete),
+            ] {
+                if current != received {
+                    return Err(EngineError::inequivalent(
+                        resource,
+                        field,
+                        quoted(received),
+                        quoted(current),
+                    ));
+                }
+            }
+            args::assert_equivalent(&resource, config.queue_type, &config.arguments, &arguments)?;
+            return Ok(Created::Existing(Arc::clone(existing)));
+        }
+        if name.starts_with("amq.") && !declare.name.is_empty() {
+            return Err(EngineError::ReservedName {
+                kind: ResourceKind::Queue,
+                name,
+            });
+        }
+        let queue_type = args::validate_declare(&resource, &arguments)?;
+        if queue_type == QueueType::Quorum {
+            let refused = [
+                (declare.auto_delete, "auto-delete"),
+                (declare.exclusive, "exclusive-owner"),
+                (!durable, "non-durable"),
+            ];
+            if let Some((_, property)) = refused.iter().find(|(bad, _)| *bad) {
+                return Err(EngineError::Precondition(format!(
+                    "invalid property '{property}' for {resource}"
+                )));
+            }
+        }
+        let config = QueueConfig {
+            name: name.clone(),
+            vhost: self.name.clone(),
+            durable,
+            auto_delete: declare.auto_delete,
+            exclusive_owner: owner,
+            arguments,
+            queue_type,
+        };
+        let id = self.ids.fetch_add(1, Ordering::Relaxed);
+        let queue = QueueHandle::spawn(id, config, self.me.clone());
+        topology.queues.insert(name.clone(), queue);
+        self.changed();
+        Ok(Created::New(name))
+    }
+
+    /// Looks up a queue that `session` may use.
+    ///
+    /// # Errors
+    /// 404 when missing, 405 when another connection owns it.
+    pub fn queue(&self, name: &str, session: SessionId) -> Result<QueueRef, EngineError> {
+        let queue = self
+            .topology
+            .read()
+            .queues
+            .get(name)
+            .cloned()
+            .ok_or_else(|| EngineError::NotFound(self.queue_resource(name)))?;
+        queue.check_access(session)?;
+        Ok(queue)
+    }
+
+    /// Deletes a queue, returning its ready message count (0 when it did not exist).
+    ///
+    /// # Errors
+    /// 405 for another connection's exclusive queue; 406 for `if_unused`/`if_empty` failures.
+    pub async fn delete_queue(
+        &self,
+        name: &str,
+        session: SessionId,
+        if_unused: bool,
+        if_empty: bool,
+    ) -> Result<u32, EngineError> {
+        let queue = match self.queue(name, session) {
+            Ok(queue) => queue,
+            Err(EngineError::NotFound(_)) => return Ok(0),
+            Err(other) => return Err(other),
+        };
+        let count = queue.delete(if_unused, if_empty).await?;
+        self.forget_queue(&queue);
+        Ok(count)
+    }
+
+    /// Deletes a queue unconditionally (exclusive queues when their connection closes).
+    pub async fn drop_queue(&self, queue: &QueueRef) {
+        let _ = queue.delete(false, false).await;
+        self.forget_queue(queue);
+    }
+
+    /// Removes a queue that stopped from the topology, with its bindings.
+    pub(crate) fn forget_queue(&self, queue: &QueueRef) {
+        let mut topology = self.topology.write();
+        let same = topology
+            .queues
+            .get(queue.name())
+            .is_some_and(|q| q.id == queue.id);
+        if same {
+            topology.queues.remove(queue.name());
+            topology.remove_bindings_to(&Destination::Queue(queue.name().to_owned()));
+            self.changed();
+        }
+    }
+
+    /// Binds `destination` to exchange `source`.
+    ///
+    /// # Errors
+    /// 403 for the default exchange, 404 for a missing source or destination, 405 for another
+    /// connection's exclusive queue, 406 for invalid headers-binding arguments.
+    pub fn bind(
+        &self,
+        source: &str,
+        destination: Destination,
+        key: &str,
+        arguments: &Table,
+        session: SessionId,
+    ) -> Result<(), EngineError> {
+        let binding = self.checked_binding(source, destination, key, arguments, session)?;
+        let mut topology = self.topology.write();
+        self.check_binding_ends(&topology, source, &binding.destination, session)?;
+        if topology
+            .exchanges
+            .get(source)
+            .is_some_and(|e| e.info.kind == ExchangeKind::Headers)
+        {
+            crate::exchange::validate_headers_binding(&binding.arguments)?;
+        }
+        if topology.bind(source, binding) {
+            self.changed();
+        }
+        Ok(())
+    }
+
+    /// Removes a binding (a missing binding is fine).
+    ///
+    /// # Errors
+    /// As [`Self::bind`], minus argument validation.
+    pub fn unbind(
+        &self,
+        source: &str,
+        destination: Destination,
+        key: &str,
+        arguments: &Table,
+        session: SessionId,
+    ) -> Result<(), EngineError> {
+        let binding = self.checked_binding(source, destination, key, arguments, session)?;
+        let mut topology = self.topology.write();
+        self.check_binding_ends(&topology, source, &binding.destination, session)?;
+        if topology.binding_exists(source, &binding) && topology.unbind(source, &binding) {
+            self.changed();
+        }
+        Ok(())
+    }
+
+    fn checked_binding(
+        &self,
+        source: &str,
+        destination: Destination,
+        key: &str,
+        arguments: &Table,
+        _session: SessionId,
+    ) -> Result<Binding, EngineError> {
+        if matches!(&destination, Destination::Exchange(name) if name.is_empty())
+            || source.is_empty()
+        {
+            return Err(EngineError::DefaultExchange);
+        }
+        Ok(Binding {
+            destination,
+            key: key.to_owned(),
+            arguments: arguments.clone(),
+        })
+    }
+
+    fn check_binding_ends(
+        &self,
+        topology: &Topology,
+        source: &str,
+        destination: &Destination,
+        session: SessionId,
+    ) -> Result<(), EngineError> {
+        if !topology.exchanges.contains_key(source) {
+            return Err(EngineError::NotFound(self.exchange_resource(source)));
+        }
+        match destination {
+            Destination::Queue(name) => match topology.queues.get(name) {
+                None => Err(EngineError::NotFound(self.queue_resource(name))),
+                Some(queue) => queue.check_access(session),
+            },
+            Destination::Exchange(name) => match topology.exchanges.contains_key(name) {
+                true => Ok(()),
+                false => Err(EngineError::NotFound(self.exchange_resource(name))),
+            },
+        }
+    }
+
+    /// Routes a message published to `exchange`, using and refreshing the caller's cache.
+    ///
+    /// # Errors
+    /// 404 for a missing exchange, 403 for an internal one.
+    pub fn route(
+        &self,
+        cache: &mut RouteCache,
+        exchange: &str,
+        routing: &Routing,
+        headers: &Table,
+    ) -> Result<Arc<[QueueRef]>, EngineError> {
+        let version = self.version.load(Ordering::Acquire);
+        cache.validate(version);
+        if !routing.has_extra_keys()
+            && let Some(hit) = cache.get(exchange, &routing.routing_key)
+        {
+            return Ok(hit);
+        }
+        let topology = self.topology.read();
+        let Some(entry) = topology.exchanges.get(exchange) else {
+            return Err(EngineError::NotFound(self.exchange_resource(exchange)));
+        };
+        if entry.info.internal {
+            return Err(EngineError::InternalExchange(
+                self.exchange_resource(exchange),
+            ));
+        }
+        let routed = topology.route(exchange, routing, headers);
+        let queues: Arc<[QueueRef]> = routed.queues.into();
+        if routed.cacheable && !routing.has_extra_keys() {
+            cache.insert(exchange, &routing.routing_key, Arc::clone(&queues));
+        }
+        Ok(queues)
+    }
+
+    /// Names of all queues (for diagnostics and tests).
+    #[must_use]
+    pub fn queue_names(&self) -> Vec<String> {
+        self.topology.read().queues.keys().cloned().collect()
+    }
+}
+
+enum Created {
+    New(String),
+    Existing(QueueRef),
+}
