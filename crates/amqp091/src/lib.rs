@@ -1,1 +1,11 @@
-//! placeholder
+//! AMQP 0.9.1 for Charon.
+//!
+//! - [`codec`]: frames, methods, content-header properties and field tables.
+//! - [`proto`]: the sans-IO connection state machine (handshake, tuning, heartbeats, channel
+//!   lifecycle, content assembly, protocol errors). It consumes bytes and produces bytes and
+//!   events; it never touches a socket or a clock it was not given.
+//! - [`server`]: the adapter that runs one connection as a tokio task, executing channel
+//!   methods against the engine.
+
+pub mod codec;
+pub mod proto;

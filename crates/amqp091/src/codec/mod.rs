@@ -1,0 +1,53 @@
+//! AMQP 0.9.1 wire format.
+//!
+//! Frame splitting and body frames are ours (zero-copy: a body is a `Bytes` slice of the read
+//! buffer); method frames are decoded and encoded with amq-protocol's generated code, wrapped
+//! here so it could be replaced; content-header properties and field tables use our own codec
+//! that keeps header order.
+
+mod frame;
+mod method;
+mod properties;
+mod table;
+
+pub use frame::{
+    FRAME_BODY, FRAME_END, FRAME_HEADER, FRAME_HEARTBEAT, FRAME_METHOD, FrameError, RawFrame,
+    parse_frame,
+};
+pub use method::{
+    MethodError, decode_method, encode_method, method_ids, put_ack, put_deliver, put_nack,
+};
+pub use properties::{DecodedProperties, decode_properties, encode_properties};
+pub use table::{decode_table, encode_table};
+
+/// A field table, property list or method payload could not be decoded.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum CodecError {
+    /// Ran out of bytes.
+    #[error("truncated")]
+    Truncated,
+    /// A field-table value had an unknown type letter.
+    #[error("unknown field type {0:#04x}")]
+    UnknownFieldType(u8),
+}
+
+/// Renders bytes as Erlang's `~tp` prints a binary, which RabbitMQ's frame-error texts embed:
+/// `<<"text">>` when printable, `<<1,2,3>>` otherwise.
+#[must_use]
+pub fn erlang_binary(bytes: &[u8]) -> String {
+    let printable = !bytes.is_empty() && bytes.iter().all(|b| (0x20..0x7f).contains(b));
+    if printable {
+        let text: String = bytes
+            .iter()
+            .map(|&b| match b {
+                b'"' => "\\\"".to_owned(),
+                b'\\' => "\\\\".to_owned(),
+                other => char::from(other).to_string(),
+            })
+            .collect();
+        format!("<<\"{text}\">>")
+    } else {
+        let items: Vec<String> = bytes.iter().map(u8::to_string).collect();
+        format!("<<{}>>", items.join(","))
+    }
+}

@@ -1,0 +1,1067 @@
+//! The connection state machine.
+
+use std::collections::{HashMap, VecDeque};
+use std::time::{Duration, Instant};
+
+use amq_protocol::protocol::{AMQPClass, basic, channel, connection};
+use amq_protocol::types::{AMQPValue, FieldTable, LongString};
+use bytes::{BufMut, Bytes, BytesMut};
+
+use super::channel::{Assembly, ChannelSlot, PartialContent, Phase};
+use super::handshake::credentials;
+use super::reply::{ReplyCode, reply_text};
+use super::{ClientCapabilities, Event, Host, PublishCommand};
+use crate::codec::{
+    FRAME_BODY, FRAME_END, FRAME_HEADER, FRAME_HEARTBEAT, FRAME_METHOD, FrameError, MethodError,
+    RawFrame, decode_method, decode_properties, encode_method, encode_properties, erlang_binary,
+    parse_frame,
+};
+
+/// The smallest frame size AMQP 0.9.1 allows; also the limit before tuning.
+pub const FRAME_MIN_SIZE: u32 = 4096;
+/// A handshake that has not finished by then is dropped.
+const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+/// How long we wait for `connection.close-ok` after sending `connection.close`.
+const CLOSING_TIMEOUT: Duration = Duration::from_secs(3);
+
+/// Limits and identity the server offers.
+#[derive(Clone, Debug)]
+pub struct ConnectionConfig {
+    /// Offered channel_max (RabbitMQ: 2047).
+    pub channel_max: u16,
+    /// Offered frame_max (RabbitMQ: 131072).
+    pub frame_max: u32,
+    /// Offered heartbeat in seconds (RabbitMQ: 60).
+    pub heartbeat: u16,
+    /// Largest message body accepted (RabbitMQ: 128 MiB).
+    pub max_message_size: u64,
+    /// `product` server property.
+    pub product: String,
+    /// `version` server property.
+    pub version: String,
+}
+
+impl Default for ConnectionConfig {
+    fn default() -> Self {
+        Self {
+            channel_max: 2047,
+            frame_max: 131_072,
+            heartbeat: 60,
+            max_message_size: 134_217_728,
+            product: "Charon".to_owned(),
+            version: env!("CARGO_PKG_VERSION").to_owned(),
+        }
+    }
+}
+
+/// Where the connection is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ConnectionState {
+    /// `connection.start` sent; waiting for `start-ok`.
+    Starting,
+    /// `connection.tune` sent; waiting for `tune-ok`.
+    Tuning,
+    /// Waiting for `connection.open`.
+    Opening,
+    /// Open.
+    Running,
+    /// We sent `connection.close`; waiting for `close-ok`.
+    Closing,
+    /// Finished: flush and drop the socket.
+    Closed,
+}
+
+/// One AMQP 0.9.1 connection, without I/O. See the module docs of [`crate::proto`].
+#[derive(Debug)]
+pub struct Connection {
+    config: ConnectionConfig,
+    state: ConnectionState,
+    out: BytesMut,
+    events: VecDeque<Event>,
+    channels: HashMap<u16, ChannelSlot>,
+    frame_max: u32,
+    channel_max: u16,
+    heartbeat: Option<Duration>,
+    capabilities: ClientCapabilities,
+    mechanism: String,
+    username: String,
+    last_read: Instant,
+    last_write: Instant,
+    deadline: Option<Instant>,
+    /// Set after a framing error: the byte stream can no longer be trusted.
+    input_dead: bool,
+}
+
+/// Why processing stopped on a frame: a connection error to report with `connection.close`.
+struct HardError {
+    code: ReplyCode,
+    explanation: String,
+    class_method: (u16, u16),
+}
+
+impl HardError {
+    fn new(code: ReplyCode, explanation: impl Into<String>) -> Self {
+        Self {
+            code,
+            explanation: explanation.into(),
+            class_method: (0, 0),
+        }
+    }
+
+    fn during(mut self, class_method: (u16, u16)) -> Self {
+        self.class_method = class_method;
+        self
+    }
+}
+
+fn frame_snippet(payload: &[u8]) -> (&'static str, String) {
+    if payload.len() <= 16 {
+        ("all", erlang_binary(payload))
+    } else {
+        (
+            "first 16",
+            erlang_binary(payload.get(..16).unwrap_or_default()),
+        )
+    }
+}
+
+fn unexpected_frame(frame: &RawFrame) -> HardError {
+    let (which, bin) = frame_snippet(&frame.payload);
+    HardError::new(
+        ReplyCode::UnexpectedFrame,
+        format!("type {}, {which} octets = {bin}", frame.kind),
+    )
+}
+
+/// `basic.qos` prefetch-size, read from the raw payload.
+fn qos_prefetch_size(payload: &[u8]) -> u32 {
+    payload
+        .get(4..8)
+        .and_then(|b| b.try_into().ok())
+        .map_or(0, u32::from_be_bytes)
+}
+
+fn bool_value(table: &FieldTable, key: &str) -> bool {
+    matches!(table.inner().get(key), Some(AMQPValue::Boolean(true)))
+}
+
+impl Connection {
+    /// A connection whose client just sent the 0-9-1 protocol header: `connection.start` is
+    /// queued at once.
+    #[must_use]
+    pub fn new(config: ConnectionConfig, now: Instant) -> Self {
+        let mut conn = Self {
+            config,
+            state: ConnectionState::Starting,
+            out: BytesMut::with_capacity(8 * 1024),
+            events: VecDeque::new(),
+            channels: HashMap::new(),
+            frame_max: FRAME_MIN_SIZE,
+            channel_max: 0,
+            heartbeat: None,
+            capabilities: ClientCapabilities::default(),
+            mechanism: String::new(),
+            username: String::new(),
+            last_read: now,
+            last_write: now,
+            deadline: Some(now + HANDSHAKE_TIMEOUT),
+            input_dead: false,
+        };
+        conn.send_start();
+        conn
+    }
+
+    /// Current state.
+    #[must_use]
+    pub fn state(&self) -> ConnectionState {
+        self.state
+    }
+
+    /// What the client said it understands.
+    #[must_use]
+    pub fn capabilities(&self) -> ClientCapabilities {
+        self.capabilities
+    }
+
+    /// The negotiated maximum frame size.
+    #[must_use]
+    pub fn frame_max(&self) -> u32 {
+        self.frame_max
+    }
+
+    /// Bytes to write. The driver writes them and `advance`s past what was written.
+    pub fn output(&mut self) -> &mut BytesMut {
+        &mut self.out
+    }
+
+    /// Tells the connection that bytes were written at `now` (resets the heartbeat sender).
+    pub fn on_written(&mut self, now: Instant) {
+        self.last_write = now;
+    }
+
+    /// The next event for the broker.
+    pub fn poll_event(&mut self) -> Option<Event> {
+        self.events.pop_front()
+    }
+
+    /// Whether the channel is open (not starting, not closing).
+    #[must_use]
+    pub fn is_channel_open(&self, channel: u16) -> bool {
+        self.channels
+            .get(&channel)
+            .is_some_and(|c| c.phase == Phase::Open)
+    }
+
+    fn send_start(&mut self) {
+        let mut capabilities = FieldTable::default();
+        for name in [
+            "publisher_confirms",
+            "exchange_exchange_bindings",
+            "basic.nack",
+            "consumer_cancel_notify",
+            "connection.blocked",
+            "authentication_failure_close",
+            "per_consumer_qos",
+        ] {
+            capabilities.insert(name.into(), AMQPValue::Boolean(true));
+        }
+        let mut props = FieldTable::default();
+        props.insert("capabilities".into(), AMQPValue::FieldTable(capabilities));
+        let text = |s: &str| AMQPValue::LongString(LongString::from(s.as_bytes().to_vec()));
+        props.insert("product".into(), text(&self.config.product));
+        props.insert("version".into(), text(&self.config.version));
+        props.insert("platform".into(), text("Rust"));
+        props.insert(
+            "information".into(),
+            text("Charon: AMQP 0.9.1 and 1.0, RabbitMQ-compatible dead lettering"),
+        );
+        let start = connection::Start {
+            version_major: 0,
+            version_minor: 9,
+            server_properties: props,
+            mechanisms: LongString::from(b"PLAIN AMQPLAIN".to_vec()),
+            locales: LongString::from(b"en_US".to_vec()),
+        };
+        self.send_method(
+            0,
+            &AMQPClass::Connection(connection::AMQPMethod::Start(start)),
+        );
+    }
+
+    /// Queues a method frame.
+    pub fn send_method(&mut self, channel: u16, method: &AMQPClass) {
+        encode_method(&mut self.out, channel, method);
+    }
+
+    /// Queues a content header and body frames after a method the caller already wrote
+    /// (`basic.deliver`, `basic.get-ok`, `basic.return`), splitting the body at the negotiated
+    /// frame size. `raw_properties` are sent verbatim when present.
+    pub fn send_content(&mut self, channel: u16, properties: ContentProperties<'_>, body: &[u8]) {
+        let out = &mut self.out;
+        out.put_u8(FRAME_HEADER);
+        out.put_u16(channel);
+        let size_at = out.len();
+        out.put_u32(0);
+        out.put_u16(60);
+        out.put_u16(0);
+        out.put_u64(u64::try_from(body.len()).unwrap_or(u64::MAX));
+        match properties {
+            ContentProperties::Raw(raw) => out.extend_from_slice(raw),
+            ContentProperties::Encode {
+                properties,
+                headers,
+                expiration,
+            } => {
+                encode_properties(out, properties, headers, expiration);
+            }
+        }
+        let size = u32::try_from(out.len() - size_at - 4).unwrap_or(u32::MAX);
+        if let Some(slot) = out.get_mut(size_at..size_at + 4) {
+            slot.copy_from_slice(&size.to_be_bytes());
+        }
+        out.put_u8(FRAME_END);
+        let chunk = usize::try_from(self.frame_max.saturating_sub(8))
+            .unwrap_or(usize::MAX)
+            .max(1);
+        for part in body.chunks(chunk) {
+            out.put_u8(FRAME_BODY);
+            out.put_u16(channel);
+            out.put_u32(u32::try_from(part.len()).unwrap_or(u32::MAX));
+            out.extend_from_slice(part);
+            out.put_u8(FRAME_END);
+        }
+    }
+
+    /// Closes a channel with a soft error (403–406): sends `channel.close` and ignores the
+    /// channel until the client answers `close-ok`. The broker releases the channel's
+    /// resources itself when it calls this.
+    pub fn close_channel(
+        &mut self,
+        channel: u16,
+        code: ReplyCode,
+        explanation: &str,
+        class_method: (u16, u16),
+    ) {
+        let Some(slot) = self.channels.get_mut(&channel) else {
+            return;
+        };
+        slot.phase = Phase::Closing;
+        slot.assembly = Assembly::Idle;
+        let close = channel::Close {
+            reply_code: code.code(),
+            reply_text: reply_text(code, explanation).into(),
+            class_id: class_method.0,
+            method_id: class_method.1,
+        };
+        self.send_method(
+            channel,
+            &AMQPClass::Channel(channel::AMQPMethod::Close(close)),
+        );
+    }
+
+    /// Closes the connection with `code` (a hard error, or 320 at shutdown).
+    pub fn close(
+        &mut self,
+        code: ReplyCode,
+        explanation: &str,
+        class_method: (u16, u16),
+        now: Instant,
+    ) {
+        if matches!(
+            self.state,
+            ConnectionState::Closing | ConnectionState::Closed
+        ) {
+            return;
+        }
+        let close = connection::Close {
+            reply_code: code.code(),
+            reply_text: reply_text(code, explanation).into(),
+            class_id: class_method.0,
+            method_id: class_method.1,
+        };
+        self.send_method(
+            0,
+            &AMQPClass::Connection(connection::AMQPMethod::Close(close)),
+        );
+        self.state = ConnectionState::Closing;
+        self.deadline = Some(now + CLOSING_TIMEOUT);
+        for (id, _) in self.channels.drain() {
+            self.events.push_back(Event::ChannelClosed(id));
+        }
+    }
+
+    fn finish(&mut self) {
+        if self.state != ConnectionState::Closed {
+            self.state = ConnectionState::Closed;
+            for (id, _) in self.channels.drain() {
+                self.events.push_back(Event::ChannelClosed(id));
+            }
+            self.events.push_back(Event::Closed);
+        }
+    }
+
+    /// Sends `connection.blocked` if the client understands it.
+    pub fn send_blocked(&mut self, reason: &str) {
+        if self.capabilities.connection_blocked && self.state == ConnectionState::Running {
+            let blocked = connection::Blocked {
+                reason: reason.into(),
+            };
+            self.send_method(
+                0,
+                &AMQPClass::Connection(connection::AMQPMethod::Blocked(blocked)),
+            );
+        }
+    }
+
+    /// Sends `connection.unblocked` if the client understands it.
+    pub fn send_unblocked(&mut self) {
+        if self.capabilities.connection_blocked && self.state == ConnectionState::Running {
+            self.send_method(
+                0,
+                &AMQPClass::Connection(connection::AMQPMethod::Unblocked(connection::Unblocked {})),
+            );
+        }
+    }
+
+    /// When the driver must call [`Self::handle_timeout`] next.
+    #[must_use]
+    pub fn poll_timeout(&self) -> Option<Instant> {
+        let heartbeat = self
+            .heartbeat
+            .filter(|_| self.state == ConnectionState::Running)
+            .map(|h| {
+                let send_at = self.last_write + h / 2;
+                let dead_at = self.last_read + h * 2;
+                send_at.min(dead_at)
+            });
+        match (heartbeat, self.deadline) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+    }
+
+    /// Handles elapsed time: heartbeats out, a silent peer dropped after two intervals, and
+    /// handshake / closing deadlines.
+    pub fn handle_timeout(&mut self, now: Instant) {
+        if self.deadline.is_some_and(|d| now >= d) {
+            self.deadline = None;
+            self.finish();
+            return;
+        }
+        let Some(interval) = self
+            .heartbeat
+            .filter(|_| self.state == ConnectionState::Running)
+        else {
+            return;
+        };
+        if now >= self.last_read + interval * 2 {
+            tracing::info!(
+                "missed heartbeats from client, timeout: {}s",
+                interval.as_secs()
+            );
+            self.finish();
+            return;
+        }
+        if now >= self.last_write + interval / 2 && self.out.is_empty() {
+            self.out
+                .extend_from_slice(&[FRAME_HEARTBEAT, 0, 0, 0, 0, 0, 0, FRAME_END]);
+            self.last_write = now;
+        }
+    }
+
+    /// Consumes as many complete frames from `input` as possible.
+    pub fn handle_input(&mut self, input: &mut BytesMut, now: Instant, host: &mut dyn Host) {
+        if !input.is_empty() {
+            self.last_read = now;
+        }
+        while !self.input_dead && self.state != ConnectionState::Closed {
+            let frame = match parse_frame(input, self.frame_max) {
+                Ok(Some(frame)) => frame,
+                Ok(None) => break,
+                Err(error) => {
+                    self.framing_error(&error, now);
+                    break;
+                }
+            };
+            if let Err(error) = self.handle_frame(frame, now, host) {
+                self.fail(error, now);
+            }
+        }
+        if self.input_dead {
+            input.clear();
+        }
+    }
+
+    fn framing_error(&mut self, error: &FrameError, now: Instant) {
+        let explanation = match error {
+            FrameError::TooLarge {
+                kind, size, max, ..
+            } => {
+                format!("type {kind}, all octets = <<>>: {{frame_too_large,{size},{max}}}")
+            }
+            FrameError::BadEnd {
+                kind,
+                marker,
+                payload,
+                ..
+            } => {
+                let (which, bin) = frame_snippet(payload);
+                format!(
+                    "type {kind}, {which} octets = {bin}: {{invalid_frame_end_marker,{marker}}}"
+                )
+            }
+        };
+        self.input_dead = true;
+        self.fail(HardError::new(ReplyCode::FrameError, explanation), now);
+    }
+
+    /// Reports a connection error the way RabbitMQ does in the current state: before the
+    /// connection is open, errors other than a refused login or vhost close the socket
+    /// silently; afterwards they are sent as `connection.close`.
+    fn fail(&mut self, error: HardError, now: Instant) {
+        match self.state {
+            ConnectionState::Running | ConnectionState::Opening => {
+                self.close(error.code, &error.explanation, error.class_method, now);
+            }
+            ConnectionState::Tuning if error.code == ReplyCode::NotAllowed => {
+                self.close(error.code, &error.explanation, error.class_method, now);
+            }
+            ConnectionState::Closing | ConnectionState::Closed => {}
+            ConnectionState::Starting | ConnectionState::Tuning => {
+                tracing::debug!(
+                    code = error.code.code(),
+                    explanation = error.explanation,
+                    "handshake error"
+                );
+                self.finish();
+            }
+        }
+        if self.input_dead {
+            // RabbitMQ stops reading after a framing error and closes shortly after.
+            self.deadline = Some(now + Duration::from_millis(200));
+        }
+    }
+
+    fn handle_frame(
+        &mut self,
+        frame: RawFrame,
+        now: Instant,
+        host: &mut dyn Host,
+    ) -> Result<(), HardError> {
+        match self.state {
+            ConnectionState::Closed => Ok(()),
+            ConnectionState::Closing => {
+                // Only connection.close / close-ok matter now.
+                if frame.channel == 0 && frame.kind == FRAME_METHOD {
+                    match decode_method(&frame.payload) {
+                        Ok(AMQPClass::Connection(connection::AMQPMethod::CloseOk(_))) => {
+                            self.finish()
+                        }
+                        Ok(AMQPClass::Connection(connection::AMQPMethod::Close(_))) => {
+                            self.send_method(
+                                0,
+                                &AMQPClass::Connection(connection::AMQPMethod::CloseOk(
+                                    connection::CloseOk {},
+                                )),
+                            );
+                        }
+                        _ => {}
+                    }
+                }
+                Ok(())
+            }
+            _ if frame.channel == 0 => self.handle_channel_zero(frame, now, host),
+            ConnectionState::Running => self.handle_channel_frame(frame),
+            _ => Err(unexpected_frame(&frame)),
+        }
+    }
+
+    /// Decodes a method frame. `Ok(None)` is a method id outside the spec: RabbitMQ's reader
+    /// crashes on those and drops the socket without a close frame, and so do we, deliberately.
+    fn decode(frame: &RawFrame) -> Result<Option<AMQPClass>, HardError> {
+        match decode_method(&frame.payload) {
+            Ok(method) => Ok(Some(method)),
+            Err(MethodError::Unknown { .. }) => Ok(None),
+            Err(MethodError::Malformed { class, method }) => {
+                let fields = erlang_binary(frame.payload.get(4..).unwrap_or_default());
+                Err(
+                    HardError::new(ReplyCode::FrameError, format!("cannot decode {fields}"))
+                        .during((class, method)),
+                )
+            }
+        }
+    }
+
+    fn handle_channel_zero(
+        &mut self,
+        frame: RawFrame,
+        now: Instant,
+        host: &mut dyn Host,
+    ) -> Result<(), HardError> {
+        match frame.kind {
+            FRAME_HEARTBEAT => return Ok(()),
+            FRAME_METHOD => {}
+            FRAME_HEADER | FRAME_BODY => return Err(unexpected_frame(&frame)),
+            _ => return Err(self.unknown_frame(&frame)),
+        }
+        let Some(method) = Self::decode(&frame)? else {
+            self.finish();
+            return Ok(());
+        };
+        let ids = (method.get_amqp_class_id(), method.get_amqp_method_id());
+        let AMQPClass::Connection(method) = method else {
+            return Err(HardError::new(
+                ReplyCode::ChannelError,
+                format!(
+                    "unexpected method in connection state {}",
+                    self.state_name()
+                ),
+            )
+            .during(ids));
+        };
+        match (self.state, method) {
+            (ConnectionState::Starting, connection::AMQPMethod::StartOk(start_ok)) => {
+                self.on_start_ok(start_ok, now, host)
+            }
+            (ConnectionState::Tuning, connection::AMQPMethod::TuneOk(tune_ok)) => {
+                self.on_tune_ok(&tune_ok, now)
+            }
+            (ConnectionState::Opening, connection::AMQPMethod::Open(open)) => {
+                self.on_open(&open, now, host)
+            }
+            (ConnectionState::Running, connection::AMQPMethod::Close(_)) => {
+                self.send_method(
+                    0,
+                    &AMQPClass::Connection(connection::AMQPMethod::CloseOk(connection::CloseOk {})),
+                );
+                self.finish();
+                Ok(())
+            }
+            (ConnectionState::Running, connection::AMQPMethod::UpdateSecret(_)) => {
+                self.send_method(
+                    0,
+                    &AMQPClass::Connection(connection::AMQPMethod::UpdateSecretOk(
+                        connection::UpdateSecretOk {},
+                    )),
+                );
+                Ok(())
+            }
+            _ => Err(HardError::new(
+                ReplyCode::ChannelError,
+                format!(
+                    "unexpected method in connection state {}",
+                    self.state_name()
+                ),
+            )
+            .during(ids)),
+        }
+    }
+
+    fn state_name(&self) -> &'static str {
+        match self.state {
+            ConnectionState::Starting => "starting",
+            ConnectionState::Tuning => "tuning",
+            ConnectionState::Opening => "opening",
+            ConnectionState::Running => "running",
+            ConnectionState::Closing => "closing",
+            ConnectionState::Closed => "closed",
+        }
+    }
+
+    fn unknown_frame(&self, frame: &RawFrame) -> HardError {
+        let (which, bin) = frame_snippet(&frame.payload);
+        HardError::new(
+            ReplyCode::FrameError,
+            format!("type {}, {which} octets = {bin}: unknown_frame", frame.kind),
+        )
+    }
+
+    fn on_start_ok(
+        &mut self,
+        start_ok: connection::StartOk,
+        now: Instant,
+        host: &mut dyn Host,
+    ) -> Result<(), HardError> {
+        if let Some(AMQPValue::FieldTable(caps)) =
+            start_ok.client_properties.inner().get("capabilities")
+        {
+            self.capabilities = ClientCapabilities {
+                consumer_cancel_notify: bool_value(caps, "consumer_cancel_notify"),
+                authentication_failure_close: bool_value(caps, "authentication_failure_close"),
+                connection_blocked: bool_value(caps, "connection.blocked"),
+            };
+        }
+        let mechanism = start_ok.mechanism.as_str().to_owned();
+        if mechanism != "PLAIN" && mechanism != "AMQPLAIN" {
+            return Err(HardError::new(
+                ReplyCode::CommandInvalid,
+                format!("unknown authentication mechanism '{mechanism}'"),
+            ));
+        }
+        let Some((username, password)) = credentials(&mechanism, start_ok.response.as_bytes())
+        else {
+            return Err(HardError::new(ReplyCode::SyntaxError, "response invalid"));
+        };
+        if !host.authenticate(&username, &password) {
+            tracing::warn!(user = username, mechanism, "login refused");
+            if self.capabilities.authentication_failure_close {
+                let explanation = format!(
+                    "Login was refused using authentication mechanism {mechanism}. For details see the broker logfile."
+                );
+                let close = connection::Close {
+                    reply_code: ReplyCode::AccessRefused.code(),
+                    reply_text: reply_text(ReplyCode::AccessRefused, &explanation).into(),
+                    class_id: 0,
+                    method_id: 0,
+                };
+                self.send_method(
+                    0,
+                    &AMQPClass::Connection(connection::AMQPMethod::Close(close)),
+                );
+            }
+            self.finish();
+            return Ok(());
+        }
+        self.mechanism = mechanism;
+        self.username = username;
+        let tune = connection::Tune {
+            channel_max: self.config.channel_max,
+            frame_max: self.config.frame_max,
+            heartbeat: self.config.heartbeat,
+        };
+        self.send_method(
+            0,
+            &AMQPClass::Connection(connection::AMQPMethod::Tune(tune)),
+        );
+        self.state = ConnectionState::Tuning;
+        self.deadline = Some(now + HANDSHAKE_TIMEOUT);
+        Ok(())
+    }
+
+    fn on_tune_ok(&mut self, tune_ok: &connection::TuneOk, now: Instant) -> Result<(), HardError> {
+        let fail = |field: &str, value: u64, detail: &str, bound: &str, limit: u64| {
+            let (s1, s2) = if bound == "min" {
+                ("lower", "minimum")
+            } else {
+                ("higher", "maximum")
+            };
+            Err(HardError::new(
+                ReplyCode::NotAllowed,
+                format!("negotiated {field} = {value}{detail} is {s1} than the {s2} allowed value ({limit})"),
+            )
+            .during((10, 30)))
+        };
+        let frame_max = tune_ok.frame_max;
+        if frame_max != 0 && frame_max < FRAME_MIN_SIZE {
+            return fail(
+                "frame_max",
+                frame_max.into(),
+                "",
+                "min",
+                FRAME_MIN_SIZE.into(),
+            );
+        }
+        if frame_max == 0 || frame_max > self.config.frame_max {
+            return fail(
+                "frame_max",
+                frame_max.into(),
+                "",
+                "max",
+                self.config.frame_max.into(),
+            );
+        }
+        let channel_max = tune_ok.channel_max;
+        if channel_max == 0 || channel_max > self.config.channel_max {
+            let detail = if channel_max == 0 { " (no limit)" } else { "" };
+            return fail(
+                "channel_max",
+                channel_max.into(),
+                detail,
+                "max",
+                self.config.channel_max.into(),
+            );
+        }
+        self.frame_max = frame_max;
+        self.channel_max = channel_max;
+        self.heartbeat =
+            (tune_ok.heartbeat > 0).then(|| Duration::from_secs(tune_ok.heartbeat.into()));
+        self.state = ConnectionState::Opening;
+        self.deadline = Some(now + HANDSHAKE_TIMEOUT);
+        Ok(())
+    }
+
+    fn on_open(
+        &mut self,
+        open: &connection::Open,
+        now: Instant,
+        host: &mut dyn Host,
+    ) -> Result<(), HardError> {
+        let vhost = open.virtual_host.as_str().to_owned();
+        if let Err(explanation) = host.open_vhost(&self.username, &vhost) {
+            return Err(HardError::new(ReplyCode::NotAllowed, explanation).during((10, 40)));
+        }
+        self.send_method(
+            0,
+            &AMQPClass::Connection(connection::AMQPMethod::OpenOk(connection::OpenOk {})),
+        );
+        self.state = ConnectionState::Running;
+        self.deadline = None;
+        self.last_read = now;
+        self.events.push_back(Event::Opened {
+            username: self.username.clone(),
+            vhost,
+        });
+        Ok(())
+    }
+
+    fn handle_channel_frame(&mut self, frame: RawFrame) -> Result<(), HardError> {
+        if frame.kind == FRAME_HEARTBEAT {
+            return Err(unexpected_frame(&frame));
+        }
+        if !matches!(frame.kind, FRAME_METHOD | FRAME_HEADER | FRAME_BODY) {
+            return Err(self.unknown_frame(&frame));
+        }
+        let id = frame.channel;
+        if !self.channels.contains_key(&id) {
+            let open = u16::try_from(self.channels.len()).unwrap_or(u16::MAX);
+            if self.channel_max != 0 && open >= self.channel_max {
+                return Err(HardError::new(
+                    ReplyCode::NotAllowed,
+                    format!(
+                        "number of channels opened ({open}) has reached the negotiated channel_max ({})",
+                        self.channel_max
+                    ),
+                ));
+            }
+            self.channels.insert(id, ChannelSlot::new());
+        }
+        let phase = self.channels.get(&id).map_or(Phase::Starting, |c| c.phase);
+        if phase == Phase::Closing {
+            return self.handle_closing_channel(id, &frame);
+        }
+        match frame.kind {
+            FRAME_METHOD => self.handle_channel_method(id, &frame, phase),
+            FRAME_HEADER => self.handle_content_header(id, frame),
+            _ => self.handle_content_body(id, frame),
+        }
+    }
+
+    fn handle_closing_channel(&mut self, id: u16, frame: &RawFrame) -> Result<(), HardError> {
+        if frame.kind != FRAME_METHOD {
+            return Ok(());
+        }
+        match decode_method(&frame.payload) {
+            Ok(AMQPClass::Channel(channel::AMQPMethod::CloseOk(_))) => {
+                self.channels.remove(&id);
+            }
+            Ok(AMQPClass::Channel(channel::AMQPMethod::Close(_))) => {
+                self.send_method(
+                    id,
+                    &AMQPClass::Channel(channel::AMQPMethod::CloseOk(channel::CloseOk {})),
+                );
+            }
+            _ => {}
+        }
+        Ok(())
+    }
+
+    fn handle_channel_method(
+        &mut self,
+        id: u16,
+        frame: &RawFrame,
+        phase: Phase,
+    ) -> Result<(), HardError> {
+        let awaiting = match self.channels.get(&id).map(|c| &c.assembly) {
+            Some(Assembly::Header(_)) => {
+                Some("expected content header for class 60, got non content header frame instead")
+            }
+            Some(Assembly::Body(_)) => {
+                Some("expected content body, got non content body frame instead")
+            }
+            _ => None,
+        };
+        if let Some(explanation) = awaiting {
+            return Err(HardError::new(ReplyCode::UnexpectedFrame, explanation).during((60, 40)));
+        }
+        let Some(method) = Self::decode(frame)? else {
+            self.finish();
+            return Ok(());
+        };
+        let ids = (method.get_amqp_class_id(), method.get_amqp_method_id());
+        match (phase, method) {
+            (Phase::Starting, AMQPClass::Channel(channel::AMQPMethod::Open(_))) => {
+                if let Some(slot) = self.channels.get_mut(&id) {
+                    slot.phase = Phase::Open;
+                }
+                self.send_method(
+                    id,
+                    &AMQPClass::Channel(channel::AMQPMethod::OpenOk(channel::OpenOk {})),
+                );
+                self.events.push_back(Event::ChannelOpened(id));
+                Ok(())
+            }
+            (Phase::Starting, _) => {
+                Err(HardError::new(ReplyCode::ChannelError, "expected 'channel.open'").during(ids))
+            }
+            (_, AMQPClass::Channel(channel::AMQPMethod::Open(_))) => Err(HardError::new(
+                ReplyCode::ChannelError,
+                "second 'channel.open' seen",
+            )
+            .during(ids)),
+            (_, AMQPClass::Channel(channel::AMQPMethod::Close(_))) => {
+                self.channels.remove(&id);
+                self.send_method(
+                    id,
+                    &AMQPClass::Channel(channel::AMQPMethod::CloseOk(channel::CloseOk {})),
+                );
+                self.events.push_back(Event::ChannelClosed(id));
+                Ok(())
+            }
+            (_, AMQPClass::Channel(channel::AMQPMethod::Flow(flow))) => {
+                if !flow.active {
+                    return Err(
+                        HardError::new(ReplyCode::NotImplemented, "active=false").during(ids)
+                    );
+                }
+                let ok = channel::FlowOk { active: true };
+                self.send_method(id, &AMQPClass::Channel(channel::AMQPMethod::FlowOk(ok)));
+                Ok(())
+            }
+            (_, AMQPClass::Basic(basic::AMQPMethod::Qos(_)))
+                if qos_prefetch_size(&frame.payload) != 0 =>
+            {
+                // amq-protocol drops prefetch_size; RabbitMQ refuses a non-zero one.
+                let size = qos_prefetch_size(&frame.payload);
+                Err(HardError::new(
+                    ReplyCode::NotImplemented,
+                    format!("prefetch_size!=0 ({size})"),
+                )
+                .during(ids))
+            }
+            (_, AMQPClass::Basic(basic::AMQPMethod::Publish(publish))) => {
+                if let Some(slot) = self.channels.get_mut(&id) {
+                    slot.assembly = Assembly::Header(Box::new(publish));
+                }
+                Ok(())
+            }
+            (_, method) => {
+                self.events.push_back(Event::Method(id, Box::new(method)));
+                Ok(())
+            }
+        }
+    }
+
+    fn handle_content_header(&mut self, id: u16, frame: RawFrame) -> Result<(), HardError> {
+        let max_message_size = self.config.max_message_size;
+        let Some(slot) = self.channels.get_mut(&id) else {
+            return Ok(());
+        };
+        let publish = match std::mem::take(&mut slot.assembly) {
+            Assembly::Header(publish) => publish,
+            Assembly::Idle => {
+                return Err(HardError::new(
+                    ReplyCode::UnexpectedFrame,
+                    "expected method frame, got non method frame instead",
+                ));
+            }
+            Assembly::Body(_) => {
+                return Err(HardError::new(
+                    ReplyCode::UnexpectedFrame,
+                    "expected content body, got non content body frame instead",
+                )
+                .during((60, 40)));
+            }
+        };
+        let payload = frame.payload;
+        let header = payload.get(..12).unwrap_or_default();
+        if header.len() < 12 {
+            return Err(HardError::new(
+                ReplyCode::FrameError,
+                format!("cannot decode {}", erlang_binary(&payload)),
+            )
+            .during((60, 40)));
+        }
+        let class = u16::from_be_bytes([
+            header.first().copied().unwrap_or(0),
+            header.get(1).copied().unwrap_or(0),
+        ]);
+        let weight = u16::from_be_bytes([
+            header.get(2).copied().unwrap_or(0),
+            header.get(3).copied().unwrap_or(0),
+        ]);
+        let size_bytes: [u8; 8] = header
+            .get(4..12)
+            .and_then(|s| s.try_into().ok())
+            .unwrap_or_default();
+        let size = u64::from_be_bytes(size_bytes);
+        if class != 60 {
+            return Err(HardError::new(
+                ReplyCode::UnexpectedFrame,
+                format!("expected content header for class 60, got one for class {class} instead"),
+            )
+            .during((60, 40)));
+        }
+        if weight != 0 {
+            return Err(HardError::new(
+                ReplyCode::UnexpectedFrame,
+                "expected content header for class 60, got non content header frame instead",
+            )
+            .during((60, 40)));
+        }
+        let raw_properties = payload.slice(12..);
+        let properties = decode_properties(&raw_properties).map_err(|_| {
+            HardError::new(
+                ReplyCode::SyntaxError,
+                format!(
+                    "cannot decode properties {}",
+                    erlang_binary(&raw_properties)
+                ),
+            )
+            .during((60, 40))
+        })?;
+        let content = PartialContent {
+            method: *publish,
+            raw_properties,
+            properties,
+            size,
+            remaining: size,
+            first: None,
+            rest: BytesMut::new(),
+            discard: size > max_message_size,
+        };
+        slot.assembly = Assembly::Body(Box::new(content));
+        self.complete_if_done(id);
+        Ok(())
+    }
+
+    fn handle_content_body(&mut self, id: u16, frame: RawFrame) -> Result<(), HardError> {
+        let Some(slot) = self.channels.get_mut(&id) else {
+            return Ok(());
+        };
+        match &mut slot.assembly {
+            Assembly::Body(content) => content.push(frame.payload),
+            Assembly::Header(_) => {
+                return Err(HardError::new(
+                    ReplyCode::UnexpectedFrame,
+                    "expected content header for class 60, got non content header frame instead",
+                )
+                .during((60, 40)));
+            }
+            Assembly::Idle => {
+                return Err(HardError::new(
+                    ReplyCode::UnexpectedFrame,
+                    "expected method frame, got non method frame instead",
+                ));
+            }
+        }
+        self.complete_if_done(id);
+        Ok(())
+    }
+
+    fn complete_if_done(&mut self, id: u16) {
+        let Some(slot) = self.channels.get_mut(&id) else {
+            return;
+        };
+        let done = matches!(&slot.assembly, Assembly::Body(c) if c.remaining == 0);
+        if !done {
+            return;
+        }
+        let Assembly::Body(mut content) = std::mem::take(&mut slot.assembly) else {
+            return;
+        };
+        if content.discard {
+            self.events.push_back(Event::PublishTooLarge {
+                channel: id,
+                size: content.size,
+            });
+            return;
+        }
+        let body = content.take_body();
+        let content = *content;
+        self.events.push_back(Event::Publish(
+            id,
+            Box::new(PublishCommand {
+                method: content.method,
+                raw_properties: content.raw_properties,
+                properties: content.properties,
+                body,
+            }),
+        ));
+    }
+}
+
+/// How to send a content header's properties.
+#[derive(Clone, Copy, Debug)]
+pub enum ContentProperties<'a> {
+    /// The property list exactly as a 0.9.1 publisher sent it.
+    Raw(&'a Bytes),
+    /// Encode from the model.
+    Encode {
+        /// Properties.
+        properties: &'a charon_model::Properties,
+        /// Headers table.
+        headers: &'a charon_model::Table,
+        /// Expiration string to send, if any.
+        expiration: Option<&'a str>,
+    },
+}

@@ -1,0 +1,451 @@
+//! Socket-free tests of the connection state machine: a scripted client feeds frames and
+//! reads what the connection wrote.
+
+use std::time::{Duration, Instant};
+
+use amq_protocol::frame::{AMQPFrame, WriteContext, gen_frame};
+use amq_protocol::protocol::{AMQPClass, basic, channel, connection};
+use amq_protocol::types::{AMQPValue, FieldTable, LongString};
+use bytes::{BufMut, Bytes, BytesMut};
+
+use super::*;
+use crate::codec::{FRAME_BODY, FRAME_END, FRAME_HEADER, FRAME_METHOD, decode_method, parse_frame};
+
+struct TestHost;
+
+impl Host for TestHost {
+    fn authenticate(&mut self, username: &str, password: &str) -> bool {
+        username == "guest" && password == "guest"
+    }
+
+    fn open_vhost(&mut self, _username: &str, vhost: &str) -> Result<(), String> {
+        if vhost == "/" {
+            Ok(())
+        } else {
+            Err(format!("vhost {vhost} not found"))
+        }
+    }
+}
+
+struct Harness {
+    conn: Connection,
+    now: Instant,
+}
+
+fn frame(channel: u16, method: AMQPClass) -> Vec<u8> {
+    let f = AMQPFrame::Method(channel, method);
+    gen_frame(&f)(WriteContext::from(Vec::new()))
+        .map(|c| c.into_inner().0)
+        .unwrap_or_default()
+}
+
+fn raw(kind: u8, channel: u16, payload: &[u8]) -> Vec<u8> {
+    let mut out = BytesMut::new();
+    out.put_u8(kind);
+    out.put_u16(channel);
+    out.put_u32(u32::try_from(payload.len()).unwrap());
+    out.put_slice(payload);
+    out.put_u8(FRAME_END);
+    out.to_vec()
+}
+
+fn start_ok(password: &str, failure_close: bool) -> AMQPClass {
+    let mut caps = FieldTable::default();
+    caps.insert(
+        "authentication_failure_close".into(),
+        AMQPValue::Boolean(failure_close),
+    );
+    let mut props = FieldTable::default();
+    props.insert("capabilities".into(), AMQPValue::FieldTable(caps));
+    AMQPClass::Connection(connection::AMQPMethod::StartOk(connection::StartOk {
+        client_properties: props,
+        mechanism: "PLAIN".into(),
+        response: LongString::from(format!("\0guest\0{password}").into_bytes()),
+        locale: "en_US".into(),
+    }))
+}
+
+fn tune_ok(frame_max: u32, heartbeat: u16) -> AMQPClass {
+    AMQPClass::Connection(connection::AMQPMethod::TuneOk(connection::TuneOk {
+        channel_max: 2047,
+        frame_max,
+        heartbeat,
+    }))
+}
+
+fn open(vhost: &str) -> AMQPClass {
+    AMQPClass::Connection(connection::AMQPMethod::Open(connection::Open {
+        virtual_host: vhost.into(),
+    }))
+}
+
+fn channel_open() -> AMQPClass {
+    AMQPClass::Channel(channel::AMQPMethod::Open(channel::Open {}))
+}
+
+impl Harness {
+    fn new() -> Self {
+        let now = Instant::now();
+        Self {
+            conn: Connection::new(ConnectionConfig::default(), now),
+            now,
+        }
+    }
+
+    fn open() -> Self {
+        let mut h = Self::new();
+        h.send(&frame(0, start_ok("guest", true)));
+        h.send(&frame(0, tune_ok(131_072, 0)));
+        h.send(&frame(0, open("/")));
+        h.methods();
+        h.events();
+        h
+    }
+
+    fn send(&mut self, bytes: &[u8]) {
+        let mut input = BytesMut::from(bytes);
+        self.conn.handle_input(&mut input, self.now, &mut TestHost);
+    }
+
+    fn methods(&mut self) -> Vec<(u16, AMQPClass)> {
+        let mut out = self.conn.output().split();
+        let mut methods = Vec::new();
+        while let Ok(Some(f)) = parse_frame(&mut out, 0) {
+            if f.kind == FRAME_METHOD {
+                methods.push((f.channel, decode_method(&f.payload).unwrap()));
+            }
+        }
+        methods
+    }
+
+    fn events(&mut self) -> Vec<Event> {
+        std::iter::from_fn(|| self.conn.poll_event()).collect()
+    }
+
+    fn connection_close(&mut self) -> Option<(u16, String, u16, u16)> {
+        self.methods().into_iter().find_map(|(_, m)| match m {
+            AMQPClass::Connection(connection::AMQPMethod::Close(c)) => Some((
+                c.reply_code,
+                c.reply_text.as_str().to_owned(),
+                c.class_id,
+                c.method_id,
+            )),
+            _ => None,
+        })
+    }
+}
+
+#[test]
+fn handshake_runs_start_tune_open() {
+    let mut h = Harness::new();
+    let first = h.methods();
+    assert!(matches!(
+        first.as_slice(),
+        [(0, AMQPClass::Connection(connection::AMQPMethod::Start(_)))]
+    ));
+    h.send(&frame(0, start_ok("guest", false)));
+    let tune = h.methods();
+    let [(0, AMQPClass::Connection(connection::AMQPMethod::Tune(t)))] = tune.as_slice() else {
+        panic!("expected tune, got {tune:?}")
+    };
+    assert_eq!(
+        (t.channel_max, t.frame_max, t.heartbeat),
+        (2047, 131_072, 60)
+    );
+    h.send(&frame(0, tune_ok(131_072, 30)));
+    h.send(&frame(0, open("/")));
+    assert!(matches!(
+        h.methods().as_slice(),
+        [(0, AMQPClass::Connection(connection::AMQPMethod::OpenOk(_)))]
+    ));
+    assert!(
+        matches!(h.events().as_slice(), [Event::Opened { username, vhost }] if username == "guest" && vhost == "/")
+    );
+    assert_eq!(h.conn.state(), ConnectionState::Running);
+}
+
+#[test]
+fn refused_login_closes_with_403_only_for_clients_that_ask() {
+    let mut h = Harness::new();
+    h.methods();
+    h.send(&frame(0, start_ok("wrong", true)));
+    let (code, text, ..) = h.connection_close().unwrap();
+    assert_eq!(code, 403);
+    assert_eq!(
+        text,
+        "ACCESS_REFUSED - Login was refused using authentication mechanism PLAIN. For details see the broker logfile."
+    );
+    assert_eq!(h.conn.state(), ConnectionState::Closed);
+
+    let mut silent = Harness::new();
+    silent.methods();
+    silent.send(&frame(0, start_ok("wrong", false)));
+    assert!(silent.connection_close().is_none());
+    assert_eq!(silent.conn.state(), ConnectionState::Closed);
+}
+
+#[test]
+fn unknown_vhost_is_530() {
+    let mut h = Harness::new();
+    h.send(&frame(0, start_ok("guest", false)));
+    h.send(&frame(0, tune_ok(131_072, 0)));
+    h.methods();
+    h.send(&frame(0, open("nope")));
+    assert_eq!(
+        h.connection_close(),
+        Some((530, "NOT_ALLOWED - vhost nope not found".into(), 10, 40))
+    );
+}
+
+#[test]
+fn frame_max_below_minimum_is_530() {
+    let mut h = Harness::new();
+    h.send(&frame(0, start_ok("guest", false)));
+    h.methods();
+    h.send(&frame(0, tune_ok(1024, 0)));
+    let (code, text, ..) = h.connection_close().unwrap();
+    assert_eq!(code, 530);
+    assert_eq!(
+        text,
+        "NOT_ALLOWED - negotiated frame_max = 1024 is lower than the minimum allowed value (4096)"
+    );
+}
+
+#[test]
+fn channel_errors_are_504() {
+    let mut h = Harness::open();
+    let qos = AMQPClass::Basic(basic::AMQPMethod::Qos(basic::Qos {
+        prefetch_count: 1,
+        global: false,
+    }));
+    h.send(&frame(1, qos));
+    assert_eq!(
+        h.connection_close(),
+        Some((
+            504,
+            "CHANNEL_ERROR - expected 'channel.open'".into(),
+            60,
+            10
+        ))
+    );
+
+    let mut h = Harness::open();
+    h.send(&frame(1, channel_open()));
+    h.send(&frame(1, channel_open()));
+    assert_eq!(
+        h.connection_close(),
+        Some((
+            504,
+            "CHANNEL_ERROR - second 'channel.open' seen".into(),
+            20,
+            10
+        ))
+    );
+}
+
+#[test]
+fn content_out_of_place_is_505() {
+    let mut h = Harness::open();
+    h.send(&frame(1, channel_open()));
+    h.methods();
+    h.send(&raw(FRAME_BODY, 1, b"hello"));
+    let (code, text, ..) = h.connection_close().unwrap();
+    assert_eq!(
+        (code, text.as_str()),
+        (
+            505,
+            "UNEXPECTED_FRAME - expected method frame, got non method frame instead"
+        )
+    );
+
+    let mut h = Harness::open();
+    h.send(&raw(crate::codec::FRAME_HEARTBEAT, 1, b""));
+    let (code, text, ..) = h.connection_close().unwrap();
+    assert_eq!(
+        (code, text.as_str()),
+        (505, "UNEXPECTED_FRAME - type 8, all octets = <<>>")
+    );
+}
+
+#[test]
+fn corrupt_framing_is_501_and_stops_reading() {
+    let mut h = Harness::open();
+    let mut bad = raw(FRAME_METHOD, 1, &[0, 20, 0, 10, 0]);
+    if let Some(last) = bad.last_mut() {
+        *last = 0;
+    }
+    h.send(&bad);
+    let (code, text, ..) = h.connection_close().unwrap();
+    assert_eq!(code, 501);
+    assert_eq!(
+        text,
+        "FRAME_ERROR - type 1, all octets = <<0,20,0,10,0>>: {invalid_frame_end_marker,0}"
+    );
+    h.send(&frame(1, channel_open()));
+    assert!(
+        h.methods().is_empty(),
+        "nothing is read after a framing error"
+    );
+
+    let mut h = Harness::open();
+    h.send(&raw(FRAME_METHOD, 1, &vec![0; 131_073]));
+    let (code, text, ..) = h.connection_close().unwrap();
+    assert_eq!(code, 501);
+    assert_eq!(
+        text,
+        "FRAME_ERROR - type 1, all octets = <<>>: {frame_too_large,131073,131064}"
+    );
+}
+
+#[test]
+fn truncated_method_is_501_and_unknown_method_drops_silently() {
+    let mut h = Harness::open();
+    h.send(&frame(1, channel_open()));
+    h.methods();
+    h.send(&raw(FRAME_METHOD, 1, &[0, 60, 0, 80, 0, 0]));
+    let (code, text, class, method) = h.connection_close().unwrap();
+    assert_eq!(
+        (code, text.as_str(), class, method),
+        (501, "FRAME_ERROR - cannot decode <<0,0>>", 60, 80)
+    );
+
+    let mut h = Harness::open();
+    h.send(&raw(FRAME_METHOD, 0, &[0, 60, 0, 99]));
+    assert!(h.connection_close().is_none());
+    assert_eq!(h.conn.state(), ConnectionState::Closed);
+}
+
+#[test]
+fn too_many_channels_is_530() {
+    let mut h = Harness::new();
+    h.send(&frame(0, start_ok("guest", false)));
+    let tune = AMQPClass::Connection(connection::AMQPMethod::TuneOk(connection::TuneOk {
+        channel_max: 2,
+        frame_max: 131_072,
+        heartbeat: 0,
+    }));
+    h.send(&frame(0, tune));
+    h.send(&frame(0, open("/")));
+    h.methods();
+    for id in 1..=3 {
+        h.send(&frame(id, channel_open()));
+    }
+    let (code, text, ..) = h.connection_close().unwrap();
+    assert_eq!(
+        (code, text.as_str()),
+        (
+            530,
+            "NOT_ALLOWED - number of channels opened (2) has reached the negotiated channel_max (2)"
+        )
+    );
+}
+
+#[test]
+fn publish_content_is_reassembled_from_several_frames() {
+    let mut h = Harness::open();
+    h.send(&frame(1, channel_open()));
+    h.events();
+    let publish = AMQPClass::Basic(basic::AMQPMethod::Publish(basic::Publish {
+        exchange: "".into(),
+        routing_key: "q".into(),
+        mandatory: false,
+        immediate: false,
+    }));
+    h.send(&frame(1, publish));
+    let mut header = BytesMut::new();
+    header.put_u16(60);
+    header.put_u16(0);
+    header.put_u64(10);
+    header.put_u16(0x8000);
+    header.put_u8(4);
+    header.put_slice(b"text");
+    h.send(&raw(FRAME_HEADER, 1, &header));
+    h.send(&raw(FRAME_BODY, 1, b"hello"));
+    assert!(h.events().is_empty());
+    h.send(&raw(FRAME_BODY, 1, b"world"));
+    let events = h.events();
+    let [Event::Publish(1, command)] = events.as_slice() else {
+        panic!("{events:?}")
+    };
+    assert_eq!(command.body, Bytes::from_static(b"helloworld"));
+    assert_eq!(
+        command.properties.properties.content_type.as_deref(),
+        Some("text")
+    );
+    assert_eq!(command.method.routing_key.as_str(), "q");
+}
+
+#[test]
+fn heartbeats_are_sent_and_a_silent_peer_is_dropped() {
+    let mut h = Harness::new();
+    h.send(&frame(0, start_ok("guest", false)));
+    h.send(&frame(0, tune_ok(131_072, 1)));
+    h.send(&frame(0, open("/")));
+    h.conn.output().clear();
+    let start = h.now;
+    h.conn.on_written(start);
+    let next = h.conn.poll_timeout().unwrap();
+    assert_eq!(next, start + Duration::from_millis(500));
+    h.conn.handle_timeout(next);
+    assert_eq!(&h.conn.output()[..], &[8, 0, 0, 0, 0, 0, 0, 0xCE]);
+    h.conn.output().clear();
+    h.conn.handle_timeout(start + Duration::from_millis(1999));
+    assert_eq!(h.conn.state(), ConnectionState::Running);
+    h.conn.handle_timeout(start + Duration::from_secs(2));
+    assert_eq!(h.conn.state(), ConnectionState::Closed);
+}
+
+#[test]
+fn client_channel_close_is_answered_and_reported() {
+    let mut h = Harness::open();
+    h.send(&frame(1, channel_open()));
+    h.events();
+    let close = AMQPClass::Channel(channel::AMQPMethod::Close(channel::Close {
+        reply_code: 200,
+        reply_text: "bye".into(),
+        class_id: 0,
+        method_id: 0,
+    }));
+    h.send(&frame(1, close));
+    assert!(
+        h.methods()
+            .iter()
+            .any(|(c, m)| *c == 1
+                && matches!(m, AMQPClass::Channel(channel::AMQPMethod::CloseOk(_))))
+    );
+    assert!(matches!(h.events().as_slice(), [Event::ChannelClosed(1)]));
+    // The id can be reused at once.
+    h.send(&frame(1, channel_open()));
+    assert!(matches!(h.events().as_slice(), [Event::ChannelOpened(1)]));
+}
+
+#[test]
+fn server_channel_close_ignores_frames_until_close_ok() {
+    let mut h = Harness::open();
+    h.send(&frame(1, channel_open()));
+    h.methods();
+    h.events();
+    h.conn.close_channel(
+        1,
+        ReplyCode::NotFound,
+        "no queue 'q' in vhost '/'",
+        (50, 10),
+    );
+    let methods = h.methods();
+    assert!(
+        matches!(methods.as_slice(), [(1, AMQPClass::Channel(channel::AMQPMethod::Close(c)))]
+        if c.reply_code == 404 && c.reply_text.as_str() == "NOT_FOUND - no queue 'q' in vhost '/'")
+    );
+    let qos = AMQPClass::Basic(basic::AMQPMethod::Qos(basic::Qos {
+        prefetch_count: 1,
+        global: false,
+    }));
+    h.send(&frame(1, qos));
+    assert!(h.events().is_empty());
+    h.send(&frame(
+        1,
+        AMQPClass::Channel(channel::AMQPMethod::CloseOk(channel::CloseOk {})),
+    ));
+    h.send(&frame(1, channel_open()));
+    assert!(matches!(h.events().as_slice(), [Event::ChannelOpened(1)]));
+}
