@@ -1,1 +1,49 @@
-fn main() {}
+//! Command-line runner: `conformance --url amqp://guest:guest@127.0.0.1:5682/`.
+
+use clap::Parser;
+use std::{process::ExitCode, time::Duration};
+
+/// Runs Charon's AMQP conformance cases against a broker.
+#[derive(Parser, Debug)]
+#[command(name = "conformance", version, about)]
+struct Args {
+    /// Broker URL.
+    #[arg(long, default_value = "amqp://guest:guest@127.0.0.1:5672/")]
+    url: String,
+    /// Run only cases whose name contains this substring.
+    #[arg(long)]
+    filter: Option<String>,
+    /// Print the selected case names (with descriptions) and exit.
+    #[arg(long)]
+    list: bool,
+    /// Cases run concurrently.
+    #[arg(long, default_value_t = 4)]
+    jobs: usize,
+    /// Per-case timeout in seconds.
+    #[arg(long, default_value_t = 15)]
+    timeout: u64,
+}
+
+#[tokio::main]
+async fn main() -> ExitCode {
+    let args = Args::parse();
+    if args.list {
+        for name in conformance::runner::list(args.filter.as_deref()) {
+            println!("{name}");
+        }
+        return ExitCode::SUCCESS;
+    }
+    let config = conformance::RunConfig {
+        url: args.url,
+        filter: args.filter,
+        jobs: args.jobs,
+        case_timeout: Duration::from_secs(args.timeout),
+    };
+    let summary = conformance::run_with(config, |o| println!("{o}")).await;
+    println!("{} passed, {} failed", summary.passed, summary.failed);
+    if summary.failed == 0 {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    }
+}

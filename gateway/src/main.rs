@@ -1,1 +1,69 @@
-fn main() {}
+//! `charon`: the broker binary. Configuration, listeners and wiring only; the broker lives in
+//! the engine and protocol crates.
+
+mod config;
+mod listener;
+
+use std::sync::Arc;
+
+use anyhow::Context;
+use charon_engine::Broker;
+use clap::Parser;
+use tokio::sync::watch;
+
+use crate::config::{Cli, Config};
+
+fn main() -> anyhow::Result<()> {
+    let cli = Cli::parse();
+    let config = Config::load(&cli)?;
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(&config.log_level));
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .init();
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .context("starting the runtime")?;
+    runtime.block_on(run(config))
+}
+
+async fn run(config: Config) -> anyhow::Result<()> {
+    let broker = Broker::new(config.broker_config());
+    let (shutdown_tx, shutdown_rx) = watch::channel(false);
+    let mut listeners = Vec::new();
+    for address in &config.listen {
+        let listener = tokio::net::TcpListener::bind(address)
+            .await
+            .with_context(|| format!("binding {address}"))?;
+        let local = listener.local_addr().context("reading the bound address")?;
+        // Tests and scripts read this line to learn an ephemeral port.
+        println!("charon: amqp listening on {local}");
+        tracing::info!(%local, "listening for AMQP");
+        listeners.push(tokio::spawn(listener::accept_loop(
+            listener,
+            Arc::clone(&broker),
+            shutdown_rx.clone(),
+        )));
+    }
+    wait_for_signal().await;
+    tracing::info!("shutting down: closing connections with 320 CONNECTION_FORCED");
+    let _ = shutdown_tx.send(true);
+    for handle in listeners {
+        let _ = handle.await;
+    }
+    Ok(())
+}
+
+async fn wait_for_signal() {
+    use tokio::signal::unix::{SignalKind, signal};
+    let Ok(mut terminate) = signal(SignalKind::terminate()) else {
+        let _ = tokio::signal::ctrl_c().await;
+        return;
+    };
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => {}
+        _ = terminate.recv() => {}
+    }
+}

@@ -9,3 +9,4 @@
 
 pub mod codec;
 pub mod proto;
+pub mod server;

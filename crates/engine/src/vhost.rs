@@ -224,11 +224,12 @@ impl VHost {
         if same {
             Ok(())
         } else {
+            let (received, current) = args::describe_pair(new, old);
             Err(EngineError::inequivalent(
                 resource,
                 "alternate-exchange",
-                args::describe(new),
-                args::describe(old),
+                received,
+                current,
             ))
         }
     }

@@ -5,11 +5,13 @@
 //! here so it could be replaced; content-header properties and field tables use our own codec
 //! that keeps header order.
 
+mod erlang;
 mod frame;
 mod method;
 mod properties;
 mod table;
 
+pub use erlang::ErlangText;
 pub use frame::{
     FRAME_BODY, FRAME_END, FRAME_HEADER, FRAME_HEARTBEAT, FRAME_METHOD, FrameError, RawFrame,
     parse_frame,

@@ -35,7 +35,9 @@ pub(super) struct PartialContent {
     pub(super) raw_properties: Bytes,
     pub(super) properties: DecodedProperties,
     pub(super) size: u64,
-    pub(super) remaining: u64,
+    /// Signed: a body longer than announced drives it below zero, and then (as in RabbitMQ)
+    /// the content never completes and the next method frame is a 505.
+    pub(super) remaining: i128,
     /// The first body frame, kept as a zero-copy slice; only multi-frame bodies are copied.
     pub(super) first: Option<Bytes>,
     pub(super) rest: BytesMut,
@@ -45,8 +47,7 @@ pub(super) struct PartialContent {
 
 impl PartialContent {
     pub(super) fn push(&mut self, chunk: Bytes) {
-        let len = u64::try_from(chunk.len()).unwrap_or(u64::MAX);
-        self.remaining = self.remaining.saturating_sub(len);
+        self.remaining -= i128::try_from(chunk.len()).unwrap_or(i128::MAX);
         if self.discard {
             return;
         }

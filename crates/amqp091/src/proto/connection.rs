@@ -12,9 +12,9 @@ use super::handshake::credentials;
 use super::reply::{ReplyCode, reply_text};
 use super::{ClientCapabilities, Event, Host, PublishCommand};
 use crate::codec::{
-    FRAME_BODY, FRAME_END, FRAME_HEADER, FRAME_HEARTBEAT, FRAME_METHOD, FrameError, MethodError,
-    RawFrame, decode_method, decode_properties, encode_method, encode_properties, erlang_binary,
-    parse_frame,
+    ErlangText, FRAME_BODY, FRAME_END, FRAME_HEADER, FRAME_HEARTBEAT, FRAME_METHOD, FrameError,
+    MethodError, RawFrame, decode_method, decode_properties, encode_method, encode_properties,
+    erlang_binary, parse_frame,
 };
 
 /// The smallest frame size AMQP 0.9.1 allows; also the limit before tuning.
@@ -23,6 +23,8 @@ pub const FRAME_MIN_SIZE: u32 = 4096;
 const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 /// How long we wait for `connection.close-ok` after sending `connection.close`.
 const CLOSING_TIMEOUT: Duration = Duration::from_secs(3);
+/// RabbitMQ's delay before it drops a connection whose handshake failed (`SILENT_CLOSE_DELAY`).
+const SILENT_CLOSE_DELAY: Duration = Duration::from_secs(3);
 
 /// Limits and identity the server offers.
 #[derive(Clone, Debug)]
@@ -114,23 +116,37 @@ impl HardError {
     }
 }
 
-fn frame_snippet(payload: &[u8]) -> (&'static str, String) {
-    if payload.len() <= 16 {
-        ("all", erlang_binary(payload))
+/// RabbitMQ's `type T, all octets = <<...>>` / `first 16 octets` prefix of frame-error texts.
+fn frame_text(kind: u8, payload: &[u8]) -> ErlangText {
+    let (which, shown) = if payload.len() <= 16 {
+        ("all", payload)
     } else {
-        (
-            "first 16",
-            erlang_binary(payload.get(..16).unwrap_or_default()),
-        )
-    }
+        ("first 16", payload.get(..16).unwrap_or_default())
+    };
+    let mut text = ErlangText::new();
+    text.push(&format!("type {kind}, {which} octets = "))
+        .binary(shown);
+    text
 }
 
 fn unexpected_frame(frame: &RawFrame) -> HardError {
-    let (which, bin) = frame_snippet(&frame.payload);
     HardError::new(
         ReplyCode::UnexpectedFrame,
-        format!("type {}, {which} octets = {bin}", frame.kind),
+        frame_text(frame.kind, &frame.payload).finish(),
     )
+}
+
+/// Whether a frame has the minimal shape of its type (`rabbit_command_assembler:analyze_frame`):
+/// a method carries class and method ids, a content header class, weight and size, a
+/// heartbeat nothing. Anything else is an `unknown_frame` error.
+fn well_formed(frame: &RawFrame) -> bool {
+    match frame.kind {
+        FRAME_METHOD => frame.payload.len() >= 4,
+        FRAME_HEADER => frame.payload.len() >= 12,
+        FRAME_BODY => true,
+        FRAME_HEARTBEAT => frame.payload.is_empty(),
+        _ => false,
+    }
 }
 
 /// `basic.qos` prefetch-size, read from the raw payload.
@@ -456,23 +472,30 @@ impl Connection {
         let explanation = match error {
             FrameError::TooLarge {
                 kind, size, max, ..
-            } => {
-                format!("type {kind}, all octets = <<>>: {{frame_too_large,{size},{max}}}")
-            }
+            } => frame_text(*kind, &[])
+                .push(": ")
+                .tagged_tuple("frame_too_large", &[size.to_string(), max.to_string()])
+                .finish(),
             FrameError::BadEnd {
                 kind,
                 marker,
                 payload,
                 ..
-            } => {
-                let (which, bin) = frame_snippet(payload);
-                format!(
-                    "type {kind}, {which} octets = {bin}: {{invalid_frame_end_marker,{marker}}}"
-                )
-            }
+            } => frame_text(*kind, payload)
+                .push(": ")
+                .tagged_tuple("invalid_frame_end_marker", &[marker.to_string()])
+                .finish(),
         };
         self.input_dead = true;
         self.fail(HardError::new(ReplyCode::FrameError, explanation), now);
+    }
+
+    /// Drops the connection without a close frame after RabbitMQ's silent-close delay, which
+    /// keeps a misbehaving client from retrying handshakes in a tight loop.
+    fn close_silently(&mut self, now: Instant) {
+        self.input_dead = true;
+        self.state = ConnectionState::Closing;
+        self.deadline = Some(now + SILENT_CLOSE_DELAY);
     }
 
     /// Reports a connection error the way RabbitMQ does in the current state: before the
@@ -482,9 +505,11 @@ impl Connection {
         match self.state {
             ConnectionState::Running | ConnectionState::Opening => {
                 self.close(error.code, &error.explanation, error.class_method, now);
-            }
-            ConnectionState::Tuning if error.code == ReplyCode::NotAllowed => {
-                self.close(error.code, &error.explanation, error.class_method, now);
+                if self.input_dead {
+                    // After a framing error nothing more is read, so no close-ok can arrive:
+                    // RabbitMQ closes the socket after its silent-close delay.
+                    self.deadline = Some(now + SILENT_CLOSE_DELAY);
+                }
             }
             ConnectionState::Closing | ConnectionState::Closed => {}
             ConnectionState::Starting | ConnectionState::Tuning => {
@@ -493,12 +518,8 @@ impl Connection {
                     explanation = error.explanation,
                     "handshake error"
                 );
-                self.finish();
+                self.close_silently(now);
             }
-        }
-        if self.input_dead {
-            // RabbitMQ stops reading after a framing error and closes shortly after.
-            self.deadline = Some(now + Duration::from_millis(200));
         }
     }
 
@@ -558,11 +579,13 @@ impl Connection {
         now: Instant,
         host: &mut dyn Host,
     ) -> Result<(), HardError> {
+        if !well_formed(&frame) {
+            return Err(self.unknown_frame(&frame));
+        }
         match frame.kind {
             FRAME_HEARTBEAT => return Ok(()),
             FRAME_METHOD => {}
-            FRAME_HEADER | FRAME_BODY => return Err(unexpected_frame(&frame)),
-            _ => return Err(self.unknown_frame(&frame)),
+            _ => return Err(unexpected_frame(&frame)),
         }
         let Some(method) = Self::decode(&frame)? else {
             self.finish();
@@ -629,10 +652,11 @@ impl Connection {
     }
 
     fn unknown_frame(&self, frame: &RawFrame) -> HardError {
-        let (which, bin) = frame_snippet(&frame.payload);
         HardError::new(
             ReplyCode::FrameError,
-            format!("type {}, {which} octets = {bin}: unknown_frame", frame.kind),
+            frame_text(frame.kind, &frame.payload)
+                .push(": unknown_frame")
+                .finish(),
         )
     }
 
@@ -668,18 +692,11 @@ impl Connection {
                 let explanation = format!(
                     "Login was refused using authentication mechanism {mechanism}. For details see the broker logfile."
                 );
-                let close = connection::Close {
-                    reply_code: ReplyCode::AccessRefused.code(),
-                    reply_text: reply_text(ReplyCode::AccessRefused, &explanation).into(),
-                    class_id: 0,
-                    method_id: 0,
-                };
-                self.send_method(
-                    0,
-                    &AMQPClass::Connection(connection::AMQPMethod::Close(close)),
-                );
+                self.close(ReplyCode::AccessRefused, &explanation, (0, 0), now);
+                self.input_dead = false;
+            } else {
+                self.close_silently(now);
             }
-            self.finish();
             return Ok(());
         }
         self.mechanism = mechanism;
@@ -775,11 +792,11 @@ impl Connection {
     }
 
     fn handle_channel_frame(&mut self, frame: RawFrame) -> Result<(), HardError> {
+        if !well_formed(&frame) {
+            return Err(self.unknown_frame(&frame));
+        }
         if frame.kind == FRAME_HEARTBEAT {
             return Err(unexpected_frame(&frame));
-        }
-        if !matches!(frame.kind, FRAME_METHOD | FRAME_HEADER | FRAME_BODY) {
-            return Err(self.unknown_frame(&frame));
         }
         let id = frame.channel;
         if !self.channels.contains_key(&id) {
@@ -984,7 +1001,7 @@ impl Connection {
             raw_properties,
             properties,
             size,
-            remaining: size,
+            remaining: i128::from(size),
             first: None,
             rest: BytesMut::new(),
             discard: size > max_message_size,

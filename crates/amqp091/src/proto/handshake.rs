@@ -12,8 +12,6 @@ pub enum Negotiation {
     Amqp091,
     /// AMQP 1.0 with the SASL layer (`AMQP 3 1 0 0`).
     Amqp10Sasl,
-    /// AMQP 1.0 without SASL (`AMQP 0 1 0 0`).
-    Amqp10,
     /// Unsupported: write these eight bytes back and close, as RabbitMQ does.
     Refuse([u8; 8]),
 }
@@ -24,7 +22,8 @@ pub const AMQP_0_9_1: [u8; 8] = *b"AMQP\x00\x00\x09\x01";
 pub const AMQP_1_0_SASL: [u8; 8] = *b"AMQP\x03\x01\x00\x00";
 
 /// Decides how to answer a protocol header, following `rabbit_reader:version_negotiation/2`:
-/// `AMQP 0 0 9 1` and `AMQP 1 1 0 9` (0-9) are 0-9-1; `AMQP 3 1 0 0` is AMQP 1.0 with SASL;
+/// `AMQP 0 0 9 1` and `AMQP 1 1 0 9` (0-9) are 0-9-1; `AMQP 3 1 0 0` is AMQP 1.0 with SASL
+/// (which RabbitMQ requires: `AMQP 0 1 0 0` gets the SASL header back);
 /// another `AMQP 0 0 9+ x` gets the 0-9-1 header back; anything else gets the AMQP 1.0 SASL
 /// header back.
 #[must_use]
@@ -36,7 +35,6 @@ pub fn negotiate(header: [u8; 8]) -> Negotiation {
     match (id, major, minor, revision) {
         (0, 0, 9, 1) | (1, 1, 0, 9) => Negotiation::Amqp091,
         (3, 1, 0, 0) => Negotiation::Amqp10Sasl,
-        (0, 1, 0, 0) => Negotiation::Amqp10,
         (0, 0, minor, _) if minor >= 9 => Negotiation::Refuse(AMQP_0_9_1),
         _ => Negotiation::Refuse(AMQP_1_0_SASL),
     }
@@ -96,6 +94,10 @@ mod tests {
             Negotiation::Refuse(AMQP_1_0_SASL)
         );
         assert_eq!(negotiate(*b"HTTP/1.1"), Negotiation::Refuse(AMQP_1_0_SASL));
+        assert_eq!(
+            negotiate(*b"AMQP\x00\x01\x00\x00"),
+            Negotiation::Refuse(AMQP_1_0_SASL)
+        );
     }
 
     #[test]

@@ -83,16 +83,18 @@ impl ReplyCode {
     }
 }
 
-/// `NAME - explanation`, cut to the 255 bytes a short string holds (on a char boundary).
+/// `NAME - explanation`. A text longer than the 255 bytes a short string holds is cut to 252
+/// bytes and `...`, as RabbitMQ does (`rabbit_binary_generator`).
 #[must_use]
 pub fn reply_text(code: ReplyCode, explanation: &str) -> String {
     let mut text = format!("{} - {explanation}", code.name());
     if text.len() > 255 {
-        let mut cut = 255;
+        let mut cut = 252;
         while !text.is_char_boundary(cut) {
             cut -= 1;
         }
         text.truncate(cut);
+        text.push_str("...");
     }
     text
 }

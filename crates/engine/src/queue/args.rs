@@ -345,9 +345,35 @@ pub fn validate_declare(resource: &Resource, arguments: &Table) -> Result<QueueT
     Ok(queue_type)
 }
 
-/// Formats a typed value as RabbitMQ's `rabbit_misc:val/1` does for arguments:
+/// A bare value as RabbitMQ's `rabbit_misc:val/1` prints it: `'b'`, `'20'`, `'true'`.
+fn bare(value: &Value) -> String {
+    match value {
+        Value::LongStr(_) | Value::String(_) | Value::Symbol(_) => {
+            format!("'{}'", value.as_str().unwrap_or_default())
+        }
+        Value::Bool(b) => format!("'{b}'"),
+        other => format!(
+            "'{}'",
+            other
+                .as_i64()
+                .map_or_else(|| format!("{other:?}"), |n| n.to_string())
+        ),
+    }
+}
+
+/// The two sides of an inequivalence as RabbitMQ prints them: bare values when both are set
+/// (`rabbit_misc:assert_args_equivalence1` passes the values without their types), otherwise
+/// `the value 'b' of type 'longstr'` against `none`.
+pub(crate) fn describe_pair(received: Option<&Value>, current: Option<&Value>) -> (String, String) {
+    match (received, current) {
+        (Some(r), Some(c)) => (bare(r), bare(c)),
+        (r, c) => (describe(r), describe(c)),
+    }
+}
+
+/// Formats a typed value as RabbitMQ's `rabbit_misc:val/1` does for a `{Type, Value}` pair:
 /// `the value 'b' of type 'longstr'`, or `none` when absent.
-pub(crate) fn describe(value: Option<&Value>) -> String {
+fn describe(value: Option<&Value>) -> String {
     match value {
         None => "none".to_owned(),
         Some(v) => {
@@ -389,11 +415,12 @@ pub fn assert_equivalent(
             }
         };
         if !same {
+            let (received, current) = describe_pair(new, old);
             return Err(EngineError::inequivalent(
                 resource.clone(),
                 key,
-                describe(new),
-                describe(old),
+                received,
+                current,
             ));
         }
     }
@@ -466,8 +493,7 @@ mod tests {
         let e = assert_equivalent(&q(), QueueType::Classic, &a, &c).unwrap_err();
         assert_eq!(
             e.to_string(),
-            "inequivalent arg 'x-max-length' for queue 'q' in vhost '/': received the value '6' of type \
-             'long' but current is the value '5' of type 'short'"
+            "inequivalent arg 'x-max-length' for queue 'q' in vhost '/': received '6' but current is '5'"
         );
     }
 }

@@ -1,0 +1,106 @@
+//! What a conformance case is.
+
+use crate::{ctx::Ctx, error::CaseResult};
+use std::{future::Future, pin::Pin};
+
+/// The future a case function returns.
+pub type CaseFuture = Pin<Box<dyn Future<Output = CaseResult> + Send + 'static>>;
+
+/// A case body: gets a fresh [`Ctx`] and returns `Ok(())` or a [`crate::CaseError`].
+pub type CaseFn = fn(Ctx) -> CaseFuture;
+
+/// A wire protocol a case (or one side of it) speaks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Protocol {
+    /// AMQP 0.9.1.
+    Amqp091,
+    /// AMQP 1.0.
+    Amqp10,
+}
+
+impl Protocol {
+    /// Short label used in expanded case names (`091`, `10`).
+    pub fn label(self) -> &'static str {
+        match self {
+            Self::Amqp091 => "091",
+            Self::Amqp10 => "10",
+        }
+    }
+}
+
+/// One protocol combination a cross-protocol case runs in.
+///
+/// Cases that run in a matrix (publish over one protocol, consume over another) list the
+/// variants they support; the runner expands each into its own named run
+/// (`name[091>10]`) and hands the variant to the case through [`Ctx::variant`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Variant {
+    /// Protocol the publishing side uses.
+    pub publish: Protocol,
+    /// Protocol the consuming side uses.
+    pub consume: Protocol,
+}
+
+impl Variant {
+    /// The plain AMQP 0.9.1 → 0.9.1 variant every case in this crate runs in today.
+    pub const AMQP091: Self = Self {
+        publish: Protocol::Amqp091,
+        consume: Protocol::Amqp091,
+    };
+
+    /// The four combinations of 0.9.1 and 1.0 publishers and consumers.
+    pub const MATRIX: [Self; 4] = [
+        Self::AMQP091,
+        Self {
+            publish: Protocol::Amqp091,
+            consume: Protocol::Amqp10,
+        },
+        Self {
+            publish: Protocol::Amqp10,
+            consume: Protocol::Amqp091,
+        },
+        Self {
+            publish: Protocol::Amqp10,
+            consume: Protocol::Amqp10,
+        },
+    ];
+
+    /// Suffix appended to a case name when the case runs in more than one variant.
+    pub fn suffix(self) -> String {
+        format!("[{}>{}]", self.publish.label(), self.consume.label())
+    }
+}
+
+/// A named conformance case.
+#[derive(Debug, Clone, Copy)]
+pub struct Case {
+    /// Stable dotted name, `area.topic.behaviour`; used by `--filter` and in reports.
+    pub name: &'static str,
+    /// One line saying what RabbitMQ does that the case checks.
+    pub description: &'static str,
+    /// Free-form tags (`raw`, `slow`, `amqprs`, ...) for selection and reporting.
+    pub tags: &'static [&'static str],
+    /// Protocol combinations the case supports. A single entry runs under the plain name;
+    /// several entries run once each, with [`Variant::suffix`] appended to the name.
+    pub variants: &'static [Variant],
+    /// The case body.
+    pub run: CaseFn,
+}
+
+/// Builds a [`Case`] for a plain 0.9.1 case from an `async fn(Ctx) -> CaseResult`.
+#[macro_export]
+#[doc(hidden)]
+macro_rules! case {
+    ($name:expr, $desc:expr, $f:path) => {
+        $crate::case!($name, $desc, [], $f)
+    };
+    ($name:expr, $desc:expr, [$($tag:expr),*], $f:path) => {
+        $crate::Case {
+            name: $name,
+            description: $desc,
+            tags: &[$($tag),*],
+            variants: &[$crate::Variant::AMQP091],
+            run: |ctx| Box::pin($f(ctx)),
+        }
+    };
+}

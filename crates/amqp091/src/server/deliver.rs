@@ -1,0 +1,75 @@
+//! Messages out: `basic.deliver` to consumers and the content of any message sent to a client.
+
+use charon_engine::{ConsumerId, Delivery, QueueRef};
+use charon_model::{Encoded, Message};
+
+use super::channel::PendingAck;
+use super::session::Session;
+use crate::codec::put_deliver;
+use crate::proto::{Connection, ContentProperties};
+
+/// Writes a message's content header and body frames. A message that came from a 0.9.1
+/// publisher and was not changed by the broker gets its property bytes back verbatim.
+pub(crate) fn send_content(conn: &mut Connection, channel: u16, message: &Message) {
+    let body = message.body.bytes();
+    match &message.encoded {
+        Encoded::Amqp091Properties(raw) => {
+            conn.send_content(channel, ContentProperties::Raw(raw), body)
+        }
+        _ => {
+            let expiration = message.properties().ttl.map(|ttl| ttl.to_string());
+            let properties = ContentProperties::Encode {
+                properties: message.properties(),
+                headers: &message.headers,
+                expiration: expiration.as_deref(),
+            };
+            conn.send_content(channel, properties, body);
+        }
+    }
+}
+
+impl Session {
+    /// Writes deliveries for one consumer, assigning delivery tags.
+    pub(crate) fn deliver(
+        &mut self,
+        consumer: ConsumerId,
+        queue: &QueueRef,
+        items: Vec<Delivery>,
+        conn: &mut Connection,
+    ) {
+        let count = u32::try_from(items.len()).unwrap_or(u32::MAX);
+        // Room in the connection's outbound window comes back whatever happens below.
+        let outbound = self.sink.outbound.clone();
+        let route = self.consumers.get(&consumer).cloned();
+        let state = route
+            .as_ref()
+            .and_then(|r| self.channels.get_mut(&r.channel));
+        if let (Some(route), Some(state)) = (route, state) {
+            for delivery in items {
+                let tag = state.tag();
+                if !route.no_ack {
+                    let pending = PendingAck {
+                        queue: std::sync::Arc::clone(queue),
+                        seq: delivery.seq,
+                        consumed: true,
+                    };
+                    state.unacked.push(tag, pending);
+                }
+                let message = &delivery.message;
+                put_deliver(
+                    conn.output(),
+                    route.channel,
+                    &route.tag,
+                    tag,
+                    delivery.redelivered,
+                    &message.routing.exchange,
+                    &message.routing.routing_key,
+                );
+                send_content(conn, route.channel, message);
+            }
+        }
+        // Deliveries for a consumer that is gone were requeued by the queue when its channel
+        // closed (or were no-ack and are dropped, as in RabbitMQ).
+        outbound.release(count);
+    }
+}

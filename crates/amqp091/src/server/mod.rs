@@ -1,0 +1,62 @@
+//! The AMQP 0.9.1 adapter: runs one client connection as a tokio task, translating channel
+//! methods into engine calls and engine events into frames.
+//!
+//! - [`driver`]: the task's I/O loop (socket, timers, engine events, shutdown).
+//! - `session`: per-connection broker state and event dispatch.
+//! - `channel`: per-channel bookkeeping (delivery tags, confirms, prefetch).
+//! - `topology`, `basic`, `publish`, `deliver`: method handlers by area.
+
+mod basic;
+mod channel;
+mod deliver;
+pub mod driver;
+mod publish;
+mod session;
+mod topology;
+
+use charon_engine::{EngineError, ErrorKind};
+
+pub use driver::{ServerConfig, serve};
+
+use crate::proto::ReplyCode;
+
+/// The 0.9.1 reply code for an engine error.
+#[must_use]
+pub fn reply_code(error: &EngineError) -> ReplyCode {
+    match error.kind() {
+        ErrorKind::NotFound => ReplyCode::NotFound,
+        ErrorKind::AccessRefused => ReplyCode::AccessRefused,
+        ErrorKind::ResourceLocked => ReplyCode::ResourceLocked,
+        ErrorKind::PreconditionFailed => ReplyCode::PreconditionFailed,
+        ErrorKind::NotAllowed => ReplyCode::NotAllowed,
+        ErrorKind::NotImplemented => ReplyCode::NotImplemented,
+        ErrorKind::InternalError => ReplyCode::InternalError,
+    }
+}
+
+/// A failed channel method: the reply code, RabbitMQ's explanation, and the method's ids.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct MethodError {
+    pub(crate) code: ReplyCode,
+    pub(crate) explanation: String,
+}
+
+impl MethodError {
+    pub(crate) fn new(code: ReplyCode, explanation: impl Into<String>) -> Self {
+        Self {
+            code,
+            explanation: explanation.into(),
+        }
+    }
+}
+
+impl From<EngineError> for MethodError {
+    fn from(error: EngineError) -> Self {
+        Self {
+            code: reply_code(&error),
+            explanation: error.to_string(),
+        }
+    }
+}
+
+pub(crate) type MethodResult = Result<(), MethodError>;

@@ -1,0 +1,318 @@
+//! Per-connection broker state, and dispatch of protocol and engine events.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Instant;
+
+use amq_protocol::protocol::AMQPClass;
+use charon_engine::{
+    Broker, ConsumerId, Owner, QueueRef, SessionEvent, SessionId, SessionSink, User, VHost,
+};
+use tokio::sync::mpsc;
+
+use super::channel::ChannelState;
+use super::publish::PendingBatches;
+use super::{MethodError, MethodResult};
+use crate::proto::{Connection, Event, Host, ReplyCode};
+
+/// A consumer as the connection knows it.
+#[derive(Clone, Debug)]
+pub(crate) struct ConsumerRoute {
+    pub(crate) channel: u16,
+    pub(crate) tag: Arc<str>,
+    pub(crate) no_ack: bool,
+}
+
+pub(crate) struct Session {
+    pub(crate) id: SessionId,
+    pub(crate) broker: Arc<Broker>,
+    pub(crate) user: Option<User>,
+    pub(crate) vhost: Option<Arc<VHost>>,
+    pub(crate) sink: SessionSink,
+    pub(crate) channels: HashMap<u16, ChannelState>,
+    pub(crate) consumers: HashMap<ConsumerId, ConsumerRoute>,
+    /// Exclusive queues this connection declared; deleted when it closes.
+    pub(crate) exclusive: Vec<QueueRef>,
+    pub(crate) batches: PendingBatches,
+    /// Events from queues (deliveries, cancellations, confirms).
+    pub(crate) inbox: mpsc::UnboundedReceiver<SessionEvent>,
+}
+
+/// Checks logins and vhost access against the broker during the handshake.
+pub(crate) struct Login<'a> {
+    pub(crate) broker: &'a Broker,
+    pub(crate) user: &'a mut Option<User>,
+    pub(crate) vhost: &'a mut Option<Arc<VHost>>,
+}
+
+impl Host for Login<'_> {
+    fn authenticate(&mut self, username: &str, password: &str) -> bool {
+        *self.user = self.broker.authenticate(username, password);
+        self.user.is_some()
+    }
+
+    fn open_vhost(&mut self, _username: &str, vhost: &str) -> Result<(), String> {
+        let user = self
+            .user
+            .as_ref()
+            .ok_or_else(|| "not authenticated".to_owned())?;
+        let opened = self
+            .broker
+            .open_vhost(user, vhost)
+            .map_err(|e| e.to_string())?;
+        *self.vhost = Some(opened);
+        Ok(())
+    }
+}
+
+impl Session {
+    pub(crate) fn new(
+        id: SessionId,
+        broker: Arc<Broker>,
+        sink: SessionSink,
+        inbox: mpsc::UnboundedReceiver<SessionEvent>,
+    ) -> Self {
+        Self {
+            id,
+            broker,
+            user: None,
+            vhost: None,
+            sink,
+            channels: HashMap::new(),
+            consumers: HashMap::new(),
+            exclusive: Vec::new(),
+            batches: PendingBatches::default(),
+            inbox,
+        }
+    }
+
+    pub(crate) fn try_next_event(&mut self) -> Option<SessionEvent> {
+        self.inbox.try_recv().ok()
+    }
+
+    pub(crate) fn login(&mut self) -> Login<'_> {
+        Login {
+            broker: &self.broker,
+            user: &mut self.user,
+            vhost: &mut self.vhost,
+        }
+    }
+
+    pub(crate) fn owner(&self, channel: u16) -> Owner {
+        Owner {
+            session: self.id,
+            channel: u32::from(channel),
+        }
+    }
+
+    /// The vhost; every channel method runs after `connection.open`, so it is set.
+    pub(crate) fn vhost(&self) -> Result<Arc<VHost>, MethodError> {
+        self.vhost
+            .clone()
+            .ok_or_else(|| MethodError::new(ReplyCode::InternalError, "no vhost"))
+    }
+
+    pub(crate) fn channel(&mut self, channel: u16) -> Result<&mut ChannelState, MethodError> {
+        self.channels
+            .get_mut(&channel)
+            .ok_or_else(|| MethodError::new(ReplyCode::ChannelError, "expected 'channel.open'"))
+    }
+
+    /// Acts on one protocol event.
+    pub(crate) async fn handle_event(&mut self, event: Event, conn: &mut Connection) {
+        match event {
+            Event::Opened { username, vhost } => {
+                tracing::info!(user = username, vhost, "connection opened");
+            }
+            Event::ChannelOpened(channel) => {
+                self.channels.insert(channel, ChannelState::new());
+            }
+            Event::Method(channel, method) => {
+                self.flush_publishes(conn).await;
+                let ids = (method.get_amqp_class_id(), method.get_amqp_method_id());
+                if let Err(error) = self.handle_method(channel, *method, conn).await {
+                    self.fail(channel, error, ids, conn).await;
+                }
+            }
+            Event::Publish(channel, command) => {
+                if let Err(error) = self.publish(channel, *command, conn) {
+                    self.fail(channel, error, (60, 40), conn).await;
+                }
+            }
+            Event::PublishTooLarge { channel, size } => {
+                let error = MethodError::new(
+                    ReplyCode::PreconditionFailed,
+                    format!("message size {size} is larger than max size 134217728"),
+                );
+                self.fail(channel, error, (60, 40), conn).await;
+            }
+            Event::ChannelClosed(channel) => {
+                self.flush_publishes(conn).await;
+                self.channel_gone(channel).await;
+            }
+            Event::Closed => {}
+        }
+    }
+
+    async fn handle_method(
+        &mut self,
+        channel: u16,
+        method: AMQPClass,
+        conn: &mut Connection,
+    ) -> MethodResult {
+        match method {
+            AMQPClass::Exchange(m) => self.exchange_method(channel, m, conn),
+            AMQPClass::Queue(m) => self.queue_method(channel, m, conn).await,
+            AMQPClass::Basic(m) => self.basic_method(channel, m, conn).await,
+            AMQPClass::Confirm(amq_protocol::protocol::confirm::AMQPMethod::Select(select)) => {
+                let state = self.channel(channel)?;
+                if state.confirms.is_none() {
+                    state.confirms = Some(super::channel::ConfirmTracker::new());
+                }
+                if !select.nowait {
+                    let ok = amq_protocol::protocol::confirm::SelectOk {};
+                    conn.send_method(
+                        channel,
+                        &AMQPClass::Confirm(amq_protocol::protocol::confirm::AMQPMethod::SelectOk(
+                            ok,
+                        )),
+                    );
+                }
+                Ok(())
+            }
+            AMQPClass::Tx(_) => Err(MethodError::new(
+                ReplyCode::NotImplemented,
+                "transactions are not supported yet",
+            )),
+            AMQPClass::Access(amq_protocol::protocol::access::AMQPMethod::Request(_)) => {
+                let ok = amq_protocol::protocol::access::RequestOk {};
+                conn.send_method(
+                    channel,
+                    &AMQPClass::Access(amq_protocol::protocol::access::AMQPMethod::RequestOk(ok)),
+                );
+                Ok(())
+            }
+            _ => Err(MethodError::new(
+                ReplyCode::CommandInvalid,
+                "unimplemented method",
+            )),
+        }
+    }
+
+    /// Reports a failed method: soft errors close the channel, hard ones the connection.
+    pub(crate) async fn fail(
+        &mut self,
+        channel: u16,
+        error: MethodError,
+        ids: (u16, u16),
+        conn: &mut Connection,
+    ) {
+        tracing::debug!(
+            channel,
+            code = error.code.code(),
+            explanation = error.explanation,
+            "method failed"
+        );
+        if error.code.is_hard() {
+            conn.close(error.code, &error.explanation, ids, Instant::now());
+        } else {
+            conn.close_channel(channel, error.code, &error.explanation, ids);
+            self.flush_publishes(conn).await;
+            self.channel_gone(channel).await;
+        }
+    }
+
+    /// A channel ended: its consumers go and the queues it used requeue what it had not
+    /// settled.
+    pub(crate) async fn channel_gone(&mut self, channel: u16) {
+        let Some(state) = self.channels.remove(&channel) else {
+            return;
+        };
+        self.consumers.retain(|_, route| route.channel != channel);
+        let owner = self.owner(channel);
+        for queue in &state.queues {
+            queue.owner_closed(owner).await;
+        }
+    }
+
+    /// The connection ended: every channel goes, then its exclusive queues are deleted.
+    pub(crate) async fn close_all(&mut self) {
+        let channels: Vec<u16> = self.channels.keys().copied().collect();
+        for channel in channels {
+            self.channel_gone(channel).await;
+        }
+        if let Some(vhost) = self.vhost.clone() {
+            for queue in std::mem::take(&mut self.exclusive) {
+                vhost.drop_queue(&queue).await;
+            }
+        }
+    }
+
+    /// Acts on one engine event.
+    pub(crate) fn handle_engine_event(&mut self, event: SessionEvent, conn: &mut Connection) {
+        match event {
+            SessionEvent::Deliveries {
+                consumer,
+                queue,
+                items,
+            } => self.deliver(consumer, &queue, items, conn),
+            SessionEvent::ConsumerCancelled { consumer } => self.consumer_cancelled(consumer, conn),
+            SessionEvent::Confirms {
+                channel,
+                accepted,
+                refused,
+            } => {
+                let Ok(channel) = u16::try_from(channel) else {
+                    return;
+                };
+                if let Some(tracker) = self
+                    .channels
+                    .get_mut(&channel)
+                    .and_then(|c| c.confirms.as_mut())
+                {
+                    for seq in accepted {
+                        tracker.answer(seq, true);
+                    }
+                    for seq in refused {
+                        tracker.answer(seq, false);
+                    }
+                }
+            }
+        }
+    }
+
+    /// Sends every confirm that became ready.
+    pub(crate) fn emit_confirms(&mut self, conn: &mut Connection) {
+        for (channel, state) in &mut self.channels {
+            let Some(tracker) = state.confirms.as_mut() else {
+                continue;
+            };
+            for (seq, ack, multiple) in tracker.drain() {
+                if ack {
+                    crate::codec::put_ack(conn.output(), *channel, seq, multiple);
+                } else {
+                    crate::codec::put_nack(conn.output(), *channel, seq, multiple);
+                }
+            }
+        }
+    }
+
+    fn consumer_cancelled(&mut self, consumer: ConsumerId, conn: &mut Connection) {
+        let Some(route) = self.consumers.remove(&consumer) else {
+            return;
+        };
+        if let Some(state) = self.channels.get_mut(&route.channel) {
+            state.consumers.remove(&*route.tag);
+        }
+        if conn.capabilities().consumer_cancel_notify && conn.is_channel_open(route.channel) {
+            let cancel = amq_protocol::protocol::basic::Cancel {
+                consumer_tag: route.tag.as_ref().into(),
+                nowait: true,
+            };
+            conn.send_method(
+                route.channel,
+                &AMQPClass::Basic(amq_protocol::protocol::basic::AMQPMethod::Cancel(cancel)),
+            );
+        }
+    }
+}

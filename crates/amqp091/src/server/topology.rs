@@ -1,0 +1,230 @@
+//! `exchange.*` and `queue.*` methods.
+
+use std::sync::Arc;
+
+use amq_protocol::protocol::{AMQPClass, exchange, queue};
+use amq_protocol::types::FieldTable;
+use charon_engine::{Destination, ExchangeDeclare, QueueDeclare};
+use charon_model::Table;
+
+use super::session::Session;
+use super::{MethodError, MethodResult};
+use crate::codec::decode_table;
+use crate::proto::{Connection, ReplyCode};
+
+/// Converts an amq-protocol argument table into the model's table (through the wire format,
+/// so types come out exactly as our own decoder reads them).
+pub(crate) fn arguments(table: &FieldTable) -> Table {
+    use amq_protocol::types::generation::gen_field_table;
+    let bytes: Vec<u8> =
+        cookie_factory::gen_simple(gen_field_table(table), Vec::new()).unwrap_or_default();
+    let mut input = bytes::Bytes::from(bytes);
+    decode_table(&mut input).unwrap_or_default()
+}
+
+impl Session {
+    /// The queue name a method refers to, with 0.9.1's "empty means the last declared queue"
+    /// shortcut.
+    pub(crate) fn queue_name(&mut self, channel: u16, name: &str) -> Result<String, MethodError> {
+        if !name.is_empty() {
+            return Ok(name.to_owned());
+        }
+        self.channel(channel)?
+            .last_queue
+            .clone()
+            .ok_or_else(|| MethodError::new(ReplyCode::NotFound, "no previously declared queue"))
+    }
+
+    pub(crate) fn exchange_method(
+        &mut self,
+        channel: u16,
+        method: exchange::AMQPMethod,
+        conn: &mut Connection,
+    ) -> MethodResult {
+        let vhost = self.vhost()?;
+        match method {
+            exchange::AMQPMethod::Declare(d) => {
+                vhost.declare_exchange(&ExchangeDeclare {
+                    name: d.exchange.as_str().to_owned(),
+                    kind: d.kind.as_str().to_owned(),
+                    passive: d.passive,
+                    durable: d.durable,
+                    auto_delete: d.auto_delete,
+                    internal: d.internal,
+                    arguments: arguments(&d.arguments),
+                })?;
+                if !d.nowait {
+                    conn.send_method(
+                        channel,
+                        &AMQPClass::Exchange(exchange::AMQPMethod::DeclareOk(
+                            exchange::DeclareOk {},
+                        )),
+                    );
+                }
+            }
+            exchange::AMQPMethod::Delete(d) => {
+                vhost.delete_exchange(d.exchange.as_str(), d.if_unused)?;
+                if !d.nowait {
+                    conn.send_method(
+                        channel,
+                        &AMQPClass::Exchange(exchange::AMQPMethod::DeleteOk(exchange::DeleteOk {})),
+                    );
+                }
+            }
+            exchange::AMQPMethod::Bind(b) => {
+                let destination = Destination::Exchange(b.destination.as_str().to_owned());
+                vhost.bind(
+                    b.source.as_str(),
+                    destination,
+                    b.routing_key.as_str(),
+                    &arguments(&b.arguments),
+                    self.id,
+                )?;
+                if !b.nowait {
+                    conn.send_method(
+                        channel,
+                        &AMQPClass::Exchange(exchange::AMQPMethod::BindOk(exchange::BindOk {})),
+                    );
+                }
+            }
+            exchange::AMQPMethod::Unbind(u) => {
+                let destination = Destination::Exchange(u.destination.as_str().to_owned());
+                vhost.unbind(
+                    u.source.as_str(),
+                    destination,
+                    u.routing_key.as_str(),
+                    &arguments(&u.arguments),
+                    self.id,
+                )?;
+                if !u.nowait {
+                    conn.send_method(
+                        channel,
+                        &AMQPClass::Exchange(exchange::AMQPMethod::UnbindOk(exchange::UnbindOk {})),
+                    );
+                }
+            }
+            _ => {
+                return Err(MethodError::new(
+                    ReplyCode::CommandInvalid,
+                    "unimplemented method",
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    pub(crate) async fn queue_method(
+        &mut self,
+        channel: u16,
+        method: queue::AMQPMethod,
+        conn: &mut Connection,
+    ) -> MethodResult {
+        let vhost = self.vhost()?;
+        match method {
+            queue::AMQPMethod::Declare(d) => {
+                let declare = QueueDeclare {
+                    name: d.queue.as_str().to_owned(),
+                    passive: d.passive,
+                    durable: d.durable,
+                    exclusive: d.exclusive,
+                    auto_delete: d.auto_delete,
+                    arguments: arguments(&d.arguments),
+                };
+                let ok = vhost.declare_queue(&declare, self.id).await?;
+                if d.exclusive
+                    && !d.passive
+                    && let Ok(queue) = vhost.queue(&ok.name, self.id)
+                    && !self.exclusive.iter().any(|q| Arc::ptr_eq(q, &queue))
+                {
+                    self.exclusive.push(queue);
+                }
+                self.channel(channel)?.last_queue = Some(ok.name.clone());
+                if !d.nowait {
+                    let reply = queue::DeclareOk {
+                        queue: ok.name.as_str().into(),
+                        message_count: ok.messages,
+                        consumer_count: ok.consumers,
+                    };
+                    conn.send_method(
+                        channel,
+                        &AMQPClass::Queue(queue::AMQPMethod::DeclareOk(reply)),
+                    );
+                }
+            }
+            queue::AMQPMethod::Bind(b) => {
+                let name = self.queue_name(channel, b.queue.as_str())?;
+                let key = if b.queue.as_str().is_empty() && b.routing_key.as_str().is_empty() {
+                    name.clone()
+                } else {
+                    b.routing_key.as_str().to_owned()
+                };
+                vhost.bind(
+                    b.exchange.as_str(),
+                    Destination::Queue(name),
+                    &key,
+                    &arguments(&b.arguments),
+                    self.id,
+                )?;
+                if !b.nowait {
+                    conn.send_method(
+                        channel,
+                        &AMQPClass::Queue(queue::AMQPMethod::BindOk(queue::BindOk {})),
+                    );
+                }
+            }
+            queue::AMQPMethod::Unbind(u) => {
+                let name = self.queue_name(channel, u.queue.as_str())?;
+                let key = if u.queue.as_str().is_empty() && u.routing_key.as_str().is_empty() {
+                    name.clone()
+                } else {
+                    u.routing_key.as_str().to_owned()
+                };
+                vhost.unbind(
+                    u.exchange.as_str(),
+                    Destination::Queue(name),
+                    &key,
+                    &arguments(&u.arguments),
+                    self.id,
+                )?;
+                conn.send_method(
+                    channel,
+                    &AMQPClass::Queue(queue::AMQPMethod::UnbindOk(queue::UnbindOk {})),
+                );
+            }
+            queue::AMQPMethod::Purge(p) => {
+                let name = self.queue_name(channel, p.queue.as_str())?;
+                let count = vhost.queue(&name, self.id)?.purge().await?;
+                if !p.nowait {
+                    conn.send_method(
+                        channel,
+                        &AMQPClass::Queue(queue::AMQPMethod::PurgeOk(queue::PurgeOk {
+                            message_count: count,
+                        })),
+                    );
+                }
+            }
+            queue::AMQPMethod::Delete(d) => {
+                let name = self.queue_name(channel, d.queue.as_str())?;
+                let count = vhost
+                    .delete_queue(&name, self.id, d.if_unused, d.if_empty)
+                    .await?;
+                self.exclusive.retain(|q| q.name() != name);
+                if !d.nowait {
+                    conn.send_method(
+                        channel,
+                        &AMQPClass::Queue(queue::AMQPMethod::DeleteOk(queue::DeleteOk {
+                            message_count: count,
+                        })),
+                    );
+                }
+            }
+            _ => {
+                return Err(MethodError::new(
+                    ReplyCode::CommandInvalid,
+                    "unimplemented method",
+                ));
+            }
+        }
+        Ok(())
+    }
+}

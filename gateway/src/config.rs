@@ -1,0 +1,189 @@
+//! Configuration: command-line flags over an optional TOML file over RabbitMQ's defaults
+//! (127.0.0.1:5672, user guest/guest, vhost `/`).
+
+use std::path::PathBuf;
+
+use anyhow::{Context, bail};
+use charon_engine::{BrokerConfig, UserConfig};
+use clap::Parser;
+use serde::Deserialize;
+
+/// Command-line flags.
+#[derive(Debug, Parser)]
+#[command(
+    name = "charon",
+    version,
+    about = "Charon: an AMQP 0.9.1 and 1.0 message broker"
+)]
+pub(crate) struct Cli {
+    /// A TOML configuration file.
+    #[arg(long, short)]
+    config: Option<PathBuf>,
+    /// Address to listen on for AMQP (repeatable). Default 127.0.0.1:5672; port 0 picks one.
+    #[arg(long)]
+    listen: Vec<String>,
+    /// A user as `name:password` (repeatable). Replaces the default guest user.
+    #[arg(long = "user")]
+    users: Vec<String>,
+    /// A virtual host to create (repeatable). Default `/`.
+    #[arg(long = "vhost")]
+    vhosts: Vec<String>,
+    /// Log level or filter (`info`, `debug`, `charon_amqp091=trace`, ...).
+    #[arg(long)]
+    log_level: Option<String>,
+}
+
+/// A user in the configuration file.
+#[derive(Clone, Debug, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+struct FileUser {
+    name: String,
+    password: String,
+    vhosts: Option<Vec<String>>,
+}
+
+/// The configuration file.
+#[derive(Clone, Debug, Default, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+struct FileConfig {
+    listen: Option<Vec<String>>,
+    users: Option<Vec<FileUser>>,
+    vhosts: Option<Vec<String>>,
+    log_level: Option<String>,
+}
+
+/// The resolved configuration.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct Config {
+    pub(crate) listen: Vec<String>,
+    pub(crate) users: Vec<UserConfig>,
+    pub(crate) vhosts: Vec<String>,
+    pub(crate) log_level: String,
+}
+
+impl Config {
+    pub(crate) fn load(cli: &Cli) -> anyhow::Result<Self> {
+        let file = match &cli.config {
+            Some(path) => {
+                let text = std::fs::read_to_string(path)
+                    .with_context(|| format!("reading {}", path.display()))?;
+                toml::from_str::<FileConfig>(&text)
+                    .with_context(|| format!("parsing {}", path.display()))?
+            }
+            None => FileConfig::default(),
+        };
+        Self::resolve(cli, file)
+    }
+
+    fn resolve(cli: &Cli, file: FileConfig) -> anyhow::Result<Self> {
+        let listen = if cli.listen.is_empty() {
+            file.listen
+                .unwrap_or_else(|| vec!["127.0.0.1:5672".to_owned()])
+        } else {
+            cli.listen.clone()
+        };
+        let users = if cli.users.is_empty() {
+            match file.users {
+                Some(users) => users
+                    .into_iter()
+                    .map(|u| UserConfig {
+                        name: u.name,
+                        password: u.password,
+                        vhosts: u.vhosts,
+                    })
+                    .collect(),
+                None => BrokerConfig::default().users,
+            }
+        } else {
+            let mut users = Vec::new();
+            for spec in &cli.users {
+                let Some((name, password)) = spec.split_once(':') else {
+                    bail!("--user expects name:password, got {spec:?}");
+                };
+                users.push(UserConfig {
+                    name: name.to_owned(),
+                    password: password.to_owned(),
+                    vhosts: None,
+                });
+            }
+            users
+        };
+        let vhosts = if cli.vhosts.is_empty() {
+            file.vhosts.unwrap_or_else(|| vec!["/".to_owned()])
+        } else {
+            cli.vhosts.clone()
+        };
+        let log_level = cli
+            .log_level
+            .clone()
+            .or(file.log_level)
+            .unwrap_or_else(|| "info".to_owned());
+        Ok(Self {
+            listen,
+            users,
+            vhosts,
+            log_level,
+        })
+    }
+
+    pub(crate) fn broker_config(&self) -> BrokerConfig {
+        BrokerConfig {
+            users: self.users.clone(),
+            vhosts: self.vhosts.clone(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cli(args: &[&str]) -> Cli {
+        Cli::parse_from(std::iter::once("charon").chain(args.iter().copied()))
+    }
+
+    #[test]
+    fn defaults_are_rabbitmqs() {
+        let config = Config::resolve(&cli(&[]), FileConfig::default()).unwrap();
+        assert_eq!(config.listen, ["127.0.0.1:5672"]);
+        assert_eq!(config.vhosts, ["/"]);
+        assert_eq!(
+            config
+                .users
+                .first()
+                .map(|u| (u.name.as_str(), u.password.as_str())),
+            Some(("guest", "guest"))
+        );
+        assert_eq!(config.log_level, "info");
+    }
+
+    #[test]
+    fn flags_override_the_file() {
+        let file: FileConfig = toml::from_str(
+            r#"
+            listen = ["0.0.0.0:5672"]
+            vhosts = ["/", "dev"]
+            log_level = "debug"
+            [[users]]
+            name = "app"
+            password = "s3cret"
+            vhosts = ["dev"]
+            "#,
+        )
+        .unwrap();
+        let config = Config::resolve(&cli(&["--listen", "127.0.0.1:0"]), file).unwrap();
+        assert_eq!(config.listen, ["127.0.0.1:0"]);
+        assert_eq!(config.vhosts, ["/", "dev"]);
+        assert_eq!(config.log_level, "debug");
+        assert_eq!(
+            config.users.first().and_then(|u| u.vhosts.clone()),
+            Some(vec!["dev".to_owned()])
+        );
+    }
+
+    #[test]
+    fn bad_user_flag_and_unknown_file_keys_are_errors() {
+        assert!(Config::resolve(&cli(&["--user", "nocolon"]), FileConfig::default()).is_err());
+        assert!(toml::from_str::<FileConfig>("bogus = 1").is_err());
+    }
+}

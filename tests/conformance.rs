@@ -1,0 +1,18 @@
+//! The whole conformance catalogue against the real binary on an ephemeral port.
+#![allow(clippy::expect_used, clippy::unwrap_used, clippy::indexing_slicing)]
+
+mod support;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn conformance_catalogue_passes_against_charon() {
+    let charon = support::Charon::start();
+    let summary = conformance::run(conformance::RunConfig {
+        url: format!("amqp://guest:guest@127.0.0.1:{}/", charon.port),
+        filter: std::env::var("CONFORMANCE_FILTER").ok(),
+        jobs: 4,
+        ..Default::default()
+    })
+    .await;
+    assert!(summary.passed > 0, "no case ran: {summary}");
+    assert_eq!(summary.failed, 0, "{summary}");
+}
