@@ -54,7 +54,9 @@ impl PartialContent {
         match self.first.take() {
             None if self.rest.is_empty() => self.first = Some(chunk),
             Some(first) => {
-                self.rest.reserve(usize::try_from(self.size).unwrap_or(0));
+                // The announced size is the client's word: reserve at most 1 MiB up front.
+                self.rest
+                    .reserve(usize::try_from(self.size).unwrap_or(0).min(1 << 20));
                 self.rest.extend_from_slice(&first);
                 self.rest.extend_from_slice(&chunk);
             }
