@@ -57,6 +57,19 @@ pub enum SessionEvent {
         /// The consumer.
         consumer: ConsumerId,
     },
+    /// The state of a credit-based consumer after a drain or an echo request.
+    CreditState {
+        /// The consumer.
+        consumer: ConsumerId,
+        /// The queue's delivery-count for it.
+        delivery_count: u32,
+        /// Credit left.
+        credit: u32,
+        /// Ready messages in the queue.
+        available: u32,
+        /// Whether this answers a drain.
+        drain: bool,
+    },
     /// Outcome of publishes that asked for confirmation.
     Confirms {
         /// Channel (or link) that published.

@@ -110,6 +110,21 @@ pub enum Encoded {
     Amqp10Bare(Bytes),
 }
 
+/// Which protocol published the message. Conversions follow different rules per origin
+/// (RabbitMQ's `mc_amqpl` and `mc_amqp` modules), and the origin outlives [`Encoded`], which is
+/// dropped once the broker changes a 0.9.1 message.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Origin {
+    /// Built by the broker itself.
+    #[default]
+    Broker,
+    /// Published over AMQP 0.9.1: `headers` is the 0.9.1 header table (with `x-` headers).
+    Amqp091,
+    /// Published over AMQP 1.0: `headers` is application-properties, `annotations` the
+    /// message annotations.
+    Amqp10,
+}
+
 static NO_PROPERTIES: LazyLock<Properties> = LazyLock::new(Properties::default);
 
 /// A message in the broker.
@@ -132,6 +147,8 @@ pub struct Message {
     pub broker: BrokerAnnotations,
     /// The original encoding, for pass-through.
     pub encoded: Encoded,
+    /// The publishing protocol.
+    pub origin: Origin,
 }
 
 impl Message {

@@ -124,6 +124,7 @@ impl Session {
             session,
             no_ack: c.no_ack,
             prefetch: state.consumer_prefetch,
+            link_credit: None,
             channel_limit: Some(Arc::clone(&state.global_limit)),
             exclusive: c.exclusive,
             arguments: arguments(&c.arguments),

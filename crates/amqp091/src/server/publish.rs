@@ -5,7 +5,7 @@ use std::sync::Arc;
 use amq_protocol::protocol::AMQPClass;
 use amq_protocol::protocol::basic::{AMQPMethod, Return};
 use charon_engine::{ConfirmTo, Enqueue, QueueRef, queue::args::MAX_EXPIRY_MS};
-use charon_model::{Body, Encoded, Message, Routing, Value};
+use charon_model::{Body, Encoded, Message, Origin, Routing, Value};
 
 use super::session::Session;
 use super::{MethodError, MethodResult};
@@ -127,6 +127,7 @@ impl Session {
         message.set_properties(decoded.properties);
         message.headers = decoded.headers;
         message.encoded = encoded;
+        message.origin = Origin::Amqp091;
         Ok(message)
     }
 

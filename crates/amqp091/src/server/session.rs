@@ -257,6 +257,7 @@ impl Session {
                 items,
             } => self.deliver(consumer, &queue, items, conn),
             SessionEvent::ConsumerCancelled { consumer } => self.consumer_cancelled(consumer, conn),
+            SessionEvent::CreditState { .. } => {}
             SessionEvent::Confirms {
                 channel,
                 accepted,

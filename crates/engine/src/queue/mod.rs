@@ -84,6 +84,9 @@ pub struct ConsumeSpec {
     pub no_ack: bool,
     /// Maximum unacknowledged deliveries for this consumer (0 = unlimited).
     pub prefetch: u32,
+    /// AMQP 1.0 link credit: when set, the consumer receives only as many messages as it was
+    /// granted (starting from no credit), and this is the link's initial delivery-count.
+    pub link_credit: Option<u32>,
     /// Shared limit across the channel's consumers (0.9.1 `basic.qos global=true`).
     pub channel_limit: Option<Arc<Gate>>,
     /// Wants to be the only consumer.
@@ -148,6 +151,22 @@ pub(crate) enum QueueCmd {
         reply: oneshot::Sender<Result<u32, EngineError>>,
     },
     Resume,
+    Credit(CreditGrant),
+}
+
+/// A 1.0 receiver's flow for a consumer link, as the queue applies it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CreditGrant {
+    /// The consumer.
+    pub consumer: ConsumerId,
+    /// The receiver's delivery-count (what it has seen), or the link's initial count.
+    pub delivery_count: u32,
+    /// Credit relative to that delivery-count.
+    pub link_credit: u32,
+    /// Use up the credit: send what is available, then advance the delivery-count.
+    pub drain: bool,
+    /// Report the resulting link state even without drain.
+    pub echo: bool,
 }
 
 /// A live queue as seen from outside its task.
@@ -288,6 +307,11 @@ impl QueueHandle {
             Err(EngineError::NotFound(_)) => Ok(0),
             Err(other) => Err(other),
         }
+    }
+
+    /// Applies a 1.0 receiver's credit to a consumer link.
+    pub async fn credit(&self, grant: CreditGrant) {
+        let _ = self.send(QueueCmd::Credit(grant)).await;
     }
 
     /// Nudges a queue waiting on a [`Gate`]. Never blocks: a full mailbox means the queue will

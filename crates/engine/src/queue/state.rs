@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use charon_model::{DeathReason, Message};
 
-use super::{ConfirmTo, ConsumeSpec, Enqueue, GetOk, QueueRef, QueueStats, Settle};
+use super::{ConfirmTo, ConsumeSpec, CreditGrant, Enqueue, GetOk, QueueRef, QueueStats, Settle};
 use crate::error::EngineError;
 use crate::session::{ConsumerId, Delivery, Owner, SessionEvent, SessionSink};
 
@@ -33,6 +33,10 @@ struct Consumer {
     spec: ConsumeSpec,
     unacked: u32,
     batch: Vec<Delivery>,
+    /// Link credit left (credit-based consumers only).
+    credit: u32,
+    /// Deliveries made, as a serial number starting at the link's initial delivery-count.
+    delivery_count: u32,
 }
 
 impl Consumer {
@@ -40,6 +44,9 @@ impl Consumer {
     /// the gate that is full so it is resumed later).
     fn reserve(&self, queue: &QueueRef) -> bool {
         let spec = &self.spec;
+        if spec.link_credit.is_some() && self.credit == 0 {
+            return false;
+        }
         if !spec.no_ack && spec.prefetch != 0 && self.unacked >= spec.prefetch {
             return false;
         }
@@ -119,10 +126,13 @@ impl QueueState {
             ));
         }
         self.had_consumer = true;
+        let delivery_count = spec.link_credit.unwrap_or(0);
         self.consumers.push(Consumer {
             spec,
             unacked: 0,
             batch: Vec::new(),
+            credit: 0,
+            delivery_count,
         });
         Ok(())
     }
@@ -276,6 +286,10 @@ impl QueueState {
             let Some(entry) = self.ready.pop_front() else {
                 break;
             };
+            if consumer.spec.link_credit.is_some() {
+                consumer.credit -= 1;
+                consumer.delivery_count = consumer.delivery_count.wrapping_add(1);
+            }
             consumer.batch.push(Delivery {
                 seq: entry.seq,
                 message: Arc::clone(&entry.message),
@@ -303,6 +317,45 @@ impl QueueState {
                 consumer: consumer.spec.id,
                 queue: Arc::clone(&self.handle),
                 items: std::mem::take(&mut consumer.batch),
+            };
+            self.outbox.push((consumer.spec.session.clone(), event));
+        }
+    }
+
+    /// Applies a receiver's flow to a credit-based consumer: the credit it may use now is what
+    /// the receiver granted beyond what it has seen, minus what is already on its way
+    /// (2.6.7: link-credit-snd = delivery-count-rcv + link-credit-rcv - delivery-count-snd).
+    /// A drain runs after dispatch, so a waiting message is delivered before the credit is
+    /// used up.
+    pub(crate) fn credit(&mut self, grant: CreditGrant) {
+        let Some(index) = self
+            .consumers
+            .iter()
+            .position(|c| c.spec.id == grant.consumer)
+        else {
+            return;
+        };
+        if let Some(consumer) = self.consumers.get_mut(index) {
+            let limit = grant.delivery_count.wrapping_add(grant.link_credit);
+            let left = limit.wrapping_sub(consumer.delivery_count);
+            consumer.credit = if left > grant.link_credit { 0 } else { left };
+        }
+        self.dispatch();
+        let available = u32::try_from(self.ready.len()).unwrap_or(u32::MAX);
+        let Some(consumer) = self.consumers.get_mut(index) else {
+            return;
+        };
+        if grant.drain && consumer.credit > 0 {
+            consumer.delivery_count = consumer.delivery_count.wrapping_add(consumer.credit);
+            consumer.credit = 0;
+        }
+        if grant.drain || grant.echo {
+            let event = SessionEvent::CreditState {
+                consumer: consumer.spec.id,
+                delivery_count: consumer.delivery_count,
+                credit: consumer.credit,
+                available,
+                drain: grant.drain,
             };
             self.outbox.push((consumer.spec.session.clone(), event));
         }
@@ -360,6 +413,7 @@ mod tests {
             session: session.clone(),
             no_ack: false,
             prefetch,
+            link_credit: None,
             channel_limit: None,
             exclusive: false,
             arguments: Table::new(),
@@ -458,6 +512,72 @@ mod tests {
                 consumers: 0
             }
         );
+    }
+
+    #[test]
+    fn credit_limits_deliveries_and_drain_delivers_before_advancing() {
+        let (session, _rx) = SessionSink::new(1, 0);
+        let mut s = QueueState::new(handle());
+        let mut c = consumer(10, &session, 0);
+        c.link_credit = Some(100);
+        s.consume(c).unwrap();
+        s.publish((0..3).map(msg).collect(), None);
+        s.dispatch();
+        assert!(delivered(&mut s).is_empty(), "no credit, no delivery");
+        let grant = CreditGrant {
+            consumer: 10,
+            delivery_count: 100,
+            link_credit: 2,
+            drain: false,
+            echo: false,
+        };
+        s.credit(grant);
+        assert_eq!(delivered(&mut s), [(10, vec![1, 2], false)]);
+        // One credit with drain while a message waits: it is delivered, nothing is left to drain.
+        s.credit(CreditGrant {
+            consumer: 10,
+            delivery_count: 102,
+            link_credit: 1,
+            drain: true,
+            echo: false,
+        });
+        let out = s.take_outbox();
+        assert!(
+            matches!(out.first(), Some((_, SessionEvent::Deliveries { items, .. })) if items.len() == 1)
+        );
+        assert!(matches!(
+            out.get(1),
+            Some((
+                _,
+                SessionEvent::CreditState {
+                    delivery_count: 103,
+                    credit: 0,
+                    available: 0,
+                    drain: true,
+                    ..
+                }
+            ))
+        ));
+        // Drain with credit and nothing waiting advances the delivery-count.
+        s.credit(CreditGrant {
+            consumer: 10,
+            delivery_count: 103,
+            link_credit: 5,
+            drain: true,
+            echo: false,
+        });
+        let out = s.take_outbox();
+        assert!(matches!(
+            out.as_slice(),
+            [(
+                _,
+                SessionEvent::CreditState {
+                    delivery_count: 108,
+                    credit: 0,
+                    ..
+                }
+            )]
+        ));
     }
 
     #[test]

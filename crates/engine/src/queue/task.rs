@@ -91,6 +91,7 @@ fn apply(state: &mut QueueState, command: QueueCmd) -> Next {
             }
         },
         QueueCmd::Resume => {}
+        QueueCmd::Credit(grant) => state.credit(grant),
     }
     Next::Continue
 }

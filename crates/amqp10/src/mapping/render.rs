@@ -1,0 +1,291 @@
+//! A model message as an AMQP 1.0 consumer receives it: header and message annotations made
+//! by the broker, then the bare message — verbatim when it was published over 1.0, converted
+//! from 0.9.1 properties and headers otherwise (RabbitMQ's `mc_amqpl:convert_to/3`).
+
+use charon_model::{Body, Encoded, Message, MessageId, Origin, Value};
+use serde_amqp::Value as Amqp;
+use serde_amqp::primitives::{OrderedMap, Symbol, Timestamp};
+
+use super::sections::{
+    APPLICATION_PROPERTIES, DATA, HEADER, MESSAGE_ANNOTATIONS, PROPERTIES, composite, push_section,
+};
+use crate::codec::value::to_amqp;
+
+/// Facts about this delivery that go into the header.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct DeliveryFacts {
+    /// Delivered before.
+    pub redelivered: bool,
+}
+
+fn string(s: &Option<String>) -> Amqp {
+    s.as_ref().map_or(Amqp::Null, |v| Amqp::String(v.clone()))
+}
+
+fn symbol(s: &Option<String>) -> Amqp {
+    s.as_ref()
+        .map_or(Amqp::Null, |v| Amqp::Symbol(Symbol::from(v.as_str())))
+}
+
+fn timestamp(t: Option<i64>) -> Amqp {
+    t.map_or(Amqp::Null, |ms| {
+        Amqp::Timestamp(Timestamp::from_milliseconds(ms))
+    })
+}
+
+/// `urn:uuid:` strings become uuids, as RabbitMQ converts 0.9.1 ids.
+fn message_id_value(id: &Option<MessageId>) -> Amqp {
+    match id {
+        None => Amqp::Null,
+        Some(MessageId::String(s)) => match parse_urn_uuid(s) {
+            Some(uuid) => Amqp::Uuid(uuid.into()),
+            None => Amqp::String(s.clone()),
+        },
+        Some(MessageId::Ulong(n)) => Amqp::Ulong(*n),
+        Some(MessageId::Uuid(u)) => Amqp::Uuid((*u).into()),
+        Some(MessageId::Binary(b)) => Amqp::Binary(b.to_vec().into()),
+    }
+}
+
+fn parse_urn_uuid(s: &str) -> Option<[u8; 16]> {
+    let hex: String = s
+        .strip_prefix("urn:uuid:")?
+        .chars()
+        .filter(|c| *c != '-')
+        .collect();
+    if hex.len() != 32 || s.len() != 45 {
+        return None;
+    }
+    let mut out = [0u8; 16];
+    for (i, byte) in out.iter_mut().enumerate() {
+        *byte = u8::from_str_radix(hex.get(i * 2..i * 2 + 2)?, 16).ok()?;
+    }
+    Some(out)
+}
+
+fn header_section(message: &Message, facts: DeliveryFacts) -> Amqp {
+    let props = message.properties();
+    let durable = match message.origin {
+        Origin::Amqp091 => props.delivery_mode == Some(2),
+        _ => props.durable.unwrap_or(true),
+    };
+    let delivery_count = message.broker.delivery_count;
+    let first_acquirer =
+        !facts.redelivered && delivery_count == 0 && message.broker.deaths.is_none();
+    composite(vec![
+        Amqp::Bool(durable),
+        props.priority.map_or(Amqp::Null, Amqp::Ubyte),
+        props
+            .ttl
+            .and_then(|t| u32::try_from(t).ok())
+            .map_or(Amqp::Null, Amqp::Uint),
+        Amqp::Bool(first_acquirer),
+        Amqp::Uint(delivery_count),
+    ])
+}
+
+fn upsert(map: &mut OrderedMap<Amqp, Amqp>, key: &str, value: Amqp) {
+    map.insert(Amqp::Symbol(Symbol::from(key)), value);
+}
+
+/// Message annotations: what the publisher sent (1.0) or the `x-` headers (0.9.1), then the
+/// broker's `x-exchange` and `x-routing-key`.
+fn annotations(message: &Message) -> OrderedMap<Amqp, Amqp> {
+    let mut map = OrderedMap::new();
+    match message.origin {
+        Origin::Amqp091 => {
+            for (key, value) in message.headers.iter() {
+                if key.starts_with("x-") {
+                    upsert(&mut map, key, to_amqp(value));
+                } else if key == "CC" && matches!(value, Value::List(_)) {
+                    upsert(&mut map, "x-cc", to_amqp(value));
+                }
+            }
+            if let Some(kind) = &message.properties().message_type {
+                upsert(&mut map, "x-basic-type", Amqp::String(kind.clone()));
+            }
+        }
+        _ => {
+            for (key, value) in message.annotations.iter() {
+                upsert(&mut map, key, to_amqp(value));
+            }
+        }
+    }
+    upsert(
+        &mut map,
+        "x-exchange",
+        Amqp::String(message.routing.exchange.clone()),
+    );
+    upsert(
+        &mut map,
+        "x-routing-key",
+        Amqp::String(message.routing.routing_key.clone()),
+    );
+    map
+}
+
+/// The bare message for a message that did not arrive over 1.0.
+fn converted_bare(message: &Message, out: &mut Vec<u8>) {
+    let p = message.properties();
+    let properties = composite(vec![
+        message_id_value(&p.message_id),
+        p.user_id
+            .as_ref()
+            .map_or(Amqp::Null, |b| Amqp::Binary(b.to_vec().into())),
+        string(&p.to),
+        string(&p.subject),
+        string(&p.reply_to),
+        message_id_value(&p.correlation_id),
+        symbol(&p.content_type),
+        symbol(&p.content_encoding),
+        timestamp(p.absolute_expiry_time),
+        timestamp(p.timestamp),
+        match message.origin {
+            Origin::Amqp091 => string(&p.app_id),
+            _ => string(&p.group_id),
+        },
+        p.group_sequence.map_or(Amqp::Null, Amqp::Uint),
+        string(&p.reply_to_group_id),
+    ]);
+    if !matches!(&properties, Amqp::List(fields) if fields.is_empty()) {
+        push_section(out, PROPERTIES, properties);
+    }
+    // Non-`x-` headers of simple types become application properties; tables and arrays
+    // cannot (1.0 application properties hold simple values only), as in RabbitMQ.
+    let mut app = OrderedMap::new();
+    for (key, value) in message.headers.iter() {
+        let simple = !matches!(
+            value,
+            Value::Table(_) | Value::List(_) | Value::Array(_) | Value::Map(_)
+        );
+        let keep = match message.origin {
+            Origin::Amqp091 => !key.starts_with("x-") && simple,
+            _ => simple,
+        };
+        if keep {
+            app.insert(Amqp::String(key.to_owned()), to_amqp(value));
+        }
+    }
+    if !app.is_empty() {
+        push_section(out, APPLICATION_PROPERTIES, Amqp::Map(app));
+    }
+    match &message.body {
+        Body::Data(bytes) => push_section(out, DATA, Amqp::Binary(bytes.to_vec().into())),
+        Body::Amqp10Sections(bytes) => out.extend_from_slice(bytes),
+    }
+}
+
+/// The transfer payload for a 1.0 consumer.
+#[must_use]
+pub fn for_consumer(message: &Message, facts: DeliveryFacts) -> Vec<u8> {
+    let mut out = Vec::with_capacity(64 + message.body_len());
+    push_section(&mut out, HEADER, header_section(message, facts));
+    let annotations = annotations(message);
+    if !annotations.is_empty() {
+        push_section(&mut out, MESSAGE_ANNOTATIONS, Amqp::Map(annotations));
+    }
+    match &message.encoded {
+        Encoded::Amqp10Bare(bare) => out.extend_from_slice(bare),
+        _ => converted_bare(message, &mut out),
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use bytes::Bytes;
+    use charon_model::{Properties, Routing};
+
+    use super::*;
+    use crate::codec::{BodyKind, parse_message};
+    use crate::mapping::to_model;
+
+    #[test]
+    fn a_0_9_1_message_converts_like_rabbitmq() {
+        let mut message = Message::new(
+            Routing {
+                exchange: "ex".into(),
+                routing_key: "rk".into(),
+                ..Routing::default()
+            },
+            Body::Data(Bytes::from_static(b"hi")),
+        );
+        message.origin = Origin::Amqp091;
+        message.set_properties(Properties {
+            delivery_mode: Some(2),
+            priority: Some(4),
+            ttl: Some(60_000),
+            app_id: Some("app".into()),
+            message_id: Some(MessageId::String(
+                "urn:uuid:6ba7b810-9dad-11d1-80b4-00c04fd430c8".into(),
+            )),
+            message_type: Some("t".into()),
+            timestamp: Some(1_700_000_000_000),
+            ..Properties::default()
+        });
+        message.headers = vec![
+            ("plain".to_owned(), Value::long_str("v")),
+            ("x-custom".to_owned(), Value::I32(7)),
+            ("table".to_owned(), Value::Table(charon_model::Table::new())),
+        ]
+        .into_iter()
+        .collect();
+        let payload = Bytes::from(for_consumer(&message, DeliveryFacts::default()));
+        let parsed = parse_message(&payload).unwrap();
+        let header = parsed.header.unwrap();
+        assert_eq!(
+            (
+                header.durable,
+                header.priority,
+                header.ttl,
+                header.first_acquirer
+            ),
+            (Some(true), Some(4), Some(60_000), Some(true))
+        );
+        let props = parsed.properties.unwrap();
+        assert!(matches!(
+            props.message_id,
+            Some(fe2o3_amqp_types::messaging::MessageId::Uuid(_))
+        ));
+        assert_eq!(props.group_id.as_deref(), Some("app"));
+        assert_eq!(
+            props.creation_time.map(|t| t.milliseconds()),
+            Some(1_700_000_000_000)
+        );
+        assert_eq!(
+            parsed.application_properties,
+            vec![("plain".to_owned(), Value::String("v".into()))]
+        );
+        let keys: Vec<String> = parsed
+            .annotations
+            .iter()
+            .filter_map(|(k, _)| k.as_str().map(str::to_owned))
+            .collect();
+        assert_eq!(
+            keys,
+            ["x-custom", "x-basic-type", "x-exchange", "x-routing-key"]
+        );
+        assert_eq!(
+            parsed.body,
+            Some(BodyKind::SingleData(Bytes::from_static(b"hi")))
+        );
+    }
+
+    #[test]
+    fn a_1_0_message_keeps_its_bare_bytes() {
+        let mut published = Vec::new();
+        push_section(
+            &mut published,
+            PROPERTIES,
+            composite(vec![Amqp::String("id".into())]),
+        );
+        push_section(&mut published, DATA, Amqp::Binary(b"body".to_vec().into()));
+        let payload = Bytes::from(published.clone());
+        let parsed = parse_message(&payload).unwrap();
+        let message = to_model(&parsed, "", "q");
+        let out = for_consumer(&message, DeliveryFacts { redelivered: true });
+        assert!(out.ends_with(&published));
+        let again = parse_message(&Bytes::from(out)).unwrap();
+        assert_eq!(again.header.and_then(|h| h.first_acquirer), Some(false));
+    }
+}

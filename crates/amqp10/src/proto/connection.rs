@@ -1,0 +1,570 @@
+//! The connection: protocol headers, SASL, open/close, heartbeats, and dispatch of frames to
+//! sessions.
+
+use std::collections::{HashMap, VecDeque};
+use std::time::{Duration, Instant};
+
+use bytes::{Bytes, BytesMut};
+use fe2o3_amqp_types::definitions::Error;
+use fe2o3_amqp_types::performatives::{ChannelMax, Close, MaxFrameSize, Open, Performative};
+use fe2o3_amqp_types::primitives::{Array, OrderedMap, Symbol};
+use fe2o3_amqp_types::sasl::{SaslCode, SaslMechanisms, SaslOutcome};
+use serde::Serialize;
+use serde_amqp::Value as Amqp;
+
+use super::errors::error;
+use super::session::Session;
+use super::{Event, Failure, Host};
+use crate::codec::{
+    FRAME_TYPE_AMQP, FRAME_TYPE_SASL, FrameError, SaslFrame, decode_performative, decode_sasl,
+    encode_value, parse_frame, write_frame, write_heartbeat,
+};
+
+/// The AMQP 1.0 protocol header that follows a successful SASL exchange.
+const AMQP_HEADER: &[u8; 8] = b"AMQP\x00\x01\x00\x00";
+/// The SASL protocol header.
+const SASL_HEADER: &[u8; 8] = b"AMQP\x03\x01\x00\x00";
+/// Frame limit before open (RabbitMQ's `?INITIAL_MAX_FRAME_SIZE`).
+const INITIAL_MAX_FRAME_SIZE: u32 = 8192;
+/// The smallest max-frame-size a client may ask for.
+const MIN_MAX_FRAME_SIZE: u32 = 512;
+/// RabbitMQ's silent-close delay for failed handshakes.
+const SILENT_CLOSE_DELAY: Duration = Duration::from_secs(3);
+/// How long we wait for the client's close after sending ours.
+const CLOSING_TIMEOUT: Duration = Duration::from_secs(3);
+/// A client that has not opened by then is dropped.
+const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Limits and identity.
+#[derive(Clone, Debug)]
+pub struct Config {
+    /// Largest frame we accept (RabbitMQ: 131072).
+    pub max_frame_size: u32,
+    /// Highest channel number (RabbitMQ: 63, from `session_max_per_connection` 64).
+    pub channel_max: u16,
+    /// Our receive timeout; we advertise half of it as idle-time-out (RabbitMQ: 60 s).
+    pub idle_timeout: Duration,
+    /// Largest message accepted (RabbitMQ: 128 MiB).
+    pub max_message_size: usize,
+    /// `product` in the open frame's properties. RabbitMQ's AMQP 1.0 clients refuse brokers
+    /// that do not say `RabbitMQ` here, so a compatible broker has to.
+    pub product: String,
+    /// `version` in the open frame's properties (the official clients want 4.x or later).
+    pub version: String,
+    /// Container id we announce.
+    pub container_id: String,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Self {
+            max_frame_size: 131_072,
+            channel_max: 63,
+            idle_timeout: Duration::from_secs(60),
+            max_message_size: 134_217_728,
+            product: "RabbitMQ".to_owned(),
+            version: "4.0.5".to_owned(),
+            container_id: "charon".to_owned(),
+        }
+    }
+}
+
+/// Where the connection is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum State {
+    /// Waiting for `sasl-init`.
+    Sasl,
+    /// SASL done; waiting for the AMQP protocol header.
+    AwaitHeader,
+    /// Waiting for `open`.
+    AwaitOpen,
+    /// Open.
+    Open,
+    /// We sent `close`; waiting for the client's.
+    Closing,
+    /// Finished.
+    Closed,
+}
+
+/// One AMQP 1.0 connection, without I/O. See [`crate::proto`].
+#[derive(Debug)]
+pub struct Connection {
+    pub(super) config: Config,
+    state: State,
+    pub(super) out: BytesMut,
+    pub(super) events: VecDeque<Event>,
+    pub(super) sessions: HashMap<u16, Session>,
+    /// Frames the client accepts from us.
+    pub(super) remote_max_frame_size: usize,
+    incoming_max_frame_size: u32,
+    channel_max: u16,
+    /// Send something at least this often (half the client's idle-time-out).
+    send_interval: Option<Duration>,
+    last_read: Instant,
+    last_write: Instant,
+    deadline: Option<Instant>,
+    username: String,
+    input_dead: bool,
+}
+
+impl Connection {
+    /// A connection whose client sent the SASL protocol header: our header and the
+    /// mechanisms are queued at once.
+    #[must_use]
+    pub fn new(config: Config, anonymous: bool, now: Instant) -> Self {
+        let mut conn = Self {
+            config,
+            state: State::Sasl,
+            out: BytesMut::with_capacity(8 * 1024),
+            events: VecDeque::new(),
+            sessions: HashMap::new(),
+            remote_max_frame_size: 512,
+            incoming_max_frame_size: INITIAL_MAX_FRAME_SIZE,
+            channel_max: 0,
+            send_interval: None,
+            last_read: now,
+            last_write: now,
+            deadline: Some(now + HANDSHAKE_TIMEOUT),
+            username: String::new(),
+            input_dead: false,
+        };
+        conn.out.extend_from_slice(SASL_HEADER);
+        let mut mechanisms = vec![Symbol::from("PLAIN")];
+        if anonymous {
+            mechanisms.push(Symbol::from("ANONYMOUS"));
+        }
+        let offer = SaslMechanisms {
+            sasl_server_mechanisms: Array::from(mechanisms),
+        };
+        conn.send_frame(FRAME_TYPE_SASL, 0, &offer, &[]);
+        conn
+    }
+
+    /// Current state.
+    #[must_use]
+    pub fn state(&self) -> State {
+        self.state
+    }
+
+    /// Bytes to write.
+    pub fn output(&mut self) -> &mut BytesMut {
+        &mut self.out
+    }
+
+    /// The driver wrote bytes at `now`.
+    pub fn on_written(&mut self, now: Instant) {
+        self.last_write = now;
+    }
+
+    /// The next event for the broker.
+    pub fn poll_event(&mut self) -> Option<Event> {
+        self.events.pop_front()
+    }
+
+    fn send_frame<T: Serialize>(
+        &mut self,
+        kind: u8,
+        channel: u16,
+        performative: &T,
+        payload: &[u8],
+    ) {
+        let bytes = encode_value(performative);
+        write_frame(&mut self.out, kind, channel, &bytes, payload);
+    }
+
+    pub(super) fn send_performative<T: Serialize>(&mut self, channel: u16, performative: &T) {
+        self.send_frame(FRAME_TYPE_AMQP, channel, performative, &[]);
+    }
+
+    fn finish(&mut self) {
+        if self.state != State::Closed {
+            self.state = State::Closed;
+            for channel in std::mem::take(&mut self.sessions).into_keys() {
+                self.events.push_back(Event::SessionEnded(channel));
+            }
+            self.events.push_back(Event::Closed);
+        }
+    }
+
+    fn close_silently(&mut self, now: Instant) {
+        self.input_dead = true;
+        self.state = State::Closing;
+        self.deadline = Some(now + SILENT_CLOSE_DELAY);
+    }
+
+    /// Closes the connection with an error (or none, at a clean shutdown).
+    pub fn close(&mut self, err: Option<Error>, now: Instant) {
+        if matches!(self.state, State::Closing | State::Closed) {
+            return;
+        }
+        if self.state != State::Open && self.state != State::AwaitOpen {
+            self.close_silently(now);
+            return;
+        }
+        self.send_performative(0, &Close { error: err });
+        self.state = State::Closing;
+        self.deadline = Some(now + CLOSING_TIMEOUT);
+        for channel in std::mem::take(&mut self.sessions).into_keys() {
+            self.events.push_back(Event::SessionEnded(channel));
+        }
+    }
+
+    fn fail(&mut self, failure: Failure, now: Instant) {
+        match failure {
+            Failure::Connection(err) => self.close(Some(err), now),
+            Failure::Session(channel, err) => self.end_session(channel, err),
+            Failure::Link(channel, handle, err) => {
+                self.detach(channel, handle, Some(err));
+                self.events.push_back(Event::Detached { channel, handle });
+            }
+        }
+    }
+
+    /// When [`Self::handle_timeout`] must run next.
+    #[must_use]
+    pub fn poll_timeout(&self) -> Option<Instant> {
+        let keepalive = match self.state {
+            State::Open => {
+                let dead = Some(self.last_read + self.config.idle_timeout);
+                let send = self.send_interval.map(|i| self.last_write + i);
+                match (dead, send) {
+                    (Some(a), Some(b)) => Some(a.min(b)),
+                    (a, b) => a.or(b),
+                }
+            }
+            _ => None,
+        };
+        match (keepalive, self.deadline) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+    }
+
+    /// Handles elapsed time: heartbeats, the idle timeout and handshake/closing deadlines.
+    pub fn handle_timeout(&mut self, now: Instant) {
+        if self.deadline.is_some_and(|d| now >= d) {
+            self.deadline = None;
+            self.finish();
+            return;
+        }
+        if self.state != State::Open {
+            return;
+        }
+        if now >= self.last_read + self.config.idle_timeout {
+            let text = "no frame received from client within idle timeout threshold";
+            self.close(Some(error("amqp:resource-limit-exceeded", text)), now);
+            return;
+        }
+        if let Some(interval) = self.send_interval
+            && now >= self.last_write + interval
+            && self.out.is_empty()
+        {
+            write_heartbeat(&mut self.out);
+            self.last_write = now;
+        }
+    }
+
+    /// Consumes complete frames from `input`.
+    pub fn handle_input(&mut self, input: &mut BytesMut, now: Instant, host: &mut dyn Host) {
+        if !input.is_empty() {
+            self.last_read = now;
+        }
+        while !self.input_dead && self.state != State::Closed {
+            if self.state == State::AwaitHeader {
+                let Some(header) = input.get(..8) else { break };
+                if header == AMQP_HEADER {
+                    let _ = input.split_to(8);
+                    self.out.extend_from_slice(AMQP_HEADER);
+                    self.state = State::AwaitOpen;
+                    continue;
+                }
+                self.close_silently(now);
+                break;
+            }
+            let frame = match parse_frame(input, self.incoming_max_frame_size) {
+                Ok(Some(frame)) => frame,
+                Ok(None) => break,
+                Err(FrameError::TooLarge { size, max }) => {
+                    let text =
+                        format!("frame size ({size} bytes) > maximum frame size ({max} bytes)");
+                    self.input_dead = true;
+                    self.fail(
+                        Failure::Connection(error("amqp:connection:framing-error", text)),
+                        now,
+                    );
+                    break;
+                }
+                Err(FrameError::BadHeader) => {
+                    self.input_dead = true;
+                    self.fail(
+                        Failure::Connection(error(
+                            "amqp:connection:framing-error",
+                            "malformed frame header",
+                        )),
+                        now,
+                    );
+                    break;
+                }
+            };
+            if let Err(failure) = self.handle_frame(frame, now, host) {
+                self.fail(failure, now);
+            }
+        }
+        if self.input_dead {
+            input.clear();
+            if self.state == State::Closing && self.deadline.is_none() {
+                self.deadline = Some(now + SILENT_CLOSE_DELAY);
+            }
+        }
+    }
+
+    fn handle_frame(
+        &mut self,
+        frame: crate::codec::RawFrame,
+        now: Instant,
+        host: &mut dyn Host,
+    ) -> Result<(), Failure> {
+        match (self.state, frame.kind) {
+            (State::Sasl, FRAME_TYPE_SASL) => self.handle_sasl(&frame.body, now, host),
+            (State::Sasl, _) => {
+                self.close_silently(now);
+                Ok(())
+            }
+            (_, FRAME_TYPE_SASL) => Err(Failure::Connection(error(
+                "amqp:connection:framing-error",
+                "SASL frame after the SASL exchange",
+            ))),
+            (_, FRAME_TYPE_AMQP) if frame.body.is_empty() => Ok(()),
+            (_, FRAME_TYPE_AMQP) => {
+                if self.state == State::Open && frame.channel > self.channel_max {
+                    let text = format!(
+                        "channel number ({}) exceeds maximum channel number ({})",
+                        frame.channel, self.channel_max
+                    );
+                    return Err(Failure::Connection(error(
+                        "amqp:connection:framing-error",
+                        text,
+                    )));
+                }
+                let (performative, payload) = decode_performative(&frame.body).map_err(|e| {
+                    Failure::Connection(error(
+                        "amqp:decode-error",
+                        format!("failed to decode frame: {e}"),
+                    ))
+                })?;
+                self.handle_performative(frame.channel, performative, payload, now, host)
+            }
+            _ => Err(Failure::Connection(error(
+                "amqp:connection:framing-error",
+                "unknown frame type",
+            ))),
+        }
+    }
+
+    fn handle_sasl(
+        &mut self,
+        body: &Bytes,
+        now: Instant,
+        host: &mut dyn Host,
+    ) -> Result<(), Failure> {
+        let Ok(SaslFrame::Init(init)) = decode_sasl(body) else {
+            self.close_silently(now);
+            return Ok(());
+        };
+        let response = init
+            .initial_response
+            .map(|b| b.into_vec())
+            .unwrap_or_default();
+        let user = match init.mechanism.as_str() {
+            "PLAIN" => plain_credentials(&response)
+                .filter(|(u, p)| host.authenticate(u, p))
+                .map(|(u, _)| u),
+            "ANONYMOUS" => host.anonymous_user(),
+            _ => None,
+        };
+        match user {
+            Some(username) => {
+                self.username = username;
+                self.send_frame(
+                    FRAME_TYPE_SASL,
+                    0,
+                    &SaslOutcome {
+                        code: SaslCode::Ok,
+                        additional_data: None,
+                    },
+                    &[],
+                );
+                self.state = State::AwaitHeader;
+            }
+            None => {
+                // RabbitMQ answers a refused login with sasl-outcome `auth` and drops the
+                // connection after its silent-close delay.
+                self.send_frame(
+                    FRAME_TYPE_SASL,
+                    0,
+                    &SaslOutcome {
+                        code: SaslCode::Auth,
+                        additional_data: None,
+                    },
+                    &[],
+                );
+                self.close_silently(now);
+            }
+        }
+        Ok(())
+    }
+
+    fn handle_performative(
+        &mut self,
+        channel: u16,
+        performative: Performative,
+        payload: Bytes,
+        now: Instant,
+        host: &mut dyn Host,
+    ) -> Result<(), Failure> {
+        match (self.state, performative) {
+            (State::AwaitOpen, Performative::Open(open)) => self.on_open(&open, now, host),
+            (State::AwaitOpen, _) => Err(Failure::Connection(error(
+                "amqp:illegal-state",
+                "expected open",
+            ))),
+            (State::Closing, Performative::Close(_)) => {
+                self.finish();
+                Ok(())
+            }
+            (State::Closing | State::Closed, _) => Ok(()),
+            (State::Open, Performative::Close(_)) => {
+                self.send_performative(0, &Close { error: None });
+                self.finish();
+                Ok(())
+            }
+            (State::Open, Performative::Open(_)) => Err(Failure::Connection(error(
+                "amqp:illegal-state",
+                "connection already open",
+            ))),
+            (State::Open, Performative::Begin(begin)) => self.on_begin(channel, &begin),
+            (State::Open, other) => {
+                let ending = self.sessions.get(&channel).map(|s| s.ending);
+                match ending {
+                    // RabbitMQ ignores frames for channels without a session.
+                    None => Ok(()),
+                    Some(true) => {
+                        if matches!(other, Performative::End(_)) {
+                            self.sessions.remove(&channel);
+                        }
+                        Ok(())
+                    }
+                    Some(false) => self.session_frame(channel, other, payload),
+                }
+            }
+            (State::Sasl | State::AwaitHeader, _) => Ok(()),
+        }
+    }
+
+    fn session_frame(
+        &mut self,
+        channel: u16,
+        performative: Performative,
+        payload: Bytes,
+    ) -> Result<(), Failure> {
+        match performative {
+            Performative::Attach(attach) => self.on_attach(channel, attach),
+            Performative::Flow(flow) => self.on_flow(channel, &flow),
+            Performative::Transfer(transfer) => self.on_transfer(channel, transfer, payload),
+            Performative::Disposition(disposition) => self.on_disposition(channel, disposition),
+            Performative::Detach(detach) => self.on_detach(channel, &detach),
+            Performative::End(_) => {
+                self.on_end(channel);
+                Ok(())
+            }
+            Performative::Open(_) | Performative::Begin(_) | Performative::Close(_) => Err(
+                Failure::Connection(error("amqp:internal-error", "Unexpected frame")),
+            ),
+        }
+    }
+
+    fn on_open(&mut self, open: &Open, now: Instant, host: &mut dyn Host) -> Result<(), Failure> {
+        let vhost = match open.hostname.as_deref() {
+            Some(hostname) if hostname.starts_with("vhost:") => {
+                hostname.trim_start_matches("vhost:").to_owned()
+            }
+            _ => "/".to_owned(),
+        };
+        if let Err(description) = host.open_vhost(&self.username, &vhost) {
+            return Err(Failure::Connection(error(
+                "amqp:unauthorized-access",
+                description,
+            )));
+        }
+        let client_max = open.max_frame_size.0;
+        if client_max < MIN_MAX_FRAME_SIZE {
+            let text = format!(
+                "max_frame_size ({client_max}) < minimum maximum frame size ({MIN_MAX_FRAME_SIZE})"
+            );
+            return Err(Failure::Connection(error(
+                "amqp:frame-size-too-small",
+                text,
+            )));
+        }
+        if let Some(interval) = open.idle_time_out {
+            if interval > 0 && interval < 1000 {
+                let text =
+                    format!("idle-time-out ({interval} ms) < minimum idle-time-out (1000 ms)");
+                return Err(Failure::Connection(error("amqp:not-allowed", text)));
+            }
+            if interval > 0 {
+                self.send_interval = Some(Duration::from_millis(u64::from(interval)) / 2);
+            }
+        }
+        self.remote_max_frame_size = usize::try_from(client_max).unwrap_or(usize::MAX);
+        self.incoming_max_frame_size = self.config.max_frame_size;
+        self.channel_max = open.channel_max.0.min(self.config.channel_max);
+        let mut properties = OrderedMap::new();
+        for (key, value) in [
+            ("product", self.config.product.clone()),
+            ("version", self.config.version.clone()),
+            ("platform", "Charon (Rust)".to_owned()),
+            (
+                "information",
+                "Charon: AMQP 0.9.1 and 1.0 broker, RabbitMQ-compatible".to_owned(),
+            ),
+        ] {
+            properties.insert(Symbol::from(key), Amqp::String(value));
+        }
+        let reply = Open {
+            container_id: self.config.container_id.clone(),
+            hostname: None,
+            max_frame_size: MaxFrameSize(self.config.max_frame_size),
+            channel_max: ChannelMax(self.channel_max),
+            idle_time_out: Some(
+                u32::try_from(self.config.idle_timeout.as_millis() / 2).unwrap_or(u32::MAX),
+            ),
+            outgoing_locales: None,
+            incoming_locales: None,
+            offered_capabilities: Some(Array::from(vec![
+                Symbol::from("LINK_PAIR_V1_0"),
+                Symbol::from("ANONYMOUS-RELAY"),
+            ])),
+            desired_capabilities: None,
+            properties: Some(properties),
+        };
+        self.send_performative(0, &reply);
+        self.state = State::Open;
+        self.deadline = None;
+        self.last_read = now;
+        self.events.push_back(Event::Opened {
+            username: self.username.clone(),
+            vhost,
+        });
+        Ok(())
+    }
+}
+
+/// `\0user\0password` (an authorization id before the first NUL is ignored).
+fn plain_credentials(response: &[u8]) -> Option<(String, String)> {
+    let mut parts = response.split(|b| *b == 0);
+    let _authzid = parts.next()?;
+    let user = String::from_utf8(parts.next()?.to_vec()).ok()?;
+    let password = String::from_utf8(parts.next()?.to_vec()).ok()?;
+    parts.next().is_none().then_some((user, password))
+}
