@@ -31,6 +31,9 @@ pub(crate) struct Cli {
     /// Log level or filter (`info`, `debug`, `charon_amqp091=trace`, ...).
     #[arg(long)]
     log_level: Option<String>,
+    /// Accept SASL ANONYMOUS on AMQP 1.0, logging in as this configured user (off unless set).
+    #[arg(long)]
+    anonymous_user: Option<String>,
 }
 
 /// A user in the configuration file.
@@ -50,6 +53,7 @@ struct FileConfig {
     users: Option<Vec<FileUser>>,
     vhosts: Option<Vec<String>>,
     log_level: Option<String>,
+    anonymous_user: Option<String>,
 }
 
 /// The resolved configuration.
@@ -59,6 +63,7 @@ pub(crate) struct Config {
     pub(crate) users: Vec<UserConfig>,
     pub(crate) vhosts: Vec<String>,
     pub(crate) log_level: String,
+    pub(crate) anonymous_user: Option<String>,
 }
 
 impl Config {
@@ -118,11 +123,18 @@ impl Config {
             .clone()
             .or(file.log_level)
             .unwrap_or_else(|| "info".to_owned());
+        let anonymous_user = cli.anonymous_user.clone().or(file.anonymous_user);
+        if let Some(name) = &anonymous_user
+            && !users.iter().any(|u| &u.name == name)
+        {
+            bail!("anonymous_user {name:?} is not a configured user");
+        }
         Ok(Self {
             listen,
             users,
             vhosts,
             log_level,
+            anonymous_user,
         })
     }
 

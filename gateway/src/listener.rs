@@ -3,7 +3,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use charon_amqp091::proto::{AMQP_0_9_1, Negotiation, negotiate};
+use charon_amqp091::proto::{Negotiation, negotiate};
 use charon_amqp091::server::{ServerConfig, serve};
 use charon_engine::Broker;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -16,9 +16,16 @@ const HEADER_TIMEOUT: Duration = Duration::from_secs(10);
 /// How long shutdown waits for connections to finish their close handshake.
 const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
 
+/// Protocol settings shared by every connection.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct Settings {
+    pub(crate) amqp10: charon_amqp10::server::ServerConfig,
+}
+
 pub(crate) async fn accept_loop(
     listener: TcpListener,
     broker: Arc<Broker>,
+    settings: Arc<Settings>,
     mut shutdown: watch::Receiver<bool>,
 ) {
     let mut connections = JoinSet::new();
@@ -26,7 +33,7 @@ pub(crate) async fn accept_loop(
         tokio::select! {
             accepted = listener.accept() => match accepted {
                 Ok((stream, _)) => {
-                    connections.spawn(handle(stream, Arc::clone(&broker), shutdown.clone()));
+                    connections.spawn(handle(stream, Arc::clone(&broker), Arc::clone(&settings), shutdown.clone()));
                 }
                 Err(error) => {
                     tracing::warn!(%error, "accept failed");
@@ -46,7 +53,12 @@ pub(crate) async fn accept_loop(
     }
 }
 
-async fn handle(mut stream: TcpStream, broker: Arc<Broker>, shutdown: watch::Receiver<bool>) {
+async fn handle(
+    mut stream: TcpStream,
+    broker: Arc<Broker>,
+    settings: Arc<Settings>,
+    shutdown: watch::Receiver<bool>,
+) {
     if let Err(error) = stream.set_nodelay(true) {
         tracing::debug!(%error, "TCP_NODELAY failed");
     }
@@ -57,10 +69,10 @@ async fn handle(mut stream: TcpStream, broker: Arc<Broker>, shutdown: watch::Rec
     }
     match negotiate(header) {
         Negotiation::Amqp091 => serve(stream, broker, ServerConfig::default(), shutdown).await,
+        Negotiation::Amqp10Sasl => {
+            charon_amqp10::server::serve(stream, broker, settings.amqp10.clone(), shutdown).await
+        }
         Negotiation::Refuse(reply) => refuse(stream, reply).await,
-        // AMQP 1.0 arrives with the next stage; until then 1.0 clients are told which
-        // version is spoken here.
-        Negotiation::Amqp10Sasl => refuse(stream, AMQP_0_9_1).await,
     }
 }
 

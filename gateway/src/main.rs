@@ -32,6 +32,12 @@ fn main() -> anyhow::Result<()> {
 async fn run(config: Config) -> anyhow::Result<()> {
     let broker = Broker::new(config.broker_config());
     let (shutdown_tx, shutdown_rx) = watch::channel(false);
+    let settings = Arc::new(listener::Settings {
+        amqp10: charon_amqp10::server::ServerConfig {
+            anonymous_user: config.anonymous_user.clone(),
+            ..Default::default()
+        },
+    });
     let mut listeners = Vec::new();
     for address in &config.listen {
         let listener = tokio::net::TcpListener::bind(address)
@@ -44,6 +50,7 @@ async fn run(config: Config) -> anyhow::Result<()> {
         listeners.push(tokio::spawn(listener::accept_loop(
             listener,
             Arc::clone(&broker),
+            Arc::clone(&settings),
             shutdown_rx.clone(),
         )));
     }

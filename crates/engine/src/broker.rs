@@ -97,6 +97,15 @@ impl Broker {
         })
     }
 
+    /// A configured user, without a password check (for SASL ANONYMOUS mapped to a user).
+    #[must_use]
+    pub fn user(&self, name: &str) -> Option<User> {
+        self.users.get(name).map(|u| User {
+            name: u.name.clone(),
+            vhosts: u.vhosts.clone(),
+        })
+    }
+
     /// Opens a vhost for a user.
     ///
     /// # Errors

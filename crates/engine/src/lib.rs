@@ -27,7 +27,7 @@ pub mod vhost;
 
 pub use broker::{Broker, BrokerConfig, User, UserConfig};
 pub use error::{EngineError, ErrorKind, Inequivalence, Resource, ResourceKind};
-pub use exchange::{Destination, ExchangeInfo, ExchangeKind};
+pub use exchange::{Binding, Destination, ExchangeInfo, ExchangeKind};
 pub use gate::Gate;
 pub use queue::{
     ConfirmTo, ConsumeSpec, CreditGrant, Enqueue, GetOk, QueueHandle, QueueRef, QueueStats,

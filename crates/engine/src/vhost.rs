@@ -59,6 +59,8 @@ pub struct DeclareOk {
     pub messages: u32,
     /// Consumers.
     pub consumers: u32,
+    /// Whether this declare created the queue.
+    pub created: bool,
 }
 
 /// A virtual host.
@@ -286,6 +288,7 @@ impl VHost {
                         name,
                         messages: 0,
                         consumers: 0,
+                        created: true,
                     });
                 }
                 Created::Existing(queue) => queue,
@@ -296,6 +299,7 @@ impl VHost {
             name: queue.name().to_owned(),
             messages: stats.ready,
             consumers: stats.consumers,
+            created: false,
         })
     }
 
@@ -563,6 +567,17 @@ impl VHost {
             cache.insert(exchange, &routing.routing_key, Arc::clone(&queues));
         }
         Ok(queues)
+    }
+
+    /// The bindings from exchange `source` to `destination` (for management APIs).
+    #[must_use]
+    pub fn bindings_between(&self, source: &str, destination: &Destination) -> Vec<Binding> {
+        self.topology
+            .read()
+            .exchanges
+            .get(source)
+            .map(|e| e.bindings.to_destination(destination))
+            .unwrap_or_default()
     }
 
     /// Names of all queues (for diagnostics and tests).

@@ -29,6 +29,15 @@ pub enum DecodeError {
     Invalid(&'static str),
 }
 
+/// Decodes the single AMQP value at the start of `bytes`.
+///
+/// # Errors
+/// [`DecodeError`] when it does not decode.
+pub fn decode_value(bytes: &[u8]) -> Result<serde_amqp::Value, DecodeError> {
+    let len = encoded_len(bytes)?;
+    decode_exact(bytes.get(..len).ok_or(DecodeError::Truncated)?)
+}
+
 /// Decodes one value of type `T` from exactly `bytes`, refusing to let a decoder bug take the
 /// broker down: a panic inside the third-party decoder becomes a decode error.
 pub(crate) fn decode_exact<T: serde::de::DeserializeOwned>(bytes: &[u8]) -> Result<T, DecodeError> {

@@ -60,6 +60,15 @@ impl DirectBindings {
             .any(|b| &b.destination == destination)
     }
 
+    pub(crate) fn to_destination(&self, destination: &Destination) -> Vec<Binding> {
+        self.by_key
+            .values()
+            .flatten()
+            .filter(|b| &b.destination == destination)
+            .cloned()
+            .collect()
+    }
+
     pub(crate) fn is_empty(&self) -> bool {
         self.count == 0
     }

@@ -132,6 +132,14 @@ impl HeadersBindings {
         self.bindings.iter().any(|b| &b.destination == destination)
     }
 
+    pub(crate) fn to_destination(&self, destination: &Destination) -> Vec<Binding> {
+        self.bindings
+            .iter()
+            .filter(|b| &b.destination == destination)
+            .cloned()
+            .collect()
+    }
+
     pub(crate) fn is_empty(&self) -> bool {
         self.bindings.is_empty()
     }

@@ -185,6 +185,16 @@ impl BindingSet {
         }
     }
 
+    /// The bindings that lead to `destination`.
+    pub(crate) fn to_destination(&self, destination: &Destination) -> Vec<Binding> {
+        match self {
+            Self::Direct(b) => b.to_destination(destination),
+            Self::Fanout(b) => b.to_destination(destination),
+            Self::Topic(b) => b.to_destination(destination),
+            Self::Headers(b) => b.to_destination(destination),
+        }
+    }
+
     /// Whether there are no bindings at all.
     pub(crate) fn is_empty(&self) -> bool {
         match self {

@@ -49,6 +49,13 @@ impl Node {
         }
     }
 
+    fn collect(&self, pred: &dyn Fn(&Binding) -> bool, out: &mut Vec<Binding>) {
+        out.extend(self.bindings.iter().filter(|b| pred(b)).cloned());
+        for child in self.children.values() {
+            child.collect(pred, out);
+        }
+    }
+
     fn any(&self, pred: &dyn Fn(&Binding) -> bool) -> bool {
         self.bindings.iter().any(pred) || self.children.values().any(|c| c.any(pred))
     }
@@ -117,6 +124,13 @@ impl TopicBindings {
 
     pub(crate) fn contains_destination(&self, destination: &Destination) -> bool {
         self.root.any(&|b| &b.destination == destination)
+    }
+
+    pub(crate) fn to_destination(&self, destination: &Destination) -> Vec<Binding> {
+        let mut out = Vec::new();
+        self.root
+            .collect(&|b| &b.destination == destination, &mut out);
+        out
     }
 
     pub(crate) fn is_empty(&self) -> bool {

@@ -1,0 +1,281 @@
+//! Attaching links: publishers to v2 targets, consumers to `/queues/:queue`, and the
+//! `/management` link pair. Refusals follow RabbitMQ 4.0.5: an address that does not exist or
+//! cannot be parsed ends the whole session.
+
+use fe2o3_amqp_types::definitions::{ReceiverSettleMode, Role, SenderSettleMode};
+use fe2o3_amqp_types::messaging::{Outcome, Released, Source, TargetArchetype};
+use fe2o3_amqp_types::performatives::Attach;
+use fe2o3_amqp_types::primitives::{Array, Symbol};
+use serde_amqp::Value as Amqp;
+
+use charon_engine::{ConsumeSpec, EngineError, ErrorKind};
+
+use super::address::{TargetAddress, parse_source, parse_target};
+use super::session::{LinkState, Session, link_owner};
+use crate::proto::Connection;
+
+/// The management node address.
+pub(crate) const MANAGEMENT: &str = "/management";
+/// Largest message we accept, announced on publisher links (RabbitMQ: 128 MiB).
+const MAX_MESSAGE_SIZE: u64 = 134_217_728;
+/// The delivery-count a consumer link starts from (RabbitMQ's `?INITIAL_DELIVERY_COUNT`).
+pub(crate) const INITIAL_DELIVERY_COUNT: u32 = u32::MAX - 4;
+
+fn target_address(attach: &Attach) -> Option<Option<String>> {
+    match attach.target.as_deref() {
+        Some(TargetArchetype::Target(target)) => Some(target.address.clone()),
+        None => Some(None),
+    }
+}
+
+fn source_address(attach: &Attach) -> Option<String> {
+    attach.source.as_deref().and_then(|s| s.address.clone())
+}
+
+fn is_paired(attach: &Attach) -> bool {
+    attach
+        .properties
+        .as_ref()
+        .and_then(|p| p.get(&Symbol::from("paired")))
+        .is_some_and(|v| matches!(v, Amqp::Bool(true)))
+}
+
+/// The Erlang `~tp` rendering RabbitMQ puts in "Attach rejected" texts.
+fn erlang_binary_term(tag: &str, address: &str) -> String {
+    format!("{{{tag},<<\"{address}\">>}}")
+}
+
+impl Session {
+    pub(crate) async fn on_attach(&mut self, channel: u16, attach: Attach, conn: &mut Connection) {
+        let result = match attach.role {
+            // The client sends, so we receive.
+            Role::Sender => self.attach_publisher(channel, &attach, conn),
+            Role::Receiver => self.attach_consumer(channel, &attach, conn).await,
+        };
+        if let Err((condition, description)) = result {
+            self.fail_session(channel, condition, description, conn)
+                .await;
+        }
+    }
+
+    fn attach_publisher(
+        &mut self,
+        channel: u16,
+        attach: &Attach,
+        conn: &mut Connection,
+    ) -> Result<(), (&'static str, String)> {
+        let handle = attach.handle.0;
+        let address = target_address(attach).ok_or((
+            "amqp:not-implemented",
+            "Transactions not supported".to_owned(),
+        ))?;
+        let target = match address.as_deref() {
+            Some(MANAGEMENT) if attach.snd_settle_mode == SenderSettleMode::Settled => {
+                if !is_paired(attach) {
+                    return Err((
+                        "amqp:invalid-field",
+                        "Link property 'paired' is not set to boolean value 'true'".to_owned(),
+                    ));
+                }
+                self.management
+                    .attach_requests(&attach.name, channel, handle);
+                self.links.insert(
+                    (channel, handle),
+                    LinkState::ManagementRequests {
+                        pair: attach.name.clone(),
+                    },
+                );
+                let reply = Attach {
+                    role: Role::Receiver,
+                    snd_settle_mode: SenderSettleMode::Settled,
+                    rcv_settle_mode: ReceiverSettleMode::First,
+                    max_message_size: Some(MAX_MESSAGE_SIZE),
+                    initial_delivery_count: None,
+                    unsettled: None,
+                    incomplete_unsettled: false,
+                    offered_capabilities: None,
+                    desired_capabilities: None,
+                    ..attach.clone()
+                };
+                conn.attach(channel, reply);
+                conn.grant_initial_credit(
+                    channel,
+                    handle,
+                    attach.initial_delivery_count.unwrap_or(0),
+                );
+                return Ok(());
+            }
+            None => TargetAddress::Anonymous,
+            Some(text) => parse_target(text).ok_or_else(|| {
+                (
+                    "amqp:invalid-field",
+                    format!(
+                        "Attach rejected: {}",
+                        erlang_binary_term("bad_address_string", text)
+                    ),
+                )
+            })?,
+        };
+        self.check_target(&target)?;
+        let reply = Attach {
+            role: Role::Receiver,
+            rcv_settle_mode: ReceiverSettleMode::First,
+            max_message_size: Some(MAX_MESSAGE_SIZE),
+            initial_delivery_count: None,
+            unsettled: None,
+            incomplete_unsettled: false,
+            offered_capabilities: None,
+            desired_capabilities: None,
+            properties: None,
+            ..attach.clone()
+        };
+        self.links
+            .insert((channel, handle), LinkState::Publisher { target });
+        conn.attach(channel, reply);
+        conn.grant_initial_credit(channel, handle, attach.initial_delivery_count.unwrap_or(0));
+        Ok(())
+    }
+
+    /// The exchange or queue a publisher link names must exist; an internal exchange is
+    /// refused.
+    fn check_target(&self, target: &TargetAddress) -> Result<(), (&'static str, String)> {
+        let Some(vhost) = self.vhost.as_ref() else {
+            return Err(("amqp:internal-error", "no vhost".to_owned()));
+        };
+        match target {
+            TargetAddress::Anonymous => Ok(()),
+            TargetAddress::Exchange { exchange, .. } => match vhost.exchange(exchange) {
+                None => Err((
+                    "amqp:not-found",
+                    format!("no exchange '{exchange}' in vhost '{}'", vhost.name()),
+                )),
+                Some(info) if info.internal => Err((
+                    "amqp:unauthorized-access",
+                    format!(
+                        "forbidden to publish to internal exchange '{exchange}' in vhost '{}'",
+                        vhost.name()
+                    ),
+                )),
+                Some(_) => Ok(()),
+            },
+            TargetAddress::Queue(queue) => match vhost.queue(queue, self.id) {
+                Err(EngineError::NotFound(_)) => Err((
+                    "amqp:not-found",
+                    format!("no queue '{queue}' in vhost '{}'", vhost.name()),
+                )),
+                _ => Ok(()),
+            },
+        }
+    }
+
+    async fn attach_consumer(
+        &mut self,
+        channel: u16,
+        attach: &Attach,
+        conn: &mut Connection,
+    ) -> Result<(), (&'static str, String)> {
+        let handle = attach.handle.0;
+        let address = source_address(attach);
+        if address.as_deref() == Some(MANAGEMENT) {
+            if !is_paired(attach) {
+                return Err((
+                    "amqp:invalid-field",
+                    "Link property 'paired' is not set to boolean value 'true'".to_owned(),
+                ));
+            }
+            self.management
+                .attach_responses(&attach.name, channel, handle);
+            self.links.insert(
+                (channel, handle),
+                LinkState::ManagementResponses {
+                    pair: attach.name.clone(),
+                },
+            );
+            let reply = Attach {
+                role: Role::Sender,
+                snd_settle_mode: SenderSettleMode::Settled,
+                initial_delivery_count: Some(INITIAL_DELIVERY_COUNT),
+                unsettled: None,
+                incomplete_unsettled: false,
+                offered_capabilities: None,
+                desired_capabilities: None,
+                ..attach.clone()
+            };
+            conn.attach(channel, reply);
+            return Ok(());
+        }
+        let text = address.clone().unwrap_or_default();
+        let queue_name = parse_source(&text).ok_or_else(|| {
+            (
+                "amqp:invalid-field",
+                format!(
+                    "Attach rejected: {}",
+                    erlang_binary_term("bad_address", &text)
+                ),
+            )
+        })?;
+        let vhost = self
+            .vhost
+            .clone()
+            .ok_or(("amqp:internal-error", "no vhost".to_owned()))?;
+        let queue = vhost.queue(&queue_name, self.id).map_err(|e| match e.kind() {
+            ErrorKind::ResourceLocked => (
+                "amqp:resource-locked",
+                format!("cannot obtain exclusive access to locked queue '{queue_name}' in vhost '{}'", vhost.name()),
+            ),
+            _ => ("amqp:not-found", e.to_string()),
+        })?;
+        let settled = attach.snd_settle_mode == SenderSettleMode::Settled;
+        let consumer = self.broker.next_id();
+        let spec = ConsumeSpec {
+            id: consumer,
+            owner: link_owner(self.id, channel, handle),
+            session: self.sink.clone(),
+            no_ack: settled,
+            prefetch: 0,
+            link_credit: Some(INITIAL_DELIVERY_COUNT),
+            channel_limit: None,
+            exclusive: false,
+            arguments: charon_model::Table::new(),
+        };
+        queue
+            .consume(spec)
+            .await
+            .map_err(|e| ("amqp:internal-error", e.to_string()))?;
+        let mut source: Source = attach.source.as_deref().cloned().unwrap_or_default();
+        source.default_outcome = Some(Outcome::Released(Released {}));
+        source.outcomes = Some(Array::from(vec![
+            Symbol::from("amqp:accepted:list"),
+            Symbol::from("amqp:rejected:list"),
+            Symbol::from("amqp:released:list"),
+            Symbol::from("amqp:modified:list"),
+        ]));
+        let reply = Attach {
+            role: Role::Sender,
+            snd_settle_mode: if settled {
+                SenderSettleMode::Settled
+            } else {
+                SenderSettleMode::Unsettled
+            },
+            source: Some(Box::new(source)),
+            initial_delivery_count: Some(INITIAL_DELIVERY_COUNT),
+            unsettled: None,
+            incomplete_unsettled: false,
+            offered_capabilities: None,
+            desired_capabilities: None,
+            properties: None,
+            ..attach.clone()
+        };
+        self.links.insert(
+            (channel, handle),
+            LinkState::Consumer {
+                queue,
+                consumer,
+                settled,
+            },
+        );
+        self.consumers.insert(consumer, (channel, handle));
+        conn.attach(channel, reply);
+        Ok(())
+    }
+}

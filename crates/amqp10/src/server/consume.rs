@@ -1,0 +1,161 @@
+//! Messages to clients: transfers on consumer links, credit, and settlement by outcome
+//! (RabbitMQ's `settle_op_from_outcome/1`).
+
+use std::collections::HashMap;
+
+use charon_engine::{ConsumerId, CreditGrant, Delivery, QueueRef, Settle};
+use fe2o3_amqp_types::messaging::DeliveryState;
+
+use super::attach::INITIAL_DELIVERY_COUNT;
+use super::session::{LinkState, Outgoing, Session};
+use crate::mapping::{DeliveryFacts, for_consumer};
+use crate::proto::Connection;
+
+/// What an outcome does to the message (`rabbit_amqp_session:settle_op_from_outcome/1`):
+/// `rejected` and `modified{undeliverable-here}` discard (dead-letter as `rejected`),
+/// `released` and other `modified` requeue.
+fn settle_op(state: Option<&DeliveryState>) -> Settle {
+    match state {
+        Some(DeliveryState::Rejected(_)) => Settle::Discard,
+        Some(DeliveryState::Released(_)) => Settle::Requeue,
+        Some(DeliveryState::Modified(m)) if m.undeliverable_here == Some(true) => Settle::Discard,
+        Some(DeliveryState::Modified(_)) => Settle::Requeue,
+        _ => Settle::Ack,
+    }
+}
+
+/// A delivery tag for a queue sequence number: 4 bytes while it fits, as RabbitMQ does.
+fn delivery_tag(seq: u64) -> Vec<u8> {
+    match u32::try_from(seq) {
+        Ok(small) => small.to_be_bytes().to_vec(),
+        Err(_) => seq.to_be_bytes().to_vec(),
+    }
+}
+
+impl Session {
+    /// Sends deliveries for one consumer.
+    pub(crate) fn deliver(
+        &mut self,
+        consumer: ConsumerId,
+        queue: &QueueRef,
+        items: Vec<Delivery>,
+        conn: &mut Connection,
+    ) {
+        let count = u32::try_from(items.len()).unwrap_or(u32::MAX);
+        let outbound = self.sink.outbound.clone();
+        let link = self.consumers.get(&consumer).copied();
+        let settled = link.and_then(|key| match self.links.get(&key) {
+            Some(LinkState::Consumer { settled, .. }) => Some(*settled),
+            _ => None,
+        });
+        if let (Some((channel, handle)), Some(settled)) = (link, settled) {
+            for delivery in items {
+                let payload = for_consumer(
+                    &delivery.message,
+                    DeliveryFacts {
+                        redelivered: delivery.redelivered,
+                    },
+                );
+                let tag = if settled {
+                    Vec::new()
+                } else {
+                    delivery_tag(delivery.seq)
+                };
+                let Some(delivery_id) =
+                    conn.send_transfer(channel, handle, &tag, settled, &payload)
+                else {
+                    break;
+                };
+                if !settled {
+                    self.unsettled.insert(
+                        (channel, delivery_id),
+                        Outgoing {
+                            queue: std::sync::Arc::clone(queue),
+                            seq: delivery.seq,
+                            handle,
+                        },
+                    );
+                }
+            }
+        }
+        outbound.release(count);
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) async fn on_credit(
+        &mut self,
+        channel: u16,
+        handle: u32,
+        delivery_count: Option<u32>,
+        link_credit: u32,
+        drain: bool,
+        echo: bool,
+        conn: &mut Connection,
+    ) {
+        match self.links.get(&(channel, handle)) {
+            Some(LinkState::Consumer {
+                queue, consumer, ..
+            }) => {
+                let grant = CreditGrant {
+                    consumer: *consumer,
+                    delivery_count: delivery_count.unwrap_or(INITIAL_DELIVERY_COUNT),
+                    link_credit,
+                    drain,
+                    echo,
+                };
+                queue.credit(grant).await;
+            }
+            Some(LinkState::ManagementResponses { pair }) => {
+                let pair = pair.clone();
+                self.management_credit(&pair, delivery_count, link_credit, drain, echo, conn);
+            }
+            _ => {}
+        }
+    }
+
+    /// The client settled (or changed the state of) deliveries we sent.
+    pub(crate) async fn on_disposition(
+        &mut self,
+        channel: u16,
+        first: u32,
+        last: u32,
+        settled: bool,
+        state: Option<DeliveryState>,
+        conn: &mut Connection,
+    ) {
+        let span = u64::from(last.wrapping_sub(first)) + 1;
+        let ids: Vec<u32> = if span <= self.unsettled.len() as u64 {
+            (0..span)
+                .filter_map(|i| u32::try_from(i).ok())
+                .map(|i| first.wrapping_add(i))
+                .collect()
+        } else {
+            self.unsettled
+                .keys()
+                .filter(|(c, id)| {
+                    *c == channel && id.wrapping_sub(first) <= last.wrapping_sub(first)
+                })
+                .map(|(_, id)| *id)
+                .collect()
+        };
+        let how = settle_op(state.as_ref());
+        let mut by_queue: HashMap<u64, (QueueRef, Vec<u64>)> = HashMap::new();
+        let mut sorted = ids;
+        sorted.sort_by_key(|id| id.wrapping_sub(first));
+        for id in sorted {
+            if let Some(out) = self.unsettled.remove(&(channel, id)) {
+                by_queue
+                    .entry(out.queue.id)
+                    .or_insert_with(|| (out.queue.clone(), Vec::new()))
+                    .1
+                    .push(out.seq);
+            }
+        }
+        for (_, (queue, seqs)) in by_queue {
+            queue.settle(seqs, how).await;
+        }
+        if !settled {
+            conn.settle_outgoing(channel, first, last, state);
+        }
+    }
+}

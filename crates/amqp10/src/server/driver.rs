@@ -1,0 +1,138 @@
+//! The connection task around the sans-IO AMQP 1.0 [`Connection`].
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use bytes::BytesMut;
+use charon_engine::{Broker, SessionSink};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+use tokio::sync::watch;
+use tracing::Instrument;
+
+use super::session::Session;
+use crate::proto::{Config, Connection, State, error};
+
+const READ_CHUNK: usize = 64 * 1024;
+const OUTPUT_HIGH_WATER: usize = 1024 * 1024;
+const DELIVERY_HIGH_WATER: usize = 256 * 1024;
+const OUTBOUND_WINDOW: u32 = 2048;
+
+/// Settings for AMQP 1.0 connections.
+#[derive(Clone, Debug, Default)]
+pub struct ServerConfig {
+    /// Protocol limits and identity.
+    pub connection: Config,
+    /// The user SASL ANONYMOUS logs in as; ANONYMOUS is not offered when unset.
+    pub anonymous_user: Option<String>,
+}
+
+/// Runs one AMQP 1.0 connection whose SASL protocol header was already read. Returns when it
+/// is closed; `shutdown` turning true closes it with `amqp:connection:forced`.
+pub async fn serve(
+    stream: TcpStream,
+    broker: Arc<Broker>,
+    config: ServerConfig,
+    shutdown: watch::Receiver<bool>,
+) {
+    let id = broker.next_id();
+    let peer = stream
+        .peer_addr()
+        .map(|a| a.to_string())
+        .unwrap_or_default();
+    let span = tracing::info_span!("amqp10", conn = id, peer);
+    run(stream, broker, config, shutdown, id)
+        .instrument(span)
+        .await;
+}
+
+async fn run(
+    stream: TcpStream,
+    broker: Arc<Broker>,
+    config: ServerConfig,
+    mut shutdown: watch::Receiver<bool>,
+    id: u64,
+) {
+    let (mut reader, mut writer) = stream.into_split();
+    let (sink, inbox) = SessionSink::new(id, OUTBOUND_WINDOW);
+    let mut session = Session::new(id, broker, sink, inbox);
+    let mut conn = Connection::new(
+        config.connection.clone(),
+        config.anonymous_user.is_some(),
+        Instant::now(),
+    );
+    let mut input = BytesMut::with_capacity(READ_CHUNK);
+    let mut pending = BytesMut::new();
+    let mut events = Vec::with_capacity(256);
+    let mut eof = false;
+    loop {
+        while let Some(event) = conn.poll_event() {
+            session.handle_event(event, &mut conn).await;
+        }
+        session.flush_publishes(&mut conn).await;
+        if pending.is_empty() {
+            pending = conn.output().split();
+        } else if !conn.output().is_empty() {
+            let more = conn.output().split();
+            pending.extend_from_slice(&more);
+        }
+        if (conn.state() == State::Closed || eof) && pending.is_empty() {
+            break;
+        }
+        let deadline = conn.poll_timeout().map(tokio::time::Instant::from_std);
+        let reading = !eof && pending.len() < OUTPUT_HIGH_WATER && conn.state() != State::Closed;
+        let taking_events = pending.len() < DELIVERY_HIGH_WATER
+            && conn.blocked_transfers() < OUTBOUND_WINDOW as usize;
+        tokio::select! {
+            changed = shutdown.changed(), if !*shutdown.borrow() => {
+                if changed.is_ok() && *shutdown.borrow() {
+                    let err = error("amqp:connection:forced", "broker forced connection closure with reason 'shutdown'");
+                    conn.close(Some(err), Instant::now());
+                }
+            }
+            read = reader.read_buf(&mut input), if reading => {
+                match read {
+                    Ok(0) | Err(_) => eof = true,
+                    Ok(_) => {
+                        let anonymous = config.anonymous_user.clone();
+                        let mut login = session.login(anonymous.as_deref());
+                        conn.handle_input(&mut input, Instant::now(), &mut login);
+                        if input.capacity() - input.len() < 4096 {
+                            input.reserve(READ_CHUNK);
+                        }
+                    }
+                }
+            }
+            written = writer.write(&pending), if !pending.is_empty() => {
+                match written {
+                    Ok(n) => {
+                        let _ = pending.split_to(n);
+                        conn.on_written(Instant::now());
+                    }
+                    Err(_) => break,
+                }
+            }
+            n = session.inbox.recv_many(&mut events, 256), if taking_events => {
+                if n == 0 {
+                    break;
+                }
+                for event in events.drain(..) {
+                    session.handle_engine_event(event, &mut conn);
+                }
+            }
+            () = sleep_until(deadline), if deadline.is_some() => {
+                conn.handle_timeout(Instant::now());
+            }
+        }
+    }
+    let _ = writer.shutdown().await;
+    session.close_all().await;
+    tracing::debug!("connection closed");
+}
+
+async fn sleep_until(deadline: Option<tokio::time::Instant>) {
+    match deadline {
+        Some(at) => tokio::time::sleep_until(at).await,
+        None => std::future::pending().await,
+    }
+}

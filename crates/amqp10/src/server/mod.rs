@@ -1,0 +1,17 @@
+//! The AMQP 1.0 adapter: one tokio task per connection, translating links into engine
+//! publishes and consumers, and serving the `/management` node.
+//!
+//! - [`driver`]: the task's I/O loop.
+//! - `session`: per-connection broker state and event dispatch.
+//! - `address`: RabbitMQ 4 v2 addresses.
+//! - `attach`, `publish`, `consume`, `management`: the link kinds.
+
+mod address;
+mod attach;
+mod consume;
+pub mod driver;
+mod management;
+mod publish;
+mod session;
+
+pub use driver::{ServerConfig, serve};

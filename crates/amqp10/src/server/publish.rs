@@ -1,0 +1,305 @@
+//! Messages from clients: address, route, enqueue, and settle with RabbitMQ's outcomes
+//! (accepted once every queue took the message, released when nothing routed it).
+
+use std::sync::Arc;
+
+use bytes::Bytes;
+use charon_engine::{ConfirmTo, Enqueue, QueueRef};
+use fe2o3_amqp_types::messaging::{Accepted, DeliveryState, Rejected, Released};
+use fe2o3_amqp_types::primitives::{OrderedMap, Symbol};
+use serde_amqp::Value as Amqp;
+
+use super::address::{TargetAddress, parse_target};
+use super::session::{LinkState, Session};
+use crate::codec::parse_message;
+use crate::mapping::to_model;
+use crate::proto::{Connection, error};
+
+/// A publish waiting for its queues to take it.
+#[derive(Debug)]
+pub(crate) struct PendingPublish {
+    channel: u16,
+    delivery_id: u32,
+    remaining: usize,
+    refused: bool,
+}
+
+/// Publishes routed in this read, one batch per queue.
+#[derive(Debug)]
+pub(crate) struct PendingBatch {
+    queue: QueueRef,
+    items: Vec<Enqueue>,
+}
+
+/// Why an anonymous-terminus message could not be addressed.
+struct AddressError {
+    condition: &'static str,
+    description: String,
+}
+
+impl Session {
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) async fn on_transfer(
+        &mut self,
+        channel: u16,
+        handle: u32,
+        delivery_id: u32,
+        delivery_tag: &Bytes,
+        settled: bool,
+        payload: Bytes,
+        conn: &mut Connection,
+    ) {
+        match self.links.get(&(channel, handle)) {
+            Some(LinkState::Publisher { target }) => {
+                let target = target.clone();
+                self.publish(
+                    channel,
+                    handle,
+                    delivery_id,
+                    delivery_tag,
+                    settled,
+                    &target,
+                    payload,
+                    conn,
+                )
+                .await;
+            }
+            Some(LinkState::ManagementRequests { pair }) => {
+                let pair = pair.clone();
+                self.flush_publishes(conn).await;
+                self.management_request(&pair, &payload, conn).await;
+            }
+            _ => {}
+        }
+    }
+
+    fn address(
+        &self,
+        target: &TargetAddress,
+        to: Option<&str>,
+    ) -> Result<(String, String), AddressError> {
+        match target {
+            TargetAddress::Exchange {
+                exchange,
+                routing_key,
+            } => Ok((exchange.clone(), routing_key.clone())),
+            TargetAddress::Queue(queue) => Ok((String::new(), queue.clone())),
+            TargetAddress::Anonymous => {
+                let Some(to) = to else {
+                    return Err(AddressError {
+                        condition: "amqp:precondition-failed",
+                        description: "anonymous terminus requires 'to' address to be set"
+                            .to_owned(),
+                    });
+                };
+                match parse_target(to) {
+                    None | Some(TargetAddress::Anonymous) => Err(AddressError {
+                        condition: "amqp:precondition-failed",
+                        description: format!("bad 'to' address string: {to}"),
+                    }),
+                    Some(TargetAddress::Queue(queue)) => Ok((String::new(), queue)),
+                    Some(TargetAddress::Exchange {
+                        exchange,
+                        routing_key,
+                    }) => {
+                        let vhost = self.vhost.as_ref();
+                        match vhost.and_then(|v| v.exchange(&exchange)) {
+                            Some(info) if info.internal => Err(AddressError {
+                                condition: "amqp:unauthorized-access",
+                                description: format!(
+                                    "forbidden to publish to internal exchange '{exchange}' in vhost '{}'",
+                                    vhost.map(|v| v.name()).unwrap_or_default()
+                                ),
+                            }),
+                            Some(_) => Ok((exchange, routing_key)),
+                            None => Err(AddressError {
+                                condition: "amqp:not-found",
+                                description: format!(
+                                    "no exchange '{exchange}' in vhost '{}'",
+                                    vhost.map(|v| v.name()).unwrap_or_default()
+                                ),
+                            }),
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    async fn publish(
+        &mut self,
+        channel: u16,
+        handle: u32,
+        delivery_id: u32,
+        delivery_tag: &Bytes,
+        settled: bool,
+        target: &TargetAddress,
+        payload: Bytes,
+        conn: &mut Connection,
+    ) {
+        let parsed = match parse_message(&payload) {
+            Ok(parsed) => parsed,
+            Err(e) => {
+                let description = format!("failed to decode message: {e}");
+                self.fail_session(channel, "amqp:decode-error", description, conn)
+                    .await;
+                return;
+            }
+        };
+        let to = parsed.properties.as_ref().and_then(|p| p.to.as_deref());
+        let (exchange, routing_key) = match self.address(target, to) {
+            Ok(found) => found,
+            Err(AddressError {
+                condition,
+                description,
+            }) => {
+                // Anonymous-terminus routing errors (OASIS anonterm): an unsettled message is
+                // rejected with the error; a settled one detaches the link.
+                let mut err = error(condition, description);
+                if settled {
+                    let mut info = OrderedMap::new();
+                    info.insert(
+                        Symbol::from("delivery-tag"),
+                        Amqp::Binary(delivery_tag.to_vec().into()),
+                    );
+                    err.info = Some(Box::new(info));
+                    self.links.remove(&(channel, handle));
+                    conn.detach(channel, handle, Some(err));
+                } else {
+                    conn.settle_incoming(
+                        channel,
+                        delivery_id,
+                        DeliveryState::Rejected(Rejected { error: Some(err) }),
+                    );
+                }
+                return;
+            }
+        };
+        let message = to_model(&parsed, &exchange, &routing_key);
+        if let (Some(claimed), Some(user)) = (&message.properties().user_id, &self.user)
+            && claimed.as_ref() != user.name.as_bytes()
+        {
+            let description = format!(
+                "user_id property set to '{}' but authenticated user was '{}'",
+                String::from_utf8_lossy(claimed),
+                user.name
+            );
+            self.fail_session(channel, "amqp:unauthorized-access", description, conn)
+                .await;
+            return;
+        }
+        let Some(vhost) = self.vhost.clone() else {
+            return;
+        };
+        let queues = match vhost.route(
+            &mut self.route_cache,
+            &exchange,
+            &message.routing,
+            &message.headers,
+        ) {
+            Ok(queues) => queues,
+            Err(e) => {
+                // The link's exchange was deleted after attach.
+                if !settled {
+                    conn.settle_incoming(
+                        channel,
+                        delivery_id,
+                        DeliveryState::Released(Released {}),
+                    );
+                }
+                self.links.remove(&(channel, handle));
+                conn.detach(
+                    channel,
+                    handle,
+                    Some(error("amqp:not-found", e.to_string())),
+                );
+                return;
+            }
+        };
+        if queues.is_empty() {
+            if !settled {
+                conn.settle_incoming(channel, delivery_id, DeliveryState::Released(Released {}));
+            }
+            return;
+        }
+        let confirm = (!settled).then(|| {
+            let seq = self.next_publish;
+            self.next_publish += 1;
+            self.publishes.insert(
+                seq,
+                PendingPublish {
+                    channel,
+                    delivery_id,
+                    remaining: queues.len(),
+                    refused: false,
+                },
+            );
+            seq
+        });
+        let message = Arc::new(message);
+        for queue in queues.iter() {
+            let item = Enqueue {
+                message: Arc::clone(&message),
+                confirm,
+            };
+            match self
+                .batches
+                .iter_mut()
+                .find(|b| Arc::ptr_eq(&b.queue, queue))
+            {
+                Some(batch) => batch.items.push(item),
+                None => self.batches.push(PendingBatch {
+                    queue: Arc::clone(queue),
+                    items: vec![item],
+                }),
+            }
+        }
+    }
+
+    /// Hands batched publishes to their queues.
+    pub(crate) async fn flush_publishes(&mut self, conn: &mut Connection) {
+        for batch in std::mem::take(&mut self.batches) {
+            let seqs: Vec<u64> = batch.items.iter().filter_map(|i| i.confirm).collect();
+            let confirm_to = (!seqs.is_empty()).then(|| ConfirmTo {
+                session: self.sink.clone(),
+                channel: 0,
+            });
+            if !batch.queue.publish(batch.items, confirm_to).await {
+                self.confirmed(&seqs, &[], conn);
+            }
+        }
+    }
+
+    /// Queues answered for publishes: settle those every queue answered for.
+    pub(crate) fn confirmed(&mut self, accepted: &[u64], refused: &[u64], conn: &mut Connection) {
+        let answers = accepted
+            .iter()
+            .map(|s| (*s, true))
+            .chain(refused.iter().map(|s| (*s, false)));
+        for (seq, ok) in answers {
+            let Some(pending) = self.publishes.get_mut(&seq) else {
+                continue;
+            };
+            pending.remaining = pending.remaining.saturating_sub(1);
+            pending.refused |= !ok;
+            if pending.remaining > 0 {
+                continue;
+            }
+            let Some(done) = self.publishes.remove(&seq) else {
+                continue;
+            };
+            let state = if done.refused {
+                DeliveryState::Rejected(Rejected {
+                    error: Some(error(
+                        "amqp:resource-limit-exceeded",
+                        "the queue refused the message",
+                    )),
+                })
+            } else {
+                DeliveryState::Accepted(Accepted {})
+            };
+            conn.settle_incoming(done.channel, done.delivery_id, state);
+        }
+    }
+}

@@ -1,0 +1,307 @@
+//! Per-connection broker state and dispatch of protocol and engine events.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use charon_engine::{
+    Broker, ConsumerId, Owner, QueueRef, RouteCache, SessionEvent, SessionId, SessionSink, User,
+    VHost,
+};
+use tokio::sync::mpsc;
+
+use super::address::TargetAddress;
+use super::management::ManagementPairs;
+use super::publish::{PendingBatch, PendingPublish};
+use crate::proto::{Connection, Event, Host, error};
+
+/// What a link is for.
+#[derive(Debug)]
+pub(crate) enum LinkState {
+    /// The client publishes to this target.
+    Publisher { target: TargetAddress },
+    /// The client consumes from this queue.
+    Consumer {
+        queue: QueueRef,
+        consumer: ConsumerId,
+        /// Deliveries are sent settled (at most once).
+        settled: bool,
+    },
+    /// The request half of a management link pair.
+    ManagementRequests { pair: String },
+    /// The response half of a management link pair.
+    ManagementResponses { pair: String },
+}
+
+/// A delivery sent to a consumer and not yet settled by the client.
+#[derive(Debug)]
+pub(crate) struct Outgoing {
+    pub(crate) queue: QueueRef,
+    pub(crate) seq: u64,
+    pub(crate) handle: u32,
+}
+
+pub(crate) struct Session {
+    pub(crate) id: SessionId,
+    pub(crate) broker: Arc<Broker>,
+    pub(crate) user: Option<User>,
+    pub(crate) vhost: Option<Arc<VHost>>,
+    pub(crate) sink: SessionSink,
+    pub(crate) inbox: mpsc::UnboundedReceiver<SessionEvent>,
+    pub(crate) links: HashMap<(u16, u32), LinkState>,
+    pub(crate) consumers: HashMap<ConsumerId, (u16, u32)>,
+    pub(crate) unsettled: HashMap<(u16, u32), Outgoing>,
+    pub(crate) publishes: HashMap<u64, PendingPublish>,
+    pub(crate) next_publish: u64,
+    pub(crate) batches: Vec<PendingBatch>,
+    pub(crate) route_cache: RouteCache,
+    pub(crate) management: ManagementPairs,
+}
+
+/// Checks logins and vhost access during SASL and open.
+pub(crate) struct Login<'a> {
+    pub(crate) broker: &'a Broker,
+    pub(crate) anonymous_user: Option<&'a str>,
+    pub(crate) user: &'a mut Option<User>,
+    pub(crate) vhost: &'a mut Option<Arc<VHost>>,
+}
+
+impl Host for Login<'_> {
+    fn authenticate(&mut self, username: &str, password: &str) -> bool {
+        *self.user = self.broker.authenticate(username, password);
+        self.user.is_some()
+    }
+
+    fn anonymous_user(&mut self) -> Option<String> {
+        let name = self.anonymous_user?;
+        *self.user = self.broker.user(name);
+        self.user.as_ref().map(|u| u.name.clone())
+    }
+
+    fn open_vhost(&mut self, _username: &str, vhost: &str) -> Result<(), String> {
+        let user = self
+            .user
+            .as_ref()
+            .ok_or_else(|| "not authenticated".to_owned())?;
+        match self.broker.open_vhost(user, vhost) {
+            Ok(opened) => {
+                *self.vhost = Some(opened);
+                Ok(())
+            }
+            Err(charon_engine::EngineError::VhostNotFound(_)) => Err(format!(
+                "AMQP 1.0 connection failed: virtual host '{vhost}' does not exist"
+            )),
+            Err(other) => Err(other.to_string()),
+        }
+    }
+}
+
+/// The owner key of a link: queues requeue its unsettled deliveries when it goes.
+pub(crate) fn link_owner(session: SessionId, channel: u16, handle: u32) -> Owner {
+    Owner {
+        session,
+        channel: (u32::from(channel) << 16) | (handle & 0xffff),
+    }
+}
+
+impl Session {
+    pub(crate) fn new(
+        id: SessionId,
+        broker: Arc<Broker>,
+        sink: SessionSink,
+        inbox: mpsc::UnboundedReceiver<SessionEvent>,
+    ) -> Self {
+        Self {
+            id,
+            broker,
+            user: None,
+            vhost: None,
+            sink,
+            inbox,
+            links: HashMap::new(),
+            consumers: HashMap::new(),
+            unsettled: HashMap::new(),
+            publishes: HashMap::new(),
+            next_publish: 1,
+            batches: Vec::new(),
+            route_cache: RouteCache::new(),
+            management: ManagementPairs::default(),
+        }
+    }
+
+    pub(crate) fn login<'a>(&'a mut self, anonymous_user: Option<&'a str>) -> Login<'a> {
+        Login {
+            broker: &self.broker,
+            anonymous_user,
+            user: &mut self.user,
+            vhost: &mut self.vhost,
+        }
+    }
+
+    /// Acts on one protocol event.
+    pub(crate) async fn handle_event(&mut self, event: Event, conn: &mut Connection) {
+        match event {
+            Event::Opened { username, vhost } => {
+                tracing::info!(user = username, vhost, "AMQP 1.0 connection opened")
+            }
+            Event::SessionBegun(_) | Event::Closed => {}
+            Event::SessionEnded(channel) => {
+                self.flush_publishes(conn).await;
+                let handles: Vec<u32> = self
+                    .links
+                    .keys()
+                    .filter(|(c, _)| *c == channel)
+                    .map(|(_, h)| *h)
+                    .collect();
+                for handle in handles {
+                    self.link_gone(channel, handle).await;
+                }
+            }
+            Event::Attach { channel, attach } => {
+                self.flush_publishes(conn).await;
+                self.on_attach(channel, *attach, conn).await;
+            }
+            Event::Detached { channel, handle } => {
+                self.flush_publishes(conn).await;
+                self.link_gone(channel, handle).await;
+            }
+            Event::Credit {
+                channel,
+                handle,
+                delivery_count,
+                link_credit,
+                drain,
+                echo,
+            } => {
+                self.on_credit(
+                    channel,
+                    handle,
+                    delivery_count,
+                    link_credit,
+                    drain,
+                    echo,
+                    conn,
+                )
+                .await;
+            }
+            Event::Transfer {
+                channel,
+                handle,
+                delivery_id,
+                delivery_tag,
+                settled,
+                payload,
+            } => {
+                self.on_transfer(
+                    channel,
+                    handle,
+                    delivery_id,
+                    &delivery_tag,
+                    settled,
+                    payload,
+                    conn,
+                )
+                .await;
+            }
+            Event::Disposition {
+                channel,
+                first,
+                last,
+                settled,
+                state,
+            } => {
+                self.flush_publishes(conn).await;
+                self.on_disposition(channel, first, last, settled, state, conn)
+                    .await;
+            }
+        }
+    }
+
+    /// A link went away (detached, its session ended, or the connection closed): consumers
+    /// stop and their unsettled deliveries return to the queue.
+    pub(crate) async fn link_gone(&mut self, channel: u16, handle: u32) {
+        let Some(state) = self.links.remove(&(channel, handle)) else {
+            return;
+        };
+        match state {
+            LinkState::Consumer {
+                queue, consumer, ..
+            } => {
+                self.consumers.remove(&consumer);
+                self.unsettled
+                    .retain(|(c, _), out| !(*c == channel && out.handle == handle));
+                queue.cancel(consumer).await;
+                queue
+                    .owner_closed(link_owner(self.id, channel, handle))
+                    .await;
+            }
+            LinkState::ManagementRequests { pair } | LinkState::ManagementResponses { pair } => {
+                self.management.forget(&pair, channel, handle);
+            }
+            LinkState::Publisher { .. } => {}
+        }
+    }
+
+    /// The connection ended.
+    pub(crate) async fn close_all(&mut self) {
+        let keys: Vec<(u16, u32)> = self.links.keys().copied().collect();
+        for (channel, handle) in keys {
+            self.link_gone(channel, handle).await;
+        }
+    }
+
+    /// Acts on one engine event.
+    pub(crate) fn handle_engine_event(&mut self, event: SessionEvent, conn: &mut Connection) {
+        match event {
+            SessionEvent::Deliveries {
+                consumer,
+                queue,
+                items,
+            } => self.deliver(consumer, &queue, items, conn),
+            SessionEvent::ConsumerCancelled { consumer } => {
+                if let Some((channel, handle)) = self.consumers.remove(&consumer) {
+                    self.links.remove(&(channel, handle));
+                    self.unsettled
+                        .retain(|(c, _), out| !(*c == channel && out.handle == handle));
+                    conn.detach(
+                        channel,
+                        handle,
+                        Some(error_without_description("amqp:resource-deleted")),
+                    );
+                }
+            }
+            SessionEvent::CreditState {
+                consumer,
+                delivery_count,
+                credit,
+                available,
+                drain,
+            } => {
+                if let Some(&(channel, handle)) = self.consumers.get(&consumer) {
+                    conn.consumer_flow(channel, handle, delivery_count, credit, drain, available);
+                }
+            }
+            SessionEvent::Confirms {
+                accepted, refused, ..
+            } => self.confirmed(&accepted, &refused, conn),
+        }
+    }
+
+    /// Ends a session with an error and forgets its links.
+    pub(crate) async fn fail_session(
+        &mut self,
+        channel: u16,
+        condition: &str,
+        description: String,
+        conn: &mut Connection,
+    ) {
+        tracing::debug!(channel, condition, description, "ending session");
+        conn.end_session(channel, error(condition, description));
+    }
+}
+
+/// An error carrying only a condition, as RabbitMQ sends for `resource-deleted`.
+pub(crate) fn error_without_description(condition: &str) -> fe2o3_amqp_types::definitions::Error {
+    let mut err = error(condition, "");
+    err.description = None;
+    err
+}
