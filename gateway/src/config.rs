@@ -10,11 +10,7 @@ use serde::Deserialize;
 
 /// Command-line flags.
 #[derive(Debug, Parser)]
-#[command(
-    name = "charon",
-    version,
-    about = "Charon: an AMQP 0.9.1 and 1.0 message broker"
-)]
+#[command(name = "charon", version, about = "Charon: an AMQP 0.9.1 and 1.0 message broker")]
 pub(crate) struct Cli {
     /// A TOML configuration file.
     #[arg(long, short)]
@@ -70,10 +66,8 @@ impl Config {
     pub(crate) fn load(cli: &Cli) -> anyhow::Result<Self> {
         let file = match &cli.config {
             Some(path) => {
-                let text = std::fs::read_to_string(path)
-                    .with_context(|| format!("reading {}", path.display()))?;
-                toml::from_str::<FileConfig>(&text)
-                    .with_context(|| format!("parsing {}", path.display()))?
+                let text = std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+                toml::from_str::<FileConfig>(&text).with_context(|| format!("parsing {}", path.display()))?
             }
             None => FileConfig::default(),
         };
@@ -82,8 +76,7 @@ impl Config {
 
     fn resolve(cli: &Cli, file: FileConfig) -> anyhow::Result<Self> {
         let listen = if cli.listen.is_empty() {
-            file.listen
-                .unwrap_or_else(|| vec!["127.0.0.1:5672".to_owned()])
+            file.listen.unwrap_or_else(|| vec!["127.0.0.1:5672".to_owned()])
         } else {
             cli.listen.clone()
         };
@@ -91,11 +84,7 @@ impl Config {
             match file.users {
                 Some(users) => users
                     .into_iter()
-                    .map(|u| UserConfig {
-                        name: u.name,
-                        password: u.password,
-                        vhosts: u.vhosts,
-                    })
+                    .map(|u| UserConfig { name: u.name, password: u.password, vhosts: u.vhosts })
                     .collect(),
                 None => BrokerConfig::default().users,
             }
@@ -105,11 +94,7 @@ impl Config {
                 let Some((name, password)) = spec.split_once(':') else {
                     bail!("--user expects name:password, got {spec:?}");
                 };
-                users.push(UserConfig {
-                    name: name.to_owned(),
-                    password: password.to_owned(),
-                    vhosts: None,
-                });
+                users.push(UserConfig { name: name.to_owned(), password: password.to_owned(), vhosts: None });
             }
             users
         };
@@ -118,31 +103,18 @@ impl Config {
         } else {
             cli.vhosts.clone()
         };
-        let log_level = cli
-            .log_level
-            .clone()
-            .or(file.log_level)
-            .unwrap_or_else(|| "info".to_owned());
+        let log_level = cli.log_level.clone().or(file.log_level).unwrap_or_else(|| "info".to_owned());
         let anonymous_user = cli.anonymous_user.clone().or(file.anonymous_user);
         if let Some(name) = &anonymous_user
             && !users.iter().any(|u| &u.name == name)
         {
             bail!("anonymous_user {name:?} is not a configured user");
         }
-        Ok(Self {
-            listen,
-            users,
-            vhosts,
-            log_level,
-            anonymous_user,
-        })
+        Ok(Self { listen, users, vhosts, log_level, anonymous_user })
     }
 
     pub(crate) fn broker_config(&self) -> BrokerConfig {
-        BrokerConfig {
-            users: self.users.clone(),
-            vhosts: self.vhosts.clone(),
-        }
+        BrokerConfig { users: self.users.clone(), vhosts: self.vhosts.clone() }
     }
 }
 
@@ -159,13 +131,7 @@ mod tests {
         let config = Config::resolve(&cli(&[]), FileConfig::default()).unwrap();
         assert_eq!(config.listen, ["127.0.0.1:5672"]);
         assert_eq!(config.vhosts, ["/"]);
-        assert_eq!(
-            config
-                .users
-                .first()
-                .map(|u| (u.name.as_str(), u.password.as_str())),
-            Some(("guest", "guest"))
-        );
+        assert_eq!(config.users.first().map(|u| (u.name.as_str(), u.password.as_str())), Some(("guest", "guest")));
         assert_eq!(config.log_level, "info");
     }
 
@@ -187,10 +153,7 @@ mod tests {
         assert_eq!(config.listen, ["127.0.0.1:0"]);
         assert_eq!(config.vhosts, ["/", "dev"]);
         assert_eq!(config.log_level, "debug");
-        assert_eq!(
-            config.users.first().and_then(|u| u.vhosts.clone()),
-            Some(vec!["dev".to_owned()])
-        );
+        assert_eq!(config.users.first().and_then(|u| u.vhosts.clone()), Some(vec!["dev".to_owned()]));
     }
 
     #[test]

@@ -45,20 +45,13 @@ pub(crate) async fn accept_loop(
         }
     }
     drop(listener);
-    let drained = tokio::time::timeout(SHUTDOWN_GRACE, async {
-        while connections.join_next().await.is_some() {}
-    });
+    let drained = tokio::time::timeout(SHUTDOWN_GRACE, async { while connections.join_next().await.is_some() {} });
     if drained.await.is_err() {
         connections.abort_all();
     }
 }
 
-async fn handle(
-    mut stream: TcpStream,
-    broker: Arc<Broker>,
-    settings: Arc<Settings>,
-    shutdown: watch::Receiver<bool>,
-) {
+async fn handle(mut stream: TcpStream, broker: Arc<Broker>, settings: Arc<Settings>, shutdown: watch::Receiver<bool>) {
     if let Err(error) = stream.set_nodelay(true) {
         tracing::debug!(%error, "TCP_NODELAY failed");
     }

@@ -18,14 +18,8 @@ fn main() -> anyhow::Result<()> {
     let config = Config::load(&cli)?;
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(&config.log_level));
-    tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        .init();
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .context("starting the runtime")?;
+    tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).init();
+    let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().context("starting the runtime")?;
     runtime.block_on(run(config))
 }
 
@@ -40,9 +34,7 @@ async fn run(config: Config) -> anyhow::Result<()> {
     });
     let mut listeners = Vec::new();
     for address in &config.listen {
-        let listener = tokio::net::TcpListener::bind(address)
-            .await
-            .with_context(|| format!("binding {address}"))?;
+        let listener = tokio::net::TcpListener::bind(address).await.with_context(|| format!("binding {address}"))?;
         let local = listener.local_addr().context("reading the bound address")?;
         // Tests and scripts read this line to learn an ephemeral port.
         println!("charon: amqp listening on {local}");

@@ -33,11 +33,7 @@ impl Default for BrokerConfig {
     /// RabbitMQ's out-of-the-box setup: user `guest`/`guest`, vhost `/`.
     fn default() -> Self {
         Self {
-            users: vec![UserConfig {
-                name: "guest".into(),
-                password: "guest".into(),
-                vhosts: None,
-            }],
+            users: vec![UserConfig { name: "guest".into(), password: "guest".into(), vhosts: None }],
             vhosts: vec!["/".into()],
         }
     }
@@ -64,21 +60,9 @@ impl Broker {
     #[must_use]
     pub fn new(config: BrokerConfig) -> Arc<Self> {
         let ids = Arc::new(AtomicU64::new(1));
-        let vhosts = config
-            .vhosts
-            .iter()
-            .map(|name| (name.clone(), VHost::new(name, Arc::clone(&ids))))
-            .collect();
-        let users = config
-            .users
-            .into_iter()
-            .map(|u| (u.name.clone(), u))
-            .collect();
-        Arc::new(Self {
-            users,
-            vhosts: RwLock::new(vhosts),
-            ids,
-        })
+        let vhosts = config.vhosts.iter().map(|name| (name.clone(), VHost::new(name, Arc::clone(&ids)))).collect();
+        let users = config.users.into_iter().map(|u| (u.name.clone(), u)).collect();
+        Arc::new(Self { users, vhosts: RwLock::new(vhosts), ids })
     }
 
     /// A fresh broker-unique id (connections, consumers, queues).
@@ -91,19 +75,13 @@ impl Broker {
     #[must_use]
     pub fn authenticate(&self, name: &str, password: &str) -> Option<User> {
         let user = self.users.get(name)?;
-        (user.password == password).then(|| User {
-            name: user.name.clone(),
-            vhosts: user.vhosts.clone(),
-        })
+        (user.password == password).then(|| User { name: user.name.clone(), vhosts: user.vhosts.clone() })
     }
 
     /// A configured user, without a password check (for SASL ANONYMOUS mapped to a user).
     #[must_use]
     pub fn user(&self, name: &str) -> Option<User> {
-        self.users.get(name).map(|u| User {
-            name: u.name.clone(),
-            vhosts: u.vhosts.clone(),
-        })
+        self.users.get(name).map(|u| User { name: u.name.clone(), vhosts: u.vhosts.clone() })
     }
 
     /// Opens a vhost for a user.
@@ -111,21 +89,10 @@ impl Broker {
     /// # Errors
     /// NOT_ALLOWED when the vhost does not exist or the user may not use it.
     pub fn open_vhost(&self, user: &User, name: &str) -> Result<Arc<VHost>, EngineError> {
-        let vhost = self
-            .vhosts
-            .read()
-            .get(name)
-            .cloned()
-            .ok_or_else(|| EngineError::VhostNotFound(name.to_owned()))?;
-        let allowed = user
-            .vhosts
-            .as_ref()
-            .is_none_or(|list| list.iter().any(|v| v == name));
+        let vhost = self.vhosts.read().get(name).cloned().ok_or_else(|| EngineError::VhostNotFound(name.to_owned()))?;
+        let allowed = user.vhosts.as_ref().is_none_or(|list| list.iter().any(|v| v == name));
         if !allowed {
-            return Err(EngineError::VhostAccessRefused {
-                vhost: name.to_owned(),
-                user: user.name.clone(),
-            });
+            return Err(EngineError::VhostAccessRefused { vhost: name.to_owned(), user: user.name.clone() });
         }
         Ok(vhost)
     }

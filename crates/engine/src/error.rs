@@ -59,21 +59,13 @@ impl Resource {
     /// A queue resource.
     #[must_use]
     pub fn queue(vhost: &str, name: &str) -> Self {
-        Self {
-            kind: ResourceKind::Queue,
-            vhost: vhost.to_owned(),
-            name: name.to_owned(),
-        }
+        Self { kind: ResourceKind::Queue, vhost: vhost.to_owned(), name: name.to_owned() }
     }
 
     /// An exchange resource.
     #[must_use]
     pub fn exchange(vhost: &str, name: &str) -> Self {
-        Self {
-            kind: ResourceKind::Exchange,
-            vhost: vhost.to_owned(),
-            name: name.to_owned(),
-        }
+        Self { kind: ResourceKind::Exchange, vhost: vhost.to_owned(), name: name.to_owned() }
     }
 }
 
@@ -100,18 +92,8 @@ pub struct Inequivalence {
 impl EngineError {
     /// An inequivalence error.
     #[must_use]
-    pub fn inequivalent(
-        resource: Resource,
-        field: &str,
-        received: String,
-        current: String,
-    ) -> Self {
-        Self::Inequivalent(Box::new(Inequivalence {
-            resource,
-            field: field.to_owned(),
-            received,
-            current,
-        }))
+    pub fn inequivalent(resource: Resource, field: &str, received: String, current: String) -> Self {
+        Self::Inequivalent(Box::new(Inequivalence { resource, field: field.to_owned(), received, current }))
     }
 }
 
@@ -216,14 +198,8 @@ mod tests {
     #[test]
     fn texts_match_rabbitmq() {
         let q = Resource::queue("/", "q");
-        assert_eq!(
-            EngineError::NotFound(q.clone()).to_string(),
-            "no queue 'q' in vhost '/'"
-        );
-        assert_eq!(
-            EngineError::InUse(q.clone()).to_string(),
-            "queue 'q' in vhost '/' in use"
-        );
+        assert_eq!(EngineError::NotFound(q.clone()).to_string(), "no queue 'q' in vhost '/'");
+        assert_eq!(EngineError::InUse(q.clone()).to_string(), "queue 'q' in vhost '/' in use");
         let e = EngineError::inequivalent(q, "durable", quoted(true), quoted(false));
         assert_eq!(
             e.to_string(),

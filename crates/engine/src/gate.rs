@@ -27,10 +27,7 @@ impl Gate {
     /// A gate with `limit` units (0 = unlimited).
     #[must_use]
     pub fn new(limit: u32) -> Arc<Self> {
-        Arc::new(Self {
-            limit: AtomicU32::new(limit),
-            ..Self::default()
-        })
+        Arc::new(Self { limit: AtomicU32::new(limit), ..Self::default() })
     }
 
     /// Changes the limit; waiters are woken if it grew.
@@ -66,12 +63,7 @@ impl Gate {
             if limit != 0 && used >= limit {
                 return false;
             }
-            match self.used.compare_exchange_weak(
-                used,
-                used + 1,
-                Ordering::SeqCst,
-                Ordering::SeqCst,
-            ) {
+            match self.used.compare_exchange_weak(used, used + 1, Ordering::SeqCst, Ordering::SeqCst) {
                 Ok(_) => return true,
                 Err(actual) => used = actual,
             }
@@ -106,10 +98,7 @@ impl Gate {
         let mut used = self.used.load(Ordering::SeqCst);
         loop {
             let next = used.saturating_sub(n);
-            match self
-                .used
-                .compare_exchange_weak(used, next, Ordering::SeqCst, Ordering::SeqCst)
-            {
+            match self.used.compare_exchange_weak(used, next, Ordering::SeqCst, Ordering::SeqCst) {
                 Ok(_) => break,
                 Err(actual) => used = actual,
             }

@@ -30,8 +30,7 @@ pub use error::{EngineError, ErrorKind, Inequivalence, Resource, ResourceKind};
 pub use exchange::{Binding, Destination, ExchangeInfo, ExchangeKind};
 pub use gate::Gate;
 pub use queue::{
-    ConfirmTo, ConsumeSpec, CreditGrant, Enqueue, GetOk, QueueHandle, QueueRef, QueueStats,
-    QueueType, Settle,
+    ConfirmTo, ConsumeSpec, CreditGrant, Enqueue, GetOk, QueueHandle, QueueRef, QueueStats, QueueType, Settle,
 };
 pub use route_cache::RouteCache;
 pub use session::{ConsumerId, Delivery, Owner, SessionEvent, SessionId, SessionSink};

@@ -95,19 +95,9 @@ impl SessionSink {
     /// Creates the inbox of a new connection; the receiver goes to the connection's task.
     /// `outbound_window` bounds deliveries in flight towards its socket.
     #[must_use]
-    pub fn new(
-        id: SessionId,
-        outbound_window: u32,
-    ) -> (Self, mpsc::UnboundedReceiver<SessionEvent>) {
+    pub fn new(id: SessionId, outbound_window: u32) -> (Self, mpsc::UnboundedReceiver<SessionEvent>) {
         let (tx, rx) = mpsc::unbounded_channel();
-        (
-            Self {
-                id,
-                tx,
-                outbound: Gate::new(outbound_window),
-            },
-            rx,
-        )
+        (Self { id, tx, outbound: Gate::new(outbound_window) }, rx)
     }
 
     /// Sends an event; a connection that has gone away is ignored (its owner cleanup requeues

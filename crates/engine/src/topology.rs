@@ -60,19 +60,11 @@ impl Topology {
 
     pub(crate) fn add_exchange(&mut self, info: ExchangeInfo) {
         let bindings = BindingSet::new(info.kind);
-        self.exchanges.insert(
-            info.name.clone(),
-            ExchangeEntry {
-                info: Arc::new(info),
-                bindings,
-            },
-        );
+        self.exchanges.insert(info.name.clone(), ExchangeEntry { info: Arc::new(info), bindings });
     }
 
     pub(crate) fn has_bindings_from(&self, exchange: &str) -> bool {
-        self.exchanges
-            .get(exchange)
-            .is_some_and(|e| !e.bindings.is_empty())
+        self.exchanges.get(exchange).is_some_and(|e| !e.bindings.is_empty())
     }
 
     /// Adds a binding; returns false if it already existed.
@@ -84,10 +76,7 @@ impl Topology {
         if !entry.bindings.add(binding) {
             return false;
         }
-        self.sources
-            .entry(destination)
-            .or_default()
-            .insert(source.to_owned());
+        self.sources.entry(destination).or_default().insert(source.to_owned());
         true
     }
 
@@ -112,9 +101,7 @@ impl Topology {
     }
 
     pub(crate) fn binding_exists(&self, source: &str, binding: &Binding) -> bool {
-        self.exchanges
-            .get(source)
-            .is_some_and(|e| e.bindings.contains(binding))
+        self.exchanges.get(source).is_some_and(|e| e.bindings.contains(binding))
     }
 
     /// Removes every binding that leads to `destination`.
@@ -146,10 +133,8 @@ impl Topology {
     }
 
     fn collect_auto_deleted(&mut self, source: &str) {
-        let unused_auto_delete = self
-            .exchanges
-            .get(source)
-            .is_some_and(|e| e.info.auto_delete && e.bindings.is_empty());
+        let unused_auto_delete =
+            self.exchanges.get(source).is_some_and(|e| e.info.auto_delete && e.bindings.is_empty());
         if unused_auto_delete {
             self.remove_exchange(source);
         }
@@ -158,10 +143,7 @@ impl Topology {
     /// Routes a message published to `exchange`: every routing key (publish key, CC, BCC)
     /// through the exchange graph, with alternate exchanges where an exchange matched nothing.
     pub(crate) fn route(&self, exchange: &str, routing: &Routing, headers: &Table) -> Routed {
-        let mut routed = Routed {
-            queues: Vec::new(),
-            cacheable: true,
-        };
+        let mut routed = Routed { queues: Vec::new(), cacheable: true };
         for key in routing.all_keys() {
             let mut visited = HashSet::new();
             self.route_key(exchange, key, headers, &mut visited, &mut routed);
@@ -169,14 +151,7 @@ impl Topology {
         routed
     }
 
-    fn route_key(
-        &self,
-        exchange: &str,
-        key: &str,
-        headers: &Table,
-        visited: &mut HashSet<String>,
-        out: &mut Routed,
-    ) {
+    fn route_key(&self, exchange: &str, key: &str, headers: &Table, visited: &mut HashSet<String>, out: &mut Routed) {
         if !visited.insert(exchange.to_owned()) {
             return;
         }

@@ -75,9 +75,7 @@ pub struct VHost {
 
 impl std::fmt::Debug for VHost {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("VHost")
-            .field("name", &self.name)
-            .finish_non_exhaustive()
+        f.debug_struct("VHost").field("name", &self.name).finish_non_exhaustive()
     }
 }
 
@@ -86,14 +84,7 @@ fn generated_name(prefix: &str) -> String {
     const ALPHABET: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
     let mut rng = rand::rng();
     let suffix: String = (0..22)
-        .map(|_| {
-            char::from(
-                ALPHABET
-                    .get(rng.random_range(0..ALPHABET.len()))
-                    .copied()
-                    .unwrap_or(b'A'),
-            )
-        })
+        .map(|_| char::from(ALPHABET.get(rng.random_range(0..ALPHABET.len())).copied().unwrap_or(b'A')))
         .collect();
     format!("{prefix}-{suffix}")
 }
@@ -149,10 +140,7 @@ impl VHost {
             return self.assert_exchange_equivalent(&existing.info, kind, declare);
         }
         if declare.name.starts_with("amq.") {
-            return Err(EngineError::ReservedName {
-                kind: ResourceKind::Exchange,
-                name: declare.name.clone(),
-            });
+            return Err(EngineError::ReservedName { kind: ResourceKind::Exchange, name: declare.name.clone() });
         }
         if let Some(value) = declare.arguments.get("alternate-exchange")
             && value.as_str().is_none()
@@ -183,41 +171,17 @@ impl VHost {
     ) -> Result<(), EngineError> {
         let resource = self.exchange_resource(&declare.name);
         let fields = [
-            (
-                "type",
-                existing.kind.as_str().to_owned(),
-                kind.as_str().to_owned(),
-            ),
-            (
-                "durable",
-                existing.durable.to_string(),
-                declare.durable.to_string(),
-            ),
-            (
-                "auto_delete",
-                existing.auto_delete.to_string(),
-                declare.auto_delete.to_string(),
-            ),
-            (
-                "internal",
-                existing.internal.to_string(),
-                declare.internal.to_string(),
-            ),
+            ("type", existing.kind.as_str().to_owned(), kind.as_str().to_owned()),
+            ("durable", existing.durable.to_string(), declare.durable.to_string()),
+            ("auto_delete", existing.auto_delete.to_string(), declare.auto_delete.to_string()),
+            ("internal", existing.internal.to_string(), declare.internal.to_string()),
         ];
         for (field, current, received) in fields {
             if current != received {
-                return Err(EngineError::inequivalent(
-                    resource,
-                    field,
-                    quoted(received),
-                    quoted(current),
-                ));
+                return Err(EngineError::inequivalent(resource, field, quoted(received), quoted(current)));
             }
         }
-        let (old, new) = (
-            existing.arguments.get("alternate-exchange"),
-            declare.arguments.get("alternate-exchange"),
-        );
+        let (old, new) = (existing.arguments.get("alternate-exchange"), declare.arguments.get("alternate-exchange"));
         let same = match (old, new) {
             (None, None) => true,
             (Some(a), Some(b)) => a.rabbit_type_name() == b.rabbit_type_name() && a.equivalent(b),
@@ -227,12 +191,7 @@ impl VHost {
             Ok(())
         } else {
             let (received, current) = args::describe_pair(new, old);
-            Err(EngineError::inequivalent(
-                resource,
-                "alternate-exchange",
-                received,
-                current,
-            ))
+            Err(EngineError::inequivalent(resource, "alternate-exchange", received, current))
         }
     }
 
@@ -262,11 +221,7 @@ impl VHost {
     /// The exchange's declared properties.
     #[must_use]
     pub fn exchange(&self, name: &str) -> Option<Arc<ExchangeInfo>> {
-        self.topology
-            .read()
-            .exchanges
-            .get(name)
-            .map(|e| Arc::clone(&e.info))
+        self.topology.read().exchanges.get(name).map(|e| Arc::clone(&e.info))
     }
 
     /// Declares (or checks) a queue on behalf of connection `session`.
@@ -274,22 +229,13 @@ impl VHost {
     /// # Errors
     /// 403 for an `amq.` name, 404 for a passive declare of a missing queue, 405 for another
     /// connection's exclusive queue, 406 for invalid or inequivalent arguments and properties.
-    pub async fn declare_queue(
-        &self,
-        declare: &QueueDeclare,
-        session: SessionId,
-    ) -> Result<DeclareOk, EngineError> {
+    pub async fn declare_queue(&self, declare: &QueueDeclare, session: SessionId) -> Result<DeclareOk, EngineError> {
         let queue = if declare.passive {
             self.queue(&declare.name, session)?
         } else {
             match self.create_or_check_queue(declare, session)? {
                 Created::New(name) => {
-                    return Ok(DeclareOk {
-                        name,
-                        messages: 0,
-                        consumers: 0,
-                        created: true,
-                    });
+                    return Ok(DeclareOk { name, messages: 0, consumers: 0, created: true });
                 }
                 Created::Existing(queue) => queue,
             }
@@ -303,11 +249,7 @@ impl VHost {
         })
     }
 
-    fn create_or_check_queue(
-        &self,
-        declare: &QueueDeclare,
-        session: SessionId,
-    ) -> Result<Created, EngineError> {
+    fn create_or_check_queue(&self, declare: &QueueDeclare, session: SessionId) -> Result<Created, EngineError> {
         let mut arguments = declare.arguments.clone();
         if !arguments.contains("x-queue-type") {
             arguments.insert("x-queue-type", Value::long_str(QueueType::Classic.as_str()));
@@ -334,27 +276,18 @@ impl VHost {
             if config.exclusive_owner != owner {
                 return Err(EngineError::ExclusiveLocked(resource));
             }
-            for (field, current, received) in [
-                ("durable", config.durable, durable),
-                ("auto_delete", config.auto_delete, declare.auto_delete),
-            ] {
+            for (field, current, received) in
+                [("durable", config.durable, durable), ("auto_delete", config.auto_delete, declare.auto_delete)]
+            {
                 if current != received {
-                    return Err(EngineError::inequivalent(
-                        resource,
-                        field,
-                        quoted(received),
-                        quoted(current),
-                    ));
+                    return Err(EngineError::inequivalent(resource, field, quoted(received), quoted(current)));
                 }
             }
             args::assert_equivalent(&resource, config.queue_type, &config.arguments, &arguments)?;
             return Ok(Created::Existing(Arc::clone(existing)));
         }
         if name.starts_with("amq.") && !declare.name.is_empty() {
-            return Err(EngineError::ReservedName {
-                kind: ResourceKind::Queue,
-                name,
-            });
+            return Err(EngineError::ReservedName { kind: ResourceKind::Queue, name });
         }
         let queue_type = args::validate_declare(&resource, &arguments)?;
         if queue_type == QueueType::Quorum {
@@ -364,9 +297,7 @@ impl VHost {
                 (!durable, "non-durable"),
             ];
             if let Some((_, property)) = refused.iter().find(|(bad, _)| *bad) {
-                return Err(EngineError::Precondition(format!(
-                    "invalid property '{property}' for {resource}"
-                )));
+                return Err(EngineError::Precondition(format!("invalid property '{property}' for {resource}")));
             }
         }
         let config = QueueConfig {
@@ -431,10 +362,7 @@ impl VHost {
     /// Removes a queue that stopped from the topology, with its bindings.
     pub(crate) fn forget_queue(&self, queue: &QueueRef) {
         let mut topology = self.topology.write();
-        let same = topology
-            .queues
-            .get(queue.name())
-            .is_some_and(|q| q.id == queue.id);
+        let same = topology.queues.get(queue.name()).is_some_and(|q| q.id == queue.id);
         if same {
             topology.queues.remove(queue.name());
             topology.remove_bindings_to(&Destination::Queue(queue.name().to_owned()));
@@ -458,11 +386,7 @@ impl VHost {
         let binding = self.checked_binding(source, destination, key, arguments, session)?;
         let mut topology = self.topology.write();
         self.check_binding_ends(&topology, source, &binding.destination, session)?;
-        if topology
-            .exchanges
-            .get(source)
-            .is_some_and(|e| e.info.kind == ExchangeKind::Headers)
-        {
+        if topology.exchanges.get(source).is_some_and(|e| e.info.kind == ExchangeKind::Headers) {
             crate::exchange::validate_headers_binding(&binding.arguments)?;
         }
         if topology.bind(source, binding) {
@@ -500,16 +424,10 @@ impl VHost {
         arguments: &Table,
         _session: SessionId,
     ) -> Result<Binding, EngineError> {
-        if matches!(&destination, Destination::Exchange(name) if name.is_empty())
-            || source.is_empty()
-        {
+        if matches!(&destination, Destination::Exchange(name) if name.is_empty()) || source.is_empty() {
             return Err(EngineError::DefaultExchange);
         }
-        Ok(Binding {
-            destination,
-            key: key.to_owned(),
-            arguments: arguments.clone(),
-        })
+        Ok(Binding { destination, key: key.to_owned(), arguments: arguments.clone() })
     }
 
     fn check_binding_ends(
@@ -557,9 +475,7 @@ impl VHost {
             return Err(EngineError::NotFound(self.exchange_resource(exchange)));
         };
         if entry.info.internal {
-            return Err(EngineError::InternalExchange(
-                self.exchange_resource(exchange),
-            ));
+            return Err(EngineError::InternalExchange(self.exchange_resource(exchange)));
         }
         let routed = topology.route(exchange, routing, headers);
         let queues: Arc<[QueueRef]> = routed.queues.into();
@@ -572,12 +488,7 @@ impl VHost {
     /// The bindings from exchange `source` to `destination` (for management APIs).
     #[must_use]
     pub fn bindings_between(&self, source: &str, destination: &Destination) -> Vec<Binding> {
-        self.topology
-            .read()
-            .exchanges
-            .get(source)
-            .map(|e| e.bindings.to_destination(destination))
-            .unwrap_or_default()
+        self.topology.read().exchanges.get(source).map(|e| e.bindings.to_destination(destination)).unwrap_or_default()
     }
 
     /// Names of all queues (for diagnostics and tests).

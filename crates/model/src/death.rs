@@ -97,25 +97,15 @@ impl DeathHistory {
     /// Starts a history with one death.
     #[must_use]
     pub fn new(record: &DeathRecord<'_>) -> Self {
-        let event = DeathEvent {
-            queue: record.queue.to_owned(),
-            reason: record.reason,
-            exchange: record.exchange.to_owned(),
-        };
-        Self {
-            entries: vec![Self::fresh_entry(record)],
-            first: event.clone(),
-            last: event,
-        }
+        let event =
+            DeathEvent { queue: record.queue.to_owned(), reason: record.reason, exchange: record.exchange.to_owned() };
+        Self { entries: vec![Self::fresh_entry(record)], first: event.clone(), last: event }
     }
 
     /// Records one more death: an existing `{queue, reason}` entry is counted up and moved to
     /// the front keeping its first values; a new pair is prepended.
     pub fn record(&mut self, record: &DeathRecord<'_>) {
-        let existing = self
-            .entries
-            .iter()
-            .position(|d| d.queue == record.queue && d.reason == record.reason);
+        let existing = self.entries.iter().position(|d| d.queue == record.queue && d.reason == record.reason);
         match existing {
             Some(index) => {
                 let mut entry = self.entries.remove(index);
@@ -125,11 +115,8 @@ impl DeathHistory {
             }
             None => self.entries.insert(0, Self::fresh_entry(record)),
         }
-        self.last = DeathEvent {
-            queue: record.queue.to_owned(),
-            reason: record.reason,
-            exchange: record.exchange.to_owned(),
-        };
+        self.last =
+            DeathEvent { queue: record.queue.to_owned(), reason: record.reason, exchange: record.exchange.to_owned() };
     }
 
     fn fresh_entry(record: &DeathRecord<'_>) -> Death {
@@ -150,20 +137,8 @@ impl DeathHistory {
 mod tests {
     use super::*;
 
-    fn rec<'a>(
-        queue: &'a str,
-        reason: DeathReason,
-        keys: &'a [String],
-        now: i64,
-    ) -> DeathRecord<'a> {
-        DeathRecord {
-            queue,
-            reason,
-            exchange: "",
-            routing_keys: keys,
-            ttl: None,
-            now,
-        }
+    fn rec<'a>(queue: &'a str, reason: DeathReason, keys: &'a [String], now: i64) -> DeathRecord<'a> {
+        DeathRecord { queue, reason, exchange: "", routing_keys: keys, ttl: None, now }
     }
 
     #[test]
@@ -172,16 +147,9 @@ mod tests {
         let mut h = DeathHistory::new(&rec("q1", DeathReason::Rejected, &keys, 1));
         h.record(&rec("q2", DeathReason::Expired, &keys, 2));
         h.record(&rec("q1", DeathReason::Rejected, &keys, 3));
-        let order: Vec<_> = h
-            .entries
-            .iter()
-            .map(|d| (d.queue.as_str(), d.count))
-            .collect();
+        let order: Vec<_> = h.entries.iter().map(|d| (d.queue.as_str(), d.count)).collect();
         assert_eq!(order, [("q1", 2), ("q2", 1)]);
-        assert_eq!(
-            h.entries.first().map(|d| (d.first_time, d.last_time)),
-            Some((1, 3))
-        );
+        assert_eq!(h.entries.first().map(|d| (d.first_time, d.last_time)), Some((1, 3)));
         assert_eq!(h.first.queue, "q1");
         assert_eq!(h.last.queue, "q1");
     }

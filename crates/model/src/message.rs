@@ -34,9 +34,7 @@ impl Routing {
     /// The keys a death record shows: the publish key and CC, never BCC.
     #[must_use]
     pub fn visible_keys(&self) -> Vec<String> {
-        std::iter::once(self.routing_key.clone())
-            .chain(self.cc.iter().cloned())
-            .collect()
+        std::iter::once(self.routing_key.clone()).chain(self.cc.iter().cloned()).collect()
     }
 
     /// Whether the message routes by more than its publish key.
@@ -155,11 +153,7 @@ impl Message {
     /// A message with the given routing and body and no properties.
     #[must_use]
     pub fn new(routing: Routing, body: Body) -> Self {
-        Self {
-            routing,
-            body,
-            ..Self::default()
-        }
+        Self { routing, body, ..Self::default() }
     }
 
     /// The message properties (defaults when none were set).
@@ -175,11 +169,7 @@ impl Message {
 
     /// Replaces all properties.
     pub fn set_properties(&mut self, properties: Properties) {
-        self.properties = if properties == Properties::default() {
-            None
-        } else {
-            Some(Box::new(properties))
-        };
+        self.properties = if properties == Properties::default() { None } else { Some(Box::new(properties)) };
     }
 
     /// Whether the message asks to survive a broker restart.
@@ -201,12 +191,7 @@ mod tests {
 
     #[test]
     fn all_keys_are_publish_then_cc_then_bcc() {
-        let r = Routing {
-            exchange: "x".into(),
-            routing_key: "k".into(),
-            cc: vec!["c".into()],
-            bcc: vec!["b".into()],
-        };
+        let r = Routing { exchange: "x".into(), routing_key: "k".into(), cc: vec!["c".into()], bcc: vec!["b".into()] };
         assert_eq!(r.all_keys().collect::<Vec<_>>(), ["k", "c", "b"]);
         assert_eq!(r.visible_keys(), ["k", "c"]);
     }

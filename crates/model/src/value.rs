@@ -213,10 +213,7 @@ impl Value {
             Self::I64(_) => "long",
             Self::F32(_) => "float",
             Self::F64(_) => "double",
-            Self::Decimal { .. }
-            | Self::Decimal32(_)
-            | Self::Decimal64(_)
-            | Self::Decimal128(_) => "decimal",
+            Self::Decimal { .. } | Self::Decimal32(_) | Self::Decimal64(_) | Self::Decimal128(_) => "decimal",
             Self::Char(_) => "char",
             Self::Timestamp(_) => "timestamp",
             Self::Uuid(_) => "uuid",

@@ -42,9 +42,7 @@ impl ErlangText {
         }
         // io_lib_pretty:pp_binary: fill lines, continuing two columns right of `<<`.
         let start = col + 2;
-        let n0 = (LINE.saturating_sub(start))
-            .min(flat.len().saturating_sub(4))
-            .max(8);
+        let n0 = (LINE.saturating_sub(start)).min(flat.len().saturating_sub(4)).max(8);
         let indent = " ".repeat(start - 1);
         let tokens: Vec<String> = bytes.iter().map(u8::to_string).collect();
         let mut out = String::from("<<");
@@ -140,14 +138,8 @@ mod tests {
             .push("type 3, all octets = ")
             .binary(&[])
             .push(": ")
-            .tagged_tuple(
-                "frame_too_large",
-                &["200000".to_owned(), "131064".to_owned()],
-            )
+            .tagged_tuple("frame_too_large", &["200000".to_owned(), "131064".to_owned()])
             .finish();
-        assert_eq!(
-            text,
-            "type 3, all octets = <<>>: {frame_too_large,200000,131064}"
-        );
+        assert_eq!(text, "type 3, all octets = <<>>: {frame_too_large,200000,131064}");
     }
 }

@@ -66,22 +66,12 @@ pub fn parse_frame(buf: &mut BytesMut, frame_max: u32) -> Result<Option<RawFrame
         return Ok(None);
     };
     let kind = header.first().copied().unwrap_or_default();
-    let channel = u16::from_be_bytes([
-        header.get(1).copied().unwrap_or_default(),
-        header.get(2).copied().unwrap_or_default(),
-    ]);
-    let size_bytes: [u8; 4] = header
-        .get(3..7)
-        .and_then(|s| s.try_into().ok())
-        .unwrap_or_default();
+    let channel =
+        u16::from_be_bytes([header.get(1).copied().unwrap_or_default(), header.get(2).copied().unwrap_or_default()]);
+    let size_bytes: [u8; 4] = header.get(3..7).and_then(|s| s.try_into().ok()).unwrap_or_default();
     let size = u32::from_be_bytes(size_bytes);
     if frame_max != 0 && size > frame_max {
-        return Err(FrameError::TooLarge {
-            kind,
-            channel,
-            size,
-            max: frame_max.saturating_sub(8),
-        });
+        return Err(FrameError::TooLarge { kind, channel, size, max: frame_max.saturating_sub(8) });
     }
     let payload_len = usize::try_from(size).unwrap_or(usize::MAX);
     let total = HEADER_LEN.saturating_add(payload_len).saturating_add(1);
@@ -95,18 +85,9 @@ pub fn parse_frame(buf: &mut BytesMut, frame_max: u32) -> Result<Option<RawFrame
     frame.truncate(payload_len);
     let payload = frame.freeze();
     if marker != FRAME_END {
-        return Err(FrameError::BadEnd {
-            kind,
-            channel,
-            marker,
-            payload,
-        });
+        return Err(FrameError::BadEnd { kind, channel, marker, payload });
     }
-    Ok(Some(RawFrame {
-        kind,
-        channel,
-        payload,
-    }))
+    Ok(Some(RawFrame { kind, channel, payload }))
 }
 
 #[cfg(test)]
@@ -117,35 +98,19 @@ mod tests {
     fn splits_frames_and_waits_for_more() {
         let mut buf = BytesMut::from(&[8u8, 0, 0, 0, 0, 0, 0, 0xCE, 3, 0, 1, 0, 0, 0, 2, b'h'][..]);
         let hb = parse_frame(&mut buf, 4096).unwrap().unwrap();
-        assert_eq!(
-            (hb.kind, hb.channel, hb.payload.len()),
-            (FRAME_HEARTBEAT, 0, 0)
-        );
+        assert_eq!((hb.kind, hb.channel, hb.payload.len()), (FRAME_HEARTBEAT, 0, 0));
         assert_eq!(parse_frame(&mut buf, 4096).unwrap(), None);
         buf.extend_from_slice(&[b'i', 0xCE]);
         let body = parse_frame(&mut buf, 4096).unwrap().unwrap();
-        assert_eq!(
-            (body.kind, body.channel, &body.payload[..]),
-            (FRAME_BODY, 1, &b"hi"[..])
-        );
+        assert_eq!((body.kind, body.channel, &body.payload[..]), (FRAME_BODY, 1, &b"hi"[..]));
         assert!(buf.is_empty());
     }
 
     #[test]
     fn refuses_bad_end_and_oversized_frames() {
         let mut buf = BytesMut::from(&[8u8, 0, 0, 0, 0, 0, 0, 0x00][..]);
-        assert!(matches!(
-            parse_frame(&mut buf, 4096),
-            Err(FrameError::BadEnd { marker: 0, .. })
-        ));
+        assert!(matches!(parse_frame(&mut buf, 4096), Err(FrameError::BadEnd { marker: 0, .. })));
         let mut big = BytesMut::from(&[1u8, 0, 0, 0, 0, 0x10, 0x01][..]);
-        assert!(matches!(
-            parse_frame(&mut big, 4096),
-            Err(FrameError::TooLarge {
-                size: 4097,
-                max: 4088,
-                ..
-            })
-        ));
+        assert!(matches!(parse_frame(&mut big, 4096), Err(FrameError::TooLarge { size: 4097, max: 4088, .. })));
     }
 }

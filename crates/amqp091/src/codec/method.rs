@@ -12,20 +12,12 @@ use super::table::put_short_str;
 
 /// Every (class, method) pair AMQP 0.9.1 defines, in either direction.
 const KNOWN: &[(u16, &[u16])] = &[
-    (
-        10,
-        &[10, 11, 20, 21, 30, 31, 40, 41, 50, 51, 60, 61, 70, 71],
-    ),
+    (10, &[10, 11, 20, 21, 30, 31, 40, 41, 50, 51, 60, 61, 70, 71]),
     (20, &[10, 11, 20, 21, 40, 41]),
     (30, &[10, 11]),
     (40, &[10, 11, 20, 21, 30, 31, 40, 51]),
     (50, &[10, 11, 20, 21, 30, 31, 40, 41, 50, 51]),
-    (
-        60,
-        &[
-            10, 11, 20, 21, 30, 31, 40, 50, 60, 70, 71, 72, 80, 90, 100, 110, 111, 120,
-        ],
-    ),
+    (60, &[10, 11, 20, 21, 30, 31, 40, 50, 60, 70, 71, 72, 80, 90, 100, 110, 111, 120]),
     (85, &[10, 11]),
     (90, &[10, 11, 20, 21, 30, 31]),
 ];
@@ -55,10 +47,7 @@ pub enum MethodError {
 #[must_use]
 pub fn method_ids(payload: &[u8]) -> Option<(u16, u16)> {
     let b = payload.get(..4)?;
-    Some((
-        u16::from_be_bytes([*b.first()?, *b.get(1)?]),
-        u16::from_be_bytes([*b.get(2)?, *b.get(3)?]),
-    ))
+    Some((u16::from_be_bytes([*b.first()?, *b.get(1)?]), u16::from_be_bytes([*b.get(2)?, *b.get(3)?])))
 }
 
 /// Decodes a method frame's payload.
@@ -67,21 +56,13 @@ pub fn method_ids(payload: &[u8]) -> Option<(u16, u16)> {
 /// [`MethodError::Unknown`] for ids outside the spec, [`MethodError::Malformed`] otherwise.
 pub fn decode_method(payload: &Bytes) -> Result<AMQPClass, MethodError> {
     let Some((class, method)) = method_ids(payload) else {
-        return Err(MethodError::Malformed {
-            class: 0,
-            method: 0,
-        });
+        return Err(MethodError::Malformed { class: 0, method: 0 });
     };
-    let known = KNOWN
-        .iter()
-        .any(|(c, methods)| *c == class && methods.contains(&method));
+    let known = KNOWN.iter().any(|(c, methods)| *c == class && methods.contains(&method));
     if !known {
         return Err(MethodError::Unknown { class, method });
     }
-    all_consuming(parse_class)
-        .parse(&payload[..])
-        .map(|(_, m)| m)
-        .map_err(|_| MethodError::Malformed { class, method })
+    all_consuming(parse_class).parse(&payload[..]).map(|(_, m)| m).map_err(|_| MethodError::Malformed { class, method })
 }
 
 /// Appends a complete method frame.
@@ -95,13 +76,7 @@ pub fn encode_method(out: &mut BytesMut, channel: u16, method: &AMQPClass) {
 }
 
 /// Writes a method frame whose payload `fill` appends after the class and method ids.
-fn put_method(
-    out: &mut BytesMut,
-    channel: u16,
-    class: u16,
-    method: u16,
-    fill: impl FnOnce(&mut BytesMut),
-) {
+fn put_method(out: &mut BytesMut, channel: u16, class: u16, method: u16, fill: impl FnOnce(&mut BytesMut)) {
     out.put_u8(FRAME_METHOD);
     out.put_u16(channel);
     let size_at = out.len();
@@ -185,17 +160,11 @@ mod tests {
     fn unknown_and_malformed_methods_are_told_apart() {
         assert_eq!(
             decode_method(&Bytes::from_static(&[0, 60, 0, 99])),
-            Err(MethodError::Unknown {
-                class: 60,
-                method: 99
-            })
+            Err(MethodError::Unknown { class: 60, method: 99 })
         );
         assert_eq!(
             decode_method(&Bytes::from_static(&[0, 60, 0, 80, 0, 0])),
-            Err(MethodError::Malformed {
-                class: 60,
-                method: 80
-            })
+            Err(MethodError::Malformed { class: 60, method: 80 })
         );
         let mut extra = BytesMut::new();
         put_ack(&mut extra, 1, 1, false);

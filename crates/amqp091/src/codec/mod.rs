@@ -13,12 +13,9 @@ mod table;
 
 pub use erlang::ErlangText;
 pub use frame::{
-    FRAME_BODY, FRAME_END, FRAME_HEADER, FRAME_HEARTBEAT, FRAME_METHOD, FrameError, RawFrame,
-    parse_frame,
+    FRAME_BODY, FRAME_END, FRAME_HEADER, FRAME_HEARTBEAT, FRAME_METHOD, FrameError, RawFrame, parse_frame,
 };
-pub use method::{
-    MethodError, decode_method, encode_method, method_ids, put_ack, put_deliver, put_nack,
-};
+pub use method::{MethodError, decode_method, encode_method, method_ids, put_ack, put_deliver, put_nack};
 pub use properties::{DecodedProperties, decode_properties, encode_properties};
 pub use table::{decode_table, encode_table};
 

@@ -38,11 +38,7 @@ pub struct DecodedProperties {
 }
 
 fn octet(input: &mut Bytes) -> Result<u8, CodecError> {
-    if input.has_remaining() {
-        Ok(input.get_u8())
-    } else {
-        Err(CodecError::Truncated)
-    }
+    if input.has_remaining() { Ok(input.get_u8()) } else { Err(CodecError::Truncated) }
 }
 
 /// Decodes a property list (flags onward).
@@ -126,12 +122,7 @@ fn message_id_text(id: &MessageId) -> Vec<u8> {
 
 /// Encodes a property list from the model. `expiration` is the string to send (usually the
 /// model's TTL formatted, or nothing for a dead-lettered copy).
-pub fn encode_properties(
-    out: &mut BytesMut,
-    p: &Properties,
-    headers: &Table,
-    expiration: Option<&str>,
-) {
+pub fn encode_properties(out: &mut BytesMut, p: &Properties, headers: &Table, expiration: Option<&str>) {
     let flags_at = out.len();
     out.put_u16(0);
     let mut flags = 0u16;
@@ -141,18 +132,8 @@ pub fn encode_properties(
             put_short_str(out, v);
         }
     };
-    short(
-        out,
-        &mut flags,
-        CONTENT_TYPE,
-        p.content_type.as_deref().map(str::as_bytes),
-    );
-    short(
-        out,
-        &mut flags,
-        CONTENT_ENCODING,
-        p.content_encoding.as_deref().map(str::as_bytes),
-    );
+    short(out, &mut flags, CONTENT_TYPE, p.content_type.as_deref().map(str::as_bytes));
+    short(out, &mut flags, CONTENT_ENCODING, p.content_encoding.as_deref().map(str::as_bytes));
     if !headers.is_empty() {
         flags |= HEADERS;
         encode_table(out, headers);
@@ -171,12 +152,7 @@ pub fn encode_properties(
     }
     let correlation = p.correlation_id.as_ref().map(message_id_text);
     short(out, &mut flags, CORRELATION_ID, correlation.as_deref());
-    short(
-        out,
-        &mut flags,
-        REPLY_TO,
-        p.reply_to.as_deref().map(str::as_bytes),
-    );
+    short(out, &mut flags, REPLY_TO, p.reply_to.as_deref().map(str::as_bytes));
     short(out, &mut flags, EXPIRATION, expiration.map(str::as_bytes));
     let message_id = p.message_id.as_ref().map(message_id_text);
     short(out, &mut flags, MESSAGE_ID, message_id.as_deref());
@@ -184,25 +160,10 @@ pub fn encode_properties(
         flags |= TIMESTAMP;
         out.put_u64(u64::try_from(ms.div_euclid(1000)).unwrap_or(0));
     }
-    short(
-        out,
-        &mut flags,
-        TYPE,
-        p.message_type.as_deref().map(str::as_bytes),
-    );
+    short(out, &mut flags, TYPE, p.message_type.as_deref().map(str::as_bytes));
     short(out, &mut flags, USER_ID, p.user_id.as_deref());
-    short(
-        out,
-        &mut flags,
-        APP_ID,
-        p.app_id.as_deref().map(str::as_bytes),
-    );
-    short(
-        out,
-        &mut flags,
-        CLUSTER_ID,
-        p.cluster_id.as_deref().map(str::as_bytes),
-    );
+    short(out, &mut flags, APP_ID, p.app_id.as_deref().map(str::as_bytes));
+    short(out, &mut flags, CLUSTER_ID, p.cluster_id.as_deref().map(str::as_bytes));
     if let Some(slot) = out.get_mut(flags_at..flags_at + 2) {
         slot.copy_from_slice(&flags.to_be_bytes());
     }
@@ -231,12 +192,8 @@ mod tests {
             cluster_id: Some("cl".into()),
             ..Properties::default()
         };
-        let headers: Table = vec![
-            ("b".to_owned(), Value::I32(1)),
-            ("a".to_owned(), Value::long_str("x")),
-        ]
-        .into_iter()
-        .collect();
+        let headers: Table =
+            vec![("b".to_owned(), Value::I32(1)), ("a".to_owned(), Value::long_str("x"))].into_iter().collect();
         let mut out = BytesMut::new();
         encode_properties(&mut out, &p, &headers, Some("60000"));
         let decoded = decode_properties(&out.freeze()).unwrap();
@@ -250,10 +207,7 @@ mod tests {
         let mut out = BytesMut::new();
         encode_properties(&mut out, &Properties::default(), &Table::new(), None);
         assert_eq!(&out[..], &[0, 0]);
-        assert_eq!(
-            decode_properties(&out.freeze()).unwrap(),
-            DecodedProperties::default()
-        );
+        assert_eq!(decode_properties(&out.freeze()).unwrap(), DecodedProperties::default());
     }
 
     #[test]

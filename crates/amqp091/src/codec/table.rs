@@ -18,35 +18,19 @@ fn take(input: &mut Bytes, n: usize) -> Result<Bytes, CodecError> {
 }
 
 fn u8_(input: &mut Bytes) -> Result<u8, CodecError> {
-    if input.remaining() < 1 {
-        Err(CodecError::Truncated)
-    } else {
-        Ok(input.get_u8())
-    }
+    if input.remaining() < 1 { Err(CodecError::Truncated) } else { Ok(input.get_u8()) }
 }
 
 fn u16_(input: &mut Bytes) -> Result<u16, CodecError> {
-    if input.remaining() < 2 {
-        Err(CodecError::Truncated)
-    } else {
-        Ok(input.get_u16())
-    }
+    if input.remaining() < 2 { Err(CodecError::Truncated) } else { Ok(input.get_u16()) }
 }
 
 fn u32_(input: &mut Bytes) -> Result<u32, CodecError> {
-    if input.remaining() < 4 {
-        Err(CodecError::Truncated)
-    } else {
-        Ok(input.get_u32())
-    }
+    if input.remaining() < 4 { Err(CodecError::Truncated) } else { Ok(input.get_u32()) }
 }
 
 fn u64_(input: &mut Bytes) -> Result<u64, CodecError> {
-    if input.remaining() < 8 {
-        Err(CodecError::Truncated)
-    } else {
-        Ok(input.get_u64())
-    }
+    if input.remaining() < 8 { Err(CodecError::Truncated) } else { Ok(input.get_u64()) }
 }
 
 fn len32(input: &mut Bytes) -> Result<usize, CodecError> {
@@ -107,10 +91,7 @@ fn decode_value(input: &mut Bytes) -> Result<Value, CodecError> {
         b'd' => Value::F64(f64::from_bits(u64_(input)?)),
         b'D' => {
             let scale = u8_(input)?;
-            Value::Decimal {
-                scale,
-                value: u32_(input)?,
-            }
+            Value::Decimal { scale, value: u32_(input)? }
         }
         b'S' => Value::LongStr(long_bytes(input)?),
         b'x' => Value::Binary(long_bytes(input)?),
@@ -260,10 +241,8 @@ pub(crate) fn encode_value(out: &mut BytesMut, value: &Value) {
             encode_table(out, t);
         }
         Value::Map(entries) => {
-            let table: Table = entries
-                .iter()
-                .filter_map(|(k, v)| k.as_str().map(|k| (k.to_owned(), v.clone())))
-                .collect();
+            let table: Table =
+                entries.iter().filter_map(|(k, v)| k.as_str().map(|k| (k.to_owned(), v.clone()))).collect();
             out.put_u8(b'F');
             encode_table(out, &table);
         }
@@ -292,27 +271,12 @@ mod tests {
             ("g".to_owned(), Value::I64(-5_000_000_000)),
             ("h".to_owned(), Value::F32(1.5)),
             ("i".to_owned(), Value::F64(-2.25)),
-            (
-                "j".to_owned(),
-                Value::Decimal {
-                    scale: 2,
-                    value: 12345,
-                },
-            ),
+            ("j".to_owned(), Value::Decimal { scale: 2, value: 12345 }),
             ("k".to_owned(), Value::long_str("text")),
-            (
-                "l".to_owned(),
-                Value::Binary(Bytes::from_static(&[0, 1, 2])),
-            ),
+            ("l".to_owned(), Value::Binary(Bytes::from_static(&[0, 1, 2]))),
             ("m".to_owned(), Value::Timestamp(1_700_000_000_000)),
-            (
-                "n".to_owned(),
-                Value::Table(vec![("x".to_owned(), Value::I32(1))].into_iter().collect()),
-            ),
-            (
-                "o".to_owned(),
-                Value::List(vec![Value::long_str("a"), Value::I64(2)]),
-            ),
+            ("n".to_owned(), Value::Table(vec![("x".to_owned(), Value::I32(1))].into_iter().collect())),
+            ("o".to_owned(), Value::List(vec![Value::long_str("a"), Value::I64(2)])),
             ("p".to_owned(), Value::Null),
         ]
         .into_iter()
@@ -326,18 +290,11 @@ mod tests {
 
     #[test]
     fn capital_l_reads_as_signed_long_and_unknown_types_fail() {
-        let mut input = Bytes::from_static(&[
-            0, 0, 0, 11, 1, b'k', b'L', 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xfe,
-        ]);
-        assert_eq!(
-            decode_table(&mut input).unwrap().get("k"),
-            Some(&Value::I64(-2))
-        );
+        let mut input =
+            Bytes::from_static(&[0, 0, 0, 11, 1, b'k', b'L', 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xfe]);
+        assert_eq!(decode_table(&mut input).unwrap().get("k"), Some(&Value::I64(-2)));
         let mut bad = Bytes::from_static(&[0, 0, 0, 3, 1, b'k', b'?']);
-        assert_eq!(
-            decode_table(&mut bad),
-            Err(CodecError::UnknownFieldType(b'?'))
-        );
+        assert_eq!(decode_table(&mut bad), Err(CodecError::UnknownFieldType(b'?')));
         let mut short = Bytes::from_static(&[0, 0, 0, 9, 1, b'k', b'S', 0, 0, 0, 10]);
         assert_eq!(decode_table(&mut short), Err(CodecError::Truncated));
     }

@@ -55,8 +55,7 @@ impl PartialContent {
             None if self.rest.is_empty() => self.first = Some(chunk),
             Some(first) => {
                 // The announced size is the client's word: reserve at most 1 MiB up front.
-                self.rest
-                    .reserve(usize::try_from(self.size).unwrap_or(0).min(1 << 20));
+                self.rest.reserve(usize::try_from(self.size).unwrap_or(0).min(1 << 20));
                 self.rest.extend_from_slice(&first);
                 self.rest.extend_from_slice(&chunk);
             }
@@ -80,9 +79,6 @@ pub(super) struct ChannelSlot {
 
 impl ChannelSlot {
     pub(super) fn new() -> Self {
-        Self {
-            phase: Phase::Starting,
-            assembly: Assembly::Idle,
-        }
+        Self { phase: Phase::Starting, assembly: Assembly::Idle }
     }
 }

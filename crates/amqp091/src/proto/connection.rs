@@ -12,9 +12,8 @@ use super::handshake::credentials;
 use super::reply::{ReplyCode, reply_text};
 use super::{ClientCapabilities, Event, Host, PublishCommand};
 use crate::codec::{
-    ErlangText, FRAME_BODY, FRAME_END, FRAME_HEADER, FRAME_HEARTBEAT, FRAME_METHOD, FrameError,
-    MethodError, RawFrame, decode_method, decode_properties, encode_method, encode_properties,
-    erlang_binary, parse_frame,
+    ErlangText, FRAME_BODY, FRAME_END, FRAME_HEADER, FRAME_HEARTBEAT, FRAME_METHOD, FrameError, MethodError, RawFrame,
+    decode_method, decode_properties, encode_method, encode_properties, erlang_binary, parse_frame,
 };
 
 /// The smallest frame size AMQP 0.9.1 allows; also the limit before tuning.
@@ -103,11 +102,7 @@ struct HardError {
 
 impl HardError {
     fn new(code: ReplyCode, explanation: impl Into<String>) -> Self {
-        Self {
-            code,
-            explanation: explanation.into(),
-            class_method: (0, 0),
-        }
+        Self { code, explanation: explanation.into(), class_method: (0, 0) }
     }
 
     fn during(mut self, class_method: (u16, u16)) -> Self {
@@ -118,22 +113,15 @@ impl HardError {
 
 /// RabbitMQ's `type T, all octets = <<...>>` / `first 16 octets` prefix of frame-error texts.
 fn frame_text(kind: u8, payload: &[u8]) -> ErlangText {
-    let (which, shown) = if payload.len() <= 16 {
-        ("all", payload)
-    } else {
-        ("first 16", payload.get(..16).unwrap_or_default())
-    };
+    let (which, shown) =
+        if payload.len() <= 16 { ("all", payload) } else { ("first 16", payload.get(..16).unwrap_or_default()) };
     let mut text = ErlangText::new();
-    text.push(&format!("type {kind}, {which} octets = "))
-        .binary(shown);
+    text.push(&format!("type {kind}, {which} octets = ")).binary(shown);
     text
 }
 
 fn unexpected_frame(frame: &RawFrame) -> HardError {
-    HardError::new(
-        ReplyCode::UnexpectedFrame,
-        frame_text(frame.kind, &frame.payload).finish(),
-    )
+    HardError::new(ReplyCode::UnexpectedFrame, frame_text(frame.kind, &frame.payload).finish())
 }
 
 /// Whether a frame has the minimal shape of its type (`rabbit_command_assembler:analyze_frame`):
@@ -151,10 +139,7 @@ fn well_formed(frame: &RawFrame) -> bool {
 
 /// `basic.qos` prefetch-size, read from the raw payload.
 fn qos_prefetch_size(payload: &[u8]) -> u32 {
-    payload
-        .get(4..8)
-        .and_then(|b| b.try_into().ok())
-        .map_or(0, u32::from_be_bytes)
+    payload.get(4..8).and_then(|b| b.try_into().ok()).map_or(0, u32::from_be_bytes)
 }
 
 fn bool_value(table: &FieldTable, key: &str) -> bool {
@@ -223,9 +208,7 @@ impl Connection {
     /// Whether the channel is open (not starting, not closing).
     #[must_use]
     pub fn is_channel_open(&self, channel: u16) -> bool {
-        self.channels
-            .get(&channel)
-            .is_some_and(|c| c.phase == Phase::Open)
+        self.channels.get(&channel).is_some_and(|c| c.phase == Phase::Open)
     }
 
     fn send_start(&mut self) {
@@ -247,10 +230,7 @@ impl Connection {
         props.insert("product".into(), text(&self.config.product));
         props.insert("version".into(), text(&self.config.version));
         props.insert("platform".into(), text("Rust"));
-        props.insert(
-            "information".into(),
-            text("Charon: AMQP 0.9.1 and 1.0, RabbitMQ-compatible dead lettering"),
-        );
+        props.insert("information".into(), text("Charon: AMQP 0.9.1 and 1.0, RabbitMQ-compatible dead lettering"));
         let start = connection::Start {
             version_major: 0,
             version_minor: 9,
@@ -258,10 +238,7 @@ impl Connection {
             mechanisms: LongString::from(b"PLAIN AMQPLAIN".to_vec()),
             locales: LongString::from(b"en_US".to_vec()),
         };
-        self.send_method(
-            0,
-            &AMQPClass::Connection(connection::AMQPMethod::Start(start)),
-        );
+        self.send_method(0, &AMQPClass::Connection(connection::AMQPMethod::Start(start)));
     }
 
     /// Queues a method frame.
@@ -283,11 +260,7 @@ impl Connection {
         out.put_u64(u64::try_from(body.len()).unwrap_or(u64::MAX));
         match properties {
             ContentProperties::Raw(raw) => out.extend_from_slice(raw),
-            ContentProperties::Encode {
-                properties,
-                headers,
-                expiration,
-            } => {
+            ContentProperties::Encode { properties, headers, expiration } => {
                 encode_properties(out, properties, headers, expiration);
             }
         }
@@ -296,9 +269,7 @@ impl Connection {
             slot.copy_from_slice(&size.to_be_bytes());
         }
         out.put_u8(FRAME_END);
-        let chunk = usize::try_from(self.frame_max.saturating_sub(8))
-            .unwrap_or(usize::MAX)
-            .max(1);
+        let chunk = usize::try_from(self.frame_max.saturating_sub(8)).unwrap_or(usize::MAX).max(1);
         for part in body.chunks(chunk) {
             out.put_u8(FRAME_BODY);
             out.put_u16(channel);
@@ -311,13 +282,7 @@ impl Connection {
     /// Closes a channel with a soft error (403–406): sends `channel.close` and ignores the
     /// channel until the client answers `close-ok`. The broker releases the channel's
     /// resources itself when it calls this.
-    pub fn close_channel(
-        &mut self,
-        channel: u16,
-        code: ReplyCode,
-        explanation: &str,
-        class_method: (u16, u16),
-    ) {
+    pub fn close_channel(&mut self, channel: u16, code: ReplyCode, explanation: &str, class_method: (u16, u16)) {
         let Some(slot) = self.channels.get_mut(&channel) else {
             return;
         };
@@ -329,24 +294,12 @@ impl Connection {
             class_id: class_method.0,
             method_id: class_method.1,
         };
-        self.send_method(
-            channel,
-            &AMQPClass::Channel(channel::AMQPMethod::Close(close)),
-        );
+        self.send_method(channel, &AMQPClass::Channel(channel::AMQPMethod::Close(close)));
     }
 
     /// Closes the connection with `code` (a hard error, or 320 at shutdown).
-    pub fn close(
-        &mut self,
-        code: ReplyCode,
-        explanation: &str,
-        class_method: (u16, u16),
-        now: Instant,
-    ) {
-        if matches!(
-            self.state,
-            ConnectionState::Closing | ConnectionState::Closed
-        ) {
+    pub fn close(&mut self, code: ReplyCode, explanation: &str, class_method: (u16, u16), now: Instant) {
+        if matches!(self.state, ConnectionState::Closing | ConnectionState::Closed) {
             return;
         }
         let close = connection::Close {
@@ -355,10 +308,7 @@ impl Connection {
             class_id: class_method.0,
             method_id: class_method.1,
         };
-        self.send_method(
-            0,
-            &AMQPClass::Connection(connection::AMQPMethod::Close(close)),
-        );
+        self.send_method(0, &AMQPClass::Connection(connection::AMQPMethod::Close(close)));
         self.state = ConnectionState::Closing;
         self.deadline = Some(now + CLOSING_TIMEOUT);
         for (id, _) in self.channels.drain() {
@@ -379,37 +329,26 @@ impl Connection {
     /// Sends `connection.blocked` if the client understands it.
     pub fn send_blocked(&mut self, reason: &str) {
         if self.capabilities.connection_blocked && self.state == ConnectionState::Running {
-            let blocked = connection::Blocked {
-                reason: reason.into(),
-            };
-            self.send_method(
-                0,
-                &AMQPClass::Connection(connection::AMQPMethod::Blocked(blocked)),
-            );
+            let blocked = connection::Blocked { reason: reason.into() };
+            self.send_method(0, &AMQPClass::Connection(connection::AMQPMethod::Blocked(blocked)));
         }
     }
 
     /// Sends `connection.unblocked` if the client understands it.
     pub fn send_unblocked(&mut self) {
         if self.capabilities.connection_blocked && self.state == ConnectionState::Running {
-            self.send_method(
-                0,
-                &AMQPClass::Connection(connection::AMQPMethod::Unblocked(connection::Unblocked {})),
-            );
+            self.send_method(0, &AMQPClass::Connection(connection::AMQPMethod::Unblocked(connection::Unblocked {})));
         }
     }
 
     /// When the driver must call [`Self::handle_timeout`] next.
     #[must_use]
     pub fn poll_timeout(&self) -> Option<Instant> {
-        let heartbeat = self
-            .heartbeat
-            .filter(|_| self.state == ConnectionState::Running)
-            .map(|h| {
-                let send_at = self.last_write + h / 2;
-                let dead_at = self.last_read + h * 2;
-                send_at.min(dead_at)
-            });
+        let heartbeat = self.heartbeat.filter(|_| self.state == ConnectionState::Running).map(|h| {
+            let send_at = self.last_write + h / 2;
+            let dead_at = self.last_read + h * 2;
+            send_at.min(dead_at)
+        });
         match (heartbeat, self.deadline) {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),
@@ -424,23 +363,16 @@ impl Connection {
             self.finish();
             return;
         }
-        let Some(interval) = self
-            .heartbeat
-            .filter(|_| self.state == ConnectionState::Running)
-        else {
+        let Some(interval) = self.heartbeat.filter(|_| self.state == ConnectionState::Running) else {
             return;
         };
         if now >= self.last_read + interval * 2 {
-            tracing::info!(
-                "missed heartbeats from client, timeout: {}s",
-                interval.as_secs()
-            );
+            tracing::info!("missed heartbeats from client, timeout: {}s", interval.as_secs());
             self.finish();
             return;
         }
         if now >= self.last_write + interval / 2 && self.out.is_empty() {
-            self.out
-                .extend_from_slice(&[FRAME_HEARTBEAT, 0, 0, 0, 0, 0, 0, FRAME_END]);
+            self.out.extend_from_slice(&[FRAME_HEARTBEAT, 0, 0, 0, 0, 0, 0, FRAME_END]);
             self.last_write = now;
         }
     }
@@ -470,18 +402,11 @@ impl Connection {
 
     fn framing_error(&mut self, error: &FrameError, now: Instant) {
         let explanation = match error {
-            FrameError::TooLarge {
-                kind, size, max, ..
-            } => frame_text(*kind, &[])
+            FrameError::TooLarge { kind, size, max, .. } => frame_text(*kind, &[])
                 .push(": ")
                 .tagged_tuple("frame_too_large", &[size.to_string(), max.to_string()])
                 .finish(),
-            FrameError::BadEnd {
-                kind,
-                marker,
-                payload,
-                ..
-            } => frame_text(*kind, payload)
+            FrameError::BadEnd { kind, marker, payload, .. } => frame_text(*kind, payload)
                 .push(": ")
                 .tagged_tuple("invalid_frame_end_marker", &[marker.to_string()])
                 .finish(),
@@ -513,37 +438,24 @@ impl Connection {
             }
             ConnectionState::Closing | ConnectionState::Closed => {}
             ConnectionState::Starting | ConnectionState::Tuning => {
-                tracing::debug!(
-                    code = error.code.code(),
-                    explanation = error.explanation,
-                    "handshake error"
-                );
+                tracing::debug!(code = error.code.code(), explanation = error.explanation, "handshake error");
                 self.close_silently(now);
             }
         }
     }
 
-    fn handle_frame(
-        &mut self,
-        frame: RawFrame,
-        now: Instant,
-        host: &mut dyn Host,
-    ) -> Result<(), HardError> {
+    fn handle_frame(&mut self, frame: RawFrame, now: Instant, host: &mut dyn Host) -> Result<(), HardError> {
         match self.state {
             ConnectionState::Closed => Ok(()),
             ConnectionState::Closing => {
                 // Only connection.close / close-ok matter now.
                 if frame.channel == 0 && frame.kind == FRAME_METHOD {
                     match decode_method(&frame.payload) {
-                        Ok(AMQPClass::Connection(connection::AMQPMethod::CloseOk(_))) => {
-                            self.finish()
-                        }
+                        Ok(AMQPClass::Connection(connection::AMQPMethod::CloseOk(_))) => self.finish(),
                         Ok(AMQPClass::Connection(connection::AMQPMethod::Close(_))) => {
                             self.send_method(
                                 0,
-                                &AMQPClass::Connection(connection::AMQPMethod::CloseOk(
-                                    connection::CloseOk {},
-                                )),
+                                &AMQPClass::Connection(connection::AMQPMethod::CloseOk(connection::CloseOk {})),
                             );
                         }
                         _ => {}
@@ -565,20 +477,12 @@ impl Connection {
             Err(MethodError::Unknown { .. }) => Ok(None),
             Err(MethodError::Malformed { class, method }) => {
                 let fields = erlang_binary(frame.payload.get(4..).unwrap_or_default());
-                Err(
-                    HardError::new(ReplyCode::FrameError, format!("cannot decode {fields}"))
-                        .during((class, method)),
-                )
+                Err(HardError::new(ReplyCode::FrameError, format!("cannot decode {fields}")).during((class, method)))
             }
         }
     }
 
-    fn handle_channel_zero(
-        &mut self,
-        frame: RawFrame,
-        now: Instant,
-        host: &mut dyn Host,
-    ) -> Result<(), HardError> {
+    fn handle_channel_zero(&mut self, frame: RawFrame, now: Instant, host: &mut dyn Host) -> Result<(), HardError> {
         if !well_formed(&frame) {
             return Err(self.unknown_frame(&frame));
         }
@@ -595,10 +499,7 @@ impl Connection {
         let AMQPClass::Connection(method) = method else {
             return Err(HardError::new(
                 ReplyCode::ChannelError,
-                format!(
-                    "unexpected method in connection state {}",
-                    self.state_name()
-                ),
+                format!("unexpected method in connection state {}", self.state_name()),
             )
             .during(ids));
         };
@@ -606,35 +507,23 @@ impl Connection {
             (ConnectionState::Starting, connection::AMQPMethod::StartOk(start_ok)) => {
                 self.on_start_ok(start_ok, now, host)
             }
-            (ConnectionState::Tuning, connection::AMQPMethod::TuneOk(tune_ok)) => {
-                self.on_tune_ok(&tune_ok, now)
-            }
-            (ConnectionState::Opening, connection::AMQPMethod::Open(open)) => {
-                self.on_open(&open, now, host)
-            }
+            (ConnectionState::Tuning, connection::AMQPMethod::TuneOk(tune_ok)) => self.on_tune_ok(&tune_ok, now),
+            (ConnectionState::Opening, connection::AMQPMethod::Open(open)) => self.on_open(&open, now, host),
             (ConnectionState::Running, connection::AMQPMethod::Close(_)) => {
-                self.send_method(
-                    0,
-                    &AMQPClass::Connection(connection::AMQPMethod::CloseOk(connection::CloseOk {})),
-                );
+                self.send_method(0, &AMQPClass::Connection(connection::AMQPMethod::CloseOk(connection::CloseOk {})));
                 self.finish();
                 Ok(())
             }
             (ConnectionState::Running, connection::AMQPMethod::UpdateSecret(_)) => {
                 self.send_method(
                     0,
-                    &AMQPClass::Connection(connection::AMQPMethod::UpdateSecretOk(
-                        connection::UpdateSecretOk {},
-                    )),
+                    &AMQPClass::Connection(connection::AMQPMethod::UpdateSecretOk(connection::UpdateSecretOk {})),
                 );
                 Ok(())
             }
             _ => Err(HardError::new(
                 ReplyCode::ChannelError,
-                format!(
-                    "unexpected method in connection state {}",
-                    self.state_name()
-                ),
+                format!("unexpected method in connection state {}", self.state_name()),
             )
             .during(ids)),
         }
@@ -652,12 +541,7 @@ impl Connection {
     }
 
     fn unknown_frame(&self, frame: &RawFrame) -> HardError {
-        HardError::new(
-            ReplyCode::FrameError,
-            frame_text(frame.kind, &frame.payload)
-                .push(": unknown_frame")
-                .finish(),
-        )
+        HardError::new(ReplyCode::FrameError, frame_text(frame.kind, &frame.payload).push(": unknown_frame").finish())
     }
 
     fn on_start_ok(
@@ -666,9 +550,7 @@ impl Connection {
         now: Instant,
         host: &mut dyn Host,
     ) -> Result<(), HardError> {
-        if let Some(AMQPValue::FieldTable(caps)) =
-            start_ok.client_properties.inner().get("capabilities")
-        {
+        if let Some(AMQPValue::FieldTable(caps)) = start_ok.client_properties.inner().get("capabilities") {
             self.capabilities = ClientCapabilities {
                 consumer_cancel_notify: bool_value(caps, "consumer_cancel_notify"),
                 authentication_failure_close: bool_value(caps, "authentication_failure_close"),
@@ -682,8 +564,7 @@ impl Connection {
                 format!("unknown authentication mechanism '{mechanism}'"),
             ));
         }
-        let Some((username, password)) = credentials(&mechanism, start_ok.response.as_bytes())
-        else {
+        let Some((username, password)) = credentials(&mechanism, start_ok.response.as_bytes()) else {
             return Err(HardError::new(ReplyCode::SyntaxError, "response invalid"));
         };
         if !host.authenticate(&username, &password) {
@@ -706,10 +587,7 @@ impl Connection {
             frame_max: self.config.frame_max,
             heartbeat: self.config.heartbeat,
         };
-        self.send_method(
-            0,
-            &AMQPClass::Connection(connection::AMQPMethod::Tune(tune)),
-        );
+        self.send_method(0, &AMQPClass::Connection(connection::AMQPMethod::Tune(tune)));
         self.state = ConnectionState::Tuning;
         self.deadline = Some(now + HANDSHAKE_TIMEOUT);
         Ok(())
@@ -717,11 +595,7 @@ impl Connection {
 
     fn on_tune_ok(&mut self, tune_ok: &connection::TuneOk, now: Instant) -> Result<(), HardError> {
         let fail = |field: &str, value: u64, detail: &str, bound: &str, limit: u64| {
-            let (s1, s2) = if bound == "min" {
-                ("lower", "minimum")
-            } else {
-                ("higher", "maximum")
-            };
+            let (s1, s2) = if bound == "min" { ("lower", "minimum") } else { ("higher", "maximum") };
             Err(HardError::new(
                 ReplyCode::NotAllowed,
                 format!("negotiated {field} = {value}{detail} is {s1} than the {s2} allowed value ({limit})"),
@@ -730,64 +604,34 @@ impl Connection {
         };
         let frame_max = tune_ok.frame_max;
         if frame_max != 0 && frame_max < FRAME_MIN_SIZE {
-            return fail(
-                "frame_max",
-                frame_max.into(),
-                "",
-                "min",
-                FRAME_MIN_SIZE.into(),
-            );
+            return fail("frame_max", frame_max.into(), "", "min", FRAME_MIN_SIZE.into());
         }
         if frame_max == 0 || frame_max > self.config.frame_max {
-            return fail(
-                "frame_max",
-                frame_max.into(),
-                "",
-                "max",
-                self.config.frame_max.into(),
-            );
+            return fail("frame_max", frame_max.into(), "", "max", self.config.frame_max.into());
         }
         let channel_max = tune_ok.channel_max;
         if channel_max == 0 || channel_max > self.config.channel_max {
             let detail = if channel_max == 0 { " (no limit)" } else { "" };
-            return fail(
-                "channel_max",
-                channel_max.into(),
-                detail,
-                "max",
-                self.config.channel_max.into(),
-            );
+            return fail("channel_max", channel_max.into(), detail, "max", self.config.channel_max.into());
         }
         self.frame_max = frame_max;
         self.channel_max = channel_max;
-        self.heartbeat =
-            (tune_ok.heartbeat > 0).then(|| Duration::from_secs(tune_ok.heartbeat.into()));
+        self.heartbeat = (tune_ok.heartbeat > 0).then(|| Duration::from_secs(tune_ok.heartbeat.into()));
         self.state = ConnectionState::Opening;
         self.deadline = Some(now + HANDSHAKE_TIMEOUT);
         Ok(())
     }
 
-    fn on_open(
-        &mut self,
-        open: &connection::Open,
-        now: Instant,
-        host: &mut dyn Host,
-    ) -> Result<(), HardError> {
+    fn on_open(&mut self, open: &connection::Open, now: Instant, host: &mut dyn Host) -> Result<(), HardError> {
         let vhost = open.virtual_host.as_str().to_owned();
         if let Err(explanation) = host.open_vhost(&self.username, &vhost) {
             return Err(HardError::new(ReplyCode::NotAllowed, explanation).during((10, 40)));
         }
-        self.send_method(
-            0,
-            &AMQPClass::Connection(connection::AMQPMethod::OpenOk(connection::OpenOk {})),
-        );
+        self.send_method(0, &AMQPClass::Connection(connection::AMQPMethod::OpenOk(connection::OpenOk {})));
         self.state = ConnectionState::Running;
         self.deadline = None;
         self.last_read = now;
-        self.events.push_back(Event::Opened {
-            username: self.username.clone(),
-            vhost,
-        });
+        self.events.push_back(Event::Opened { username: self.username.clone(), vhost });
         Ok(())
     }
 
@@ -832,29 +676,19 @@ impl Connection {
                 self.channels.remove(&id);
             }
             Ok(AMQPClass::Channel(channel::AMQPMethod::Close(_))) => {
-                self.send_method(
-                    id,
-                    &AMQPClass::Channel(channel::AMQPMethod::CloseOk(channel::CloseOk {})),
-                );
+                self.send_method(id, &AMQPClass::Channel(channel::AMQPMethod::CloseOk(channel::CloseOk {})));
             }
             _ => {}
         }
         Ok(())
     }
 
-    fn handle_channel_method(
-        &mut self,
-        id: u16,
-        frame: &RawFrame,
-        phase: Phase,
-    ) -> Result<(), HardError> {
+    fn handle_channel_method(&mut self, id: u16, frame: &RawFrame, phase: Phase) -> Result<(), HardError> {
         let awaiting = match self.channels.get(&id).map(|c| &c.assembly) {
             Some(Assembly::Header(_)) => {
                 Some("expected content header for class 60, got non content header frame instead")
             }
-            Some(Assembly::Body(_)) => {
-                Some("expected content body, got non content body frame instead")
-            }
+            Some(Assembly::Body(_)) => Some("expected content body, got non content body frame instead"),
             _ => None,
         };
         if let Some(explanation) = awaiting {
@@ -870,50 +704,32 @@ impl Connection {
                 if let Some(slot) = self.channels.get_mut(&id) {
                     slot.phase = Phase::Open;
                 }
-                self.send_method(
-                    id,
-                    &AMQPClass::Channel(channel::AMQPMethod::OpenOk(channel::OpenOk {})),
-                );
+                self.send_method(id, &AMQPClass::Channel(channel::AMQPMethod::OpenOk(channel::OpenOk {})));
                 self.events.push_back(Event::ChannelOpened(id));
                 Ok(())
             }
-            (Phase::Starting, _) => {
-                Err(HardError::new(ReplyCode::ChannelError, "expected 'channel.open'").during(ids))
+            (Phase::Starting, _) => Err(HardError::new(ReplyCode::ChannelError, "expected 'channel.open'").during(ids)),
+            (_, AMQPClass::Channel(channel::AMQPMethod::Open(_))) => {
+                Err(HardError::new(ReplyCode::ChannelError, "second 'channel.open' seen").during(ids))
             }
-            (_, AMQPClass::Channel(channel::AMQPMethod::Open(_))) => Err(HardError::new(
-                ReplyCode::ChannelError,
-                "second 'channel.open' seen",
-            )
-            .during(ids)),
             (_, AMQPClass::Channel(channel::AMQPMethod::Close(_))) => {
                 self.channels.remove(&id);
-                self.send_method(
-                    id,
-                    &AMQPClass::Channel(channel::AMQPMethod::CloseOk(channel::CloseOk {})),
-                );
+                self.send_method(id, &AMQPClass::Channel(channel::AMQPMethod::CloseOk(channel::CloseOk {})));
                 self.events.push_back(Event::ChannelClosed(id));
                 Ok(())
             }
             (_, AMQPClass::Channel(channel::AMQPMethod::Flow(flow))) => {
                 if !flow.active {
-                    return Err(
-                        HardError::new(ReplyCode::NotImplemented, "active=false").during(ids)
-                    );
+                    return Err(HardError::new(ReplyCode::NotImplemented, "active=false").during(ids));
                 }
                 let ok = channel::FlowOk { active: true };
                 self.send_method(id, &AMQPClass::Channel(channel::AMQPMethod::FlowOk(ok)));
                 Ok(())
             }
-            (_, AMQPClass::Basic(basic::AMQPMethod::Qos(_)))
-                if qos_prefetch_size(&frame.payload) != 0 =>
-            {
+            (_, AMQPClass::Basic(basic::AMQPMethod::Qos(_))) if qos_prefetch_size(&frame.payload) != 0 => {
                 // amq-protocol drops prefetch_size; RabbitMQ refuses a non-zero one.
                 let size = qos_prefetch_size(&frame.payload);
-                Err(HardError::new(
-                    ReplyCode::NotImplemented,
-                    format!("prefetch_size!=0 ({size})"),
-                )
-                .during(ids))
+                Err(HardError::new(ReplyCode::NotImplemented, format!("prefetch_size!=0 ({size})")).during(ids))
             }
             (_, AMQPClass::Basic(basic::AMQPMethod::Publish(publish))) => {
                 if let Some(slot) = self.channels.get_mut(&id) {
@@ -952,24 +768,12 @@ impl Connection {
         let payload = frame.payload;
         let header = payload.get(..12).unwrap_or_default();
         if header.len() < 12 {
-            return Err(HardError::new(
-                ReplyCode::FrameError,
-                format!("cannot decode {}", erlang_binary(&payload)),
-            )
-            .during((60, 40)));
+            return Err(HardError::new(ReplyCode::FrameError, format!("cannot decode {}", erlang_binary(&payload)))
+                .during((60, 40)));
         }
-        let class = u16::from_be_bytes([
-            header.first().copied().unwrap_or(0),
-            header.get(1).copied().unwrap_or(0),
-        ]);
-        let weight = u16::from_be_bytes([
-            header.get(2).copied().unwrap_or(0),
-            header.get(3).copied().unwrap_or(0),
-        ]);
-        let size_bytes: [u8; 8] = header
-            .get(4..12)
-            .and_then(|s| s.try_into().ok())
-            .unwrap_or_default();
+        let class = u16::from_be_bytes([header.first().copied().unwrap_or(0), header.get(1).copied().unwrap_or(0)]);
+        let weight = u16::from_be_bytes([header.get(2).copied().unwrap_or(0), header.get(3).copied().unwrap_or(0)]);
+        let size_bytes: [u8; 8] = header.get(4..12).and_then(|s| s.try_into().ok()).unwrap_or_default();
         let size = u64::from_be_bytes(size_bytes);
         if class != 60 {
             return Err(HardError::new(
@@ -989,10 +793,7 @@ impl Connection {
         let properties = decode_properties(&raw_properties).map_err(|_| {
             HardError::new(
                 ReplyCode::SyntaxError,
-                format!(
-                    "cannot decode properties {}",
-                    erlang_binary(&raw_properties)
-                ),
+                format!("cannot decode properties {}", erlang_binary(&raw_properties)),
             )
             .during((60, 40))
         })?;
@@ -1047,10 +848,7 @@ impl Connection {
             return;
         };
         if content.discard {
-            self.events.push_back(Event::PublishTooLarge {
-                channel: id,
-                size: content.size,
-            });
+            self.events.push_back(Event::PublishTooLarge { channel: id, size: content.size });
             return;
         }
         let body = content.take_body();

@@ -54,10 +54,7 @@ pub(super) fn credentials(mechanism: &str, response: &[u8]) -> Option<(String, S
             if parts.next().is_some() {
                 return None;
             }
-            Some((
-                String::from_utf8(user.to_vec()).ok()?,
-                String::from_utf8(password.to_vec()).ok()?,
-            ))
+            Some((String::from_utf8(user.to_vec()).ok()?, String::from_utf8(password.to_vec()).ok()?))
         }
         "AMQPLAIN" => {
             // The response is a table without its length prefix.
@@ -81,45 +78,25 @@ mod tests {
         assert_eq!(negotiate(*b"AMQP\x00\x00\x09\x01"), Negotiation::Amqp091);
         assert_eq!(negotiate(*b"AMQP\x01\x01\x00\x09"), Negotiation::Amqp091);
         assert_eq!(negotiate(*b"AMQP\x03\x01\x00\x00"), Negotiation::Amqp10Sasl);
-        assert_eq!(
-            negotiate(*b"AMQP\x00\x00\x09\x00"),
-            Negotiation::Refuse(AMQP_0_9_1)
-        );
-        assert_eq!(
-            negotiate(*b"AMQP\x00\x00\x0a\x00"),
-            Negotiation::Refuse(AMQP_0_9_1)
-        );
-        assert_eq!(
-            negotiate(*b"AMQP\x00\x00\x08\x00"),
-            Negotiation::Refuse(AMQP_1_0_SASL)
-        );
+        assert_eq!(negotiate(*b"AMQP\x00\x00\x09\x00"), Negotiation::Refuse(AMQP_0_9_1));
+        assert_eq!(negotiate(*b"AMQP\x00\x00\x0a\x00"), Negotiation::Refuse(AMQP_0_9_1));
+        assert_eq!(negotiate(*b"AMQP\x00\x00\x08\x00"), Negotiation::Refuse(AMQP_1_0_SASL));
         assert_eq!(negotiate(*b"HTTP/1.1"), Negotiation::Refuse(AMQP_1_0_SASL));
-        assert_eq!(
-            negotiate(*b"AMQP\x00\x01\x00\x00"),
-            Negotiation::Refuse(AMQP_1_0_SASL)
-        );
+        assert_eq!(negotiate(*b"AMQP\x00\x01\x00\x00"), Negotiation::Refuse(AMQP_1_0_SASL));
     }
 
     #[test]
     fn plain_and_amqplain_credentials() {
-        assert_eq!(
-            credentials("PLAIN", b"\0guest\0secret"),
-            Some(("guest".into(), "secret".into()))
-        );
+        assert_eq!(credentials("PLAIN", b"\0guest\0secret"), Some(("guest".into(), "secret".into())));
         assert_eq!(credentials("PLAIN", b"guest"), None);
         let mut table = bytes::BytesMut::new();
-        let t: charon_model::Table = vec![
-            ("LOGIN".to_owned(), Value::long_str("u")),
-            ("PASSWORD".to_owned(), Value::long_str("p")),
-        ]
-        .into_iter()
-        .collect();
+        let t: charon_model::Table =
+            vec![("LOGIN".to_owned(), Value::long_str("u")), ("PASSWORD".to_owned(), Value::long_str("p"))]
+                .into_iter()
+                .collect();
         crate::codec::encode_table(&mut table, &t);
         let response = table.get(4..).unwrap_or_default();
-        assert_eq!(
-            credentials("AMQPLAIN", response),
-            Some(("u".into(), "p".into()))
-        );
+        assert_eq!(credentials("AMQPLAIN", response), Some(("u".into(), "p".into())));
         assert_eq!(credentials("EXTERNAL", b""), None);
     }
 }

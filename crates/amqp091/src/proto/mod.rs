@@ -19,9 +19,7 @@ use amq_protocol::protocol::AMQPClass;
 use amq_protocol::protocol::basic::Publish;
 use bytes::Bytes;
 
-pub use connection::{
-    Connection, ConnectionConfig, ConnectionState, ContentProperties, FRAME_MIN_SIZE,
-};
+pub use connection::{Connection, ConnectionConfig, ConnectionState, ContentProperties, FRAME_MIN_SIZE};
 pub use handshake::{AMQP_0_9_1, AMQP_1_0_SASL, Negotiation, negotiate};
 pub use reply::{ReplyCode, reply_text};
 

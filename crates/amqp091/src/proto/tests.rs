@@ -19,11 +19,7 @@ impl Host for TestHost {
     }
 
     fn open_vhost(&mut self, _username: &str, vhost: &str) -> Result<(), String> {
-        if vhost == "/" {
-            Ok(())
-        } else {
-            Err(format!("vhost {vhost} not found"))
-        }
+        if vhost == "/" { Ok(()) } else { Err(format!("vhost {vhost} not found")) }
     }
 }
 
@@ -34,9 +30,7 @@ struct Harness {
 
 fn frame(channel: u16, method: AMQPClass) -> Vec<u8> {
     let f = AMQPFrame::Method(channel, method);
-    gen_frame(&f)(WriteContext::from(Vec::new()))
-        .map(|c| c.into_inner().0)
-        .unwrap_or_default()
+    gen_frame(&f)(WriteContext::from(Vec::new())).map(|c| c.into_inner().0).unwrap_or_default()
 }
 
 fn raw(kind: u8, channel: u16, payload: &[u8]) -> Vec<u8> {
@@ -51,10 +45,7 @@ fn raw(kind: u8, channel: u16, payload: &[u8]) -> Vec<u8> {
 
 fn start_ok(password: &str, failure_close: bool) -> AMQPClass {
     let mut caps = FieldTable::default();
-    caps.insert(
-        "authentication_failure_close".into(),
-        AMQPValue::Boolean(failure_close),
-    );
+    caps.insert("authentication_failure_close".into(), AMQPValue::Boolean(failure_close));
     let mut props = FieldTable::default();
     props.insert("capabilities".into(), AMQPValue::FieldTable(caps));
     AMQPClass::Connection(connection::AMQPMethod::StartOk(connection::StartOk {
@@ -74,9 +65,7 @@ fn tune_ok(frame_max: u32, heartbeat: u16) -> AMQPClass {
 }
 
 fn open(vhost: &str) -> AMQPClass {
-    AMQPClass::Connection(connection::AMQPMethod::Open(connection::Open {
-        virtual_host: vhost.into(),
-    }))
+    AMQPClass::Connection(connection::AMQPMethod::Open(connection::Open { virtual_host: vhost.into() }))
 }
 
 fn channel_open() -> AMQPClass {
@@ -86,10 +75,7 @@ fn channel_open() -> AMQPClass {
 impl Harness {
     fn new() -> Self {
         let now = Instant::now();
-        Self {
-            conn: Connection::new(ConnectionConfig::default(), now),
-            now,
-        }
+        Self { conn: Connection::new(ConnectionConfig::default(), now), now }
     }
 
     fn open() -> Self {
@@ -124,12 +110,9 @@ impl Harness {
 
     fn connection_close(&mut self) -> Option<(u16, String, u16, u16)> {
         self.methods().into_iter().find_map(|(_, m)| match m {
-            AMQPClass::Connection(connection::AMQPMethod::Close(c)) => Some((
-                c.reply_code,
-                c.reply_text.as_str().to_owned(),
-                c.class_id,
-                c.method_id,
-            )),
+            AMQPClass::Connection(connection::AMQPMethod::Close(c)) => {
+                Some((c.reply_code, c.reply_text.as_str().to_owned(), c.class_id, c.method_id))
+            }
             _ => None,
         })
     }
@@ -139,25 +122,16 @@ impl Harness {
 fn handshake_runs_start_tune_open() {
     let mut h = Harness::new();
     let first = h.methods();
-    assert!(matches!(
-        first.as_slice(),
-        [(0, AMQPClass::Connection(connection::AMQPMethod::Start(_)))]
-    ));
+    assert!(matches!(first.as_slice(), [(0, AMQPClass::Connection(connection::AMQPMethod::Start(_)))]));
     h.send(&frame(0, start_ok("guest", false)));
     let tune = h.methods();
     let [(0, AMQPClass::Connection(connection::AMQPMethod::Tune(t)))] = tune.as_slice() else {
         panic!("expected tune, got {tune:?}")
     };
-    assert_eq!(
-        (t.channel_max, t.frame_max, t.heartbeat),
-        (2047, 131_072, 60)
-    );
+    assert_eq!((t.channel_max, t.frame_max, t.heartbeat), (2047, 131_072, 60));
     h.send(&frame(0, tune_ok(131_072, 30)));
     h.send(&frame(0, open("/")));
-    assert!(matches!(
-        h.methods().as_slice(),
-        [(0, AMQPClass::Connection(connection::AMQPMethod::OpenOk(_)))]
-    ));
+    assert!(matches!(h.methods().as_slice(), [(0, AMQPClass::Connection(connection::AMQPMethod::OpenOk(_)))]));
     assert!(
         matches!(h.events().as_slice(), [Event::Opened { username, vhost }] if username == "guest" && vhost == "/")
     );
@@ -201,10 +175,7 @@ fn unknown_vhost_is_530() {
     h.send(&frame(0, tune_ok(131_072, 0)));
     h.methods();
     h.send(&frame(0, open("nope")));
-    assert_eq!(
-        h.connection_close(),
-        Some((530, "NOT_ALLOWED - vhost nope not found".into(), 10, 40))
-    );
+    assert_eq!(h.connection_close(), Some((530, "NOT_ALLOWED - vhost nope not found".into(), 10, 40)));
 }
 
 #[test]
@@ -213,15 +184,8 @@ fn out_of_range_tuning_is_dropped_silently() {
         let mut h = Harness::new();
         h.send(&frame(0, start_ok("guest", false)));
         h.methods();
-        let tune = connection::TuneOk {
-            channel_max,
-            frame_max,
-            heartbeat: 0,
-        };
-        h.send(&frame(
-            0,
-            AMQPClass::Connection(connection::AMQPMethod::TuneOk(tune)),
-        ));
+        let tune = connection::TuneOk { channel_max, frame_max, heartbeat: 0 };
+        h.send(&frame(0, AMQPClass::Connection(connection::AMQPMethod::TuneOk(tune))));
         assert_silent_close_after_three_seconds(&mut h);
     }
 }
@@ -229,33 +193,14 @@ fn out_of_range_tuning_is_dropped_silently() {
 #[test]
 fn channel_errors_are_504() {
     let mut h = Harness::open();
-    let qos = AMQPClass::Basic(basic::AMQPMethod::Qos(basic::Qos {
-        prefetch_count: 1,
-        global: false,
-    }));
+    let qos = AMQPClass::Basic(basic::AMQPMethod::Qos(basic::Qos { prefetch_count: 1, global: false }));
     h.send(&frame(1, qos));
-    assert_eq!(
-        h.connection_close(),
-        Some((
-            504,
-            "CHANNEL_ERROR - expected 'channel.open'".into(),
-            60,
-            10
-        ))
-    );
+    assert_eq!(h.connection_close(), Some((504, "CHANNEL_ERROR - expected 'channel.open'".into(), 60, 10)));
 
     let mut h = Harness::open();
     h.send(&frame(1, channel_open()));
     h.send(&frame(1, channel_open()));
-    assert_eq!(
-        h.connection_close(),
-        Some((
-            504,
-            "CHANNEL_ERROR - second 'channel.open' seen".into(),
-            20,
-            10
-        ))
-    );
+    assert_eq!(h.connection_close(), Some((504, "CHANNEL_ERROR - second 'channel.open' seen".into(), 20, 10)));
 }
 
 #[test]
@@ -265,21 +210,12 @@ fn content_out_of_place_is_505() {
     h.methods();
     h.send(&raw(FRAME_BODY, 1, b"hello"));
     let (code, text, ..) = h.connection_close().unwrap();
-    assert_eq!(
-        (code, text.as_str()),
-        (
-            505,
-            "UNEXPECTED_FRAME - expected method frame, got non method frame instead"
-        )
-    );
+    assert_eq!((code, text.as_str()), (505, "UNEXPECTED_FRAME - expected method frame, got non method frame instead"));
 
     let mut h = Harness::open();
     h.send(&raw(crate::codec::FRAME_HEARTBEAT, 1, b""));
     let (code, text, ..) = h.connection_close().unwrap();
-    assert_eq!(
-        (code, text.as_str()),
-        (505, "UNEXPECTED_FRAME - type 8, all octets = <<>>")
-    );
+    assert_eq!((code, text.as_str()), (505, "UNEXPECTED_FRAME - type 8, all octets = <<>>"));
 }
 
 #[test]
@@ -292,24 +228,15 @@ fn corrupt_framing_is_501_and_stops_reading() {
     h.send(&bad);
     let (code, text, ..) = h.connection_close().unwrap();
     assert_eq!(code, 501);
-    assert_eq!(
-        text,
-        "FRAME_ERROR - type 1, all octets = <<0,20,0,10,0>>: {invalid_frame_end_marker,0}"
-    );
+    assert_eq!(text, "FRAME_ERROR - type 1, all octets = <<0,20,0,10,0>>: {invalid_frame_end_marker,0}");
     h.send(&frame(1, channel_open()));
-    assert!(
-        h.methods().is_empty(),
-        "nothing is read after a framing error"
-    );
+    assert!(h.methods().is_empty(), "nothing is read after a framing error");
 
     let mut h = Harness::open();
     h.send(&raw(FRAME_METHOD, 1, &vec![0; 131_073]));
     let (code, text, ..) = h.connection_close().unwrap();
     assert_eq!(code, 501);
-    assert_eq!(
-        text,
-        "FRAME_ERROR - type 1, all octets = <<>>: {frame_too_large,131073,131064}"
-    );
+    assert_eq!(text, "FRAME_ERROR - type 1, all octets = <<>>: {frame_too_large,131073,131064}");
 }
 
 #[test]
@@ -319,10 +246,7 @@ fn truncated_method_is_501_and_unknown_method_drops_silently() {
     h.methods();
     h.send(&raw(FRAME_METHOD, 1, &[0, 60, 0, 80, 0, 0]));
     let (code, text, class, method) = h.connection_close().unwrap();
-    assert_eq!(
-        (code, text.as_str(), class, method),
-        (501, "FRAME_ERROR - cannot decode <<0,0>>", 60, 80)
-    );
+    assert_eq!((code, text.as_str(), class, method), (501, "FRAME_ERROR - cannot decode <<0,0>>", 60, 80));
 
     let mut h = Harness::open();
     h.send(&raw(FRAME_METHOD, 0, &[0, 60, 0, 99]));
@@ -348,10 +272,7 @@ fn too_many_channels_is_530() {
     let (code, text, ..) = h.connection_close().unwrap();
     assert_eq!(
         (code, text.as_str()),
-        (
-            530,
-            "NOT_ALLOWED - number of channels opened (2) has reached the negotiated channel_max (2)"
-        )
+        (530, "NOT_ALLOWED - number of channels opened (2) has reached the negotiated channel_max (2)")
     );
 }
 
@@ -379,14 +300,9 @@ fn publish_content_is_reassembled_from_several_frames() {
     assert!(h.events().is_empty());
     h.send(&raw(FRAME_BODY, 1, b"world"));
     let events = h.events();
-    let [Event::Publish(1, command)] = events.as_slice() else {
-        panic!("{events:?}")
-    };
+    let [Event::Publish(1, command)] = events.as_slice() else { panic!("{events:?}") };
     assert_eq!(command.body, Bytes::from_static(b"helloworld"));
-    assert_eq!(
-        command.properties.properties.content_type.as_deref(),
-        Some("text")
-    );
+    assert_eq!(command.properties.properties.content_type.as_deref(), Some("text"));
     assert_eq!(command.method.routing_key.as_str(), "q");
 }
 
@@ -423,10 +339,7 @@ fn client_channel_close_is_answered_and_reported() {
     }));
     h.send(&frame(1, close));
     assert!(
-        h.methods()
-            .iter()
-            .any(|(c, m)| *c == 1
-                && matches!(m, AMQPClass::Channel(channel::AMQPMethod::CloseOk(_))))
+        h.methods().iter().any(|(c, m)| *c == 1 && matches!(m, AMQPClass::Channel(channel::AMQPMethod::CloseOk(_))))
     );
     assert!(matches!(h.events().as_slice(), [Event::ChannelClosed(1)]));
     // The id can be reused at once.
@@ -440,27 +353,14 @@ fn server_channel_close_ignores_frames_until_close_ok() {
     h.send(&frame(1, channel_open()));
     h.methods();
     h.events();
-    h.conn.close_channel(
-        1,
-        ReplyCode::NotFound,
-        "no queue 'q' in vhost '/'",
-        (50, 10),
-    );
+    h.conn.close_channel(1, ReplyCode::NotFound, "no queue 'q' in vhost '/'", (50, 10));
     let methods = h.methods();
-    assert!(
-        matches!(methods.as_slice(), [(1, AMQPClass::Channel(channel::AMQPMethod::Close(c)))]
-        if c.reply_code == 404 && c.reply_text.as_str() == "NOT_FOUND - no queue 'q' in vhost '/'")
-    );
-    let qos = AMQPClass::Basic(basic::AMQPMethod::Qos(basic::Qos {
-        prefetch_count: 1,
-        global: false,
-    }));
+    assert!(matches!(methods.as_slice(), [(1, AMQPClass::Channel(channel::AMQPMethod::Close(c)))]
+        if c.reply_code == 404 && c.reply_text.as_str() == "NOT_FOUND - no queue 'q' in vhost '/'"));
+    let qos = AMQPClass::Basic(basic::AMQPMethod::Qos(basic::Qos { prefetch_count: 1, global: false }));
     h.send(&frame(1, qos));
     assert!(h.events().is_empty());
-    h.send(&frame(
-        1,
-        AMQPClass::Channel(channel::AMQPMethod::CloseOk(channel::CloseOk {})),
-    ));
+    h.send(&frame(1, AMQPClass::Channel(channel::AMQPMethod::CloseOk(channel::CloseOk {}))));
     h.send(&frame(1, channel_open()));
     assert!(matches!(h.events().as_slice(), [Event::ChannelOpened(1)]));
 }
@@ -480,13 +380,10 @@ fn random_input_never_panics() {
         let mut h = Harness::open();
         h.send(&frame(1, channel_open()));
         let len = usize::try_from(next() % 300).unwrap();
-        let mut bytes: Vec<u8> = (0..len)
-            .map(|_| u8::try_from(next() & 0xff).unwrap())
-            .collect();
+        let mut bytes: Vec<u8> = (0..len).map(|_| u8::try_from(next() & 0xff).unwrap()).collect();
         // Half the rounds use well-framed garbage so the parsers behind framing get exercised.
         if round % 2 == 0 && bytes.len() > 8 {
-            let kind = [FRAME_METHOD, FRAME_HEADER, FRAME_BODY, 8, 9]
-                [usize::try_from(next() % 5).unwrap()];
+            let kind = [FRAME_METHOD, FRAME_HEADER, FRAME_BODY, 8, 9][usize::try_from(next() % 5).unwrap()];
             let payload = bytes.split_off(4);
             bytes = raw(kind, u16::try_from(next() % 3).unwrap(), &payload);
         }

@@ -18,14 +18,7 @@ fn generated_tag() -> String {
     const ALPHABET: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
     let mut rng = rand::rng();
     let suffix: String = (0..22)
-        .map(|_| {
-            char::from(
-                ALPHABET
-                    .get(rng.random_range(0..ALPHABET.len()))
-                    .copied()
-                    .unwrap_or(b'A'),
-            )
-        })
+        .map(|_| char::from(ALPHABET.get(rng.random_range(0..ALPHABET.len())).copied().unwrap_or(b'A')))
         .collect();
     format!("amq.ctag-{suffix}")
 }
@@ -48,57 +41,32 @@ impl Session {
                     // global limit (`rabbit_limiter:unlimit_prefetch` in rabbit_channel).
                     state.global_limit.set_limit(0);
                 }
-                conn.send_method(
-                    channel,
-                    &AMQPClass::Basic(basic::AMQPMethod::QosOk(basic::QosOk {})),
-                );
+                conn.send_method(channel, &AMQPClass::Basic(basic::AMQPMethod::QosOk(basic::QosOk {})));
                 Ok(())
             }
             basic::AMQPMethod::Consume(c) => self.consume(channel, c, conn).await,
             basic::AMQPMethod::Cancel(c) => self.cancel(channel, c, conn).await,
             basic::AMQPMethod::Get(g) => self.get(channel, g, conn).await,
-            basic::AMQPMethod::Ack(a) => {
-                self.settle(channel, a.delivery_tag, a.multiple, Settle::Ack)
-                    .await
-            }
+            basic::AMQPMethod::Ack(a) => self.settle(channel, a.delivery_tag, a.multiple, Settle::Ack).await,
             basic::AMQPMethod::Nack(n) => {
-                let how = if n.requeue {
-                    Settle::Requeue
-                } else {
-                    Settle::Discard
-                };
+                let how = if n.requeue { Settle::Requeue } else { Settle::Discard };
                 self.settle(channel, n.delivery_tag, n.multiple, how).await
             }
             basic::AMQPMethod::Reject(r) => {
-                let how = if r.requeue {
-                    Settle::Requeue
-                } else {
-                    Settle::Discard
-                };
+                let how = if r.requeue { Settle::Requeue } else { Settle::Discard };
                 self.settle(channel, r.delivery_tag, false, how).await
             }
             basic::AMQPMethod::Recover(r) => {
                 self.recover(channel, r.requeue).await?;
-                conn.send_method(
-                    channel,
-                    &AMQPClass::Basic(basic::AMQPMethod::RecoverOk(basic::RecoverOk {})),
-                );
+                conn.send_method(channel, &AMQPClass::Basic(basic::AMQPMethod::RecoverOk(basic::RecoverOk {})));
                 Ok(())
             }
             basic::AMQPMethod::RecoverAsync(r) => self.recover(channel, r.requeue).await,
-            _ => Err(MethodError::new(
-                ReplyCode::CommandInvalid,
-                "unimplemented method",
-            )),
+            _ => Err(MethodError::new(ReplyCode::CommandInvalid, "unimplemented method")),
         }
     }
 
-    async fn consume(
-        &mut self,
-        channel: u16,
-        c: basic::Consume,
-        conn: &mut Connection,
-    ) -> MethodResult {
+    async fn consume(&mut self, channel: u16, c: basic::Consume, conn: &mut Connection) -> MethodResult {
         let requested = c.consumer_tag.as_str();
         if !requested.is_empty() && self.channel(channel)?.consumers.contains_key(requested) {
             return Err(MethodError::new(
@@ -109,11 +77,7 @@ impl Session {
         let name = self.queue_name(channel, c.queue.as_str())?;
         let vhost = self.vhost()?;
         let queue = vhost.queue(&name, self.id)?;
-        let tag = if requested.is_empty() {
-            generated_tag()
-        } else {
-            requested.to_owned()
-        };
+        let tag = if requested.is_empty() { generated_tag() } else { requested.to_owned() };
         let id = self.broker.next_id();
         let owner = self.owner(channel);
         let session = self.sink.clone();
@@ -132,32 +96,16 @@ impl Session {
         queue.consume(spec).await?;
         let state = self.channel(channel)?;
         state.touch(&queue);
-        state
-            .consumers
-            .insert(tag.clone(), super::channel::ChannelConsumer { id, queue });
-        self.consumers.insert(
-            id,
-            ConsumerRoute {
-                channel,
-                tag: Arc::from(tag.as_str()),
-                no_ack: c.no_ack,
-            },
-        );
+        state.consumers.insert(tag.clone(), super::channel::ChannelConsumer { id, queue });
+        self.consumers.insert(id, ConsumerRoute { channel, tag: Arc::from(tag.as_str()), no_ack: c.no_ack });
         if !c.nowait {
-            let ok = basic::ConsumeOk {
-                consumer_tag: tag.into(),
-            };
+            let ok = basic::ConsumeOk { consumer_tag: tag.into() };
             conn.send_method(channel, &AMQPClass::Basic(basic::AMQPMethod::ConsumeOk(ok)));
         }
         Ok(())
     }
 
-    async fn cancel(
-        &mut self,
-        channel: u16,
-        c: basic::Cancel,
-        conn: &mut Connection,
-    ) -> MethodResult {
+    async fn cancel(&mut self, channel: u16, c: basic::Cancel, conn: &mut Connection) -> MethodResult {
         let tag = c.consumer_tag.as_str().to_owned();
         if let Some(consumer) = self.channel(channel)?.consumers.remove(&tag) {
             // The queue sends every delivery it made to this consumer before it answers, so
@@ -168,9 +116,7 @@ impl Session {
             self.consumers.remove(&consumer.id);
         }
         if !c.nowait {
-            let ok = basic::CancelOk {
-                consumer_tag: tag.as_str().into(),
-            };
+            let ok = basic::CancelOk { consumer_tag: tag.as_str().into() };
             conn.send_method(channel, &AMQPClass::Basic(basic::AMQPMethod::CancelOk(ok)));
         }
         Ok(())
@@ -185,22 +131,12 @@ impl Session {
         let state = self.channel(channel)?;
         state.touch(&queue);
         let Some(got) = got else {
-            conn.send_method(
-                channel,
-                &AMQPClass::Basic(basic::AMQPMethod::GetEmpty(basic::GetEmpty {})),
-            );
+            conn.send_method(channel, &AMQPClass::Basic(basic::AMQPMethod::GetEmpty(basic::GetEmpty {})));
             return Ok(());
         };
         let tag = state.tag();
         if !g.no_ack {
-            state.unacked.push(
-                tag,
-                PendingAck {
-                    queue: Arc::clone(&queue),
-                    seq: got.delivery.seq,
-                    consumed: false,
-                },
-            );
+            state.unacked.push(tag, PendingAck { queue: Arc::clone(&queue), seq: got.delivery.seq, consumed: false });
         }
         let message = &got.delivery.message;
         let ok = basic::GetOk {
@@ -215,20 +151,12 @@ impl Session {
         Ok(())
     }
 
-    async fn settle(
-        &mut self,
-        channel: u16,
-        tag: u64,
-        multiple: bool,
-        how: Settle,
-    ) -> MethodResult {
+    async fn settle(&mut self, channel: u16, tag: u64, multiple: bool, how: Settle) -> MethodResult {
         let state = self.channel(channel)?;
-        let settled = state.unacked.take(tag, multiple).ok_or_else(|| {
-            MethodError::new(
-                ReplyCode::PreconditionFailed,
-                format!("unknown delivery tag {tag}"),
-            )
-        })?;
+        let settled = state
+            .unacked
+            .take(tag, multiple)
+            .ok_or_else(|| MethodError::new(ReplyCode::PreconditionFailed, format!("unknown delivery tag {tag}")))?;
         self.release(channel, settled, how).await
     }
 
@@ -242,12 +170,7 @@ impl Session {
 
     /// Gives settled deliveries back to their queues and their units to the channel's global
     /// prefetch.
-    async fn release(
-        &mut self,
-        channel: u16,
-        settled: Vec<PendingAck>,
-        how: Settle,
-    ) -> MethodResult {
+    async fn release(&mut self, channel: u16, settled: Vec<PendingAck>, how: Settle) -> MethodResult {
         let consumed = settled.iter().filter(|p| p.consumed).count();
         let gate = Arc::clone(&self.channel(channel)?.global_limit);
         for (queue, seqs) in by_queue(settled) {

@@ -26,10 +26,7 @@ pub(crate) struct UnackedTags {
 
 impl UnackedTags {
     pub(crate) fn new() -> Self {
-        Self {
-            first: 1,
-            slots: VecDeque::new(),
-        }
+        Self { first: 1, slots: VecDeque::new() }
     }
 
     /// Records delivery `tag` (tags must be pushed in increasing order).
@@ -62,17 +59,9 @@ impl UnackedTags {
             return None;
         }
         let taken: Vec<PendingAck> = if multiple {
-            self.slots
-                .iter_mut()
-                .take(index + 1)
-                .filter_map(Option::take)
-                .collect()
+            self.slots.iter_mut().take(index + 1).filter_map(Option::take).collect()
         } else {
-            self.slots
-                .get_mut(index)
-                .and_then(Option::take)
-                .into_iter()
-                .collect()
+            self.slots.get_mut(index).and_then(Option::take).into_iter().collect()
         };
         self.trim();
         Some(taken)
@@ -109,12 +98,7 @@ pub(crate) struct ConfirmTracker {
 
 impl ConfirmTracker {
     pub(crate) fn new() -> Self {
-        Self {
-            next: 1,
-            pending: BTreeMap::new(),
-            acks: Vec::new(),
-            nacks: Vec::new(),
-        }
+        Self { next: 1, pending: BTreeMap::new(), acks: Vec::new(), nacks: Vec::new() }
     }
 
     /// Assigns the next sequence number to a publish routed to `queues` queues.
@@ -143,11 +127,7 @@ impl ConfirmTracker {
         if *remaining == 0 {
             let refused = *refused;
             self.pending.remove(&seq);
-            if refused {
-                self.nacks.push(seq)
-            } else {
-                self.acks.push(seq)
-            }
+            if refused { self.nacks.push(seq) } else { self.acks.push(seq) }
         }
     }
 
@@ -162,24 +142,13 @@ impl ConfirmTracker {
         }
         self.acks.sort_unstable();
         let oldest_pending = self.pending.keys().next().copied().unwrap_or(u64::MAX);
-        let below: Vec<u64> = self
-            .acks
-            .iter()
-            .copied()
-            .filter(|s| *s < oldest_pending)
-            .collect();
+        let below: Vec<u64> = self.acks.iter().copied().filter(|s| *s < oldest_pending).collect();
         match below.as_slice() {
             [] => {}
             [only] => out.push((*only, true, false)),
             [.., last] => out.push((*last, true, true)),
         }
-        out.extend(
-            self.acks
-                .iter()
-                .copied()
-                .filter(|s| *s > oldest_pending)
-                .map(|s| (s, true, false)),
-        );
+        out.extend(self.acks.iter().copied().filter(|s| *s > oldest_pending).map(|s| (s, true, false)));
         self.acks.clear();
         out
     }

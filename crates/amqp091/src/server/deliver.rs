@@ -1,7 +1,7 @@
 //! Messages out: `basic.deliver` to consumers and the content of any message sent to a client.
 
 use charon_engine::{ConsumerId, Delivery, QueueRef};
-use charon_model::{Encoded, Message};
+use charon_model::{Encoded, Message, Origin};
 
 use super::channel::PendingAck;
 use super::session::Session;
@@ -13,8 +13,16 @@ use crate::proto::{Connection, ContentProperties};
 pub(crate) fn send_content(conn: &mut Connection, channel: u16, message: &Message) {
     let body = message.body.bytes();
     match &message.encoded {
-        Encoded::Amqp091Properties(raw) => {
-            conn.send_content(channel, ContentProperties::Raw(raw), body)
+        Encoded::Amqp091Properties(raw) => conn.send_content(channel, ContentProperties::Raw(raw), body),
+        _ if message.origin == Origin::Amqp10 => {
+            let converted = super::convert::from_amqp10(message);
+            let expiration = converted.properties.ttl.map(|ttl| ttl.to_string());
+            let properties = ContentProperties::Encode {
+                properties: &converted.properties,
+                headers: &converted.headers,
+                expiration: expiration.as_deref(),
+            };
+            conn.send_content(channel, properties, body);
         }
         _ => {
             let expiration = message.properties().ttl.map(|ttl| ttl.to_string());
@@ -41,18 +49,12 @@ impl Session {
         // Room in the connection's outbound window comes back whatever happens below.
         let outbound = self.sink.outbound.clone();
         let route = self.consumers.get(&consumer).cloned();
-        let state = route
-            .as_ref()
-            .and_then(|r| self.channels.get_mut(&r.channel));
+        let state = route.as_ref().and_then(|r| self.channels.get_mut(&r.channel));
         if let (Some(route), Some(state)) = (route, state) {
             for delivery in items {
                 let tag = state.tag();
                 if !route.no_ack {
-                    let pending = PendingAck {
-                        queue: std::sync::Arc::clone(queue),
-                        seq: delivery.seq,
-                        consumed: true,
-                    };
+                    let pending = PendingAck { queue: std::sync::Arc::clone(queue), seq: delivery.seq, consumed: true };
                     state.unacked.push(tag, pending);
                 }
                 let message = &delivery.message;

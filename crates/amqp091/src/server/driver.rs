@@ -33,21 +33,11 @@ pub struct ServerConfig {
 /// Runs one AMQP 0.9.1 connection whose 8-byte protocol header was already read and
 /// accepted. Returns when the connection is closed. `shutdown` turning true closes it with
 /// 320 CONNECTION_FORCED.
-pub async fn serve(
-    stream: TcpStream,
-    broker: Arc<Broker>,
-    config: ServerConfig,
-    shutdown: watch::Receiver<bool>,
-) {
+pub async fn serve(stream: TcpStream, broker: Arc<Broker>, config: ServerConfig, shutdown: watch::Receiver<bool>) {
     let id = broker.next_id();
-    let peer = stream
-        .peer_addr()
-        .map(|a| a.to_string())
-        .unwrap_or_default();
+    let peer = stream.peer_addr().map(|a| a.to_string()).unwrap_or_default();
     let span = tracing::info_span!("amqp091", conn = id, peer);
-    run(stream, broker, config, shutdown, id)
-        .instrument(span)
-        .await;
+    run(stream, broker, config, shutdown, id).instrument(span).await;
 }
 
 async fn run(
@@ -83,8 +73,7 @@ async fn run(
             break;
         }
         let deadline = conn.poll_timeout().map(tokio::time::Instant::from_std);
-        let reading =
-            !eof && pending.len() < OUTPUT_HIGH_WATER && conn.state() != ConnectionState::Closed;
+        let reading = !eof && pending.len() < OUTPUT_HIGH_WATER && conn.state() != ConnectionState::Closed;
         let taking_events = pending.len() < DELIVERY_HIGH_WATER;
         tokio::select! {
             changed = shutdown.changed(), if !*shutdown.borrow() => {

@@ -8,6 +8,7 @@
 
 mod basic;
 mod channel;
+mod convert;
 mod deliver;
 pub mod driver;
 mod publish;
@@ -43,19 +44,13 @@ pub(crate) struct MethodError {
 
 impl MethodError {
     pub(crate) fn new(code: ReplyCode, explanation: impl Into<String>) -> Self {
-        Self {
-            code,
-            explanation: explanation.into(),
-        }
+        Self { code, explanation: explanation.into() }
     }
 }
 
 impl From<EngineError> for MethodError {
     fn from(error: EngineError) -> Self {
-        Self {
-            code: reply_code(&error),
-            explanation: error.to_string(),
-        }
+        Self { code: reply_code(&error), explanation: error.to_string() }
     }
 }
 

@@ -28,17 +28,10 @@ struct Batch {
 
 impl PendingBatches {
     fn push(&mut self, queue: &QueueRef, channel: u16, item: Enqueue) {
-        let found = self
-            .batches
-            .iter_mut()
-            .find(|b| b.channel == channel && Arc::ptr_eq(&b.queue, queue));
+        let found = self.batches.iter_mut().find(|b| b.channel == channel && Arc::ptr_eq(&b.queue, queue));
         match found {
             Some(batch) => batch.items.push(item),
-            None => self.batches.push(Batch {
-                queue: Arc::clone(queue),
-                channel,
-                items: vec![item],
-            }),
+            None => self.batches.push(Batch { queue: Arc::clone(queue), channel, items: vec![item] }),
         }
     }
 }
@@ -82,18 +75,12 @@ fn header_keys(value: Option<&Value>) -> Vec<String> {
 impl Session {
     fn build_message(&self, command: PublishCommand) -> Result<Message, MethodError> {
         if command.method.immediate {
-            return Err(MethodError::new(
-                ReplyCode::NotImplemented,
-                "immediate=true",
-            ));
+            return Err(MethodError::new(ReplyCode::NotImplemented, "immediate=true"));
         }
         let mut decoded = command.properties;
         if let Some(expiration) = &decoded.expiration {
             let ttl = parse_expiration(expiration).map_err(|e| {
-                MethodError::new(
-                    ReplyCode::PreconditionFailed,
-                    format!("invalid expiration '{expiration}': {e}"),
-                )
+                MethodError::new(ReplyCode::PreconditionFailed, format!("invalid expiration '{expiration}': {e}"))
             })?;
             decoded.properties.ttl = Some(ttl);
         }
@@ -133,22 +120,13 @@ impl Session {
 
     /// Routes one publish and queues it for its queues; unroutable mandatory messages are
     /// returned at once.
-    pub(crate) fn publish(
-        &mut self,
-        channel: u16,
-        command: PublishCommand,
-        conn: &mut Connection,
-    ) -> MethodResult {
+    pub(crate) fn publish(&mut self, channel: u16, command: PublishCommand, conn: &mut Connection) -> MethodResult {
         let mandatory = command.method.mandatory;
         let message = self.build_message(command)?;
         let vhost = self.vhost()?;
         let state = self.channel(channel)?;
-        let queues = vhost.route(
-            &mut state.route_cache,
-            &message.routing.exchange,
-            &message.routing,
-            &message.headers,
-        )?;
+        let queues =
+            vhost.route(&mut state.route_cache, &message.routing.exchange, &message.routing, &message.headers)?;
         let confirm = state.confirms.as_mut().map(|t| t.publish(queues.len()));
         if queues.is_empty() {
             if mandatory {
@@ -158,14 +136,7 @@ impl Session {
         }
         let message = Arc::new(message);
         for queue in queues.iter() {
-            self.batches.push(
-                queue,
-                channel,
-                Enqueue {
-                    message: Arc::clone(&message),
-                    confirm,
-                },
-            );
+            self.batches.push(queue, channel, Enqueue { message: Arc::clone(&message), confirm });
         }
         Ok(())
     }
@@ -174,23 +145,14 @@ impl Session {
     pub(crate) async fn flush_publishes(&mut self, conn: &mut Connection) {
         for batch in std::mem::take(&mut self.batches.batches) {
             let wants_confirm = batch.items.iter().any(|i| i.confirm.is_some());
-            let seqs: Vec<u64> = if wants_confirm {
-                batch.items.iter().filter_map(|i| i.confirm).collect()
-            } else {
-                Vec::new()
-            };
-            let confirm_to = wants_confirm.then(|| ConfirmTo {
-                session: self.sink.clone(),
-                channel: u32::from(batch.channel),
-            });
+            let seqs: Vec<u64> =
+                if wants_confirm { batch.items.iter().filter_map(|i| i.confirm).collect() } else { Vec::new() };
+            let confirm_to =
+                wants_confirm.then(|| ConfirmTo { session: self.sink.clone(), channel: u32::from(batch.channel) });
             if !batch.queue.publish(batch.items, confirm_to).await {
                 // The queue went away between routing and enqueueing: RabbitMQ confirms such
                 // messages, as it does for unroutable ones.
-                if let Some(tracker) = self
-                    .channels
-                    .get_mut(&batch.channel)
-                    .and_then(|c| c.confirms.as_mut())
-                {
+                if let Some(tracker) = self.channels.get_mut(&batch.channel).and_then(|c| c.confirms.as_mut()) {
                     for seq in seqs {
                         tracker.answer(seq, true);
                     }
@@ -220,18 +182,9 @@ mod tests {
     fn expiration_parses_like_rabbitmq() {
         assert_eq!(parse_expiration("60000"), Ok(60000));
         assert_eq!(parse_expiration("0"), Ok(0));
-        assert_eq!(
-            parse_expiration("-5"),
-            Err("{value_negative,-5}".to_owned())
-        );
+        assert_eq!(parse_expiration("-5"), Err("{value_negative,-5}".to_owned()));
         assert_eq!(parse_expiration("abc"), Err("no_integer".to_owned()));
-        assert_eq!(
-            parse_expiration("12ab"),
-            Err("{leftover_string,\"ab\"}".to_owned())
-        );
-        assert_eq!(
-            parse_expiration("315360000001"),
-            Err("{value_too_large,315360000001}".to_owned())
-        );
+        assert_eq!(parse_expiration("12ab"), Err("{leftover_string,\"ab\"}".to_owned()));
+        assert_eq!(parse_expiration("315360000001"), Err("{value_too_large,315360000001}".to_owned()));
     }
 }

@@ -5,9 +5,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use amq_protocol::protocol::AMQPClass;
-use charon_engine::{
-    Broker, ConsumerId, Owner, QueueRef, SessionEvent, SessionId, SessionSink, User, VHost,
-};
+use charon_engine::{Broker, ConsumerId, Owner, QueueRef, SessionEvent, SessionId, SessionSink, User, VHost};
 use tokio::sync::mpsc;
 
 use super::channel::ChannelState;
@@ -52,14 +50,8 @@ impl Host for Login<'_> {
     }
 
     fn open_vhost(&mut self, _username: &str, vhost: &str) -> Result<(), String> {
-        let user = self
-            .user
-            .as_ref()
-            .ok_or_else(|| "not authenticated".to_owned())?;
-        let opened = self
-            .broker
-            .open_vhost(user, vhost)
-            .map_err(|e| e.to_string())?;
+        let user = self.user.as_ref().ok_or_else(|| "not authenticated".to_owned())?;
+        let opened = self.broker.open_vhost(user, vhost).map_err(|e| e.to_string())?;
         *self.vhost = Some(opened);
         Ok(())
     }
@@ -91,25 +83,16 @@ impl Session {
     }
 
     pub(crate) fn login(&mut self) -> Login<'_> {
-        Login {
-            broker: &self.broker,
-            user: &mut self.user,
-            vhost: &mut self.vhost,
-        }
+        Login { broker: &self.broker, user: &mut self.user, vhost: &mut self.vhost }
     }
 
     pub(crate) fn owner(&self, channel: u16) -> Owner {
-        Owner {
-            session: self.id,
-            channel: u32::from(channel),
-        }
+        Owner { session: self.id, channel: u32::from(channel) }
     }
 
     /// The vhost; every channel method runs after `connection.open`, so it is set.
     pub(crate) fn vhost(&self) -> Result<Arc<VHost>, MethodError> {
-        self.vhost
-            .clone()
-            .ok_or_else(|| MethodError::new(ReplyCode::InternalError, "no vhost"))
+        self.vhost.clone().ok_or_else(|| MethodError::new(ReplyCode::InternalError, "no vhost"))
     }
 
     pub(crate) fn channel(&mut self, channel: u16) -> Result<&mut ChannelState, MethodError> {
@@ -154,12 +137,7 @@ impl Session {
         }
     }
 
-    async fn handle_method(
-        &mut self,
-        channel: u16,
-        method: AMQPClass,
-        conn: &mut Connection,
-    ) -> MethodResult {
+    async fn handle_method(&mut self, channel: u16, method: AMQPClass, conn: &mut Connection) -> MethodResult {
         match method {
             AMQPClass::Exchange(m) => self.exchange_method(channel, m, conn),
             AMQPClass::Queue(m) => self.queue_method(channel, m, conn).await,
@@ -173,17 +151,12 @@ impl Session {
                     let ok = amq_protocol::protocol::confirm::SelectOk {};
                     conn.send_method(
                         channel,
-                        &AMQPClass::Confirm(amq_protocol::protocol::confirm::AMQPMethod::SelectOk(
-                            ok,
-                        )),
+                        &AMQPClass::Confirm(amq_protocol::protocol::confirm::AMQPMethod::SelectOk(ok)),
                     );
                 }
                 Ok(())
             }
-            AMQPClass::Tx(_) => Err(MethodError::new(
-                ReplyCode::NotImplemented,
-                "transactions are not supported yet",
-            )),
+            AMQPClass::Tx(_) => Err(MethodError::new(ReplyCode::NotImplemented, "transactions are not supported yet")),
             AMQPClass::Access(amq_protocol::protocol::access::AMQPMethod::Request(_)) => {
                 let ok = amq_protocol::protocol::access::RequestOk {};
                 conn.send_method(
@@ -192,27 +165,13 @@ impl Session {
                 );
                 Ok(())
             }
-            _ => Err(MethodError::new(
-                ReplyCode::CommandInvalid,
-                "unimplemented method",
-            )),
+            _ => Err(MethodError::new(ReplyCode::CommandInvalid, "unimplemented method")),
         }
     }
 
     /// Reports a failed method: soft errors close the channel, hard ones the connection.
-    pub(crate) async fn fail(
-        &mut self,
-        channel: u16,
-        error: MethodError,
-        ids: (u16, u16),
-        conn: &mut Connection,
-    ) {
-        tracing::debug!(
-            channel,
-            code = error.code.code(),
-            explanation = error.explanation,
-            "method failed"
-        );
+    pub(crate) async fn fail(&mut self, channel: u16, error: MethodError, ids: (u16, u16), conn: &mut Connection) {
+        tracing::debug!(channel, code = error.code.code(), explanation = error.explanation, "method failed");
         if error.code.is_hard() {
             conn.close(error.code, &error.explanation, ids, Instant::now());
         } else {
@@ -251,26 +210,14 @@ impl Session {
     /// Acts on one engine event.
     pub(crate) fn handle_engine_event(&mut self, event: SessionEvent, conn: &mut Connection) {
         match event {
-            SessionEvent::Deliveries {
-                consumer,
-                queue,
-                items,
-            } => self.deliver(consumer, &queue, items, conn),
+            SessionEvent::Deliveries { consumer, queue, items } => self.deliver(consumer, &queue, items, conn),
             SessionEvent::ConsumerCancelled { consumer } => self.consumer_cancelled(consumer, conn),
             SessionEvent::CreditState { .. } => {}
-            SessionEvent::Confirms {
-                channel,
-                accepted,
-                refused,
-            } => {
+            SessionEvent::Confirms { channel, accepted, refused } => {
                 let Ok(channel) = u16::try_from(channel) else {
                     return;
                 };
-                if let Some(tracker) = self
-                    .channels
-                    .get_mut(&channel)
-                    .and_then(|c| c.confirms.as_mut())
-                {
+                if let Some(tracker) = self.channels.get_mut(&channel).and_then(|c| c.confirms.as_mut()) {
                     for seq in accepted {
                         tracker.answer(seq, true);
                     }
@@ -306,10 +253,8 @@ impl Session {
             state.consumers.remove(&*route.tag);
         }
         if conn.capabilities().consumer_cancel_notify && conn.is_channel_open(route.channel) {
-            let cancel = amq_protocol::protocol::basic::Cancel {
-                consumer_tag: route.tag.as_ref().into(),
-                nowait: true,
-            };
+            let cancel =
+                amq_protocol::protocol::basic::Cancel { consumer_tag: route.tag.as_ref().into(), nowait: true };
             conn.send_method(
                 route.channel,
                 &AMQPClass::Basic(amq_protocol::protocol::basic::AMQPMethod::Cancel(cancel)),

@@ -16,8 +16,7 @@ use crate::proto::{Connection, ReplyCode};
 /// so types come out exactly as our own decoder reads them).
 pub(crate) fn arguments(table: &FieldTable) -> Table {
     use amq_protocol::types::generation::gen_field_table;
-    let bytes: Vec<u8> =
-        cookie_factory::gen_simple(gen_field_table(table), Vec::new()).unwrap_or_default();
+    let bytes: Vec<u8> = cookie_factory::gen_simple(gen_field_table(table), Vec::new()).unwrap_or_default();
     let mut input = bytes::Bytes::from(bytes);
     decode_table(&mut input).unwrap_or_default()
 }
@@ -56,9 +55,7 @@ impl Session {
                 if !d.nowait {
                     conn.send_method(
                         channel,
-                        &AMQPClass::Exchange(exchange::AMQPMethod::DeclareOk(
-                            exchange::DeclareOk {},
-                        )),
+                        &AMQPClass::Exchange(exchange::AMQPMethod::DeclareOk(exchange::DeclareOk {})),
                     );
                 }
             }
@@ -81,10 +78,7 @@ impl Session {
                     self.id,
                 )?;
                 if !b.nowait {
-                    conn.send_method(
-                        channel,
-                        &AMQPClass::Exchange(exchange::AMQPMethod::BindOk(exchange::BindOk {})),
-                    );
+                    conn.send_method(channel, &AMQPClass::Exchange(exchange::AMQPMethod::BindOk(exchange::BindOk {})));
                 }
             }
             exchange::AMQPMethod::Unbind(u) => {
@@ -104,10 +98,7 @@ impl Session {
                 }
             }
             _ => {
-                return Err(MethodError::new(
-                    ReplyCode::CommandInvalid,
-                    "unimplemented method",
-                ));
+                return Err(MethodError::new(ReplyCode::CommandInvalid, "unimplemented method"));
             }
         }
         Ok(())
@@ -145,10 +136,7 @@ impl Session {
                         message_count: ok.messages,
                         consumer_count: ok.consumers,
                     };
-                    conn.send_method(
-                        channel,
-                        &AMQPClass::Queue(queue::AMQPMethod::DeclareOk(reply)),
-                    );
+                    conn.send_method(channel, &AMQPClass::Queue(queue::AMQPMethod::DeclareOk(reply)));
                 }
             }
             queue::AMQPMethod::Bind(b) => {
@@ -158,18 +146,9 @@ impl Session {
                 } else {
                     b.routing_key.as_str().to_owned()
                 };
-                vhost.bind(
-                    b.exchange.as_str(),
-                    Destination::Queue(name),
-                    &key,
-                    &arguments(&b.arguments),
-                    self.id,
-                )?;
+                vhost.bind(b.exchange.as_str(), Destination::Queue(name), &key, &arguments(&b.arguments), self.id)?;
                 if !b.nowait {
-                    conn.send_method(
-                        channel,
-                        &AMQPClass::Queue(queue::AMQPMethod::BindOk(queue::BindOk {})),
-                    );
+                    conn.send_method(channel, &AMQPClass::Queue(queue::AMQPMethod::BindOk(queue::BindOk {})));
                 }
             }
             queue::AMQPMethod::Unbind(u) => {
@@ -179,17 +158,8 @@ impl Session {
                 } else {
                     u.routing_key.as_str().to_owned()
                 };
-                vhost.unbind(
-                    u.exchange.as_str(),
-                    Destination::Queue(name),
-                    &key,
-                    &arguments(&u.arguments),
-                    self.id,
-                )?;
-                conn.send_method(
-                    channel,
-                    &AMQPClass::Queue(queue::AMQPMethod::UnbindOk(queue::UnbindOk {})),
-                );
+                vhost.unbind(u.exchange.as_str(), Destination::Queue(name), &key, &arguments(&u.arguments), self.id)?;
+                conn.send_method(channel, &AMQPClass::Queue(queue::AMQPMethod::UnbindOk(queue::UnbindOk {})));
             }
             queue::AMQPMethod::Purge(p) => {
                 let name = self.queue_name(channel, p.queue.as_str())?;
@@ -197,32 +167,23 @@ impl Session {
                 if !p.nowait {
                     conn.send_method(
                         channel,
-                        &AMQPClass::Queue(queue::AMQPMethod::PurgeOk(queue::PurgeOk {
-                            message_count: count,
-                        })),
+                        &AMQPClass::Queue(queue::AMQPMethod::PurgeOk(queue::PurgeOk { message_count: count })),
                     );
                 }
             }
             queue::AMQPMethod::Delete(d) => {
                 let name = self.queue_name(channel, d.queue.as_str())?;
-                let count = vhost
-                    .delete_queue(&name, self.id, d.if_unused, d.if_empty)
-                    .await?;
+                let count = vhost.delete_queue(&name, self.id, d.if_unused, d.if_empty).await?;
                 self.exclusive.retain(|q| q.name() != name);
                 if !d.nowait {
                     conn.send_method(
                         channel,
-                        &AMQPClass::Queue(queue::AMQPMethod::DeleteOk(queue::DeleteOk {
-                            message_count: count,
-                        })),
+                        &AMQPClass::Queue(queue::AMQPMethod::DeleteOk(queue::DeleteOk { message_count: count })),
                     );
                 }
             }
             _ => {
-                return Err(MethodError::new(
-                    ReplyCode::CommandInvalid,
-                    "unimplemented method",
-                ));
+                return Err(MethodError::new(ReplyCode::CommandInvalid, "unimplemented method"));
             }
         }
         Ok(())

@@ -38,32 +38,20 @@ pub enum FrameError {
 ///
 /// # Errors
 /// [`FrameError`] for a corrupt stream.
-pub fn parse_frame(
-    buf: &mut BytesMut,
-    max_frame_size: u32,
-) -> Result<Option<RawFrame>, FrameError> {
+pub fn parse_frame(buf: &mut BytesMut, max_frame_size: u32) -> Result<Option<RawFrame>, FrameError> {
     let Some(header) = buf.get(..8) else {
         return Ok(None);
     };
-    let size_bytes: [u8; 4] = header
-        .get(..4)
-        .and_then(|s| s.try_into().ok())
-        .unwrap_or_default();
+    let size_bytes: [u8; 4] = header.get(..4).and_then(|s| s.try_into().ok()).unwrap_or_default();
     let size = u32::from_be_bytes(size_bytes);
     let doff = header.get(4).copied().unwrap_or_default();
     let kind = header.get(5).copied().unwrap_or_default();
-    let channel = u16::from_be_bytes([
-        header.get(6).copied().unwrap_or(0),
-        header.get(7).copied().unwrap_or(0),
-    ]);
+    let channel = u16::from_be_bytes([header.get(6).copied().unwrap_or(0), header.get(7).copied().unwrap_or(0)]);
     if size < 8 || doff < 2 || u32::from(doff) * 4 > size {
         return Err(FrameError::BadHeader);
     }
     if size > max_frame_size {
-        return Err(FrameError::TooLarge {
-            size,
-            max: max_frame_size,
-        });
+        return Err(FrameError::TooLarge { size, max: max_frame_size });
     }
     let total = usize::try_from(size).map_err(|_| FrameError::BadHeader)?;
     if buf.len() < total {
@@ -72,21 +60,11 @@ pub fn parse_frame(
     }
     let mut frame = buf.split_to(total);
     let _header = frame.split_to(usize::from(doff) * 4);
-    Ok(Some(RawFrame {
-        kind,
-        channel,
-        body: frame.freeze(),
-    }))
+    Ok(Some(RawFrame { kind, channel, body: frame.freeze() }))
 }
 
 /// Appends a frame with the given body parts.
-pub fn write_frame(
-    out: &mut BytesMut,
-    kind: u8,
-    channel: u16,
-    performative: &[u8],
-    payload: &[u8],
-) {
+pub fn write_frame(out: &mut BytesMut, kind: u8, channel: u16, performative: &[u8], payload: &[u8]) {
     let size = 8 + performative.len() + payload.len();
     out.reserve(size);
     out.put_u32(u32::try_from(size).unwrap_or(u32::MAX));
@@ -122,12 +100,6 @@ mod tests {
         let mut doff = BytesMut::from(&[0u8, 0, 0, 8, 1, 0, 0, 0][..]);
         assert_eq!(parse_frame(&mut doff, 1024), Err(FrameError::BadHeader));
         let mut big = BytesMut::from(&[0u8, 0, 8, 0, 2, 0, 0, 0][..]);
-        assert_eq!(
-            parse_frame(&mut big, 1024),
-            Err(FrameError::TooLarge {
-                size: 2048,
-                max: 1024
-            })
-        );
+        assert_eq!(parse_frame(&mut big, 1024), Err(FrameError::TooLarge { size: 2048, max: 1024 }));
     }
 }

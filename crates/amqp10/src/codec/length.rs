@@ -34,10 +34,7 @@ fn encoded_len_depth(bytes: &[u8], depth: u8) -> Result<usize, DecodeError> {
     let len = if code == 0x00 {
         let rest = bytes.get(1..).ok_or(DecodeError::Truncated)?;
         let descriptor = encoded_len_depth(rest, depth + 1)?;
-        let value = encoded_len_depth(
-            rest.get(descriptor..).ok_or(DecodeError::Truncated)?,
-            depth + 1,
-        )?;
+        let value = encoded_len_depth(rest.get(descriptor..).ok_or(DecodeError::Truncated)?, depth + 1)?;
         1 + descriptor + value
     } else {
         match code >> 4 {
@@ -69,20 +66,14 @@ mod tests {
         assert_eq!(encoded_len(&[0xa1, 2, b'h', b'i', 0xff]), Ok(4));
         assert_eq!(encoded_len(&[0xb0, 0, 0, 0, 1, 9]), Ok(6));
         // described list: 0x00 0x53 0x10 (smallulong 0x10) then list8 size 1 count 0
-        assert_eq!(
-            encoded_len(&[0x00, 0x53, 0x10, 0xc0, 0x01, 0x00, 0xaa]),
-            Ok(6)
-        );
+        assert_eq!(encoded_len(&[0x00, 0x53, 0x10, 0xc0, 0x01, 0x00, 0xaa]), Ok(6));
     }
 
     #[test]
     fn truncation_and_reserved_codes_are_errors() {
         assert_eq!(encoded_len(&[]), Err(DecodeError::Truncated));
         assert_eq!(encoded_len(&[0xa1, 5, b'h']), Err(DecodeError::Truncated));
-        assert_eq!(
-            encoded_len(&[0xb0, 0xff, 0xff, 0xff, 0xff]),
-            Err(DecodeError::Truncated)
-        );
+        assert_eq!(encoded_len(&[0xb0, 0xff, 0xff, 0xff, 0xff]), Err(DecodeError::Truncated));
         assert!(matches!(encoded_len(&[0x30]), Err(DecodeError::Invalid(_))));
         let deep = vec![0u8; 64];
         assert!(encoded_len(&deep).is_err());

@@ -61,51 +61,11 @@ fn header_fields(section: &[u8]) -> Result<HeaderFields, DecodeError> {
     let field = |i: usize| fields.get(i).filter(|v| !matches!(v, Amqp::Null));
     let bad = || DecodeError::Invalid("header field of the wrong type");
     Ok(HeaderFields {
-        durable: field(0)
-            .map(|v| {
-                if let Amqp::Bool(b) = v {
-                    Ok(*b)
-                } else {
-                    Err(bad())
-                }
-            })
-            .transpose()?,
-        priority: field(1)
-            .map(|v| {
-                if let Amqp::Ubyte(p) = v {
-                    Ok(*p)
-                } else {
-                    Err(bad())
-                }
-            })
-            .transpose()?,
-        ttl: field(2)
-            .map(|v| {
-                if let Amqp::Uint(t) = v {
-                    Ok(*t)
-                } else {
-                    Err(bad())
-                }
-            })
-            .transpose()?,
-        first_acquirer: field(3)
-            .map(|v| {
-                if let Amqp::Bool(b) = v {
-                    Ok(*b)
-                } else {
-                    Err(bad())
-                }
-            })
-            .transpose()?,
-        delivery_count: field(4)
-            .map(|v| {
-                if let Amqp::Uint(c) = v {
-                    Ok(*c)
-                } else {
-                    Err(bad())
-                }
-            })
-            .transpose()?,
+        durable: field(0).map(|v| if let Amqp::Bool(b) = v { Ok(*b) } else { Err(bad()) }).transpose()?,
+        priority: field(1).map(|v| if let Amqp::Ubyte(p) = v { Ok(*p) } else { Err(bad()) }).transpose()?,
+        ttl: field(2).map(|v| if let Amqp::Uint(t) = v { Ok(*t) } else { Err(bad()) }).transpose()?,
+        first_acquirer: field(3).map(|v| if let Amqp::Bool(b) = v { Ok(*b) } else { Err(bad()) }).transpose()?,
+        delivery_count: field(4).map(|v| if let Amqp::Uint(c) = v { Ok(*c) } else { Err(bad()) }).transpose()?,
     })
 }
 
@@ -133,16 +93,11 @@ fn descriptor_code(section: &[u8]) -> Result<u64, DecodeError> {
     match section {
         [0x00, 0x53, code, ..] => Ok(u64::from(*code)),
         [0x00, 0x80, rest @ ..] => {
-            let raw: [u8; 8] = rest
-                .get(..8)
-                .and_then(|b| b.try_into().ok())
-                .ok_or(DecodeError::Truncated)?;
+            let raw: [u8; 8] = rest.get(..8).and_then(|b| b.try_into().ok()).ok_or(DecodeError::Truncated)?;
             Ok(u64::from_be_bytes(raw))
         }
         [0x00, 0xa3, len, rest @ ..] => {
-            let name = rest
-                .get(..usize::from(*len))
-                .ok_or(DecodeError::Truncated)?;
+            let name = rest.get(..usize::from(*len)).ok_or(DecodeError::Truncated)?;
             Ok(match name {
                 b"amqp:header:list" => HEADER,
                 b"amqp:delivery-annotations:map" => DELIVERY_ANNOTATIONS,
@@ -156,21 +111,14 @@ fn descriptor_code(section: &[u8]) -> Result<u64, DecodeError> {
                 _ => return Err(DecodeError::Invalid("unknown section")),
             })
         }
-        _ => Err(DecodeError::Invalid(
-            "a message section must be a described type",
-        )),
+        _ => Err(DecodeError::Invalid("a message section must be a described type")),
     }
 }
 
-fn map_entries(
-    section: &[u8],
-) -> Result<Vec<(charon_model::Value, charon_model::Value)>, DecodeError> {
+fn map_entries(section: &[u8]) -> Result<Vec<(charon_model::Value, charon_model::Value)>, DecodeError> {
     match decode_exact::<Amqp>(section)? {
         Amqp::Described(described) => match described.value {
-            Amqp::Map(map) => Ok(map
-                .iter()
-                .map(|(k, v)| (from_amqp(k), from_amqp(v)))
-                .collect()),
+            Amqp::Map(map) => Ok(map.iter().map(|(k, v)| (from_amqp(k), from_amqp(v))).collect()),
             Amqp::Null => Ok(Vec::new()),
             _ => Err(DecodeError::Invalid("annotations must be a map")),
         },
@@ -273,14 +221,8 @@ mod tests {
 
     #[test]
     fn splits_sections_and_keeps_the_bare_message() {
-        let header = Header {
-            durable: true,
-            ..Header::default()
-        };
-        let props = Properties {
-            message_id: Some(MessageId::String("m1".into())),
-            ..Properties::default()
-        };
+        let header = Header { durable: true, ..Header::default() };
+        let props = Properties { message_id: Some(MessageId::String("m1".into())), ..Properties::default() };
         let app = ApplicationProperties::builder().insert("k", 5i32).build();
         let data = Data(Binary::from(b"hello".to_vec()));
         let mut payload = encode_value(&header);
@@ -291,29 +233,15 @@ mod tests {
         let payload = Bytes::from(payload);
         let parsed = parse_message(&payload).unwrap();
         assert_eq!(parsed.header.and_then(|h| h.durable), Some(true));
-        assert_eq!(
-            parsed.properties.and_then(|p| p.message_id),
-            Some(MessageId::String("m1".into()))
-        );
-        assert_eq!(
-            parsed.application_properties,
-            vec![("k".to_owned(), charon_model::Value::I32(5))]
-        );
-        assert_eq!(
-            parsed.body,
-            Some(BodyKind::SingleData(Bytes::from_static(b"hello")))
-        );
+        assert_eq!(parsed.properties.and_then(|p| p.message_id), Some(MessageId::String("m1".into())));
+        assert_eq!(parsed.application_properties, vec![("k".to_owned(), charon_model::Value::I32(5))]);
+        assert_eq!(parsed.body, Some(BodyKind::SingleData(Bytes::from_static(b"hello"))));
         assert_eq!(parsed.bare, payload.slice(bare_at..));
     }
 
     #[test]
     fn garbage_is_a_decode_error_not_a_panic() {
-        for bytes in [
-            &[0x00, 0x53][..],
-            &[0x00, 0x53, 0x75, 0xa0, 0x05, 1],
-            &[0x00, 0x53, 0x70, 0x45, 0xff],
-            &[0x42],
-        ] {
+        for bytes in [&[0x00, 0x53][..], &[0x00, 0x53, 0x75, 0xa0, 0x05, 1], &[0x00, 0x53, 0x70, 0x45, 0xff], &[0x42]] {
             assert!(parse_message(&Bytes::copy_from_slice(bytes)).is_err());
         }
     }

@@ -10,10 +10,7 @@ mod message;
 mod performative;
 pub mod value;
 
-pub use frame::{
-    FRAME_TYPE_AMQP, FRAME_TYPE_SASL, FrameError, RawFrame, parse_frame, write_frame,
-    write_heartbeat,
-};
+pub use frame::{FRAME_TYPE_AMQP, FRAME_TYPE_SASL, FrameError, RawFrame, parse_frame, write_frame, write_heartbeat};
 pub use length::encoded_len;
 pub use message::{BodyKind, HeaderFields, ParsedMessage, parse_message};
 pub use performative::{SaslFrame, decode_performative, decode_sasl, encode_value};

@@ -14,8 +14,7 @@ use super::{DecodeError, decode_exact, encoded_len};
 /// [`DecodeError`] when the body does not start with a decodable performative.
 pub fn decode_performative(body: &Bytes) -> Result<(Performative, Bytes), DecodeError> {
     let len = encoded_len(body)?;
-    let performative =
-        decode_exact::<Performative>(body.get(..len).ok_or(DecodeError::Truncated)?)?;
+    let performative = decode_exact::<Performative>(body.get(..len).ok_or(DecodeError::Truncated)?)?;
     Ok((performative, body.slice(len..)))
 }
 

@@ -34,11 +34,7 @@ pub fn from_amqp(value: &Amqp) -> Value {
         Amqp::Symbol(s) => Value::Symbol(s.as_str().to_owned()),
         Amqp::List(items) => Value::List(items.iter().map(from_amqp).collect()),
         Amqp::Array(items) => Value::Array(items.0.iter().map(from_amqp).collect()),
-        Amqp::Map(map) => Value::Map(
-            map.iter()
-                .map(|(k, v)| (from_amqp(k), from_amqp(v)))
-                .collect(),
-        ),
+        Amqp::Map(map) => Value::Map(map.iter().map(|(k, v)| (from_amqp(k), from_amqp(v))).collect()),
         Amqp::Described(d) => {
             let descriptor = match &d.descriptor {
                 Descriptor::Name(name) => Value::Symbol(name.as_str().to_owned()),
@@ -86,9 +82,7 @@ pub fn to_amqp(value: &Value) -> Amqp {
         Value::String(s) => Amqp::String(s.clone()),
         Value::Symbol(s) => Amqp::Symbol(Symbol::from(s.as_str())),
         Value::List(items) => Amqp::List(items.iter().map(to_amqp).collect()),
-        Value::Array(items) => {
-            Amqp::Array(Array::from(items.iter().map(to_amqp).collect::<Vec<_>>()))
-        }
+        Value::Array(items) => Amqp::Array(Array::from(items.iter().map(to_amqp).collect::<Vec<_>>())),
         Value::Map(entries) => {
             let mut map = OrderedMap::new();
             for (k, v) in entries {
@@ -108,10 +102,7 @@ pub fn to_amqp(value: &Value) -> Amqp {
                 Value::U64(code) => Descriptor::Code(*code),
                 other => Descriptor::Name(Symbol::from(other.as_str().unwrap_or_default())),
             };
-            Amqp::Described(Box::new(Described {
-                descriptor,
-                value: to_amqp(&pair.1),
-            }))
+            Amqp::Described(Box::new(Described { descriptor, value: to_amqp(&pair.1) }))
         }
     }
 }
@@ -145,9 +136,6 @@ mod tests {
     #[test]
     fn long_strings_become_strings_or_binary() {
         assert_eq!(to_amqp(&Value::long_str("abc")), Amqp::String("abc".into()));
-        assert!(matches!(
-            to_amqp(&Value::LongStr(Bytes::from_static(&[0xff, 0xfe]))),
-            Amqp::Binary(_)
-        ));
+        assert!(matches!(to_amqp(&Value::LongStr(Bytes::from_static(&[0xff, 0xfe]))), Amqp::Binary(_)));
     }
 }

@@ -30,10 +30,7 @@ pub fn to_model(parsed: &ParsedMessage, exchange: &str, routing_key: &str) -> Me
     if let Some(p) = &parsed.properties {
         properties.message_id = p.message_id.as_ref().map(message_id);
         properties.correlation_id = p.correlation_id.as_ref().map(message_id);
-        properties.user_id = p
-            .user_id
-            .as_ref()
-            .map(|b| Bytes::copy_from_slice(b.as_ref()));
+        properties.user_id = p.user_id.as_ref().map(|b| Bytes::copy_from_slice(b.as_ref()));
         properties.to = p.to.clone();
         properties.subject = p.subject.clone();
         properties.reply_to = p.reply_to.clone();
@@ -54,22 +51,16 @@ pub fn to_model(parsed: &ParsedMessage, exchange: &str, routing_key: &str) -> Me
         })
         .collect();
     let cc = match annotations.get("x-cc") {
-        Some(Value::List(items) | Value::Array(items)) => items
-            .iter()
-            .filter_map(|v| v.as_str().map(str::to_owned))
-            .collect(),
+        Some(Value::List(items) | Value::Array(items)) => {
+            items.iter().filter_map(|v| v.as_str().map(str::to_owned)).collect()
+        }
         _ => Vec::new(),
     };
     let body = match &parsed.body {
         Some(BodyKind::SingleData(bytes)) => Body::Data(bytes.clone()),
         _ => Body::Amqp10Sections(parsed.body_sections.clone()),
     };
-    let routing = Routing {
-        exchange: exchange.to_owned(),
-        routing_key: routing_key.to_owned(),
-        cc,
-        bcc: Vec::new(),
-    };
+    let routing = Routing { exchange: exchange.to_owned(), routing_key: routing_key.to_owned(), cc, bcc: Vec::new() };
     let mut message = Message::new(routing, body);
     message.set_properties(properties);
     message.headers = parsed.application_properties.iter().cloned().collect();

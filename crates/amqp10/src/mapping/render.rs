@@ -6,9 +6,7 @@ use charon_model::{Body, Encoded, Message, MessageId, Origin, Value};
 use serde_amqp::Value as Amqp;
 use serde_amqp::primitives::{OrderedMap, Symbol, Timestamp};
 
-use super::sections::{
-    APPLICATION_PROPERTIES, DATA, HEADER, MESSAGE_ANNOTATIONS, PROPERTIES, composite, push_section,
-};
+use super::sections::{APPLICATION_PROPERTIES, DATA, HEADER, MESSAGE_ANNOTATIONS, PROPERTIES, composite, push_section};
 use crate::codec::value::to_amqp;
 
 /// Facts about this delivery that go into the header.
@@ -23,14 +21,11 @@ fn string(s: &Option<String>) -> Amqp {
 }
 
 fn symbol(s: &Option<String>) -> Amqp {
-    s.as_ref()
-        .map_or(Amqp::Null, |v| Amqp::Symbol(Symbol::from(v.as_str())))
+    s.as_ref().map_or(Amqp::Null, |v| Amqp::Symbol(Symbol::from(v.as_str())))
 }
 
 fn timestamp(t: Option<i64>) -> Amqp {
-    t.map_or(Amqp::Null, |ms| {
-        Amqp::Timestamp(Timestamp::from_milliseconds(ms))
-    })
+    t.map_or(Amqp::Null, |ms| Amqp::Timestamp(Timestamp::from_milliseconds(ms)))
 }
 
 /// `urn:uuid:` strings become uuids, as RabbitMQ converts 0.9.1 ids.
@@ -48,11 +43,7 @@ fn message_id_value(id: &Option<MessageId>) -> Amqp {
 }
 
 fn parse_urn_uuid(s: &str) -> Option<[u8; 16]> {
-    let hex: String = s
-        .strip_prefix("urn:uuid:")?
-        .chars()
-        .filter(|c| *c != '-')
-        .collect();
+    let hex: String = s.strip_prefix("urn:uuid:")?.chars().filter(|c| *c != '-').collect();
     if hex.len() != 32 || s.len() != 45 {
         return None;
     }
@@ -70,15 +61,11 @@ fn header_section(message: &Message, facts: DeliveryFacts) -> Amqp {
         _ => props.durable.unwrap_or(true),
     };
     let delivery_count = message.broker.delivery_count;
-    let first_acquirer =
-        !facts.redelivered && delivery_count == 0 && message.broker.deaths.is_none();
+    let first_acquirer = !facts.redelivered && delivery_count == 0 && message.broker.deaths.is_none();
     composite(vec![
         Amqp::Bool(durable),
         props.priority.map_or(Amqp::Null, Amqp::Ubyte),
-        props
-            .ttl
-            .and_then(|t| u32::try_from(t).ok())
-            .map_or(Amqp::Null, Amqp::Uint),
+        props.ttl.and_then(|t| u32::try_from(t).ok()).map_or(Amqp::Null, Amqp::Uint),
         Amqp::Bool(first_acquirer),
         Amqp::Uint(delivery_count),
     ])
@@ -111,16 +98,8 @@ fn annotations(message: &Message) -> OrderedMap<Amqp, Amqp> {
             }
         }
     }
-    upsert(
-        &mut map,
-        "x-exchange",
-        Amqp::String(message.routing.exchange.clone()),
-    );
-    upsert(
-        &mut map,
-        "x-routing-key",
-        Amqp::String(message.routing.routing_key.clone()),
-    );
+    upsert(&mut map, "x-exchange", Amqp::String(message.routing.exchange.clone()));
+    upsert(&mut map, "x-routing-key", Amqp::String(message.routing.routing_key.clone()));
     map
 }
 
@@ -129,9 +108,7 @@ fn converted_bare(message: &Message, out: &mut Vec<u8>) {
     let p = message.properties();
     let properties = composite(vec![
         message_id_value(&p.message_id),
-        p.user_id
-            .as_ref()
-            .map_or(Amqp::Null, |b| Amqp::Binary(b.to_vec().into())),
+        p.user_id.as_ref().map_or(Amqp::Null, |b| Amqp::Binary(b.to_vec().into())),
         string(&p.to),
         string(&p.subject),
         string(&p.reply_to),
@@ -154,10 +131,7 @@ fn converted_bare(message: &Message, out: &mut Vec<u8>) {
     // cannot (1.0 application properties hold simple values only), as in RabbitMQ.
     let mut app = OrderedMap::new();
     for (key, value) in message.headers.iter() {
-        let simple = !matches!(
-            value,
-            Value::Table(_) | Value::List(_) | Value::Array(_) | Value::Map(_)
-        );
+        let simple = !matches!(value, Value::Table(_) | Value::List(_) | Value::Array(_) | Value::Map(_));
         let keep = match message.origin {
             Origin::Amqp091 => !key.starts_with("x-") && simple,
             _ => simple,
@@ -203,11 +177,7 @@ mod tests {
     #[test]
     fn a_0_9_1_message_converts_like_rabbitmq() {
         let mut message = Message::new(
-            Routing {
-                exchange: "ex".into(),
-                routing_key: "rk".into(),
-                ..Routing::default()
-            },
+            Routing { exchange: "ex".into(), routing_key: "rk".into(), ..Routing::default() },
             Body::Data(Bytes::from_static(b"hi")),
         );
         message.origin = Origin::Amqp091;
@@ -216,9 +186,7 @@ mod tests {
             priority: Some(4),
             ttl: Some(60_000),
             app_id: Some("app".into()),
-            message_id: Some(MessageId::String(
-                "urn:uuid:6ba7b810-9dad-11d1-80b4-00c04fd430c8".into(),
-            )),
+            message_id: Some(MessageId::String("urn:uuid:6ba7b810-9dad-11d1-80b4-00c04fd430c8".into())),
             message_type: Some("t".into()),
             timestamp: Some(1_700_000_000_000),
             ..Properties::default()
@@ -234,51 +202,23 @@ mod tests {
         let parsed = parse_message(&payload).unwrap();
         let header = parsed.header.unwrap();
         assert_eq!(
-            (
-                header.durable,
-                header.priority,
-                header.ttl,
-                header.first_acquirer
-            ),
+            (header.durable, header.priority, header.ttl, header.first_acquirer),
             (Some(true), Some(4), Some(60_000), Some(true))
         );
         let props = parsed.properties.unwrap();
-        assert!(matches!(
-            props.message_id,
-            Some(fe2o3_amqp_types::messaging::MessageId::Uuid(_))
-        ));
+        assert!(matches!(props.message_id, Some(fe2o3_amqp_types::messaging::MessageId::Uuid(_))));
         assert_eq!(props.group_id.as_deref(), Some("app"));
-        assert_eq!(
-            props.creation_time.map(|t| t.milliseconds()),
-            Some(1_700_000_000_000)
-        );
-        assert_eq!(
-            parsed.application_properties,
-            vec![("plain".to_owned(), Value::String("v".into()))]
-        );
-        let keys: Vec<String> = parsed
-            .annotations
-            .iter()
-            .filter_map(|(k, _)| k.as_str().map(str::to_owned))
-            .collect();
-        assert_eq!(
-            keys,
-            ["x-custom", "x-basic-type", "x-exchange", "x-routing-key"]
-        );
-        assert_eq!(
-            parsed.body,
-            Some(BodyKind::SingleData(Bytes::from_static(b"hi")))
-        );
+        assert_eq!(props.creation_time.map(|t| t.milliseconds()), Some(1_700_000_000_000));
+        assert_eq!(parsed.application_properties, vec![("plain".to_owned(), Value::String("v".into()))]);
+        let keys: Vec<String> = parsed.annotations.iter().filter_map(|(k, _)| k.as_str().map(str::to_owned)).collect();
+        assert_eq!(keys, ["x-custom", "x-basic-type", "x-exchange", "x-routing-key"]);
+        assert_eq!(parsed.body, Some(BodyKind::SingleData(Bytes::from_static(b"hi"))));
     }
 
     #[test]
     fn a_1_0_message_keeps_its_bare_bytes() {
         let mut published = Vec::new();
-        push_section(
-            &mut published,
-            PROPERTIES,
-            composite(vec![Amqp::String("id".into())]),
-        );
+        push_section(&mut published, PROPERTIES, composite(vec![Amqp::String("id".into())]));
         push_section(&mut published, DATA, Amqp::Binary(b"body".to_vec().into()));
         let payload = Bytes::from(published.clone());
         let parsed = parse_message(&payload).unwrap();

@@ -14,10 +14,7 @@ pub(super) const DATA: u64 = 0x75;
 
 /// Appends a described section.
 pub(super) fn push_section(out: &mut Vec<u8>, code: u64, value: Amqp) {
-    let described = Amqp::Described(Box::new(Described {
-        descriptor: Descriptor::Code(code),
-        value,
-    }));
+    let described = Amqp::Described(Box::new(Described { descriptor: Descriptor::Code(code), value }));
     out.extend(encode_value(&described));
 }
 

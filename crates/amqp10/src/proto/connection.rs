@@ -16,8 +16,8 @@ use super::errors::error;
 use super::session::Session;
 use super::{Event, Failure, Host};
 use crate::codec::{
-    FRAME_TYPE_AMQP, FRAME_TYPE_SASL, FrameError, SaslFrame, decode_performative, decode_sasl,
-    encode_value, parse_frame, write_frame, write_heartbeat,
+    FRAME_TYPE_AMQP, FRAME_TYPE_SASL, FrameError, SaslFrame, decode_performative, decode_sasl, encode_value,
+    parse_frame, write_frame, write_heartbeat,
 };
 
 /// The AMQP 1.0 protocol header that follows a successful SASL exchange.
@@ -133,9 +133,7 @@ impl Connection {
         if anonymous {
             mechanisms.push(Symbol::from("ANONYMOUS"));
         }
-        let offer = SaslMechanisms {
-            sasl_server_mechanisms: Array::from(mechanisms),
-        };
+        let offer = SaslMechanisms { sasl_server_mechanisms: Array::from(mechanisms) };
         conn.send_frame(FRAME_TYPE_SASL, 0, &offer, &[]);
         conn
     }
@@ -161,13 +159,7 @@ impl Connection {
         self.events.pop_front()
     }
 
-    fn send_frame<T: Serialize>(
-        &mut self,
-        kind: u8,
-        channel: u16,
-        performative: &T,
-        payload: &[u8],
-    ) {
+    fn send_frame<T: Serialize>(&mut self, kind: u8, channel: u16, performative: &T, payload: &[u8]) {
         let bytes = encode_value(performative);
         write_frame(&mut self.out, kind, channel, &bytes, payload);
     }
@@ -285,22 +277,15 @@ impl Connection {
                 Ok(Some(frame)) => frame,
                 Ok(None) => break,
                 Err(FrameError::TooLarge { size, max }) => {
-                    let text =
-                        format!("frame size ({size} bytes) > maximum frame size ({max} bytes)");
+                    let text = format!("frame size ({size} bytes) > maximum frame size ({max} bytes)");
                     self.input_dead = true;
-                    self.fail(
-                        Failure::Connection(error("amqp:connection:framing-error", text)),
-                        now,
-                    );
+                    self.fail(Failure::Connection(error("amqp:connection:framing-error", text)), now);
                     break;
                 }
                 Err(FrameError::BadHeader) => {
                     self.input_dead = true;
                     self.fail(
-                        Failure::Connection(error(
-                            "amqp:connection:framing-error",
-                            "malformed frame header",
-                        )),
+                        Failure::Connection(error("amqp:connection:framing-error", "malformed frame header")),
                         now,
                     );
                     break;
@@ -330,10 +315,9 @@ impl Connection {
                 self.close_silently(now);
                 Ok(())
             }
-            (_, FRAME_TYPE_SASL) => Err(Failure::Connection(error(
-                "amqp:connection:framing-error",
-                "SASL frame after the SASL exchange",
-            ))),
+            (_, FRAME_TYPE_SASL) => {
+                Err(Failure::Connection(error("amqp:connection:framing-error", "SASL frame after the SASL exchange")))
+            }
             (_, FRAME_TYPE_AMQP) if frame.body.is_empty() => Ok(()),
             (_, FRAME_TYPE_AMQP) => {
                 if self.state == State::Open && frame.channel > self.channel_max {
@@ -341,73 +325,38 @@ impl Connection {
                         "channel number ({}) exceeds maximum channel number ({})",
                         frame.channel, self.channel_max
                     );
-                    return Err(Failure::Connection(error(
-                        "amqp:connection:framing-error",
-                        text,
-                    )));
+                    return Err(Failure::Connection(error("amqp:connection:framing-error", text)));
                 }
                 let (performative, payload) = decode_performative(&frame.body).map_err(|e| {
-                    Failure::Connection(error(
-                        "amqp:decode-error",
-                        format!("failed to decode frame: {e}"),
-                    ))
+                    Failure::Connection(error("amqp:decode-error", format!("failed to decode frame: {e}")))
                 })?;
                 self.handle_performative(frame.channel, performative, payload, now, host)
             }
-            _ => Err(Failure::Connection(error(
-                "amqp:connection:framing-error",
-                "unknown frame type",
-            ))),
+            _ => Err(Failure::Connection(error("amqp:connection:framing-error", "unknown frame type"))),
         }
     }
 
-    fn handle_sasl(
-        &mut self,
-        body: &Bytes,
-        now: Instant,
-        host: &mut dyn Host,
-    ) -> Result<(), Failure> {
+    fn handle_sasl(&mut self, body: &Bytes, now: Instant, host: &mut dyn Host) -> Result<(), Failure> {
         let Ok(SaslFrame::Init(init)) = decode_sasl(body) else {
             self.close_silently(now);
             return Ok(());
         };
-        let response = init
-            .initial_response
-            .map(|b| b.into_vec())
-            .unwrap_or_default();
+        let response = init.initial_response.map(|b| b.into_vec()).unwrap_or_default();
         let user = match init.mechanism.as_str() {
-            "PLAIN" => plain_credentials(&response)
-                .filter(|(u, p)| host.authenticate(u, p))
-                .map(|(u, _)| u),
+            "PLAIN" => plain_credentials(&response).filter(|(u, p)| host.authenticate(u, p)).map(|(u, _)| u),
             "ANONYMOUS" => host.anonymous_user(),
             _ => None,
         };
         match user {
             Some(username) => {
                 self.username = username;
-                self.send_frame(
-                    FRAME_TYPE_SASL,
-                    0,
-                    &SaslOutcome {
-                        code: SaslCode::Ok,
-                        additional_data: None,
-                    },
-                    &[],
-                );
+                self.send_frame(FRAME_TYPE_SASL, 0, &SaslOutcome { code: SaslCode::Ok, additional_data: None }, &[]);
                 self.state = State::AwaitHeader;
             }
             None => {
                 // RabbitMQ answers a refused login with sasl-outcome `auth` and drops the
                 // connection after its silent-close delay.
-                self.send_frame(
-                    FRAME_TYPE_SASL,
-                    0,
-                    &SaslOutcome {
-                        code: SaslCode::Auth,
-                        additional_data: None,
-                    },
-                    &[],
-                );
+                self.send_frame(FRAME_TYPE_SASL, 0, &SaslOutcome { code: SaslCode::Auth, additional_data: None }, &[]);
                 self.close_silently(now);
             }
         }
@@ -424,10 +373,7 @@ impl Connection {
     ) -> Result<(), Failure> {
         match (self.state, performative) {
             (State::AwaitOpen, Performative::Open(open)) => self.on_open(&open, now, host),
-            (State::AwaitOpen, _) => Err(Failure::Connection(error(
-                "amqp:illegal-state",
-                "expected open",
-            ))),
+            (State::AwaitOpen, _) => Err(Failure::Connection(error("amqp:illegal-state", "expected open"))),
             (State::Closing, Performative::Close(_)) => {
                 self.finish();
                 Ok(())
@@ -438,10 +384,9 @@ impl Connection {
                 self.finish();
                 Ok(())
             }
-            (State::Open, Performative::Open(_)) => Err(Failure::Connection(error(
-                "amqp:illegal-state",
-                "connection already open",
-            ))),
+            (State::Open, Performative::Open(_)) => {
+                Err(Failure::Connection(error("amqp:illegal-state", "connection already open")))
+            }
             (State::Open, Performative::Begin(begin)) => self.on_begin(channel, &begin),
             (State::Open, other) => {
                 let ending = self.sessions.get(&channel).map(|s| s.ending);
@@ -461,12 +406,7 @@ impl Connection {
         }
     }
 
-    fn session_frame(
-        &mut self,
-        channel: u16,
-        performative: Performative,
-        payload: Bytes,
-    ) -> Result<(), Failure> {
+    fn session_frame(&mut self, channel: u16, performative: Performative, payload: Bytes) -> Result<(), Failure> {
         match performative {
             Performative::Attach(attach) => self.on_attach(channel, attach),
             Performative::Flow(flow) => self.on_flow(channel, &flow),
@@ -477,39 +417,28 @@ impl Connection {
                 self.on_end(channel);
                 Ok(())
             }
-            Performative::Open(_) | Performative::Begin(_) | Performative::Close(_) => Err(
-                Failure::Connection(error("amqp:internal-error", "Unexpected frame")),
-            ),
+            Performative::Open(_) | Performative::Begin(_) | Performative::Close(_) => {
+                Err(Failure::Connection(error("amqp:internal-error", "Unexpected frame")))
+            }
         }
     }
 
     fn on_open(&mut self, open: &Open, now: Instant, host: &mut dyn Host) -> Result<(), Failure> {
         let vhost = match open.hostname.as_deref() {
-            Some(hostname) if hostname.starts_with("vhost:") => {
-                hostname.trim_start_matches("vhost:").to_owned()
-            }
+            Some(hostname) if hostname.starts_with("vhost:") => hostname.trim_start_matches("vhost:").to_owned(),
             _ => "/".to_owned(),
         };
         if let Err(description) = host.open_vhost(&self.username, &vhost) {
-            return Err(Failure::Connection(error(
-                "amqp:unauthorized-access",
-                description,
-            )));
+            return Err(Failure::Connection(error("amqp:unauthorized-access", description)));
         }
         let client_max = open.max_frame_size.0;
         if client_max < MIN_MAX_FRAME_SIZE {
-            let text = format!(
-                "max_frame_size ({client_max}) < minimum maximum frame size ({MIN_MAX_FRAME_SIZE})"
-            );
-            return Err(Failure::Connection(error(
-                "amqp:frame-size-too-small",
-                text,
-            )));
+            let text = format!("max_frame_size ({client_max}) < minimum maximum frame size ({MIN_MAX_FRAME_SIZE})");
+            return Err(Failure::Connection(error("amqp:frame-size-too-small", text)));
         }
         if let Some(interval) = open.idle_time_out {
             if interval > 0 && interval < 1000 {
-                let text =
-                    format!("idle-time-out ({interval} ms) < minimum idle-time-out (1000 ms)");
+                let text = format!("idle-time-out ({interval} ms) < minimum idle-time-out (1000 ms)");
                 return Err(Failure::Connection(error("amqp:not-allowed", text)));
             }
             if interval > 0 {
@@ -524,10 +453,7 @@ impl Connection {
             ("product", self.config.product.clone()),
             ("version", self.config.version.clone()),
             ("platform", "Charon (Rust)".to_owned()),
-            (
-                "information",
-                "Charon: AMQP 0.9.1 and 1.0 broker, RabbitMQ-compatible".to_owned(),
-            ),
+            ("information", "Charon: AMQP 0.9.1 and 1.0 broker, RabbitMQ-compatible".to_owned()),
         ] {
             properties.insert(Symbol::from(key), Amqp::String(value));
         }
@@ -536,9 +462,7 @@ impl Connection {
             hostname: None,
             max_frame_size: MaxFrameSize(self.config.max_frame_size),
             channel_max: ChannelMax(self.channel_max),
-            idle_time_out: Some(
-                u32::try_from(self.config.idle_timeout.as_millis() / 2).unwrap_or(u32::MAX),
-            ),
+            idle_time_out: Some(u32::try_from(self.config.idle_timeout.as_millis() / 2).unwrap_or(u32::MAX)),
             outgoing_locales: None,
             incoming_locales: None,
             offered_capabilities: Some(Array::from(vec![
@@ -552,10 +476,7 @@ impl Connection {
         self.state = State::Open;
         self.deadline = None;
         self.last_read = now;
-        self.events.push_back(Event::Opened {
-            username: self.username.clone(),
-            vhost,
-        });
+        self.events.push_back(Event::Opened { username: self.username.clone(), vhost });
         Ok(())
     }
 }

@@ -85,10 +85,7 @@ fn empty_flow() -> Flow {
 impl Connection {
     pub(super) fn on_begin(&mut self, channel: u16, begin: &Begin) -> Result<(), Failure> {
         if self.sessions.contains_key(&channel) {
-            return Err(Failure::Connection(error(
-                "amqp:internal-error",
-                "Unexpected frame begin",
-            )));
+            return Err(Failure::Connection(error("amqp:internal-error", "Unexpected frame begin")));
         }
         let session = Session::new(begin);
         let reply = Begin {
@@ -120,34 +117,20 @@ impl Connection {
         let session = self.session(channel)?;
         let handle = attach.handle.0;
         if handle > session.handle_max {
-            let text = format!(
-                "link handle value ({handle}) exceeds maximum link handle value ({})",
-                session.handle_max
-            );
-            return Err(Failure::Connection(error(
-                "amqp:connection:framing-error",
-                text,
-            )));
+            let text =
+                format!("link handle value ({handle}) exceeds maximum link handle value ({})", session.handle_max);
+            return Err(Failure::Connection(error("amqp:connection:framing-error", text)));
         }
         if session.links.contains_key(&handle) {
             return Err(Failure::Session(
                 channel,
-                error(
-                    "amqp:session:handle-in-use",
-                    format!("handle {handle} in use"),
-                ),
+                error("amqp:session:handle-in-use", format!("handle {handle} in use")),
             ));
         }
         if attach.unsettled.as_ref().is_some_and(|u| !u.is_empty()) || attach.incomplete_unsettled {
-            return Err(Failure::Session(
-                channel,
-                error("amqp:not-implemented", "Link recovery not supported"),
-            ));
+            return Err(Failure::Session(channel, error("amqp:not-implemented", "Link recovery not supported")));
         }
-        self.events.push_back(Event::Attach {
-            channel,
-            attach: Box::new(attach),
-        });
+        self.events.push_back(Event::Attach { channel, attach: Box::new(attach) });
         Ok(())
     }
 
@@ -155,11 +138,7 @@ impl Connection {
         let session = self.session(channel)?;
         let handle = detach.handle.0;
         if session.links.remove(&handle).is_some() {
-            let reply = Detach {
-                handle: detach.handle.clone(),
-                closed: detach.closed,
-                error: None,
-            };
+            let reply = Detach { handle: detach.handle.clone(), closed: detach.closed, error: None };
             self.send_performative(channel, &reply);
             self.events.push_back(Event::Detached { channel, handle });
         }
@@ -170,14 +149,8 @@ impl Connection {
         let session = self.session(channel)?;
         // 2.5.6: the window the client grants us counts from its next-incoming-id.
         let base = flow.next_incoming_id.unwrap_or(INITIAL_OUTGOING_ID);
-        let window = base
-            .wrapping_add(flow.incoming_window)
-            .wrapping_sub(session.next_outgoing_id);
-        session.remote_incoming_window = if window > flow.incoming_window {
-            0
-        } else {
-            window
-        };
+        let window = base.wrapping_add(flow.incoming_window).wrapping_sub(session.next_outgoing_id);
+        session.remote_incoming_window = if window > flow.incoming_window { 0 } else { window };
         let Some(handle) = flow.handle.as_ref().map(|h| h.0) else {
             self.flush_blocked(channel);
             return Ok(());
@@ -196,10 +169,7 @@ impl Connection {
             None => {
                 return Err(Failure::Session(
                     channel,
-                    error(
-                        "amqp:session:unattached-handle",
-                        format!("Unattached link handle: {handle}"),
-                    ),
+                    error("amqp:session:unattached-handle", format!("Unattached link handle: {handle}")),
                 ));
             }
         }
@@ -207,12 +177,7 @@ impl Connection {
         Ok(())
     }
 
-    pub(super) fn on_transfer(
-        &mut self,
-        channel: u16,
-        transfer: Transfer,
-        payload: Bytes,
-    ) -> Result<(), Failure> {
+    pub(super) fn on_transfer(&mut self, channel: u16, transfer: Transfer, payload: Bytes) -> Result<(), Failure> {
         let max_message_size = self.config.max_message_size;
         let session = self.session(channel)?;
         session.next_incoming_id = session.next_incoming_id.wrapping_add(1);
@@ -222,26 +187,15 @@ impl Connection {
             session.incoming_window = MAX_INCOMING_WINDOW;
         }
         let handle = transfer.handle.0;
-        let Some(link) = session
-            .links
-            .get_mut(&handle)
-            .filter(|l| l.role == LinkRole::Incoming)
-        else {
+        let Some(link) = session.links.get_mut(&handle).filter(|l| l.role == LinkRole::Incoming) else {
             return Err(Failure::Session(
                 channel,
-                error(
-                    "amqp:session:unattached-handle",
-                    format!("Unknown link handle: {handle}"),
-                ),
+                error("amqp:session:unattached-handle", format!("Unknown link handle: {handle}")),
             ));
         };
         if link.partial.is_none() {
             if link.credit == 0 {
-                return Err(Failure::Link(
-                    channel,
-                    handle,
-                    error("amqp:link:transfer-limit-exceeded", ""),
-                ));
+                return Err(Failure::Link(channel, handle, error("amqp:link:transfer-limit-exceeded", "")));
             }
             let Some(delivery_id) = transfer.delivery_id else {
                 return Err(Failure::Connection(error(
@@ -251,12 +205,7 @@ impl Connection {
             };
             link.partial = Some(Partial {
                 delivery_id,
-                delivery_tag: Bytes::from(
-                    transfer
-                        .delivery_tag
-                        .map(ByteBuf::into_vec)
-                        .unwrap_or_default(),
-                ),
+                delivery_tag: Bytes::from(transfer.delivery_tag.map(ByteBuf::into_vec).unwrap_or_default()),
                 settled: transfer.settled.unwrap_or(false),
                 first: None,
                 rest: BytesMut::new(),
@@ -269,10 +218,7 @@ impl Connection {
                 "delivery-id of continuation transfer ({id}) differs from delivery-id on first transfer ({})",
                 partial.delivery_id
             );
-            return Err(Failure::Connection(error(
-                "amqp:connection:framing-error",
-                text,
-            )));
+            return Err(Failure::Connection(error("amqp:connection:framing-error", text)));
         }
         let Some(partial) = link.partial.as_mut() else {
             return Ok(());
@@ -280,15 +226,9 @@ impl Connection {
         partial.push(payload);
         partial.settled |= transfer.settled.unwrap_or(false);
         if partial.size > max_message_size {
-            let text = format!(
-                "message size ({} bytes) > maximum message size ({max_message_size} bytes)",
-                partial.size
-            );
-            return Err(Failure::Link(
-                channel,
-                handle,
-                error("amqp:link:message-size-exceeded", text),
-            ));
+            let text =
+                format!("message size ({} bytes) > maximum message size ({max_message_size} bytes)", partial.size);
+            return Err(Failure::Link(channel, handle, error("amqp:link:message-size-exceeded", text)));
         }
         if transfer.more {
             return Ok(());
@@ -313,25 +253,14 @@ impl Connection {
             payload,
         });
         if regrant {
-            self.link_flow(
-                channel,
-                handle,
-                delivery_count,
-                MAX_LINK_CREDIT,
-                false,
-                None,
-            );
+            self.link_flow(channel, handle, delivery_count, MAX_LINK_CREDIT, false, None);
         } else if widen {
             self.session_only_flow(channel);
         }
         Ok(())
     }
 
-    pub(super) fn on_disposition(
-        &mut self,
-        channel: u16,
-        disposition: Disposition,
-    ) -> Result<(), Failure> {
+    pub(super) fn on_disposition(&mut self, channel: u16, disposition: Disposition) -> Result<(), Failure> {
         self.session(channel)?;
         if disposition.role == Role::Receiver {
             self.events.push_back(Event::Disposition {
@@ -346,9 +275,9 @@ impl Connection {
     }
 
     pub(super) fn session(&mut self, channel: u16) -> Result<&mut Session, Failure> {
-        self.sessions.get_mut(&channel).ok_or_else(|| {
-            Failure::Connection(error("amqp:internal-error", "no session on this channel"))
-        })
+        self.sessions
+            .get_mut(&channel)
+            .ok_or_else(|| Failure::Connection(error("amqp:internal-error", "no session on this channel")))
     }
 
     fn session_only_flow(&mut self, channel: u16) {
@@ -387,32 +316,15 @@ impl Connection {
             return;
         };
         let handle = reply.handle.0;
-        let role = if reply.role == Role::Receiver {
-            LinkRole::Incoming
-        } else {
-            LinkRole::Outgoing
-        };
+        let role = if reply.role == Role::Receiver { LinkRole::Incoming } else { LinkRole::Outgoing };
         let delivery_count = match role {
             LinkRole::Incoming => INITIAL_DELIVERY_COUNT,
-            LinkRole::Outgoing => reply
-                .initial_delivery_count
-                .unwrap_or(INITIAL_DELIVERY_COUNT),
+            LinkRole::Outgoing => reply.initial_delivery_count.unwrap_or(INITIAL_DELIVERY_COUNT),
         };
-        session.links.insert(
-            handle,
-            Link {
-                role,
-                credit: 0,
-                delivery_count,
-                partial: None,
-            },
-        );
+        session.links.insert(handle, Link { role, credit: 0, delivery_count, partial: None });
         self.send_performative(channel, &reply);
         if role == LinkRole::Incoming
-            && let Some(link) = self
-                .sessions
-                .get_mut(&channel)
-                .and_then(|s| s.links.get_mut(&handle))
+            && let Some(link) = self.sessions.get_mut(&channel).and_then(|s| s.links.get_mut(&handle))
         {
             link.credit = MAX_LINK_CREDIT;
         }
@@ -420,43 +332,20 @@ impl Connection {
 
     /// Grants the initial credit of a publisher link whose sender's delivery-count is known.
     pub fn grant_initial_credit(&mut self, channel: u16, handle: u32, sender_delivery_count: u32) {
-        if let Some(link) = self
-            .sessions
-            .get_mut(&channel)
-            .and_then(|s| s.links.get_mut(&handle))
-        {
+        if let Some(link) = self.sessions.get_mut(&channel).and_then(|s| s.links.get_mut(&handle)) {
             link.delivery_count = sender_delivery_count;
             link.credit = MAX_LINK_CREDIT;
         }
-        self.link_flow(
-            channel,
-            handle,
-            sender_delivery_count,
-            MAX_LINK_CREDIT,
-            false,
-            None,
-        );
+        self.link_flow(channel, handle, sender_delivery_count, MAX_LINK_CREDIT, false, None);
     }
 
     /// Detaches a link from our side (closed), with an optional error.
-    pub fn detach(
-        &mut self,
-        channel: u16,
-        handle: u32,
-        err: Option<fe2o3_amqp_types::definitions::Error>,
-    ) {
+    pub fn detach(&mut self, channel: u16, handle: u32, err: Option<fe2o3_amqp_types::definitions::Error>) {
         let Some(session) = self.sessions.get_mut(&channel) else {
             return;
         };
         session.links.remove(&handle);
-        self.send_performative(
-            channel,
-            &Detach {
-                handle: Handle(handle),
-                closed: true,
-                error: err,
-            },
-        );
+        self.send_performative(channel, &Detach { handle: Handle(handle), closed: true, error: err });
     }
 
     /// Ends a session with an error; frames for it are ignored until the client's `end`.
@@ -526,23 +415,12 @@ impl Connection {
         drain: bool,
         available: u32,
     ) {
-        if let Some(link) = self
-            .sessions
-            .get_mut(&channel)
-            .and_then(|s| s.links.get_mut(&handle))
-        {
+        if let Some(link) = self.sessions.get_mut(&channel).and_then(|s| s.links.get_mut(&handle)) {
             link.delivery_count = delivery_count;
         } else {
             return;
         }
-        self.link_flow(
-            channel,
-            handle,
-            delivery_count,
-            credit,
-            drain,
-            Some(available),
-        );
+        self.link_flow(channel, handle, delivery_count, credit, drain, Some(available));
     }
 
     /// Sends a message on a consumer link, split into frames that fit the client's
@@ -575,10 +453,7 @@ impl Connection {
             batchable: false,
         };
         let whole = transfer_bytes(&first);
-        let room = max_frame
-            .saturating_sub(8)
-            .saturating_sub(whole.len() + 1)
-            .max(1);
+        let room = max_frame.saturating_sub(8).saturating_sub(whole.len() + 1).max(1);
         let mut frames: Vec<Vec<u8>> = Vec::new();
         if message.len() <= room {
             frames.push(frame_bytes(channel, &whole, message));
@@ -588,11 +463,7 @@ impl Connection {
             let head = transfer_bytes(&more);
             let mut chunks = message.chunks(room).peekable();
             while let Some(chunk) = chunks.next() {
-                let performative = if chunks.peek().is_some() {
-                    &head
-                } else {
-                    &whole
-                };
+                let performative = if chunks.peek().is_some() { &head } else { &whole };
                 frames.push(frame_bytes(channel, performative, chunk));
             }
         }
@@ -638,12 +509,6 @@ impl Connection {
 
 fn frame_bytes(channel: u16, performative: &[u8], payload: &[u8]) -> Vec<u8> {
     let mut out = BytesMut::with_capacity(8 + performative.len() + payload.len());
-    crate::codec::write_frame(
-        &mut out,
-        crate::codec::FRAME_TYPE_AMQP,
-        channel,
-        performative,
-        payload,
-    );
+    crate::codec::write_frame(&mut out, crate::codec::FRAME_TYPE_AMQP, channel, performative, payload);
     out.to_vec()
 }

@@ -40,14 +40,12 @@ pub(crate) fn parse_target(address: &str) -> Option<TargetAddress> {
         let parts: Vec<&str> = rest.split('/').collect();
         return match parts.as_slice() {
             [""] | ["", ..] | ["amq.default", ..] => None,
-            [exchange] => Some(TargetAddress::Exchange {
-                exchange: percent_decode(exchange)?,
-                routing_key: String::new(),
-            }),
-            [exchange, key] => Some(TargetAddress::Exchange {
-                exchange: percent_decode(exchange)?,
-                routing_key: percent_decode(key)?,
-            }),
+            [exchange] => {
+                Some(TargetAddress::Exchange { exchange: percent_decode(exchange)?, routing_key: String::new() })
+            }
+            [exchange, key] => {
+                Some(TargetAddress::Exchange { exchange: percent_decode(exchange)?, routing_key: percent_decode(key)? })
+            }
             _ => None,
         };
     }
@@ -73,22 +71,13 @@ mod tests {
     fn v2_targets() {
         assert_eq!(
             parse_target("/exchanges/amq.topic/a.b"),
-            Some(TargetAddress::Exchange {
-                exchange: "amq.topic".into(),
-                routing_key: "a.b".into()
-            })
+            Some(TargetAddress::Exchange { exchange: "amq.topic".into(), routing_key: "a.b".into() })
         );
         assert_eq!(
             parse_target("/exchanges/my%2Fx"),
-            Some(TargetAddress::Exchange {
-                exchange: "my/x".into(),
-                routing_key: String::new()
-            })
+            Some(TargetAddress::Exchange { exchange: "my/x".into(), routing_key: String::new() })
         );
-        assert_eq!(
-            parse_target("/queues/q%201"),
-            Some(TargetAddress::Queue("q 1".into()))
-        );
+        assert_eq!(parse_target("/queues/q%201"), Some(TargetAddress::Queue("q 1".into())));
         assert_eq!(parse_target("/exchanges//k"), None);
         assert_eq!(parse_target("/exchanges/amq.default/k"), None);
         assert_eq!(parse_target("/exchanges/x/a/b"), None);

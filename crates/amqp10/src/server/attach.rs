@@ -53,8 +53,7 @@ impl Session {
             Role::Receiver => self.attach_consumer(channel, &attach, conn).await,
         };
         if let Err((condition, description)) = result {
-            self.fail_session(channel, condition, description, conn)
-                .await;
+            self.fail_session(channel, condition, description, conn).await;
         }
     }
 
@@ -65,10 +64,8 @@ impl Session {
         conn: &mut Connection,
     ) -> Result<(), (&'static str, String)> {
         let handle = attach.handle.0;
-        let address = target_address(attach).ok_or((
-            "amqp:not-implemented",
-            "Transactions not supported".to_owned(),
-        ))?;
+        let address =
+            target_address(attach).ok_or(("amqp:not-implemented", "Transactions not supported".to_owned()))?;
         let target = match address.as_deref() {
             Some(MANAGEMENT) if attach.snd_settle_mode == SenderSettleMode::Settled => {
                 if !is_paired(attach) {
@@ -77,14 +74,8 @@ impl Session {
                         "Link property 'paired' is not set to boolean value 'true'".to_owned(),
                     ));
                 }
-                self.management
-                    .attach_requests(&attach.name, channel, handle);
-                self.links.insert(
-                    (channel, handle),
-                    LinkState::ManagementRequests {
-                        pair: attach.name.clone(),
-                    },
-                );
+                self.management.attach_requests(&attach.name, channel, handle);
+                self.links.insert((channel, handle), LinkState::ManagementRequests { pair: attach.name.clone() });
                 let reply = Attach {
                     role: Role::Receiver,
                     snd_settle_mode: SenderSettleMode::Settled,
@@ -98,22 +89,12 @@ impl Session {
                     ..attach.clone()
                 };
                 conn.attach(channel, reply);
-                conn.grant_initial_credit(
-                    channel,
-                    handle,
-                    attach.initial_delivery_count.unwrap_or(0),
-                );
+                conn.grant_initial_credit(channel, handle, attach.initial_delivery_count.unwrap_or(0));
                 return Ok(());
             }
             None => TargetAddress::Anonymous,
             Some(text) => parse_target(text).ok_or_else(|| {
-                (
-                    "amqp:invalid-field",
-                    format!(
-                        "Attach rejected: {}",
-                        erlang_binary_term("bad_address_string", text)
-                    ),
-                )
+                ("amqp:invalid-field", format!("Attach rejected: {}", erlang_binary_term("bad_address_string", text)))
             })?,
         };
         self.check_target(&target)?;
@@ -129,8 +110,7 @@ impl Session {
             properties: None,
             ..attach.clone()
         };
-        self.links
-            .insert((channel, handle), LinkState::Publisher { target });
+        self.links.insert((channel, handle), LinkState::Publisher { target });
         conn.attach(channel, reply);
         conn.grant_initial_credit(channel, handle, attach.initial_delivery_count.unwrap_or(0));
         Ok(())
@@ -145,24 +125,17 @@ impl Session {
         match target {
             TargetAddress::Anonymous => Ok(()),
             TargetAddress::Exchange { exchange, .. } => match vhost.exchange(exchange) {
-                None => Err((
-                    "amqp:not-found",
-                    format!("no exchange '{exchange}' in vhost '{}'", vhost.name()),
-                )),
+                None => Err(("amqp:not-found", format!("no exchange '{exchange}' in vhost '{}'", vhost.name()))),
                 Some(info) if info.internal => Err((
                     "amqp:unauthorized-access",
-                    format!(
-                        "forbidden to publish to internal exchange '{exchange}' in vhost '{}'",
-                        vhost.name()
-                    ),
+                    format!("forbidden to publish to internal exchange '{exchange}' in vhost '{}'", vhost.name()),
                 )),
                 Some(_) => Ok(()),
             },
             TargetAddress::Queue(queue) => match vhost.queue(queue, self.id) {
-                Err(EngineError::NotFound(_)) => Err((
-                    "amqp:not-found",
-                    format!("no queue '{queue}' in vhost '{}'", vhost.name()),
-                )),
+                Err(EngineError::NotFound(_)) => {
+                    Err(("amqp:not-found", format!("no queue '{queue}' in vhost '{}'", vhost.name())))
+                }
                 _ => Ok(()),
             },
         }
@@ -183,14 +156,8 @@ impl Session {
                     "Link property 'paired' is not set to boolean value 'true'".to_owned(),
                 ));
             }
-            self.management
-                .attach_responses(&attach.name, channel, handle);
-            self.links.insert(
-                (channel, handle),
-                LinkState::ManagementResponses {
-                    pair: attach.name.clone(),
-                },
-            );
+            self.management.attach_responses(&attach.name, channel, handle);
+            self.links.insert((channel, handle), LinkState::ManagementResponses { pair: attach.name.clone() });
             let reply = Attach {
                 role: Role::Sender,
                 snd_settle_mode: SenderSettleMode::Settled,
@@ -206,18 +173,9 @@ impl Session {
         }
         let text = address.clone().unwrap_or_default();
         let queue_name = parse_source(&text).ok_or_else(|| {
-            (
-                "amqp:invalid-field",
-                format!(
-                    "Attach rejected: {}",
-                    erlang_binary_term("bad_address", &text)
-                ),
-            )
+            ("amqp:invalid-field", format!("Attach rejected: {}", erlang_binary_term("bad_address", &text)))
         })?;
-        let vhost = self
-            .vhost
-            .clone()
-            .ok_or(("amqp:internal-error", "no vhost".to_owned()))?;
+        let vhost = self.vhost.clone().ok_or(("amqp:internal-error", "no vhost".to_owned()))?;
         let queue = vhost.queue(&queue_name, self.id).map_err(|e| match e.kind() {
             ErrorKind::ResourceLocked => (
                 "amqp:resource-locked",
@@ -238,10 +196,7 @@ impl Session {
             exclusive: false,
             arguments: charon_model::Table::new(),
         };
-        queue
-            .consume(spec)
-            .await
-            .map_err(|e| ("amqp:internal-error", e.to_string()))?;
+        queue.consume(spec).await.map_err(|e| ("amqp:internal-error", e.to_string()))?;
         let mut source: Source = attach.source.as_deref().cloned().unwrap_or_default();
         source.default_outcome = Some(Outcome::Released(Released {}));
         source.outcomes = Some(Array::from(vec![
@@ -252,11 +207,7 @@ impl Session {
         ]));
         let reply = Attach {
             role: Role::Sender,
-            snd_settle_mode: if settled {
-                SenderSettleMode::Settled
-            } else {
-                SenderSettleMode::Unsettled
-            },
+            snd_settle_mode: if settled { SenderSettleMode::Settled } else { SenderSettleMode::Unsettled },
             source: Some(Box::new(source)),
             initial_delivery_count: Some(INITIAL_DELIVERY_COUNT),
             unsettled: None,
@@ -266,14 +217,7 @@ impl Session {
             properties: None,
             ..attach.clone()
         };
-        self.links.insert(
-            (channel, handle),
-            LinkState::Consumer {
-                queue,
-                consumer,
-                settled,
-            },
-        );
+        self.links.insert((channel, handle), LinkState::Consumer { queue, consumer, settled });
         self.consumers.insert(consumer, (channel, handle));
         conn.attach(channel, reply);
         Ok(())

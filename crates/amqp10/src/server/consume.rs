@@ -50,30 +50,15 @@ impl Session {
         });
         if let (Some((channel, handle)), Some(settled)) = (link, settled) {
             for delivery in items {
-                let payload = for_consumer(
-                    &delivery.message,
-                    DeliveryFacts {
-                        redelivered: delivery.redelivered,
-                    },
-                );
-                let tag = if settled {
-                    Vec::new()
-                } else {
-                    delivery_tag(delivery.seq)
-                };
-                let Some(delivery_id) =
-                    conn.send_transfer(channel, handle, &tag, settled, &payload)
-                else {
+                let payload = for_consumer(&delivery.message, DeliveryFacts { redelivered: delivery.redelivered });
+                let tag = if settled { Vec::new() } else { delivery_tag(delivery.seq) };
+                let Some(delivery_id) = conn.send_transfer(channel, handle, &tag, settled, &payload) else {
                     break;
                 };
                 if !settled {
                     self.unsettled.insert(
                         (channel, delivery_id),
-                        Outgoing {
-                            queue: std::sync::Arc::clone(queue),
-                            seq: delivery.seq,
-                            handle,
-                        },
+                        Outgoing { queue: std::sync::Arc::clone(queue), seq: delivery.seq, handle },
                     );
                 }
             }
@@ -93,9 +78,7 @@ impl Session {
         conn: &mut Connection,
     ) {
         match self.links.get(&(channel, handle)) {
-            Some(LinkState::Consumer {
-                queue, consumer, ..
-            }) => {
+            Some(LinkState::Consumer { queue, consumer, .. }) => {
                 let grant = CreditGrant {
                     consumer: *consumer,
                     delivery_count: delivery_count.unwrap_or(INITIAL_DELIVERY_COUNT),
@@ -125,16 +108,11 @@ impl Session {
     ) {
         let span = u64::from(last.wrapping_sub(first)) + 1;
         let ids: Vec<u32> = if span <= self.unsettled.len() as u64 {
-            (0..span)
-                .filter_map(|i| u32::try_from(i).ok())
-                .map(|i| first.wrapping_add(i))
-                .collect()
+            (0..span).filter_map(|i| u32::try_from(i).ok()).map(|i| first.wrapping_add(i)).collect()
         } else {
             self.unsettled
                 .keys()
-                .filter(|(c, id)| {
-                    *c == channel && id.wrapping_sub(first) <= last.wrapping_sub(first)
-                })
+                .filter(|(c, id)| *c == channel && id.wrapping_sub(first) <= last.wrapping_sub(first))
                 .map(|(_, id)| *id)
                 .collect()
         };
@@ -144,11 +122,7 @@ impl Session {
         sorted.sort_by_key(|id| id.wrapping_sub(first));
         for id in sorted {
             if let Some(out) = self.unsettled.remove(&(channel, id)) {
-                by_queue
-                    .entry(out.queue.id)
-                    .or_insert_with(|| (out.queue.clone(), Vec::new()))
-                    .1
-                    .push(out.seq);
+                by_queue.entry(out.queue.id).or_insert_with(|| (out.queue.clone(), Vec::new())).1.push(out.seq);
             }
         }
         for (_, (queue, seqs)) in by_queue {

@@ -29,21 +29,11 @@ pub struct ServerConfig {
 
 /// Runs one AMQP 1.0 connection whose SASL protocol header was already read. Returns when it
 /// is closed; `shutdown` turning true closes it with `amqp:connection:forced`.
-pub async fn serve(
-    stream: TcpStream,
-    broker: Arc<Broker>,
-    config: ServerConfig,
-    shutdown: watch::Receiver<bool>,
-) {
+pub async fn serve(stream: TcpStream, broker: Arc<Broker>, config: ServerConfig, shutdown: watch::Receiver<bool>) {
     let id = broker.next_id();
-    let peer = stream
-        .peer_addr()
-        .map(|a| a.to_string())
-        .unwrap_or_default();
+    let peer = stream.peer_addr().map(|a| a.to_string()).unwrap_or_default();
     let span = tracing::info_span!("amqp10", conn = id, peer);
-    run(stream, broker, config, shutdown, id)
-        .instrument(span)
-        .await;
+    run(stream, broker, config, shutdown, id).instrument(span).await;
 }
 
 async fn run(
@@ -56,11 +46,7 @@ async fn run(
     let (mut reader, mut writer) = stream.into_split();
     let (sink, inbox) = SessionSink::new(id, OUTBOUND_WINDOW);
     let mut session = Session::new(id, broker, sink, inbox);
-    let mut conn = Connection::new(
-        config.connection.clone(),
-        config.anonymous_user.is_some(),
-        Instant::now(),
-    );
+    let mut conn = Connection::new(config.connection.clone(), config.anonymous_user.is_some(), Instant::now());
     let mut input = BytesMut::with_capacity(READ_CHUNK);
     let mut pending = BytesMut::new();
     let mut events = Vec::with_capacity(256);
@@ -81,8 +67,7 @@ async fn run(
         }
         let deadline = conn.poll_timeout().map(tokio::time::Instant::from_std);
         let reading = !eof && pending.len() < OUTPUT_HIGH_WATER && conn.state() != State::Closed;
-        let taking_events = pending.len() < DELIVERY_HIGH_WATER
-            && conn.blocked_transfers() < OUTBOUND_WINDOW as usize;
+        let taking_events = pending.len() < DELIVERY_HIGH_WATER && conn.blocked_transfers() < OUTBOUND_WINDOW as usize;
         tokio::select! {
             changed = shutdown.changed(), if !*shutdown.borrow() => {
                 if changed.is_ok() && *shutdown.borrow() {

@@ -6,9 +6,7 @@
 use std::collections::{HashMap, VecDeque};
 
 use bytes::Bytes;
-use charon_engine::{
-    Binding, Destination, EngineError, ErrorKind, ExchangeDeclare, QueueDeclare, VHost,
-};
+use charon_engine::{Binding, Destination, EngineError, ErrorKind, ExchangeDeclare, QueueDeclare, VHost};
 use charon_model::{Table, Value};
 use serde_amqp::Value as Amqp;
 use serde_amqp::primitives::{Array, OrderedMap};
@@ -135,12 +133,7 @@ fn arguments_map(table: &Table) -> Amqp {
     Amqp::Map(out)
 }
 
-fn binding_location(
-    binding_source: &str,
-    destination: &Destination,
-    key: &str,
-    args: &Table,
-) -> String {
+fn binding_location(binding_source: &str, destination: &Destination, key: &str, args: &Table) -> String {
     let (kind, name) = match destination {
         Destination::Queue(q) => ('q', q.as_str()),
         Destination::Exchange(x) => ('e', x.as_str()),
@@ -158,9 +151,7 @@ fn binding_location(
 fn quote(s: &str) -> String {
     s.bytes()
         .map(|b| match b {
-            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'.' | b'_' | b'~' => {
-                char::from(b).to_string()
-            }
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'.' | b'_' | b'~' => char::from(b).to_string(),
             other => format!("%{other:02X}"),
         })
         .collect()
@@ -180,8 +171,7 @@ fn args_hash(args: &Table) -> String {
     hash.to_be_bytes()
         .iter()
         .map(|b| {
-            const URLSAFE: &[u8] =
-                b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
+            const URLSAFE: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
             char::from(URLSAFE.get(usize::from(b % 64)).copied().unwrap_or(b'A'))
         })
         .collect()
@@ -197,15 +187,7 @@ fn binding_map(source: &str, binding: &Binding) -> Amqp {
         (dst_key, Amqp::String(dst)),
         ("binding_key", text(&binding.key)),
         ("arguments", arguments_map(&binding.arguments)),
-        (
-            "location",
-            Amqp::String(binding_location(
-                source,
-                &binding.destination,
-                &binding.key,
-                &binding.arguments,
-            )),
-        ),
+        ("location", Amqp::String(binding_location(source, &binding.destination, &binding.key, &binding.arguments))),
     ])
 }
 
@@ -218,12 +200,9 @@ fn string_field(body: &Amqp, key: &str) -> Option<String> {
 
 impl Session {
     async fn queue_info(&self, vhost: &VHost, name: &str) -> Result<Amqp, Status> {
-        let queue = vhost.queue(name, self.id).map_err(|_| {
-            Status(
-                "404",
-                format!("queue '{name}' in vhost '{}' not found", vhost.name()),
-            )
-        })?;
+        let queue = vhost
+            .queue(name, self.id)
+            .map_err(|_| Status("404", format!("queue '{name}' in vhost '{}' not found", vhost.name())))?;
         let stats = queue.stats().await.map_err(|e| engine_status(&e))?;
         let config = &queue.config;
         Ok(map(vec![
@@ -241,16 +220,8 @@ impl Session {
         ]))
     }
 
-    async fn handle_http(
-        &mut self,
-        method: &str,
-        target: &str,
-        body: &Amqp,
-    ) -> Result<(&'static str, Amqp), Status> {
-        let vhost = self
-            .vhost
-            .clone()
-            .ok_or(Status("500", "no vhost".to_owned()))?;
+    async fn handle_http(&mut self, method: &str, target: &str, body: &Amqp) -> Result<(&'static str, Amqp), Status> {
+        let vhost = self.vhost.clone().ok_or(Status("500", "no vhost".to_owned()))?;
         let (path, query) = target.split_once('?').unwrap_or((target, ""));
         let segments: Vec<&str> = path.split('/').skip(1).collect();
         match (method, segments.as_slice()) {
@@ -261,18 +232,12 @@ impl Session {
             ("PUT", ["queues", name]) => {
                 let name = percent_decode(name).unwrap_or_default();
                 if name.is_empty() {
-                    return Err(Status(
-                        "400",
-                        "declare queue with empty name not allowed".to_owned(),
-                    ));
+                    return Err(Status("400", "declare queue with empty name not allowed".to_owned()));
                 }
                 if name.starts_with("amq.") {
                     return Err(Status(
                         "403",
-                        format!(
-                            "queue '{name}' in vhost '{}' starts with reserved prefix 'amq.'",
-                            vhost.name()
-                        ),
+                        format!("queue '{name}' in vhost '{}' starts with reserved prefix 'amq.'", vhost.name()),
                     ));
                 }
                 let declare = QueueDeclare {
@@ -283,57 +248,34 @@ impl Session {
                     auto_delete: bool_field(body, "auto_delete", false)?,
                     arguments: arguments(body),
                 };
-                let ok =
-                    vhost
-                        .declare_queue(&declare, self.id)
-                        .await
-                        .map_err(|e| match e.kind() {
-                            ErrorKind::PreconditionFailed => Status("409", e.to_string()),
-                            _ => Status("400", e.to_string()),
-                        })?;
+                let ok = vhost.declare_queue(&declare, self.id).await.map_err(|e| match e.kind() {
+                    ErrorKind::PreconditionFailed => Status("409", e.to_string()),
+                    _ => Status("400", e.to_string()),
+                })?;
                 let status = if ok.created { "201" } else { "200" };
                 Ok((status, self.queue_info(&vhost, &name).await?))
             }
             ("DELETE", ["queues", name, "messages"]) => {
                 let name = percent_decode(name).unwrap_or_default();
-                let queue = vhost
-                    .queue(&name, self.id)
-                    .map_err(|e| Status("400", e.to_string()))?;
-                let count = queue
-                    .purge()
-                    .await
-                    .map_err(|e| Status("400", e.to_string()))?;
-                Ok((
-                    "200",
-                    map(vec![("message_count", Amqp::Ulong(u64::from(count)))]),
-                ))
+                let queue = vhost.queue(&name, self.id).map_err(|e| Status("400", e.to_string()))?;
+                let count = queue.purge().await.map_err(|e| Status("400", e.to_string()))?;
+                Ok(("200", map(vec![("message_count", Amqp::Ulong(u64::from(count)))])))
             }
             ("DELETE", ["queues", name]) => {
                 let name = percent_decode(name).unwrap_or_default();
-                let count = vhost
-                    .delete_queue(&name, self.id, false, false)
-                    .await
-                    .map_err(|e| Status("400", e.to_string()))?;
-                Ok((
-                    "200",
-                    map(vec![("message_count", Amqp::Ulong(u64::from(count)))]),
-                ))
+                let count =
+                    vhost.delete_queue(&name, self.id, false, false).await.map_err(|e| Status("400", e.to_string()))?;
+                Ok(("200", map(vec![("message_count", Amqp::Ulong(u64::from(count)))])))
             }
             ("PUT", ["exchanges", name]) => {
                 let name = percent_decode(name).unwrap_or_default();
                 if name.is_empty() {
-                    return Err(Status(
-                        "403",
-                        "operation not permitted on the default exchange".to_owned(),
-                    ));
+                    return Err(Status("403", "operation not permitted on the default exchange".to_owned()));
                 }
                 if name.starts_with("amq.") && vhost.exchange(&name).is_none() {
                     return Err(Status(
                         "403",
-                        format!(
-                            "exchange '{name}' in vhost '{}' starts with reserved prefix 'amq.'",
-                            vhost.name()
-                        ),
+                        format!("exchange '{name}' in vhost '{}' starts with reserved prefix 'amq.'", vhost.name()),
                     ));
                 }
                 let declare = ExchangeDeclare {
@@ -354,59 +296,41 @@ impl Session {
             ("DELETE", ["exchanges", name]) => {
                 let name = percent_decode(name).unwrap_or_default();
                 if name.is_empty() {
-                    return Err(Status(
-                        "403",
-                        "operation not permitted on the default exchange".to_owned(),
-                    ));
+                    return Err(Status("403", "operation not permitted on the default exchange".to_owned()));
                 }
                 if name.starts_with("amq.") {
                     return Err(Status(
                         "403",
-                        format!(
-                            "exchange '{name}' in vhost '{}' starts with reserved prefix 'amq.'",
-                            vhost.name()
-                        ),
+                        format!("exchange '{name}' in vhost '{}' starts with reserved prefix 'amq.'", vhost.name()),
                     ));
                 }
-                vhost
-                    .delete_exchange(&name, false)
-                    .map_err(|e| Status("400", e.to_string()))?;
+                vhost.delete_exchange(&name, false).map_err(|e| Status("400", e.to_string()))?;
                 Ok(("204", Amqp::Null))
             }
             ("POST", ["bindings"]) => {
                 let source = string_field(body, "source").unwrap_or_default();
                 let key = string_field(body, "binding_key").unwrap_or_default();
-                let destination = match (
-                    string_field(body, "destination_queue"),
-                    string_field(body, "destination_exchange"),
-                ) {
-                    (Some(q), _) => Destination::Queue(q),
-                    (None, Some(x)) => Destination::Exchange(x),
-                    (None, None) => return Err(Status("400", "missing destination".to_owned())),
-                };
+                let destination =
+                    match (string_field(body, "destination_queue"), string_field(body, "destination_exchange")) {
+                        (Some(q), _) => Destination::Queue(q),
+                        (None, Some(x)) => Destination::Exchange(x),
+                        (None, None) => return Err(Status("400", "missing destination".to_owned())),
+                    };
                 vhost
                     .bind(&source, destination, &key, &arguments(body), self.id)
                     .map_err(|e| Status("400", e.to_string()))?;
                 Ok(("204", Amqp::Null))
             }
             ("DELETE", ["bindings", segment]) => {
-                let (source, destination, key, hash) =
-                    parse_binding_segment(segment).ok_or_else(|| {
-                        Status("400", format!("bad binding path segment '{segment}'"))
-                    })?;
+                let (source, destination, key, hash) = parse_binding_segment(segment)
+                    .ok_or_else(|| Status("400", format!("bad binding path segment '{segment}'")))?;
                 let found = vhost
                     .bindings_between(&source, &destination)
                     .into_iter()
                     .find(|b| b.key == key && args_hash(&b.arguments) == hash);
                 if let Some(binding) = found {
                     vhost
-                        .unbind(
-                            &source,
-                            binding.destination,
-                            &binding.key,
-                            &binding.arguments,
-                            self.id,
-                        )
+                        .unbind(&source, binding.destination, &binding.key, &binding.arguments, self.id)
                         .map_err(|e| Status("400", e.to_string()))?;
                 }
                 Ok(("204", Amqp::Null))
@@ -423,10 +347,7 @@ impl Session {
                     (Some(q), _) => Destination::Queue(q.clone()),
                     (None, Some(x)) => Destination::Exchange(x.clone()),
                     _ => {
-                        return Err(Status(
-                            "400",
-                            format!("missing 'dste' or 'dstq' in query: {query}"),
-                        ));
+                        return Err(Status("400", format!("missing 'dste' or 'dstq' in query: {query}")));
                     }
                 };
                 let list: Vec<Amqp> = vhost
@@ -437,20 +358,12 @@ impl Session {
                     .collect();
                 Ok(("200", Amqp::List(list)))
             }
-            _ => Err(Status(
-                "400",
-                format!("unsupported request {method} {target}"),
-            )),
+            _ => Err(Status("400", format!("unsupported request {method} {target}"))),
         }
     }
 
     /// Handles one request and queues its response on the pair's response link.
-    pub(crate) async fn management_request(
-        &mut self,
-        pair: &str,
-        payload: &Bytes,
-        conn: &mut Connection,
-    ) {
+    pub(crate) async fn management_request(&mut self, pair: &str, payload: &Bytes, conn: &mut Connection) {
         let Ok(parsed) = parse_message(payload) else {
             return;
         };
@@ -471,10 +384,7 @@ impl Session {
             }
         };
         let mut message = Vec::new();
-        let correlation = properties
-            .message_id
-            .map(|id| crate::codec::encode_value(&id))
-            .unwrap_or_else(|| vec![0x40]);
+        let correlation = properties.message_id.map(|id| crate::codec::encode_value(&id)).unwrap_or_else(|| vec![0x40]);
         response_sections(&mut message, status, &correlation, &response);
         let Some(entry) = self.management_pair(pair) else {
             return;
@@ -584,18 +494,12 @@ mod tests {
 
     #[test]
     fn binding_locations_round_trip() {
-        let location =
-            binding_location("e 1", &Destination::Queue("q/1".into()), "k", &Table::new());
+        let location = binding_location("e 1", &Destination::Queue("q/1".into()), "k", &Table::new());
         assert_eq!(location, "/bindings/src=e%201;dstq=q%2F1;key=k;args=");
         let segment = location.trim_start_matches("/bindings/");
         assert_eq!(
             parse_binding_segment(segment),
-            Some((
-                "e 1".into(),
-                Destination::Queue("q/1".into()),
-                "k".into(),
-                String::new()
-            ))
+            Some(("e 1".into(), Destination::Queue("q/1".into()), "k".into(), String::new()))
         );
     }
 }

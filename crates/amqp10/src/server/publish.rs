@@ -52,17 +52,7 @@ impl Session {
         match self.links.get(&(channel, handle)) {
             Some(LinkState::Publisher { target }) => {
                 let target = target.clone();
-                self.publish(
-                    channel,
-                    handle,
-                    delivery_id,
-                    delivery_tag,
-                    settled,
-                    &target,
-                    payload,
-                    conn,
-                )
-                .await;
+                self.publish(channel, handle, delivery_id, delivery_tag, settled, &target, payload, conn).await;
             }
             Some(LinkState::ManagementRequests { pair }) => {
                 let pair = pair.clone();
@@ -73,23 +63,15 @@ impl Session {
         }
     }
 
-    fn address(
-        &self,
-        target: &TargetAddress,
-        to: Option<&str>,
-    ) -> Result<(String, String), AddressError> {
+    fn address(&self, target: &TargetAddress, to: Option<&str>) -> Result<(String, String), AddressError> {
         match target {
-            TargetAddress::Exchange {
-                exchange,
-                routing_key,
-            } => Ok((exchange.clone(), routing_key.clone())),
+            TargetAddress::Exchange { exchange, routing_key } => Ok((exchange.clone(), routing_key.clone())),
             TargetAddress::Queue(queue) => Ok((String::new(), queue.clone())),
             TargetAddress::Anonymous => {
                 let Some(to) = to else {
                     return Err(AddressError {
                         condition: "amqp:precondition-failed",
-                        description: "anonymous terminus requires 'to' address to be set"
-                            .to_owned(),
+                        description: "anonymous terminus requires 'to' address to be set".to_owned(),
                     });
                 };
                 match parse_target(to) {
@@ -98,10 +80,7 @@ impl Session {
                         description: format!("bad 'to' address string: {to}"),
                     }),
                     Some(TargetAddress::Queue(queue)) => Ok((String::new(), queue)),
-                    Some(TargetAddress::Exchange {
-                        exchange,
-                        routing_key,
-                    }) => {
+                    Some(TargetAddress::Exchange { exchange, routing_key }) => {
                         let vhost = self.vhost.as_ref();
                         match vhost.and_then(|v| v.exchange(&exchange)) {
                             Some(info) if info.internal => Err(AddressError {
@@ -142,36 +121,25 @@ impl Session {
             Ok(parsed) => parsed,
             Err(e) => {
                 let description = format!("failed to decode message: {e}");
-                self.fail_session(channel, "amqp:decode-error", description, conn)
-                    .await;
+                self.fail_session(channel, "amqp:decode-error", description, conn).await;
                 return;
             }
         };
         let to = parsed.properties.as_ref().and_then(|p| p.to.as_deref());
         let (exchange, routing_key) = match self.address(target, to) {
             Ok(found) => found,
-            Err(AddressError {
-                condition,
-                description,
-            }) => {
+            Err(AddressError { condition, description }) => {
                 // Anonymous-terminus routing errors (OASIS anonterm): an unsettled message is
                 // rejected with the error; a settled one detaches the link.
                 let mut err = error(condition, description);
                 if settled {
                     let mut info = OrderedMap::new();
-                    info.insert(
-                        Symbol::from("delivery-tag"),
-                        Amqp::Binary(delivery_tag.to_vec().into()),
-                    );
+                    info.insert(Symbol::from("delivery-tag"), Amqp::Binary(delivery_tag.to_vec().into()));
                     err.info = Some(Box::new(info));
                     self.links.remove(&(channel, handle));
                     conn.detach(channel, handle, Some(err));
                 } else {
-                    conn.settle_incoming(
-                        channel,
-                        delivery_id,
-                        DeliveryState::Rejected(Rejected { error: Some(err) }),
-                    );
+                    conn.settle_incoming(channel, delivery_id, DeliveryState::Rejected(Rejected { error: Some(err) }));
                 }
                 return;
             }
@@ -185,35 +153,21 @@ impl Session {
                 String::from_utf8_lossy(claimed),
                 user.name
             );
-            self.fail_session(channel, "amqp:unauthorized-access", description, conn)
-                .await;
+            self.fail_session(channel, "amqp:unauthorized-access", description, conn).await;
             return;
         }
         let Some(vhost) = self.vhost.clone() else {
             return;
         };
-        let queues = match vhost.route(
-            &mut self.route_cache,
-            &exchange,
-            &message.routing,
-            &message.headers,
-        ) {
+        let queues = match vhost.route(&mut self.route_cache, &exchange, &message.routing, &message.headers) {
             Ok(queues) => queues,
             Err(e) => {
                 // The link's exchange was deleted after attach.
                 if !settled {
-                    conn.settle_incoming(
-                        channel,
-                        delivery_id,
-                        DeliveryState::Released(Released {}),
-                    );
+                    conn.settle_incoming(channel, delivery_id, DeliveryState::Released(Released {}));
                 }
                 self.links.remove(&(channel, handle));
-                conn.detach(
-                    channel,
-                    handle,
-                    Some(error("amqp:not-found", e.to_string())),
-                );
+                conn.detach(channel, handle, Some(error("amqp:not-found", e.to_string())));
                 return;
             }
         };
@@ -226,33 +180,16 @@ impl Session {
         let confirm = (!settled).then(|| {
             let seq = self.next_publish;
             self.next_publish += 1;
-            self.publishes.insert(
-                seq,
-                PendingPublish {
-                    channel,
-                    delivery_id,
-                    remaining: queues.len(),
-                    refused: false,
-                },
-            );
+            self.publishes
+                .insert(seq, PendingPublish { channel, delivery_id, remaining: queues.len(), refused: false });
             seq
         });
         let message = Arc::new(message);
         for queue in queues.iter() {
-            let item = Enqueue {
-                message: Arc::clone(&message),
-                confirm,
-            };
-            match self
-                .batches
-                .iter_mut()
-                .find(|b| Arc::ptr_eq(&b.queue, queue))
-            {
+            let item = Enqueue { message: Arc::clone(&message), confirm };
+            match self.batches.iter_mut().find(|b| Arc::ptr_eq(&b.queue, queue)) {
                 Some(batch) => batch.items.push(item),
-                None => self.batches.push(PendingBatch {
-                    queue: Arc::clone(queue),
-                    items: vec![item],
-                }),
+                None => self.batches.push(PendingBatch { queue: Arc::clone(queue), items: vec![item] }),
             }
         }
     }
@@ -261,10 +198,7 @@ impl Session {
     pub(crate) async fn flush_publishes(&mut self, conn: &mut Connection) {
         for batch in std::mem::take(&mut self.batches) {
             let seqs: Vec<u64> = batch.items.iter().filter_map(|i| i.confirm).collect();
-            let confirm_to = (!seqs.is_empty()).then(|| ConfirmTo {
-                session: self.sink.clone(),
-                channel: 0,
-            });
+            let confirm_to = (!seqs.is_empty()).then(|| ConfirmTo { session: self.sink.clone(), channel: 0 });
             if !batch.queue.publish(batch.items, confirm_to).await {
                 self.confirmed(&seqs, &[], conn);
             }
@@ -273,10 +207,7 @@ impl Session {
 
     /// Queues answered for publishes: settle those every queue answered for.
     pub(crate) fn confirmed(&mut self, accepted: &[u64], refused: &[u64], conn: &mut Connection) {
-        let answers = accepted
-            .iter()
-            .map(|s| (*s, true))
-            .chain(refused.iter().map(|s| (*s, false)));
+        let answers = accepted.iter().map(|s| (*s, true)).chain(refused.iter().map(|s| (*s, false)));
         for (seq, ok) in answers {
             let Some(pending) = self.publishes.get_mut(&seq) else {
                 continue;
@@ -291,10 +222,7 @@ impl Session {
             };
             let state = if done.refused {
                 DeliveryState::Rejected(Rejected {
-                    error: Some(error(
-                        "amqp:resource-limit-exceeded",
-                        "the queue refused the message",
-                    )),
+                    error: Some(error("amqp:resource-limit-exceeded", "the queue refused the message")),
                 })
             } else {
                 DeliveryState::Accepted(Accepted {})

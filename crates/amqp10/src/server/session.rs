@@ -4,8 +4,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use charon_engine::{
-    Broker, ConsumerId, Owner, QueueRef, RouteCache, SessionEvent, SessionId, SessionSink, User,
-    VHost,
+    Broker, ConsumerId, Owner, QueueRef, RouteCache, SessionEvent, SessionId, SessionSink, User, VHost,
 };
 use tokio::sync::mpsc;
 
@@ -78,18 +77,15 @@ impl Host for Login<'_> {
     }
 
     fn open_vhost(&mut self, _username: &str, vhost: &str) -> Result<(), String> {
-        let user = self
-            .user
-            .as_ref()
-            .ok_or_else(|| "not authenticated".to_owned())?;
+        let user = self.user.as_ref().ok_or_else(|| "not authenticated".to_owned())?;
         match self.broker.open_vhost(user, vhost) {
             Ok(opened) => {
                 *self.vhost = Some(opened);
                 Ok(())
             }
-            Err(charon_engine::EngineError::VhostNotFound(_)) => Err(format!(
-                "AMQP 1.0 connection failed: virtual host '{vhost}' does not exist"
-            )),
+            Err(charon_engine::EngineError::VhostNotFound(_)) => {
+                Err(format!("AMQP 1.0 connection failed: virtual host '{vhost}' does not exist"))
+            }
             Err(other) => Err(other.to_string()),
         }
     }
@@ -97,10 +93,7 @@ impl Host for Login<'_> {
 
 /// The owner key of a link: queues requeue its unsettled deliveries when it goes.
 pub(crate) fn link_owner(session: SessionId, channel: u16, handle: u32) -> Owner {
-    Owner {
-        session,
-        channel: (u32::from(channel) << 16) | (handle & 0xffff),
-    }
+    Owner { session, channel: (u32::from(channel) << 16) | (handle & 0xffff) }
 }
 
 impl Session {
@@ -129,12 +122,7 @@ impl Session {
     }
 
     pub(crate) fn login<'a>(&'a mut self, anonymous_user: Option<&'a str>) -> Login<'a> {
-        Login {
-            broker: &self.broker,
-            anonymous_user,
-            user: &mut self.user,
-            vhost: &mut self.vhost,
-        }
+        Login { broker: &self.broker, anonymous_user, user: &mut self.user, vhost: &mut self.vhost }
     }
 
     /// Acts on one protocol event.
@@ -146,12 +134,7 @@ impl Session {
             Event::SessionBegun(_) | Event::Closed => {}
             Event::SessionEnded(channel) => {
                 self.flush_publishes(conn).await;
-                let handles: Vec<u32> = self
-                    .links
-                    .keys()
-                    .filter(|(c, _)| *c == channel)
-                    .map(|(_, h)| *h)
-                    .collect();
+                let handles: Vec<u32> = self.links.keys().filter(|(c, _)| *c == channel).map(|(_, h)| *h).collect();
                 for handle in handles {
                     self.link_gone(channel, handle).await;
                 }
@@ -164,54 +147,15 @@ impl Session {
                 self.flush_publishes(conn).await;
                 self.link_gone(channel, handle).await;
             }
-            Event::Credit {
-                channel,
-                handle,
-                delivery_count,
-                link_credit,
-                drain,
-                echo,
-            } => {
-                self.on_credit(
-                    channel,
-                    handle,
-                    delivery_count,
-                    link_credit,
-                    drain,
-                    echo,
-                    conn,
-                )
-                .await;
+            Event::Credit { channel, handle, delivery_count, link_credit, drain, echo } => {
+                self.on_credit(channel, handle, delivery_count, link_credit, drain, echo, conn).await;
             }
-            Event::Transfer {
-                channel,
-                handle,
-                delivery_id,
-                delivery_tag,
-                settled,
-                payload,
-            } => {
-                self.on_transfer(
-                    channel,
-                    handle,
-                    delivery_id,
-                    &delivery_tag,
-                    settled,
-                    payload,
-                    conn,
-                )
-                .await;
+            Event::Transfer { channel, handle, delivery_id, delivery_tag, settled, payload } => {
+                self.on_transfer(channel, handle, delivery_id, &delivery_tag, settled, payload, conn).await;
             }
-            Event::Disposition {
-                channel,
-                first,
-                last,
-                settled,
-                state,
-            } => {
+            Event::Disposition { channel, first, last, settled, state } => {
                 self.flush_publishes(conn).await;
-                self.on_disposition(channel, first, last, settled, state, conn)
-                    .await;
+                self.on_disposition(channel, first, last, settled, state, conn).await;
             }
         }
     }
@@ -223,16 +167,11 @@ impl Session {
             return;
         };
         match state {
-            LinkState::Consumer {
-                queue, consumer, ..
-            } => {
+            LinkState::Consumer { queue, consumer, .. } => {
                 self.consumers.remove(&consumer);
-                self.unsettled
-                    .retain(|(c, _), out| !(*c == channel && out.handle == handle));
+                self.unsettled.retain(|(c, _), out| !(*c == channel && out.handle == handle));
                 queue.cancel(consumer).await;
-                queue
-                    .owner_closed(link_owner(self.id, channel, handle))
-                    .await;
+                queue.owner_closed(link_owner(self.id, channel, handle)).await;
             }
             LinkState::ManagementRequests { pair } | LinkState::ManagementResponses { pair } => {
                 self.management.forget(&pair, channel, handle);
@@ -252,37 +191,20 @@ impl Session {
     /// Acts on one engine event.
     pub(crate) fn handle_engine_event(&mut self, event: SessionEvent, conn: &mut Connection) {
         match event {
-            SessionEvent::Deliveries {
-                consumer,
-                queue,
-                items,
-            } => self.deliver(consumer, &queue, items, conn),
+            SessionEvent::Deliveries { consumer, queue, items } => self.deliver(consumer, &queue, items, conn),
             SessionEvent::ConsumerCancelled { consumer } => {
                 if let Some((channel, handle)) = self.consumers.remove(&consumer) {
                     self.links.remove(&(channel, handle));
-                    self.unsettled
-                        .retain(|(c, _), out| !(*c == channel && out.handle == handle));
-                    conn.detach(
-                        channel,
-                        handle,
-                        Some(error_without_description("amqp:resource-deleted")),
-                    );
+                    self.unsettled.retain(|(c, _), out| !(*c == channel && out.handle == handle));
+                    conn.detach(channel, handle, Some(error_without_description("amqp:resource-deleted")));
                 }
             }
-            SessionEvent::CreditState {
-                consumer,
-                delivery_count,
-                credit,
-                available,
-                drain,
-            } => {
+            SessionEvent::CreditState { consumer, delivery_count, credit, available, drain } => {
                 if let Some(&(channel, handle)) = self.consumers.get(&consumer) {
                     conn.consumer_flow(channel, handle, delivery_count, credit, drain, available);
                 }
             }
-            SessionEvent::Confirms {
-                accepted, refused, ..
-            } => self.confirmed(&accepted, &refused, conn),
+            SessionEvent::Confirms { accepted, refused, .. } => self.confirmed(&accepted, &refused, conn),
         }
     }
 

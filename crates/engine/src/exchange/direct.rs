@@ -48,25 +48,15 @@ impl DirectBindings {
     }
 
     pub(crate) fn contains(&self, binding: &Binding) -> bool {
-        self.by_key
-            .get(&binding.key)
-            .is_some_and(|list| list.iter().any(|b| b.same_as(binding)))
+        self.by_key.get(&binding.key).is_some_and(|list| list.iter().any(|b| b.same_as(binding)))
     }
 
     pub(crate) fn contains_destination(&self, destination: &Destination) -> bool {
-        self.by_key
-            .values()
-            .flatten()
-            .any(|b| &b.destination == destination)
+        self.by_key.values().flatten().any(|b| &b.destination == destination)
     }
 
     pub(crate) fn to_destination(&self, destination: &Destination) -> Vec<Binding> {
-        self.by_key
-            .values()
-            .flatten()
-            .filter(|b| &b.destination == destination)
-            .cloned()
-            .collect()
+        self.by_key.values().flatten().filter(|b| &b.destination == destination).cloned().collect()
     }
 
     pub(crate) fn is_empty(&self) -> bool {

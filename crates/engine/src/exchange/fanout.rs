@@ -35,11 +35,7 @@ impl FanoutBindings {
     }
 
     pub(crate) fn to_destination(&self, destination: &Destination) -> Vec<Binding> {
-        self.bindings
-            .iter()
-            .filter(|b| &b.destination == destination)
-            .cloned()
-            .collect()
+        self.bindings.iter().filter(|b| &b.destination == destination).cloned().collect()
     }
 
     pub(crate) fn is_empty(&self) -> bool {

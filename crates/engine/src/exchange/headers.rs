@@ -37,20 +37,18 @@ impl MatchMode {
 pub(crate) fn validate(arguments: &Table) -> Result<(), EngineError> {
     match arguments.get("x-match") {
         None => Ok(()),
-        Some(Value::LongStr(_) | Value::String(_)) => {
-            match arguments.get("x-match").and_then(Value::as_str) {
-                Some("all" | "any" | "all-with-x" | "any-with-x") => Ok(()),
-                _ => {
-                    let shown = arguments
-                        .get("x-match")
-                        .and_then(Value::as_str)
-                        .map_or_else(String::new, |s| format!("<<\"{s}\">>"));
-                    Err(EngineError::Precondition(format!(
-                        "Invalid x-match field value {shown}; expected all, any, all-with-x, or any-with-x"
-                    )))
-                }
+        Some(Value::LongStr(_) | Value::String(_)) => match arguments.get("x-match").and_then(Value::as_str) {
+            Some("all" | "any" | "all-with-x" | "any-with-x") => Ok(()),
+            _ => {
+                let shown = arguments
+                    .get("x-match")
+                    .and_then(Value::as_str)
+                    .map_or_else(String::new, |s| format!("<<\"{s}\">>"));
+                Err(EngineError::Precondition(format!(
+                    "Invalid x-match field value {shown}; expected all, any, all-with-x, or any-with-x"
+                )))
             }
-        }
+        },
         Some(other) => Err(EngineError::Precondition(format!(
             "Invalid x-match field type {} (value {}); expected longstr",
             other.rabbit_type_name(),
@@ -62,9 +60,7 @@ pub(crate) fn validate(arguments: &Table) -> Result<(), EngineError> {
 fn erlang_term(value: &Value) -> String {
     match value {
         Value::Bool(b) => b.to_string(),
-        other => other
-            .as_i64()
-            .map_or_else(|| format!("{other:?}"), |i| i.to_string()),
+        other => other.as_i64().map_or_else(|| format!("{other:?}"), |i| i.to_string()),
     }
 }
 
@@ -76,9 +72,7 @@ fn same_value(a: &Value, b: &Value) -> bool {
 fn arg_matches(key: &str, expected: &Value, headers: &Table) -> bool {
     match expected {
         Value::Null => headers.contains(key),
-        value => headers
-            .get(key)
-            .is_some_and(|actual| same_value(actual, value)),
+        value => headers.get(key).is_some_and(|actual| same_value(actual, value)),
     }
 }
 
@@ -86,13 +80,8 @@ fn arg_matches(key: &str, expected: &Value, headers: &Table) -> bool {
 pub(crate) fn matches(arguments: &Table, headers: &Table) -> bool {
     let mode = MatchMode::of(arguments);
     let with_x = matches!(mode, MatchMode::AllWithX | MatchMode::AnyWithX);
-    let considered = arguments.iter().filter(|(k, _)| {
-        if *k == "x-match" {
-            false
-        } else {
-            with_x || !k.starts_with("x-")
-        }
-    });
+    let considered =
+        arguments.iter().filter(|(k, _)| if *k == "x-match" { false } else { with_x || !k.starts_with("x-") });
     let mut results = considered.map(|(k, v)| arg_matches(k, v, headers));
     match mode {
         MatchMode::All | MatchMode::AllWithX => results.all(|m| m),
@@ -133,11 +122,7 @@ impl HeadersBindings {
     }
 
     pub(crate) fn to_destination(&self, destination: &Destination) -> Vec<Binding> {
-        self.bindings
-            .iter()
-            .filter(|b| &b.destination == destination)
-            .cloned()
-            .collect()
+        self.bindings.iter().filter(|b| &b.destination == destination).cloned().collect()
     }
 
     pub(crate) fn is_empty(&self) -> bool {
@@ -145,12 +130,7 @@ impl HeadersBindings {
     }
 
     pub(crate) fn route<'a>(&'a self, headers: &Table, out: &mut Vec<&'a Destination>) {
-        out.extend(
-            self.bindings
-                .iter()
-                .filter(|b| matches(&b.arguments, headers))
-                .map(|b| &b.destination),
-        );
+        out.extend(self.bindings.iter().filter(|b| matches(&b.arguments, headers)).map(|b| &b.destination));
     }
 }
 
@@ -159,55 +139,32 @@ mod tests {
     use super::*;
 
     fn table(entries: &[(&str, Value)]) -> Table {
-        entries
-            .iter()
-            .map(|(k, v)| ((*k).to_owned(), v.clone()))
-            .collect()
+        entries.iter().map(|(k, v)| ((*k).to_owned(), v.clone())).collect()
     }
 
     #[test]
     fn all_requires_every_plain_argument() {
         let args = table(&[("a", Value::I32(1)), ("b", Value::long_str("x"))]);
-        assert!(matches(
-            &args,
-            &table(&[
-                ("a", Value::I64(1)),
-                ("b", Value::long_str("x")),
-                ("c", Value::Bool(true))
-            ])
-        ));
+        assert!(matches(&args, &table(&[("a", Value::I64(1)), ("b", Value::long_str("x")), ("c", Value::Bool(true))])));
         assert!(!matches(&args, &table(&[("a", Value::I64(1))])));
     }
 
     #[test]
     fn any_needs_one_and_plain_modes_skip_x_arguments() {
-        let args = table(&[
-            ("x-match", Value::long_str("any")),
-            ("x-k", Value::long_str("v")),
-            ("a", Value::I32(1)),
-        ]);
+        let args = table(&[("x-match", Value::long_str("any")), ("x-k", Value::long_str("v")), ("a", Value::I32(1))]);
         assert!(!matches(&args, &table(&[("x-k", Value::long_str("v"))])));
         assert!(matches(&args, &table(&[("a", Value::I32(1))])));
-        let with_x = table(&[
-            ("x-match", Value::long_str("any-with-x")),
-            ("x-k", Value::long_str("v")),
-        ]);
+        let with_x = table(&[("x-match", Value::long_str("any-with-x")), ("x-k", Value::long_str("v"))]);
         assert!(matches(&with_x, &table(&[("x-k", Value::long_str("v"))])));
     }
 
     #[test]
     fn void_argument_checks_presence_and_empty_all_matches_everything() {
         let args = table(&[("a", Value::Null)]);
-        assert!(matches(
-            &args,
-            &table(&[("a", Value::long_str("anything"))])
-        ));
+        assert!(matches(&args, &table(&[("a", Value::long_str("anything"))])));
         assert!(!matches(&args, &Table::new()));
         assert!(matches(&Table::new(), &Table::new()));
-        assert!(!matches(
-            &table(&[("x-match", Value::long_str("any"))]),
-            &Table::new()
-        ));
+        assert!(!matches(&table(&[("x-match", Value::long_str("any"))]), &Table::new()));
     }
 
     #[test]

@@ -42,9 +42,7 @@ impl ExchangeKind {
             "fanout" => Ok(Self::Fanout),
             "topic" => Ok(Self::Topic),
             "headers" => Ok(Self::Headers),
-            other => Err(EngineError::Precondition(format!(
-                "unknown exchange type '{other}'"
-            ))),
+            other => Err(EngineError::Precondition(format!("unknown exchange type '{other}'"))),
         }
     }
 
@@ -83,9 +81,7 @@ pub struct Binding {
 
 impl Binding {
     fn same_as(&self, other: &Self) -> bool {
-        self.destination == other.destination
-            && self.key == other.key
-            && self.arguments == other.arguments
+        self.destination == other.destination && self.key == other.key && self.arguments == other.arguments
     }
 }
 
@@ -110,9 +106,7 @@ impl ExchangeInfo {
     /// The `alternate-exchange` argument, if it names one.
     #[must_use]
     pub fn alternate_exchange(&self) -> Option<&str> {
-        self.arguments
-            .get("alternate-exchange")
-            .and_then(Value::as_str)
+        self.arguments.get("alternate-exchange").and_then(Value::as_str)
     }
 }
 

@@ -8,11 +8,7 @@ use super::{Binding, Destination};
 
 /// Splits a key into words as RabbitMQ's `split_topic_key/1` does.
 fn words(key: &str) -> Vec<&str> {
-    if key.is_empty() {
-        Vec::new()
-    } else {
-        key.split('.').collect()
-    }
+    if key.is_empty() { Vec::new() } else { key.split('.').collect() }
 }
 
 #[derive(Debug, Default)]
@@ -30,11 +26,7 @@ impl Node {
         match words.split_first() {
             None => out.extend(self.bindings.iter().map(|b| &b.destination)),
             Some((word, rest)) => {
-                if let Some(child) = self
-                    .children
-                    .get(*word)
-                    .filter(|_| *word != "*" && *word != "#")
-                {
+                if let Some(child) = self.children.get(*word).filter(|_| *word != "*" && *word != "#") {
                     child.walk(rest, out);
                 }
                 if let Some(star) = self.children.get("*") {
@@ -118,8 +110,7 @@ impl TopicBindings {
     }
 
     pub(crate) fn contains(&self, binding: &Binding) -> bool {
-        self.node(&binding.key)
-            .is_some_and(|n| n.bindings.iter().any(|b| b.same_as(binding)))
+        self.node(&binding.key).is_some_and(|n| n.bindings.iter().any(|b| b.same_as(binding)))
     }
 
     pub(crate) fn contains_destination(&self, destination: &Destination) -> bool {
@@ -128,8 +119,7 @@ impl TopicBindings {
 
     pub(crate) fn to_destination(&self, destination: &Destination) -> Vec<Binding> {
         let mut out = Vec::new();
-        self.root
-            .collect(&|b| &b.destination == destination, &mut out);
+        self.root.collect(&|b| &b.destination == destination, &mut out);
         out
     }
 
@@ -193,11 +183,7 @@ mod tests {
     #[test]
     fn removal_prunes_the_trie() {
         let mut t = TopicBindings::default();
-        let b = Binding {
-            destination: Destination::Queue("q".into()),
-            key: "a.b.c".into(),
-            arguments: Table::new(),
-        };
+        let b = Binding { destination: Destination::Queue("q".into()), key: "a.b.c".into(), arguments: Table::new() };
         assert!(t.add(b.clone()));
         assert!(!t.add(b.clone()));
         assert!(t.remove(&b));

@@ -131,23 +131,14 @@ const VALIDATORS: &[(&str, Check)] = &[
 fn is_rabbit_integer(value: &Value) -> bool {
     matches!(
         value,
-        Value::I8(_)
-            | Value::I16(_)
-            | Value::I32(_)
-            | Value::I64(_)
-            | Value::U8(_)
-            | Value::U16(_)
-            | Value::U32(_)
+        Value::I8(_) | Value::I16(_) | Value::I32(_) | Value::I64(_) | Value::U8(_) | Value::U16(_) | Value::U32(_)
     )
 }
 
 fn integer(value: &Value) -> Result<i64, String> {
     match value.as_i64() {
         Some(n) if is_rabbit_integer(value) => Ok(n),
-        _ => Err(format!(
-            "\"expected integer, got {}\"",
-            value.rabbit_type_name()
-        )),
+        _ => Err(format!("\"expected integer, got {}\"", value.rabbit_type_name())),
     }
 }
 
@@ -179,30 +170,18 @@ fn check_message_ttl(value: &Value, _: &Table) -> Result<(), String> {
 
 fn check_non_negative(value: &Value, _: &Table) -> Result<(), String> {
     let n = integer(value)?;
-    if n < 0 {
-        Err(format!("{{value_negative,{n}}}"))
-    } else {
-        Ok(())
-    }
+    if n < 0 { Err(format!("{{value_negative,{n}}}")) } else { Ok(()) }
 }
 
 fn check_positive(value: &Value, args: &Table) -> Result<(), String> {
     check_non_negative(value, args)?;
-    if integer(value)? == 0 {
-        Err("{value_zero,0}".to_owned())
-    } else {
-        Ok(())
-    }
+    if integer(value)? == 0 { Err("{value_zero,0}".to_owned()) } else { Ok(()) }
 }
 
 fn check_max_priority(value: &Value, args: &Table) -> Result<(), String> {
     check_non_negative(value, args)?;
     let n = integer(value)?;
-    if n > 255 {
-        Err(format!("{{max_value_exceeded,{n}}}"))
-    } else {
-        Ok(())
-    }
+    if n > 255 { Err(format!("{{max_value_exceeded,{n}}}")) } else { Ok(()) }
 }
 
 fn unacceptable(value: &Value) -> String {
@@ -210,22 +189,14 @@ fn unacceptable(value: &Value) -> String {
 }
 
 fn check_dlx(value: &Value, _: &Table) -> Result<(), String> {
-    if is_string(value) {
-        Ok(())
-    } else {
-        Err(unacceptable(value))
-    }
+    if is_string(value) { Ok(()) } else { Err(unacceptable(value)) }
 }
 
 fn check_dlrk(value: &Value, args: &Table) -> Result<(), String> {
     if !is_string(value) {
         return Err(unacceptable(value));
     }
-    if args.contains("x-dead-letter-exchange") {
-        Ok(())
-    } else {
-        Err("routing_key_but_no_dlx_defined".to_owned())
-    }
+    if args.contains("x-dead-letter-exchange") { Ok(()) } else { Err("routing_key_but_no_dlx_defined".to_owned()) }
 }
 
 fn one_of(value: &Value, allowed: &[&str], error: &str) -> Result<(), String> {
@@ -239,27 +210,15 @@ fn one_of(value: &Value, allowed: &[&str], error: &str) -> Result<(), String> {
 }
 
 fn check_dlx_strategy(value: &Value, _: &Table) -> Result<(), String> {
-    one_of(
-        value,
-        &["at-most-once", "at-least-once"],
-        "invalid_dlx_strategy",
-    )
+    one_of(value, &["at-most-once", "at-least-once"], "invalid_dlx_strategy")
 }
 
 fn check_overflow(value: &Value, _: &Table) -> Result<(), String> {
-    one_of(
-        value,
-        &["drop-head", "reject-publish", "reject-publish-dlx"],
-        "invalid_overflow",
-    )
+    one_of(value, &["drop-head", "reject-publish", "reject-publish-dlx"], "invalid_overflow")
 }
 
 fn check_leader_locator(value: &Value, _: &Table) -> Result<(), String> {
-    one_of(
-        value,
-        &["client-local", "balanced"],
-        "invalid_queue_locator_arg",
-    )
+    one_of(value, &["client-local", "balanced"], "invalid_queue_locator_arg")
 }
 
 fn check_queue_mode(value: &Value, _: &Table) -> Result<(), String> {
@@ -268,10 +227,7 @@ fn check_queue_mode(value: &Value, _: &Table) -> Result<(), String> {
     }
     match value.as_str() {
         Some("default" | "lazy") => Ok(()),
-        other => Err(format!(
-            "\"unsupported queue mode '{}'\"",
-            other.unwrap_or_default()
-        )),
+        other => Err(format!("\"unsupported queue mode '{}'\"", other.unwrap_or_default())),
     }
 }
 
@@ -296,10 +252,7 @@ fn check_queue_type(value: &Value, _: &Table) -> Result<(), String> {
     }
     match value.as_str() {
         Some("classic" | "quorum" | "rabbit_classic_queue" | "rabbit_quorum_queue") => Ok(()),
-        other => Err(format!(
-            "\"unsupported queue type '{}'\"",
-            other.unwrap_or_default()
-        )),
+        other => Err(format!("\"unsupported queue type '{}'\"", other.unwrap_or_default())),
     }
 }
 
@@ -318,9 +271,8 @@ pub fn queue_type_of(arguments: &Table) -> QueueType {
 /// RabbitMQ's 406 texts: `invalid arg 'x-…' for queue 'q' in vhost '/': …` for a bad value,
 /// `… of queue type rabbit_classic_queue` for an argument the type lacks.
 pub fn validate_declare(resource: &Resource, arguments: &Table) -> Result<QueueType, EngineError> {
-    let invalid = |key: &str, reason: String| {
-        EngineError::Precondition(format!("invalid arg '{key}' for {resource}: {reason}"))
-    };
+    let invalid =
+        |key: &str, reason: String| EngineError::Precondition(format!("invalid arg '{key}' for {resource}: {reason}"));
     if let Some(value) = arguments.get("x-queue-type") {
         check_queue_type(value, arguments).map_err(|e| invalid("x-queue-type", e))?;
     }
@@ -352,12 +304,7 @@ fn bare(value: &Value) -> String {
             format!("'{}'", value.as_str().unwrap_or_default())
         }
         Value::Bool(b) => format!("'{b}'"),
-        other => format!(
-            "'{}'",
-            other
-                .as_i64()
-                .map_or_else(|| format!("{other:?}"), |n| n.to_string())
-        ),
+        other => format!("'{}'", other.as_i64().map_or_else(|| format!("{other:?}"), |n| n.to_string())),
     }
 }
 
@@ -378,13 +325,9 @@ fn describe(value: Option<&Value>) -> String {
         None => "none".to_owned(),
         Some(v) => {
             let shown = match v {
-                Value::LongStr(_) | Value::String(_) | Value::Symbol(_) => {
-                    v.as_str().unwrap_or_default().to_owned()
-                }
+                Value::LongStr(_) | Value::String(_) | Value::Symbol(_) => v.as_str().unwrap_or_default().to_owned(),
                 Value::Bool(b) => b.to_string(),
-                other => other
-                    .as_i64()
-                    .map_or_else(|| format!("{other:?}"), |n| n.to_string()),
+                other => other.as_i64().map_or_else(|| format!("{other:?}"), |n| n.to_string()),
             };
             format!("the value '{shown}' of type '{}'", v.rabbit_type_name())
         }
@@ -410,18 +353,11 @@ pub fn assert_equivalent(
                 a.rabbit_type_name() == b.rabbit_type_name() && a.equivalent(b)
                     || (is_rabbit_integer(a) && is_rabbit_integer(b) && a.equivalent(b))
             }
-            (None, Some(v)) | (Some(v), None) => {
-                *key == "x-queue-type" && v.as_str() == Some("classic")
-            }
+            (None, Some(v)) | (Some(v), None) => *key == "x-queue-type" && v.as_str() == Some("classic"),
         };
         if !same {
             let (received, current) = describe_pair(new, old);
-            return Err(EngineError::inequivalent(
-                resource.clone(),
-                key,
-                received,
-                current,
-            ));
+            return Err(EngineError::inequivalent(resource.clone(), key, received, current));
         }
     }
     Ok(())
@@ -432,10 +368,7 @@ mod tests {
     use super::*;
 
     fn args(entries: &[(&str, Value)]) -> Table {
-        entries
-            .iter()
-            .map(|(k, v)| ((*k).to_owned(), v.clone()))
-            .collect()
+        entries.iter().map(|(k, v)| ((*k).to_owned(), v.clone())).collect()
     }
 
     fn q() -> Resource {
@@ -469,24 +402,13 @@ mod tests {
 
     #[test]
     fn validator_order_decides_which_error_wins() {
-        let a = args(&[
-            ("x-overflow", Value::long_str("nope")),
-            ("x-expires", Value::I32(0)),
-        ]);
-        assert!(
-            validate_declare(&q(), &a)
-                .unwrap_err()
-                .to_string()
-                .contains("'x-expires'")
-        );
+        let a = args(&[("x-overflow", Value::long_str("nope")), ("x-expires", Value::I32(0))]);
+        assert!(validate_declare(&q(), &a).unwrap_err().to_string().contains("'x-expires'"));
     }
 
     #[test]
     fn equivalence_compares_integers_by_class_and_classic_equals_absent() {
-        let a = args(&[
-            ("x-max-length", Value::I16(5)),
-            ("x-queue-type", Value::long_str("classic")),
-        ]);
+        let a = args(&[("x-max-length", Value::I16(5)), ("x-queue-type", Value::long_str("classic"))]);
         let b = args(&[("x-max-length", Value::I64(5))]);
         assert!(assert_equivalent(&q(), QueueType::Classic, &a, &b).is_ok());
         let c = args(&[("x-max-length", Value::I64(6))]);

@@ -127,29 +127,15 @@ pub struct QueueStats {
 }
 
 pub(crate) enum QueueCmd {
-    Publish {
-        items: Vec<Enqueue>,
-        confirm_to: Option<ConfirmTo>,
-    },
+    Publish { items: Vec<Enqueue>, confirm_to: Option<ConfirmTo> },
     Consume(Box<ConsumeSpec>, oneshot::Sender<Result<(), EngineError>>),
     Cancel(ConsumerId, oneshot::Sender<bool>),
-    Settle {
-        seqs: Vec<u64>,
-        how: Settle,
-    },
-    Get {
-        owner: Owner,
-        no_ack: bool,
-        reply: oneshot::Sender<Option<GetOk>>,
-    },
+    Settle { seqs: Vec<u64>, how: Settle },
+    Get { owner: Owner, no_ack: bool, reply: oneshot::Sender<Option<GetOk>> },
     Purge(oneshot::Sender<u32>),
     Stats(oneshot::Sender<QueueStats>),
     OwnerClosed(Owner),
-    Delete {
-        if_unused: bool,
-        if_empty: bool,
-        reply: oneshot::Sender<Result<u32, EngineError>>,
-    },
+    Delete { if_unused: bool, if_empty: bool, reply: oneshot::Sender<Result<u32, EngineError>> },
     Resume,
     Credit(CreditGrant),
 }
@@ -212,16 +198,10 @@ impl QueueHandle {
     }
 
     async fn send(&self, cmd: QueueCmd) -> Result<(), EngineError> {
-        self.tx
-            .send(cmd)
-            .await
-            .map_err(|_| EngineError::NotFound(self.resource()))
+        self.tx.send(cmd).await.map_err(|_| EngineError::NotFound(self.resource()))
     }
 
-    async fn call<T>(
-        &self,
-        make: impl FnOnce(oneshot::Sender<T>) -> QueueCmd,
-    ) -> Result<T, EngineError> {
+    async fn call<T>(&self, make: impl FnOnce(oneshot::Sender<T>) -> QueueCmd) -> Result<T, EngineError> {
         let (reply, rx) = oneshot::channel();
         self.send(make(reply)).await?;
         rx.await.map_err(|_| EngineError::NotFound(self.resource()))
@@ -230,9 +210,7 @@ impl QueueHandle {
     /// Enqueues messages. Waits while the queue's mailbox is full, which is how a slow queue
     /// pushes back on its publishers. Returns false if the queue is gone.
     pub async fn publish(&self, items: Vec<Enqueue>, confirm_to: Option<ConfirmTo>) -> bool {
-        self.send(QueueCmd::Publish { items, confirm_to })
-            .await
-            .is_ok()
+        self.send(QueueCmd::Publish { items, confirm_to }).await.is_ok()
     }
 
     /// Adds a consumer.
@@ -240,16 +218,13 @@ impl QueueHandle {
     /// # Errors
     /// ACCESS_REFUSED when exclusivity conflicts; NOT_FOUND when the queue is gone.
     pub async fn consume(&self, spec: ConsumeSpec) -> Result<(), EngineError> {
-        self.call(|reply| QueueCmd::Consume(Box::new(spec), reply))
-            .await?
+        self.call(|reply| QueueCmd::Consume(Box::new(spec), reply)).await?
     }
 
     /// Removes a consumer; its unacknowledged messages stay with their channel. Every delivery
     /// the queue made to it was sent before this returns. False if it did not exist.
     pub async fn cancel(&self, consumer: ConsumerId) -> bool {
-        self.call(|reply| QueueCmd::Cancel(consumer, reply))
-            .await
-            .unwrap_or(false)
+        self.call(|reply| QueueCmd::Cancel(consumer, reply)).await.unwrap_or(false)
     }
 
     /// Settles delivered messages by sequence number.
@@ -262,12 +237,7 @@ impl QueueHandle {
     /// # Errors
     /// NOT_FOUND when the queue is gone.
     pub async fn get(&self, owner: Owner, no_ack: bool) -> Result<Option<GetOk>, EngineError> {
-        self.call(|reply| QueueCmd::Get {
-            owner,
-            no_ack,
-            reply,
-        })
-        .await
+        self.call(|reply| QueueCmd::Get { owner, no_ack, reply }).await
     }
 
     /// Removes all ready messages, returning how many.
@@ -294,14 +264,7 @@ impl QueueHandle {
 
     /// Asks the queue to stop; used by the vhost, which also removes it from the topology.
     pub(crate) async fn delete(&self, if_unused: bool, if_empty: bool) -> Result<u32, EngineError> {
-        match self
-            .call(|reply| QueueCmd::Delete {
-                if_unused,
-                if_empty,
-                reply,
-            })
-            .await
-        {
+        match self.call(|reply| QueueCmd::Delete { if_unused, if_empty, reply }).await {
             Ok(result) => result,
             // Already gone: deleting it again is not an error, as in RabbitMQ.
             Err(EngineError::NotFound(_)) => Ok(0),

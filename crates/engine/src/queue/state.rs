@@ -101,19 +101,11 @@ impl QueueState {
         for item in items {
             let seq = self.next_seq;
             self.next_seq += 1;
-            self.ready.push_back(Entry {
-                seq,
-                message: item.message,
-                redelivered: false,
-            });
+            self.ready.push_back(Entry { seq, message: item.message, redelivered: false });
             accepted.extend(item.confirm);
         }
         if let Some(to) = confirm_to.filter(|_| !accepted.is_empty()) {
-            let event = SessionEvent::Confirms {
-                channel: to.channel,
-                accepted,
-                refused: Vec::new(),
-            };
+            let event = SessionEvent::Confirms { channel: to.channel, accepted, refused: Vec::new() };
             self.outbox.push((to.session, event));
         }
     }
@@ -121,19 +113,11 @@ impl QueueState {
     pub(crate) fn consume(&mut self, spec: ConsumeSpec) -> Result<(), EngineError> {
         let exclusive_taken = self.consumers.iter().any(|c| c.spec.exclusive);
         if exclusive_taken || (spec.exclusive && !self.consumers.is_empty()) {
-            return Err(EngineError::ExclusiveConsumeUnavailable(
-                self.handle.resource(),
-            ));
+            return Err(EngineError::ExclusiveConsumeUnavailable(self.handle.resource()));
         }
         self.had_consumer = true;
         let delivery_count = spec.link_credit.unwrap_or(0);
-        self.consumers.push(Consumer {
-            spec,
-            unacked: 0,
-            batch: Vec::new(),
-            credit: 0,
-            delivery_count,
-        });
+        self.consumers.push(Consumer { spec, unacked: 0, batch: Vec::new(), credit: 0, delivery_count });
         Ok(())
     }
 
@@ -191,26 +175,12 @@ impl QueueState {
 
     pub(crate) fn get(&mut self, owner: Owner, no_ack: bool) -> Option<GetOk> {
         let entry = self.ready.pop_front()?;
-        let delivery = Delivery {
-            seq: entry.seq,
-            message: Arc::clone(&entry.message),
-            redelivered: entry.redelivered,
-        };
+        let delivery = Delivery { seq: entry.seq, message: Arc::clone(&entry.message), redelivered: entry.redelivered };
         if !no_ack {
-            self.unacked.insert(
-                entry.seq,
-                Unacked {
-                    entry,
-                    consumer: None,
-                    owner,
-                },
-            );
+            self.unacked.insert(entry.seq, Unacked { entry, consumer: None, owner });
         }
         let remaining = u32::try_from(self.ready.len()).unwrap_or(u32::MAX);
-        Some(GetOk {
-            delivery,
-            remaining,
-        })
+        Some(GetOk { delivery, remaining })
     }
 
     pub(crate) fn purge(&mut self) -> u32 {
@@ -232,17 +202,8 @@ impl QueueState {
     /// including deliveries that were still on their way to it.
     pub(crate) fn owner_closed(&mut self, owner: Owner) {
         self.consumers.retain(|c| c.spec.owner != owner);
-        let seqs: Vec<u64> = self
-            .unacked
-            .iter()
-            .filter(|(_, u)| u.owner == owner)
-            .map(|(s, _)| *s)
-            .collect();
-        let entries = seqs
-            .iter()
-            .filter_map(|s| self.unacked.remove(s))
-            .map(|u| u.entry)
-            .collect();
+        let seqs: Vec<u64> = self.unacked.iter().filter(|(_, u)| u.owner == owner).map(|(s, _)| *s).collect();
+        let entries = seqs.iter().filter_map(|s| self.unacked.remove(s)).map(|u| u.entry).collect();
         self.requeue(entries);
     }
 
@@ -260,9 +221,7 @@ impl QueueState {
     /// The queue is going away: tell every consumer.
     pub(crate) fn cancel_all_consumers(&mut self) {
         for consumer in self.consumers.drain(..) {
-            let event = SessionEvent::ConsumerCancelled {
-                consumer: consumer.spec.id,
-            };
+            let event = SessionEvent::ConsumerCancelled { consumer: consumer.spec.id };
             self.outbox.push((consumer.spec.session, event));
         }
     }
@@ -299,14 +258,7 @@ impl QueueState {
                 consumer.unacked += 1;
                 let owner = consumer.spec.owner;
                 let id = consumer.spec.id;
-                self.unacked.insert(
-                    entry.seq,
-                    Unacked {
-                        entry,
-                        consumer: Some(id),
-                        owner,
-                    },
-                );
+                self.unacked.insert(entry.seq, Unacked { entry, consumer: Some(id), owner });
             }
         }
         for consumer in &mut self.consumers {
@@ -328,11 +280,7 @@ impl QueueState {
     /// A drain runs after dispatch, so a waiting message is delivered before the credit is
     /// used up.
     pub(crate) fn credit(&mut self, grant: CreditGrant) {
-        let Some(index) = self
-            .consumers
-            .iter()
-            .position(|c| c.spec.id == grant.consumer)
-        else {
+        let Some(index) = self.consumers.iter().position(|c| c.spec.id == grant.consumer) else {
             return;
         };
         if let Some(consumer) = self.consumers.get_mut(index) {
@@ -397,19 +345,13 @@ mod tests {
     }
 
     fn msg(n: u8) -> Enqueue {
-        Enqueue {
-            message: Arc::new(Message::new(Routing::default(), Body::Data(vec![n].into()))),
-            confirm: None,
-        }
+        Enqueue { message: Arc::new(Message::new(Routing::default(), Body::Data(vec![n].into()))), confirm: None }
     }
 
     fn consumer(id: u64, session: &SessionSink, prefetch: u32) -> ConsumeSpec {
         ConsumeSpec {
             id,
-            owner: Owner {
-                session: session.id,
-                channel: 1,
-            },
+            owner: Owner { session: session.id, channel: 1 },
             session: session.clone(),
             no_ack: false,
             prefetch,
@@ -425,13 +367,9 @@ mod tests {
             .take_outbox()
             .into_iter()
             .filter_map(|(_, e)| match e {
-                SessionEvent::Deliveries {
-                    consumer, items, ..
-                } => Some((
-                    consumer,
-                    items.iter().map(|d| d.seq).collect(),
-                    items.iter().any(|d| d.redelivered),
-                )),
+                SessionEvent::Deliveries { consumer, items, .. } => {
+                    Some((consumer, items.iter().map(|d| d.seq).collect(), items.iter().any(|d| d.redelivered)))
+                }
                 _ => None,
             })
             .collect()
@@ -445,10 +383,7 @@ mod tests {
         s.consume(consumer(11, &session, 0)).unwrap();
         s.publish((0..4).map(msg).collect(), None);
         s.dispatch();
-        assert_eq!(
-            delivered(&mut s),
-            [(10, vec![1, 3], false), (11, vec![2, 4], false)]
-        );
+        assert_eq!(delivered(&mut s), [(10, vec![1, 3], false), (11, vec![2, 4], false)]);
     }
 
     #[test]
@@ -469,10 +404,7 @@ mod tests {
         let (session, _rx) = SessionSink::new(1, 0);
         let mut s = QueueState::new(handle());
         s.publish((0..4).map(msg).collect(), None);
-        let owner = Owner {
-            session: 1,
-            channel: 1,
-        };
+        let owner = Owner { session: 1, channel: 1 };
         let a = s.get(owner, false).unwrap();
         let b = s.get(owner, false).unwrap();
         assert_eq!((a.delivery.seq, b.delivery.seq, b.remaining), (1, 2, 2));
@@ -481,37 +413,18 @@ mod tests {
         s.consume(consumer(10, &session, 0)).unwrap();
         s.dispatch();
         let out = delivered(&mut s);
-        assert_eq!(
-            out.first().map(|(_, seqs, _)| seqs.clone()),
-            Some(vec![1, 2, 3, 4])
-        );
+        assert_eq!(out.first().map(|(_, seqs, _)| seqs.clone()), Some(vec![1, 2, 3, 4]));
     }
 
     #[test]
     fn discard_goes_through_the_dead_letter_seam() {
         let mut s = QueueState::new(handle());
         s.publish(vec![msg(1)], None);
-        let owner = Owner {
-            session: 1,
-            channel: 1,
-        };
+        let owner = Owner { session: 1, channel: 1 };
         let got = s.get(owner, false).unwrap();
         s.settle(&[got.delivery.seq], Settle::Discard);
-        assert_eq!(
-            s.take_discarded()
-                .iter()
-                .map(|(_, r)| *r)
-                .collect::<Vec<_>>(),
-            [DeathReason::Rejected]
-        );
-        assert_eq!(
-            s.stats(),
-            QueueStats {
-                ready: 0,
-                unacked: 0,
-                consumers: 0
-            }
-        );
+        assert_eq!(s.take_discarded().iter().map(|(_, r)| *r).collect::<Vec<_>>(), [DeathReason::Rejected]);
+        assert_eq!(s.stats(), QueueStats { ready: 0, unacked: 0, consumers: 0 });
     }
 
     #[test]
@@ -524,60 +437,21 @@ mod tests {
         s.publish((0..3).map(msg).collect(), None);
         s.dispatch();
         assert!(delivered(&mut s).is_empty(), "no credit, no delivery");
-        let grant = CreditGrant {
-            consumer: 10,
-            delivery_count: 100,
-            link_credit: 2,
-            drain: false,
-            echo: false,
-        };
+        let grant = CreditGrant { consumer: 10, delivery_count: 100, link_credit: 2, drain: false, echo: false };
         s.credit(grant);
         assert_eq!(delivered(&mut s), [(10, vec![1, 2], false)]);
         // One credit with drain while a message waits: it is delivered, nothing is left to drain.
-        s.credit(CreditGrant {
-            consumer: 10,
-            delivery_count: 102,
-            link_credit: 1,
-            drain: true,
-            echo: false,
-        });
+        s.credit(CreditGrant { consumer: 10, delivery_count: 102, link_credit: 1, drain: true, echo: false });
         let out = s.take_outbox();
-        assert!(
-            matches!(out.first(), Some((_, SessionEvent::Deliveries { items, .. })) if items.len() == 1)
-        );
+        assert!(matches!(out.first(), Some((_, SessionEvent::Deliveries { items, .. })) if items.len() == 1));
         assert!(matches!(
             out.get(1),
-            Some((
-                _,
-                SessionEvent::CreditState {
-                    delivery_count: 103,
-                    credit: 0,
-                    available: 0,
-                    drain: true,
-                    ..
-                }
-            ))
+            Some((_, SessionEvent::CreditState { delivery_count: 103, credit: 0, available: 0, drain: true, .. }))
         ));
         // Drain with credit and nothing waiting advances the delivery-count.
-        s.credit(CreditGrant {
-            consumer: 10,
-            delivery_count: 103,
-            link_credit: 5,
-            drain: true,
-            echo: false,
-        });
+        s.credit(CreditGrant { consumer: 10, delivery_count: 103, link_credit: 5, drain: true, echo: false });
         let out = s.take_outbox();
-        assert!(matches!(
-            out.as_slice(),
-            [(
-                _,
-                SessionEvent::CreditState {
-                    delivery_count: 108,
-                    credit: 0,
-                    ..
-                }
-            )]
-        ));
+        assert!(matches!(out.as_slice(), [(_, SessionEvent::CreditState { delivery_count: 108, credit: 0, .. })]));
     }
 
     #[test]

@@ -62,11 +62,7 @@ fn apply(state: &mut QueueState, command: QueueCmd) -> Next {
             let _ = reply.send(existed);
         }
         QueueCmd::Settle { seqs, how } => state.settle(&seqs, how),
-        QueueCmd::Get {
-            owner,
-            no_ack,
-            reply,
-        } => {
+        QueueCmd::Get { owner, no_ack, reply } => {
             let _ = reply.send(state.get(owner, no_ack));
         }
         QueueCmd::Purge(reply) => {
@@ -76,11 +72,7 @@ fn apply(state: &mut QueueState, command: QueueCmd) -> Next {
             let _ = reply.send(state.stats());
         }
         QueueCmd::OwnerClosed(owner) => state.owner_closed(owner),
-        QueueCmd::Delete {
-            if_unused,
-            if_empty,
-            reply,
-        } => match state.check_delete(if_unused, if_empty) {
+        QueueCmd::Delete { if_unused, if_empty, reply } => match state.check_delete(if_unused, if_empty) {
             Ok(count) => {
                 state.cancel_all_consumers();
                 let _ = reply.send(Ok(count));
@@ -111,11 +103,7 @@ fn flush(state: &mut QueueState) {
 fn drain_after_stop(rx: &mut mpsc::Receiver<QueueCmd>) {
     rx.close();
     while let Ok(command) = rx.try_recv() {
-        if let QueueCmd::Publish {
-            items,
-            confirm_to: Some(to),
-        } = command
-        {
+        if let QueueCmd::Publish { items, confirm_to: Some(to) } = command {
             let accepted: Vec<u64> = items.iter().filter_map(|i| i.confirm).collect();
             if !accepted.is_empty() {
                 to.session.send(crate::session::SessionEvent::Confirms {
