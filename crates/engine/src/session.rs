@@ -38,6 +38,9 @@ pub struct Delivery {
     pub message: Arc<Message>,
     /// Whether it was delivered before (0.9.1 `redelivered`).
     pub redelivered: bool,
+    /// How often it came back from consumers, for queues that count it (quorum queues);
+    /// 0 otherwise. AMQP 1.0 `header.delivery-count`.
+    pub delivery_count: u32,
 }
 
 /// What a queue tells a connection.

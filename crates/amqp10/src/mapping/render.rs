@@ -14,6 +14,8 @@ use crate::codec::value::to_amqp;
 pub struct DeliveryFacts {
     /// Delivered before.
     pub redelivered: bool,
+    /// The queue's count of returns (quorum queues), added to any count the message carries.
+    pub delivery_count: u32,
 }
 
 fn string(s: &Option<String>) -> Amqp {
@@ -60,7 +62,7 @@ fn header_section(message: &Message, facts: DeliveryFacts) -> Amqp {
         Origin::Amqp091 => props.delivery_mode == Some(2),
         _ => props.durable.unwrap_or(true),
     };
-    let delivery_count = message.broker.delivery_count;
+    let delivery_count = message.broker.delivery_count.saturating_add(facts.delivery_count);
     let first_acquirer = !facts.redelivered && delivery_count == 0 && message.broker.deaths.is_none();
     composite(vec![
         Amqp::Bool(durable),
@@ -223,7 +225,7 @@ mod tests {
         let payload = Bytes::from(published.clone());
         let parsed = parse_message(&payload).unwrap();
         let message = to_model(&parsed, "", "q");
-        let out = for_consumer(&message, DeliveryFacts { redelivered: true });
+        let out = for_consumer(&message, DeliveryFacts { redelivered: true, delivery_count: 0 });
         assert!(out.ends_with(&published));
         let again = parse_message(&Bytes::from(out)).unwrap();
         assert_eq!(again.header.and_then(|h| h.first_acquirer), Some(false));

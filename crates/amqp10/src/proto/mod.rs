@@ -122,3 +122,6 @@ pub enum Failure {
     /// Detach this link.
     Link(u16, u32, Error),
 }
+
+#[cfg(test)]
+mod tests;

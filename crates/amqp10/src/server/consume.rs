@@ -50,7 +50,9 @@ impl Session {
         });
         if let (Some((channel, handle)), Some(settled)) = (link, settled) {
             for delivery in items {
-                let payload = for_consumer(&delivery.message, DeliveryFacts { redelivered: delivery.redelivered });
+                let facts =
+                    DeliveryFacts { redelivered: delivery.redelivered, delivery_count: delivery.delivery_count };
+                let payload = for_consumer(&delivery.message, facts);
                 let tag = if settled { Vec::new() } else { delivery_tag(delivery.seq) };
                 let Some(delivery_id) = conn.send_transfer(channel, handle, &tag, settled, &payload) else {
                     break;

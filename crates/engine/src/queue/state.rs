@@ -18,6 +18,20 @@ struct Entry {
     seq: u64,
     message: Arc<Message>,
     redelivered: bool,
+    /// Times the message came back from a consumer (RabbitMQ 4.0.5's quorum-queue
+    /// delivery count: every return counts).
+    returned: u32,
+}
+
+impl Entry {
+    fn delivery(&self, quorum: bool) -> Delivery {
+        Delivery {
+            seq: self.seq,
+            message: Arc::clone(&self.message),
+            redelivered: self.redelivered,
+            delivery_count: if quorum { self.returned } else { 0 },
+        }
+    }
 }
 
 /// A message delivered and awaiting settlement.
@@ -101,7 +115,7 @@ impl QueueState {
         for item in items {
             let seq = self.next_seq;
             self.next_seq += 1;
-            self.ready.push_back(Entry { seq, message: item.message, redelivered: false });
+            self.ready.push_back(Entry { seq, message: item.message, redelivered: false, returned: 0 });
             accepted.extend(item.confirm);
         }
         if let Some(to) = confirm_to.filter(|_| !accepted.is_empty()) {
@@ -168,6 +182,7 @@ impl QueueState {
         entries.sort_by_key(|e| e.seq);
         for mut entry in entries {
             entry.redelivered = true;
+            entry.returned = entry.returned.saturating_add(1);
             let at = self.ready.partition_point(|e| e.seq < entry.seq);
             self.ready.insert(at, entry);
         }
@@ -175,7 +190,7 @@ impl QueueState {
 
     pub(crate) fn get(&mut self, owner: Owner, no_ack: bool) -> Option<GetOk> {
         let entry = self.ready.pop_front()?;
-        let delivery = Delivery { seq: entry.seq, message: Arc::clone(&entry.message), redelivered: entry.redelivered };
+        let delivery = entry.delivery(self.quorum());
         if !no_ack {
             self.unacked.insert(entry.seq, Unacked { entry, consumer: None, owner });
         }
@@ -228,7 +243,12 @@ impl QueueState {
 
     /// Hands ready messages to consumers that can take them, round-robin, one message at a
     /// time, and batches each consumer's deliveries into one event.
+    fn quorum(&self) -> bool {
+        self.handle.config.queue_type == super::QueueType::Quorum
+    }
+
     pub(crate) fn dispatch(&mut self) {
+        let quorum = self.quorum();
         let count = self.consumers.len();
         let mut misses = 0;
         while misses < count && !self.ready.is_empty() {
@@ -249,11 +269,7 @@ impl QueueState {
                 consumer.credit -= 1;
                 consumer.delivery_count = consumer.delivery_count.wrapping_add(1);
             }
-            consumer.batch.push(Delivery {
-                seq: entry.seq,
-                message: Arc::clone(&entry.message),
-                redelivered: entry.redelivered,
-            });
+            consumer.batch.push(entry.delivery(quorum));
             if !consumer.spec.no_ack {
                 consumer.unacked += 1;
                 let owner = consumer.spec.owner;

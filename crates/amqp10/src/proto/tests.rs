@@ -1,0 +1,329 @@
+//! Socket-free tests of the AMQP 1.0 connection: a scripted client feeds frames and reads
+//! what the connection wrote.
+
+use std::time::{Duration, Instant};
+
+use bytes::{Bytes, BytesMut};
+use fe2o3_amqp_types::definitions::{Handle, Role, SenderSettleMode};
+use fe2o3_amqp_types::messaging::{Source, Target, TargetArchetype};
+use fe2o3_amqp_types::performatives::{Attach, Begin, ChannelMax, Flow, MaxFrameSize, Open, Performative, Transfer};
+use fe2o3_amqp_types::primitives::Binary;
+use fe2o3_amqp_types::sasl::{SaslCode, SaslInit, SaslOutcome};
+use serde::Serialize;
+
+use super::*;
+use crate::codec::{FRAME_TYPE_AMQP, FRAME_TYPE_SASL, decode_performative, encode_value, parse_frame, write_frame};
+
+struct TestHost;
+
+impl Host for TestHost {
+    fn authenticate(&mut self, username: &str, password: &str) -> bool {
+        username == "guest" && password == "guest"
+    }
+    fn anonymous_user(&mut self) -> Option<String> {
+        None
+    }
+    fn open_vhost(&mut self, _username: &str, vhost: &str) -> Result<(), String> {
+        if vhost == "/" { Ok(()) } else { Err(format!("virtual host '{vhost}' does not exist")) }
+    }
+}
+
+struct Harness {
+    conn: Connection,
+    now: Instant,
+}
+
+fn frame<T: Serialize>(kind: u8, channel: u16, body: &T, payload: &[u8]) -> Vec<u8> {
+    let mut out = BytesMut::new();
+    write_frame(&mut out, kind, channel, &encode_value(body), payload);
+    out.to_vec()
+}
+
+fn open() -> Open {
+    Open {
+        container_id: "test".into(),
+        hostname: Some("vhost:/".into()),
+        max_frame_size: MaxFrameSize(65_536),
+        channel_max: ChannelMax(10),
+        idle_time_out: None,
+        outgoing_locales: None,
+        incoming_locales: None,
+        offered_capabilities: None,
+        desired_capabilities: None,
+        properties: None,
+    }
+}
+
+fn begin() -> Begin {
+    Begin {
+        remote_channel: None,
+        next_outgoing_id: 0,
+        incoming_window: 100,
+        outgoing_window: 100,
+        handle_max: Handle(10),
+        offered_capabilities: None,
+        desired_capabilities: None,
+        properties: None,
+    }
+}
+
+fn attach_sender(handle: u32, address: &str) -> Attach {
+    Attach {
+        name: format!("link-{handle}"),
+        handle: Handle(handle),
+        role: Role::Sender,
+        snd_settle_mode: SenderSettleMode::Unsettled,
+        rcv_settle_mode: Default::default(),
+        source: Some(Box::new(Source::default())),
+        target: Some(Box::new(TargetArchetype::Target(Target { address: Some(address.into()), ..Target::default() }))),
+        unsettled: None,
+        incomplete_unsettled: false,
+        initial_delivery_count: Some(0),
+        max_message_size: None,
+        offered_capabilities: None,
+        desired_capabilities: None,
+        properties: None,
+    }
+}
+
+impl Harness {
+    fn new() -> Self {
+        let now = Instant::now();
+        Self { conn: Connection::new(Config::default(), false, now), now }
+    }
+
+    fn send(&mut self, bytes: &[u8]) {
+        let mut input = BytesMut::from(bytes);
+        self.conn.handle_input(&mut input, self.now, &mut TestHost);
+    }
+
+    fn login(&mut self) {
+        self.output();
+        let init = SaslInit {
+            mechanism: "PLAIN".into(),
+            initial_response: Some(Binary::from(b"\0guest\0guest".to_vec())),
+            hostname: None,
+        };
+        self.send(&frame(FRAME_TYPE_SASL, 0, &init, &[]));
+    }
+
+    fn opened() -> Self {
+        let mut h = Self::new();
+        h.login();
+        h.send(b"AMQP\x00\x01\x00\x00");
+        h.send(&frame(FRAME_TYPE_AMQP, 0, &open(), &[]));
+        h.send(&frame(FRAME_TYPE_AMQP, 1, &begin(), &[]));
+        h.output();
+        h.events();
+        h
+    }
+
+    fn output(&mut self) -> BytesMut {
+        self.conn.output().split()
+    }
+
+    /// The performatives written, skipping protocol headers.
+    fn performatives(&mut self) -> Vec<(u16, Performative)> {
+        let mut out = self.output();
+        if out.starts_with(b"AMQP") {
+            let _ = out.split_to(8);
+        }
+        let mut found = Vec::new();
+        while let Ok(Some(f)) = parse_frame(&mut out, u32::MAX) {
+            if f.kind == FRAME_TYPE_AMQP && !f.body.is_empty() {
+                if let Ok((p, _)) = decode_performative(&f.body) {
+                    found.push((f.channel, p));
+                }
+            }
+            if out.starts_with(b"AMQP") {
+                let _ = out.split_to(8);
+            }
+        }
+        found
+    }
+
+    fn events(&mut self) -> Vec<Event> {
+        std::iter::from_fn(|| self.conn.poll_event()).collect()
+    }
+
+    fn close_error(&mut self) -> Option<(String, Option<String>)> {
+        self.performatives().into_iter().find_map(|(_, p)| match p {
+            Performative::Close(c) => c.error.map(|e| (condition(&e), e.description)),
+            _ => None,
+        })
+    }
+}
+
+fn condition(e: &fe2o3_amqp_types::definitions::Error) -> String {
+    let bytes = encode_value(&e.condition);
+    // A symbol: 0xa3 len bytes.
+    String::from_utf8_lossy(bytes.get(2..).unwrap_or_default()).into_owned()
+}
+
+#[test]
+fn sasl_then_header_then_open() {
+    let mut h = Harness::new();
+    let first = h.output();
+    assert!(first.starts_with(b"AMQP\x03\x01\x00\x00"));
+    h.login();
+    let mut out = h.output();
+    let outcome = parse_frame(&mut out, u32::MAX).unwrap().unwrap();
+    assert_eq!(outcome.kind, FRAME_TYPE_SASL);
+    assert_eq!(crate::codec::decode_exact::<SaslOutcome>(&outcome.body).unwrap().code, SaslCode::Ok);
+    assert_eq!(h.conn.state(), State::AwaitHeader);
+    h.send(b"AMQP\x00\x01\x00\x00");
+    h.send(&frame(FRAME_TYPE_AMQP, 0, &open(), &[]));
+    let mut out = h.output();
+    assert!(out.starts_with(b"AMQP\x00\x01\x00\x00"));
+    let _ = out.split_to(8);
+    let open_frame = parse_frame(&mut out, u32::MAX).unwrap().unwrap();
+    let Performative::Open(reply) = decode_performative(&open_frame.body).unwrap().0 else { panic!("expected open") };
+    assert_eq!(reply.max_frame_size.0, 131_072);
+    assert_eq!(reply.idle_time_out, Some(30_000));
+    assert_eq!(reply.channel_max.0, 10);
+    assert!(matches!(h.events().as_slice(), [Event::Opened { vhost, .. }] if vhost == "/"));
+}
+
+#[test]
+fn refused_login_sends_auth_outcome_then_drops_after_three_seconds() {
+    let mut h = Harness::new();
+    h.output();
+    let init = SaslInit {
+        mechanism: "PLAIN".into(),
+        initial_response: Some(Binary::from(b"\0guest\0bad".to_vec())),
+        hostname: None,
+    };
+    h.send(&frame(FRAME_TYPE_SASL, 0, &init, &[]));
+    let mut out = h.output();
+    let outcome = parse_frame(&mut out, u32::MAX).unwrap().unwrap();
+    assert_eq!(crate::codec::decode_exact::<SaslOutcome>(&outcome.body).unwrap().code, SaslCode::Auth);
+    h.conn.handle_timeout(h.now + Duration::from_millis(2999));
+    assert_ne!(h.conn.state(), State::Closed);
+    h.conn.handle_timeout(h.now + Duration::from_secs(3));
+    assert_eq!(h.conn.state(), State::Closed);
+}
+
+#[test]
+fn unknown_vhost_is_unauthorized_access() {
+    let mut h = Harness::new();
+    h.login();
+    h.send(b"AMQP\x00\x01\x00\x00");
+    let mut o = open();
+    o.hostname = Some("vhost:nope".into());
+    h.send(&frame(FRAME_TYPE_AMQP, 0, &o, &[]));
+    assert_eq!(
+        h.close_error(),
+        Some(("amqp:unauthorized-access".into(), Some("virtual host 'nope' does not exist".into())))
+    );
+}
+
+#[test]
+fn oversized_and_undecodable_frames_close_the_connection() {
+    let mut h = Harness::opened();
+    let mut big = vec![0u8, 0x02, 0, 0x08, 2, 0, 0, 1];
+    big.extend(vec![0u8; 131_072]);
+    h.send(&big);
+    let (cond, description) = h.close_error().unwrap();
+    assert_eq!(cond, "amqp:connection:framing-error");
+    assert_eq!(description.as_deref(), Some("frame size (131080 bytes) > maximum frame size (131072 bytes)"));
+
+    let mut h = Harness::opened();
+    h.send(&[0, 0, 0, 12, 2, 0, 0, 1, 0x00, 0x53, 0x13, 0x99]);
+    let (cond, _) = h.close_error().unwrap();
+    assert_eq!(cond, "amqp:decode-error");
+}
+
+#[test]
+fn flow_for_an_unknown_handle_ends_the_session() {
+    let mut h = Harness::opened();
+    let flow = Flow {
+        next_incoming_id: Some(0),
+        incoming_window: 10,
+        next_outgoing_id: 0,
+        outgoing_window: 10,
+        handle: Some(Handle(7)),
+        delivery_count: Some(0),
+        link_credit: Some(5),
+        available: None,
+        drain: false,
+        echo: false,
+        properties: None,
+    };
+    h.send(&frame(FRAME_TYPE_AMQP, 1, &flow, &[]));
+    let ended = h.performatives().into_iter().find_map(|(ch, p)| match p {
+        Performative::End(e) => Some((ch, e.error.map(|e| (condition(&e), e.description)))),
+        _ => None,
+    });
+    assert_eq!(
+        ended,
+        Some((1, Some(("amqp:session:unattached-handle".into(), Some("Unattached link handle: 7".into())))))
+    );
+    assert!(matches!(h.events().as_slice(), [Event::SessionEnded(1)]));
+}
+
+#[test]
+fn a_message_in_two_transfers_arrives_whole_with_credit() {
+    let mut h = Harness::opened();
+    h.send(&frame(FRAME_TYPE_AMQP, 1, &attach_sender(0, "/queues/q"), &[]));
+    let events = h.events();
+    let [Event::Attach { attach, .. }] = events.as_slice() else { panic!("{events:?}") };
+    let reply = Attach { role: Role::Receiver, ..(**attach).clone() };
+    h.conn.attach(1, reply);
+    h.conn.grant_initial_credit(1, 0, 0);
+    let flows: Vec<_> = h
+        .performatives()
+        .into_iter()
+        .filter_map(|(_, p)| if let Performative::Flow(f) = p { Some(f) } else { None })
+        .collect();
+    assert_eq!(flows.first().and_then(|f| f.link_credit), Some(170));
+    let mut first = Transfer {
+        handle: Handle(0),
+        delivery_id: Some(0),
+        delivery_tag: Some(serde_bytes::ByteBuf::from(vec![1])),
+        message_format: Some(0),
+        settled: Some(false),
+        more: true,
+        rcv_settle_mode: None,
+        state: None,
+        resume: false,
+        aborted: false,
+        batchable: false,
+    };
+    h.send(&frame(FRAME_TYPE_AMQP, 1, &first, b"hello "));
+    assert!(h.events().is_empty());
+    first.more = false;
+    first.delivery_id = None;
+    h.send(&frame(FRAME_TYPE_AMQP, 1, &first, b"world"));
+    let events = h.events();
+    let [Event::Transfer { payload, delivery_id, settled, .. }] = events.as_slice() else { panic!("{events:?}") };
+    assert_eq!((payload.clone(), *delivery_id, *settled), (Bytes::from_static(b"hello world"), 0, false));
+}
+
+/// Random bytes after open never panic the state machine.
+#[test]
+fn random_input_never_panics() {
+    let mut seed: u64 = 0x2545_F491_4F6C_DD1D;
+    let mut next = move || {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        seed
+    };
+    for round in 0..3000 {
+        let mut h = Harness::opened();
+        let len = usize::try_from(next() % 200).unwrap();
+        let mut body: Vec<u8> = (0..len).map(|_| u8::try_from(next() & 0xff).unwrap()).collect();
+        if round % 2 == 0 {
+            // A described list header makes the decoders work harder.
+            body.splice(0..0, [0x00, 0x53, u8::try_from(0x10 + next() % 9).unwrap(), 0xc0]);
+        }
+        let mut bytes = Vec::new();
+        bytes.extend_from_slice(&u32::try_from(body.len() + 8).unwrap().to_be_bytes());
+        bytes.extend_from_slice(&[2, 0, 0, u8::try_from(next() % 3).unwrap()]);
+        bytes.extend(body);
+        h.send(&bytes);
+        h.conn.handle_timeout(h.now + Duration::from_secs(100));
+        let _ = h.performatives();
+        let _ = h.events();
+    }
+}
