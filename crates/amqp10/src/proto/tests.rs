@@ -130,10 +130,11 @@ impl Harness {
         }
         let mut found = Vec::new();
         while let Ok(Some(f)) = parse_frame(&mut out, u32::MAX) {
-            if f.kind == FRAME_TYPE_AMQP && !f.body.is_empty() {
-                if let Ok((p, _)) = decode_performative(&f.body) {
-                    found.push((f.channel, p));
-                }
+            if f.kind == FRAME_TYPE_AMQP
+                && !f.body.is_empty()
+                && let Ok((p, _)) = decode_performative(&f.body)
+            {
+                found.push((f.channel, p));
             }
             if out.starts_with(b"AMQP") {
                 let _ = out.split_to(8);
