@@ -17,16 +17,10 @@ async fn amqprs_properties_and_headers_survive_the_broker() {
     let args = OpenConnectionArguments::new("127.0.0.1", charon.port, "guest", "guest");
     let conn = Connection::open(&args).await.expect("open");
     let channel = conn.open_channel(None).await.expect("channel");
-    channel
-        .queue_declare(QueueDeclareArguments::new("e2e-props"))
-        .await
-        .expect("declare");
+    channel.queue_declare(QueueDeclareArguments::new("e2e-props")).await.expect("declare");
     let mut headers = FieldTable::new();
     headers.insert("x-first".try_into().expect("key"), FieldValue::I(7));
-    headers.insert(
-        "name".try_into().expect("key"),
-        FieldValue::S("charon".try_into().expect("longstr")),
-    );
+    headers.insert("name".try_into().expect("key"), FieldValue::S("charon".try_into().expect("longstr")));
     let props = BasicProperties::default()
         .with_content_type("application/json")
         .with_correlation_id("corr-1")
@@ -35,19 +29,12 @@ async fn amqprs_properties_and_headers_survive_the_broker() {
         .with_headers(headers)
         .finish();
     channel
-        .basic_publish(
-            props,
-            b"{\"ok\":true}".to_vec(),
-            BasicPublishArguments::new("", "e2e-props"),
-        )
+        .basic_publish(props, b"{\"ok\":true}".to_vec(), BasicPublishArguments::new("", "e2e-props"))
         .await
         .expect("publish");
     let mut got = None;
     for _ in 0..50 {
-        got = channel
-            .basic_get(BasicGetArguments::new("e2e-props").no_ack(true).finish())
-            .await
-            .expect("get");
+        got = channel.basic_get(BasicGetArguments::new("e2e-props").no_ack(true).finish()).await.expect("get");
         if got.is_some() {
             break;
         }
@@ -56,40 +43,25 @@ async fn amqprs_properties_and_headers_survive_the_broker() {
     let (get_ok, props, body) = got.expect("a message");
     assert_eq!(body, b"{\"ok\":true}");
     assert_eq!(get_ok.message_count(), 0);
-    assert_eq!(
-        props.content_type().map(String::as_str),
-        Some("application/json")
-    );
+    assert_eq!(props.content_type().map(String::as_str), Some("application/json"));
     assert_eq!(props.correlation_id().map(String::as_str), Some("corr-1"));
     assert_eq!(props.message_id().map(String::as_str), Some("msg-1"));
     assert_eq!(props.priority(), Some(3));
     let headers = props.headers().expect("headers");
-    assert_eq!(
-        headers.get(&"x-first".try_into().expect("key")),
-        Some(&FieldValue::I(7))
-    );
+    assert_eq!(headers.get(&"x-first".try_into().expect("key")), Some(&FieldValue::I(7)));
     conn.close().await.expect("close");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sigterm_closes_connections_with_320_and_exits() {
     let mut charon = support::Charon::start();
-    let broker = conformance::broker::Broker::parse(&format!(
-        "amqp://guest:guest@127.0.0.1:{}/",
-        charon.port
-    ))
-    .expect("url");
+    let broker =
+        conformance::broker::Broker::parse(&format!("amqp://guest:guest@127.0.0.1:{}/", charon.port)).expect("url");
     let mut raw = RawConn::open_with_channel(&broker).await.expect("raw open");
     charon.terminate();
     // Answers close-ok and waits for the broker to drop the socket.
-    let close = raw
-        .expect_connection_close()
-        .await
-        .expect("connection.close");
+    let close = raw.expect_connection_close().await.expect("connection.close");
     assert_eq!(close.code, 320);
-    assert_eq!(
-        close.text,
-        "CONNECTION_FORCED - broker forced connection closure with reason 'shutdown'"
-    );
+    assert_eq!(close.text, "CONNECTION_FORCED - broker forced connection closure with reason 'shutdown'");
     assert_eq!(charon.wait_exit(Duration::from_secs(10)), Some(true));
 }

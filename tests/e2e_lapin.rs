@@ -5,16 +5,14 @@ mod support;
 
 use futures_util::StreamExt;
 use lapin::options::{
-    BasicAckOptions, BasicConsumeOptions, BasicPublishOptions, BasicQosOptions,
-    ConfirmSelectOptions, QueueDeclareOptions,
+    BasicAckOptions, BasicConsumeOptions, BasicPublishOptions, BasicQosOptions, ConfirmSelectOptions,
+    QueueDeclareOptions,
 };
 use lapin::types::FieldTable;
 use lapin::{BasicProperties, Connection, ConnectionProperties};
 
 async fn connect(url: &str) -> Connection {
-    Connection::connect(url, ConnectionProperties::default())
-        .await
-        .expect("connect")
+    Connection::connect(url, ConnectionProperties::default()).await.expect("connect")
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -22,16 +20,9 @@ async fn a_thousand_confirmed_messages_arrive_in_order_with_prefetch() {
     let charon = support::Charon::start();
     let conn = connect(&charon.url()).await;
     let channel = conn.create_channel().await.expect("channel");
-    channel
-        .confirm_select(ConfirmSelectOptions::default())
-        .await
-        .expect("confirm.select");
+    channel.confirm_select(ConfirmSelectOptions::default()).await.expect("confirm.select");
     let queue = channel
-        .queue_declare(
-            "e2e-order".into(),
-            QueueDeclareOptions::default(),
-            FieldTable::default(),
-        )
+        .queue_declare("e2e-order".into(), QueueDeclareOptions::default(), FieldTable::default())
         .await
         .expect("declare");
     assert_eq!(queue.name().as_str(), "e2e-order");
@@ -51,17 +42,9 @@ async fn a_thousand_confirmed_messages_arrive_in_order_with_prefetch() {
         }
     }
     let consumer_channel = conn.create_channel().await.expect("channel");
-    consumer_channel
-        .basic_qos(50, BasicQosOptions::default())
-        .await
-        .expect("qos");
+    consumer_channel.basic_qos(50, BasicQosOptions::default()).await.expect("qos");
     let mut consumer = consumer_channel
-        .basic_consume(
-            "e2e-order".into(),
-            "c1".into(),
-            BasicConsumeOptions::default(),
-            FieldTable::default(),
-        )
+        .basic_consume("e2e-order".into(), "c1".into(), BasicConsumeOptions::default(), FieldTable::default())
         .await
         .expect("consume");
     for expected in 0..1000u32 {
@@ -73,10 +56,7 @@ async fn a_thousand_confirmed_messages_arrive_in_order_with_prefetch() {
     let check = channel
         .queue_declare(
             "e2e-order".into(),
-            QueueDeclareOptions {
-                passive: true,
-                ..Default::default()
-            },
+            QueueDeclareOptions { passive: true, ..Default::default() },
             FieldTable::default(),
         )
         .await
@@ -106,27 +86,17 @@ async fn a_configured_user_and_vhost_work_and_guest_is_gone() {
     let app = connect(&format!("amqp://app:s3cret@127.0.0.1:{}/dev", charon.port)).await;
     let channel = app.create_channel().await.expect("channel");
     channel
-        .queue_declare(
-            "in-dev".into(),
-            QueueDeclareOptions::default(),
-            FieldTable::default(),
-        )
+        .queue_declare("in-dev".into(), QueueDeclareOptions::default(), FieldTable::default())
         .await
         .expect("declare");
     let guest = Connection::connect(&charon.url(), ConnectionProperties::default()).await;
-    assert!(
-        guest.is_err(),
-        "guest must be refused when the file defines its own users"
-    );
+    assert!(guest.is_err(), "guest must be refused when the file defines its own users");
     let not_allowed = Connection::connect(
         &format!("amqp://app:s3cret@127.0.0.1:{}/%2f", charon.port),
         ConnectionProperties::default(),
     )
     .await;
     let error = not_allowed.err().map(|e| e.to_string()).unwrap_or_default();
-    assert!(
-        error.contains("access to vhost '/' refused for user 'app'"),
-        "{error}"
-    );
+    assert!(error.contains("access to vhost '/' refused for user 'app'"), "{error}");
     let _ = std::fs::remove_dir_all(&dir);
 }

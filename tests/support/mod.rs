@@ -33,14 +33,8 @@ impl Charon {
                 }
             }
         });
-        let addr = rx
-            .recv_timeout(Duration::from_secs(20))
-            .expect("charon did not report its port");
-        let port = addr
-            .rsplit(':')
-            .next()
-            .and_then(|p| p.parse().ok())
-            .expect("port");
+        let addr = rx.recv_timeout(Duration::from_secs(20)).expect("charon did not report its port");
+        let port = addr.rsplit(':').next().and_then(|p| p.parse().ok()).expect("port");
         Self { child, port }
     }
 
@@ -57,10 +51,7 @@ impl Charon {
 
     /// Sends SIGTERM.
     pub fn terminate(&self) {
-        let status = Command::new("kill")
-            .args(["-TERM", &self.child.id().to_string()])
-            .status()
-            .expect("kill");
+        let status = Command::new("kill").args(["-TERM", &self.child.id().to_string()]).status().expect("kill");
         assert!(status.success());
     }
 
@@ -86,8 +77,5 @@ impl Drop for Charon {
 
 /// The workspace root.
 pub fn workspace_root() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .expect("workspace root")
-        .to_path_buf()
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).parent().expect("workspace root").to_path_buf()
 }

@@ -453,14 +453,15 @@ impl Connection {
             batchable: false,
         };
         let whole = transfer_bytes(&first);
-        let room = max_frame.saturating_sub(8).saturating_sub(whole.len() + 1).max(1);
         let mut frames: Vec<Vec<u8>> = Vec::new();
-        if message.len() <= room {
+        if message.len() + whole.len() + 8 <= max_frame {
             frames.push(frame_bytes(channel, &whole, message));
         } else {
             let mut more = first;
             more.more = true;
             let head = transfer_bytes(&more);
+            // Every frame (the last one carries `whole`, the others `head`) must fit.
+            let room = max_frame.saturating_sub(8 + head.len().max(whole.len())).max(1);
             let mut chunks = message.chunks(room).peekable();
             while let Some(chunk) = chunks.next() {
                 let performative = if chunks.peek().is_some() { &head } else { &whole };

@@ -328,3 +328,36 @@ fn random_input_never_panics() {
         let _ = h.events();
     }
 }
+
+#[test]
+fn outgoing_messages_are_split_to_the_clients_max_frame_size() {
+    let mut h = Harness::new();
+    h.login();
+    h.send(b"AMQP\x00\x01\x00\x00");
+    let mut o = open();
+    o.max_frame_size = MaxFrameSize(512);
+    h.send(&frame(FRAME_TYPE_AMQP, 0, &o, &[]));
+    h.send(&frame(FRAME_TYPE_AMQP, 1, &begin(), &[]));
+    let mut attach = attach_sender(3, "/queues/q");
+    attach.role = Role::Receiver;
+    h.send(&frame(FRAME_TYPE_AMQP, 1, &attach, &[]));
+    h.events();
+    h.conn.attach(1, Attach { role: Role::Sender, ..attach });
+    h.output();
+    let message: Vec<u8> = (0..2000u32).map(|i| u8::try_from(i % 251).unwrap()).collect();
+    let id = h.conn.send_transfer(1, 3, &[1, 2, 3, 4], false, &message);
+    assert_eq!(id, Some(0));
+    let mut out = h.output();
+    let mut reassembled = Vec::new();
+    let mut frames = 0;
+    while let Ok(Some(f)) = parse_frame(&mut out, 512) {
+        let (Performative::Transfer(t), payload) = decode_performative(&f.body).unwrap() else { panic!("transfer") };
+        frames += 1;
+        reassembled.extend_from_slice(&payload);
+        if !t.more {
+            break;
+        }
+    }
+    assert!(frames >= 4, "{frames} frames");
+    assert_eq!(reassembled, message);
+}
