@@ -72,13 +72,7 @@ impl ChannelCallback for Sink {
     async fn publish_nack(&mut self, _: &Channel, n: Nack) {
         let _ = self.0.send(ChanEvent::Nack(n.delivery_tag(), n.multiple()));
     }
-    async fn publish_return(
-        &mut self,
-        _: &Channel,
-        r: Return,
-        props: BasicProperties,
-        body: Vec<u8>,
-    ) {
+    async fn publish_return(&mut self, _: &Channel, r: Return, props: BasicProperties, body: Vec<u8>) {
         let _ = self.0.send(ChanEvent::Return {
             code: r.reply_code(),
             text: r.reply_text().clone(),
@@ -113,10 +107,7 @@ impl Events {
     /// Next event within `timeout`.
     pub(crate) async fn next(&mut self, timeout: Duration) -> Result<ChanEvent, CaseError> {
         match tokio::time::timeout(timeout, self.0.recv()).await {
-            Err(_) => Err(CaseError::new(format!(
-                "no event from the broker within {} ms",
-                timeout.as_millis()
-            ))),
+            Err(_) => Err(CaseError::new(format!("no event from the broker within {} ms", timeout.as_millis()))),
             Ok(None) => Err(CaseError::new("event stream ended")),
             Ok(Some(e)) => Ok(e),
         }
@@ -162,8 +153,7 @@ pub(crate) async fn publish(
     props: BasicProperties,
     body: Vec<u8>,
 ) -> CaseResult {
-    ch.basic_publish(props, body, BasicPublishArguments::new(exchange, key))
-        .await?;
+    ch.basic_publish(props, body, BasicPublishArguments::new(exchange, key)).await?;
     Ok(())
 }
 
@@ -173,10 +163,7 @@ pub(crate) async fn recv(
     timeout: Duration,
 ) -> Result<ConsumerMessage, CaseError> {
     match tokio::time::timeout(timeout, rx.recv()).await {
-        Err(_) => Err(CaseError::new(format!(
-            "no delivery within {} ms",
-            timeout.as_millis()
-        ))),
+        Err(_) => Err(CaseError::new(format!("no delivery within {} ms", timeout.as_millis()))),
         Ok(None) => Err(CaseError::new("consumer channel ended")),
         Ok(Some(m)) => Ok(m),
     }
@@ -193,13 +180,9 @@ pub(crate) async fn expect_call_close<T: std::fmt::Debug>(
     method_id: u16,
 ) -> CaseResult {
     if let Ok(Ok(v)) = tokio::time::timeout(Duration::from_secs(5), call).await {
-        return Err(CaseError::new(format!(
-            "expected close {code} {text:?}, but the call succeeded with {v:?}"
-        )));
+        return Err(CaseError::new(format!("expected close {code} {text:?}, but the call succeeded with {v:?}")));
     }
-    ev.expect_close()
-        .await?
-        .expect(code, text, class_id, method_id)
+    ev.expect_close().await?.expect(code, text, class_id, method_id)
 }
 
 /// Builds an amqprs field table from `(name, value)` pairs.
@@ -226,14 +209,10 @@ pub(crate) async fn wait_acks(ev: &mut Events, n: u64) -> CaseResult {
             ChanEvent::Ack(tag, true) => acked = acked.max(tag),
             ChanEvent::Ack(tag, false) => acked = acked.max(tag),
             ChanEvent::Nack(tag, multiple) => {
-                return Err(CaseError::new(format!(
-                    "publish {tag} was nacked (multiple={multiple})"
-                )));
+                return Err(CaseError::new(format!("publish {tag} was nacked (multiple={multiple})")));
             }
             other => {
-                return Err(CaseError::new(format!(
-                    "waiting for confirms (got {acked} of {n}): unexpected {other:?}"
-                )));
+                return Err(CaseError::new(format!("waiting for confirms (got {acked} of {n}): unexpected {other:?}")));
             }
         }
     }

@@ -43,26 +43,11 @@ impl Broker {
             None => ("guest".to_owned(), "guest".to_owned()),
         };
         let (host, port) = match hostport.rsplit_once(':') {
-            Some((h, p)) => (
-                h.to_owned(),
-                p.parse::<u16>()
-                    .map_err(|_| CaseError::new(format!("bad port in {url}")))?,
-            ),
+            Some((h, p)) => (h.to_owned(), p.parse::<u16>().map_err(|_| CaseError::new(format!("bad port in {url}")))?),
             None => (hostport.to_owned(), 5672),
         };
-        let vhost = if path.is_empty() {
-            "/".to_owned()
-        } else {
-            decode(path)?
-        };
-        Ok(Self {
-            url: url.to_owned(),
-            host,
-            port,
-            user,
-            password,
-            vhost,
-        })
+        let vhost = if path.is_empty() { "/".to_owned() } else { decode(path)? };
+        Ok(Self { url: url.to_owned(), host, port, user, password, vhost })
     }
 
     /// `host:port`, for `TcpStream::connect`.
@@ -101,11 +86,8 @@ fn decode(s: &str) -> Result<String, CaseError> {
     let mut i = 0;
     while let Some(&b) = bytes.get(i) {
         if b == b'%' {
-            let hex = s
-                .get(i + 1..i + 3)
-                .ok_or_else(|| CaseError::new(format!("bad percent escape in {s}")))?;
-            let v = u8::from_str_radix(hex, 16)
-                .map_err(|_| CaseError::new(format!("bad percent escape in {s}")))?;
+            let hex = s.get(i + 1..i + 3).ok_or_else(|| CaseError::new(format!("bad percent escape in {s}")))?;
+            let v = u8::from_str_radix(hex, 16).map_err(|_| CaseError::new(format!("bad percent escape in {s}")))?;
             out.push(v);
             i += 3;
         } else {
@@ -138,10 +120,7 @@ mod tests {
         assert_eq!(b.vhost, "/");
         assert_eq!(b.port, 5682);
         let b = Broker::parse("amqp://u:p%40@h/%2f")?;
-        assert_eq!(
-            (b.password.as_str(), b.vhost.as_str(), b.port),
-            ("p@", "/", 5672)
-        );
+        assert_eq!((b.password.as_str(), b.vhost.as_str(), b.port), ("p@", "/", 5672));
         assert_eq!(b.url_with_vhost("/"), "amqp://u:p%40@h:5672/%2F");
         Ok(())
     }

@@ -42,27 +42,29 @@ pub struct Variant {
 }
 
 impl Variant {
-    /// The plain AMQP 0.9.1 → 0.9.1 variant every case in this crate runs in today.
-    pub const AMQP091: Self = Self {
-        publish: Protocol::Amqp091,
-        consume: Protocol::Amqp091,
-    };
+    /// The plain AMQP 0.9.1 → 0.9.1 variant.
+    pub const AMQP091: Self = Self { publish: Protocol::Amqp091, consume: Protocol::Amqp091 };
+
+    /// A case that speaks AMQP 1.0 only (or 1.0 on both sides of a flow).
+    pub const AMQP10: Self = Self { publish: Protocol::Amqp10, consume: Protocol::Amqp10 };
+
+    /// Publish over 0.9.1, consume over 1.0 (conversion cases).
+    pub const TO10: Self = Self { publish: Protocol::Amqp091, consume: Protocol::Amqp10 };
+
+    /// Publish over 1.0, consume over 0.9.1 (conversion cases).
+    pub const TO091: Self = Self { publish: Protocol::Amqp10, consume: Protocol::Amqp091 };
+
+    /// Whether either side speaks AMQP 1.0.
+    pub fn uses_amqp10(self) -> bool {
+        self.publish == Protocol::Amqp10 || self.consume == Protocol::Amqp10
+    }
 
     /// The four combinations of 0.9.1 and 1.0 publishers and consumers.
     pub const MATRIX: [Self; 4] = [
         Self::AMQP091,
-        Self {
-            publish: Protocol::Amqp091,
-            consume: Protocol::Amqp10,
-        },
-        Self {
-            publish: Protocol::Amqp10,
-            consume: Protocol::Amqp091,
-        },
-        Self {
-            publish: Protocol::Amqp10,
-            consume: Protocol::Amqp10,
-        },
+        Self { publish: Protocol::Amqp091, consume: Protocol::Amqp10 },
+        Self { publish: Protocol::Amqp10, consume: Protocol::Amqp091 },
+        Self { publish: Protocol::Amqp10, consume: Protocol::Amqp10 },
     ];
 
     /// Suffix appended to a case name when the case runs in more than one variant.
@@ -85,6 +87,18 @@ pub struct Case {
     pub variants: &'static [Variant],
     /// The case body.
     pub run: CaseFn,
+    /// `Some(why)` when the case deliberately asserts behaviour that differs from RabbitMQ
+    /// 4.0.5 (where RabbitMQ crashes or does something no client can use). The runner reports
+    /// a failure of such a case separately, as a known difference, not as a failure.
+    pub deliberate: Option<&'static str>,
+}
+
+impl Case {
+    /// Marks the case as a deliberate, documented difference from RabbitMQ 4.0.5.
+    pub const fn deliberate(mut self, why: &'static str) -> Self {
+        self.deliberate = Some(why);
+        self
+    }
 }
 
 /// Builds a [`Case`] for a plain 0.9.1 case from an `async fn(Ctx) -> CaseResult`.
@@ -101,6 +115,35 @@ macro_rules! case {
             tags: &[$($tag),*],
             variants: &[$crate::Variant::AMQP091],
             run: |ctx| Box::pin($f(ctx)),
+            deliberate: None,
         }
+    };
+}
+
+/// Builds a [`Case`] that runs in the given variants (`[Variant::AMQP10]`, `Variant::MATRIX`...).
+#[macro_export]
+#[doc(hidden)]
+macro_rules! case_v {
+    ($name:expr, $desc:expr, $variants:expr, [$($tag:expr),*], $f:path) => {
+        $crate::Case {
+            name: $name,
+            description: $desc,
+            tags: &[$($tag),*],
+            variants: $variants,
+            run: |ctx| Box::pin($f(ctx)),
+            deliberate: None,
+        }
+    };
+}
+
+/// Builds a plain AMQP 1.0 [`Case`] (tagged `amqp10`).
+#[macro_export]
+#[doc(hidden)]
+macro_rules! case10 {
+    ($name:expr, $desc:expr, $f:path) => {
+        $crate::case_v!($name, $desc, &[$crate::Variant::AMQP10], ["amqp10"], $f)
+    };
+    ($name:expr, $desc:expr, [$($tag:expr),*], $f:path) => {
+        $crate::case_v!($name, $desc, &[$crate::Variant::AMQP10], ["amqp10" $(, $tag)*], $f)
     };
 }

@@ -42,13 +42,7 @@ impl Ctx {
     /// Creates a context for one run of one case.
     ///
     /// `case_index` must differ between the cases of one run (it keeps names unique).
-    pub fn new(
-        broker: Broker,
-        case_name: &str,
-        case_index: usize,
-        run_id: &str,
-        variant: Variant,
-    ) -> Self {
+    pub fn new(broker: Broker, case_name: &str, case_index: usize, run_id: &str, variant: Variant) -> Self {
         Self {
             inner: Arc::new(Inner {
                 broker,
@@ -86,13 +80,8 @@ impl Ctx {
         // whole texts that embed these names. The run id and the case's last name component keep
         // names traceable in the management UI; the case index keeps them unique within a run.
         let behaviour = self.inner.case_name.rsplit('.').next().unwrap_or_default();
-        let behaviour = behaviour
-            .get(..behaviour.len().min(16))
-            .unwrap_or(behaviour);
-        format!(
-            "cf-{}-{}{}-{what}{n}",
-            self.inner.run_id, behaviour, self.inner.case_index
-        )
+        let behaviour = behaviour.get(..behaviour.len().min(16)).unwrap_or(behaviour);
+        format!("cf-{}-{}{}-{what}{n}", self.inner.run_id, behaviour, self.inner.case_index)
     }
 
     /// A unique queue name; the runner deletes the queue after the case.
@@ -120,51 +109,36 @@ impl Ctx {
 
     /// Queues to delete after the case.
     pub fn tracked_queues(&self) -> Vec<String> {
-        self.inner
-            .queues
-            .lock()
-            .map(|v| v.clone())
-            .unwrap_or_default()
+        self.inner.queues.lock().map(|v| v.clone()).unwrap_or_default()
     }
 
     /// Exchanges to delete after the case.
     pub fn tracked_exchanges(&self) -> Vec<String> {
-        self.inner
-            .exchanges
-            .lock()
-            .map(|v| v.clone())
-            .unwrap_or_default()
+        self.inner.exchanges.lock().map(|v| v.clone()).unwrap_or_default()
     }
 
     /// Opens a lapin connection to the broker (closed when dropped).
     pub async fn lapin(&self) -> Result<lapin::Connection, CaseError> {
-        let props = lapin::ConnectionProperties::default()
-            .with_connection_name(self.inner.case_name.clone().into());
+        let props = lapin::ConnectionProperties::default().with_connection_name(self.inner.case_name.clone().into());
         // lapin reads `amqp://host/` as the empty vhost (per the URI spec); spell it out.
         let url = self.inner.broker.url_with_vhost(&self.inner.broker.vhost);
-        lapin::Connection::connect(&url, props)
-            .await
-            .map_err(|e| CaseError::from(e).context("lapin connect"))
+        lapin::Connection::connect(&url, props).await.map_err(|e| CaseError::from(e).context("lapin connect"))
     }
 
     /// Opens a lapin connection and one channel on it.
     pub async fn lapin_channel(&self) -> Result<(lapin::Connection, lapin::Channel), CaseError> {
         let conn = self.lapin().await?;
-        let ch = conn
-            .create_channel()
-            .await
-            .map_err(|e| CaseError::from(e).context("lapin create_channel"))?;
+        let ch = conn.create_channel().await.map_err(|e| CaseError::from(e).context("lapin create_channel"))?;
         Ok((conn, ch))
     }
 
     /// Opens an amqprs connection; the runner closes it after the case.
     pub async fn amqprs(&self) -> Result<amqprs::connection::Connection, CaseError> {
         let b = &self.inner.broker;
-        let args =
-            amqprs::connection::OpenConnectionArguments::new(&b.host, b.port, &b.user, &b.password)
-                .virtual_host(&b.vhost)
-                .connection_name(&self.inner.case_name)
-                .finish();
+        let args = amqprs::connection::OpenConnectionArguments::new(&b.host, b.port, &b.user, &b.password)
+            .virtual_host(&b.vhost)
+            .connection_name(&self.inner.case_name)
+            .finish();
         let conn = amqprs::connection::Connection::open(&args)
             .await
             .map_err(|e| CaseError::from(e).context("amqprs connect"))?;
@@ -176,10 +150,6 @@ impl Ctx {
 
     /// Takes the amqprs connections opened by the case so the runner can close them.
     pub fn take_amqprs_connections(&self) -> Vec<amqprs::connection::Connection> {
-        self.inner
-            .amqprs
-            .lock()
-            .map(|mut v| std::mem::take(&mut *v))
-            .unwrap_or_default()
+        self.inner.amqprs.lock().map(|mut v| std::mem::take(&mut *v)).unwrap_or_default()
     }
 }

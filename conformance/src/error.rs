@@ -18,9 +18,7 @@ pub struct CaseError {
 impl CaseError {
     /// Builds an error from a message.
     pub fn new(message: impl Into<String>) -> Self {
-        Self {
-            message: message.into(),
-        }
+        Self { message: message.into() }
     }
 
     /// The human-readable explanation.

@@ -9,8 +9,8 @@ use lapin::{
     BasicProperties, Channel, Consumer, ErrorKind,
     message::{BasicGetMessage, Delivery},
     options::{
-        BasicConsumeOptions, BasicGetOptions, BasicPublishOptions, ConfirmSelectOptions,
-        QueueBindOptions, QueueDeclareOptions,
+        BasicConsumeOptions, BasicGetOptions, BasicPublishOptions, ConfirmSelectOptions, QueueBindOptions,
+        QueueDeclareOptions,
     },
     types::FieldTable,
 };
@@ -27,31 +27,22 @@ pub(crate) fn amqp_error(e: &lapin::Error) -> Option<(u16, String)> {
 /// Fails unless `res` is the broker error `code` with reply text `text`.
 pub(crate) fn expect_error<T: Debug>(res: lapin::Result<T>, code: u16, text: &str) -> CaseResult {
     match res {
-        Ok(v) => Err(CaseError::new(format!(
-            "expected broker error {code} {text:?}, but the call succeeded with {v:?}"
-        ))),
+        Ok(v) => {
+            Err(CaseError::new(format!("expected broker error {code} {text:?}, but the call succeeded with {v:?}")))
+        }
         Err(e) => match amqp_error(&e) {
             Some((c, t)) if c == code && t == text => Ok(()),
-            Some(got) => Err(CaseError::new(format!(
-                "expected broker error {:?} got {got:?}",
-                (code, text)
-            ))),
-            None => Err(CaseError::new(format!(
-                "expected broker error {code} {text:?}, got client error {e}"
-            ))),
+            Some(got) => Err(CaseError::new(format!("expected broker error {:?} got {got:?}", (code, text)))),
+            None => Err(CaseError::new(format!("expected broker error {code} {text:?}, got client error {e}"))),
         },
     }
 }
 
 /// Declares a plain (non-durable, non-exclusive, non-auto-delete) queue.
 pub(crate) async fn declare_queue(ch: &Channel, name: &str) -> CaseResult {
-    ch.queue_declare(
-        name.into(),
-        QueueDeclareOptions::default(),
-        FieldTable::default(),
-    )
-    .await
-    .map_err(|e| CaseError::from(e).context(&format!("declare queue {name}")))?;
+    ch.queue_declare(name.into(), QueueDeclareOptions::default(), FieldTable::default())
+        .await
+        .map_err(|e| CaseError::from(e).context(&format!("declare queue {name}")))?;
     Ok(())
 }
 
@@ -62,22 +53,10 @@ pub(crate) async fn queue_bound(ch: &Channel, name: &str, exchange: &str, key: &
 }
 
 /// Binds `queue` to `exchange`.
-pub(crate) async fn bind(
-    ch: &Channel,
-    queue: &str,
-    exchange: &str,
-    key: &str,
-    args: FieldTable,
-) -> CaseResult {
-    ch.queue_bind(
-        queue.into(),
-        exchange.into(),
-        key.into(),
-        QueueBindOptions::default(),
-        args,
-    )
-    .await
-    .map_err(|e| CaseError::from(e).context(&format!("bind {queue} to {exchange} with {key:?}")))
+pub(crate) async fn bind(ch: &Channel, queue: &str, exchange: &str, key: &str, args: FieldTable) -> CaseResult {
+    ch.queue_bind(queue.into(), exchange.into(), key.into(), QueueBindOptions::default(), args)
+        .await
+        .map_err(|e| CaseError::from(e).context(&format!("bind {queue} to {exchange} with {key:?}")))
 }
 
 /// Puts the channel in confirm mode so publishes can be awaited until routed and enqueued.
@@ -99,15 +78,7 @@ pub(crate) async fn publish_props(
     body: &[u8],
     props: BasicProperties,
 ) -> CaseResult {
-    let confirm = ch
-        .basic_publish(
-            exchange.into(),
-            key.into(),
-            BasicPublishOptions::default(),
-            body,
-            props,
-        )
-        .await?;
+    let confirm = ch.basic_publish(exchange.into(), key.into(), BasicPublishOptions::default(), body, props).await?;
     let c = confirm.await?;
     check!(!c.is_nack(), "publish to {exchange:?}/{key:?} was nacked");
     Ok(())
@@ -115,9 +86,7 @@ pub(crate) async fn publish_props(
 
 /// `basic.get` with auto-ack.
 pub(crate) async fn get(ch: &Channel, queue: &str) -> Result<Option<BasicGetMessage>, CaseError> {
-    Ok(ch
-        .basic_get(queue.into(), BasicGetOptions { no_ack: true })
-        .await?)
+    Ok(ch.basic_get(queue.into(), BasicGetOptions { no_ack: true }).await?)
 }
 
 /// Drains a queue with auto-ack `basic.get` and returns the bodies as strings, in order.
@@ -132,26 +101,13 @@ pub(crate) async fn drain(ch: &Channel, queue: &str) -> Result<Vec<String>, Case
 
 /// Starts a manual-ack consumer with a broker-generated tag.
 pub(crate) async fn consume(ch: &Channel, queue: &str) -> Result<Consumer, CaseError> {
-    Ok(ch
-        .basic_consume(
-            queue.into(),
-            "".into(),
-            BasicConsumeOptions::default(),
-            FieldTable::default(),
-        )
-        .await?)
+    Ok(ch.basic_consume(queue.into(), "".into(), BasicConsumeOptions::default(), FieldTable::default()).await?)
 }
 
 /// Waits up to `timeout` for the next delivery.
-pub(crate) async fn next(
-    consumer: &mut Consumer,
-    timeout: Duration,
-) -> Result<Delivery, CaseError> {
+pub(crate) async fn next(consumer: &mut Consumer, timeout: Duration) -> Result<Delivery, CaseError> {
     match tokio::time::timeout(timeout, consumer.next()).await {
-        Err(_) => Err(CaseError::new(format!(
-            "no delivery within {} ms",
-            timeout.as_millis()
-        ))),
+        Err(_) => Err(CaseError::new(format!("no delivery within {} ms", timeout.as_millis()))),
         Ok(None) => Err(CaseError::new("consumer stream ended")),
         Ok(Some(Err(e))) => Err(e.into()),
         Ok(Some(Ok(d))) => Ok(d),
@@ -181,11 +137,7 @@ pub(crate) async fn nothing(consumer: &mut Consumer, wait: Duration) -> CaseResu
 pub(crate) async fn take(consumer: &mut Consumer, n: usize) -> Result<Vec<Delivery>, CaseError> {
     let mut out = Vec::with_capacity(n);
     for i in 0..n {
-        out.push(
-            next(consumer, ARRIVE)
-                .await
-                .map_err(|e| e.context(&format!("delivery {} of {n}", i + 1)))?,
-        );
+        out.push(next(consumer, ARRIVE).await.map_err(|e| e.context(&format!("delivery {} of {n}", i + 1)))?);
     }
     Ok(out)
 }
@@ -207,10 +159,7 @@ where
             return Ok(());
         }
         if tokio::time::Instant::now() >= deadline {
-            return Err(CaseError::new(format!(
-                "{what} did not happen within {} ms",
-                timeout.as_millis()
-            )));
+            return Err(CaseError::new(format!("{what} did not happen within {} ms", timeout.as_millis())));
         }
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
@@ -220,14 +169,7 @@ where
 pub(crate) async fn queue_exists(conn: &lapin::Connection, name: &str) -> Result<bool, CaseError> {
     let ch = conn.create_channel().await?;
     let res = ch
-        .queue_declare(
-            name.into(),
-            QueueDeclareOptions {
-                passive: true,
-                ..Default::default()
-            },
-            FieldTable::default(),
-        )
+        .queue_declare(name.into(), QueueDeclareOptions { passive: true, ..Default::default() }, FieldTable::default())
         .await;
     match res {
         Ok(_) => {
@@ -245,14 +187,7 @@ pub(crate) async fn queue_exists(conn: &lapin::Connection, name: &str) -> Result
 pub(crate) async fn message_count(conn: &lapin::Connection, name: &str) -> Result<u32, CaseError> {
     let ch = conn.create_channel().await?;
     let q = ch
-        .queue_declare(
-            name.into(),
-            QueueDeclareOptions {
-                passive: true,
-                ..Default::default()
-            },
-            FieldTable::default(),
-        )
+        .queue_declare(name.into(), QueueDeclareOptions { passive: true, ..Default::default() }, FieldTable::default())
         .await?;
     let _ = ch.close(200, "OK".into()).await;
     Ok(q.message_count())
@@ -279,10 +214,7 @@ impl Healthy {
             .ch
             .queue_declare(
                 "".into(),
-                QueueDeclareOptions {
-                    exclusive: true,
-                    ..Default::default()
-                },
+                QueueDeclareOptions { exclusive: true, ..Default::default() },
                 FieldTable::default(),
             )
             .await
@@ -291,9 +223,7 @@ impl Healthy {
         publish(&self.ch, "", &name, b"still alive").await?;
         let got = drain(&self.ch, &name).await?;
         if got != ["still alive"] {
-            return Err(CaseError::new(format!(
-                "healthy connection: expected [\"still alive\"] got {got:?}"
-            )));
+            return Err(CaseError::new(format!("healthy connection: expected [\"still alive\"] got {got:?}")));
         }
         Ok(())
     }

@@ -38,8 +38,11 @@ pub mod error;
 pub mod raw;
 pub mod runner;
 
+pub mod raw10;
+
 mod amqprs_kit;
 mod cases;
+mod fe2o3_kit;
 mod lapin_kit;
 
 pub use case::{Case, Protocol, Variant};

@@ -40,10 +40,9 @@ async fn main() -> ExitCode {
         case_timeout: Duration::from_secs(args.timeout),
     };
     let summary = conformance::run_with(config, |o| println!("{o}")).await;
-    println!("{} passed, {} failed", summary.passed, summary.failed);
-    if summary.failed == 0 {
-        ExitCode::SUCCESS
-    } else {
-        ExitCode::FAILURE
+    for o in summary.outcomes.iter().filter(|o| o.differs()) {
+        println!("{o}");
     }
+    println!("{}", summary.closing_line());
+    if summary.failed == 0 { ExitCode::SUCCESS } else { ExitCode::FAILURE }
 }

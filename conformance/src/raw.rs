@@ -66,8 +66,7 @@ impl Enc {
     }
     /// Appends a longstr (length long + bytes).
     pub fn longstr(mut self, b: &[u8]) -> Self {
-        self.0
-            .extend_from_slice(&u32::try_from(b.len()).unwrap_or(u32::MAX).to_be_bytes());
+        self.0.extend_from_slice(&u32::try_from(b.len()).unwrap_or(u32::MAX).to_be_bytes());
         self.0.extend_from_slice(b);
         self
     }
@@ -78,8 +77,7 @@ impl Enc {
             body = body.shortstr(k);
             body.0.extend_from_slice(v);
         }
-        self.0
-            .extend_from_slice(&u32::try_from(body.0.len()).unwrap_or(0).to_be_bytes());
+        self.0.extend_from_slice(&u32::try_from(body.0.len()).unwrap_or(0).to_be_bytes());
         self.0.extend_from_slice(&body.0);
         self
     }
@@ -114,11 +112,7 @@ pub fn frame(kind: u8, channel: u16, payload: &[u8]) -> Vec<u8> {
     let mut out = Vec::with_capacity(payload.len() + 8);
     out.push(kind);
     out.extend_from_slice(&channel.to_be_bytes());
-    out.extend_from_slice(
-        &u32::try_from(payload.len())
-            .unwrap_or(u32::MAX)
-            .to_be_bytes(),
-    );
+    out.extend_from_slice(&u32::try_from(payload.len()).unwrap_or(u32::MAX).to_be_bytes());
     out.extend_from_slice(payload);
     out.push(FRAME_END);
     out
@@ -164,12 +158,7 @@ pub fn queue_declare_exclusive(channel: u16) -> Vec<u8> {
 
 /// `basic.publish` to `exchange` with `routing_key` (no flags).
 pub fn basic_publish(channel: u16, exchange: &str, routing_key: &str) -> Vec<u8> {
-    let args = Enc::new()
-        .u16(0)
-        .shortstr(exchange)
-        .shortstr(routing_key)
-        .u8(0)
-        .done();
+    let args = Enc::new().u16(0).shortstr(exchange).shortstr(routing_key).u8(0).done();
     method(channel, 60, 40, &args)
 }
 
@@ -215,21 +204,13 @@ pub struct CloseInfo {
 
 impl CloseInfo {
     /// Fails unless code, text, class id and method id all match.
-    pub fn expect(
-        &self,
-        code: u16,
-        text: &str,
-        class_id: u16,
-        method_id: u16,
-    ) -> Result<(), CaseError> {
+    pub fn expect(&self, code: u16, text: &str, class_id: u16, method_id: u16) -> Result<(), CaseError> {
         let want = (code, text, class_id, method_id);
         let got = (self.code, self.text.as_str(), self.class_id, self.method_id);
         if want == got {
             Ok(())
         } else {
-            Err(CaseError::new(format!(
-                "close (code, text, class, method): expected {want:?} got {got:?}"
-            )))
+            Err(CaseError::new(format!("close (code, text, class, method): expected {want:?} got {got:?}")))
         }
     }
 }
@@ -296,11 +277,7 @@ impl RawConn {
     pub async fn connect(broker: &Broker) -> Result<Self, CaseError> {
         let stream = TcpStream::connect(broker.addr()).await?;
         stream.set_nodelay(true)?;
-        Ok(Self {
-            stream,
-            buf: Vec::new(),
-            tune: None,
-        })
+        Ok(Self { stream, buf: Vec::new(), tune: None })
     }
 
     /// Connects and runs the whole handshake up to `connection.open-ok`.
@@ -326,10 +303,7 @@ impl RawConn {
 
     /// Writes bytes as they are.
     pub async fn send(&mut self, bytes: &[u8]) -> Result<(), CaseError> {
-        self.stream
-            .write_all(bytes)
-            .await
-            .map_err(|e| CaseError::new(format!("write failed: {e}")))
+        self.stream.write_all(bytes).await.map_err(|e| CaseError::new(format!("write failed: {e}")))
     }
 
     /// Sends `connection.start-ok` with PLAIN credentials.
@@ -342,20 +316,12 @@ impl RawConn {
         if hs.auth_failure_close {
             caps.push(("authentication_failure_close", field_bool(true)));
         }
-        let props = [
-            ("product", field_longstr("charon-conformance-raw")),
-            ("capabilities", field_table(&caps)),
-        ];
+        let props = [("product", field_longstr("charon-conformance-raw")), ("capabilities", field_table(&caps))];
         let mut response = vec![0u8];
         response.extend_from_slice(hs.user.as_bytes());
         response.push(0);
         response.extend_from_slice(hs.password.as_bytes());
-        let args = Enc::new()
-            .table(&props)
-            .shortstr("PLAIN")
-            .longstr(&response)
-            .shortstr("en_US")
-            .done();
+        let args = Enc::new().table(&props).shortstr("PLAIN").longstr(&response).shortstr("en_US").done();
         self.send(&method(0, 10, 11, &args)).await
     }
 
@@ -363,11 +329,7 @@ impl RawConn {
     pub async fn expect_tune(&mut self) -> Result<Tune, CaseError> {
         let f = self.expect_method(0, 10, 30).await?;
         let mut d = Dec::new(f.args());
-        let tune = Tune {
-            channel_max: d.u16()?,
-            frame_max: d.u32()?,
-            heartbeat: d.u16()?,
-        };
+        let tune = Tune { channel_max: d.u16()?, frame_max: d.u32()?, heartbeat: d.u16()? };
         self.tune = Some(tune);
         Ok(tune)
     }
@@ -417,15 +379,9 @@ impl RawConn {
         let end = self.buf.get(7 + size).copied();
         self.buf.drain(..total);
         if end != Some(FRAME_END) {
-            return Err(CaseError::new(format!(
-                "broker sent a frame with end byte {end:?}, not 0xCE"
-            )));
+            return Err(CaseError::new(format!("broker sent a frame with end byte {end:?}, not 0xCE")));
         }
-        Ok(Some(Frame {
-            kind,
-            channel,
-            payload,
-        }))
+        Ok(Some(Frame { kind, channel, payload }))
     }
 
     /// Reads more bytes; `Ok(false)` on EOF or connection reset, error on timeout.
@@ -443,26 +399,15 @@ impl RawConn {
     /// Reads everything until the broker closes the socket; fails if it stays open.
     pub async fn read_until_eof(&mut self, timeout: Duration) -> Result<Vec<u8>, CaseError> {
         let deadline = Instant::now() + timeout;
-        while self
-            .fill(deadline)
-            .await
-            .map_err(|e| e.context("waiting for the broker to close the socket"))?
-        {}
+        while self.fill(deadline).await.map_err(|e| e.context("waiting for the broker to close the socket"))? {}
         Ok(std::mem::take(&mut self.buf))
     }
 
     /// Reads the next non-heartbeat frame and fails unless it is `class.method` on `channel`.
-    pub async fn expect_method(
-        &mut self,
-        channel: u16,
-        class: u16,
-        method: u16,
-    ) -> Result<Frame, CaseError> {
+    pub async fn expect_method(&mut self, channel: u16, class: u16, method: u16) -> Result<Frame, CaseError> {
         loop {
             let f = self.read_frame(REPLY_TIMEOUT).await?.ok_or_else(|| {
-                CaseError::new(format!(
-                    "expected method {class}.{method} on channel {channel}, but the socket closed"
-                ))
+                CaseError::new(format!("expected method {class}.{method} on channel {channel}, but the socket closed"))
             })?;
             if f.kind == FRAME_HEARTBEAT {
                 continue;
@@ -503,9 +448,7 @@ impl RawConn {
     async fn wait_close(&mut self, channel: u16, ids: (u16, u16)) -> Result<CloseInfo, CaseError> {
         loop {
             let f = self.read_frame(REPLY_TIMEOUT).await?.ok_or_else(|| {
-                CaseError::new(format!(
-                    "expected close method {ids:?}, but the socket closed without a close frame"
-                ))
+                CaseError::new(format!("expected close method {ids:?}, but the socket closed without a close frame"))
             })?;
             match f.method_id() {
                 Some(id) if id == ids && f.channel == channel => return parse_close(&f),
@@ -549,21 +492,14 @@ impl RawConn {
 fn is_reset(e: &std::io::Error) -> bool {
     matches!(
         e.kind(),
-        std::io::ErrorKind::ConnectionReset
-            | std::io::ErrorKind::ConnectionAborted
-            | std::io::ErrorKind::BrokenPipe
+        std::io::ErrorKind::ConnectionReset | std::io::ErrorKind::ConnectionAborted | std::io::ErrorKind::BrokenPipe
     )
 }
 
 /// Parses the arguments of `connection.close` or `channel.close`.
 pub fn parse_close(f: &Frame) -> Result<CloseInfo, CaseError> {
     let mut d = Dec::new(f.args());
-    Ok(CloseInfo {
-        code: d.u16()?,
-        text: d.shortstr()?,
-        class_id: d.u16()?,
-        method_id: d.u16()?,
-    })
+    Ok(CloseInfo { code: d.u16()?, text: d.shortstr()?, class_id: d.u16()?, method_id: d.u16()? })
 }
 
 /// A bounds-checked big-endian reader.

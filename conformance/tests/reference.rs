@@ -7,8 +7,7 @@
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "needs a broker: set CONFORMANCE_URL and pass --ignored"]
 async fn suite_passes_against_configured_broker() {
-    let url =
-        std::env::var("CONFORMANCE_URL").expect("CONFORMANCE_URL must name the broker to test");
+    let url = std::env::var("CONFORMANCE_URL").expect("CONFORMANCE_URL must name the broker to test");
     let summary = conformance::run(conformance::RunConfig {
         url,
         filter: std::env::var("CONFORMANCE_FILTER").ok(),

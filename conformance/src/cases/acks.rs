@@ -5,12 +5,9 @@ use crate::{
     lapin_kit::{self as lk, confirm, eventually, publish},
 };
 use amqprs::channel::{
-    BasicAckArguments, BasicConsumeArguments, BasicNackArguments, BasicRejectArguments,
-    QueueDeclareArguments,
+    BasicAckArguments, BasicConsumeArguments, BasicNackArguments, BasicRejectArguments, QueueDeclareArguments,
 };
-use lapin::options::{
-    BasicAckOptions, BasicNackOptions, BasicQosOptions, BasicRecoverOptions, BasicRejectOptions,
-};
+use lapin::options::{BasicAckOptions, BasicNackOptions, BasicQosOptions, BasicRecoverOptions, BasicRejectOptions};
 use std::time::Duration;
 
 pub(crate) fn cases() -> Vec<Case> {
@@ -50,11 +47,7 @@ pub(crate) fn cases() -> Vec<Case> {
             "reject requeue=true delivers the message again with redelivered=true",
             reject_requeue
         ),
-        case!(
-            "acks.reject.no_requeue_drops",
-            "reject requeue=false removes the message",
-            reject_drop
-        ),
+        case!("acks.reject.no_requeue_drops", "reject requeue=false removes the message", reject_drop),
         case!(
             "acks.recover.requeue",
             "basic.recover requeue=true redelivers all unacked messages with redelivered=true",
@@ -87,10 +80,7 @@ pub(crate) fn cases() -> Vec<Case> {
     ]
 }
 
-async fn setup(
-    ctx: &Ctx,
-    n: usize,
-) -> Result<(lapin::Connection, lapin::Channel, String), CaseError> {
+async fn setup(ctx: &Ctx, n: usize) -> Result<(lapin::Connection, lapin::Channel, String), CaseError> {
     let (conn, ch) = ctx.lapin_channel().await?;
     confirm(&ch).await?;
     let q = ctx.queue("q");
@@ -105,10 +95,7 @@ async fn setup(
 async fn drain_flags(ch: &lapin::Channel, q: &str) -> Result<Vec<(String, bool)>, CaseError> {
     let mut out = Vec::new();
     while let Some(m) = lk::get(ch, q).await? {
-        out.push((
-            String::from_utf8_lossy(&m.delivery.data).into_owned(),
-            m.delivery.redelivered,
-        ));
+        out.push((String::from_utf8_lossy(&m.delivery.data).into_owned(), m.delivery.redelivered));
     }
     Ok(out)
 }
@@ -126,8 +113,7 @@ async fn requeue_after(ctx: &Ctx, close_connection: bool) -> CaseResult {
     let mut c = lk::consume(&cch, &q).await?;
     let got = lk::take(&mut c, 3).await?;
     let m2 = got.get(1).ok_or_else(|| CaseError::new("missing m2"))?;
-    cch.basic_ack(m2.delivery_tag, BasicAckOptions::default())
-        .await?;
+    cch.basic_ack(m2.delivery_tag, BasicAckOptions::default()).await?;
     // The ack frees a prefetch slot, so m4 is delivered too; wait for it so the state is exact.
     let m4 = lk::next(&mut c, lk::ARRIVE).await?;
     check_eq!(lk::text(&m4), "m4", "delivery after the ack");
@@ -136,11 +122,9 @@ async fn requeue_after(ctx: &Ctx, close_connection: bool) -> CaseResult {
     } else {
         cch.close(200, "bye".into()).await?;
     }
-    eventually(
-        Duration::from_secs(5),
-        "requeue of unacked messages",
-        || async { Ok(lk::message_count(&conn, &q).await? == 4) },
-    )
+    eventually(Duration::from_secs(5), "requeue of unacked messages", || async {
+        Ok(lk::message_count(&conn, &q).await? == 4)
+    })
     .await?;
     // RabbitMQ puts requeued messages back at their original position (ahead of m5).
     check_eq!(
@@ -164,14 +148,7 @@ async fn holding(
     ctx: &Ctx,
     n: usize,
 ) -> Result<
-    (
-        lapin::Connection,
-        lapin::Channel,
-        lapin::Channel,
-        lapin::Consumer,
-        Vec<lapin::message::Delivery>,
-        String,
-    ),
+    (lapin::Connection, lapin::Channel, lapin::Channel, lapin::Consumer, Vec<lapin::message::Delivery>, String),
     CaseError,
 > {
     let (conn, ch, q) = setup(ctx, n).await?;
@@ -185,15 +162,8 @@ async fn ack_multiple(ctx: Ctx) -> CaseResult {
     let (conn, ch, cch, _c, _got, q) = holding(&ctx, 5).await?;
     cch.basic_ack(3, BasicAckOptions { multiple: true }).await?;
     cch.close(200, "bye".into()).await?;
-    eventually(Duration::from_secs(5), "requeue", || async {
-        Ok(lk::message_count(&conn, &q).await? == 2)
-    })
-    .await?;
-    check_eq!(
-        drain_flags(&ch, &q).await?,
-        flags(&[("m4", true), ("m5", true)]),
-        "left after ack multiple of tag 3"
-    );
+    eventually(Duration::from_secs(5), "requeue", || async { Ok(lk::message_count(&conn, &q).await? == 2) }).await?;
+    check_eq!(drain_flags(&ch, &q).await?, flags(&[("m4", true), ("m5", true)]), "left after ack multiple of tag 3");
     Ok(())
 }
 
@@ -202,47 +172,22 @@ async fn ack_zero_multiple(ctx: Ctx) -> CaseResult {
     cch.basic_ack(0, BasicAckOptions { multiple: true }).await?;
     cch.close(200, "bye".into()).await?;
     tokio::time::sleep(Duration::from_millis(100)).await;
-    check_eq!(
-        lk::message_count(&conn, &q).await?,
-        0,
-        "messages left after ack 0 multiple"
-    );
+    check_eq!(lk::message_count(&conn, &q).await?, 0, "messages left after ack 0 multiple");
     Ok(())
 }
 
 async fn nack_multiple_drop(ctx: Ctx) -> CaseResult {
     let (conn, ch, cch, _c, _got, q) = holding(&ctx, 4).await?;
-    cch.basic_nack(
-        3,
-        BasicNackOptions {
-            multiple: true,
-            requeue: false,
-        },
-    )
-    .await?;
+    cch.basic_nack(3, BasicNackOptions { multiple: true, requeue: false }).await?;
     cch.close(200, "bye".into()).await?;
-    eventually(Duration::from_secs(5), "requeue", || async {
-        Ok(lk::message_count(&conn, &q).await? == 1)
-    })
-    .await?;
-    check_eq!(
-        drain_flags(&ch, &q).await?,
-        flags(&[("m4", true)]),
-        "left after nack multiple requeue=false of tag 3"
-    );
+    eventually(Duration::from_secs(5), "requeue", || async { Ok(lk::message_count(&conn, &q).await? == 1) }).await?;
+    check_eq!(drain_flags(&ch, &q).await?, flags(&[("m4", true)]), "left after nack multiple requeue=false of tag 3");
     Ok(())
 }
 
 async fn nack_requeue(ctx: Ctx) -> CaseResult {
     let (_conn, _ch, cch, mut c, _got, _q) = holding(&ctx, 2).await?;
-    cch.basic_nack(
-        1,
-        BasicNackOptions {
-            multiple: false,
-            requeue: true,
-        },
-    )
-    .await?;
+    cch.basic_nack(1, BasicNackOptions { multiple: false, requeue: true }).await?;
     let again = lk::next(&mut c, lk::ARRIVE).await?;
     check_eq!(
         (lk::text(&again), again.redelivered, again.delivery_tag),
@@ -254,8 +199,7 @@ async fn nack_requeue(ctx: Ctx) -> CaseResult {
 
 async fn reject_requeue(ctx: Ctx) -> CaseResult {
     let (_conn, _ch, cch, mut c, _got, _q) = holding(&ctx, 2).await?;
-    cch.basic_reject(2, BasicRejectOptions { requeue: true })
-        .await?;
+    cch.basic_reject(2, BasicRejectOptions { requeue: true }).await?;
     let again = lk::next(&mut c, lk::ARRIVE).await?;
     check_eq!(
         (lk::text(&again), again.redelivered, again.delivery_tag),
@@ -267,32 +211,20 @@ async fn reject_requeue(ctx: Ctx) -> CaseResult {
 
 async fn reject_drop(ctx: Ctx) -> CaseResult {
     let (conn, ch, cch, mut c, _got, q) = holding(&ctx, 2).await?;
-    cch.basic_reject(1, BasicRejectOptions { requeue: false })
-        .await?;
+    cch.basic_reject(1, BasicRejectOptions { requeue: false }).await?;
     lk::nothing(&mut c, lk::QUIET).await?;
     cch.close(200, "bye".into()).await?;
-    eventually(Duration::from_secs(5), "requeue", || async {
-        Ok(lk::message_count(&conn, &q).await? == 1)
-    })
-    .await?;
-    check_eq!(
-        drain_flags(&ch, &q).await?,
-        flags(&[("m2", true)]),
-        "left after reject requeue=false of m1"
-    );
+    eventually(Duration::from_secs(5), "requeue", || async { Ok(lk::message_count(&conn, &q).await? == 1) }).await?;
+    check_eq!(drain_flags(&ch, &q).await?, flags(&[("m2", true)]), "left after reject requeue=false of m1");
     Ok(())
 }
 
 async fn recover(ctx: Ctx) -> CaseResult {
     let (_conn, _ch, cch, mut c, _got, _q) = holding(&ctx, 3).await?;
     cch.basic_ack(2, BasicAckOptions::default()).await?;
-    cch.basic_recover(BasicRecoverOptions { requeue: true })
-        .await?;
+    cch.basic_recover(BasicRecoverOptions { requeue: true }).await?;
     let again = lk::take(&mut c, 2).await?;
-    let seen: Vec<(String, bool, u64)> = again
-        .iter()
-        .map(|d| (lk::text(d), d.redelivered, d.delivery_tag))
-        .collect();
+    let seen: Vec<(String, bool, u64)> = again.iter().map(|d| (lk::text(d), d.redelivered, d.delivery_tag)).collect();
     check_eq!(
         seen,
         vec![("m1".to_owned(), true, 4), ("m3".to_owned(), true, 5)],
@@ -302,27 +234,15 @@ async fn recover(ctx: Ctx) -> CaseResult {
 }
 
 /// amqprs channel with `n` unacked deliveries from a fresh queue.
-async fn amqprs_holding(
-    ctx: &Ctx,
-    n: usize,
-) -> Result<(amqprs::channel::Channel, ak::Events), CaseError> {
+async fn amqprs_holding(ctx: &Ctx, n: usize) -> Result<(amqprs::channel::Channel, ak::Events), CaseError> {
     let a = ctx.amqprs().await?;
     let (ch, ev) = ak::channel(&a).await?;
     let q = ctx.queue("q");
     ch.queue_declare(QueueDeclareArguments::new(&q)).await?;
     for i in 0..n {
-        ak::publish(
-            &ch,
-            "",
-            &q,
-            amqprs::BasicProperties::default(),
-            format!("m{i}").into_bytes(),
-        )
-        .await?;
+        ak::publish(&ch, "", &q, amqprs::BasicProperties::default(), format!("m{i}").into_bytes()).await?;
     }
-    let (_tag, mut rx) = ch
-        .basic_consume_rx(BasicConsumeArguments::new(&q, ""))
-        .await?;
+    let (_tag, mut rx) = ch.basic_consume_rx(BasicConsumeArguments::new(&q, "")).await?;
     for _ in 0..n {
         ak::recv(&mut rx, lk::ARRIVE).await?;
     }
@@ -334,33 +254,24 @@ async fn amqprs_holding(
 async fn ack_unknown(ctx: Ctx) -> CaseResult {
     let (ch, mut ev) = amqprs_holding(&ctx, 1).await?;
     ch.basic_ack(BasicAckArguments::new(42, false)).await?;
-    ev.expect_close()
-        .await?
-        .expect(406, "PRECONDITION_FAILED - unknown delivery tag 42", 60, 80)
+    ev.expect_close().await?.expect(406, "PRECONDITION_FAILED - unknown delivery tag 42", 60, 80)
 }
 
 async fn ack_double(ctx: Ctx) -> CaseResult {
     let (ch, mut ev) = amqprs_holding(&ctx, 1).await?;
     ch.basic_ack(BasicAckArguments::new(1, false)).await?;
     ch.basic_ack(BasicAckArguments::new(1, false)).await?;
-    ev.expect_close()
-        .await?
-        .expect(406, "PRECONDITION_FAILED - unknown delivery tag 1", 60, 80)
+    ev.expect_close().await?.expect(406, "PRECONDITION_FAILED - unknown delivery tag 1", 60, 80)
 }
 
 async fn nack_unknown(ctx: Ctx) -> CaseResult {
     let (ch, mut ev) = amqprs_holding(&ctx, 1).await?;
-    ch.basic_nack(BasicNackArguments::new(7, false, true))
-        .await?;
-    ev.expect_close()
-        .await?
-        .expect(406, "PRECONDITION_FAILED - unknown delivery tag 7", 60, 120)
+    ch.basic_nack(BasicNackArguments::new(7, false, true)).await?;
+    ev.expect_close().await?.expect(406, "PRECONDITION_FAILED - unknown delivery tag 7", 60, 120)
 }
 
 async fn reject_unknown(ctx: Ctx) -> CaseResult {
     let (ch, mut ev) = amqprs_holding(&ctx, 1).await?;
     ch.basic_reject(BasicRejectArguments::new(9, true)).await?;
-    ev.expect_close()
-        .await?
-        .expect(406, "PRECONDITION_FAILED - unknown delivery tag 9", 60, 90)
+    ev.expect_close().await?.expect(406, "PRECONDITION_FAILED - unknown delivery tag 9", 60, 90)
 }

@@ -8,10 +8,7 @@ use crate::{
 };
 use amqprs::{
     BasicProperties,
-    channel::{
-        BasicPublishArguments, ConfirmSelectArguments, ExchangeDeclareArguments,
-        QueueDeclareArguments,
-    },
+    channel::{BasicPublishArguments, ConfirmSelectArguments, ExchangeDeclareArguments, QueueDeclareArguments},
 };
 use lapin::{Confirmation, options::BasicPublishOptions};
 use std::collections::BTreeSet;
@@ -64,9 +61,7 @@ async fn collect_acks(ev: &mut ak::Events, n: u64) -> Result<BTreeSet<u64>, Case
                 }
             }
             other => {
-                return Err(CaseError::new(format!(
-                    "expected only acks, got {other:?} after {acked:?}"
-                )));
+                return Err(CaseError::new(format!("expected only acks, got {other:?} after {acked:?}")));
             }
         }
     }
@@ -78,17 +73,9 @@ async fn tags_from_one(ctx: Ctx) -> CaseResult {
     let (ch, mut ev) = ak::channel(&conn).await?;
     let q = ctx.queue("q");
     ch.queue_declare(QueueDeclareArguments::new(&q)).await?;
-    ch.confirm_select(ConfirmSelectArguments::new(false))
-        .await?;
+    ch.confirm_select(ConfirmSelectArguments::new(false)).await?;
     for i in 0..20 {
-        ak::publish(
-            &ch,
-            "",
-            &q,
-            BasicProperties::default(),
-            format!("m{i}").into_bytes(),
-        )
-        .await?;
+        ak::publish(&ch, "", &q, BasicProperties::default(), format!("m{i}").into_bytes()).await?;
     }
     let acked = collect_acks(&mut ev, 20).await?;
     check_eq!(acked, (1..=20).collect::<BTreeSet<u64>>(), "acked tags");
@@ -99,24 +86,13 @@ async fn unroutable_acked(ctx: Ctx) -> CaseResult {
     let conn = ctx.amqprs().await?;
     let (ch, mut ev) = ak::channel(&conn).await?;
     let x = ctx.exchange("x");
-    ch.exchange_declare(ExchangeDeclareArguments::new(&x, "direct"))
-        .await?;
-    ch.confirm_select(ConfirmSelectArguments::new(false))
-        .await?;
-    ak::publish(
-        &ch,
-        &x,
-        "nowhere",
-        BasicProperties::default(),
-        b"lost".to_vec(),
-    )
-    .await?;
+    ch.exchange_declare(ExchangeDeclareArguments::new(&x, "direct")).await?;
+    ch.confirm_select(ConfirmSelectArguments::new(false)).await?;
+    ak::publish(&ch, &x, "nowhere", BasicProperties::default(), b"lost".to_vec()).await?;
     match ev.next(lk::ARRIVE).await? {
         ChanEvent::Ack(1, _) => {}
         other => {
-            return Err(CaseError::new(format!(
-                "expected ack of tag 1, got {other:?}"
-            )));
+            return Err(CaseError::new(format!("expected ack of tag 1, got {other:?}")));
         }
     }
     ev.quiet(lk::QUIET).await
@@ -126,27 +102,20 @@ async fn return_then_ack(ctx: Ctx) -> CaseResult {
     let conn = ctx.amqprs().await?;
     let (ch, mut ev) = ak::channel(&conn).await?;
     let x = ctx.exchange("x");
-    ch.exchange_declare(ExchangeDeclareArguments::new(&x, "direct"))
-        .await?;
-    ch.confirm_select(ConfirmSelectArguments::new(false))
-        .await?;
+    ch.exchange_declare(ExchangeDeclareArguments::new(&x, "direct")).await?;
+    ch.confirm_select(ConfirmSelectArguments::new(false)).await?;
     let mut args = BasicPublishArguments::new(&x, "nowhere");
     args.mandatory = true;
-    ch.basic_publish(BasicProperties::default(), b"back".to_vec(), args)
-        .await?;
+    ch.basic_publish(BasicProperties::default(), b"back".to_vec(), args).await?;
     match ev.next(lk::ARRIVE).await? {
         ChanEvent::Return { code: 312, .. } => {}
         other => {
-            return Err(CaseError::new(format!(
-                "expected basic.return 312 first, got {other:?}"
-            )));
+            return Err(CaseError::new(format!("expected basic.return 312 first, got {other:?}")));
         }
     }
     match ev.next(lk::ARRIVE).await? {
         ChanEvent::Ack(1, false) => Ok(()),
-        other => Err(CaseError::new(format!(
-            "expected ack of tag 1 after the return, got {other:?}"
-        ))),
+        other => Err(CaseError::new(format!("expected ack of tag 1 after the return, got {other:?}"))),
     }
 }
 
@@ -165,24 +134,15 @@ async fn lapin_ack(ctx: Ctx) -> CaseResult {
         )
         .await?
         .await?;
-    check!(
-        matches!(c, Confirmation::Ack(None)),
-        "expected Confirmation::Ack(None), got {c:?}"
-    );
-    check_eq!(
-        lk::message_count(&_c, &q).await?,
-        1,
-        "messages in queue after the confirm"
-    );
+    check!(matches!(c, Confirmation::Ack(None)), "expected Confirmation::Ack(None), got {c:?}");
+    check_eq!(lk::message_count(&_c, &q).await?, 1, "messages in queue after the confirm");
     Ok(())
 }
 
 async fn select_twice(ctx: Ctx) -> CaseResult {
     let conn = ctx.amqprs().await?;
     let (ch, mut ev) = ak::channel(&conn).await?;
-    ch.confirm_select(ConfirmSelectArguments::new(false))
-        .await?;
-    ch.confirm_select(ConfirmSelectArguments::new(false))
-        .await?;
+    ch.confirm_select(ConfirmSelectArguments::new(false)).await?;
+    ch.confirm_select(ConfirmSelectArguments::new(false)).await?;
     ev.quiet(std::time::Duration::from_millis(100)).await
 }

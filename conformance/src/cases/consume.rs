@@ -7,8 +7,7 @@ use crate::{
     lapin_kit::{self as lk, confirm, publish},
 };
 use amqprs::channel::{
-    BasicCancelArguments, BasicConsumeArguments, BasicGetArguments, QueueDeclareArguments,
-    QueueDeleteArguments,
+    BasicCancelArguments, BasicConsumeArguments, BasicGetArguments, QueueDeclareArguments, QueueDeleteArguments,
 };
 use lapin::{
     options::{BasicAckOptions, BasicCancelOptions, BasicConsumeOptions},
@@ -18,45 +17,18 @@ use std::time::Duration;
 
 pub(crate) fn cases() -> Vec<Case> {
     vec![
-        case!(
-            "consume.order.fifo",
-            "a consumer gets messages in publish order with tags 1..n",
-            fifo
-        ),
-        case!(
-            "consume.get.message_count",
-            "get-ok carries the number of messages still ready",
-            ["amqprs"],
-            get_count
-        ),
-        case!(
-            "consume.get.empty",
-            "basic.get on an empty queue answers get-empty",
-            ["amqprs"],
-            get_empty
-        ),
-        case!(
-            "consume.round_robin",
-            "two consumers on one queue get messages alternately",
-            round_robin
-        ),
-        case!(
-            "consume.no_ack.removes_on_delivery",
-            "no-ack deliveries are gone even if the channel closes",
-            no_ack
-        ),
+        case!("consume.order.fifo", "a consumer gets messages in publish order with tags 1..n", fifo),
+        case!("consume.get.message_count", "get-ok carries the number of messages still ready", ["amqprs"], get_count),
+        case!("consume.get.empty", "basic.get on an empty queue answers get-empty", ["amqprs"], get_empty),
+        case!("consume.round_robin", "two consumers on one queue get messages alternately", round_robin),
+        case!("consume.no_ack.removes_on_delivery", "no-ack deliveries are gone even if the channel closes", no_ack),
         case!(
             "consume.tag.server_generated",
             "an empty consumer tag gets a broker tag starting amq.ctag-",
             ["amqprs"],
             tag_server
         ),
-        case!(
-            "consume.tag.client_chosen",
-            "deliveries carry the client-chosen consumer tag",
-            ["amqprs"],
-            tag_client
-        ),
+        case!("consume.tag.client_chosen", "deliveries carry the client-chosen consumer tag", ["amqprs"], tag_client),
         case!(
             "consume.cancel.stops_deliveries",
             "after basic.cancel nothing more is delivered and messages stay queued",
@@ -101,10 +73,7 @@ pub(crate) fn cases() -> Vec<Case> {
     ]
 }
 
-async fn filled(
-    ctx: &Ctx,
-    n: usize,
-) -> Result<(lapin::Connection, lapin::Channel, String), CaseError> {
+async fn filled(ctx: &Ctx, n: usize) -> Result<(lapin::Connection, lapin::Channel, String), CaseError> {
     let (conn, ch) = ctx.lapin_channel().await?;
     confirm(&ch).await?;
     let q = ctx.queue("q");
@@ -121,24 +90,10 @@ async fn fifo(ctx: Ctx) -> CaseResult {
     let mut c = lk::consume(&cch, &q).await?;
     let got = lk::take(&mut c, 10).await?;
     for (i, d) in got.iter().enumerate() {
-        check_eq!(
-            lk::text(d),
-            format!("m{}", i + 1),
-            "body of delivery {}",
-            i + 1
-        );
-        check_eq!(
-            d.delivery_tag,
-            i as u64 + 1,
-            "delivery tag of delivery {}",
-            i + 1
-        );
+        check_eq!(lk::text(d), format!("m{}", i + 1), "body of delivery {}", i + 1);
+        check_eq!(d.delivery_tag, i as u64 + 1, "delivery tag of delivery {}", i + 1);
         check_eq!(d.redelivered, false, "redelivered flag");
-        check_eq!(
-            (d.exchange.as_str(), d.routing_key.as_str()),
-            ("", q.as_str()),
-            "exchange and key"
-        );
+        check_eq!((d.exchange.as_str(), d.routing_key.as_str()), ("", q.as_str()), "exchange and key");
     }
     lk::nothing(&mut c, lk::QUIET).await
 }
@@ -152,20 +107,10 @@ async fn get_count(ctx: Ctx) -> CaseResult {
             .basic_get(BasicGetArguments::new(&q))
             .await?
             .ok_or_else(|| CaseError::new(format!("get {} answered get-empty", i + 1)))?;
-        check_eq!(
-            ok.message_count(),
-            remaining,
-            "get-ok message_count on get {}",
-            i + 1
-        );
+        check_eq!(ok.message_count(), remaining, "get-ok message_count on get {}", i + 1);
         check_eq!(ok.delivery_tag(), i as u64 + 1, "get-ok delivery tag");
         check_eq!(ok.redelivered(), false, "get-ok redelivered");
-        check_eq!(
-            body,
-            format!("m{}", i + 1).into_bytes(),
-            "body of get {}",
-            i + 1
-        );
+        check_eq!(body, format!("m{}", i + 1).into_bytes(), "body of get {}", i + 1);
     }
     Ok(())
 }
@@ -208,25 +153,14 @@ async fn no_ack(ctx: Ctx) -> CaseResult {
         .basic_consume(
             q.as_str().into(),
             "".into(),
-            BasicConsumeOptions {
-                no_ack: true,
-                ..Default::default()
-            },
+            BasicConsumeOptions { no_ack: true, ..Default::default() },
             FieldTable::default(),
         )
         .await?;
     let got: Vec<String> = lk::take(&mut c, 3).await?.iter().map(lk::text).collect();
-    check_eq!(
-        got,
-        vec!["m1".to_owned(), "m2".to_owned(), "m3".to_owned()],
-        "bodies"
-    );
+    check_eq!(got, vec!["m1".to_owned(), "m2".to_owned(), "m3".to_owned()], "bodies");
     cch.close(200, "bye".into()).await?;
-    check_eq!(
-        lk::message_count(&conn, &q).await?,
-        0,
-        "messages left after closing a no-ack consumer's channel"
-    );
+    check_eq!(lk::message_count(&conn, &q).await?, 0, "messages left after closing a no-ack consumer's channel");
     Ok(())
 }
 
@@ -235,16 +169,9 @@ async fn tag_server(ctx: Ctx) -> CaseResult {
     let (ch, _ev) = ak::channel(&a).await?;
     let q = ctx.queue("q");
     ch.queue_declare(QueueDeclareArguments::new(&q)).await?;
-    let (tag, _rx) = ch
-        .basic_consume_rx(BasicConsumeArguments::new(&q, ""))
-        .await?;
-    check!(
-        tag.starts_with("amq.ctag-"),
-        "broker-generated consumer tag {tag:?} should start with amq.ctag-"
-    );
-    let (tag2, _rx2) = ch
-        .basic_consume_rx(BasicConsumeArguments::new(&q, ""))
-        .await?;
+    let (tag, _rx) = ch.basic_consume_rx(BasicConsumeArguments::new(&q, "")).await?;
+    check!(tag.starts_with("amq.ctag-"), "broker-generated consumer tag {tag:?} should start with amq.ctag-");
+    let (tag2, _rx2) = ch.basic_consume_rx(BasicConsumeArguments::new(&q, "")).await?;
     check!(tag2 != tag, "two generated tags are equal: {tag}");
     Ok(())
 }
@@ -255,22 +182,11 @@ async fn tag_client(ctx: Ctx) -> CaseResult {
     let q = ctx.queue("q");
     ch.queue_declare(QueueDeclareArguments::new(&q)).await?;
     let chosen = "my-consumer ünïcode";
-    let (tag, mut rx) = ch
-        .basic_consume_rx(BasicConsumeArguments::new(&q, chosen))
-        .await?;
+    let (tag, mut rx) = ch.basic_consume_rx(BasicConsumeArguments::new(&q, chosen)).await?;
     check_eq!(tag.as_str(), chosen, "consume-ok tag");
-    ak::publish(
-        &ch,
-        "",
-        &q,
-        amqprs::BasicProperties::default(),
-        b"x".to_vec(),
-    )
-    .await?;
+    ak::publish(&ch, "", &q, amqprs::BasicProperties::default(), b"x".to_vec()).await?;
     let m = ak::recv(&mut rx, lk::ARRIVE).await?;
-    let d = m
-        .deliver
-        .ok_or_else(|| CaseError::new("delivery without deliver method"))?;
+    let d = m.deliver.ok_or_else(|| CaseError::new("delivery without deliver method"))?;
     check_eq!(d.consumer_tag().as_str(), chosen, "deliver consumer tag");
     Ok(())
 }
@@ -280,26 +196,18 @@ async fn cancel_stops(ctx: Ctx) -> CaseResult {
     let cch = conn.create_channel().await?;
     let mut c = lk::consume(&cch, &q).await?;
     let d = lk::next(&mut c, lk::ARRIVE).await?;
-    cch.basic_ack(d.delivery_tag, BasicAckOptions::default())
-        .await?;
-    cch.basic_cancel(c.tag(), BasicCancelOptions::default())
-        .await?;
+    cch.basic_ack(d.delivery_tag, BasicAckOptions::default()).await?;
+    cch.basic_cancel(c.tag(), BasicCancelOptions::default()).await?;
     publish(&ch, "", &q, b"after").await?;
     lk::nothing(&mut c, lk::QUIET).await?;
-    check_eq!(
-        lk::message_count(&conn, &q).await?,
-        1,
-        "messages ready after cancel"
-    );
+    check_eq!(lk::message_count(&conn, &q).await?, 1, "messages ready after cancel");
     Ok(())
 }
 
 async fn cancel_unknown(ctx: Ctx) -> CaseResult {
     let a = ctx.amqprs().await?;
     let (ch, mut ev) = ak::channel(&a).await?;
-    let tag = ch
-        .basic_cancel(BasicCancelArguments::new("no-such-consumer"))
-        .await?;
+    let tag = ch.basic_cancel(BasicCancelArguments::new("no-such-consumer")).await?;
     check_eq!(tag.as_str(), "no-such-consumer", "cancel-ok tag");
     ev.quiet(Duration::from_millis(100)).await
 }
@@ -330,9 +238,7 @@ async fn exclusive_after(ctx: Ctx) -> CaseResult {
     let (ch, _ev) = ak::channel(&a).await?;
     let q = ctx.queue("q");
     ch.queue_declare(QueueDeclareArguments::new(&q)).await?;
-    let _first = ch
-        .basic_consume_rx(BasicConsumeArguments::new(&q, ""))
-        .await?;
+    let _first = ch.basic_consume_rx(BasicConsumeArguments::new(&q, "")).await?;
     let (ch2, mut ev2) = ak::channel(&a).await?;
     let mut args = BasicConsumeArguments::new(&q, "");
     args.exclusive = true;
@@ -353,9 +259,7 @@ async fn duplicate_tag(ctx: Ctx) -> CaseResult {
     let (ch, _ev) = ak::channel(&a).await?;
     let q = ctx.queue("q");
     ch.queue_declare(QueueDeclareArguments::new(&q)).await?;
-    let _first = ch
-        .basic_consume_rx(BasicConsumeArguments::new(&q, "dup"))
-        .await?;
+    let _first = ch.basic_consume_rx(BasicConsumeArguments::new(&q, "dup")).await?;
     ak::expect_call_close(
         ch.basic_consume_rx(BasicConsumeArguments::new(&q, "dup")),
         &mut cev,
@@ -372,17 +276,13 @@ async fn server_cancel(ctx: Ctx) -> CaseResult {
     let (ch, mut ev) = ak::channel(&a).await?;
     let q = ctx.queue("q");
     ch.queue_declare(QueueDeclareArguments::new(&q)).await?;
-    let (tag, _rx) = ch
-        .basic_consume_rx(BasicConsumeArguments::new(&q, "watcher"))
-        .await?;
+    let (tag, _rx) = ch.basic_consume_rx(BasicConsumeArguments::new(&q, "watcher")).await?;
     let (ch2, _ev2) = ak::channel(&a).await?;
     ch2.queue_delete(QueueDeleteArguments::new(&q)).await?;
     match ev.next(lk::ARRIVE).await? {
         ChanEvent::Cancel(t) => check_eq!(t, tag, "cancelled consumer tag"),
         other => {
-            return Err(CaseError::new(format!(
-                "expected basic.cancel from the broker, got {other:?}"
-            )));
+            return Err(CaseError::new(format!("expected basic.cancel from the broker, got {other:?}")));
         }
     }
     // The channel itself stays open.

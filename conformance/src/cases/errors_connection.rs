@@ -160,20 +160,11 @@ pub(crate) fn cases() -> Vec<Case> {
 
 /// Opens a healthy lapin connection, then a raw one with channel 1, sends `bytes`, checks
 /// the close, then checks the healthy connection.
-async fn bad(
-    ctx: &Ctx,
-    bytes: Vec<u8>,
-    code: u16,
-    text: &str,
-    class_id: u16,
-    method_id: u16,
-) -> CaseResult {
+async fn bad(ctx: &Ctx, bytes: Vec<u8>, code: u16, text: &str, class_id: u16, method_id: u16) -> CaseResult {
     let healthy = Healthy::open(ctx).await?;
     let mut c = RawConn::open_with_channel(ctx.broker()).await?;
     c.send(&bytes).await?;
-    c.expect_connection_close()
-        .await?
-        .expect(code, text, class_id, method_id)?;
+    c.expect_connection_close().await?.expect(code, text, class_id, method_id)?;
     healthy.check().await
 }
 
@@ -199,15 +190,8 @@ async fn bad_end(ctx: Ctx) -> CaseResult {
 }
 
 async fn unknown_type(ctx: Ctx) -> CaseResult {
-    bad(
-        &ctx,
-        raw::frame(9, 1, b"\x00\x00"),
-        501,
-        "FRAME_ERROR - type 9, all octets = <<0,0>>: unknown_frame",
-        0,
-        0,
-    )
-    .await
+    bad(&ctx, raw::frame(9, 1, b"\x00\x00"), 501, "FRAME_ERROR - type 9, all octets = <<0,0>>: unknown_frame", 0, 0)
+        .await
 }
 
 async fn too_large(ctx: Ctx) -> CaseResult {
@@ -216,60 +200,25 @@ async fn too_large(ctx: Ctx) -> CaseResult {
     f.extend_from_slice(&200_000u32.to_be_bytes());
     f.extend_from_slice(&[0u8; 1000]);
     // 131064 = frame_max - 8 (the largest payload RabbitMQ accepts); the octets are not echoed.
-    bad(
-        &ctx,
-        f,
-        501,
-        "FRAME_ERROR - type 3, all octets = <<>>: {frame_too_large,200000,131064}",
-        0,
-        0,
-    )
-    .await
+    bad(&ctx, f, 501, "FRAME_ERROR - type 3, all octets = <<>>: {frame_too_large,200000,131064}", 0, 0).await
 }
 
 async fn unopened(ctx: Ctx) -> CaseResult {
-    bad(
-        &ctx,
-        qos(5),
-        504,
-        "CHANNEL_ERROR - expected 'channel.open'",
-        60,
-        10,
-    )
-    .await
+    bad(&ctx, qos(5), 504, "CHANNEL_ERROR - expected 'channel.open'", 60, 10).await
 }
 
 async fn after_close(ctx: Ctx) -> CaseResult {
     let healthy = Healthy::open(&ctx).await?;
     let mut c = RawConn::open_with_channel(ctx.broker()).await?;
-    c.send(&raw::method(
-        1,
-        20,
-        40,
-        &Enc::new().u16(200).shortstr("bye").u16(0).u16(0).done(),
-    ))
-    .await?;
+    c.send(&raw::method(1, 20, 40, &Enc::new().u16(200).shortstr("bye").u16(0).u16(0).done())).await?;
     c.expect_method(1, 20, 41).await?;
     c.send(&qos(1)).await?;
-    c.expect_connection_close().await?.expect(
-        504,
-        "CHANNEL_ERROR - expected 'channel.open'",
-        60,
-        10,
-    )?;
+    c.expect_connection_close().await?.expect(504, "CHANNEL_ERROR - expected 'channel.open'", 60, 10)?;
     healthy.check().await
 }
 
 async fn second_open(ctx: Ctx) -> CaseResult {
-    bad(
-        &ctx,
-        raw::channel_open(1),
-        504,
-        "CHANNEL_ERROR - second 'channel.open' seen",
-        20,
-        10,
-    )
-    .await
+    bad(&ctx, raw::channel_open(1), 504, "CHANNEL_ERROR - second 'channel.open' seen", 20, 10).await
 }
 
 async fn above_max(ctx: Ctx) -> CaseResult {
@@ -318,19 +267,19 @@ async fn header_without_method(ctx: Ctx) -> CaseResult {
 async fn method_instead_of_header(ctx: Ctx) -> CaseResult {
     let mut b = raw::basic_publish(1, "amq.fanout", "");
     b.extend(qos(1));
-    bad(&ctx, b, 505, "UNEXPECTED_FRAME - expected content header for class 60, got non content header frame instead", 60, 40).await
+    bad(
+        &ctx,
+        b,
+        505,
+        "UNEXPECTED_FRAME - expected content header for class 60, got non content header frame instead",
+        60,
+        40,
+    )
+    .await
 }
 
 async fn heartbeat_on_channel(ctx: Ctx) -> CaseResult {
-    bad(
-        &ctx,
-        raw::heartbeat(1),
-        505,
-        "UNEXPECTED_FRAME - type 8, all octets = <<>>",
-        0,
-        0,
-    )
-    .await
+    bad(&ctx, raw::heartbeat(1), 505, "UNEXPECTED_FRAME - type 8, all octets = <<>>", 0, 0).await
 }
 
 async fn unknown_method(ctx: Ctx) -> CaseResult {
@@ -346,27 +295,11 @@ async fn truncated(ctx: Ctx) -> CaseResult {
     let args = Enc::new().u16(0).u8(20).bytes(b"abc").done();
     // RabbitMQ never answers 502 SYNTAX_ERROR for undecodable arguments: it is a 501 that
     // echoes the argument octets.
-    bad(
-        &ctx,
-        raw::method(1, 50, 10, &args),
-        501,
-        "FRAME_ERROR - cannot decode <<0,0,20,97,98,99>>",
-        50,
-        10,
-    )
-    .await
+    bad(&ctx, raw::method(1, 50, 10, &args), 501, "FRAME_ERROR - cannot decode <<0,0,20,97,98,99>>", 50, 10).await
 }
 
 async fn channel_method_on_zero(ctx: Ctx) -> CaseResult {
-    bad(
-        &ctx,
-        qos(0),
-        504,
-        "CHANNEL_ERROR - unexpected method in connection state running",
-        60,
-        10,
-    )
-    .await
+    bad(&ctx, qos(0), 504, "CHANNEL_ERROR - unexpected method in connection state running", 60, 10).await
 }
 
 async fn body_too_long(ctx: Ctx) -> CaseResult {
@@ -380,9 +313,7 @@ async fn body_too_long(ctx: Ctx) -> CaseResult {
     match c.read_frame(Duration::from_millis(300)).await {
         Err(_) => {}
         Ok(other) => {
-            return Err(crate::CaseError::new(format!(
-                "expected silence after an over-long body, got {other:?}"
-            )));
+            return Err(crate::CaseError::new(format!("expected silence after an over-long body, got {other:?}")));
         }
     }
     // ...so the next method frame is the error.
@@ -400,28 +331,14 @@ async fn header_wrong_class(ctx: Ctx) -> CaseResult {
     let mut b = raw::basic_publish(1, "amq.fanout", "");
     let payload = Enc::new().u16(50).u16(0).u64(3).u16(0).done();
     b.extend(raw::frame(raw::FRAME_HEADER, 1, &payload));
-    bad(
-        &ctx,
-        b,
-        505,
-        "UNEXPECTED_FRAME - expected content header for class 60, got one for class 50 instead",
-        60,
-        40,
-    )
-    .await
+    bad(&ctx, b, 505, "UNEXPECTED_FRAME - expected content header for class 60, got one for class 50 instead", 60, 40)
+        .await
 }
 
 async fn trailing(ctx: Ctx) -> CaseResult {
     let args = Enc::new().u32(0).u16(10).u8(0).bytes(b"xyz").done();
-    bad(
-        &ctx,
-        raw::method(1, 60, 10, &args),
-        501,
-        "FRAME_ERROR - cannot decode <<0,0,0,0,0,10,0,120,121,122>>",
-        60,
-        10,
-    )
-    .await
+    bad(&ctx, raw::method(1, 60, 10, &args), 501, "FRAME_ERROR - cannot decode <<0,0,0,0,0,10,0,120,121,122>>", 60, 10)
+        .await
 }
 
 async fn zero_length_method(ctx: Ctx) -> CaseResult {
@@ -450,39 +367,15 @@ async fn tune_ok_again(ctx: Ctx) -> CaseResult {
 }
 
 async fn server_only_method(ctx: Ctx) -> CaseResult {
-    bad(
-        &ctx,
-        raw::method(1, 60, 11, &[]),
-        503,
-        "COMMAND_INVALID - unimplemented method",
-        60,
-        11,
-    )
-    .await
+    bad(&ctx, raw::method(1, 60, 11, &[]), 503, "COMMAND_INVALID - unimplemented method", 60, 11).await
 }
 
 async fn unsolicited_close_ok(ctx: Ctx) -> CaseResult {
-    bad(
-        &ctx,
-        raw::method(1, 20, 41, &[]),
-        503,
-        "COMMAND_INVALID - unimplemented method",
-        20,
-        41,
-    )
-    .await
+    bad(&ctx, raw::method(1, 20, 41, &[]), 503, "COMMAND_INVALID - unimplemented method", 20, 41).await
 }
 
 async fn flow_false(ctx: Ctx) -> CaseResult {
-    bad(
-        &ctx,
-        raw::method(1, 20, 20, &[0]),
-        540,
-        "NOT_IMPLEMENTED - active=false",
-        20,
-        20,
-    )
-    .await
+    bad(&ctx, raw::method(1, 20, 20, &[0]), 540, "NOT_IMPLEMENTED - active=false", 20, 20).await
 }
 
 async fn unknown_class(ctx: Ctx) -> CaseResult {
@@ -499,13 +392,7 @@ async fn number_above_max(ctx: Ctx) -> CaseResult {
         c.send(&raw::channel_open(ch)).await?;
         c.expect_method(ch, 20, 11).await?;
     }
-    c.send(&raw::method(
-        65535,
-        60,
-        10,
-        &Enc::new().u32(0).u16(1).u8(0).done(),
-    ))
-    .await?;
+    c.send(&raw::method(65535, 60, 10, &Enc::new().u32(0).u16(1).u8(0).done())).await?;
     c.expect_method(65535, 60, 11).await?;
     Ok(())
 }

@@ -7,9 +7,7 @@ use crate::{
 use amqprs::channel::{ExchangeDeclareArguments, ExchangeDeleteArguments};
 use lapin::{
     ExchangeKind,
-    options::{
-        ExchangeBindOptions, ExchangeDeclareOptions, ExchangeDeleteOptions, ExchangeUnbindOptions,
-    },
+    options::{ExchangeBindOptions, ExchangeDeclareOptions, ExchangeDeleteOptions, ExchangeUnbindOptions},
     types::{AMQPValue, FieldTable},
 };
 
@@ -45,21 +43,13 @@ pub(crate) fn cases() -> Vec<Case> {
             "redeclaring with other durability closes the channel with 406 inequivalent arg 'durable'",
             redeclare_durable
         ),
-        case!(
-            "exchange.declare.amq_prefix_403",
-            "declaring an exchange named amq.* is refused with 403",
-            amq_prefix
-        ),
+        case!("exchange.declare.amq_prefix_403", "declaring an exchange named amq.* is refused with 403", amq_prefix),
         case!(
             "exchange.delete.removes",
             "a deleted exchange is gone (passive declare then fails with 404)",
             delete_removes
         ),
-        case!(
-            "exchange.delete.missing_ok",
-            "deleting a missing exchange succeeds (delete-ok)",
-            delete_missing
-        ),
+        case!("exchange.delete.missing_ok", "deleting a missing exchange succeeds (delete-ok)", delete_missing),
         case!(
             "exchange.delete.if_unused_406",
             "delete if-unused of an exchange with a binding closes the channel with 406",
@@ -70,11 +60,7 @@ pub(crate) fn cases() -> Vec<Case> {
             "exchange.bind routes from the source exchange through the destination to its queues",
             e2e_chain
         ),
-        case!(
-            "exchange.unbind.stops_routing",
-            "exchange.unbind stops the source-to-destination flow",
-            e2e_unbind
-        ),
+        case!("exchange.unbind.stops_routing", "exchange.unbind stops the source-to-destination flow", e2e_unbind),
         case!(
             "exchange.bind.no_duplicate_delivery",
             "a queue reachable over two paths from one publish gets one copy",
@@ -132,21 +118,13 @@ async fn declare_all_types(ctx: Ctx) -> CaseResult {
         ch.exchange_declare(
             name.as_str().into(),
             kind.clone(),
-            ExchangeDeclareOptions {
-                passive: true,
-                ..Default::default()
-            },
+            ExchangeDeclareOptions { passive: true, ..Default::default() },
             FieldTable::default(),
         )
         .await?;
         // An identical active redeclare is a no-op, not an error.
-        ch.exchange_declare(
-            name.as_str().into(),
-            kind,
-            ExchangeDeclareOptions::default(),
-            FieldTable::default(),
-        )
-        .await?;
+        ch.exchange_declare(name.as_str().into(), kind, ExchangeDeclareOptions::default(), FieldTable::default())
+            .await?;
     }
     Ok(())
 }
@@ -158,11 +136,7 @@ async fn default_exchange(ctx: Ctx) -> CaseResult {
     declare_queue(&ch, &q).await?;
     publish(&ch, "", &q, b"hello").await?;
     publish(&ch, "", &format!("{q}-other"), b"elsewhere").await?;
-    check_eq!(
-        drain(&ch, &q).await?,
-        vec!["hello".to_owned()],
-        "bodies in queue"
-    );
+    check_eq!(drain(&ch, &q).await?, vec!["hello".to_owned()], "bodies in queue");
     Ok(())
 }
 
@@ -178,11 +152,7 @@ async fn builtin_exist(ctx: Ctx) -> CaseResult {
         ch.exchange_declare(
             name.into(),
             kind,
-            ExchangeDeclareOptions {
-                passive: true,
-                durable: true,
-                ..Default::default()
-            },
+            ExchangeDeclareOptions { passive: true, durable: true, ..Default::default() },
             FieldTable::default(),
         )
         .await
@@ -196,11 +166,7 @@ async fn passive_missing(ctx: Ctx) -> CaseResult {
     let (ch, mut ev) = ak::channel(&conn).await?;
     let x = ctx.name("missing");
     ak::expect_call_close(
-        ch.exchange_declare(
-            ExchangeDeclareArguments::new(&x, "direct")
-                .passive(true)
-                .finish(),
-        ),
+        ch.exchange_declare(ExchangeDeclareArguments::new(&x, "direct").passive(true).finish()),
         &mut ev,
         404,
         &format!("NOT_FOUND - no exchange '{x}' in vhost '/'"),
@@ -214,8 +180,7 @@ async fn redeclare_type(ctx: Ctx) -> CaseResult {
     let conn = ctx.amqprs().await?;
     let (ch, mut ev) = ak::channel(&conn).await?;
     let x = ctx.exchange("x");
-    ch.exchange_declare(ExchangeDeclareArguments::new(&x, "direct"))
-        .await?;
+    ch.exchange_declare(ExchangeDeclareArguments::new(&x, "direct")).await?;
     ak::expect_call_close(
         ch.exchange_declare(ExchangeDeclareArguments::new(&x, "fanout")),
         &mut ev,
@@ -231,8 +196,7 @@ async fn redeclare_durable(ctx: Ctx) -> CaseResult {
     let conn = ctx.amqprs().await?;
     let (ch, mut ev) = ak::channel(&conn).await?;
     let x = ctx.exchange("x");
-    ch.exchange_declare(ExchangeDeclareArguments::new(&x, "topic"))
-        .await?;
+    ch.exchange_declare(ExchangeDeclareArguments::new(&x, "topic")).await?;
     ak::expect_call_close(
         ch.exchange_declare(ExchangeDeclareArguments::new(&x, "topic").durable(true).finish()),
         &mut ev,
@@ -269,39 +233,25 @@ async fn delete_removes(ctx: Ctx) -> CaseResult {
         FieldTable::default(),
     )
     .await?;
-    ch.exchange_delete(x.as_str().into(), ExchangeDeleteOptions::default())
-        .await?;
+    ch.exchange_delete(x.as_str().into(), ExchangeDeleteOptions::default()).await?;
     let res = ch
         .exchange_declare(
             x.as_str().into(),
             ExchangeKind::Fanout,
-            ExchangeDeclareOptions {
-                passive: true,
-                ..Default::default()
-            },
+            ExchangeDeclareOptions { passive: true, ..Default::default() },
             FieldTable::default(),
         )
         .await;
-    lk::expect_error(
-        res,
-        404,
-        &format!("NOT_FOUND - no exchange '{x}' in vhost '/'"),
-    )
+    lk::expect_error(res, 404, &format!("NOT_FOUND - no exchange '{x}' in vhost '/'"))
 }
 
 async fn delete_missing(ctx: Ctx) -> CaseResult {
     let conn = ctx.amqprs().await?;
     let (ch, mut ev) = ak::channel(&conn).await?;
-    ch.exchange_delete(ExchangeDeleteArguments::new(&ctx.name("never")))
-        .await?;
+    ch.exchange_delete(ExchangeDeleteArguments::new(&ctx.name("never"))).await?;
     ev.quiet(lk::QUIET).await?;
     // The channel is still usable.
-    ch.exchange_declare(
-        ExchangeDeclareArguments::new("amq.direct", "direct")
-            .passive(true)
-            .finish(),
-    )
-    .await?;
+    ch.exchange_declare(ExchangeDeclareArguments::new("amq.direct", "direct").passive(true).finish()).await?;
     Ok(())
 }
 
@@ -310,12 +260,9 @@ async fn delete_if_unused(ctx: Ctx) -> CaseResult {
     let (ch, mut ev) = ak::channel(&conn).await?;
     let x = ctx.exchange("x");
     let q = ctx.queue("q");
-    ch.exchange_declare(ExchangeDeclareArguments::new(&x, "direct"))
-        .await?;
-    ch.queue_declare(amqprs::channel::QueueDeclareArguments::new(&q))
-        .await?;
-    ch.queue_bind(amqprs::channel::QueueBindArguments::new(&q, &x, "k"))
-        .await?;
+    ch.exchange_declare(ExchangeDeclareArguments::new(&x, "direct")).await?;
+    ch.queue_declare(amqprs::channel::QueueDeclareArguments::new(&q)).await?;
+    ch.queue_bind(amqprs::channel::QueueBindArguments::new(&q, &x, "k")).await?;
     let mut del = ExchangeDeleteArguments::new(&x);
     del.if_unused = true;
     ak::expect_call_close(
@@ -329,10 +276,7 @@ async fn delete_if_unused(ctx: Ctx) -> CaseResult {
     .await
 }
 
-async fn e2e_setup(
-    ctx: &Ctx,
-    ch: &lapin::Channel,
-) -> Result<(String, String, String), crate::CaseError> {
+async fn e2e_setup(ctx: &Ctx, ch: &lapin::Channel) -> Result<(String, String, String), crate::CaseError> {
     let src = ctx.exchange("src");
     let dst = ctx.exchange("dst");
     let q = ctx.queue("q");
@@ -368,11 +312,7 @@ async fn e2e_chain(ctx: Ctx) -> CaseResult {
     let (src, _dst, q) = e2e_setup(&ctx, &ch).await?;
     publish(&ch, &src, "k", b"via-binding").await?;
     publish(&ch, &src, "other", b"not-bound-key").await?;
-    check_eq!(
-        drain(&ch, &q).await?,
-        vec!["via-binding".to_owned()],
-        "bodies in queue behind the destination"
-    );
+    check_eq!(drain(&ch, &q).await?, vec!["via-binding".to_owned()], "bodies in queue behind the destination");
     Ok(())
 }
 
@@ -390,11 +330,7 @@ async fn e2e_unbind(ctx: Ctx) -> CaseResult {
     )
     .await?;
     publish(&ch, &src, "k", b"after").await?;
-    check_eq!(
-        drain(&ch, &q).await?,
-        vec!["before".to_owned()],
-        "bodies in queue"
-    );
+    check_eq!(drain(&ch, &q).await?, vec!["before".to_owned()], "bodies in queue");
     Ok(())
 }
 
@@ -405,18 +341,11 @@ async fn e2e_no_dup(ctx: Ctx) -> CaseResult {
     // Second path: the queue is also bound to the source directly.
     bind(&ch, &q, &src, "k", FieldTable::default()).await?;
     publish(&ch, &src, "k", b"once").await?;
-    check_eq!(
-        drain(&ch, &q).await?,
-        vec!["once".to_owned()],
-        "copies in queue"
-    );
+    check_eq!(drain(&ch, &q).await?, vec!["once".to_owned()], "copies in queue");
     Ok(())
 }
 
-async fn ae_setup(
-    ctx: &Ctx,
-    ch: &lapin::Channel,
-) -> Result<(String, String, String), crate::CaseError> {
+async fn ae_setup(ctx: &Ctx, ch: &lapin::Channel) -> Result<(String, String, String), crate::CaseError> {
     let ae = ctx.exchange("ae");
     let x = ctx.exchange("x");
     let aeq = ctx.queue("aeq");
@@ -429,17 +358,8 @@ async fn ae_setup(
     )
     .await?;
     let mut args = FieldTable::default();
-    args.insert(
-        "alternate-exchange".into(),
-        AMQPValue::LongString(ae.as_str().into()),
-    );
-    ch.exchange_declare(
-        x.as_str().into(),
-        ExchangeKind::Direct,
-        ExchangeDeclareOptions::default(),
-        args,
-    )
-    .await?;
+    args.insert("alternate-exchange".into(), AMQPValue::LongString(ae.as_str().into()));
+    ch.exchange_declare(x.as_str().into(), ExchangeKind::Direct, ExchangeDeclareOptions::default(), args).await?;
     queue_bound(ch, &aeq, &ae, "").await?;
     queue_bound(ch, &q, &x, "bound").await?;
     Ok((x, q, aeq))
@@ -450,11 +370,7 @@ async fn ae_unroutable(ctx: Ctx) -> CaseResult {
     confirm(&ch).await?;
     let (x, q, aeq) = ae_setup(&ctx, &ch).await?;
     publish(&ch, &x, "nobody", b"lost").await?;
-    check_eq!(
-        drain(&ch, &aeq).await?,
-        vec!["lost".to_owned()],
-        "alternate exchange queue"
-    );
+    check_eq!(drain(&ch, &aeq).await?, vec!["lost".to_owned()], "alternate exchange queue");
     check_eq!(drain(&ch, &q).await?, Vec::<String>::new(), "bound queue");
     Ok(())
 }
@@ -464,16 +380,8 @@ async fn ae_routable(ctx: Ctx) -> CaseResult {
     confirm(&ch).await?;
     let (x, q, aeq) = ae_setup(&ctx, &ch).await?;
     publish(&ch, &x, "bound", b"found").await?;
-    check_eq!(
-        drain(&ch, &q).await?,
-        vec!["found".to_owned()],
-        "bound queue"
-    );
-    check_eq!(
-        drain(&ch, &aeq).await?,
-        Vec::<String>::new(),
-        "alternate exchange queue"
-    );
+    check_eq!(drain(&ch, &q).await?, vec!["found".to_owned()], "bound queue");
+    check_eq!(drain(&ch, &aeq).await?, Vec::<String>::new(), "alternate exchange queue");
     Ok(())
 }
 
@@ -481,20 +389,8 @@ async fn internal_publish(ctx: Ctx) -> CaseResult {
     let conn = ctx.amqprs().await?;
     let (ch, mut ev) = ak::channel(&conn).await?;
     let x = ctx.exchange("internal");
-    ch.exchange_declare(
-        ExchangeDeclareArguments::new(&x, "fanout")
-            .internal(true)
-            .finish(),
-    )
-    .await?;
-    ak::publish(
-        &ch,
-        &x,
-        "",
-        amqprs::BasicProperties::default(),
-        b"no".to_vec(),
-    )
-    .await?;
+    ch.exchange_declare(ExchangeDeclareArguments::new(&x, "fanout").internal(true).finish()).await?;
+    ak::publish(&ch, &x, "", amqprs::BasicProperties::default(), b"no".to_vec()).await?;
     ev.expect_close().await?.expect(
         403,
         &format!("ACCESS_REFUSED - cannot publish to internal exchange '{x}' in vhost '/'"),
@@ -519,10 +415,7 @@ async fn internal_via_bind(ctx: Ctx) -> CaseResult {
     ch.exchange_declare(
         internal.as_str().into(),
         ExchangeKind::Fanout,
-        ExchangeDeclareOptions {
-            internal: true,
-            ..Default::default()
-        },
+        ExchangeDeclareOptions { internal: true, ..Default::default() },
         FieldTable::default(),
     )
     .await?;
@@ -536,11 +429,7 @@ async fn internal_via_bind(ctx: Ctx) -> CaseResult {
     )
     .await?;
     publish(&ch, &src, "", b"through").await?;
-    check_eq!(
-        drain(&ch, &q).await?,
-        vec!["through".to_owned()],
-        "queue behind the internal exchange"
-    );
+    check_eq!(drain(&ch, &q).await?, vec!["through".to_owned()], "queue behind the internal exchange");
     Ok(())
 }
 
@@ -548,20 +437,8 @@ async fn publish_missing(ctx: Ctx) -> CaseResult {
     let conn = ctx.amqprs().await?;
     let (ch, mut ev) = ak::channel(&conn).await?;
     let x = ctx.name("missing");
-    ak::publish(
-        &ch,
-        &x,
-        "k",
-        amqprs::BasicProperties::default(),
-        b"no".to_vec(),
-    )
-    .await?;
-    ev.expect_close().await?.expect(
-        404,
-        &format!("NOT_FOUND - no exchange '{x}' in vhost '/'"),
-        60,
-        40,
-    )
+    ak::publish(&ch, &x, "k", amqprs::BasicProperties::default(), b"no".to_vec()).await?;
+    ev.expect_close().await?.expect(404, &format!("NOT_FOUND - no exchange '{x}' in vhost '/'"), 60, 40)
 }
 
 async fn auto_delete_exchange(ctx: Ctx) -> CaseResult {
@@ -571,36 +448,20 @@ async fn auto_delete_exchange(ctx: Ctx) -> CaseResult {
     ch.exchange_declare(
         x.as_str().into(),
         ExchangeKind::Direct,
-        ExchangeDeclareOptions {
-            auto_delete: true,
-            ..Default::default()
-        },
+        ExchangeDeclareOptions { auto_delete: true, ..Default::default() },
         FieldTable::default(),
     )
     .await?;
     queue_bound(&ch, &q, &x, "k").await?;
-    ch.queue_unbind(
-        q.as_str().into(),
-        x.as_str().into(),
-        "k".into(),
-        FieldTable::default(),
-    )
-    .await?;
+    ch.queue_unbind(q.as_str().into(), x.as_str().into(), "k".into(), FieldTable::default()).await?;
     let probe = conn.create_channel().await?;
     let res = probe
         .exchange_declare(
             x.as_str().into(),
             ExchangeKind::Direct,
-            ExchangeDeclareOptions {
-                passive: true,
-                ..Default::default()
-            },
+            ExchangeDeclareOptions { passive: true, ..Default::default() },
             FieldTable::default(),
         )
         .await;
-    lk::expect_error(
-        res,
-        404,
-        &format!("NOT_FOUND - no exchange '{x}' in vhost '/'"),
-    )
+    lk::expect_error(res, 404, &format!("NOT_FOUND - no exchange '{x}' in vhost '/'"))
 }

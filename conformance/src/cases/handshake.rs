@@ -63,12 +63,7 @@ pub(crate) fn cases() -> Vec<Case> {
             ["raw"],
             bad_password_plain
         ),
-        case!(
-            "handshake.auth.unknown_mechanism",
-            "an unknown SASL mechanism is refused",
-            ["raw"],
-            unknown_mechanism
-        ),
+        case!("handshake.auth.unknown_mechanism", "an unknown SASL mechanism is refused", ["raw"], unknown_mechanism),
         case!(
             "handshake.vhost.unknown_530",
             "connection.open of an unknown vhost gets connection.close 530",
@@ -104,15 +99,7 @@ pub(crate) fn cases() -> Vec<Case> {
 
 async fn tune_defaults(ctx: Ctx) -> CaseResult {
     let c = RawConn::open(ctx.broker(), &Handshake::new(ctx.broker())).await?;
-    check_eq!(
-        c.tune,
-        Some(Tune {
-            channel_max: 2047,
-            frame_max: 131_072,
-            heartbeat: 60
-        }),
-        "connection.tune"
-    );
+    check_eq!(c.tune, Some(Tune { channel_max: 2047, frame_max: 131_072, heartbeat: 60 }), "connection.tune");
     Ok(())
 }
 
@@ -122,11 +109,7 @@ async fn bad_header(ctx: &Ctx, header: &[u8], reply: &[u8]) -> CaseResult {
     let mut c = RawConn::connect(ctx.broker()).await?;
     c.send(header).await?;
     let got = c.read_until_eof(Duration::from_secs(5)).await?;
-    check_eq!(
-        got,
-        reply.to_vec(),
-        "bytes sent back before the socket closed"
-    );
+    check_eq!(got, reply.to_vec(), "bytes sent back before the socket closed");
     healthy.check().await
 }
 
@@ -139,11 +122,7 @@ async fn header_old_09(ctx: Ctx) -> CaseResult {
     let mut c = RawConn::connect(ctx.broker()).await?;
     c.send(b"AMQP\x01\x01\x00\x09").await?;
     let start = c.expect_method(0, 10, 10).await?;
-    check_eq!(
-        start.args().get(..2),
-        Some(&[0u8, 9][..]),
-        "connection.start version-major, version-minor"
-    );
+    check_eq!(start.args().get(..2), Some(&[0u8, 9][..]), "connection.start version-major, version-minor");
     Ok(())
 }
 
@@ -156,12 +135,7 @@ async fn header_092(ctx: Ctx) -> CaseResult {
 }
 
 async fn header_http(ctx: Ctx) -> CaseResult {
-    bad_header(
-        &ctx,
-        b"GET / HTTP/1.1\r\nHost: x\r\n\r\n",
-        b"AMQP\x03\x01\x00\x00",
-    )
-    .await
+    bad_header(&ctx, b"GET / HTTP/1.1\r\nHost: x\r\n\r\n", b"AMQP\x03\x01\x00\x00").await
 }
 
 async fn header_10_plain(ctx: Ctx) -> CaseResult {
@@ -203,12 +177,7 @@ async fn unknown_mechanism(ctx: Ctx) -> CaseResult {
     let mut c = RawConn::connect(ctx.broker()).await?;
     c.send(PROTOCOL_HEADER).await?;
     c.expect_method(0, 10, 10).await?;
-    let args = raw::Enc::new()
-        .table(&[])
-        .shortstr("NOPE")
-        .longstr(b"\0guest\0guest")
-        .shortstr("en_US")
-        .done();
+    let args = raw::Enc::new().table(&[]).shortstr("NOPE").longstr(b"\0guest\0guest").shortstr("en_US").done();
     c.send(&raw::method(0, 10, 11, &args)).await?;
     silent_drop(&mut c).await?;
     healthy.check().await
@@ -231,12 +200,7 @@ async fn unknown_vhost(ctx: Ctx) -> CaseResult {
     let mut hs = Handshake::new(ctx.broker());
     hs.vhost = "no-such-vhost".to_owned();
     let mut c = until_open(&ctx, &hs).await?;
-    c.expect_connection_close().await?.expect(
-        530,
-        "NOT_ALLOWED - vhost no-such-vhost not found",
-        10,
-        40,
-    )?;
+    c.expect_connection_close().await?.expect(530, "NOT_ALLOWED - vhost no-such-vhost not found", 10, 40)?;
     healthy.check().await
 }
 
@@ -284,18 +248,7 @@ async fn lower_values(ctx: Ctx) -> CaseResult {
     for chunk in body.chunks(4096 - 8) {
         c.send(&raw::body(1, chunk)).await?;
     }
-    c.send(&raw::method(
-        1,
-        20,
-        40,
-        &raw::Enc::new()
-            .u16(200)
-            .shortstr("bye")
-            .u16(0)
-            .u16(0)
-            .done(),
-    ))
-    .await?;
+    c.send(&raw::method(1, 20, 40, &raw::Enc::new().u16(200).shortstr("bye").u16(0).u16(0).done())).await?;
     let f = c.expect_method(1, 20, 41).await?;
     check!(f.args().is_empty(), "channel.close-ok carries no arguments");
     Ok(())
@@ -308,9 +261,6 @@ async fn silent_drop(c: &mut RawConn) -> CaseResult {
     c.expect_silent_drop(Duration::from_secs(8)).await?;
     let secs = start.elapsed().as_secs_f64();
     // RabbitMQ 4.0.5 sleeps ?SILENT_CLOSE_DELAY (3 s) before closing, to slow down abusers.
-    check!(
-        (2.5..=4.5).contains(&secs),
-        "socket dropped after {secs:.2} s, expected about 3 s"
-    );
+    check!((2.5..=4.5).contains(&secs), "socket dropped after {secs:.2} s, expected about 3 s");
     Ok(())
 }

@@ -48,9 +48,7 @@ async fn silent(ctx: Ctx) -> CaseResult {
                     Some((10, 50)) => format!("connection.close {:?}", raw::parse_close(&f)?),
                     other => format!("frame type {} method {other:?}", f.kind),
                 };
-                return Err(CaseError::new(format!(
-                    "expected only heartbeats then a dropped socket, got {detail}"
-                )));
+                return Err(CaseError::new(format!("expected only heartbeats then a dropped socket, got {detail}")));
             }
         }
     }
@@ -69,9 +67,7 @@ async fn active(ctx: Ctx) -> CaseResult {
         c.send(&raw::heartbeat(0)).await?;
         // Drain whatever the broker sent meanwhile (its heartbeats).
         if let Ok(None) = c.read_frame(Duration::from_millis(400)).await {
-            return Err(CaseError::new(
-                "broker closed a connection that sent heartbeats",
-            ));
+            return Err(CaseError::new("broker closed a connection that sent heartbeats"));
         }
     }
     c.send(&raw::heartbeat(0)).await?;
@@ -83,10 +79,7 @@ async fn active(ctx: Ctx) -> CaseResult {
 async fn broker_sends(ctx: Ctx) -> CaseResult {
     let mut c = open_hb(&ctx).await?;
     c.send(&raw::heartbeat(0)).await?;
-    let f = c
-        .read_frame(Duration::from_secs(3))
-        .await?
-        .ok_or_else(|| CaseError::new("socket closed"))?;
+    let f = c.read_frame(Duration::from_secs(3)).await?.ok_or_else(|| CaseError::new("socket closed"))?;
     check!(
         f.kind == raw::FRAME_HEARTBEAT && f.channel == 0 && f.payload.is_empty(),
         "expected an empty heartbeat frame on channel 0, got {f:?}"

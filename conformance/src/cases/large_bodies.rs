@@ -22,11 +22,7 @@ pub(crate) fn cases() -> Vec<Case> {
             "a 1 MB random body published by amqprs arrives intact at lapin",
             body_1m
         ),
-        case!(
-            "large.body_empty",
-            "an empty body arrives as an empty body (both clients)",
-            body_empty
-        ),
+        case!("large.body_empty", "an empty body arrives as an empty body (both clients)", body_empty),
         case!(
             "large.frame_boundaries",
             "bodies of frame_max-9, -8, -7 and 2*(frame_max-8) bytes arrive intact and in order",
@@ -44,10 +40,7 @@ fn random(n: usize) -> Vec<u8> {
 fn same(got: &[u8], want: &[u8], what: &str) -> CaseResult {
     check_eq!(got.len(), want.len(), "{what}: body length");
     let first = got.iter().zip(want).position(|(a, b)| a != b);
-    check!(
-        first.is_none(),
-        "{what}: bodies differ first at byte {first:?}"
-    );
+    check!(first.is_none(), "{what}: bodies differ first at byte {first:?}");
     Ok(())
 }
 
@@ -60,13 +53,7 @@ async fn body_300k(ctx: Ctx) -> CaseResult {
     publish(&ch, "", &q, &body).await?;
     let conn = ctx.amqprs().await?;
     let (ach, _ev) = ak::channel(&conn).await?;
-    let (_t, mut rx) = ach
-        .basic_consume_rx(
-            BasicConsumeArguments::new(&q, "")
-                .manual_ack(false)
-                .finish(),
-        )
-        .await?;
+    let (_t, mut rx) = ach.basic_consume_rx(BasicConsumeArguments::new(&q, "").manual_ack(false).finish()).await?;
     let m = ak::recv(&mut rx, lk::ARRIVE).await?;
     same(&m.content.unwrap_or_default(), &body, "300 KB")
 }
@@ -93,21 +80,10 @@ async fn body_empty(ctx: Ctx) -> CaseResult {
     let conn = ctx.amqprs().await?;
     let (ach, _ev) = ak::channel(&conn).await?;
     ak::publish(&ach, "", &q, BasicProperties::default(), Vec::new()).await?;
-    let (_t, mut rx) = ach
-        .basic_consume_rx(
-            BasicConsumeArguments::new(&q, "")
-                .manual_ack(false)
-                .finish(),
-        )
-        .await?;
+    let (_t, mut rx) = ach.basic_consume_rx(BasicConsumeArguments::new(&q, "").manual_ack(false).finish()).await?;
     for i in 0..2 {
         let m = ak::recv(&mut rx, lk::ARRIVE).await?;
-        check_eq!(
-            m.content.unwrap_or_default().len(),
-            0,
-            "length of empty body {}",
-            i + 1
-        );
+        check_eq!(m.content.unwrap_or_default().len(), 0, "length of empty body {}", i + 1);
     }
     let mut consumer = lk::consume(&ch, &q).await?;
     lk::nothing(&mut consumer, lk::QUIET).await

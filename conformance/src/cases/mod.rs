@@ -3,6 +3,9 @@
 use crate::case::Case;
 
 mod acks;
+mod amqp10_attach;
+mod amqp10_connection;
+mod amqp10_publish;
 mod confirms;
 mod consume;
 mod errors_connection;
@@ -38,6 +41,9 @@ pub(crate) fn all() -> Vec<Case> {
         errors_connection::cases(),
         handshake::cases(),
         heartbeats::cases(),
+        amqp10_connection::cases(),
+        amqp10_attach::cases(),
+        amqp10_publish::cases(),
     ]
     .concat()
 }

@@ -14,8 +14,7 @@ use amqprs::{
     channel::{BasicConsumeArguments, QueueDeclareArguments},
 };
 use lapin::types::{
-    AMQPValue, ByteArray as LByteArray, DecimalValue as LDecimal, FieldArray as LFieldArray,
-    FieldTable as LFieldTable,
+    AMQPValue, ByteArray as LByteArray, DecimalValue as LDecimal, FieldArray as LFieldArray, FieldTable as LFieldTable,
 };
 
 pub(crate) fn cases() -> Vec<Case> {
@@ -59,27 +58,15 @@ pub(crate) fn cases() -> Vec<Case> {
 }
 
 /// Publishes `props`/`body` to a fresh queue over amqprs and returns what a consumer sees.
-async fn roundtrip(
-    ctx: &Ctx,
-    props: BasicProperties,
-    body: Vec<u8>,
-) -> Result<(BasicProperties, Vec<u8>), CaseError> {
+async fn roundtrip(ctx: &Ctx, props: BasicProperties, body: Vec<u8>) -> Result<(BasicProperties, Vec<u8>), CaseError> {
     let conn = ctx.amqprs().await?;
     let (ch, _ev) = ak::channel(&conn).await?;
     let q = ctx.queue("q");
     ch.queue_declare(QueueDeclareArguments::new(&q)).await?;
-    let (_tag, mut rx) = ch
-        .basic_consume_rx(
-            BasicConsumeArguments::new(&q, "")
-                .manual_ack(false)
-                .finish(),
-        )
-        .await?;
+    let (_tag, mut rx) = ch.basic_consume_rx(BasicConsumeArguments::new(&q, "").manual_ack(false).finish()).await?;
     ak::publish(&ch, "", &q, props, body).await?;
     let m = ak::recv(&mut rx, lk::ARRIVE).await?;
-    let p = m
-        .basic_properties
-        .ok_or_else(|| CaseError::new("delivery without content header"))?;
+    let p = m.basic_properties.ok_or_else(|| CaseError::new("delivery without content header"))?;
     Ok((p, m.content.unwrap_or_default()))
 }
 
@@ -103,55 +90,19 @@ async fn all_props(ctx: Ctx) -> CaseResult {
         .finish();
     let (p, body) = roundtrip(&ctx, props, b"{}".to_vec()).await?;
     check_eq!(body, b"{}".to_vec(), "body");
-    check_eq!(
-        p.content_type().map(String::as_str),
-        Some("application/json"),
-        "content_type"
-    );
-    check_eq!(
-        p.content_encoding().map(String::as_str),
-        Some("gzip"),
-        "content_encoding"
-    );
+    check_eq!(p.content_type().map(String::as_str), Some("application/json"), "content_type");
+    check_eq!(p.content_encoding().map(String::as_str), Some("gzip"), "content_encoding");
     check_eq!(p.headers(), Some(&headers), "headers");
     check_eq!(p.delivery_mode(), Some(2), "delivery_mode");
     check_eq!(p.priority(), Some(7), "priority");
-    check_eq!(
-        p.correlation_id().map(String::as_str),
-        Some("corr-1"),
-        "correlation_id"
-    );
-    check_eq!(
-        p.reply_to().map(String::as_str),
-        Some("reply.queue"),
-        "reply_to"
-    );
-    check_eq!(
-        p.expiration().map(String::as_str),
-        Some("60000"),
-        "expiration"
-    );
-    check_eq!(
-        p.message_id().map(String::as_str),
-        Some("msg-1"),
-        "message_id"
-    );
+    check_eq!(p.correlation_id().map(String::as_str), Some("corr-1"), "correlation_id");
+    check_eq!(p.reply_to().map(String::as_str), Some("reply.queue"), "reply_to");
+    check_eq!(p.expiration().map(String::as_str), Some("60000"), "expiration");
+    check_eq!(p.message_id().map(String::as_str), Some("msg-1"), "message_id");
     check_eq!(p.timestamp(), Some(1_700_000_000), "timestamp");
-    check_eq!(
-        p.message_type().map(String::as_str),
-        Some("order.created"),
-        "type"
-    );
-    check_eq!(
-        p.user_id().map(String::as_str),
-        Some(user.as_str()),
-        "user_id"
-    );
-    check_eq!(
-        p.app_id().map(String::as_str),
-        Some("conformance"),
-        "app_id"
-    );
+    check_eq!(p.message_type().map(String::as_str), Some("order.created"), "type");
+    check_eq!(p.user_id().map(String::as_str), Some(user.as_str()), "user_id");
+    check_eq!(p.app_id().map(String::as_str), Some("conformance"), "app_id");
     check_eq!(p.cluster_id(), None, "cluster_id");
     Ok(())
 }
@@ -182,8 +133,7 @@ fn all_types() -> Result<FieldTable, CaseError> {
         FieldValue::F(table(vec![("k", s("v"))])),
     ])
     .map_err(|e| CaseError::new(format!("build array: {e}")))?;
-    let bytes = ByteArray::try_from(vec![0u8, 1, 2, 255])
-        .map_err(|e| CaseError::new(format!("build bytes: {e}")))?;
+    let bytes = ByteArray::try_from(vec![0u8, 1, 2, 255]).map_err(|e| CaseError::new(format!("build bytes: {e}")))?;
     Ok(table(vec![
         ("bool", FieldValue::t(true)),
         ("i8", FieldValue::b(-8)),
@@ -207,9 +157,7 @@ fn all_types() -> Result<FieldTable, CaseError> {
 
 async fn headers_amqprs(ctx: Ctx) -> CaseResult {
     let sent = all_types()?;
-    let props = BasicProperties::default()
-        .with_headers(sent.clone())
-        .finish();
+    let props = BasicProperties::default().with_headers(sent.clone()).finish();
     let (p, _) = roundtrip(&ctx, props, b"h".to_vec()).await?;
     let got = p.headers().cloned().unwrap_or_default();
     for (k, v) in sent.as_ref() {
@@ -242,36 +190,18 @@ async fn headers_lapin(ctx: Ctx) -> CaseResult {
         ("i64", AMQPValue::LongLongInt(-9_000_000_000_000)),
         ("f32", AMQPValue::Float(1.5)),
         ("f64", AMQPValue::Double(-2.25e100)),
-        (
-            "decimal",
-            AMQPValue::DecimalValue(LDecimal {
-                scale: 2,
-                value: 12_345,
-            }),
-        ),
+        ("decimal", AMQPValue::DecimalValue(LDecimal { scale: 2, value: 12_345 })),
         ("longstr", AMQPValue::LongString("hello".into())),
         ("timestamp", AMQPValue::Timestamp(1_700_000_000)),
         ("table", AMQPValue::FieldTable(nested)),
         ("array", AMQPValue::FieldArray(arr)),
         ("void", AMQPValue::Void),
-        (
-            "bytes",
-            AMQPValue::ByteArray(LByteArray::from(vec![0u8, 1, 2, 255])),
-        ),
+        ("bytes", AMQPValue::ByteArray(LByteArray::from(vec![0u8, 1, 2, 255]))),
     ] {
         sent.insert(k.into(), v);
     }
-    publish_props(
-        &ch,
-        "",
-        &q,
-        b"h",
-        lapin::BasicProperties::default().with_headers(sent.clone()),
-    )
-    .await?;
-    let m = lk::get(&ch, &q)
-        .await?
-        .ok_or_else(|| CaseError::new("message missing"))?;
+    publish_props(&ch, "", &q, b"h", lapin::BasicProperties::default().with_headers(sent.clone())).await?;
+    let m = lk::get(&ch, &q).await?.ok_or_else(|| CaseError::new("message missing"))?;
     let got = m.delivery.properties.headers().clone().unwrap_or_default();
     for (k, v) in sent.inner() {
         check_eq!(got.inner().get(k), Some(v), "header {k}");
@@ -282,17 +212,8 @@ async fn headers_lapin(ctx: Ctx) -> CaseResult {
 
 async fn user_id_ok(ctx: Ctx) -> CaseResult {
     let user = ctx.broker().user.clone();
-    let (p, _) = roundtrip(
-        &ctx,
-        BasicProperties::default().with_user_id(&user).finish(),
-        b"u".to_vec(),
-    )
-    .await?;
-    check_eq!(
-        p.user_id().map(String::as_str),
-        Some(user.as_str()),
-        "user_id"
-    );
+    let (p, _) = roundtrip(&ctx, BasicProperties::default().with_user_id(&user).finish(), b"u".to_vec()).await?;
+    check_eq!(p.user_id().map(String::as_str), Some(user.as_str()), "user_id");
     Ok(())
 }
 
@@ -301,16 +222,7 @@ async fn user_id_mismatch(ctx: Ctx) -> CaseResult {
     let (ch, mut ev) = ak::channel(&conn).await?;
     let q = ctx.queue("q");
     ch.queue_declare(QueueDeclareArguments::new(&q)).await?;
-    ak::publish(
-        &ch,
-        "",
-        &q,
-        BasicProperties::default()
-            .with_user_id("someone-else")
-            .finish(),
-        b"u".to_vec(),
-    )
-    .await?;
+    ak::publish(&ch, "", &q, BasicProperties::default().with_user_id("someone-else").finish(), b"u".to_vec()).await?;
     let user = &ctx.broker().user;
     ev.expect_close().await?.expect(
         406,

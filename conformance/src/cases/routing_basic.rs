@@ -27,16 +27,8 @@ pub(crate) fn cases() -> Vec<Case> {
             "a queue bound with two keys gets one copy per matching publish",
             direct_two_keys
         ),
-        case!(
-            "routing.fanout.ignores_key",
-            "a fanout exchange delivers to every bound queue whatever the key",
-            fanout
-        ),
-        case!(
-            "routing.unbind.stops_routing",
-            "queue.unbind stops delivery for that key only",
-            unbind
-        ),
+        case!("routing.fanout.ignores_key", "a fanout exchange delivers to every bound queue whatever the key", fanout),
+        case!("routing.unbind.stops_routing", "queue.unbind stops delivery for that key only", unbind),
         case!(
             "routing.cc.routes_and_is_kept",
             "a CC header routes to its keys too and stays in the delivered headers",
@@ -50,19 +42,9 @@ pub(crate) fn cases() -> Vec<Case> {
     ]
 }
 
-async fn exchange(
-    ctx: &Ctx,
-    ch: &lapin::Channel,
-    kind: ExchangeKind,
-) -> Result<String, crate::CaseError> {
+async fn exchange(ctx: &Ctx, ch: &lapin::Channel, kind: ExchangeKind) -> Result<String, crate::CaseError> {
     let x = ctx.exchange("x");
-    ch.exchange_declare(
-        x.as_str().into(),
-        kind,
-        ExchangeDeclareOptions::default(),
-        FieldTable::default(),
-    )
-    .await?;
+    ch.exchange_declare(x.as_str().into(), kind, ExchangeDeclareOptions::default(), FieldTable::default()).await?;
     Ok(x)
 }
 
@@ -75,11 +57,7 @@ async fn direct_exact(ctx: Ctx) -> CaseResult {
     for k in ["key", "Key", "key.", "ke", "", "key "] {
         publish(&ch, &x, k, k.as_bytes()).await?;
     }
-    check_eq!(
-        drain(&ch, &q).await?,
-        vec!["key".to_owned()],
-        "bodies routed"
-    );
+    check_eq!(drain(&ch, &q).await?, vec!["key".to_owned()], "bodies routed");
     Ok(())
 }
 
@@ -110,11 +88,7 @@ async fn direct_two_keys(ctx: Ctx) -> CaseResult {
     publish(&ch, &x, "a", b"1").await?;
     publish(&ch, &x, "b", b"2").await?;
     publish(&ch, &x, "c", b"3").await?;
-    check_eq!(
-        drain(&ch, &q).await?,
-        vec!["1".to_owned(), "2".to_owned()],
-        "bodies routed"
-    );
+    check_eq!(drain(&ch, &q).await?, vec!["1".to_owned(), "2".to_owned()], "bodies routed");
     Ok(())
 }
 
@@ -127,16 +101,8 @@ async fn fanout(ctx: Ctx) -> CaseResult {
     queue_bound(&ch, &q2, &x, "").await?;
     publish(&ch, &x, "whatever", b"a").await?;
     publish(&ch, &x, "", b"b").await?;
-    check_eq!(
-        drain(&ch, &q1).await?,
-        vec!["a".to_owned(), "b".to_owned()],
-        "q1"
-    );
-    check_eq!(
-        drain(&ch, &q2).await?,
-        vec!["a".to_owned(), "b".to_owned()],
-        "q2"
-    );
+    check_eq!(drain(&ch, &q1).await?, vec!["a".to_owned(), "b".to_owned()], "q1");
+    check_eq!(drain(&ch, &q2).await?, vec!["a".to_owned(), "b".to_owned()], "q2");
     Ok(())
 }
 
@@ -148,20 +114,10 @@ async fn unbind(ctx: Ctx) -> CaseResult {
     queue_bound(&ch, &q, &x, "a").await?;
     lk::bind(&ch, &q, &x, "b", FieldTable::default()).await?;
     publish(&ch, &x, "a", b"a1").await?;
-    ch.queue_unbind(
-        q.as_str().into(),
-        x.as_str().into(),
-        "a".into(),
-        FieldTable::default(),
-    )
-    .await?;
+    ch.queue_unbind(q.as_str().into(), x.as_str().into(), "a".into(), FieldTable::default()).await?;
     publish(&ch, &x, "a", b"a2").await?;
     publish(&ch, &x, "b", b"b1").await?;
-    check_eq!(
-        drain(&ch, &q).await?,
-        vec!["a1".to_owned(), "b1".to_owned()],
-        "bodies routed"
-    );
+    check_eq!(drain(&ch, &q).await?, vec!["a1".to_owned(), "b1".to_owned()], "bodies routed");
     Ok(())
 }
 
@@ -181,26 +137,14 @@ async fn distribution(
     let (c, ch) = ctx.lapin_channel().await?;
     confirm(&ch).await?;
     let x = exchange(ctx, &ch, ExchangeKind::Direct).await?;
-    let qs = [
-        ctx.queue("main"),
-        ctx.queue("e1"),
-        ctx.queue("e2"),
-        ctx.queue("none"),
-    ];
+    let qs = [ctx.queue("main"), ctx.queue("e1"), ctx.queue("e2"), ctx.queue("none")];
     for (q, k) in qs.iter().zip(["main", "extra1", "extra2", "unrelated"]) {
         queue_bound(&ch, q, &x, k).await?;
     }
     let mut headers = FieldTable::default();
     headers.insert(header.into(), keys(&["extra1", "extra2"]));
     headers.insert("keep".into(), AMQPValue::LongString("me".into()));
-    publish_props(
-        &ch,
-        &x,
-        "main",
-        b"m",
-        BasicProperties::default().with_headers(headers),
-    )
-    .await?;
+    publish_props(&ch, &x, "main", b"m", BasicProperties::default().with_headers(headers)).await?;
     Ok((ch, c, qs))
 }
 
@@ -208,26 +152,13 @@ async fn cc(ctx: Ctx) -> CaseResult {
     let (ch, _c, qs) = distribution(&ctx, "CC").await?;
     let [main, e1, e2, none] = &qs;
     for q in [main, e1, e2] {
-        let m = lk::get(&ch, q)
-            .await?
-            .ok_or_else(|| crate::CaseError::new(format!("no copy in {q}")))?;
+        let m = lk::get(&ch, q).await?.ok_or_else(|| crate::CaseError::new(format!("no copy in {q}")))?;
         let h = m.delivery.properties.headers().clone().unwrap_or_default();
-        check!(
-            h.contains_key("CC"),
-            "CC header missing from the copy in {q}: {h:?}"
-        );
+        check!(h.contains_key("CC"), "CC header missing from the copy in {q}: {h:?}");
         check!(h.contains_key("keep"), "other header missing in {q}: {h:?}");
-        check_eq!(
-            m.delivery.routing_key.as_str(),
-            "main",
-            "routing key of the copy in {q}"
-        );
+        check_eq!(m.delivery.routing_key.as_str(), "main", "routing key of the copy in {q}");
     }
-    check_eq!(
-        drain(&ch, none).await?,
-        Vec::<String>::new(),
-        "unrelated queue"
-    );
+    check_eq!(drain(&ch, none).await?, Vec::<String>::new(), "unrelated queue");
     Ok(())
 }
 
@@ -235,20 +166,11 @@ async fn bcc(ctx: Ctx) -> CaseResult {
     let (ch, _c, qs) = distribution(&ctx, "BCC").await?;
     let [main, e1, e2, none] = &qs;
     for q in [main, e1, e2] {
-        let m = lk::get(&ch, q)
-            .await?
-            .ok_or_else(|| crate::CaseError::new(format!("no copy in {q}")))?;
+        let m = lk::get(&ch, q).await?.ok_or_else(|| crate::CaseError::new(format!("no copy in {q}")))?;
         let h = m.delivery.properties.headers().clone().unwrap_or_default();
-        check!(
-            !h.contains_key("BCC"),
-            "BCC header must be removed, copy in {q} has {h:?}"
-        );
+        check!(!h.contains_key("BCC"), "BCC header must be removed, copy in {q} has {h:?}");
         check!(h.contains_key("keep"), "other header missing in {q}: {h:?}");
     }
-    check_eq!(
-        drain(&ch, none).await?,
-        Vec::<String>::new(),
-        "unrelated queue"
-    );
+    check_eq!(drain(&ch, none).await?, Vec::<String>::new(), "unrelated queue");
     Ok(())
 }

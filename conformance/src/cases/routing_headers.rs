@@ -10,25 +10,13 @@ use crate::{
 };
 use amqprs::{
     BasicProperties, FieldTable, FieldValue,
-    channel::{
-        ConfirmSelectArguments, ExchangeDeclareArguments, QueueBindArguments, QueueDeclareArguments,
-    },
+    channel::{ConfirmSelectArguments, ExchangeDeclareArguments, QueueBindArguments, QueueDeclareArguments},
 };
 
 pub(crate) fn cases() -> Vec<Case> {
     vec![
-        case!(
-            "routing.headers.all",
-            "x-match=all needs every binding header present and equal",
-            ["amqprs"],
-            all
-        ),
-        case!(
-            "routing.headers.any",
-            "x-match=any needs one binding header present and equal",
-            ["amqprs"],
-            any
-        ),
+        case!("routing.headers.all", "x-match=all needs every binding header present and equal", ["amqprs"], all),
+        case!("routing.headers.any", "x-match=any needs one binding header present and equal", ["amqprs"], any),
         case!(
             "routing.headers.all_ignores_x_args",
             "x-match=all ignores x- binding arguments",
@@ -59,12 +47,7 @@ pub(crate) fn cases() -> Vec<Case> {
             ["amqprs"],
             int_types
         ),
-        case!(
-            "routing.headers.bool_values",
-            "boolean binding values match only the same boolean",
-            ["amqprs"],
-            bools
-        ),
+        case!("routing.headers.bool_values", "boolean binding values match only the same boolean", ["amqprs"], bools),
         case!(
             "routing.headers.void_means_presence",
             "a void binding value matches any value of that header",
@@ -77,34 +60,22 @@ pub(crate) fn cases() -> Vec<Case> {
             ["amqprs"],
             no_args
         ),
-        case!(
-            "routing.headers.default_is_all",
-            "without x-match the binding behaves as all",
-            ["amqprs"],
-            default_all
-        ),
+        case!("routing.headers.default_is_all", "without x-match the binding behaves as all", ["amqprs"], default_all),
     ]
 }
 
 /// Binds one queue with `binding`, publishes `(body, headers)` pairs, checks what arrived.
-async fn run(
-    ctx: &Ctx,
-    binding: FieldTable,
-    msgs: Vec<(&str, Option<FieldTable>)>,
-    expected: &[&str],
-) -> CaseResult {
+async fn run(ctx: &Ctx, binding: FieldTable, msgs: Vec<(&str, Option<FieldTable>)>, expected: &[&str]) -> CaseResult {
     let conn = ctx.amqprs().await?;
     let (ch, mut ev) = ak::channel(&conn).await?;
     let x = ctx.exchange("h");
     let q = ctx.queue("q");
-    ch.exchange_declare(ExchangeDeclareArguments::new(&x, "headers"))
-        .await?;
+    ch.exchange_declare(ExchangeDeclareArguments::new(&x, "headers")).await?;
     ch.queue_declare(QueueDeclareArguments::new(&q)).await?;
     let mut bind = QueueBindArguments::new(&q, &x, "");
     bind.arguments = binding;
     ch.queue_bind(bind).await?;
-    ch.confirm_select(ConfirmSelectArguments::new(false))
-        .await?;
+    ch.confirm_select(ConfirmSelectArguments::new(false)).await?;
     let n = msgs.len() as u64;
     for (body, headers) in msgs {
         let mut props = BasicProperties::default();
@@ -128,10 +99,7 @@ async fn all(ctx: Ctx) -> CaseResult {
     let msgs = vec![
         ("both", Some(table(vec![("a", s("1")), ("b", int(2))]))),
         ("only-a", Some(table(vec![("a", s("1"))]))),
-        (
-            "both-plus",
-            Some(table(vec![("a", s("1")), ("b", int(2)), ("c", int(3))])),
-        ),
+        ("both-plus", Some(table(vec![("a", s("1")), ("b", int(2)), ("c", int(3))]))),
         ("b-wrong", Some(table(vec![("a", s("1")), ("b", int(3))]))),
         ("none", None),
     ];
@@ -151,61 +119,33 @@ async fn any(ctx: Ctx) -> CaseResult {
 }
 
 async fn all_ignores_x(ctx: Ctx) -> CaseResult {
-    let b = table(vec![
-        ("x-match", s("all")),
-        ("x-foo", s("bar")),
-        ("a", s("1")),
-    ]);
+    let b = table(vec![("x-match", s("all")), ("x-foo", s("bar")), ("a", s("1"))]);
     let msgs = vec![
         ("a-only", Some(table(vec![("a", s("1"))]))),
-        (
-            "x-wrong",
-            Some(table(vec![("a", s("1")), ("x-foo", s("baz"))])),
-        ),
+        ("x-wrong", Some(table(vec![("a", s("1")), ("x-foo", s("baz"))]))),
         ("x-only", Some(table(vec![("x-foo", s("bar"))]))),
     ];
     run(&ctx, b, msgs, &["a-only", "x-wrong"]).await
 }
 
 async fn any_ignores_x(ctx: Ctx) -> CaseResult {
-    let b = table(vec![
-        ("x-match", s("any")),
-        ("x-foo", s("bar")),
-        ("a", s("1")),
-    ]);
-    let msgs = vec![
-        ("x-only", Some(table(vec![("x-foo", s("bar"))]))),
-        ("a", Some(table(vec![("a", s("1"))]))),
-    ];
+    let b = table(vec![("x-match", s("any")), ("x-foo", s("bar")), ("a", s("1"))]);
+    let msgs = vec![("x-only", Some(table(vec![("x-foo", s("bar"))]))), ("a", Some(table(vec![("a", s("1"))])))];
     run(&ctx, b, msgs, &["a"]).await
 }
 
 async fn all_with_x(ctx: Ctx) -> CaseResult {
-    let b = table(vec![
-        ("x-match", s("all-with-x")),
-        ("x-foo", s("bar")),
-        ("a", s("1")),
-    ]);
+    let b = table(vec![("x-match", s("all-with-x")), ("x-foo", s("bar")), ("a", s("1"))]);
     let msgs = vec![
         ("a-only", Some(table(vec![("a", s("1"))]))),
-        (
-            "both",
-            Some(table(vec![("a", s("1")), ("x-foo", s("bar"))])),
-        ),
-        (
-            "x-wrong",
-            Some(table(vec![("a", s("1")), ("x-foo", s("baz"))])),
-        ),
+        ("both", Some(table(vec![("a", s("1")), ("x-foo", s("bar"))]))),
+        ("x-wrong", Some(table(vec![("a", s("1")), ("x-foo", s("baz"))]))),
     ];
     run(&ctx, b, msgs, &["both"]).await
 }
 
 async fn any_with_x(ctx: Ctx) -> CaseResult {
-    let b = table(vec![
-        ("x-match", s("any-with-x")),
-        ("x-foo", s("bar")),
-        ("a", s("1")),
-    ]);
+    let b = table(vec![("x-match", s("any-with-x")), ("x-foo", s("bar")), ("a", s("1"))]);
     let msgs = vec![
         ("x-only", Some(table(vec![("x-foo", s("bar"))]))),
         ("x-wrong", Some(table(vec![("x-foo", s("baz"))]))),
@@ -250,18 +190,12 @@ async fn void_presence(ctx: Ctx) -> CaseResult {
 }
 
 async fn no_args(ctx: Ctx) -> CaseResult {
-    let msgs = vec![
-        ("with", Some(table(vec![("a", s("1"))]))),
-        ("without", None),
-    ];
+    let msgs = vec![("with", Some(table(vec![("a", s("1"))]))), ("without", None)];
     run(&ctx, FieldTable::new(), msgs, &["with", "without"]).await
 }
 
 async fn default_all(ctx: Ctx) -> CaseResult {
     let b = table(vec![("a", s("1")), ("b", s("2"))]);
-    let msgs = vec![
-        ("a", Some(table(vec![("a", s("1"))]))),
-        ("ab", Some(table(vec![("a", s("1")), ("b", s("2"))]))),
-    ];
+    let msgs = vec![("a", Some(table(vec![("a", s("1"))]))), ("ab", Some(table(vec![("a", s("1")), ("b", s("2"))])))];
     run(&ctx, b, msgs, &["ab"]).await
 }

@@ -8,11 +8,7 @@ use lapin::{ExchangeKind, options::ExchangeDeclareOptions, types::FieldTable};
 
 pub(crate) fn cases() -> Vec<Case> {
     vec![
-        case!(
-            "routing.topic.star_matches_one_word",
-            "`a.*.c` matches exactly one word in the middle",
-            star_one_word
-        ),
+        case!("routing.topic.star_matches_one_word", "`a.*.c` matches exactly one word in the middle", star_one_word),
         case!(
             "routing.topic.star_not_zero_words",
             "`a.*` does not match `a`, `*` alone does not match two words",
@@ -28,31 +24,11 @@ pub(crate) fn cases() -> Vec<Case> {
             "`a.#` matches `a` itself (zero words) and any longer key",
             hash_zero_words
         ),
-        case!(
-            "routing.topic.hash_prefix",
-            "`#.a` matches `a`, `x.a`, `x.y.a` and not `a.x`",
-            hash_prefix
-        ),
-        case!(
-            "routing.topic.hash_middle",
-            "`a.#.b` matches `a.b`, `a.x.b`, `a.x.y.b`",
-            hash_middle
-        ),
-        case!(
-            "routing.topic.empty_words",
-            "empty words (`a..b`) are words: `a.*.b` matches `a..b`",
-            empty_words
-        ),
-        case!(
-            "routing.topic.empty_key",
-            "the empty key has zero words: matched by `` and `#`, not by `*`",
-            empty_key
-        ),
-        case!(
-            "routing.topic.literal_exact",
-            "a pattern without wildcards matches only the identical key",
-            literal
-        ),
+        case!("routing.topic.hash_prefix", "`#.a` matches `a`, `x.a`, `x.y.a` and not `a.x`", hash_prefix),
+        case!("routing.topic.hash_middle", "`a.#.b` matches `a.b`, `a.x.b`, `a.x.y.b`", hash_middle),
+        case!("routing.topic.empty_words", "empty words (`a..b`) are words: `a.*.b` matches `a..b`", empty_words),
+        case!("routing.topic.empty_key", "the empty key has zero words: matched by `` and `#`, not by `*`", empty_key),
+        case!("routing.topic.literal_exact", "a pattern without wildcards matches only the identical key", literal),
         case!(
             "routing.topic.overlapping_bindings_one_copy",
             "a queue whose two patterns both match gets one copy",
@@ -95,13 +71,7 @@ async fn topic(ctx: &Ctx, patterns: &[&str], keys: &[&str], expected: &[&str]) -
 }
 
 async fn star_one_word(ctx: Ctx) -> CaseResult {
-    topic(
-        &ctx,
-        &["a.*.c"],
-        &["a.b.c", "a.c", "a.b.b.c", "a.xyz.c", "b.b.c", "a.b.c.d"],
-        &["a.b.c", "a.xyz.c"],
-    )
-    .await
+    topic(&ctx, &["a.*.c"], &["a.b.c", "a.c", "a.b.b.c", "a.xyz.c", "b.b.c", "a.b.c.d"], &["a.b.c", "a.xyz.c"]).await
 }
 
 async fn star_not_zero(ctx: Ctx) -> CaseResult {
@@ -110,53 +80,23 @@ async fn star_not_zero(ctx: Ctx) -> CaseResult {
 }
 
 async fn hash_alone(ctx: Ctx) -> CaseResult {
-    topic(
-        &ctx,
-        &["#"],
-        &["a", "a.b.c", "", "..", "#"],
-        &["a", "a.b.c", "", "..", "#"],
-    )
-    .await
+    topic(&ctx, &["#"], &["a", "a.b.c", "", "..", "#"], &["a", "a.b.c", "", "..", "#"]).await
 }
 
 async fn hash_zero_words(ctx: Ctx) -> CaseResult {
-    topic(
-        &ctx,
-        &["a.#"],
-        &["a", "a.b", "a.b.c", "b", "ab", "b.a"],
-        &["a", "a.b", "a.b.c"],
-    )
-    .await
+    topic(&ctx, &["a.#"], &["a", "a.b", "a.b.c", "b", "ab", "b.a"], &["a", "a.b", "a.b.c"]).await
 }
 
 async fn hash_prefix(ctx: Ctx) -> CaseResult {
-    topic(
-        &ctx,
-        &["#.a"],
-        &["a", "x.a", "x.y.a", "a.x", "xa"],
-        &["a", "x.a", "x.y.a"],
-    )
-    .await
+    topic(&ctx, &["#.a"], &["a", "x.a", "x.y.a", "a.x", "xa"], &["a", "x.a", "x.y.a"]).await
 }
 
 async fn hash_middle(ctx: Ctx) -> CaseResult {
-    topic(
-        &ctx,
-        &["a.#.b"],
-        &["a.b", "a.x.b", "a.x.y.b", "a.x", "x.a.b", "a.b.x"],
-        &["a.b", "a.x.b", "a.x.y.b"],
-    )
-    .await
+    topic(&ctx, &["a.#.b"], &["a.b", "a.x.b", "a.x.y.b", "a.x", "x.a.b", "a.b.x"], &["a.b", "a.x.b", "a.x.y.b"]).await
 }
 
 async fn empty_words(ctx: Ctx) -> CaseResult {
-    topic(
-        &ctx,
-        &["a.*.b"],
-        &["a..b", "a.b", "a.x.b", "a...b"],
-        &["a..b", "a.x.b"],
-    )
-    .await
+    topic(&ctx, &["a.*.b"], &["a..b", "a.b", "a.x.b", "a...b"], &["a..b", "a.x.b"]).await
 }
 
 async fn empty_key(ctx: Ctx) -> CaseResult {
@@ -171,12 +111,7 @@ async fn literal(ctx: Ctx) -> CaseResult {
     topic(
         &ctx,
         &["stock.usd.nyse"],
-        &[
-            "stock.usd.nyse",
-            "stock.usd",
-            "stock.usd.nyse.x",
-            "Stock.usd.nyse",
-        ],
+        &["stock.usd.nyse", "stock.usd", "stock.usd.nyse.x", "Stock.usd.nyse"],
         &["stock.usd.nyse"],
     )
     .await

@@ -34,7 +34,7 @@ pub struct ConnectionConfig {
     pub frame_max: u32,
     /// Offered heartbeat in seconds (RabbitMQ: 60).
     pub heartbeat: u16,
-    /// Largest message body accepted (RabbitMQ: 128 MiB).
+    /// Largest message body accepted (RabbitMQ 4: 16 MiB).
     pub max_message_size: u64,
     /// `product` server property.
     pub product: String,
@@ -48,7 +48,7 @@ impl Default for ConnectionConfig {
             channel_max: 2047,
             frame_max: 131_072,
             heartbeat: 60,
-            max_message_size: 134_217_728,
+            max_message_size: 16_777_216,
             product: "Charon".to_owned(),
             version: env!("CARGO_PKG_VERSION").to_owned(),
         }
@@ -182,6 +182,12 @@ impl Connection {
     #[must_use]
     pub fn capabilities(&self) -> ClientCapabilities {
         self.capabilities
+    }
+
+    /// Largest message body accepted; a larger publish closes its channel with 406.
+    #[must_use]
+    pub fn max_message_size(&self) -> u64 {
+        self.config.max_message_size
     }
 
     /// The negotiated maximum frame size.

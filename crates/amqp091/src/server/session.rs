@@ -125,7 +125,7 @@ impl Session {
             Event::PublishTooLarge { channel, size } => {
                 let error = MethodError::new(
                     ReplyCode::PreconditionFailed,
-                    format!("message size {size} is larger than max size 134217728"),
+                    format!("message size {size} is larger than configured max size {}", conn.max_message_size()),
                 );
                 self.fail(channel, error, (60, 40), conn).await;
             }

@@ -44,15 +44,23 @@ pub struct Config {
     pub channel_max: u16,
     /// Our receive timeout; we advertise half of it as idle-time-out (RabbitMQ: 60 s).
     pub idle_timeout: Duration,
-    /// Largest message accepted (RabbitMQ: 128 MiB).
+    /// Largest message accepted (RabbitMQ 4: 16 MiB).
     pub max_message_size: usize,
     /// `product` in the open frame's properties. RabbitMQ's AMQP 1.0 clients refuse brokers
     /// that do not say `RabbitMQ` here, so a compatible broker has to.
     pub product: String,
     /// `version` in the open frame's properties (the official clients want 4.x or later).
     pub version: String,
-    /// Container id we announce.
+    /// Container id we announce; like RabbitMQ's cluster name it is `<name>@<host>`, and it is
+    /// also sent as the `node` and `cluster_name` open properties.
     pub container_id: String,
+}
+
+/// `charon@<hostname>`, the way RabbitMQ names its node `rabbit@<hostname>`.
+fn node_name() -> String {
+    let host = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap_or_default();
+    let host = host.trim();
+    format!("charon@{}", if host.is_empty() { "localhost" } else { host })
 }
 
 impl Default for Config {
@@ -61,10 +69,10 @@ impl Default for Config {
             max_frame_size: 131_072,
             channel_max: 63,
             idle_timeout: Duration::from_secs(60),
-            max_message_size: 134_217_728,
+            max_message_size: 16_777_216,
             product: "RabbitMQ".to_owned(),
             version: "4.0.5".to_owned(),
-            container_id: "charon".to_owned(),
+            container_id: node_name(),
         }
     }
 }
@@ -105,6 +113,10 @@ pub struct Connection {
     deadline: Option<Instant>,
     username: String,
     input_dead: bool,
+    /// ANONYMOUS is offered.
+    anonymous: bool,
+    /// A login was refused: the `auth` outcome goes out when the silent-close delay ends.
+    refused_login: bool,
 }
 
 impl Connection {
@@ -127,9 +139,11 @@ impl Connection {
             deadline: Some(now + HANDSHAKE_TIMEOUT),
             username: String::new(),
             input_dead: false,
+            anonymous,
+            refused_login: false,
         };
         conn.out.extend_from_slice(SASL_HEADER);
-        let mut mechanisms = vec![Symbol::from("PLAIN")];
+        let mut mechanisms = vec![Symbol::from("PLAIN"), Symbol::from("AMQPLAIN")];
         if anonymous {
             mechanisms.push(Symbol::from("ANONYMOUS"));
         }
@@ -236,6 +250,9 @@ impl Connection {
     pub fn handle_timeout(&mut self, now: Instant) {
         if self.deadline.is_some_and(|d| now >= d) {
             self.deadline = None;
+            if std::mem::take(&mut self.refused_login) {
+                self.send_frame(FRAME_TYPE_SASL, 0, &SaslOutcome { code: SaslCode::Auth, additional_data: None }, &[]);
+            }
             self.finish();
             return;
         }
@@ -343,10 +360,24 @@ impl Connection {
         };
         let response = init.initial_response.map(|b| b.into_vec()).unwrap_or_default();
         let user = match init.mechanism.as_str() {
-            "PLAIN" => plain_credentials(&response).filter(|(u, p)| host.authenticate(u, p)).map(|(u, _)| u),
-            "ANONYMOUS" => host.anonymous_user(),
-            _ => None,
+            "PLAIN" => plain_credentials(&response),
+            "AMQPLAIN" => amqplain_credentials(&response),
+            "ANONYMOUS" if self.anonymous => {
+                self.sasl_done(host.anonymous_user(), now);
+                return Ok(());
+            }
+            _ => {
+                // RabbitMQ sends no outcome for a mechanism it does not offer.
+                self.close_silently(now);
+                return Ok(());
+            }
         };
+        let user = user.filter(|(u, p)| host.authenticate(u, p)).map(|(u, _)| u);
+        self.sasl_done(user, now);
+        Ok(())
+    }
+
+    fn sasl_done(&mut self, user: Option<String>, now: Instant) {
         match user {
             Some(username) => {
                 self.username = username;
@@ -354,13 +385,12 @@ impl Connection {
                 self.state = State::AwaitHeader;
             }
             None => {
-                // RabbitMQ answers a refused login with sasl-outcome `auth` and drops the
-                // connection after its silent-close delay.
-                self.send_frame(FRAME_TYPE_SASL, 0, &SaslOutcome { code: SaslCode::Auth, additional_data: None }, &[]);
+                // RabbitMQ answers a refused login with sasl-outcome `auth`, but only after its
+                // silent-close delay, then drops the connection.
+                self.refused_login = true;
                 self.close_silently(now);
             }
         }
-        Ok(())
     }
 
     fn handle_performative(
@@ -428,32 +458,43 @@ impl Connection {
             Some(hostname) if hostname.starts_with("vhost:") => hostname.trim_start_matches("vhost:").to_owned(),
             _ => "/".to_owned(),
         };
-        if let Err(description) = host.open_vhost(&self.username, &vhost) {
-            return Err(Failure::Connection(error("amqp:unauthorized-access", description)));
+        // RabbitMQ 4.0.5 answers a refused open with no frame at all: the socket is dropped
+        // after its silent-close delay. The reason only goes to the log.
+        let refusal = match host.open_vhost(&self.username, &vhost) {
+            Err(description) => Some(description),
+            Ok(()) if open.max_frame_size.0 < MIN_MAX_FRAME_SIZE => Some(format!(
+                "max_frame_size ({}) < minimum maximum frame size ({MIN_MAX_FRAME_SIZE})",
+                open.max_frame_size.0
+            )),
+            Ok(()) => match open.idle_time_out {
+                Some(interval) if interval > 0 && interval < 1000 => {
+                    Some(format!("idle-time-out ({interval} ms) < minimum idle-time-out (1000 ms)"))
+                }
+                _ => None,
+            },
+        };
+        if let Some(reason) = refusal {
+            tracing::warn!(user = self.username, vhost, reason, "AMQP 1.0 open refused");
+            self.close_silently(now);
+            return Ok(());
         }
         let client_max = open.max_frame_size.0;
-        if client_max < MIN_MAX_FRAME_SIZE {
-            let text = format!("max_frame_size ({client_max}) < minimum maximum frame size ({MIN_MAX_FRAME_SIZE})");
-            return Err(Failure::Connection(error("amqp:frame-size-too-small", text)));
-        }
-        if let Some(interval) = open.idle_time_out {
-            if interval > 0 && interval < 1000 {
-                let text = format!("idle-time-out ({interval} ms) < minimum idle-time-out (1000 ms)");
-                return Err(Failure::Connection(error("amqp:not-allowed", text)));
-            }
-            if interval > 0 {
-                self.send_interval = Some(Duration::from_millis(u64::from(interval)) / 2);
-            }
+        if let Some(interval) = open.idle_time_out.filter(|i| *i > 0) {
+            self.send_interval = Some(Duration::from_millis(u64::from(interval)) / 2);
         }
         self.remote_max_frame_size = usize::try_from(client_max).unwrap_or(usize::MAX);
         self.incoming_max_frame_size = self.config.max_frame_size;
         self.channel_max = open.channel_max.0.min(self.config.channel_max);
         let mut properties = OrderedMap::new();
+        // RabbitMQ's keys and order: node first, then the 0.9.1 server properties.
         for (key, value) in [
+            ("node", self.config.container_id.clone()),
+            ("cluster_name", self.config.container_id.clone()),
+            ("copyright", "Copyright (c) 2026 the Charon authors".to_owned()),
+            ("information", "Charon: AMQP 0.9.1 and 1.0 broker, RabbitMQ-compatible".to_owned()),
+            ("platform", "Charon (Rust)".to_owned()),
             ("product", self.config.product.clone()),
             ("version", self.config.version.clone()),
-            ("platform", "Charon (Rust)".to_owned()),
-            ("information", "Charon: AMQP 0.9.1 and 1.0 broker, RabbitMQ-compatible".to_owned()),
         ] {
             properties.insert(Symbol::from(key), Amqp::String(value));
         }
@@ -479,6 +520,27 @@ impl Connection {
         self.events.push_back(Event::Opened { username: self.username.clone(), vhost });
         Ok(())
     }
+}
+
+/// AMQPLAIN: a 0.9.1 field table without its length prefix, holding `LOGIN` and `PASSWORD` as
+/// long strings. Other entries and types make the response invalid.
+fn amqplain_credentials(mut response: &[u8]) -> Option<(String, String)> {
+    let (mut login, mut password) = (None, None);
+    while let Some((&key_len, rest)) = response.split_first() {
+        let (key, rest) = rest.split_at_checked(usize::from(key_len))?;
+        let (&kind, rest) = rest.split_first()?;
+        let (len, rest) = rest.split_at_checked(4)?;
+        let len = usize::try_from(u32::from_be_bytes(len.try_into().ok()?)).ok()?;
+        let (value, rest) = rest.split_at_checked(len)?;
+        let value = (kind == b'S').then(|| String::from_utf8(value.to_vec()).ok()).flatten()?;
+        match key {
+            b"LOGIN" => login = Some(value),
+            b"PASSWORD" => password = Some(value),
+            _ => return None,
+        }
+        response = rest;
+    }
+    Some((login?, password?))
 }
 
 /// `\0user\0password` (an authorization id before the first NUL is ignored).

@@ -185,37 +185,96 @@ fn sasl_then_header_then_open() {
     assert!(matches!(h.events().as_slice(), [Event::Opened { vhost, .. }] if vhost == "/"));
 }
 
-#[test]
-fn refused_login_sends_auth_outcome_then_drops_after_three_seconds() {
-    let mut h = Harness::new();
-    h.output();
+fn sasl_init(mechanism: &str, response: &[u8]) -> Vec<u8> {
     let init = SaslInit {
-        mechanism: "PLAIN".into(),
-        initial_response: Some(Binary::from(b"\0guest\0bad".to_vec())),
+        mechanism: mechanism.into(),
+        initial_response: Some(Binary::from(response.to_vec())),
         hostname: None,
     };
-    h.send(&frame(FRAME_TYPE_SASL, 0, &init, &[]));
+    frame(FRAME_TYPE_SASL, 0, &init, &[])
+}
+
+fn sasl_outcome(h: &mut Harness) -> Option<SaslCode> {
     let mut out = h.output();
-    let outcome = parse_frame(&mut out, u32::MAX).unwrap().unwrap();
-    assert_eq!(crate::codec::decode_exact::<SaslOutcome>(&outcome.body).unwrap().code, SaslCode::Auth);
-    h.conn.handle_timeout(h.now + Duration::from_millis(2999));
-    assert_ne!(h.conn.state(), State::Closed);
+    let outcome = parse_frame(&mut out, u32::MAX).ok()??;
+    Some(crate::codec::decode_exact::<SaslOutcome>(&outcome.body).ok()?.code)
+}
+
+/// The mechanism names in the `sasl-mechanisms` frame a new connection writes.
+fn offered_mechanisms(conn: &mut Connection) -> Vec<String> {
+    let mut out = conn.output().split();
+    let _ = out.split_to(8);
+    let frame = parse_frame(&mut out, u32::MAX).unwrap().unwrap();
+    let offer = crate::codec::decode_exact::<fe2o3_amqp_types::sasl::SaslMechanisms>(&frame.body).unwrap();
+    offer.sasl_server_mechanisms.0.into_iter().map(|s| s.0).collect()
+}
+
+#[test]
+fn anonymous_is_offered_only_when_configured() {
+    let now = Instant::now();
+    let mut plain = Connection::new(Config::default(), false, now);
+    assert_eq!(offered_mechanisms(&mut plain), ["PLAIN", "AMQPLAIN"]);
+    let mut anonymous = Connection::new(Config::default(), true, now);
+    assert_eq!(offered_mechanisms(&mut anonymous), ["PLAIN", "AMQPLAIN", "ANONYMOUS"]);
+    // Not offered, so not accepted: no outcome, the socket is dropped after the delay.
+    let mut h = Harness::new();
+    h.output();
+    h.send(&sasl_init("ANONYMOUS", b""));
+    assert_eq!(sasl_outcome(&mut h), None);
     h.conn.handle_timeout(h.now + Duration::from_secs(3));
     assert_eq!(h.conn.state(), State::Closed);
 }
 
 #[test]
-fn unknown_vhost_is_unauthorized_access() {
+fn amqplain_logs_in_with_a_field_table() {
     let mut h = Harness::new();
-    h.login();
-    h.send(b"AMQP\x00\x01\x00\x00");
-    let mut o = open();
-    o.hostname = Some("vhost:nope".into());
-    h.send(&frame(FRAME_TYPE_AMQP, 0, &o, &[]));
-    assert_eq!(
-        h.close_error(),
-        Some(("amqp:unauthorized-access".into(), Some("virtual host 'nope' does not exist".into())))
-    );
+    h.output();
+    let mut table = Vec::new();
+    for (key, value) in [("LOGIN", "guest"), ("PASSWORD", "guest")] {
+        table.push(u8::try_from(key.len()).unwrap());
+        table.extend_from_slice(key.as_bytes());
+        table.push(b'S');
+        table.extend_from_slice(&u32::try_from(value.len()).unwrap().to_be_bytes());
+        table.extend_from_slice(value.as_bytes());
+    }
+    h.send(&sasl_init("AMQPLAIN", &table));
+    assert_eq!(sasl_outcome(&mut h), Some(SaslCode::Ok));
+    assert_eq!(h.conn.state(), State::AwaitHeader);
+    let mut h = Harness::new();
+    h.output();
+    h.send(&sasl_init("AMQPLAIN", &table[..table.len() - 1]));
+    assert_eq!(sasl_outcome(&mut h), None, "a truncated table is a refused login: the outcome waits");
+}
+
+#[test]
+fn refused_login_sends_the_auth_outcome_after_three_seconds_then_drops() {
+    let mut h = Harness::new();
+    h.output();
+    h.send(&sasl_init("PLAIN", b"\0guest\0bad"));
+    assert_eq!(sasl_outcome(&mut h), None);
+    h.conn.handle_timeout(h.now + Duration::from_millis(2999));
+    assert_ne!(h.conn.state(), State::Closed);
+    h.conn.handle_timeout(h.now + Duration::from_secs(3));
+    assert_eq!(sasl_outcome(&mut h), Some(SaslCode::Auth));
+    assert_eq!(h.conn.state(), State::Closed);
+}
+
+#[test]
+fn refused_opens_get_no_frame_and_are_dropped_after_three_seconds() {
+    let too_small = Open { max_frame_size: MaxFrameSize(511), ..open() };
+    let short_idle = Open { idle_time_out: Some(500), ..open() };
+    let unknown_vhost = Open { hostname: Some("vhost:nope".into()), ..open() };
+    for refused in [too_small, short_idle, unknown_vhost] {
+        let mut h = Harness::new();
+        h.login();
+        h.output();
+        h.send(b"AMQP\x00\x01\x00\x00");
+        h.send(&frame(FRAME_TYPE_AMQP, 0, &refused, &[]));
+        let out = h.output();
+        assert_eq!(&out[..], b"AMQP\x00\x01\x00\x00", "only the protocol header for {refused:?}");
+        h.conn.handle_timeout(h.now + Duration::from_secs(3));
+        assert_eq!(h.conn.state(), State::Closed);
+    }
 }
 
 #[test]

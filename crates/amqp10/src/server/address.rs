@@ -63,6 +63,46 @@ pub(crate) fn parse_source(address: &str) -> Option<String> {
     }
 }
 
+/// Why an address that is not v2 is refused, as the Erlang term RabbitMQ 4.0.5 puts after
+/// "Attach rejected: ".
+///
+/// RabbitMQ treats every target not starting with `/exchanges/` or `/queues/` (and every source
+/// not starting with `/queues/`) as a deprecated v1 address and parses it with
+/// `rabbit_routing_parser:parse_endpoint/2`. A v1 address it cannot parse gets that parser's
+/// error, which we reproduce exactly. Charon does not implement v1 addresses: one that parses
+/// is refused the way RabbitMQ refuses it when `deprecated_features.permit.amqp_address_v1` is
+/// false (a deliberate difference, docs/fidelity.md).
+pub(crate) fn v1_refusal(address: &str, is_target: bool) -> String {
+    match v1_parse_error(address, is_target) {
+        Some(error) => error,
+        None => format!("{{amqp_address_v1_not_permitted,{{utf8,<<\"{address}\">>}}}}"),
+    }
+}
+
+/// `rabbit_routing_parser:parse_endpoint/2`'s error for `address`, or `None` when it parses.
+fn v1_parse_error(address: &str, allow_anonymous_queue: bool) -> Option<String> {
+    let parts: Vec<&str> = address.split('/').collect();
+    let (kind, rest) = match parts.as_slice() {
+        [_name] => return None,
+        ["", "amq", "queue", rest @ ..] => ("amqqueue", rest),
+        ["", "reply-queue", _, ..] => return None,
+        ["", kind @ ("exchange" | "queue" | "topic" | "temp-queue"), rest @ ..] => (*kind, rest),
+        _ => return Some(format!("{{unknown_destination,\"{address}\"}}")),
+    };
+    let kind = kind.replace('-', "_");
+    let invalid = |rest: &[&str]| {
+        let url = if rest.is_empty() { "[]".to_owned() } else { format!("\"/{}\"", rest.join("/")) };
+        Some(format!("{{invalid_destination,{kind},{url}}}"))
+    };
+    match (kind.as_str(), rest) {
+        ("exchange", ["", ..]) => invalid(rest),
+        ("exchange", [_] | [_, _]) => None,
+        ("queue", []) if allow_anonymous_queue => None,
+        (_, [name]) if !name.is_empty() => None,
+        _ => invalid(rest),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -84,6 +124,18 @@ mod tests {
         assert_eq!(parse_target("/queues/"), None);
         assert_eq!(parse_target("/topic/foo"), None);
         assert_eq!(parse_target("/queues/%zz"), None);
+    }
+
+    #[test]
+    fn v1_addresses_get_rabbitmqs_parser_errors_or_the_not_permitted_refusal() {
+        assert_eq!(v1_refusal("/topics/x", true), "{unknown_destination,\"/topics/x\"}");
+        assert_eq!(v1_refusal("/exchanges/amq.direct", false), "{unknown_destination,\"/exchanges/amq.direct\"}");
+        assert_eq!(v1_refusal("/exchange//k", true), "{invalid_destination,exchange,\"//k\"}");
+        assert_eq!(v1_refusal("/queue", false), "{invalid_destination,queue,[]}");
+        assert_eq!(v1_refusal("/temp-queue/a/b", true), "{invalid_destination,temp_queue,\"/a/b\"}");
+        assert_eq!(v1_refusal("/queue", true), "{amqp_address_v1_not_permitted,{utf8,<<\"/queue\">>}}");
+        assert_eq!(v1_refusal("q1", false), "{amqp_address_v1_not_permitted,{utf8,<<\"q1\">>}}");
+        assert_eq!(v1_refusal("/amq/queue/q", false), "{amqp_address_v1_not_permitted,{utf8,<<\"/amq/queue/q\">>}}");
     }
 
     #[test]

@@ -10,14 +10,14 @@ use serde_amqp::Value as Amqp;
 
 use charon_engine::{ConsumeSpec, EngineError, ErrorKind};
 
-use super::address::{TargetAddress, parse_source, parse_target};
+use super::address::{TargetAddress, parse_source, parse_target, v1_refusal};
 use super::session::{LinkState, Session, link_owner};
 use crate::proto::Connection;
 
 /// The management node address.
 pub(crate) const MANAGEMENT: &str = "/management";
-/// Largest message we accept, announced on publisher links (RabbitMQ: 128 MiB).
-const MAX_MESSAGE_SIZE: u64 = 134_217_728;
+/// Largest message we accept, announced on publisher links (RabbitMQ 4: 16 MiB).
+const MAX_MESSAGE_SIZE: u64 = 16_777_216;
 /// The delivery-count a consumer link starts from (RabbitMQ's `?INITIAL_DELIVERY_COUNT`).
 pub(crate) const INITIAL_DELIVERY_COUNT: u32 = u32::MAX - 4;
 
@@ -93,9 +93,12 @@ impl Session {
                 return Ok(());
             }
             None => TargetAddress::Anonymous,
-            Some(text) => parse_target(text).ok_or_else(|| {
-                ("amqp:invalid-field", format!("Attach rejected: {}", erlang_binary_term("bad_address_string", text)))
-            })?,
+            Some(text) if text.starts_with("/exchanges/") || text.starts_with("/queues/") => parse_target(text)
+                .ok_or_else(|| {
+                    let term = erlang_binary_term("bad_address_string", text);
+                    ("amqp:invalid-field", format!("Attach rejected: {term}"))
+                })?,
+            Some(text) => return Err(("amqp:invalid-field", format!("Attach rejected: {}", v1_refusal(text, true)))),
         };
         self.check_target(&target)?;
         let reply = Attach {
@@ -171,10 +174,14 @@ impl Session {
             conn.attach(channel, reply);
             return Ok(());
         }
-        let text = address.clone().unwrap_or_default();
-        let queue_name = parse_source(&text).ok_or_else(|| {
-            ("amqp:invalid-field", format!("Attach rejected: {}", erlang_binary_term("bad_address", &text)))
-        })?;
+        let queue_name = match address.as_deref() {
+            None => return Err(("amqp:invalid-field", "Attach rejected: {bad_address,undefined}".to_owned())),
+            Some(text) if text.starts_with("/queues/") => parse_source(text).ok_or_else(|| {
+                let term = format!("{{bad_address,{{utf8,<<\"{text}\">>}}}}");
+                ("amqp:invalid-field", format!("Attach rejected: {term}"))
+            })?,
+            Some(text) => return Err(("amqp:invalid-field", format!("Attach rejected: {}", v1_refusal(text, false)))),
+        };
         let vhost = self.vhost.clone().ok_or(("amqp:internal-error", "no vhost".to_owned()))?;
         let queue = vhost.queue(&queue_name, self.id).map_err(|e| match e.kind() {
             ErrorKind::ResourceLocked => (
