@@ -16,9 +16,11 @@
 //! - [`session`]: the events queues send to connections.
 
 pub mod broker;
+pub mod dead_letter;
 pub mod error;
 pub mod exchange;
 pub mod gate;
+pub mod metrics;
 pub mod queue;
 pub mod route_cache;
 pub mod session;
@@ -30,7 +32,8 @@ pub use error::{EngineError, ErrorKind, Inequivalence, Resource, ResourceKind};
 pub use exchange::{Binding, Destination, ExchangeInfo, ExchangeKind};
 pub use gate::Gate;
 pub use queue::{
-    ConfirmTo, ConsumeSpec, CreditGrant, Enqueue, GetOk, QueueHandle, QueueRef, QueueStats, QueueType, Settle,
+    ConfirmTo, ConsumeSpec, CreditGrant, Enqueue, GetOk, Overflow, QueueHandle, QueueRef, QueueSettings, QueueStats,
+    QueueType, Settle,
 };
 pub use route_cache::RouteCache;
 pub use session::{ConsumerId, Delivery, Owner, SessionEvent, SessionId, SessionSink};

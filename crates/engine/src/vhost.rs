@@ -9,7 +9,7 @@ use parking_lot::RwLock;
 use crate::error::{EngineError, Resource, ResourceKind, quoted};
 use crate::exchange::{Binding, Destination, ExchangeInfo, ExchangeKind};
 use crate::queue::args::{self, QueueType};
-use crate::queue::{QueueConfig, QueueHandle, QueueRef};
+use crate::queue::{QueueConfig, QueueHandle, QueueRef, QueueSettings};
 use crate::route_cache::RouteCache;
 use crate::session::SessionId;
 use crate::topology::Topology;
@@ -240,7 +240,7 @@ impl VHost {
                 Created::Existing(queue) => queue,
             }
         };
-        let stats = queue.stats().await?;
+        let stats = queue.declared().await?;
         Ok(DeclareOk {
             name: queue.name().to_owned(),
             messages: stats.ready,
@@ -310,7 +310,8 @@ impl VHost {
             queue_type,
         };
         let id = self.ids.fetch_add(1, Ordering::Relaxed);
-        let queue = QueueHandle::spawn(id, config, self.me.clone());
+        let settings = QueueSettings::resolve(queue_type, &config.arguments, None);
+        let queue = QueueHandle::spawn(id, config, settings, self.me.clone());
         topology.queues.insert(name.clone(), queue);
         self.changed();
         Ok(Created::New(name))
@@ -483,6 +484,15 @@ impl VHost {
             cache.insert(exchange, &routing.routing_key, Arc::clone(&queues));
         }
         Ok(queues)
+    }
+
+    /// Routes a dead letter: like [`Self::route`] but without a cache and without the
+    /// `internal` check (RabbitMQ calls `rabbit_exchange:route` directly). `None` when the
+    /// exchange does not exist.
+    #[must_use]
+    pub fn route_dead_letter(&self, exchange: &str, routing: &Routing, headers: &Table) -> Option<Vec<QueueRef>> {
+        let topology = self.topology.read();
+        topology.exchanges.contains_key(exchange).then(|| topology.route(exchange, routing, headers).queues)
     }
 
     /// The bindings from exchange `source` to `destination` (for management APIs).

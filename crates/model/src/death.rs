@@ -119,6 +119,21 @@ impl DeathHistory {
             DeathEvent { queue: record.queue.to_owned(), reason: record.reason, exchange: record.exchange.to_owned() };
     }
 
+    /// The `x-first-death-*` and `x-last-death-*` fields, in key order (how RabbitMQ's
+    /// annotation map yields them): exchange, queue, reason for the first death, then the last.
+    #[must_use]
+    pub fn summary_fields(&self) -> [(&'static str, String); 6] {
+        let (first, last) = (&self.first, &self.last);
+        [
+            ("x-first-death-exchange", first.exchange.clone()),
+            ("x-first-death-queue", first.queue.clone()),
+            ("x-first-death-reason", first.reason.as_str().to_owned()),
+            ("x-last-death-exchange", last.exchange.clone()),
+            ("x-last-death-queue", last.queue.clone()),
+            ("x-last-death-reason", last.reason.as_str().to_owned()),
+        ]
+    }
+
     fn fresh_entry(record: &DeathRecord<'_>) -> Death {
         Death {
             queue: record.queue.to_owned(),

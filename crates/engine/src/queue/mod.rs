@@ -12,6 +12,9 @@
 //! dead lettering hooks in.
 
 pub mod args;
+mod limits;
+mod outbox;
+pub mod settings;
 mod state;
 mod task;
 
@@ -26,6 +29,7 @@ use crate::session::{ConsumerId, Delivery, Owner, SessionId, SessionSink};
 use crate::vhost::VHost;
 
 pub use args::QueueType;
+pub use settings::{Overflow, QueueSettings};
 
 /// A shared reference to a live queue.
 pub type QueueRef = Arc<QueueHandle>;
@@ -127,15 +131,32 @@ pub struct QueueStats {
 }
 
 pub(crate) enum QueueCmd {
-    Publish { items: Vec<Enqueue>, confirm_to: Option<ConfirmTo> },
+    Publish {
+        items: Vec<Enqueue>,
+        confirm_to: Option<ConfirmTo>,
+    },
     Consume(Box<ConsumeSpec>, oneshot::Sender<Result<(), EngineError>>),
     Cancel(ConsumerId, oneshot::Sender<bool>),
-    Settle { seqs: Vec<u64>, how: Settle },
-    Get { owner: Owner, no_ack: bool, reply: oneshot::Sender<Option<GetOk>> },
+    Settle {
+        seqs: Vec<u64>,
+        how: Settle,
+    },
+    Get {
+        owner: Owner,
+        no_ack: bool,
+        reply: oneshot::Sender<Option<GetOk>>,
+    },
     Purge(oneshot::Sender<u32>),
     Stats(oneshot::Sender<QueueStats>),
+    /// Stats for a (re)declare, which also counts as use for `x-expires`.
+    Declared(oneshot::Sender<QueueStats>),
+    Settings(QueueSettings),
     OwnerClosed(Owner),
-    Delete { if_unused: bool, if_empty: bool, reply: oneshot::Sender<Result<u32, EngineError>> },
+    Delete {
+        if_unused: bool,
+        if_empty: bool,
+        reply: oneshot::Sender<Result<u32, EngineError>>,
+    },
     Resume,
     Credit(CreditGrant),
 }
@@ -167,10 +188,10 @@ pub struct QueueHandle {
 
 impl QueueHandle {
     /// Starts a queue task and returns its handle.
-    pub(crate) fn spawn(id: u64, config: QueueConfig, vhost: Weak<VHost>) -> QueueRef {
+    pub(crate) fn spawn(id: u64, config: QueueConfig, settings: QueueSettings, vhost: Weak<VHost>) -> QueueRef {
         let (tx, rx) = mpsc::channel(MAILBOX_CAPACITY);
         let handle = Arc::new(Self { id, config, tx });
-        task::spawn(Arc::clone(&handle), rx, vhost);
+        task::spawn(Arc::clone(&handle), rx, settings, vhost);
         handle
     }
 
@@ -254,6 +275,20 @@ impl QueueHandle {
     /// NOT_FOUND when the queue is gone.
     pub async fn stats(&self) -> Result<QueueStats, EngineError> {
         self.call(QueueCmd::Stats).await
+    }
+
+    /// Counters for a declare: like [`Self::stats`], and the declare counts as use of the
+    /// queue (it resets the `x-expires` timer, as in RabbitMQ).
+    ///
+    /// # Errors
+    /// NOT_FOUND when the queue is gone.
+    pub async fn declared(&self) -> Result<QueueStats, EngineError> {
+        self.call(QueueCmd::Declared).await
+    }
+
+    /// Applies new effective settings (a policy was set or removed).
+    pub async fn apply_settings(&self, settings: QueueSettings) {
+        let _ = self.send(QueueCmd::Settings(settings)).await;
     }
 
     /// A channel or link went away: its consumers are removed and its unsettled messages

@@ -8,19 +8,22 @@ use std::sync::Arc;
 
 use charon_model::{DeathReason, Message};
 
+use super::settings::{Overflow, QueueSettings};
 use super::{ConfirmTo, ConsumeSpec, CreditGrant, Enqueue, GetOk, QueueRef, QueueStats, Settle};
 use crate::error::EngineError;
 use crate::session::{ConsumerId, Delivery, Owner, SessionEvent, SessionSink};
 
 /// A message in the queue.
 #[derive(Debug)]
-struct Entry {
-    seq: u64,
-    message: Arc<Message>,
+pub(super) struct Entry {
+    pub(super) seq: u64,
+    pub(super) message: Arc<Message>,
     redelivered: bool,
     /// Times the message came back from a consumer (RabbitMQ 4.0.5's quorum-queue
     /// delivery count: every return counts).
-    returned: u32,
+    pub(super) returned: u32,
+    /// When its TTL runs out (ms since epoch), fixed at enqueue and kept across requeues.
+    pub(super) expires_at: Option<i64>,
 }
 
 impl Entry {
@@ -43,7 +46,7 @@ struct Unacked {
 }
 
 #[derive(Debug)]
-struct Consumer {
+pub(super) struct Consumer {
     spec: ConsumeSpec,
     unacked: u32,
     batch: Vec<Delivery>,
@@ -80,26 +83,46 @@ impl Consumer {
     }
 }
 
+/// Body bytes as length limits count them.
+pub(super) fn body_size(message: &Message) -> u64 {
+    u64::try_from(message.body_len()).unwrap_or(u64::MAX)
+}
+
 /// Messages leaving the queue other than by acknowledgement, for dead lettering.
 pub(crate) type Discarded = Vec<(Arc<Message>, DeathReason)>;
 
 pub(crate) struct QueueState {
-    handle: QueueRef,
-    ready: VecDeque<Entry>,
+    pub(super) handle: QueueRef,
+    pub(super) ready: VecDeque<Entry>,
+    /// Body bytes of the ready messages (what `max-length-bytes` limits).
+    pub(super) ready_bytes: u64,
+    /// Effective settings: arguments merged with the applicable policy.
+    pub(super) settings: QueueSettings,
+    /// The task's clock for this pass, ms since epoch.
+    pub(super) now: i64,
+    /// Quorum `reject-publish`: refusing publishes until back under 80 % of the limit.
+    pub(super) refusing: bool,
+    /// When the queue was last used (consumers, gets, declares), for `x-expires`.
+    pub(super) last_used: i64,
     unacked: HashMap<u64, Unacked>,
-    consumers: Vec<Consumer>,
+    pub(super) consumers: Vec<Consumer>,
     next_consumer: usize,
     next_seq: u64,
     had_consumer: bool,
-    outbox: Vec<(SessionSink, SessionEvent)>,
-    discarded: Discarded,
+    pub(super) outbox: Vec<(SessionSink, SessionEvent)>,
+    pub(super) discarded: Discarded,
 }
 
 impl QueueState {
-    pub(crate) fn new(handle: QueueRef) -> Self {
+    pub(crate) fn new(handle: QueueRef, settings: QueueSettings, now: i64) -> Self {
         Self {
             handle,
             ready: VecDeque::new(),
+            ready_bytes: 0,
+            settings,
+            now,
+            refusing: false,
+            last_used: now,
             unacked: HashMap::new(),
             consumers: Vec::new(),
             next_consumer: 0,
@@ -112,16 +135,34 @@ impl QueueState {
 
     pub(crate) fn publish(&mut self, items: Vec<Enqueue>, confirm_to: Option<ConfirmTo>) {
         let mut accepted = Vec::new();
+        let mut refused = Vec::new();
         for item in items {
+            if self.refuses(&item.message) {
+                refused.extend(item.confirm);
+                if self.settings.overflow == Overflow::RejectPublishDlx {
+                    self.discarded.push((item.message, DeathReason::Maxlen));
+                }
+                continue;
+            }
             let seq = self.next_seq;
             self.next_seq += 1;
-            self.ready.push_back(Entry { seq, message: item.message, redelivered: false, returned: 0 });
+            let expires_at = self.expiry_of(&item.message);
+            self.ready_bytes += body_size(&item.message);
+            self.ready.push_back(Entry { seq, message: item.message, redelivered: false, returned: 0, expires_at });
             accepted.extend(item.confirm);
+            self.enforce_limits();
         }
-        if let Some(to) = confirm_to.filter(|_| !accepted.is_empty()) {
-            let event = SessionEvent::Confirms { channel: to.channel, accepted, refused: Vec::new() };
+        if let Some(to) = confirm_to.filter(|_| !accepted.is_empty() || !refused.is_empty()) {
+            let event = SessionEvent::Confirms { channel: to.channel, accepted, refused };
             self.outbox.push((to.session, event));
         }
+    }
+
+    /// Takes the next ready message, keeping the byte count.
+    pub(super) fn pop_ready(&mut self) -> Option<Entry> {
+        let entry = self.ready.pop_front()?;
+        self.ready_bytes = self.ready_bytes.saturating_sub(body_size(&entry.message));
+        Some(entry)
     }
 
     pub(crate) fn consume(&mut self, spec: ConsumeSpec) -> Result<(), EngineError> {
@@ -130,6 +171,7 @@ impl QueueState {
             return Err(EngineError::ExclusiveConsumeUnavailable(self.handle.resource()));
         }
         self.had_consumer = true;
+        self.last_used = self.now;
         let delivery_count = spec.link_credit.unwrap_or(0);
         self.consumers.push(Consumer { spec, unacked: 0, batch: Vec::new(), credit: 0, delivery_count });
         Ok(())
@@ -173,23 +215,33 @@ impl QueueState {
     }
 
     /// The one exit for messages that leave unacknowledged: dead lettering hooks in here.
-    fn discard(&mut self, entry: Entry, reason: DeathReason) {
+    pub(super) fn discard(&mut self, entry: Entry, reason: DeathReason) {
         self.discarded.push((entry.message, reason));
     }
 
     /// Puts messages back at their original positions, marked redelivered.
+    /// A quorum queue dead-letters a message returned more often than its delivery limit
+    /// (4.0.5 counts every return) instead of requeueing it.
     fn requeue(&mut self, mut entries: Vec<Entry>) {
         entries.sort_by_key(|e| e.seq);
+        let limit = if self.quorum() { self.settings.delivery_limit } else { None };
         for mut entry in entries {
             entry.redelivered = true;
             entry.returned = entry.returned.saturating_add(1);
+            if limit.is_some_and(|limit| u64::from(entry.returned) > limit) {
+                self.discard(entry, DeathReason::DeliveryLimit);
+                continue;
+            }
+            self.ready_bytes += body_size(&entry.message);
             let at = self.ready.partition_point(|e| e.seq < entry.seq);
             self.ready.insert(at, entry);
         }
     }
 
     pub(crate) fn get(&mut self, owner: Owner, no_ack: bool) -> Option<GetOk> {
-        let entry = self.ready.pop_front()?;
+        self.last_used = self.now;
+        self.expire(false);
+        let entry = self.pop_ready()?;
         let delivery = entry.delivery(self.quorum());
         if !no_ack {
             self.unacked.insert(entry.seq, Unacked { entry, consumer: None, owner });
@@ -201,6 +253,7 @@ impl QueueState {
     pub(crate) fn purge(&mut self) -> u32 {
         let count = self.ready.len();
         self.ready.clear();
+        self.ready_bytes = 0;
         u32::try_from(count).unwrap_or(u32::MAX)
     }
 
@@ -243,7 +296,7 @@ impl QueueState {
 
     /// Hands ready messages to consumers that can take them, round-robin, one message at a
     /// time, and batches each consumer's deliveries into one event.
-    fn quorum(&self) -> bool {
+    pub(super) fn quorum(&self) -> bool {
         self.handle.config.queue_type == super::QueueType::Quorum
     }
 
@@ -265,6 +318,7 @@ impl QueueState {
             let Some(entry) = self.ready.pop_front() else {
                 break;
             };
+            self.ready_bytes = self.ready_bytes.saturating_sub(body_size(&entry.message));
             if consumer.spec.link_credit.is_some() {
                 consumer.credit -= 1;
                 consumer.delivery_count = consumer.delivery_count.wrapping_add(1);
@@ -394,7 +448,7 @@ mod tests {
     #[test]
     fn round_robin_one_message_at_a_time() {
         let (session, _rx) = SessionSink::new(1, 0);
-        let mut s = QueueState::new(handle());
+        let mut s = QueueState::new(handle(), QueueSettings::default(), 0);
         s.consume(consumer(10, &session, 0)).unwrap();
         s.consume(consumer(11, &session, 0)).unwrap();
         s.publish((0..4).map(msg).collect(), None);
@@ -405,7 +459,7 @@ mod tests {
     #[test]
     fn prefetch_limits_unacked_and_ack_frees_room() {
         let (session, _rx) = SessionSink::new(1, 0);
-        let mut s = QueueState::new(handle());
+        let mut s = QueueState::new(handle(), QueueSettings::default(), 0);
         s.consume(consumer(10, &session, 2)).unwrap();
         s.publish((0..3).map(msg).collect(), None);
         s.dispatch();
@@ -418,7 +472,7 @@ mod tests {
     #[test]
     fn requeue_restores_original_position_with_redelivered() {
         let (session, _rx) = SessionSink::new(1, 0);
-        let mut s = QueueState::new(handle());
+        let mut s = QueueState::new(handle(), QueueSettings::default(), 0);
         s.publish((0..4).map(msg).collect(), None);
         let owner = Owner { session: 1, channel: 1 };
         let a = s.get(owner, false).unwrap();
@@ -434,7 +488,7 @@ mod tests {
 
     #[test]
     fn discard_goes_through_the_dead_letter_seam() {
-        let mut s = QueueState::new(handle());
+        let mut s = QueueState::new(handle(), QueueSettings::default(), 0);
         s.publish(vec![msg(1)], None);
         let owner = Owner { session: 1, channel: 1 };
         let got = s.get(owner, false).unwrap();
@@ -446,7 +500,7 @@ mod tests {
     #[test]
     fn credit_limits_deliveries_and_drain_delivers_before_advancing() {
         let (session, _rx) = SessionSink::new(1, 0);
-        let mut s = QueueState::new(handle());
+        let mut s = QueueState::new(handle(), QueueSettings::default(), 0);
         let mut c = consumer(10, &session, 0);
         c.link_credit = Some(100);
         s.consume(c).unwrap();
@@ -473,7 +527,7 @@ mod tests {
     #[test]
     fn exclusive_consumer_blocks_others() {
         let (session, _rx) = SessionSink::new(1, 0);
-        let mut s = QueueState::new(handle());
+        let mut s = QueueState::new(handle(), QueueSettings::default(), 0);
         let mut c = consumer(10, &session, 0);
         c.exclusive = true;
         s.consume(c).unwrap();
@@ -484,7 +538,7 @@ mod tests {
     #[test]
     fn full_outbound_gate_stops_dispatch_until_released() {
         let (session, _rx) = SessionSink::new(1, 2);
-        let mut s = QueueState::new(handle());
+        let mut s = QueueState::new(handle(), QueueSettings::default(), 0);
         let mut c = consumer(10, &session, 0);
         c.no_ack = true;
         s.consume(c).unwrap();
@@ -501,7 +555,7 @@ mod tests {
     fn channel_gate_is_shared_and_released_by_owner() {
         let (session, _rx) = SessionSink::new(1, 0);
         let gate = Gate::new(1);
-        let mut s = QueueState::new(handle());
+        let mut s = QueueState::new(handle(), QueueSettings::default(), 0);
         let mut c = consumer(10, &session, 0);
         c.channel_limit = Some(Arc::clone(&gate));
         s.consume(c).unwrap();

@@ -1,19 +1,28 @@
 //! The task that owns one queue.
+//!
+//! Each pass takes a batch of commands from the mailbox, applies them to the pure
+//! [`QueueState`], expires the head, dispatches, dead-letters what left the queue, and sends
+//! the resulting events. Between passes it waits for the next command, the next deadline (the
+//! head's TTL, `x-expires`), or room in the mailbox of a queue it is dead-lettering to.
 
-use std::sync::Weak;
+use std::sync::{Arc, Weak};
+use std::time::Duration;
 
 use tokio::sync::mpsc;
 
+use super::outbox::{Outbox, room_in};
+use super::settings::QueueSettings;
 use super::state::QueueState;
 use super::{QueueCmd, QueueRef};
+use crate::dead_letter::{DeadLetterer, now_ms};
 use crate::vhost::VHost;
 
 /// Commands taken from the mailbox per pass: large enough to amortise one dispatch over many
 /// publishes, small enough to keep latency low.
 const BATCH: usize = 64;
 
-pub(super) fn spawn(handle: QueueRef, rx: mpsc::Receiver<QueueCmd>, vhost: Weak<VHost>) {
-    tokio::spawn(run(handle, rx, vhost));
+pub(super) fn spawn(handle: QueueRef, rx: mpsc::Receiver<QueueCmd>, settings: QueueSettings, vhost: Weak<VHost>) {
+    tokio::spawn(run(handle, rx, settings, vhost));
 }
 
 enum Next {
@@ -21,31 +30,108 @@ enum Next {
     Stop,
 }
 
-async fn run(handle: QueueRef, mut rx: mpsc::Receiver<QueueCmd>, vhost: Weak<VHost>) {
-    let mut state = QueueState::new(handle.clone());
+struct Task {
+    handle: QueueRef,
+    state: QueueState,
+    outbox: Outbox,
+    vhost: Weak<VHost>,
+}
+
+async fn run(handle: QueueRef, mut rx: mpsc::Receiver<QueueCmd>, settings: QueueSettings, vhost: Weak<VHost>) {
+    let state = QueueState::new(Arc::clone(&handle), settings, now_ms());
+    let mut task = Task { handle, state, outbox: Outbox::default(), vhost };
     let mut commands = Vec::with_capacity(BATCH);
+    let mut blocked: Option<QueueRef> = None;
     'outer: loop {
-        if rx.recv_many(&mut commands, BATCH).await == 0 {
-            break;
+        let deadline = task.state.next_deadline().map(|at| {
+            let wait = u64::try_from(at.saturating_sub(now_ms())).unwrap_or(0);
+            tokio::time::Instant::now() + Duration::from_millis(wait)
+        });
+        tokio::select! {
+            received = rx.recv_many(&mut commands, BATCH) => {
+                if received == 0 {
+                    break;
+                }
+            }
+            () = sleep_until(deadline), if deadline.is_some() => {}
+            () = wait_for_room(blocked.as_ref()), if blocked.is_some() => {}
         }
+        task.state.set_now(now_ms());
         for command in commands.drain(..) {
-            if let Next::Stop = apply(&mut state, command) {
-                flush(&mut state);
+            if let Next::Stop = apply(&mut task.state, command) {
+                task.finish_pass();
                 break 'outer;
             }
         }
-        if state.should_auto_delete() {
-            if let Some(vhost) = vhost.upgrade() {
-                vhost.forget_queue(&handle);
-            }
-            flush(&mut state);
+        if task.state.should_auto_delete() || task.state.has_expired() {
+            task.forget();
+            task.state.cancel_all_consumers();
+            task.finish_pass();
             break;
         }
-        state.dispatch();
-        flush(&mut state);
+        task.state.expire(false);
+        task.state.dispatch();
+        task.state.expire(true);
+        task.state.refresh_refusing();
+        blocked = task.finish_pass();
     }
     drain_after_stop(&mut rx);
-    tracing::debug!(queue = handle.name(), "queue stopped");
+    // Dead letters still waiting for room in their targets are delivered after the queue is
+    // gone: they left it before it was deleted.
+    let mut outbox = task.outbox;
+    if let Some(mut target) = outbox.pump() {
+        tokio::spawn(async move {
+            loop {
+                room_in(&target).await;
+                match outbox.pump() {
+                    Some(next) => target = next,
+                    None => break,
+                }
+            }
+        });
+    }
+    tracing::debug!(queue = task.handle.name(), "queue stopped");
+}
+
+impl Task {
+    /// Sends the pass's events and dead letters; returns the target queue the outbox waits for.
+    fn finish_pass(&mut self) -> Option<QueueRef> {
+        for (session, event) in self.state.take_outbox() {
+            session.send(event);
+        }
+        self.dead_letter();
+        self.outbox.pump()
+    }
+
+    fn dead_letter(&mut self) {
+        let discarded = self.state.take_discarded();
+        if discarded.is_empty() {
+            return;
+        }
+        let Some(vhost) = self.vhost.upgrade() else {
+            return;
+        };
+        let config = &self.handle.config;
+        let settings = &self.state.settings;
+        let dead_letterer = DeadLetterer {
+            queue: &config.name,
+            vhost_name: &config.vhost,
+            queue_type: config.queue_type,
+            exchange: settings.dead_letter_exchange.as_deref(),
+            routing_key: settings.dead_letter_routing_key.as_deref(),
+        };
+        for (message, reason) in discarded {
+            if let Some(forward) = dead_letterer.dead_letter(&vhost, &message, reason) {
+                self.outbox.push(forward);
+            }
+        }
+    }
+
+    fn forget(&self) {
+        if let Some(vhost) = self.vhost.upgrade() {
+            vhost.forget_queue(&self.handle);
+        }
+    }
 }
 
 fn apply(state: &mut QueueState, command: QueueCmd) -> Next {
@@ -58,7 +144,9 @@ fn apply(state: &mut QueueState, command: QueueCmd) -> Next {
             // Deliveries made so far are flushed before the reply so the channel sees them
             // before it answers cancel-ok.
             let existed = state.cancel(consumer);
-            flush(state);
+            for (session, event) in state.take_outbox() {
+                session.send(event);
+            }
             let _ = reply.send(existed);
         }
         QueueCmd::Settle { seqs, how } => state.settle(&seqs, how),
@@ -71,6 +159,11 @@ fn apply(state: &mut QueueState, command: QueueCmd) -> Next {
         QueueCmd::Stats(reply) => {
             let _ = reply.send(state.stats());
         }
+        QueueCmd::Declared(reply) => {
+            state.touch();
+            let _ = reply.send(state.stats());
+        }
+        QueueCmd::Settings(settings) => state.apply_settings(settings),
         QueueCmd::OwnerClosed(owner) => state.owner_closed(owner),
         QueueCmd::Delete { if_unused, if_empty, reply } => match state.check_delete(if_unused, if_empty) {
             Ok(count) => {
@@ -88,13 +181,18 @@ fn apply(state: &mut QueueState, command: QueueCmd) -> Next {
     Next::Continue
 }
 
-fn flush(state: &mut QueueState) {
-    for (session, event) in state.take_outbox() {
-        session.send(event);
+async fn sleep_until(deadline: Option<tokio::time::Instant>) {
+    match deadline {
+        Some(at) => tokio::time::sleep_until(at).await,
+        None => std::future::pending().await,
     }
-    // Dead lettering is a later stage; until then discarded messages are dropped here, the
-    // way RabbitMQ drops them when no dead-letter exchange is configured.
-    drop(state.take_discarded());
+}
+
+async fn wait_for_room(target: Option<&QueueRef>) {
+    match target {
+        Some(target) => room_in(target).await,
+        None => std::future::pending().await,
+    }
 }
 
 /// After the queue stopped, answer what is still in the mailbox: publishes waiting for a

@@ -1,0 +1,142 @@
+//! A queue's dead letters on their way to their target queues.
+//!
+//! The dead-lettering queue forwards its own dead letters, without ever waiting inside a
+//! command: a target whose mailbox is full keeps the forwards queued here (in order) and the
+//! queue's task waits for room in that mailbox while it goes on serving its own commands. A
+//! dead-letter storm therefore slows only the queue that causes it, two queues dead-lettering
+//! into each other cannot deadlock, and the memory held here is the memory the messages held
+//! while they were queued. At-least-once dead lettering will keep forwards here until their
+//! targets confirm them.
+
+use std::collections::VecDeque;
+use std::sync::Arc;
+
+use tokio::sync::mpsc::error::TrySendError;
+
+use super::{Enqueue, QueueCmd, QueueRef};
+use crate::dead_letter::Forward;
+
+/// Forwards handed to one target in one mailbox command at most.
+const BATCH: usize = 64;
+
+#[derive(Debug, Default)]
+pub(super) struct Outbox {
+    pending: VecDeque<Forward>,
+}
+
+impl Outbox {
+    pub(super) fn push(&mut self, forward: Forward) {
+        self.pending.push_back(forward);
+    }
+
+    /// Hands as many forwards to their targets as their mailboxes take, in order. Returns the
+    /// target that is full, if any: nothing more moves until it has room.
+    pub(super) fn pump(&mut self) -> Option<QueueRef> {
+        loop {
+            let target = self.pending.front()?.targets.first()?.clone();
+            // The run of forwards, from the front, whose next target is this queue.
+            let run = self
+                .pending
+                .iter()
+                .take(BATCH)
+                .take_while(|f| f.targets.first().is_some_and(|t| t.id == target.id))
+                .count();
+            let items = self
+                .pending
+                .iter()
+                .take(run)
+                .map(|f| Enqueue { message: Arc::clone(&f.message), confirm: None })
+                .collect();
+            match target.tx.try_send(QueueCmd::Publish { items, confirm_to: None }) {
+                // A deleted target simply does not get its copies, as in RabbitMQ.
+                Ok(()) | Err(TrySendError::Closed(_)) => self.advance(run),
+                Err(TrySendError::Full(_)) => return Some(target),
+            }
+        }
+    }
+
+    /// Removes the first target of the first `run` forwards, and the forwards left without
+    /// targets.
+    fn advance(&mut self, run: usize) {
+        for forward in self.pending.iter_mut().take(run) {
+            if !forward.targets.is_empty() {
+                forward.targets.remove(0);
+            }
+        }
+        while self.pending.front().is_some_and(|f| f.targets.is_empty()) {
+            self.pending.pop_front();
+        }
+    }
+}
+
+/// Resolves when `target` has room in its mailbox (or is gone).
+pub(super) async fn room_in(target: &QueueRef) {
+    let _ = target.tx.reserve().await;
+}
+
+#[cfg(test)]
+mod tests {
+    use charon_model::{Message, Table};
+    use tokio::sync::mpsc;
+
+    use super::super::{QueueConfig, QueueHandle, QueueType};
+    use super::*;
+
+    fn queue(id: u64, capacity: usize) -> (QueueRef, mpsc::Receiver<QueueCmd>) {
+        let (tx, rx) = mpsc::channel(capacity);
+        let config = QueueConfig {
+            name: format!("q{id}"),
+            vhost: "/".into(),
+            durable: false,
+            auto_delete: false,
+            exclusive_owner: None,
+            arguments: Table::new(),
+            queue_type: QueueType::Classic,
+        };
+        (Arc::new(QueueHandle { id, config, tx }), rx)
+    }
+
+    fn forward(targets: &[&QueueRef]) -> Forward {
+        Forward { message: Arc::new(Message::default()), targets: targets.iter().map(|t| Arc::clone(t)).collect() }
+    }
+
+    fn published(rx: &mut mpsc::Receiver<QueueCmd>) -> Vec<usize> {
+        let mut sizes = Vec::new();
+        while let Ok(cmd) = rx.try_recv() {
+            if let QueueCmd::Publish { items, .. } = cmd {
+                sizes.push(items.len());
+            }
+        }
+        sizes
+    }
+
+    #[test]
+    fn batches_per_target_and_stops_at_a_full_mailbox_in_order() {
+        let (a, mut rx_a) = queue(1, 8);
+        let (b, mut rx_b) = queue(2, 1);
+        b.tx.try_send(QueueCmd::Resume).unwrap();
+        let mut outbox = Outbox::default();
+        for _ in 0..3 {
+            outbox.push(forward(&[&a, &b]));
+        }
+        outbox.push(forward(&[&b]));
+        // a takes the run of three in one command; b is full, so everything waits for it.
+        assert_eq!(outbox.pump().map(|q| q.id), Some(2));
+        assert_eq!(published(&mut rx_a), [3]);
+        assert_eq!(published(&mut rx_b), Vec::<usize>::new());
+        // Room again: b gets its four copies in one command, in order.
+        assert_eq!(outbox.pump().map(|q| q.id), None);
+        assert_eq!(published(&mut rx_b), [4]);
+        assert!(outbox.pending.is_empty());
+    }
+
+    #[test]
+    fn a_deleted_target_is_skipped() {
+        let (a, rx_a) = queue(1, 8);
+        drop(rx_a);
+        let mut outbox = Outbox::default();
+        outbox.push(forward(&[&a]));
+        assert_eq!(outbox.pump().map(|q| q.id), None);
+        assert!(outbox.pending.is_empty());
+    }
+}

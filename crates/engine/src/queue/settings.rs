@@ -1,0 +1,194 @@
+//! A queue's effective dead-lettering, TTL and length settings: its declare arguments merged with
+//! the policy that applies to it, with RabbitMQ 4.0.5's precedence rules
+//! (`rabbit_queue_type_util:args_policy_lookup/3`, rabbit-dlx.md §2.2).
+
+use charon_model::{Table, Value};
+
+use super::QueueType;
+
+/// RabbitMQ's default quorum-queue delivery limit (`?DEFAULT_DELIVERY_LIMIT`, since 4.0).
+pub const DEFAULT_DELIVERY_LIMIT: u64 = 20;
+
+/// What happens when a queue is over its length limit.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Overflow {
+    /// Drop (and dead-letter as `maxlen`) the oldest ready messages (the default).
+    #[default]
+    DropHead,
+    /// Refuse new messages: publisher nack, no dead letter.
+    RejectPublish,
+    /// Refuse new messages and dead-letter them as `maxlen` (classic queues only).
+    RejectPublishDlx,
+}
+
+impl Overflow {
+    fn parse(text: &str) -> Option<Self> {
+        match text {
+            "drop-head" => Some(Self::DropHead),
+            "reject-publish" => Some(Self::RejectPublish),
+            "reject-publish-dlx" => Some(Self::RejectPublishDlx),
+            _ => None,
+        }
+    }
+}
+
+/// The settings a queue runs with.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct QueueSettings {
+    /// Where dead letters go; `Some("")` is the default exchange. `None` drops them.
+    pub dead_letter_exchange: Option<String>,
+    /// Replaces the message's routing keys when dead-lettering.
+    pub dead_letter_routing_key: Option<String>,
+    /// Queue TTL in ms.
+    pub message_ttl: Option<u64>,
+    /// Ready-message limit.
+    pub max_length: Option<u64>,
+    /// Ready-body-bytes limit.
+    pub max_length_bytes: Option<u64>,
+    /// What the length limits do.
+    pub overflow: Overflow,
+    /// Quorum queues: returns allowed before a message is dead-lettered (`None`: unlimited).
+    pub delivery_limit: Option<u64>,
+    /// Delete the queue after this many ms unused.
+    pub expires: Option<u64>,
+}
+
+/// How an argument and a policy value of the same setting combine when both are set.
+#[derive(Clone, Copy)]
+enum Precedence {
+    Argument,
+    Policy,
+    Min,
+    DeliveryLimit,
+}
+
+fn integer(value: &Value) -> Option<i64> {
+    value.as_i64()
+}
+
+/// `args_policy_lookup`: the argument `x-<key>` and the policy's `<key>`, resolved.
+fn lookup<'a>(arguments: &'a Table, policy: Option<&'a Table>, key: &str) -> (Option<&'a Value>, Option<&'a Value>) {
+    (arguments.get(&format!("x-{key}")), policy.and_then(|p| p.get(key)))
+}
+
+fn resolve_integer(arguments: &Table, policy: Option<&Table>, key: &str, rule: Precedence) -> Option<i64> {
+    match lookup(arguments, policy, key) {
+        (None, None) => None,
+        (Some(arg), None) => integer(arg),
+        (None, Some(pol)) => integer(pol),
+        (Some(arg), Some(pol)) => match (integer(arg), integer(pol)) {
+            (Some(a), Some(p)) => Some(match rule {
+                Precedence::Argument => a,
+                Precedence::Policy => p,
+                Precedence::Min => a.min(p),
+                Precedence::DeliveryLimit if a < 0 || p < 0 => a.max(p),
+                Precedence::DeliveryLimit => a.min(p),
+            }),
+            (a, p) => a.or(p),
+        },
+    }
+}
+
+fn resolve_text(arguments: &Table, policy: Option<&Table>, key: &str, rule: Precedence) -> Option<String> {
+    let (arg, pol) = lookup(arguments, policy, key);
+    let pick = match (arg, pol, rule) {
+        (Some(a), Some(_), Precedence::Argument) => Some(a),
+        (Some(_), Some(p), _) => Some(p),
+        (a, p, _) => a.or(p),
+    };
+    pick.and_then(Value::as_str).map(str::to_owned)
+}
+
+fn non_negative(value: Option<i64>) -> Option<u64> {
+    value.and_then(|n| u64::try_from(n).ok())
+}
+
+impl QueueSettings {
+    /// Merges a queue's arguments with the definition of the policy that applies to it.
+    #[must_use]
+    pub fn resolve(queue_type: QueueType, arguments: &Table, policy: Option<&Table>) -> Self {
+        let quorum = queue_type == QueueType::Quorum;
+        let overflow_rule = if quorum { Precedence::Policy } else { Precedence::Argument };
+        let overflow = resolve_text(arguments, policy, "overflow", overflow_rule)
+            .and_then(|text| Overflow::parse(&text))
+            .unwrap_or_default();
+        // Quorum queues accept reject-publish-dlx but treat it as drop-head.
+        let overflow = if quorum && overflow == Overflow::RejectPublishDlx { Overflow::DropHead } else { overflow };
+        let delivery_limit = if quorum {
+            match resolve_integer(arguments, policy, "delivery-limit", Precedence::DeliveryLimit) {
+                None => Some(DEFAULT_DELIVERY_LIMIT),
+                Some(n) => u64::try_from(n).ok(),
+            }
+        } else {
+            None
+        };
+        let min = |key| non_negative(resolve_integer(arguments, policy, key, Precedence::Min));
+        Self {
+            dead_letter_exchange: resolve_text(arguments, policy, "dead-letter-exchange", Precedence::Argument),
+            dead_letter_routing_key: resolve_text(arguments, policy, "dead-letter-routing-key", Precedence::Argument),
+            message_ttl: min("message-ttl"),
+            max_length: min("max-length"),
+            max_length_bytes: min("max-length-bytes"),
+            overflow,
+            delivery_limit,
+            expires: min("expires"),
+        }
+    }
+
+    /// Whether a length limit is set.
+    #[must_use]
+    pub fn is_limited(&self) -> bool {
+        self.max_length.is_some() || self.max_length_bytes.is_some()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn table(entries: &[(&str, Value)]) -> Table {
+        entries.iter().map(|(k, v)| ((*k).to_owned(), v.clone())).collect()
+    }
+
+    #[test]
+    fn arguments_win_for_dlx_min_wins_for_limits() {
+        let args = table(&[
+            ("x-dead-letter-exchange", Value::long_str("arg-dlx")),
+            ("x-message-ttl", Value::I32(5000)),
+            ("x-max-length", Value::I64(10)),
+        ]);
+        let policy = table(&[
+            ("dead-letter-exchange", Value::long_str("policy-dlx")),
+            ("dead-letter-routing-key", Value::long_str("policy-key")),
+            ("message-ttl", Value::I64(1000)),
+            ("max-length", Value::I64(20)),
+        ]);
+        let s = QueueSettings::resolve(QueueType::Classic, &args, Some(&policy));
+        assert_eq!(s.dead_letter_exchange.as_deref(), Some("arg-dlx"));
+        assert_eq!(s.dead_letter_routing_key.as_deref(), Some("policy-key"));
+        assert_eq!((s.message_ttl, s.max_length), (Some(1000), Some(10)));
+        assert_eq!(s.delivery_limit, None);
+    }
+
+    #[test]
+    fn overflow_argument_wins_on_classic_policy_wins_on_quorum() {
+        let args = table(&[("x-overflow", Value::long_str("reject-publish"))]);
+        let policy = table(&[("overflow", Value::long_str("reject-publish-dlx"))]);
+        assert_eq!(QueueSettings::resolve(QueueType::Classic, &args, Some(&policy)).overflow, Overflow::RejectPublish);
+        // Quorum: the policy wins, and reject-publish-dlx means drop-head there.
+        assert_eq!(QueueSettings::resolve(QueueType::Quorum, &args, Some(&policy)).overflow, Overflow::DropHead);
+    }
+
+    #[test]
+    fn quorum_delivery_limit_defaults_to_20_and_negative_means_unlimited() {
+        let none = Table::new();
+        assert_eq!(QueueSettings::resolve(QueueType::Quorum, &none, None).delivery_limit, Some(20));
+        let args = table(&[("x-delivery-limit", Value::I32(-1))]);
+        assert_eq!(QueueSettings::resolve(QueueType::Quorum, &args, None).delivery_limit, None);
+        let policy = table(&[("delivery-limit", Value::I64(3))]);
+        // Either negative: the larger wins.
+        assert_eq!(QueueSettings::resolve(QueueType::Quorum, &args, Some(&policy)).delivery_limit, Some(3));
+        let args = table(&[("x-delivery-limit", Value::I32(5))]);
+        assert_eq!(QueueSettings::resolve(QueueType::Quorum, &args, Some(&policy)).delivery_limit, Some(3));
+    }
+}
