@@ -30,6 +30,12 @@ pub(crate) struct Cli {
     /// Accept SASL ANONYMOUS on AMQP 1.0, logging in as this configured user (off unless set).
     #[arg(long)]
     anonymous_user: Option<String>,
+    /// Address of the HTTP management API (policies, queue counters). Default 127.0.0.1:15672.
+    #[arg(long)]
+    http_listen: Option<String>,
+    /// Address of the Prometheus endpoint (`/metrics`). Default 127.0.0.1:15692.
+    #[arg(long)]
+    prometheus_listen: Option<String>,
 }
 
 /// A user in the configuration file.
@@ -50,6 +56,8 @@ struct FileConfig {
     vhosts: Option<Vec<String>>,
     log_level: Option<String>,
     anonymous_user: Option<String>,
+    http_listen: Option<String>,
+    prometheus_listen: Option<String>,
 }
 
 /// The resolved configuration.
@@ -60,6 +68,8 @@ pub(crate) struct Config {
     pub(crate) vhosts: Vec<String>,
     pub(crate) log_level: String,
     pub(crate) anonymous_user: Option<String>,
+    pub(crate) http_listen: String,
+    pub(crate) prometheus_listen: String,
 }
 
 impl Config {
@@ -110,7 +120,10 @@ impl Config {
         {
             bail!("anonymous_user {name:?} is not a configured user");
         }
-        Ok(Self { listen, users, vhosts, log_level, anonymous_user })
+        let http_listen = cli.http_listen.clone().or(file.http_listen).unwrap_or_else(|| "127.0.0.1:15672".to_owned());
+        let prometheus_listen =
+            cli.prometheus_listen.clone().or(file.prometheus_listen).unwrap_or_else(|| "127.0.0.1:15692".to_owned());
+        Ok(Self { listen, users, vhosts, log_level, anonymous_user, http_listen, prometheus_listen })
     }
 
     pub(crate) fn broker_config(&self) -> BrokerConfig {

@@ -3,6 +3,7 @@
 
 mod config;
 mod listener;
+mod metrics;
 
 use std::sync::Arc;
 
@@ -24,6 +25,7 @@ fn main() -> anyhow::Result<()> {
 }
 
 async fn run(config: Config) -> anyhow::Result<()> {
+    let metrics_handle = metrics::install()?;
     let broker = Broker::new(config.broker_config());
     let (shutdown_tx, shutdown_rx) = watch::channel(false);
     let settings = Arc::new(listener::Settings {
@@ -46,12 +48,24 @@ async fn run(config: Config) -> anyhow::Result<()> {
             shutdown_rx.clone(),
         )));
     }
+    let http = tokio::net::TcpListener::bind(&config.http_listen)
+        .await
+        .with_context(|| format!("binding the HTTP API to {}", config.http_listen))?;
+    println!("charon: http listening on {}", http.local_addr().context("reading the HTTP address")?);
+    let api = tokio::spawn(charon_http::serve(http, Arc::clone(&broker), shutdown_rx.clone()));
+    let prometheus = tokio::net::TcpListener::bind(&config.prometheus_listen)
+        .await
+        .with_context(|| format!("binding the Prometheus endpoint to {}", config.prometheus_listen))?;
+    println!("charon: prometheus listening on {}", prometheus.local_addr().context("reading the Prometheus address")?);
+    let metrics = tokio::spawn(metrics::serve(prometheus, metrics_handle, shutdown_rx.clone()));
     wait_for_signal().await;
     tracing::info!("shutting down: closing connections with 320 CONNECTION_FORCED");
     let _ = shutdown_tx.send(true);
     for handle in listeners {
         let _ = handle.await;
     }
+    let _ = api.await;
+    let _ = metrics.await;
     Ok(())
 }
 

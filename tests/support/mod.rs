@@ -1,5 +1,5 @@
 //! Starting the real `charon` binary for end-to-end tests.
-#![allow(dead_code, unreachable_pub, clippy::expect_used, clippy::unwrap_used)]
+#![allow(dead_code, unreachable_pub, clippy::expect_used, clippy::unwrap_used, clippy::indexing_slicing)]
 
 use std::io::{BufRead, BufReader};
 use std::path::PathBuf;
@@ -12,13 +12,18 @@ pub struct Charon {
     child: Child,
     /// The AMQP port it listens on.
     pub port: u16,
+    /// The HTTP management API port.
+    pub http_port: u16,
+    /// The Prometheus port.
+    pub prometheus_port: u16,
 }
 
 impl Charon {
-    /// Starts `charon --listen 127.0.0.1:0` with extra arguments.
+    /// Starts `charon` on ephemeral ports (AMQP, HTTP API, Prometheus) with extra arguments.
     pub fn start_with(args: &[&str]) -> Self {
         let mut child = Command::new(env!("CARGO_BIN_EXE_charon"))
             .args(["--listen", "127.0.0.1:0", "--log-level", "warn"])
+            .args(["--http-listen", "127.0.0.1:0", "--prometheus-listen", "127.0.0.1:0"])
             .args(args)
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
@@ -28,14 +33,20 @@ impl Charon {
         let (tx, rx) = mpsc::channel();
         std::thread::spawn(move || {
             for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-                if let Some(addr) = line.strip_prefix("charon: amqp listening on ") {
-                    let _ = tx.send(addr.to_owned());
+                for what in ["amqp", "http", "prometheus"] {
+                    if let Some(addr) = line.strip_prefix(&format!("charon: {what} listening on ")) {
+                        let port: u16 = addr.rsplit(':').next().and_then(|p| p.parse().ok()).expect("port");
+                        let _ = tx.send((what, port));
+                    }
                 }
             }
         });
-        let addr = rx.recv_timeout(Duration::from_secs(20)).expect("charon did not report its port");
-        let port = addr.rsplit(':').next().and_then(|p| p.parse().ok()).expect("port");
-        Self { child, port }
+        let mut ports = std::collections::HashMap::new();
+        while ports.len() < 3 {
+            let (what, port) = rx.recv_timeout(Duration::from_secs(20)).expect("charon did not report its ports");
+            ports.insert(what, port);
+        }
+        Self { child, port: ports["amqp"], http_port: ports["http"], prometheus_port: ports["prometheus"] }
     }
 
     /// Starts with the defaults.

@@ -84,6 +84,14 @@ impl Broker {
         self.users.get(name).map(|u| User { name: u.name.clone(), vhosts: u.vhosts.clone() })
     }
 
+    /// Every vhost, by name.
+    #[must_use]
+    pub fn vhosts(&self) -> Vec<Arc<VHost>> {
+        let mut all: Vec<Arc<VHost>> = self.vhosts.read().values().cloned().collect();
+        all.sort_by(|a, b| a.name().cmp(b.name()));
+        all
+    }
+
     /// Opens a vhost for a user.
     ///
     /// # Errors

@@ -21,6 +21,7 @@ pub mod error;
 pub mod exchange;
 pub mod gate;
 pub mod metrics;
+pub mod policy;
 pub mod queue;
 pub mod route_cache;
 pub mod session;
@@ -31,6 +32,7 @@ pub use broker::{Broker, BrokerConfig, User, UserConfig};
 pub use error::{EngineError, ErrorKind, Inequivalence, Resource, ResourceKind};
 pub use exchange::{Binding, Destination, ExchangeInfo, ExchangeKind};
 pub use gate::Gate;
+pub use policy::{ApplyTo, Policy};
 pub use queue::{
     ConfirmTo, ConsumeSpec, CreditGrant, Enqueue, GetOk, Overflow, QueueHandle, QueueRef, QueueSettings, QueueStats,
     QueueType, Settle,

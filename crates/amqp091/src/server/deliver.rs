@@ -1,7 +1,9 @@
 //! Messages out: `basic.deliver` to consumers and the content of any message sent to a client.
 
 use charon_engine::{ConsumerId, Delivery, QueueRef};
-use charon_model::{Encoded, Message, Origin};
+use std::borrow::Cow;
+
+use charon_model::{Encoded, Message, Origin, Table};
 
 use super::channel::PendingAck;
 use super::session::Session;
@@ -16,23 +18,33 @@ pub(crate) fn send_content(conn: &mut Connection, channel: u16, message: &Messag
         Encoded::Amqp091Properties(raw) => conn.send_content(channel, ContentProperties::Raw(raw), body),
         _ if message.origin == Origin::Amqp10 => {
             let converted = super::convert::from_amqp10(message);
+            let headers = with_history(&converted.headers, message);
             let expiration = converted.properties.ttl.map(|ttl| ttl.to_string());
             let properties = ContentProperties::Encode {
                 properties: &converted.properties,
-                headers: &converted.headers,
+                headers: &headers,
                 expiration: expiration.as_deref(),
             };
             conn.send_content(channel, properties, body);
         }
         _ => {
+            let headers = with_history(&message.headers, message);
             let expiration = message.properties().ttl.map(|ttl| ttl.to_string());
             let properties = ContentProperties::Encode {
                 properties: message.properties(),
-                headers: &message.headers,
+                headers: &headers,
                 expiration: expiration.as_deref(),
             };
             conn.send_content(channel, properties, body);
         }
+    }
+}
+
+/// `headers`, plus the death history when the message was dead-lettered.
+fn with_history<'a>(headers: &'a Table, message: &Message) -> Cow<'a, Table> {
+    match message.broker.deaths.as_deref() {
+        Some(history) => Cow::Owned(super::deaths::headers_with_deaths(headers, history)),
+        None => Cow::Borrowed(headers),
     }
 }
 

@@ -9,6 +9,7 @@
 mod basic;
 mod channel;
 mod convert;
+mod deaths;
 mod deliver;
 pub mod driver;
 mod publish;

@@ -2,7 +2,7 @@
 //! by the broker, then the bare message — verbatim when it was published over 1.0, converted
 //! from 0.9.1 properties and headers otherwise (RabbitMQ's `mc_amqpl:convert_to/3`).
 
-use charon_model::{Body, Encoded, Message, MessageId, Origin, Value};
+use charon_model::{Body, DeathHistory, Encoded, Message, MessageId, Origin, Value};
 use serde_amqp::Value as Amqp;
 use serde_amqp::primitives::{OrderedMap, Symbol, Timestamp};
 
@@ -100,9 +100,43 @@ fn annotations(message: &Message) -> OrderedMap<Amqp, Amqp> {
             }
         }
     }
+    let history = message.broker.deaths.as_deref();
+    if let Some(history) = history {
+        upsert(&mut map, "x-opt-deaths", deaths(history));
+    }
     upsert(&mut map, "x-exchange", Amqp::String(message.routing.exchange.clone()));
     upsert(&mut map, "x-routing-key", Amqp::String(message.routing.routing_key.clone()));
+    if let Some(history) = history {
+        for (key, value) in history.summary_fields() {
+            upsert(&mut map, key, Amqp::String(value));
+        }
+    }
     map
+}
+
+/// `x-opt-deaths`: an array of maps with symbol keys (`mc_amqp:encode_deaths/1`).
+fn deaths(history: &DeathHistory) -> Amqp {
+    let key = |k: &str| Amqp::Symbol(Symbol::from(k));
+    let entries = history
+        .entries
+        .iter()
+        .map(|death| {
+            let mut entry = OrderedMap::new();
+            if let Some(ttl) = death.original_ttl {
+                entry.insert(key("ttl"), Amqp::Uint(u32::try_from(ttl).unwrap_or(u32::MAX)));
+            }
+            entry.insert(key("queue"), Amqp::String(death.queue.clone()));
+            entry.insert(key("reason"), Amqp::Symbol(Symbol::from(death.reason.as_str())));
+            entry.insert(key("count"), Amqp::Ulong(death.count));
+            entry.insert(key("first-time"), Amqp::Timestamp(Timestamp::from_milliseconds(death.first_time)));
+            entry.insert(key("last-time"), Amqp::Timestamp(Timestamp::from_milliseconds(death.last_time)));
+            entry.insert(key("exchange"), Amqp::String(death.exchange.clone()));
+            let keys = death.routing_keys.iter().map(|k| Amqp::String(k.clone())).collect::<Vec<_>>();
+            entry.insert(key("routing-keys"), Amqp::Array(keys.into()));
+            Amqp::Map(entry)
+        })
+        .collect::<Vec<_>>();
+    Amqp::Array(entries.into())
 }
 
 /// The bare message for a message that did not arrive over 1.0.

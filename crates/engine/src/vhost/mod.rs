@@ -1,5 +1,7 @@
 //! A virtual host: the operations protocol adapters call.
 
+mod policies;
+
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Weak};
 
@@ -8,8 +10,9 @@ use parking_lot::RwLock;
 
 use crate::error::{EngineError, Resource, ResourceKind, quoted};
 use crate::exchange::{Binding, Destination, ExchangeInfo, ExchangeKind};
+use crate::policy::Policy;
 use crate::queue::args::{self, QueueType};
-use crate::queue::{QueueConfig, QueueHandle, QueueRef, QueueSettings};
+use crate::queue::{QueueConfig, QueueHandle, QueueRef};
 use crate::route_cache::RouteCache;
 use crate::session::SessionId;
 use crate::topology::Topology;
@@ -71,6 +74,8 @@ pub struct VHost {
     version: AtomicU64,
     ids: Arc<AtomicU64>,
     me: Weak<VHost>,
+    /// Policies by name.
+    policies: RwLock<Vec<Policy>>,
 }
 
 impl std::fmt::Debug for VHost {
@@ -97,6 +102,7 @@ impl VHost {
             version: AtomicU64::new(1),
             ids,
             me: me.clone(),
+            policies: RwLock::new(Vec::new()),
         })
     }
 
@@ -310,7 +316,7 @@ impl VHost {
             queue_type,
         };
         let id = self.ids.fetch_add(1, Ordering::Relaxed);
-        let settings = QueueSettings::resolve(queue_type, &config.arguments, None);
+        let settings = self.settings_for(&name, queue_type, &config.arguments);
         let queue = QueueHandle::spawn(id, config, settings, self.me.clone());
         topology.queues.insert(name.clone(), queue);
         self.changed();
@@ -499,6 +505,12 @@ impl VHost {
     #[must_use]
     pub fn bindings_between(&self, source: &str, destination: &Destination) -> Vec<Binding> {
         self.topology.read().exchanges.get(source).map(|e| e.bindings.to_destination(destination)).unwrap_or_default()
+    }
+
+    /// Every queue.
+    #[must_use]
+    pub fn queues(&self) -> Vec<QueueRef> {
+        self.topology.read().queues.values().cloned().collect()
     }
 
     /// Names of all queues (for diagnostics and tests).

@@ -1,0 +1,80 @@
+//! A vhost's policies: stored by name, applied to matching queues at declare and whenever a
+//! policy changes (RabbitMQ applies policies to existing queues at runtime).
+
+use charon_model::Table;
+
+use super::VHost;
+use crate::policy::{Policy, effective};
+use crate::queue::{QueueRef, QueueSettings, QueueType};
+
+impl VHost {
+    /// Adds or replaces a policy and applies it to the queues it now governs. Returns whether
+    /// it is new.
+    pub async fn set_policy(&self, policy: Policy) -> bool {
+        let created = {
+            let mut policies = self.policies.write();
+            let created = match policies.iter_mut().find(|p| p.name == policy.name) {
+                Some(existing) => {
+                    *existing = policy;
+                    false
+                }
+                None => {
+                    policies.push(policy);
+                    true
+                }
+            };
+            policies.sort_by(|a, b| a.name.cmp(&b.name));
+            created
+        };
+        self.reapply_policies().await;
+        created
+    }
+
+    /// Removes a policy; false when there was none of that name.
+    pub async fn delete_policy(&self, name: &str) -> bool {
+        let removed = {
+            let mut policies = self.policies.write();
+            let before = policies.len();
+            policies.retain(|p| p.name != name);
+            before != policies.len()
+        };
+        if removed {
+            self.reapply_policies().await;
+        }
+        removed
+    }
+
+    /// Every policy, by name.
+    #[must_use]
+    pub fn policies(&self) -> Vec<Policy> {
+        self.policies.read().clone()
+    }
+
+    /// One policy.
+    #[must_use]
+    pub fn policy(&self, name: &str) -> Option<Policy> {
+        self.policies.read().iter().find(|p| p.name == name).cloned()
+    }
+
+    /// The policy that applies to `queue`, if any.
+    #[must_use]
+    pub fn queue_policy(&self, queue: &QueueRef) -> Option<Policy> {
+        let policies = self.policies.read();
+        effective(policies.iter(), queue.name(), queue.config.queue_type).cloned()
+    }
+
+    /// A queue's settings: its arguments merged with the policy that applies to it.
+    pub(crate) fn settings_for(&self, name: &str, queue_type: QueueType, arguments: &Table) -> QueueSettings {
+        let policies = self.policies.read();
+        let policy = effective(policies.iter(), name, queue_type);
+        QueueSettings::resolve(queue_type, arguments, policy.map(|p| &p.definition))
+    }
+
+    async fn reapply_policies(&self) {
+        for queue in self.queues() {
+            let config = &queue.config;
+            let settings = self.settings_for(&config.name, config.queue_type, &config.arguments);
+            queue.apply_settings(settings).await;
+        }
+    }
+}

@@ -1,0 +1,45 @@
+//! Error responses in RabbitMQ's shape: `{"error": …, "reason": …}`.
+
+use axum::http::{StatusCode, header};
+use axum::response::{IntoResponse, Response};
+
+/// An API error.
+#[derive(Debug)]
+pub(crate) struct ApiError {
+    status: StatusCode,
+    error: &'static str,
+    reason: String,
+}
+
+impl ApiError {
+    /// 404 `Object Not Found`.
+    pub(crate) fn not_found() -> Self {
+        Self { status: StatusCode::NOT_FOUND, error: "Object Not Found", reason: "Not Found".to_owned() }
+    }
+
+    /// 400 `bad_request`.
+    pub(crate) fn bad_request(reason: impl Into<String>) -> Self {
+        Self { status: StatusCode::BAD_REQUEST, error: "bad_request", reason: reason.into() }
+    }
+
+    /// 401 `not_authorized`.
+    pub(crate) fn not_authorized() -> Self {
+        Self { status: StatusCode::UNAUTHORIZED, error: "not_authorized", reason: "Not_Authorized".to_owned() }
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        // RabbitMQ HTML-escapes reasons (its Erlang terms' << and >> arrive as &lt;&lt; …).
+        let reason = self.reason.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;");
+        let body = serde_json::json!({ "error": self.error, "reason": reason }).to_string();
+        let mut response = (self.status, [(header::CONTENT_TYPE, "application/json")], body).into_response();
+        if self.status == StatusCode::UNAUTHORIZED {
+            response.headers_mut().insert(
+                header::WWW_AUTHENTICATE,
+                header::HeaderValue::from_static("Basic realm=\"RabbitMQ Management\""),
+            );
+        }
+        response
+    }
+}

@@ -1,0 +1,56 @@
+//! Charon's HTTP management API: the part of RabbitMQ's management plugin that dead lettering
+//! needs, with its paths, JSON and status codes, so `rabbitmqadmin`-style scripts and the
+//! conformance suite work against either broker.
+//!
+//! - `PUT`, `GET`, `DELETE /api/policies/{vhost}/{name}`; `GET /api/policies[/{vhost}]`
+//! - `GET /api/queues[/{vhost}[/{name}]]` with `messages`, `messages_ready`,
+//!   `messages_unacknowledged`, the applied policy and the effective definition.
+//!
+//! Every request needs HTTP basic auth against the broker's users.
+
+mod auth;
+mod error;
+mod json;
+mod policies;
+mod queues;
+
+use std::sync::Arc;
+
+use axum::Router;
+use axum::routing::get;
+use charon_engine::Broker;
+use tokio::net::TcpListener;
+use tokio::sync::watch;
+
+/// The API's routes over `broker`.
+pub fn router(broker: Arc<Broker>) -> Router {
+    Router::new()
+        .route("/api/policies", get(policies::list_all))
+        .route("/api/policies/{vhost}", get(policies::list_vhost))
+        .route("/api/policies/{vhost}/{name}", get(policies::get_one).put(policies::put).delete(policies::delete))
+        .route("/api/queues", get(queues::list_all))
+        .route("/api/queues/{vhost}", get(queues::list_vhost))
+        .route("/api/queues/{vhost}/{name}", get(queues::get_one))
+        .layer(axum::middleware::from_fn_with_state(Arc::clone(&broker), auth::require_user))
+        .with_state(broker)
+}
+
+/// Serves the API on `listener` until `shutdown` turns true.
+///
+/// # Errors
+/// When the listener fails.
+pub async fn serve(
+    listener: TcpListener,
+    broker: Arc<Broker>,
+    mut shutdown: watch::Receiver<bool>,
+) -> std::io::Result<()> {
+    axum::serve(listener, router(broker))
+        .with_graceful_shutdown(async move {
+            let _ = shutdown.wait_for(|stop| *stop).await;
+        })
+        .await
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing)]
+mod tests;

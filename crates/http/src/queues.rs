@@ -1,0 +1,73 @@
+//! `/api/queues`: a queue's properties and message counters.
+
+use std::sync::Arc;
+
+use axum::Json;
+use axum::extract::{Extension, Path, State};
+use charon_engine::{Broker, QueueRef, User, VHost};
+use serde_json::{Value as JsonValue, json};
+
+use crate::error::ApiError;
+use crate::json::table_to_json;
+
+async fn render(vhost: &VHost, queue: &QueueRef) -> Option<JsonValue> {
+    let stats = queue.stats().await.ok()?;
+    let config = &queue.config;
+    let policy = vhost.queue_policy(queue);
+    Some(json!({
+        "name": config.name,
+        "vhost": config.vhost,
+        "durable": config.durable,
+        "auto_delete": config.auto_delete,
+        "exclusive": config.exclusive_owner.is_some(),
+        "arguments": table_to_json(&config.arguments),
+        "type": config.queue_type.as_str(),
+        "state": "running",
+        "consumers": stats.consumers,
+        "messages": u64::from(stats.ready) + u64::from(stats.unacked),
+        "messages_ready": stats.ready,
+        "messages_unacknowledged": stats.unacked,
+        "policy": policy.as_ref().map(|p| p.name.clone()),
+        "effective_policy_definition": policy.map_or_else(|| json!({}), |p| table_to_json(&p.definition)),
+    }))
+}
+
+async fn render_all(vhost: &VHost) -> Vec<JsonValue> {
+    let mut queues = vhost.queues();
+    queues.sort_by(|a, b| a.name().cmp(b.name()));
+    let mut out = Vec::with_capacity(queues.len());
+    for queue in &queues {
+        out.extend(render(vhost, queue).await);
+    }
+    out
+}
+
+/// `GET /api/queues`
+pub(crate) async fn list_all(State(broker): State<Arc<Broker>>, Extension(user): Extension<User>) -> Json<JsonValue> {
+    let mut all = Vec::new();
+    for vhost in broker.vhosts().iter().filter(|v| broker.open_vhost(&user, v.name()).is_ok()) {
+        all.extend(render_all(vhost).await);
+    }
+    Json(JsonValue::Array(all))
+}
+
+/// `GET /api/queues/{vhost}`
+pub(crate) async fn list_vhost(
+    State(broker): State<Arc<Broker>>,
+    Extension(user): Extension<User>,
+    Path(vhost): Path<String>,
+) -> Result<Json<JsonValue>, ApiError> {
+    let vhost = broker.open_vhost(&user, &vhost).map_err(|_| ApiError::not_found())?;
+    Ok(Json(JsonValue::Array(render_all(&vhost).await)))
+}
+
+/// `GET /api/queues/{vhost}/{name}`
+pub(crate) async fn get_one(
+    State(broker): State<Arc<Broker>>,
+    Extension(user): Extension<User>,
+    Path((vhost, name)): Path<(String, String)>,
+) -> Result<Json<JsonValue>, ApiError> {
+    let vhost = broker.open_vhost(&user, &vhost).map_err(|_| ApiError::not_found())?;
+    let queue = vhost.queues().into_iter().find(|q| q.name() == name).ok_or_else(ApiError::not_found)?;
+    render(&vhost, &queue).await.map(Json).ok_or_else(ApiError::not_found)
+}

@@ -1,0 +1,97 @@
+//! The API over an in-process broker, without sockets.
+
+use std::sync::Arc;
+
+use axum::body::Body;
+use axum::http::{Request, StatusCode};
+use charon_engine::{Broker, BrokerConfig, Enqueue, QueueDeclare};
+use charon_model::{Message, Table};
+use serde_json::Value as Json;
+use tower::ServiceExt;
+
+const GUEST: &str = "Basic Z3Vlc3Q6Z3Vlc3Q=";
+
+async fn call(broker: &Arc<Broker>, method: &str, uri: &str, body: &str) -> (StatusCode, Json) {
+    let request = Request::builder()
+        .method(method)
+        .uri(uri)
+        .header("authorization", GUEST)
+        .header("content-type", "application/json")
+        .body(Body::from(body.to_owned()))
+        .unwrap();
+    let response = crate::router(Arc::clone(broker)).oneshot(request).await.unwrap();
+    let status = response.status();
+    let bytes = axum::body::to_bytes(response.into_body(), 1 << 20).await.unwrap();
+    (status, serde_json::from_slice(&bytes).unwrap_or(Json::Null))
+}
+
+#[tokio::test]
+async fn requests_without_valid_credentials_get_401() {
+    let broker = Broker::new(BrokerConfig::default());
+    let request =
+        Request::builder().uri("/api/policies").header("authorization", "Basic Z3Vlc3Q6YmFk").body(Body::empty());
+    let response = crate::router(broker).oneshot(request.unwrap()).await.unwrap();
+    assert_eq!(response.status(), StatusCode::UNAUTHORIZED);
+    let bytes = axum::body::to_bytes(response.into_body(), 1024).await.unwrap();
+    assert_eq!(&bytes[..], br#"{"error":"not_authorized","reason":"Not_Authorized"}"#);
+}
+
+#[tokio::test]
+async fn policy_lifecycle_and_rabbitmq_errors() {
+    let broker = Broker::new(BrokerConfig::default());
+    let uri = "/api/policies/%2F/dlx";
+    let body = r#"{"pattern":"^q","definition":{"dead-letter-exchange":"dlx","max-length":3},"priority":2}"#;
+    assert_eq!(call(&broker, "PUT", uri, body).await.0, StatusCode::CREATED);
+    assert_eq!(call(&broker, "PUT", uri, body).await.0, StatusCode::NO_CONTENT);
+    let (status, got) = call(&broker, "GET", uri, "").await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(
+        got,
+        serde_json::json!({"vhost":"/","name":"dlx","pattern":"^q","apply-to":"all",
+            "definition":{"dead-letter-exchange":"dlx","max-length":3},"priority":2})
+    );
+    let (status, got) = call(&broker, "PUT", uri, r#"{"pattern":"^q","definition":{"max-length":-1}}"#).await;
+    assert_eq!(status, StatusCode::BAD_REQUEST);
+    assert_eq!(got["reason"], "Validation failed\n\n-1 is not a valid maximum length\n");
+    let (_, got) = call(&broker, "PUT", uri, r#"{"pattern":"^q","definition":{"overflow":"x"}}"#).await;
+    assert_eq!(got["reason"], "Validation failed\n\n&lt;&lt;\"x\"&gt;&gt; is not a valid overflow value\n");
+    let (_, got) = call(&broker, "PUT", uri, r#"{"definition":{}}"#).await;
+    assert_eq!(got["reason"], "[{key_missing,pattern}]");
+    // The invalid requests changed nothing.
+    assert_eq!(call(&broker, "GET", uri, "").await.1["definition"]["max-length"], 3);
+    assert_eq!(call(&broker, "GET", "/api/policies", "").await.1.as_array().map(Vec::len), Some(1));
+    assert_eq!(call(&broker, "DELETE", uri, "").await.0, StatusCode::NO_CONTENT);
+    let (status, got) = call(&broker, "DELETE", uri, "").await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+    assert_eq!(got, serde_json::json!({"error":"Object Not Found","reason":"Not Found"}));
+}
+
+#[tokio::test]
+async fn a_policy_applies_to_an_existing_queue_and_counts_show_in_the_queue() {
+    let broker = Broker::new(BrokerConfig::default());
+    let user = broker.authenticate("guest", "guest").unwrap();
+    let vhost = broker.open_vhost(&user, "/").unwrap();
+    let declare = QueueDeclare {
+        name: "q1".into(),
+        passive: false,
+        durable: true,
+        exclusive: false,
+        auto_delete: false,
+        arguments: Table::new(),
+    };
+    vhost.declare_queue(&declare, 1).await.unwrap();
+    let queue = vhost.queue("q1", 1).unwrap();
+    let items = (0..5).map(|_| Enqueue { message: Arc::new(Message::default()), confirm: None }).collect();
+    assert!(queue.publish(items, None).await);
+    let (_, got) = call(&broker, "GET", "/api/queues/%2F/q1", "").await;
+    assert_eq!((got["messages"].clone(), got["messages_ready"].clone()), (5.into(), 5.into()));
+    assert_eq!(got["policy"], Json::Null);
+    let body = r#"{"pattern":"^q1$","apply-to":"queues","definition":{"max-length":2}}"#;
+    assert_eq!(call(&broker, "PUT", "/api/policies/%2F/limit", body).await.0, StatusCode::CREATED);
+    let (_, got) = call(&broker, "GET", "/api/queues/%2F/q1", "").await;
+    assert_eq!(got["messages_ready"], 2, "the lowered limit dropped the head at once: {got}");
+    assert_eq!(got["messages_unacknowledged"], 0);
+    assert_eq!(got["policy"], "limit");
+    assert_eq!(got["effective_policy_definition"], serde_json::json!({"max-length": 2}));
+    assert_eq!(call(&broker, "GET", "/api/queues/%2F/missing", "").await.0, StatusCode::NOT_FOUND);
+}
