@@ -10,6 +10,8 @@ async fn conformance_catalogue_passes_against_charon() {
     let charon = support::Charon::start_with(&["--anonymous-user", "guest"]);
     let summary = conformance::run(conformance::RunConfig {
         url: format!("amqp://guest:guest@127.0.0.1:{}/", charon.port),
+        http_url: Some(format!("http://127.0.0.1:{}", charon.http_port)),
+        metrics_url: Some(format!("http://127.0.0.1:{}/metrics", charon.prometheus_port)),
         filter: std::env::var("CONFORMANCE_FILTER").ok(),
         jobs: 4,
         ..Default::default()

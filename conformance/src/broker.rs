@@ -19,6 +19,11 @@ pub struct Broker {
     pub password: String,
     /// Virtual host, percent-decoded (`/` when the URL path is empty or `/`).
     pub vhost: String,
+    /// Base URL of the HTTP management API (`http://host:port`); RabbitMQ's convention puts it
+    /// 10000 above the AMQP port (5672 → 15672).
+    pub http: String,
+    /// URL of the Prometheus endpoint; by convention 10020 above the AMQP port (→ 15692).
+    pub metrics: String,
 }
 
 impl Broker {
@@ -47,7 +52,9 @@ impl Broker {
             None => (hostport.to_owned(), 5672),
         };
         let vhost = if path.is_empty() { "/".to_owned() } else { decode(path)? };
-        Ok(Self { url: url.to_owned(), host, port, user, password, vhost })
+        let http = format!("http://{host}:{}", u32::from(port) + 10_000);
+        let metrics = format!("http://{host}:{}/metrics", u32::from(port) + 10_020);
+        Ok(Self { url: url.to_owned(), host, port, user, password, vhost, http, metrics })
     }
 
     /// `host:port`, for `TcpStream::connect`.

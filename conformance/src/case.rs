@@ -28,6 +28,25 @@ impl Protocol {
     }
 }
 
+/// The queue type a dead-lettering case declares its source queue as.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum QueueKind {
+    /// `x-queue-type: classic`.
+    Classic,
+    /// `x-queue-type: quorum` (durable).
+    Quorum,
+}
+
+impl QueueKind {
+    /// `classic` / `quorum`.
+    pub fn label(self) -> &'static str {
+        match self {
+            Self::Classic => "classic",
+            Self::Quorum => "quorum",
+        }
+    }
+}
+
 /// One protocol combination a cross-protocol case runs in.
 ///
 /// Cases that run in a matrix (publish over one protocol, consume over another) list the
@@ -39,20 +58,22 @@ pub struct Variant {
     pub publish: Protocol,
     /// Protocol the consuming side uses.
     pub consume: Protocol,
+    /// For cases that run against both queue types: which one this run uses.
+    pub queue: Option<QueueKind>,
 }
 
 impl Variant {
     /// The plain AMQP 0.9.1 → 0.9.1 variant.
-    pub const AMQP091: Self = Self { publish: Protocol::Amqp091, consume: Protocol::Amqp091 };
+    pub const AMQP091: Self = Self { publish: Protocol::Amqp091, consume: Protocol::Amqp091, queue: None };
 
     /// A case that speaks AMQP 1.0 only (or 1.0 on both sides of a flow).
-    pub const AMQP10: Self = Self { publish: Protocol::Amqp10, consume: Protocol::Amqp10 };
+    pub const AMQP10: Self = Self { publish: Protocol::Amqp10, consume: Protocol::Amqp10, queue: None };
 
     /// Publish over 0.9.1, consume over 1.0 (conversion cases).
-    pub const TO10: Self = Self { publish: Protocol::Amqp091, consume: Protocol::Amqp10 };
+    pub const TO10: Self = Self { publish: Protocol::Amqp091, consume: Protocol::Amqp10, queue: None };
 
     /// Publish over 1.0, consume over 0.9.1 (conversion cases).
-    pub const TO091: Self = Self { publish: Protocol::Amqp10, consume: Protocol::Amqp091 };
+    pub const TO091: Self = Self { publish: Protocol::Amqp10, consume: Protocol::Amqp091, queue: None };
 
     /// Whether either side speaks AMQP 1.0.
     pub fn uses_amqp10(self) -> bool {
@@ -60,16 +81,51 @@ impl Variant {
     }
 
     /// The four combinations of 0.9.1 and 1.0 publishers and consumers.
-    pub const MATRIX: [Self; 4] = [
-        Self::AMQP091,
-        Self { publish: Protocol::Amqp091, consume: Protocol::Amqp10 },
-        Self { publish: Protocol::Amqp10, consume: Protocol::Amqp091 },
-        Self { publish: Protocol::Amqp10, consume: Protocol::Amqp10 },
+    pub const MATRIX: [Self; 4] = [Self::AMQP091, Self::TO10, Self::TO091, Self::AMQP10];
+
+    /// This variant with a source queue of the given type.
+    pub const fn on(self, queue: QueueKind) -> Self {
+        Self { publish: self.publish, consume: self.consume, queue: Some(queue) }
+    }
+
+    /// 0.9.1 on both sides, for a classic and for a quorum source queue.
+    pub const BOTH_QUEUES: [Self; 2] = [Self::AMQP091.on(QueueKind::Classic), Self::AMQP091.on(QueueKind::Quorum)];
+
+    /// The protocol matrix for a classic and for a quorum source queue.
+    pub const MATRIX_BOTH_QUEUES: [Self; 8] = [
+        Self::AMQP091.on(QueueKind::Classic),
+        Self::TO10.on(QueueKind::Classic),
+        Self::TO091.on(QueueKind::Classic),
+        Self::AMQP10.on(QueueKind::Classic),
+        Self::AMQP091.on(QueueKind::Quorum),
+        Self::TO10.on(QueueKind::Quorum),
+        Self::TO091.on(QueueKind::Quorum),
+        Self::AMQP10.on(QueueKind::Quorum),
     ];
 
-    /// Suffix appended to a case name when the case runs in more than one variant.
+    /// The protocol matrix for a classic source queue only.
+    pub const MATRIX_CLASSIC: [Self; 4] = [
+        Self::AMQP091.on(QueueKind::Classic),
+        Self::TO10.on(QueueKind::Classic),
+        Self::TO091.on(QueueKind::Classic),
+        Self::AMQP10.on(QueueKind::Classic),
+    ];
+
+    /// The protocol matrix for a quorum source queue only.
+    pub const MATRIX_QUORUM: [Self; 4] = [
+        Self::AMQP091.on(QueueKind::Quorum),
+        Self::TO10.on(QueueKind::Quorum),
+        Self::TO091.on(QueueKind::Quorum),
+        Self::AMQP10.on(QueueKind::Quorum),
+    ];
+
+    /// Suffix appended to a case name when the case runs in more than one variant:
+    /// `[091>10]`, or `[quorum,091>10]` when the queue type varies too.
     pub fn suffix(self) -> String {
-        format!("[{}>{}]", self.publish.label(), self.consume.label())
+        match self.queue {
+            None => format!("[{}>{}]", self.publish.label(), self.consume.label()),
+            Some(q) => format!("[{},{}>{}]", q.label(), self.publish.label(), self.consume.label()),
+        }
     }
 }
 
@@ -145,5 +201,14 @@ macro_rules! case10 {
     };
     ($name:expr, $desc:expr, [$($tag:expr),*], $f:path) => {
         $crate::case_v!($name, $desc, &[$crate::Variant::AMQP10], ["amqp10" $(, $tag)*], $f)
+    };
+}
+
+/// Builds a [`Case`] that runs in all four protocol combinations ([`Variant::MATRIX`]).
+#[macro_export]
+#[doc(hidden)]
+macro_rules! case_matrix {
+    ($name:expr, $desc:expr, $f:path) => {
+        $crate::case_v!($name, $desc, &$crate::Variant::MATRIX, ["matrix"], $f)
     };
 }

@@ -25,6 +25,7 @@ struct Inner {
     counter: AtomicUsize,
     queues: Mutex<Vec<String>>,
     exchanges: Mutex<Vec<String>>,
+    policies: Mutex<Vec<String>>,
     amqprs: Mutex<Vec<amqprs::connection::Connection>>,
 }
 
@@ -53,6 +54,7 @@ impl Ctx {
                 counter: AtomicUsize::new(0),
                 queues: Mutex::new(Vec::new()),
                 exchanges: Mutex::new(Vec::new()),
+                policies: Mutex::new(Vec::new()),
                 amqprs: Mutex::new(Vec::new()),
             }),
         }
@@ -105,6 +107,18 @@ impl Ctx {
         if let Ok(mut v) = self.inner.queues.lock() {
             v.push(name.to_owned());
         }
+    }
+
+    /// Registers a policy for deletion after the case.
+    pub fn track_policy(&self, name: &str) {
+        if let Ok(mut v) = self.inner.policies.lock() {
+            v.push(name.to_owned());
+        }
+    }
+
+    /// Policies to delete after the case.
+    pub fn tracked_policies(&self) -> Vec<String> {
+        self.inner.policies.lock().map(|v| v.clone()).unwrap_or_default()
     }
 
     /// Queues to delete after the case.

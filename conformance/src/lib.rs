@@ -2,8 +2,10 @@
 //!
 //! The suite is a product on its own: point it at a broker URL and it tells you, case by case,
 //! whether that broker behaves like RabbitMQ 4.0.5 on the wire. Every case uses only
-//! third-party clients ([`lapin`], [`amqprs`]) or hand-built raw frames ([`raw`]), never
-//! Charon's own crates, so a codec bug shared with the broker cannot hide.
+//! third-party clients ([`lapin`], [`amqprs`], [`fe2o3_amqp`]) or hand-built raw frames
+//! ([`raw`] for AMQP 0.9.1, [`raw10`] for AMQP 1.0), never Charon's own crates, so a codec bug
+//! shared with the broker cannot hide. AMQP 1.0 uses the same URL (host, port, credentials;
+//! the vhost goes into the open's hostname as `vhost:<name>`).
 //!
 //! ```no_run
 //! # async fn demo() {
@@ -23,13 +25,20 @@
 //! - [`error`]: [`CaseError`], the "expected X, saw Y" failure every case returns.
 //! - [`ctx`]: the per-case context: unique names, client connections, cleanup tracking.
 //! - [`broker`]: parsing of the `amqp://` URL into the pieces raw sockets and amqprs need.
-//! - [`runner`]: selection, parallel execution with per-case timeouts, [`Summary`].
+//! - [`runner`]: selection, parallel execution with per-case timeouts, [`Summary`]; cases
+//!   marked [`Case::deliberate`] that fail are reported as deliberate differences.
 //! - [`raw`]: a byte-by-byte AMQP 0.9.1 frame builder and reader for malformed-input cases.
+//! - [`raw10`]: a hand-driven AMQP 1.0 peer (SASL, open, sessions, links, transfers, exact
+//!   message sections) for drain, outcomes, malformed frames and byte-exact checks.
+//! - `fe2o3_kit` (private): the fe2o3-amqp client and RabbitMQ's v2 addresses
+//!   (`/queues/:q`, `/exchanges/:x/:key`); `wire` (private): protocol-neutral publish and
+//!   drain for cases that run in the publish × consume matrix.
 //! - `lapin_kit` / `amqprs_kit` (private): small helpers so cases read as steps and checks;
 //!   amqprs callbacks are turned into an event stream to assert closes, returns and confirms.
 //! - `cases/*` (private): the cases themselves, one file per area.
 //!
-//! Exact RabbitMQ 4.0.5 behaviour the cases encode is written up in `OBSERVED-0.9.1.md`.
+//! Exact RabbitMQ 4.0.5 behaviour the cases encode is written up in `OBSERVED-0.9.1.md` and
+//! `OBSERVED-1.0.md`.
 
 pub mod broker;
 pub mod case;
@@ -38,14 +47,17 @@ pub mod error;
 pub mod raw;
 pub mod runner;
 
+pub mod admin;
 pub mod raw10;
 
 mod amqprs_kit;
 mod cases;
 mod fe2o3_kit;
 mod lapin_kit;
+mod wire;
+mod dlx_kit;
 
-pub use case::{Case, Protocol, Variant};
+pub use case::{Case, Protocol, QueueKind, Variant};
 pub use ctx::Ctx;
 pub use error::{CaseError, CaseResult, wire_text};
 pub use runner::{CaseOutcome, RunConfig, Summary, all_cases, run, run_with};

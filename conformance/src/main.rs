@@ -22,6 +22,12 @@ struct Args {
     /// Per-case timeout in seconds.
     #[arg(long, default_value_t = 15)]
     timeout: u64,
+    /// HTTP management API base URL (default: the AMQP port + 10000, e.g. http://127.0.0.1:15672).
+    #[arg(long)]
+    http_url: Option<String>,
+    /// Prometheus URL (default: http://<host>:<AMQP port + 10020>/metrics).
+    #[arg(long)]
+    metrics_url: Option<String>,
 }
 
 #[tokio::main]
@@ -38,6 +44,8 @@ async fn main() -> ExitCode {
         filter: args.filter,
         jobs: args.jobs,
         case_timeout: Duration::from_secs(args.timeout),
+        http_url: args.http_url,
+        metrics_url: args.metrics_url,
     };
     let summary = conformance::run_with(config, |o| println!("{o}")).await;
     for o in summary.outcomes.iter().filter(|o| o.differs()) {

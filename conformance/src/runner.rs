@@ -20,6 +20,10 @@ pub struct RunConfig {
     pub jobs: usize,
     /// Wall-clock limit per case; a case still running then is a failure, not a hang.
     pub case_timeout: Duration,
+    /// The HTTP management API (`http://host:port`); default: AMQP port + 10000.
+    pub http_url: Option<String>,
+    /// The Prometheus endpoint URL; default: `http://host:<AMQP port + 10020>/metrics`.
+    pub metrics_url: Option<String>,
 }
 
 impl Default for RunConfig {
@@ -29,6 +33,8 @@ impl Default for RunConfig {
             filter: None,
             jobs: 4,
             case_timeout: Duration::from_secs(15),
+            http_url: None,
+            metrics_url: None,
         }
     }
 }
@@ -149,7 +155,15 @@ pub async fn run(config: RunConfig) -> Summary {
 pub async fn run_with(config: RunConfig, mut on_outcome: impl FnMut(&CaseOutcome)) -> Summary {
     let mut summary = Summary::default();
     let broker = match Broker::parse(&config.url) {
-        Ok(b) => b,
+        Ok(mut b) => {
+            if let Some(http) = &config.http_url {
+                b.http = http.trim_end_matches('/').to_owned();
+            }
+            if let Some(metrics) = &config.metrics_url {
+                b.metrics = metrics.clone();
+            }
+            b
+        }
         Err(e) => {
             let o = CaseOutcome {
                 name: "config.url".to_owned(),
@@ -166,23 +180,27 @@ pub async fn run_with(config: RunConfig, mut on_outcome: impl FnMut(&CaseOutcome
     let run_id = format!("{:06x}", rand::random::<u32>() & 0xff_ffff);
     let timeout = config.case_timeout;
     let jobs = config.jobs.max(1);
-    let mut stream = futures_util::stream::iter(selected(config.filter.as_deref()))
-        .enumerate()
-        .map(|(index, (name, case, variant))| {
-            let ctx = Ctx::new(broker.clone(), case.name, index, &run_id, variant);
-            run_one(name, case, ctx, timeout)
-        })
-        .buffer_unordered(jobs);
-    while let Some(outcome) = stream.next().await {
-        if outcome.passed() {
-            summary.passed += 1;
-        } else if outcome.differs() {
-            summary.deliberate += 1;
-        } else {
-            summary.failed += 1;
+    // Cases tagged `serial` (they read broker-wide counters) run after all others, one at a time.
+    let (serial, parallel): (Vec<_>, Vec<_>) =
+        selected(config.filter.as_deref()).into_iter().enumerate().partition(|(_, (_, case, _))| case.tags.contains(&"serial"));
+    for (batch, jobs) in [(parallel, jobs), (serial, 1)] {
+        let mut stream = futures_util::stream::iter(batch)
+            .map(|(index, (name, case, variant))| {
+                let ctx = Ctx::new(broker.clone(), case.name, index, &run_id, variant);
+                run_one(name, case, ctx, timeout)
+            })
+            .buffer_unordered(jobs);
+        while let Some(outcome) = stream.next().await {
+            if outcome.passed() {
+                summary.passed += 1;
+            } else if outcome.differs() {
+                summary.deliberate += 1;
+            } else {
+                summary.failed += 1;
+            }
+            on_outcome(&outcome);
+            summary.outcomes.push(outcome);
         }
-        on_outcome(&outcome);
-        summary.outcomes.push(outcome);
     }
     summary
 }
@@ -211,6 +229,9 @@ async fn cleanup(ctx: &Ctx) {
         if conn.is_open() {
             let _ = tokio::time::timeout(Duration::from_secs(3), conn.close()).await;
         }
+    }
+    for policy in ctx.tracked_policies() {
+        let _ = ctx.delete_policy(&policy).await;
     }
     let queues = ctx.tracked_queues();
     let exchanges = ctx.tracked_exchanges();

@@ -12,6 +12,11 @@ use std::time::Duration;
 
 pub(crate) fn cases() -> Vec<Case> {
     vec![
+        crate::case_matrix!(
+            "acks.settle.any_protocol",
+            "ack removes, requeue redelivers marked redelivered, reject removes, in every protocol pair",
+            settle_any_protocol
+        ),
         case!(
             "acks.requeue.channel_close_original_position",
             "unacked messages return to their original place, redelivered, when the channel closes",
@@ -274,4 +279,30 @@ async fn reject_unknown(ctx: Ctx) -> CaseResult {
     let (ch, mut ev) = amqprs_holding(&ctx, 1).await?;
     ch.basic_reject(BasicRejectArguments::new(9, true)).await?;
     ev.expect_close().await?.expect(406, "PRECONDITION_FAILED - unknown delivery tag 9", 60, 90)
+}
+
+async fn settle_any_protocol(ctx: Ctx) -> CaseResult {
+    use crate::wire::{Consumer, Publisher, Settle};
+    let (c, ch) = ctx.lapin_channel().await?;
+    let q = ctx.queue("q");
+    lk::declare_queue(&ch, &q).await?;
+    let mut p = Publisher::open(&ctx, &c).await?;
+    for body in ["a", "b", "c"] {
+        p.publish("", &q, body.as_bytes()).await?;
+    }
+    p.close().await;
+    // One delivery at a time, so a requeued message is the next one delivered.
+    let mut consumer = Consumer::open(&ctx, &c, &q, 1).await?;
+    let mut seen = Vec::new();
+    for how in [Settle::Ack, Settle::Requeue, Settle::Reject, Settle::Ack] {
+        let d = consumer.next().await?;
+        seen.push((String::from_utf8_lossy(&d.body).into_owned(), d.redelivered));
+        consumer.settle(&d, how).await?;
+    }
+    consumer.close().await;
+    let expected: Vec<(String, bool)> =
+        [("a", false), ("b", false), ("b", true), ("c", false)].iter().map(|(b, r)| ((*b).to_owned(), *r)).collect();
+    check_eq!(seen, expected, "(body, redelivered): ack a, requeue b, reject the redelivered b, ack c");
+    check_eq!(lk::message_count(&c, &q).await?, 0, "messages left");
+    Ok(())
 }

@@ -69,6 +69,11 @@ pub(crate) fn cases() -> Vec<Case> {
             presettled_without_to
         ),
         case10!(
+            "amqp10.publish.reject_publish_overflow_rejected",
+            "a full queue with x-overflow reject-publish: outcome rejected, with no error (4.0.5)",
+            overflow_rejected
+        ),
+        case10!(
             "amqp10.publish.multi_frame_body",
             "a 300 KB body sent in frames of the broker's max-frame-size arrives whole over 0.9.1",
             multi_frame
@@ -282,5 +287,21 @@ async fn fanout(ctx: Ctx) -> CaseResult {
     check_eq!(send(&mut c, 0, 0, Msg::text("f")).await?, "accepted", "outcome");
     check_eq!(lk::drain(&ch, &q).await?, vec!["f".to_owned()], "q1");
     check_eq!(lk::drain(&ch, &q2).await?, vec!["f".to_owned()], "q2");
+    c.close().await
+}
+
+async fn overflow_rejected(ctx: Ctx) -> CaseResult {
+    let (_conn, ch) = ctx.lapin_channel().await?;
+    let q = ctx.queue("q");
+    let mut args = FieldTable::default();
+    args.insert("x-max-length".into(), lapin::types::AMQPValue::LongLongInt(1));
+    args.insert("x-overflow".into(), lapin::types::AMQPValue::LongString("reject-publish".into()));
+    ch.queue_declare(q.as_str().into(), Default::default(), args).await?;
+    let mut c = session(&ctx).await?;
+    c.attach_sender(0, 0, Some(&queue_addr(&q))).await?;
+    check_eq!(send(&mut c, 0, 0, Msg::text("1")).await?, "accepted", "first outcome");
+    // RabbitMQ 4.3 adds amqp:resource-limit-exceeded here; 4.0.5 sends a bare rejected.
+    check_eq!(send(&mut c, 0, 1, Msg::text("2")).await?, "rejected", "second outcome");
+    check_eq!(send(&mut c, 0, 2, Msg::text("3")).await?, "rejected", "the link stays usable");
     c.close().await
 }

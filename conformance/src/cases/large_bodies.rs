@@ -1,7 +1,7 @@
 //! Bodies larger than frame_max, empty bodies, and bodies on frame boundaries.
 
 use crate::{
-    Case, CaseError, CaseResult, Ctx, amqprs_kit as ak, case, check, check_eq,
+    Case, CaseError, CaseResult, Ctx, amqprs_kit as ak, case, case_matrix, check, check_eq,
     lapin_kit::{self as lk, confirm, publish},
 };
 use amqprs::{
@@ -21,6 +21,11 @@ pub(crate) fn cases() -> Vec<Case> {
             "large.body_1m_amqprs_to_lapin",
             "a 1 MB random body published by amqprs arrives intact at lapin",
             body_1m
+        ),
+        case_matrix!(
+            "large.bodies_any_protocol",
+            "bodies of 0 B, 1 B, one frame's payload and 300 KB arrive byte for byte in every protocol pair",
+            bodies_any_protocol
         ),
         case!("large.body_empty", "an empty body arrives as an empty body (both clients)", body_empty),
         case!(
@@ -108,5 +113,24 @@ async fn boundaries(ctx: Ctx) -> CaseResult {
         let d = lk::next(&mut consumer, lk::ARRIVE).await?;
         same(&d.data, b, &format!("{n}-byte body"))?;
     }
+    Ok(())
+}
+
+async fn bodies_any_protocol(ctx: Ctx) -> CaseResult {
+    let (c, ch) = ctx.lapin_channel().await?;
+    let q = ctx.queue("q");
+    crate::lapin_kit::declare_queue(&ch, &q).await?;
+    // 131_064 fills one 0.9.1 body frame of the default frame_max exactly.
+    let bodies: Vec<Vec<u8>> =
+        [0usize, 1, 131_064, 300_000].iter().map(|n| (0..*n).map(|i| (i % 251) as u8).collect()).collect();
+    let mut p = crate::wire::Publisher::open(&ctx, &c).await?;
+    for body in &bodies {
+        p.publish("", &q, body).await?;
+    }
+    p.close().await;
+    let got = crate::wire::drain_bytes(&ctx, &ch, &q).await?;
+    let sizes = |v: &[Vec<u8>]| v.iter().map(Vec::len).collect::<Vec<_>>();
+    check_eq!(sizes(&got), sizes(&bodies), "body sizes");
+    check!(got == bodies, "bodies differ in content");
     Ok(())
 }

@@ -5,11 +5,22 @@ use crate::case::Case;
 mod acks;
 mod amqp10_attach;
 mod amqp10_connection;
+mod amqp10_consume;
+mod amqp10_errors;
+mod amqp10_fe2o3;
+mod amqp10_framing;
+mod amqp10_management;
+mod amqp10_management_more;
+mod amqp10_message;
 mod amqp10_publish;
 mod confirms;
 mod consume;
+mod dlx_basic;
 mod errors_connection;
 mod exchanges;
+mod fidelity;
+mod fidelity_to091;
+mod fidelity_to10;
 mod handshake;
 mod heartbeats;
 mod large_bodies;
@@ -44,6 +55,17 @@ pub(crate) fn all() -> Vec<Case> {
         amqp10_connection::cases(),
         amqp10_attach::cases(),
         amqp10_publish::cases(),
+        fidelity::cases(),
+        amqp10_consume::cases(),
+        amqp10_errors::cases(),
+        amqp10_message::cases(),
+        amqp10_framing::cases(),
+        fidelity_to10::cases(),
+        fidelity_to091::cases(),
+        amqp10_management::cases(),
+        amqp10_fe2o3::cases(),
+        amqp10_management_more::cases(),
+        dlx_basic::cases(),
     ]
     .concat()
 }

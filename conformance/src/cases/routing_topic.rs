@@ -1,40 +1,57 @@
 //! Topic exchange pattern matching: `*` is exactly one word, `#` is zero or more words.
 
 use crate::{
-    Case, CaseResult, Ctx, case, check_eq,
-    lapin_kit::{confirm, drain, publish, queue_bound},
+    Case, CaseResult, Ctx, case_matrix, check_eq,
+    lapin_kit::queue_bound,
+    wire::{Publisher, drain},
 };
 use lapin::{ExchangeKind, options::ExchangeDeclareOptions, types::FieldTable};
 
 pub(crate) fn cases() -> Vec<Case> {
     vec![
-        case!("routing.topic.star_matches_one_word", "`a.*.c` matches exactly one word in the middle", star_one_word),
-        case!(
+        case_matrix!(
+            "routing.topic.star_matches_one_word",
+            "`a.*.c` matches exactly one word in the middle",
+            star_one_word
+        ),
+        case_matrix!(
             "routing.topic.star_not_zero_words",
             "`a.*` does not match `a`, `*` alone does not match two words",
             star_not_zero
         ),
-        case!(
+        case_matrix!(
             "routing.topic.hash_alone_matches_everything",
             "`#` matches every key, including the empty key",
             hash_alone
         ),
-        case!(
+        case_matrix!(
             "routing.topic.hash_matches_zero_words",
             "`a.#` matches `a` itself (zero words) and any longer key",
             hash_zero_words
         ),
-        case!("routing.topic.hash_prefix", "`#.a` matches `a`, `x.a`, `x.y.a` and not `a.x`", hash_prefix),
-        case!("routing.topic.hash_middle", "`a.#.b` matches `a.b`, `a.x.b`, `a.x.y.b`", hash_middle),
-        case!("routing.topic.empty_words", "empty words (`a..b`) are words: `a.*.b` matches `a..b`", empty_words),
-        case!("routing.topic.empty_key", "the empty key has zero words: matched by `` and `#`, not by `*`", empty_key),
-        case!("routing.topic.literal_exact", "a pattern without wildcards matches only the identical key", literal),
-        case!(
+        case_matrix!("routing.topic.hash_prefix", "`#.a` matches `a`, `x.a`, `x.y.a` and not `a.x`", hash_prefix),
+        case_matrix!("routing.topic.hash_middle", "`a.#.b` matches `a.b`, `a.x.b`, `a.x.y.b`", hash_middle),
+        case_matrix!(
+            "routing.topic.empty_words",
+            "empty words (`a..b`) are words: `a.*.b` matches `a..b`",
+            empty_words
+        ),
+        case_matrix!(
+            "routing.topic.empty_key",
+            "the empty key has zero words: matched by `` and `#`, not by `*`",
+            empty_key
+        ),
+        case_matrix!(
+            "routing.topic.literal_exact",
+            "a pattern without wildcards matches only the identical key",
+            literal
+        ),
+        case_matrix!(
             "routing.topic.overlapping_bindings_one_copy",
             "a queue whose two patterns both match gets one copy",
             overlapping
         ),
-        case!(
+        case_matrix!(
             "routing.topic.hash_star_combo",
             "`#.*` needs at least one word (so not the empty key); `*.#.*` needs at least two",
             hash_star_combo
@@ -44,8 +61,7 @@ pub(crate) fn cases() -> Vec<Case> {
 
 /// Binds one queue with `patterns`, publishes `keys` (body = key) and checks what arrived.
 async fn topic(ctx: &Ctx, patterns: &[&str], keys: &[&str], expected: &[&str]) -> CaseResult {
-    let (_c, ch) = ctx.lapin_channel().await?;
-    confirm(&ch).await?;
+    let (c, ch) = ctx.lapin_channel().await?;
     let x = ctx.exchange("t");
     ch.exchange_declare(
         x.as_str().into(),
@@ -62,11 +78,13 @@ async fn topic(ctx: &Ctx, patterns: &[&str], keys: &[&str], expected: &[&str]) -
             crate::lapin_kit::bind(&ch, &q, &x, p, FieldTable::default()).await?;
         }
     }
+    let mut publisher = Publisher::open(ctx, &c).await?;
     for k in keys {
-        publish(&ch, &x, k, k.as_bytes()).await?;
+        publisher.publish(&x, k, k.as_bytes()).await?;
     }
+    publisher.close().await;
     let want: Vec<String> = expected.iter().map(|s| (*s).to_owned()).collect();
-    check_eq!(drain(&ch, &q).await?, want, "keys routed by {patterns:?}");
+    check_eq!(drain(ctx, &ch, &q).await?, want, "keys routed by {patterns:?}");
     Ok(())
 }
 

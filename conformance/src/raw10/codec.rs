@@ -85,7 +85,7 @@ pub fn sections(payload: &[u8]) -> Result<Vec<(u64, Vec<u8>)>, CaseError> {
     while !rest.is_empty() {
         let n = value_len(rest)?;
         let (section, tail) = rest.split_at(n);
-        let code = match serde_amqp::from_slice::<Value>(section) {
+        let code = match super::value::decode(section).map(|(v, _)| v) {
             Ok(Value::Described(d)) => match d.descriptor {
                 Descriptor::Code(c) => c,
                 Descriptor::Name(n) => {
@@ -101,9 +101,10 @@ pub fn sections(payload: &[u8]) -> Result<Vec<(u64, Vec<u8>)>, CaseError> {
     Ok(out)
 }
 
-/// Decodes one encoded value.
+/// Decodes one encoded value (with the suite's own decoder: serde_amqp panics on some valid
+/// values, see [`super::value`]).
 pub fn decode_value(b: &[u8]) -> Result<Value, CaseError> {
-    serde_amqp::from_slice::<Value>(b).map_err(|e| CaseError::new(format!("decode: {e}")))
+    super::value::decode(b).map(|(v, _)| v)
 }
 
 /// The value inside a described value (its descriptor dropped).

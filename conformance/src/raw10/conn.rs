@@ -18,6 +18,9 @@ use tokio::{
 
 /// Default wait for a frame the broker must send.
 pub const WAIT: Duration = Duration::from_secs(5);
+/// Wait for the broker's open: longer, since a busy broker (or one still delaying a refused
+/// SASL exchange elsewhere) can take a few seconds to get there.
+const OPEN_WAIT: Duration = Duration::from_secs(10);
 
 /// What a received frame carried.
 #[derive(Debug)]
@@ -174,10 +177,8 @@ impl Conn10 {
             if let Performative::Transfer(t) = &p {
                 let ids = self.sessions.entry(channel).or_default();
                 ids.next_incoming = ids.next_incoming.wrapping_add(1);
-                if t.delivery_id.is_some() {
-                    if let Some(dc) = self.delivery_counts.get_mut(&(channel, t.handle.0)) {
-                        *dc = dc.wrapping_add(1);
-                    }
+                if let (Some(_), Some(dc)) = (t.delivery_id, self.delivery_counts.get_mut(&(channel, t.handle.0))) {
+                    *dc = dc.wrapping_add(1);
                 }
             }
             Body::Perf(Box::new(p), body.get(n..).unwrap_or_default().to_vec())
@@ -280,7 +281,7 @@ impl Conn10 {
         }
         self.perf(0, &open).await?;
         let got = self
-            .expect("open", WAIT, |_, p, _| match p {
+            .expect("open", OPEN_WAIT, |_, p, _| match p {
                 Performative::Open(o) => Some(o.clone()),
                 _ => None,
             })

@@ -92,7 +92,7 @@ impl Conn10 {
         target: Option<&str>,
         settle: SenderSettleMode,
     ) -> Result<(), CaseError> {
-        let a = attach(name, handle, Role::Sender, settle, None, Some(target_of(target)));
+        let a = attach_frame(name, handle, Role::Sender, settle, None, Some(target_of(target)));
         self.perf(channel, &a).await
     }
 
@@ -107,7 +107,7 @@ impl Conn10 {
     ) -> Result<(), CaseError> {
         let mut s = Source::builder().build();
         s.address = source.map(str::to_owned);
-        let a = attach(name, handle, Role::Receiver, settle, Some(s), Some(target_of(None)));
+        let a = attach_frame(name, handle, Role::Receiver, settle, Some(s), Some(target_of(None)));
         self.perf(channel, &a).await
     }
 
@@ -342,13 +342,15 @@ impl Conn10 {
     }
 }
 
-fn target_of(address: Option<&str>) -> TargetArchetype {
+/// A target terminus with `address` (`None` = the null target).
+pub fn target_of(address: Option<&str>) -> TargetArchetype {
     let mut t = Target::builder().build();
     t.address = address.map(str::to_owned);
     TargetArchetype::Target(t)
 }
 
-fn attach(
+/// An attach performative with the fields every case varies; the rest left default.
+pub fn attach_frame(
     name: &str,
     handle: u32,
     role: Role,

@@ -10,6 +10,7 @@ pub mod codec;
 pub mod conn;
 pub mod link;
 pub mod message;
+pub mod value;
 
 pub use conn::{Conn10, WAIT};
 pub use link::{Delivery, Refusal};

@@ -47,11 +47,20 @@ pub fn parse_frame(buf: &mut BytesMut, max_frame_size: u32) -> Result<Option<Raw
     let doff = header.get(4).copied().unwrap_or_default();
     let kind = header.get(5).copied().unwrap_or_default();
     let channel = u16::from_be_bytes([header.get(6).copied().unwrap_or(0), header.get(7).copied().unwrap_or(0)]);
-    if size < 8 || doff < 2 || u32::from(doff) * 4 > size {
+    // RabbitMQ's order: the data offset first, then a bare 8-byte header is a heartbeat
+    // (whatever its offset), then the size limit, and only then the rest of the header.
+    if doff < 2 {
         return Err(FrameError::BadHeader);
+    }
+    if size == 8 {
+        let _header = buf.split_to(8);
+        return Ok(Some(RawFrame { kind, channel, body: Bytes::new() }));
     }
     if size > max_frame_size {
         return Err(FrameError::TooLarge { size, max: max_frame_size });
+    }
+    if size < 8 || u32::from(doff) * 4 > size {
+        return Err(FrameError::BadHeader);
     }
     let total = usize::try_from(size).map_err(|_| FrameError::BadHeader)?;
     if buf.len() < total {

@@ -50,17 +50,14 @@ pub fn to_model(parsed: &ParsedMessage, exchange: &str, routing_key: &str) -> Me
             _ => None,
         })
         .collect();
-    let cc = match annotations.get("x-cc") {
-        Some(Value::List(items) | Value::Array(items)) => {
-            items.iter().filter_map(|v| v.as_str().map(str::to_owned)).collect()
-        }
-        _ => Vec::new(),
-    };
     let body = match &parsed.body {
         Some(BodyKind::SingleData(bytes)) => Body::Data(bytes.clone()),
         _ => Body::Amqp10Sections(parsed.body_sections.clone()),
     };
-    let routing = Routing { exchange: exchange.to_owned(), routing_key: routing_key.to_owned(), cc, bcc: Vec::new() };
+    // An `x-cc` annotation stays an annotation: RabbitMQ 4.0.5 routes a 1.0 message by its
+    // target's key alone (rabbit_amqp_session:lookup_routing_key/4 replaces the routing keys), so
+    // CC keys neither route it nor show up in its death history.
+    let routing = Routing { exchange: exchange.to_owned(), routing_key: routing_key.to_owned(), ..Routing::default() };
     let mut message = Message::new(routing, body);
     message.set_properties(properties);
     message.headers = parsed.application_properties.iter().cloned().collect();

@@ -4,7 +4,7 @@
 use std::collections::{HashMap, VecDeque};
 use std::time::{Duration, Instant};
 
-use bytes::{Bytes, BytesMut};
+use bytes::{Buf, Bytes, BytesMut};
 use fe2o3_amqp_types::definitions::Error;
 use fe2o3_amqp_types::performatives::{ChannelMax, Close, MaxFrameSize, Open, Performative};
 use fe2o3_amqp_types::primitives::{Array, OrderedMap, Symbol};
@@ -12,6 +12,7 @@ use fe2o3_amqp_types::sasl::{SaslCode, SaslMechanisms, SaslOutcome};
 use serde::Serialize;
 use serde_amqp::Value as Amqp;
 
+use super::erlang::{self, NO_TRACE, Undecodable};
 use super::errors::error;
 use super::session::Session;
 use super::{Event, Failure, Host};
@@ -30,8 +31,11 @@ const INITIAL_MAX_FRAME_SIZE: u32 = 8192;
 const MIN_MAX_FRAME_SIZE: u32 = 512;
 /// RabbitMQ's silent-close delay for failed handshakes.
 const SILENT_CLOSE_DELAY: Duration = Duration::from_secs(3);
-/// How long we wait for the client's close after sending ours.
-const CLOSING_TIMEOUT: Duration = Duration::from_secs(3);
+/// How long we wait for the client's close after sending ours on an open connection
+/// (RabbitMQ's `?CLOSING_TIMEOUT`; its 60 s receive timeout is longer).
+const CLOSING_TIMEOUT: Duration = Duration::from_secs(30);
+/// The same wait before the connection is open (RabbitMQ's `?NORMAL_TIMEOUT`).
+const HANDSHAKE_CLOSING_TIMEOUT: Duration = Duration::from_secs(3);
 /// A client that has not opened by then is dropped.
 const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 
@@ -208,8 +212,9 @@ impl Connection {
             return;
         }
         self.send_performative(0, &Close { error: err });
+        let wait = if self.state == State::Open { CLOSING_TIMEOUT } else { HANDSHAKE_CLOSING_TIMEOUT };
         self.state = State::Closing;
-        self.deadline = Some(now + CLOSING_TIMEOUT);
+        self.deadline = Some(now + wait);
         for channel in std::mem::take(&mut self.sessions).into_keys() {
             self.events.push_back(Event::SessionEnded(channel));
         }
@@ -290,21 +295,26 @@ impl Connection {
                 self.close_silently(now);
                 break;
             }
+            if self.opened() && foreign_frame_type(input) {
+                self.drop_now();
+                break;
+            }
             let frame = match parse_frame(input, self.incoming_max_frame_size) {
                 Ok(Some(frame)) => frame,
                 Ok(None) => break,
-                Err(FrameError::TooLarge { size, max }) => {
-                    let text = format!("frame size ({size} bytes) > maximum frame size ({max} bytes)");
-                    self.input_dead = true;
-                    self.fail(Failure::Connection(error("amqp:connection:framing-error", text)), now);
+                Err(err) if self.opened() => {
+                    if self.bad_frame_when_open(&err, input, now) {
+                        continue;
+                    }
                     break;
                 }
-                Err(FrameError::BadHeader) => {
+                Err(err) => {
                     self.input_dead = true;
-                    self.fail(
-                        Failure::Connection(error("amqp:connection:framing-error", "malformed frame header")),
-                        now,
-                    );
+                    let text = match err {
+                        FrameError::TooLarge { .. } => err.to_string(),
+                        FrameError::BadHeader => "malformed frame header".to_owned(),
+                    };
+                    self.fail(Failure::Connection(error("amqp:connection:framing-error", text)), now);
                     break;
                 }
             };
@@ -316,6 +326,36 @@ impl Connection {
             input.clear();
             if self.state == State::Closing && self.deadline.is_none() {
                 self.deadline = Some(now + SILENT_CLOSE_DELAY);
+            }
+        }
+    }
+
+    /// Open, or closing after it was: RabbitMQ's reader runs its frame loop.
+    fn opened(&self) -> bool {
+        matches!(self.state, State::Open | State::Closing)
+    }
+
+    /// Drops the socket at once without a frame, as RabbitMQ does when its reader crashes on a
+    /// frame header.
+    fn drop_now(&mut self) {
+        self.input_dead = true;
+        self.finish();
+    }
+
+    /// A frame header that cannot start a frame on an open connection. An oversized frame is
+    /// refused with a close, and reading goes on right after its 8-byte header (RabbitMQ reads
+    /// the next header there); any other bad header drops the socket. Returns whether to keep
+    /// reading.
+    fn bad_frame_when_open(&mut self, err: &FrameError, input: &mut BytesMut, now: Instant) -> bool {
+        match err {
+            FrameError::TooLarge { .. } => {
+                input.advance(8);
+                self.fail(Failure::Connection(error("amqp:connection:framing-error", err.to_string())), now);
+                true
+            }
+            FrameError::BadHeader => {
+                self.drop_now();
+                false
             }
         }
     }
@@ -344,13 +384,57 @@ impl Connection {
                     );
                     return Err(Failure::Connection(error("amqp:connection:framing-error", text)));
                 }
-                let (performative, payload) = decode_performative(&frame.body).map_err(|e| {
-                    Failure::Connection(error("amqp:decode-error", format!("failed to decode frame: {e}")))
-                })?;
-                self.handle_performative(frame.channel, performative, payload, now, host)
+                let (performative, payload) = match decode_performative(&frame.body) {
+                    Ok(decoded) => decoded,
+                    Err(_) if self.opened() => return self.undecodable(frame.channel, &frame.body, now),
+                    Err(e) => {
+                        let text = format!("failed to decode frame: {e}");
+                        return Err(Failure::Connection(error("amqp:decode-error", text)));
+                    }
+                };
+                self.handle_performative(frame.channel, performative, payload, &frame.body, now, host)
             }
             _ => Err(Failure::Connection(error("amqp:connection:framing-error", "unknown frame type"))),
         }
+    }
+
+    /// A body that is no performative Charon can use, answered the way RabbitMQ's reader and
+    /// session fail on it (see [`erlang`]).
+    fn undecodable(&mut self, channel: u16, body: &[u8], now: Instant) -> Result<(), Failure> {
+        match erlang::classify(body) {
+            Undecodable::Reader(exception) => Err(reader_error(&exception)),
+            Undecodable::NotPerformative(text) => self.session_crash(channel, text),
+            Undecodable::BadFields("open") => Err(reader_error("function_clause")),
+            // RabbitMQ closes whatever the fields of a close hold.
+            Undecodable::BadFields("close") => {
+                self.on_close(now);
+                Ok(())
+            }
+            Undecodable::BadFields(name) => {
+                self.session_crash(channel, format!("{name} performative with fields of the wrong type{NO_TRACE}"))
+            }
+        }
+    }
+
+    /// The session on `channel` fails with `amqp:internal-error`; without a running session
+    /// the frame is ignored, as RabbitMQ ignores frames for channels it does not know.
+    fn session_crash(&mut self, channel: u16, text: String) -> Result<(), Failure> {
+        match self.sessions.get(&channel) {
+            Some(session) if !session.ending && self.state == State::Open => {
+                Err(Failure::Session(channel, error("amqp:internal-error", text)))
+            }
+            _ => Ok(()),
+        }
+    }
+
+    /// The client's close: answered with a close (RabbitMQ answers it even after closing the
+    /// connection itself), then the connection is finished.
+    fn on_close(&mut self, now: Instant) {
+        if matches!(self.state, State::Open | State::Closing) {
+            self.send_performative(0, &Close { error: None });
+            self.last_write = now;
+        }
+        self.finish();
     }
 
     fn handle_sasl(&mut self, body: &Bytes, now: Instant, host: &mut dyn Host) -> Result<(), Failure> {
@@ -393,31 +477,27 @@ impl Connection {
         }
     }
 
+    #[allow(clippy::too_many_arguments)]
     fn handle_performative(
         &mut self,
         channel: u16,
         performative: Performative,
         payload: Bytes,
+        body: &[u8],
         now: Instant,
         host: &mut dyn Host,
     ) -> Result<(), Failure> {
         match (self.state, performative) {
             (State::AwaitOpen, Performative::Open(open)) => self.on_open(&open, now, host),
             (State::AwaitOpen, _) => Err(Failure::Connection(error("amqp:illegal-state", "expected open"))),
-            (State::Closing, Performative::Close(_)) => {
-                self.finish();
+            (State::Open | State::Closing, Performative::Close(_)) => {
+                self.on_close(now);
                 Ok(())
             }
             (State::Closing | State::Closed, _) => Ok(()),
-            (State::Open, Performative::Close(_)) => {
-                self.send_performative(0, &Close { error: None });
-                self.finish();
-                Ok(())
-            }
-            (State::Open, Performative::Open(_)) => {
-                Err(Failure::Connection(error("amqp:illegal-state", "connection already open")))
-            }
-            (State::Open, Performative::Begin(begin)) => self.on_begin(channel, &begin),
+            // RabbitMQ's reader has no clause for an open once running.
+            (State::Open, Performative::Open(_)) => Err(reader_error("function_clause")),
+            (State::Open, Performative::Begin(begin)) => self.on_begin(channel, &begin, body),
             (State::Open, other) => {
                 let ending = self.sessions.get(&channel).map(|s| s.ending);
                 match ending {
@@ -429,19 +509,25 @@ impl Connection {
                         }
                         Ok(())
                     }
-                    Some(false) => self.session_frame(channel, other, payload),
+                    Some(false) => self.session_frame(channel, other, payload, body),
                 }
             }
             (State::Sasl | State::AwaitHeader, _) => Ok(()),
         }
     }
 
-    fn session_frame(&mut self, channel: u16, performative: Performative, payload: Bytes) -> Result<(), Failure> {
+    fn session_frame(
+        &mut self,
+        channel: u16,
+        performative: Performative,
+        payload: Bytes,
+        body: &[u8],
+    ) -> Result<(), Failure> {
         match performative {
             Performative::Attach(attach) => self.on_attach(channel, attach),
             Performative::Flow(flow) => self.on_flow(channel, &flow),
             Performative::Transfer(transfer) => self.on_transfer(channel, transfer, payload),
-            Performative::Disposition(disposition) => self.on_disposition(channel, disposition),
+            Performative::Disposition(disposition) => self.on_disposition(channel, disposition, body),
             Performative::Detach(detach) => self.on_detach(channel, &detach),
             Performative::End(_) => {
                 self.on_end(channel);
@@ -520,6 +606,19 @@ impl Connection {
         self.events.push_back(Event::Opened { username: self.username.clone(), vhost });
         Ok(())
     }
+}
+
+/// The close RabbitMQ sends when its reader crashes: `Reader error: <exception>` and the stack
+/// trace (Charon has none).
+fn reader_error(exception: &str) -> Failure {
+    Failure::Connection(error("amqp:internal-error", format!("Reader error: {exception}{NO_TRACE}")))
+}
+
+/// Whether the next frame header announces a type other than AMQP: RabbitMQ's reader checks
+/// the type (and the data offset) of every header on an open connection and crashes, dropping
+/// the socket, when it is wrong.
+fn foreign_frame_type(input: &[u8]) -> bool {
+    input.len() >= 8 && input.get(5).is_some_and(|kind| *kind != FRAME_TYPE_AMQP)
 }
 
 /// AMQPLAIN: a 0.9.1 field table without its length prefix, holding `LOGIN` and `PASSWORD` as

@@ -9,6 +9,7 @@
 //! Like the 0.9.1 engine it is driven with bytes and time and never touches a socket.
 
 mod connection;
+mod erlang;
 mod errors;
 mod link;
 mod session;
@@ -103,6 +104,8 @@ pub enum Event {
         first: u32,
         /// Last delivery id (inclusive).
         last: u32,
+        /// Whether the client gave `last` (RabbitMQ echoes the disposition as it came).
+        last_given: bool,
         /// Settled by the client.
         settled: bool,
         /// Outcome.

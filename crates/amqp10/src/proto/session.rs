@@ -8,6 +8,7 @@ use fe2o3_amqp_types::performatives::{Attach, Begin, Detach, Disposition, End, F
 use serde_bytes::ByteBuf;
 
 use super::connection::Connection;
+use super::erlang::{NO_TRACE, unexpected_frame};
 use super::errors::error;
 use super::link::{Link, LinkRole, Partial};
 use super::{Event, Failure};
@@ -83,9 +84,11 @@ fn empty_flow() -> Flow {
 }
 
 impl Connection {
-    pub(super) fn on_begin(&mut self, channel: u16, begin: &Begin) -> Result<(), Failure> {
-        if self.sessions.contains_key(&channel) {
-            return Err(Failure::Connection(error("amqp:internal-error", "Unexpected frame begin")));
+    /// A begin. On a channel whose session runs, that session cannot handle it and ends; a
+    /// session we ended already is gone for RabbitMQ, so the begin starts a new one.
+    pub(super) fn on_begin(&mut self, channel: u16, begin: &Begin, body: &[u8]) -> Result<(), Failure> {
+        if self.sessions.get(&channel).is_some_and(|s| !s.ending) {
+            return Err(Failure::Session(channel, error("amqp:internal-error", unexpected_frame(body))));
         }
         let session = Session::new(begin);
         let reply = Begin {
@@ -117,15 +120,14 @@ impl Connection {
         let session = self.session(channel)?;
         let handle = attach.handle.0;
         if handle > session.handle_max {
+            // Checked by RabbitMQ's session process, so it ends the session, not the connection.
             let text =
                 format!("link handle value ({handle}) exceeds maximum link handle value ({})", session.handle_max);
-            return Err(Failure::Connection(error("amqp:connection:framing-error", text)));
+            return Err(Failure::Session(channel, error("amqp:connection:framing-error", text)));
         }
-        if session.links.contains_key(&handle) {
-            return Err(Failure::Session(
-                channel,
-                error("amqp:session:handle-in-use", format!("handle {handle} in use")),
-            ));
+        if session.links.remove(&handle).is_some() {
+            // RabbitMQ 4.0.5 does not check for a handle in use: the new link replaces the old.
+            self.events.push_back(Event::Detached { channel, handle });
         }
         if attach.unsettled.as_ref().is_some_and(|u| !u.is_empty()) || attach.incomplete_unsettled {
             return Err(Failure::Session(channel, error("amqp:not-implemented", "Link recovery not supported")));
@@ -198,10 +200,9 @@ impl Connection {
                 return Err(Failure::Link(channel, handle, error("amqp:link:transfer-limit-exceeded", "")));
             }
             let Some(delivery_id) = transfer.delivery_id else {
-                return Err(Failure::Connection(error(
-                    "amqp:connection:framing-error",
-                    "delivery-id missing on the first transfer of a delivery",
-                )));
+                // RabbitMQ's session process crashes matching the missing id.
+                let text = format!("{{badmatch,undefined}}{NO_TRACE}");
+                return Err(Failure::Session(channel, error("amqp:internal-error", text)));
             };
             link.partial = Some(Partial {
                 delivery_id,
@@ -214,11 +215,12 @@ impl Connection {
         } else if let (Some(id), Some(partial)) = (transfer.delivery_id, link.partial.as_ref())
             && id != partial.delivery_id
         {
+            // RabbitMQ prints the field as its Erlang term and checks it in the session.
             let text = format!(
-                "delivery-id of continuation transfer ({id}) differs from delivery-id on first transfer ({})",
+                "delivery-id of continuation transfer ({{uint,{id}}}) differs from delivery-id on first transfer ({})",
                 partial.delivery_id
             );
-            return Err(Failure::Connection(error("amqp:connection:framing-error", text)));
+            return Err(Failure::Session(channel, error("amqp:connection:framing-error", text)));
         }
         let Some(partial) = link.partial.as_mut() else {
             return Ok(());
@@ -260,17 +262,26 @@ impl Connection {
         Ok(())
     }
 
-    pub(super) fn on_disposition(&mut self, channel: u16, disposition: Disposition) -> Result<(), Failure> {
+    /// A disposition. RabbitMQ's session only handles the receiver's; one from a sender (the
+    /// client never sends to it unsettled) ends the session.
+    pub(super) fn on_disposition(
+        &mut self,
+        channel: u16,
+        disposition: Disposition,
+        body: &[u8],
+    ) -> Result<(), Failure> {
         self.session(channel)?;
-        if disposition.role == Role::Receiver {
-            self.events.push_back(Event::Disposition {
-                channel,
-                first: disposition.first,
-                last: disposition.last.unwrap_or(disposition.first),
-                settled: disposition.settled,
-                state: disposition.state,
-            });
+        if disposition.role != Role::Receiver {
+            return Err(Failure::Session(channel, error("amqp:internal-error", unexpected_frame(body))));
         }
+        self.events.push_back(Event::Disposition {
+            channel,
+            first: disposition.first,
+            last: disposition.last.unwrap_or(disposition.first),
+            last_given: disposition.last.is_some(),
+            settled: disposition.settled,
+            state: disposition.state,
+        });
         Ok(())
     }
 
@@ -383,12 +394,13 @@ impl Connection {
         self.send_performative(channel, &disposition);
     }
 
-    /// Answers a disposition for deliveries we sent (settling our side).
+    /// Answers a disposition for deliveries we sent (settling our side): the client's
+    /// disposition echoed as settled, with its `last` as given (`None` when it left it out).
     pub fn settle_outgoing(
         &mut self,
         channel: u16,
         first: u32,
-        last: u32,
+        last: Option<u32>,
         state: Option<fe2o3_amqp_types::messaging::DeliveryState>,
     ) {
         if !self.sessions.contains_key(&channel) {
@@ -397,7 +409,7 @@ impl Connection {
         let disposition = Disposition {
             role: Role::Sender,
             first,
-            last: (last != first).then_some(last),
+            last,
             settled: true,
             state,
             batchable: false,

@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 use bytes::{Bytes, BytesMut};
 use fe2o3_amqp_types::definitions::{Handle, Role, SenderSettleMode};
 use fe2o3_amqp_types::messaging::{Source, Target, TargetArchetype};
-use fe2o3_amqp_types::performatives::{Attach, Begin, ChannelMax, Flow, MaxFrameSize, Open, Performative, Transfer};
+use fe2o3_amqp_types::performatives::{Attach, Begin, ChannelMax, Close, Flow, MaxFrameSize, Open, Performative, Transfer};
 use fe2o3_amqp_types::primitives::Binary;
 use fe2o3_amqp_types::sasl::{SaslCode, SaslInit, SaslOutcome};
 use serde::Serialize;
@@ -287,10 +287,41 @@ fn oversized_and_undecodable_frames_close_the_connection() {
     assert_eq!(cond, "amqp:connection:framing-error");
     assert_eq!(description.as_deref(), Some("frame size (131080 bytes) > maximum frame size (131072 bytes)"));
 
+    // Like RabbitMQ's reader crashing in its parser: the exception it raises, no stack trace.
     let mut h = Harness::opened();
     h.send(&[0, 0, 0, 12, 2, 0, 0, 1, 0x00, 0x53, 0x13, 0x99]);
-    let (cond, _) = h.close_error().unwrap();
-    assert_eq!(cond, "amqp:decode-error");
+    let (cond, description) = h.close_error().unwrap();
+    assert_eq!(cond, "amqp:internal-error");
+    assert_eq!(description.as_deref(), Some("Reader error: {primitive_type_unsupported,153,{position,0}}\n[]"));
+}
+
+#[test]
+fn bad_frame_headers_drop_the_socket_without_a_frame() {
+    for header in [[0u8, 0, 0, 4, 2, 0, 0, 0], [0, 0, 0, 16, 1, 0, 0, 0], [0, 0, 0, 16, 2, 1, 0, 0]] {
+        let mut h = Harness::opened();
+        h.send(&header);
+        assert_eq!(h.conn.state(), State::Closed, "{header:?}");
+        assert!(h.performatives().is_empty(), "{header:?}");
+    }
+}
+
+#[test]
+fn after_an_oversized_frame_the_next_header_is_read_right_behind_its_header() {
+    let mut h = Harness::opened();
+    // A refused 200000-byte frame, then a close where its body would have started.
+    let mut bytes = vec![0u8, 0x03, 0x0d, 0x40, 2, 0, 0, 0];
+    bytes.extend(frame(FRAME_TYPE_AMQP, 0, &Close { error: None }, &[]));
+    h.send(&bytes);
+    let closes: Vec<Option<String>> = h
+        .performatives()
+        .into_iter()
+        .filter_map(|(_, p)| match p {
+            Performative::Close(c) => Some(c.error.map(|e| condition(&e))),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(closes, vec![Some("amqp:connection:framing-error".to_owned()), None]);
+    assert_eq!(h.conn.state(), State::Closed);
 }
 
 #[test]

@@ -13,12 +13,14 @@ use crate::proto::Connection;
 
 /// What an outcome does to the message (`rabbit_amqp_session:settle_op_from_outcome/1`):
 /// `rejected` and `modified{undeliverable-here}` discard (dead-letter as `rejected`),
-/// `released` and other `modified` requeue.
+/// `released` and other `modified` requeue, `modified{delivery-failed}` counting a failed
+/// delivery.
 fn settle_op(state: Option<&DeliveryState>) -> Settle {
     match state {
         Some(DeliveryState::Rejected(_)) => Settle::Discard,
         Some(DeliveryState::Released(_)) => Settle::Requeue,
         Some(DeliveryState::Modified(m)) if m.undeliverable_here == Some(true) => Settle::Discard,
+        Some(DeliveryState::Modified(m)) if m.delivery_failed == Some(true) => Settle::RequeueFailed,
         Some(DeliveryState::Modified(_)) => Settle::Requeue,
         _ => Settle::Ack,
     }
@@ -98,16 +100,23 @@ impl Session {
         }
     }
 
-    /// The client settled (or changed the state of) deliveries we sent.
+    /// The client settled (or changed the state of) deliveries we sent. Like RabbitMQ, a
+    /// session with nothing unsettled ignores it; otherwise an unsettled disposition is
+    /// answered, echoing `last` as the client gave it.
+    #[allow(clippy::too_many_arguments)]
     pub(crate) async fn on_disposition(
         &mut self,
         channel: u16,
         first: u32,
         last: u32,
+        last_given: bool,
         settled: bool,
         state: Option<DeliveryState>,
         conn: &mut Connection,
     ) {
+        if !self.unsettled.keys().any(|(c, _)| *c == channel) {
+            return;
+        }
         let span = u64::from(last.wrapping_sub(first)) + 1;
         let ids: Vec<u32> = if span <= self.unsettled.len() as u64 {
             (0..span).filter_map(|i| u32::try_from(i).ok()).map(|i| first.wrapping_add(i)).collect()
@@ -131,7 +140,7 @@ impl Session {
             queue.settle(seqs, how).await;
         }
         if !settled {
-            conn.settle_outgoing(channel, first, last, state);
+            conn.settle_outgoing(channel, first, last_given.then_some(last), state);
         }
     }
 }

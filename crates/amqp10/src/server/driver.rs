@@ -79,9 +79,7 @@ async fn run(
                 match read {
                     Ok(0) | Err(_) => eof = true,
                     Ok(_) => {
-                        let anonymous = config.anonymous_user.clone();
-                        let mut login = session.login(anonymous.as_deref());
-                        conn.handle_input(&mut input, Instant::now(), &mut login);
+                        feed(&mut conn, &mut session, &mut input, config.anonymous_user.as_deref()).await;
                         if input.capacity() - input.len() < 4096 {
                             input.reserve(READ_CHUNK);
                         }
@@ -113,6 +111,34 @@ async fn run(
     let _ = writer.shutdown().await;
     session.close_all().await;
     tracing::debug!("connection closed");
+}
+
+/// Feeds the protocol engine one frame at a time, acting on each frame's events before the
+/// next: a client may pipeline an attach and a flow for the new link in one write (Qpid Proton
+/// does), and the flow is only valid once the attach has been answered.
+async fn feed(conn: &mut Connection, session: &mut Session, input: &mut BytesMut, anonymous: Option<&str>) {
+    while let Some(len) = next_unit(input).filter(|&len| len < input.len()) {
+        let mut unit = input.split_to(len);
+        conn.handle_input(&mut unit, Instant::now(), &mut session.login(anonymous));
+        if !unit.is_empty() {
+            unit.unsplit(input.split());
+            *input = unit;
+            break;
+        }
+        while let Some(event) = conn.poll_event() {
+            session.handle_event(event, conn).await;
+        }
+    }
+    conn.handle_input(input, Instant::now(), &mut session.login(anonymous));
+}
+
+/// Length of the protocol header or whole frame at the start of `input`, if it is complete.
+fn next_unit(input: &[u8]) -> Option<usize> {
+    if input.starts_with(b"AMQP") {
+        return (input.len() >= 8).then_some(8);
+    }
+    let size = usize::try_from(u32::from_be_bytes(input.get(..4)?.try_into().ok()?)).ok()?;
+    (size >= 8 && size <= input.len()).then_some(size)
 }
 
 async fn sleep_until(deadline: Option<tokio::time::Instant>) {

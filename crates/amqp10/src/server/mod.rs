@@ -11,6 +11,8 @@ mod attach;
 mod consume;
 pub mod driver;
 mod management;
+mod management_body;
+mod management_http;
 mod publish;
 mod session;
 

@@ -4,7 +4,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use charon_engine::{
-    Broker, ConsumerId, Owner, QueueRef, RouteCache, SessionEvent, SessionId, SessionSink, User, VHost,
+    Broker, ConsumerId, Owner, QueueRef, RouteCache, SessionEvent, SessionId, SessionSink, Settle, User, VHost,
 };
 use tokio::sync::mpsc;
 
@@ -145,6 +145,7 @@ impl Session {
             }
             Event::Detached { channel, handle } => {
                 self.flush_publishes(conn).await;
+                self.return_unsettled(channel, handle).await;
                 self.link_gone(channel, handle).await;
             }
             Event::Credit { channel, handle, delivery_count, link_credit, drain, echo } => {
@@ -153,10 +154,27 @@ impl Session {
             Event::Transfer { channel, handle, delivery_id, delivery_tag, settled, payload } => {
                 self.on_transfer(channel, handle, delivery_id, &delivery_tag, settled, payload, conn).await;
             }
-            Event::Disposition { channel, first, last, settled, state } => {
+            Event::Disposition { channel, first, last, last_given, settled, state } => {
                 self.flush_publishes(conn).await;
-                self.on_disposition(channel, first, last, settled, state, conn).await;
+                self.on_disposition(channel, first, last, last_given, settled, state, conn).await;
             }
+        }
+    }
+
+    /// A consumer link was detached: its unsettled deliveries go back to their queues as
+    /// plain returns. (When its session or connection goes instead, [`Self::link_gone`] returns
+    /// them as failed deliveries, as a quorum queue counts a consumer going down.)
+    async fn return_unsettled(&mut self, channel: u16, handle: u32) {
+        let mut by_queue: HashMap<u64, (QueueRef, Vec<u64>)> = HashMap::new();
+        self.unsettled.retain(|(c, _), out| {
+            let mine = *c == channel && out.handle == handle;
+            if mine {
+                by_queue.entry(out.queue.id).or_insert_with(|| (out.queue.clone(), Vec::new())).1.push(out.seq);
+            }
+            !mine
+        });
+        for (_, (queue, seqs)) in by_queue {
+            queue.settle(seqs, Settle::Requeue).await;
         }
     }
 

@@ -106,6 +106,9 @@ pub enum Settle {
     Ack,
     /// Put them back where they were, marked redelivered.
     Requeue,
+    /// Put them back, counting a failed delivery (AMQP 1.0 `modified{delivery-failed}`): a
+    /// quorum queue's AMQP 1.0 delivery-count grows by one.
+    RequeueFailed,
     /// Refused: removed, and dead-lettered as `rejected` where configured.
     Discard,
 }

@@ -20,8 +20,11 @@ pub(super) struct Entry {
     pub(super) message: Arc<Message>,
     redelivered: bool,
     /// Times the message came back from a consumer (RabbitMQ 4.0.5's quorum-queue
-    /// delivery count: every return counts).
+    /// acquired count, which its delivery limit checks: every return counts).
     pub(super) returned: u32,
+    /// Returns that counted as failed deliveries (AMQP 1.0 `modified{delivery-failed}`, or
+    /// the consumer's connection going away): a quorum queue's AMQP 1.0 `delivery-count`.
+    failed: u32,
     /// When its TTL runs out (ms since epoch), fixed at enqueue and kept across requeues.
     pub(super) expires_at: Option<i64>,
 }
@@ -32,7 +35,7 @@ impl Entry {
             seq: self.seq,
             message: Arc::clone(&self.message),
             redelivered: self.redelivered,
-            delivery_count: if quorum { self.returned } else { 0 },
+            delivery_count: if quorum { self.failed } else { 0 },
         }
     }
 }
@@ -148,7 +151,14 @@ impl QueueState {
             self.next_seq += 1;
             let expires_at = self.expiry_of(&item.message);
             self.ready_bytes += body_size(&item.message);
-            self.ready.push_back(Entry { seq, message: item.message, redelivered: false, returned: 0, expires_at });
+            self.ready.push_back(Entry {
+                seq,
+                message: item.message,
+                redelivered: false,
+                returned: 0,
+                failed: 0,
+                expires_at,
+            });
             accepted.extend(item.confirm);
             self.enforce_limits();
         }
@@ -196,6 +206,7 @@ impl QueueState {
 
     pub(crate) fn settle(&mut self, seqs: &[u64], how: Settle) {
         let mut requeue = Vec::new();
+        let failed = matches!(how, Settle::RequeueFailed);
         for seq in seqs {
             let Some(unacked) = self.unacked.remove(seq) else {
                 continue;
@@ -207,11 +218,11 @@ impl QueueState {
             }
             match how {
                 Settle::Ack => {}
-                Settle::Requeue => requeue.push(unacked.entry),
+                Settle::Requeue | Settle::RequeueFailed => requeue.push(unacked.entry),
                 Settle::Discard => self.discard(unacked.entry, DeathReason::Rejected),
             }
         }
-        self.requeue(requeue);
+        self.requeue(requeue, failed);
     }
 
     /// The one exit for messages that leave unacknowledged: dead lettering hooks in here.
@@ -219,15 +230,19 @@ impl QueueState {
         self.discarded.push((entry.message, reason));
     }
 
-    /// Puts messages back at their original positions, marked redelivered.
-    /// A quorum queue dead-letters a message returned more often than its delivery limit
-    /// (4.0.5 counts every return) instead of requeueing it.
-    fn requeue(&mut self, mut entries: Vec<Entry>) {
+    /// Puts messages back at their original positions, marked redelivered, `failed` saying
+    /// whether the return counts as a failed delivery. A quorum queue dead-letters a message
+    /// returned more often than its delivery limit (4.0.5 counts every return) instead of
+    /// requeueing it.
+    fn requeue(&mut self, mut entries: Vec<Entry>, failed: bool) {
         entries.sort_by_key(|e| e.seq);
         let limit = if self.quorum() { self.settings.delivery_limit } else { None };
         for mut entry in entries {
             entry.redelivered = true;
             entry.returned = entry.returned.saturating_add(1);
+            if failed {
+                entry.failed = entry.failed.saturating_add(1);
+            }
             if limit.is_some_and(|limit| u64::from(entry.returned) > limit) {
                 self.discard(entry, DeathReason::DeliveryLimit);
                 continue;
@@ -267,12 +282,13 @@ impl QueueState {
     }
 
     /// A channel went away: drop its consumers and requeue everything it had not settled,
-    /// including deliveries that were still on their way to it.
+    /// including deliveries that were still on their way to it. Like a quorum queue's consumer
+    /// going down, this counts as a failed delivery.
     pub(crate) fn owner_closed(&mut self, owner: Owner) {
         self.consumers.retain(|c| c.spec.owner != owner);
         let seqs: Vec<u64> = self.unacked.iter().filter(|(_, u)| u.owner == owner).map(|(s, _)| *s).collect();
         let entries = seqs.iter().filter_map(|s| self.unacked.remove(s)).map(|u| u.entry).collect();
-        self.requeue(entries);
+        self.requeue(entries, true);
     }
 
     /// Checks `if-unused` / `if-empty`; on success returns the ready count the delete reports.
