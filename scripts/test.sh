@@ -4,9 +4,11 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-if [ ! -x .venv/bin/python ] || ! .venv/bin/python -c 'import pika' 2>/dev/null; then
+# Reinstalled whenever tests/python/requirements.txt changes (its copy in .venv is the stamp).
+if [ ! -x .venv/bin/python ] || ! cmp -s tests/python/requirements.txt .venv/requirements.txt; then
   python3 -m venv .venv
   .venv/bin/pip install --quiet --disable-pip-version-check -r tests/python/requirements.txt
+  cp tests/python/requirements.txt .venv/requirements.txt
 fi
 export CHARON_PYTHON="$PWD/.venv/bin/python"
 
