@@ -23,8 +23,9 @@ const FOOTER: u64 = 0x78;
 pub enum BodyKind {
     /// Exactly one `data` section; its content.
     SingleData(Bytes),
-    /// Several `data` sections.
-    MultipleData,
+    /// Several `data` sections; their contents concatenated (what a 0.9.1 consumer gets in
+    /// RabbitMQ 4.0.5).
+    MultipleData(Bytes),
     /// One `amqp-value`.
     AmqpValue,
     /// One or more `amqp-sequence` sections.
@@ -184,7 +185,7 @@ pub fn parse_message(payload: &Bytes) -> Result<ParsedMessage, DecodeError> {
                 }
                 parsed.body = Some(match (code, parsed.body.take()) {
                     (DATA, None) => BodyKind::SingleData(Bytes::new()),
-                    (DATA, Some(_)) => BodyKind::MultipleData,
+                    (DATA, Some(_)) => BodyKind::MultipleData(Bytes::new()),
                     (AMQP_VALUE, _) => BodyKind::AmqpValue,
                     _ => BodyKind::AmqpSequence,
                 });
@@ -196,8 +197,12 @@ pub fn parse_message(payload: &Bytes) -> Result<ParsedMessage, DecodeError> {
         }
         at += len;
     }
-    if let (Some(BodyKind::SingleData(_)), [only]) = (&parsed.body, data_sections.as_slice()) {
-        parsed.body = Some(BodyKind::SingleData(only.clone()));
+    match (&parsed.body, data_sections.as_slice()) {
+        (Some(BodyKind::SingleData(_)), [only]) => parsed.body = Some(BodyKind::SingleData(only.clone())),
+        (Some(BodyKind::MultipleData(_)), sections) => {
+            parsed.body = Some(BodyKind::MultipleData(sections.concat().into()));
+        }
+        _ => {}
     }
     let start = bare_start.unwrap_or(payload.len());
     parsed.bare = payload.slice(start..);
@@ -237,6 +242,14 @@ mod tests {
         assert_eq!(parsed.application_properties, vec![("k".to_owned(), charon_model::Value::I32(5))]);
         assert_eq!(parsed.body, Some(BodyKind::SingleData(Bytes::from_static(b"hello"))));
         assert_eq!(parsed.bare, payload.slice(bare_at..));
+    }
+
+    #[test]
+    fn several_data_sections_are_concatenated() {
+        let mut payload = encode_value(&Data(Binary::from(b"one".to_vec())));
+        payload.extend(encode_value(&Data(Binary::from(b"two".to_vec()))));
+        let parsed = parse_message(&Bytes::from(payload)).unwrap();
+        assert_eq!(parsed.body, Some(BodyKind::MultipleData(Bytes::from_static(b"onetwo"))));
     }
 
     #[test]

@@ -51,7 +51,7 @@ pub fn to_model(parsed: &ParsedMessage, exchange: &str, routing_key: &str) -> Me
         })
         .collect();
     let body = match &parsed.body {
-        Some(BodyKind::SingleData(bytes)) => Body::Data(bytes.clone()),
+        Some(BodyKind::SingleData(bytes) | BodyKind::MultipleData(bytes)) => Body::Data(bytes.clone()),
         _ => Body::Amqp10Sections(parsed.body_sections.clone()),
     };
     // An `x-cc` annotation stays an annotation: RabbitMQ 4.0.5 routes a 1.0 message by its

@@ -93,6 +93,10 @@ fn annotations(message: &Message) -> OrderedMap<Amqp, Amqp> {
             if let Some(kind) = &message.properties().message_type {
                 upsert(&mut map, "x-basic-type", Amqp::String(kind.clone()));
             }
+            // Annotations a quorum queue merged in from a 1.0 `modified` outcome.
+            for (key, value) in message.annotations.iter() {
+                upsert(&mut map, key, to_amqp(value));
+            }
         }
         _ => {
             for (key, value) in message.annotations.iter() {

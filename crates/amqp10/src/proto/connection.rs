@@ -405,9 +405,13 @@ impl Connection {
             Undecodable::Reader(exception) => Err(reader_error(&exception)),
             Undecodable::NotPerformative(text) => self.session_crash(channel, text),
             Undecodable::BadFields("open") => Err(reader_error("function_clause")),
-            // RabbitMQ closes whatever the fields of a close hold.
+            // RabbitMQ closes, or ends a session, whatever the fields of a close or end hold.
             Undecodable::BadFields("close") => {
                 self.on_close(now);
+                Ok(())
+            }
+            Undecodable::BadFields("end") if self.state == State::Open => {
+                self.on_end(channel);
                 Ok(())
             }
             Undecodable::BadFields(name) => {

@@ -104,7 +104,9 @@ fn record(name: &str, fields: &[&str], value: &Term, column: usize) -> String {
     let pairs: Vec<String> = fields
         .iter()
         .enumerate()
-        .map(|(i, field)| format!("{{{field},{}}}", values.get(i).map_or_else(|| "undefined".to_owned(), |v| field_value(v))))
+        .map(|(i, field)| {
+            format!("{{{field},{}}}", values.get(i).map_or_else(|| "undefined".to_owned(), |v| field_value(v)))
+        })
         .collect();
     let head = format!("{{'v1_0.{name}',[");
     let one_line = format!("{head}{}]}}", pairs.join(","));
@@ -129,7 +131,9 @@ fn field_value(term: &Term) -> String {
                 let pairs: Vec<String> = fields
                     .iter()
                     .enumerate()
-                    .map(|(i, f)| format!("{{{f},{}}}", values.get(i).map_or_else(|| "undefined".to_owned(), |v| field_value(v))))
+                    .map(|(i, f)| {
+                        format!("{{{f},{}}}", values.get(i).map_or_else(|| "undefined".to_owned(), |v| field_value(v)))
+                    })
                     .collect();
                 format!("{{'v1_0.{name}',[{}]}}", pairs.join(","))
             }
@@ -259,7 +263,9 @@ fn record_name(descriptor: &Term) -> Option<&'static str> {
     ];
     match descriptor {
         Term::Number("ulong", n) => NAMES.iter().find(|(code, ..)| code.to_string() == *n).map(|(_, name, _)| *name),
-        Term::Bytes("symbol", s) => NAMES.iter().find(|(_, _, sym)| sym.as_bytes() == s.as_slice()).map(|(_, name, _)| *name),
+        Term::Bytes("symbol", s) => {
+            NAMES.iter().find(|(_, _, sym)| sym.as_bytes() == s.as_slice()).map(|(_, name, _)| *name)
+        }
         _ => None,
     }
 }
@@ -449,17 +455,15 @@ fn compound(code: u8, b: &[u8], depth: usize) -> Result<(Term, usize), String> {
         return Ok((Term::Raw("{array,\u{2026}}".to_owned()), 1 + width + size));
     }
     // The count field is inside the size; the elements follow it.
-    let elements = size
-        .checked_sub(width)
-        .and_then(|n| take(b, 1 + 2 * width, n))
-        .ok_or_else(|| unsupported(code, 0))?;
+    let elements =
+        size.checked_sub(width).and_then(|n| take(b, 1 + 2 * width, n)).ok_or_else(|| unsupported(code, 0))?;
     let items = parse_many(elements, 0, depth + 1)?;
     let term = if code == 0xc0 || code == 0xd0 { Term::List(items) } else { Term::Map(mapify(items)?) };
     Ok((term, 1 + width + size))
 }
 
 fn mapify(items: Vec<Term>) -> Result<Vec<(Term, Term)>, String> {
-    if items.len() % 2 != 0 {
+    if !items.len().is_multiple_of(2) {
         return Err("function_clause".to_owned());
     }
     let mut pairs = Vec::with_capacity(items.len() / 2);
@@ -530,7 +534,8 @@ fn element(code: u8, b: &[u8], position: usize, depth: usize) -> Result<(Term, u
         0xe0 | 0xf0 => return compound(code, b, depth).map_err(|_| unsupported(code, position)),
         _ => return Err(unsupported(code, position)),
     };
-    let size = take(b, 1, width).and_then(|s| usize::try_from(be(s)).ok()).ok_or_else(|| unsupported(code, position))?;
+    let size =
+        take(b, 1, width).and_then(|s| usize::try_from(be(s)).ok()).ok_or_else(|| unsupported(code, position))?;
     let inner = take(b, 1 + width, size).ok_or_else(|| unsupported(code, position))?;
     let elements = inner.get(width..).ok_or_else(|| "{badmatch,<<>>}".to_owned())?;
     let items = parse_many(elements, position + 1 + 2 * width, depth + 1)?;

@@ -406,14 +406,7 @@ impl Connection {
         if !self.sessions.contains_key(&channel) {
             return;
         }
-        let disposition = Disposition {
-            role: Role::Sender,
-            first,
-            last,
-            settled: true,
-            state,
-            batchable: false,
-        };
+        let disposition = Disposition { role: Role::Sender, first, last, settled: true, state, batchable: false };
         self.send_performative(channel, &disposition);
     }
 

@@ -6,7 +6,9 @@ use std::time::{Duration, Instant};
 use bytes::{Bytes, BytesMut};
 use fe2o3_amqp_types::definitions::{Handle, Role, SenderSettleMode};
 use fe2o3_amqp_types::messaging::{Source, Target, TargetArchetype};
-use fe2o3_amqp_types::performatives::{Attach, Begin, ChannelMax, Close, Flow, MaxFrameSize, Open, Performative, Transfer};
+use fe2o3_amqp_types::performatives::{
+    Attach, Begin, ChannelMax, Close, Flow, MaxFrameSize, Open, Performative, Transfer,
+};
 use fe2o3_amqp_types::primitives::Binary;
 use fe2o3_amqp_types::sasl::{SaslCode, SaslInit, SaslOutcome};
 use serde::Serialize;
@@ -303,6 +305,37 @@ fn bad_frame_headers_drop_the_socket_without_a_frame() {
         assert_eq!(h.conn.state(), State::Closed, "{header:?}");
         assert!(h.performatives().is_empty(), "{header:?}");
     }
+}
+
+#[test]
+fn undecodable_session_frames_end_the_session_or_are_honoured_like_rabbitmq() {
+    // A flow whose handle is a string: the session ends with amqp:internal-error.
+    let mut h = Harness::opened();
+    h.send(&[0, 0, 0, 20, 2, 0, 0, 1, 0x00, 0x53, 0x13, 0xc0, 0x07, 0x05, 0x43, 0x43, 0x43, 0xa1, 0x01, b'x']);
+    let ended: Vec<(u16, Option<String>)> = h
+        .performatives()
+        .into_iter()
+        .filter_map(|(ch, p)| match p {
+            Performative::End(e) => Some((ch, e.error.map(|e| condition(&e)))),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(ended, vec![(1, Some("amqp:internal-error".to_owned()))]);
+    assert_eq!(h.conn.state(), State::Open);
+
+    // An end whose error is a string still ends the session normally.
+    let mut h = Harness::opened();
+    h.send(&[0, 0, 0, 17, 2, 0, 0, 1, 0x00, 0x53, 0x17, 0xc0, 0x04, 0x01, 0xa1, 0x01, b'x']);
+    let ended: Vec<(u16, Option<String>)> = h
+        .performatives()
+        .into_iter()
+        .filter_map(|(ch, p)| match p {
+            Performative::End(e) => Some((ch, e.error.map(|e| condition(&e)))),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(ended, vec![(1, None)]);
+    assert!(matches!(h.events().as_slice(), [Event::SessionEnded(1)]));
 }
 
 #[test]

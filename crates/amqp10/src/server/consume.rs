@@ -4,6 +4,7 @@
 use std::collections::HashMap;
 
 use charon_engine::{ConsumerId, CreditGrant, Delivery, QueueRef, Settle};
+use charon_model::Table;
 use fe2o3_amqp_types::messaging::DeliveryState;
 
 use super::attach::INITIAL_DELIVERY_COUNT;
@@ -24,6 +25,21 @@ fn settle_op(state: Option<&DeliveryState>) -> Settle {
         Some(DeliveryState::Modified(_)) => Settle::Requeue,
         _ => Settle::Ack,
     }
+}
+
+/// The `x-` message annotations of a `modified` outcome that requeues (RabbitMQ reserves the
+/// other keys), for quorum queues to merge into the message.
+fn modified_annotations(state: Option<&DeliveryState>) -> Option<Table> {
+    let Some(DeliveryState::Modified(m)) = state else {
+        return None;
+    };
+    let fields = m.message_annotations.as_ref().filter(|_| m.undeliverable_here != Some(true))?;
+    let table: Table = fields
+        .iter()
+        .filter(|(key, _)| key.as_str().starts_with("x-"))
+        .map(|(key, value)| (key.as_str().to_owned(), crate::codec::value::from_amqp(value)))
+        .collect();
+    (!table.is_empty()).then_some(table)
 }
 
 /// A delivery tag for a queue sequence number: 4 bytes while it fits, as RabbitMQ does.
@@ -128,6 +144,7 @@ impl Session {
                 .collect()
         };
         let how = settle_op(state.as_ref());
+        let annotations = modified_annotations(state.as_ref());
         let mut by_queue: HashMap<u64, (QueueRef, Vec<u64>)> = HashMap::new();
         let mut sorted = ids;
         sorted.sort_by_key(|id| id.wrapping_sub(first));
@@ -137,7 +154,10 @@ impl Session {
             }
         }
         for (_, (queue, seqs)) in by_queue {
-            queue.settle(seqs, how).await;
+            match &annotations {
+                Some(table) => queue.settle_modified(seqs, how == Settle::RequeueFailed, table.clone()).await,
+                None => queue.settle(seqs, how).await,
+            }
         }
         if !settled {
             conn.settle_outgoing(channel, first, last_given.then_some(last), state);

@@ -147,3 +147,19 @@ async fn sleep_until(deadline: Option<tokio::time::Instant>) {
         None => std::future::pending().await,
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::next_unit;
+
+    #[test]
+    fn units_are_headers_and_whole_frames() {
+        assert_eq!(next_unit(b"AMQP\x00\x01\x00\x00rest"), Some(8));
+        assert_eq!(next_unit(b"AMQP\x00"), None);
+        let frame = [0, 0, 0, 12, 2, 0, 0, 0, 1, 2, 3, 4, 9, 9];
+        assert_eq!(next_unit(&frame), Some(12));
+        assert_eq!(next_unit(frame.get(..10).unwrap_or_default()), None);
+        assert_eq!(next_unit(&[0, 0, 0, 4, 2, 0, 0, 0]), None);
+        assert_eq!(next_unit(&[0, 0]), None);
+    }
+}

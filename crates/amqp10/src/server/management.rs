@@ -6,8 +6,8 @@
 use std::collections::{HashMap, VecDeque};
 
 use bytes::Bytes;
-use serde_amqp::Value as Amqp;
 use fe2o3_amqp_types::messaging::Properties;
+use serde_amqp::Value as Amqp;
 use serde_amqp::descriptor::Descriptor;
 use serde_amqp::primitives::OrderedMap;
 
@@ -29,6 +29,9 @@ struct Pair {
 #[derive(Debug, Default)]
 pub(crate) struct ManagementPairs {
     pairs: HashMap<String, Pair>,
+    /// Declared durability of the exclusive queues this connection declared. The engine keeps
+    /// exclusive queues transient; RabbitMQ reports and compares the flag as declared.
+    pub(super) exclusive_durable: HashMap<String, bool>,
 }
 
 impl ManagementPairs {

@@ -103,6 +103,7 @@ impl Session {
                 let name = decode(name)?;
                 prohibit_cr_lf(&name)?;
                 let count = vhost.delete_queue(&name, self.id, false, false).await.map_err(|e| bad(e.to_string()))?;
+                self.management.exclusive_durable.remove(&name);
                 Ok(("200", message_count(count)))
             }
             ("PUT", ["exchanges", name]) => put_exchange(&vhost, name, body),
@@ -167,6 +168,10 @@ impl Session {
         })?;
         let stats = queue.stats().await.map_err(|e| bad(e.to_string()))?;
         let config = &queue.config;
+        let durable = match config.exclusive_owner {
+            Some(_) => self.management.exclusive_durable.get(name).copied().unwrap_or(config.durable),
+            None => config.durable,
+        };
         Ok(map(vec![
             ("leader", text(NODE)),
             ("replicas", Amqp::Array(Array::from(vec![text(NODE)]))),
@@ -174,7 +179,7 @@ impl Session {
             ("consumer_count", Amqp::Uint(stats.consumers)),
             ("name", text(name)),
             ("vhost", text(vhost.name())),
-            ("durable", Amqp::Bool(config.durable)),
+            ("durable", Amqp::Bool(durable)),
             ("auto_delete", Amqp::Bool(config.auto_delete)),
             ("exclusive", Amqp::Bool(config.exclusive_owner.is_some())),
             ("type", text(config.queue_type.as_str())),
@@ -182,7 +187,7 @@ impl Session {
         ]))
     }
 
-    async fn put_queue(&self, vhost: &Arc<VHost>, segment: &str, body: &Amqp) -> Answer {
+    async fn put_queue(&mut self, vhost: &Arc<VHost>, segment: &str, body: &Amqp) -> Answer {
         let request = decode_queue(body)?;
         let name = decode(segment)?;
         if name.is_empty() {
@@ -190,7 +195,21 @@ impl Session {
         }
         prohibit_cr_lf(&name)?;
         prohibit_reserved("queue", &name, vhost)?;
-        if matches!(vhost.queue(&name, self.id), Err(EngineError::NotFound(_))) {
+        let existing = vhost.queue(&name, self.id);
+        if let (Ok(queue), Some(&current)) = (&existing, self.management.exclusive_durable.get(&name))
+            && queue.config.exclusive_owner.is_some()
+            && current != request.durable
+        {
+            return Err(Status(
+                "409",
+                format!(
+                    "inequivalent arg 'durable' for queue '{name}' in vhost '{}': received '{}' but current is '{current}'",
+                    vhost.name(),
+                    request.durable
+                ),
+            ));
+        }
+        if matches!(existing, Err(EngineError::NotFound(_))) {
             // `check_dead_letter_exchange/4`, before the declare.
             if let Some(dlx) = request.arguments.get("x-dead-letter-exchange")
                 && !matches!(dlx, charon_model::Value::LongStr(_))
@@ -207,6 +226,9 @@ impl Session {
             arguments: request.arguments,
         };
         let ok = vhost.declare_queue(&declare, self.id).await.map_err(|e| declare_status(&e))?;
+        if ok.created && declare.exclusive {
+            self.management.exclusive_durable.insert(name.clone(), declare.durable);
+        }
         let status = if ok.created { "201" } else { "200" };
         Ok((status, self.queue_info(vhost, &name).await?))
     }

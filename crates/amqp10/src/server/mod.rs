@@ -4,7 +4,8 @@
 //! - [`driver`]: the task's I/O loop.
 //! - `session`: per-connection broker state and event dispatch.
 //! - `address`: RabbitMQ 4 v2 addresses.
-//! - `attach`, `publish`, `consume`, `management`: the link kinds.
+//! - `attach`, `publish`, `consume`, `management`: the link kinds; `management_http` answers
+//!   the `/management` node's requests, `management_body` parses them.
 
 mod address;
 mod attach;

@@ -125,6 +125,16 @@ impl Session {
                 return;
             }
         };
+        // RabbitMQ reserves message-annotation keys without `x-` and crashes the session on
+        // one (`mc_amqp`: reserved_annotation_key); the first line of its text, then no trace.
+        if let Some(key) = parsed.annotations.iter().find_map(|(k, _)| match k {
+            charon_model::Value::Symbol(key) if !key.starts_with("x-") => Some(key.clone()),
+            _ => None,
+        }) {
+            let description = format!("{{reserved_annotation_key,{{symbol,<<\"{key}\">>}}}}\n[]");
+            self.fail_session(channel, "amqp:internal-error", description, conn).await;
+            return;
+        }
         let to = parsed.properties.as_ref().and_then(|p| p.to.as_deref());
         let (exchange, routing_key) = match self.address(target, to) {
             Ok(found) => found,
@@ -220,10 +230,10 @@ impl Session {
             let Some(done) = self.publishes.remove(&seq) else {
                 continue;
             };
+            // RabbitMQ 4.0.5 rejects a message a queue refused (reject-publish) with no error
+            // condition (later releases add amqp:resource-limit-exceeded).
             let state = if done.refused {
-                DeliveryState::Rejected(Rejected {
-                    error: Some(error("amqp:resource-limit-exceeded", "the queue refused the message")),
-                })
+                DeliveryState::Rejected(Rejected { error: None })
             } else {
                 DeliveryState::Accepted(Accepted {})
             };

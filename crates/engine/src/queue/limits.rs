@@ -308,10 +308,28 @@ mod tests {
         assert_eq!(first.delivery.delivery_count, 0);
         s.settle(&[first.delivery.seq], Settle::Requeue);
         let second = s.get(owner, false).unwrap();
-        assert_eq!((second.delivery.delivery_count, second.delivery.redelivered), (1, true));
+        // A plain return counts towards the limit (4.0.5's acquired count) but is no failed
+        // delivery, so the AMQP 1.0 delivery-count stays 0.
+        assert_eq!((second.delivery.delivery_count, second.delivery.redelivered), (0, true));
         s.settle(&[second.delivery.seq], Settle::Requeue);
         assert_eq!(discarded(&mut s), [("m".into(), DeathReason::DeliveryLimit)]);
         assert!(s.ready.is_empty());
+    }
+
+    #[test]
+    fn quorum_delivery_count_counts_failed_returns_only() {
+        let mut s = state(QueueType::Quorum, QueueSettings::default());
+        publish(&mut s, vec![msg("m", None, 1)]);
+        let owner = Owner { session: 1, channel: 1 };
+        let first = s.get(owner, false).unwrap();
+        s.settle(&[first.delivery.seq], Settle::RequeueFailed);
+        let second = s.get(owner, false).unwrap();
+        assert_eq!(second.delivery.delivery_count, 1);
+        s.owner_closed(owner);
+        let third = s.get(owner, false).unwrap();
+        assert_eq!(third.delivery.delivery_count, 2);
+        s.settle(&[third.delivery.seq], Settle::Requeue);
+        assert_eq!(s.get(owner, false).unwrap().delivery.delivery_count, 2);
     }
 
     #[test]

@@ -144,6 +144,11 @@ pub(crate) enum QueueCmd {
         seqs: Vec<u64>,
         how: Settle,
     },
+    SettleModified {
+        seqs: Vec<u64>,
+        failed: bool,
+        annotations: Table,
+    },
     Get {
         owner: Owner,
         no_ack: bool,
@@ -254,6 +259,13 @@ impl QueueHandle {
     /// Settles delivered messages by sequence number.
     pub async fn settle(&self, seqs: Vec<u64>, how: Settle) {
         let _ = self.send(QueueCmd::Settle { seqs, how }).await;
+    }
+
+    /// Requeues delivered messages with AMQP 1.0's `modified` outcome, counting a failed
+    /// delivery when `failed`. A quorum queue merges `annotations` into the stored messages, so
+    /// they stay with them from then on; a classic queue ignores them (RabbitMQ 4.0.5).
+    pub async fn settle_modified(&self, seqs: Vec<u64>, failed: bool, annotations: Table) {
+        let _ = self.send(QueueCmd::SettleModified { seqs, failed, annotations }).await;
     }
 
     /// Takes one message (`basic.get`).

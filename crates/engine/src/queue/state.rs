@@ -6,7 +6,7 @@
 use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
 
-use charon_model::{DeathReason, Message};
+use charon_model::{DeathReason, Message, Table};
 
 use super::settings::{Overflow, QueueSettings};
 use super::{ConfirmTo, ConsumeSpec, CreditGrant, Enqueue, GetOk, QueueRef, QueueStats, Settle};
@@ -223,6 +223,23 @@ impl QueueState {
             }
         }
         self.requeue(requeue, failed);
+    }
+
+    /// Requeues with AMQP 1.0's `modified` outcome; a quorum queue first merges the
+    /// annotations into each message.
+    pub(crate) fn settle_modified(&mut self, seqs: &[u64], failed: bool, annotations: &Table) {
+        if self.quorum() && !annotations.is_empty() {
+            for seq in seqs {
+                if let Some(unacked) = self.unacked.get_mut(seq) {
+                    let mut message = Message::clone(&unacked.entry.message);
+                    for (key, value) in annotations.iter() {
+                        message.annotations.insert(key, value.clone());
+                    }
+                    unacked.entry.message = Arc::new(message);
+                }
+            }
+        }
+        self.settle(seqs, if failed { Settle::RequeueFailed } else { Settle::Requeue });
     }
 
     /// The one exit for messages that leave unacknowledged: dead lettering hooks in here.

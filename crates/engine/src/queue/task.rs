@@ -150,6 +150,7 @@ fn apply(state: &mut QueueState, command: QueueCmd) -> Next {
             let _ = reply.send(existed);
         }
         QueueCmd::Settle { seqs, how } => state.settle(&seqs, how),
+        QueueCmd::SettleModified { seqs, failed, annotations } => state.settle_modified(&seqs, failed, &annotations),
         QueueCmd::Get { owner, no_ack, reply } => {
             let _ = reply.send(state.get(owner, no_ack));
         }
