@@ -484,3 +484,26 @@ fn outgoing_messages_are_split_to_the_clients_max_frame_size() {
     assert!(frames >= 4, "{frames} frames");
     assert_eq!(reassembled, message);
 }
+
+#[test]
+fn idle_timeouts_both_ways_heartbeats_out_and_a_silent_client_is_closed() {
+    let mut h = Harness::new();
+    h.login();
+    h.send(b"AMQP\x00\x01\x00\x00");
+    h.send(&frame(FRAME_TYPE_AMQP, 0, &Open { idle_time_out: Some(4_000), ..open() }, &[]));
+    h.output();
+    // We write at least every half of the client's idle-time-out: an empty frame.
+    h.conn.handle_timeout(h.now + Duration::from_millis(1_999));
+    assert!(h.output().is_empty());
+    h.conn.handle_timeout(h.now + Duration::from_millis(2_000));
+    assert_eq!(&h.output()[..], &[0, 0, 0, 8, 2, 0, 0, 0]);
+    // A client that sends nothing for our idle timeout (60 s) is closed.
+    h.conn.handle_timeout(h.now + Duration::from_secs(60));
+    assert_eq!(
+        h.close_error(),
+        Some((
+            "amqp:resource-limit-exceeded".into(),
+            Some("no frame received from client within idle timeout threshold".into())
+        ))
+    );
+}
