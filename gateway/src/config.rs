@@ -146,6 +146,19 @@ mod tests {
         assert_eq!(config.vhosts, ["/"]);
         assert_eq!(config.users.first().map(|u| (u.name.as_str(), u.password.as_str())), Some(("guest", "guest")));
         assert_eq!(config.log_level, "info");
+        assert_eq!(
+            (config.http_listen.as_str(), config.prometheus_listen.as_str()),
+            ("127.0.0.1:15672", "127.0.0.1:15692")
+        );
+        assert_eq!(config.anonymous_user, None);
+    }
+
+    #[test]
+    fn http_and_prometheus_addresses_come_from_flags_or_the_file() {
+        let file: FileConfig =
+            toml::from_str("http_listen = \"0.0.0.0:15672\"\nprometheus_listen = \"0.0.0.0:9419\"").unwrap();
+        let config = Config::resolve(&cli(&["--http-listen", "127.0.0.1:0"]), file).unwrap();
+        assert_eq!((config.http_listen.as_str(), config.prometheus_listen.as_str()), ("127.0.0.1:0", "0.0.0.0:9419"));
     }
 
     #[test]
