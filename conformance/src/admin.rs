@@ -80,7 +80,11 @@ fn base64_encode(bytes: &[u8]) -> String {
     const ALPHABET: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
     let mut out = String::new();
     for chunk in bytes.chunks(3) {
-        let b = [chunk.first().copied().unwrap_or(0), chunk.get(1).copied().unwrap_or(0), chunk.get(2).copied().unwrap_or(0)];
+        let b = [
+            chunk.first().copied().unwrap_or(0),
+            chunk.get(1).copied().unwrap_or(0),
+            chunk.get(2).copied().unwrap_or(0),
+        ];
         let n = (u32::from(b[0]) << 16) | (u32::from(b[1]) << 8) | u32::from(b[2]);
         for i in 0..4 {
             if i <= chunk.len() {
@@ -97,7 +101,13 @@ fn base64_encode(bytes: &[u8]) -> String {
 /// `%2F` for `/`: a vhost as a path segment.
 fn segment(text: &str) -> String {
     text.bytes()
-        .map(|b| if b.is_ascii_alphanumeric() || b"-._~".contains(&b) { char::from(b).to_string() } else { format!("%{b:02X}") })
+        .map(|b| {
+            if b.is_ascii_alphanumeric() || b"-._~".contains(&b) {
+                char::from(b).to_string()
+            } else {
+                format!("%{b:02X}")
+            }
+        })
         .collect()
 }
 
@@ -109,7 +119,13 @@ impl Ctx {
 
     /// Sets a policy on the case's vhost (RabbitMQ's `PUT /api/policies/{vhost}/{name}`) and
     /// returns its name; the runner deletes it after the case.
-    pub async fn set_policy(&self, pattern: &str, apply_to: &str, priority: i64, definition: &str) -> Result<String, CaseError> {
+    pub async fn set_policy(
+        &self,
+        pattern: &str,
+        apply_to: &str,
+        priority: i64,
+        definition: &str,
+    ) -> Result<String, CaseError> {
         let name = self.name("policy");
         self.track_policy(&name);
         self.put_policy(&name, pattern, apply_to, priority, definition).await?;
@@ -117,7 +133,14 @@ impl Ctx {
     }
 
     /// `PUT`s a policy by name, expecting 201 or 204.
-    pub async fn put_policy(&self, name: &str, pattern: &str, apply_to: &str, priority: i64, definition: &str) -> CaseResult {
+    pub async fn put_policy(
+        &self,
+        name: &str,
+        pattern: &str,
+        apply_to: &str,
+        priority: i64,
+        definition: &str,
+    ) -> CaseResult {
         let body = format!(
             r#"{{"pattern":{},"apply-to":"{apply_to}","priority":{priority},"definition":{definition}}}"#,
             json_string(pattern)
@@ -219,8 +242,10 @@ mod tests {
     fn parses_plain_and_chunked_bodies_and_series() {
         let plain = parse_response(b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\n{}").unwrap();
         assert_eq!((plain.status, plain.body.as_str()), (200, "{}"));
-        let chunked =
-            parse_response(b"HTTP/1.1 201 Created\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n2\r\nde\r\n0\r\n\r\n").unwrap();
+        let chunked = parse_response(
+            b"HTTP/1.1 201 Created\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n2\r\nde\r\n0\r\n\r\n",
+        )
+        .unwrap();
         assert_eq!((chunked.status, chunked.body.as_str()), (201, "abcde"));
         let text = "# HELP x\nm_total{a=\"1\",b=\"2\"} 5\nm_total{a=\"1\",b=\"3\"} 7\n";
         assert_eq!(find_series(text, "m_total", &[("b", "3"), ("a", "1")]), Some(7.0));

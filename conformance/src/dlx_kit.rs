@@ -64,8 +64,13 @@ pub(crate) struct Setup {
 pub(crate) async fn setup(ctx: &Ctx, extra: &[(&str, AMQPValue)]) -> Result<Setup, CaseError> {
     let (conn, ch) = ctx.lapin_channel().await?;
     let dlx = ctx.exchange("dlx");
-    ch.exchange_declare(dlx.as_str().into(), ExchangeKind::Direct, ExchangeDeclareOptions::default(), FieldTable::default())
-        .await?;
+    ch.exchange_declare(
+        dlx.as_str().into(),
+        ExchangeKind::Direct,
+        ExchangeDeclareOptions::default(),
+        FieldTable::default(),
+    )
+    .await?;
     let source = ctx.queue("src");
     let dlq = ctx.queue("dlq");
     lk::queue_bound(&ch, &dlq, &dlx, &source).await?;

@@ -52,10 +52,10 @@ pub mod raw10;
 
 mod amqprs_kit;
 mod cases;
+mod dlx_kit;
 mod fe2o3_kit;
 mod lapin_kit;
 mod wire;
-mod dlx_kit;
 
 pub use case::{Case, Protocol, QueueKind, Variant};
 pub use ctx::Ctx;

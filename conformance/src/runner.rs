@@ -181,8 +181,10 @@ pub async fn run_with(config: RunConfig, mut on_outcome: impl FnMut(&CaseOutcome
     let timeout = config.case_timeout;
     let jobs = config.jobs.max(1);
     // Cases tagged `serial` (they read broker-wide counters) run after all others, one at a time.
-    let (serial, parallel): (Vec<_>, Vec<_>) =
-        selected(config.filter.as_deref()).into_iter().enumerate().partition(|(_, (_, case, _))| case.tags.contains(&"serial"));
+    let (serial, parallel): (Vec<_>, Vec<_>) = selected(config.filter.as_deref())
+        .into_iter()
+        .enumerate()
+        .partition(|(_, (_, case, _))| case.tags.contains(&"serial"));
     for (batch, jobs) in [(parallel, jobs), (serial, 1)] {
         let mut stream = futures_util::stream::iter(batch)
             .map(|(index, (name, case, variant))| {

@@ -18,8 +18,8 @@ use lapin::types::{AMQPValue, FieldTable};
 use lapin::{BasicProperties, Channel};
 
 use crate::fe2o3_kit::{self as fk, Amqp10};
-use crate::raw10::{self, message::hdr};
 use crate::lapin_kit::{self as lk};
+use crate::raw10::{self, message::hdr};
 use crate::{CaseError, CaseResult, Ctx, Protocol};
 
 /// How long a 1.0 drain of a queue that should be empty waits for a stray delivery.
@@ -210,8 +210,6 @@ pub(crate) struct Received {
     pub(crate) redelivered: bool,
     /// The death history: 0.9.1 `x-death`, 1.0 `x-opt-deaths`, most recent first.
     pub(crate) deaths: Vec<Death>,
-    /// 0.9.1 `x-delivery-count` header; 1.0 `header.delivery-count`.
-    pub(crate) delivery_count: u64,
     tag: Tag,
 }
 
@@ -342,24 +340,16 @@ impl Consumer {
                 let d = lk::next(consumer, lk::ARRIVE).await?;
                 let headers = d.properties.headers().as_ref();
                 let deaths = deaths_091(headers);
-                let delivery_count = match headers.and_then(|h| h.inner().get("x-delivery-count")) {
-                    Some(AMQPValue::LongLongInt(n)) => u64::try_from(*n).unwrap_or_default(),
-                    _ => 0,
-                };
                 let tag = Tag::Amqp091(d.delivery_tag);
-                Ok(Received { body: d.data, redelivered: d.redelivered, deaths, delivery_count, tag })
+                Ok(Received { body: d.data, redelivered: d.redelivered, deaths, tag })
             }
             Self::Amqp10(conn, _) => {
                 let d = conn.recv(0, fk::ARRIVE).await?;
                 let message = raw10::Received::parse(&d.payload)?;
                 let body = message.data().ok_or_else(|| CaseError::new("a 1.0 body that is not data sections"))?;
                 let redelivered = message.header(hdr::FIRST_ACQUIRER) == Some(Value::Bool(false));
-                let delivery_count = match message.header(hdr::DELIVERY_COUNT) {
-                    Some(Value::Uint(n)) => u64::from(n),
-                    _ => 0,
-                };
                 let deaths = deaths_10(&message);
-                Ok(Received { body, redelivered, deaths, delivery_count, tag: Tag::Amqp10(d.id()) })
+                Ok(Received { body, redelivered, deaths, tag: Tag::Amqp10(d.id()) })
             }
         }
     }

@@ -34,7 +34,12 @@ pub(crate) fn cases() -> Vec<Case> {
 }
 
 /// Takes `n` deliveries from `queue` over the variant's consuming protocol, acknowledging each.
-pub(crate) async fn take(ctx: &Ctx, conn: &lapin::Connection, queue: &str, n: usize) -> Result<Vec<Received>, crate::CaseError> {
+pub(crate) async fn take(
+    ctx: &Ctx,
+    conn: &lapin::Connection,
+    queue: &str,
+    n: usize,
+) -> Result<Vec<Received>, crate::CaseError> {
     let mut consumer = Consumer::open(ctx, conn, queue, 100).await?;
     let mut out = Vec::new();
     for _ in 0..n {

@@ -16,9 +16,14 @@ mod amqp10_publish;
 mod confirms;
 mod consume;
 mod dlx_basic;
+mod dlx_history;
+mod dlx_limits;
+mod dlx_metrics;
+mod dlx_policy;
+mod dlx_routing;
+mod dlx_settle;
 mod errors_connection;
 mod exchanges;
-mod fidelity;
 mod fidelity_to091;
 mod fidelity_to10;
 mod handshake;
@@ -55,7 +60,6 @@ pub(crate) fn all() -> Vec<Case> {
         amqp10_connection::cases(),
         amqp10_attach::cases(),
         amqp10_publish::cases(),
-        fidelity::cases(),
         amqp10_consume::cases(),
         amqp10_errors::cases(),
         amqp10_message::cases(),
@@ -66,6 +70,12 @@ pub(crate) fn all() -> Vec<Case> {
         amqp10_fe2o3::cases(),
         amqp10_management_more::cases(),
         dlx_basic::cases(),
+        dlx_routing::cases(),
+        dlx_history::cases(),
+        dlx_settle::cases(),
+        dlx_limits::cases(),
+        dlx_policy::cases(),
+        dlx_metrics::cases(),
     ]
     .concat()
 }

@@ -117,8 +117,9 @@ pub fn dead_lettered_copy(
         copy.routing.cc.clear();
         copy.routing.bcc.clear();
     }
-    // 4.0.5 does not carry the delivery count across dead lettering (4.3 does).
-    copy.broker.delivery_count = 0;
+    // The failed-delivery count a quorum queue put on the message travels with the dead letter
+    // (`rabbit_fifo:annotate_msg/2` sets the `delivery_count` annotation, which 1.0 consumers see
+    // as `header.delivery-count`); the acquired count is queue-internal and does not.
     copy.broker.acquired_count = 0;
     // 0.9.1 property bytes no longer match (expiration and x-death change); a 1.0 bare message
     // is immutable and stays as it was, the history going into its annotations.
@@ -178,6 +179,15 @@ mod tests {
         assert_eq!(copy.properties().priority, Some(3));
         assert_eq!(copy.routing.exchange, "dlx");
         assert_eq!(copy.routing.all_keys().collect::<Vec<_>>(), ["k", "c", "b"]);
+    }
+
+    #[test]
+    fn the_failed_delivery_count_travels_with_the_dead_letter() {
+        let mut m = message();
+        m.broker.delivery_count = 2;
+        m.broker.acquired_count = 3;
+        let copy = dead_lettered_copy(&m, "q", DeathReason::Rejected, "dlx", None, 1);
+        assert_eq!((copy.broker.delivery_count, copy.broker.acquired_count), (2, 0));
     }
 
     #[test]

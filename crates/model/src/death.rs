@@ -119,6 +119,13 @@ impl DeathHistory {
             DeathEvent { queue: record.queue.to_owned(), reason: record.reason, exchange: record.exchange.to_owned() };
     }
 
+    /// The message's own TTL when it first died, if it had one. Dead lettering clears the TTL,
+    /// so only the entry of the first death can hold one.
+    #[must_use]
+    pub fn original_ttl(&self) -> Option<u64> {
+        self.entries.iter().find_map(|d| d.original_ttl)
+    }
+
     /// The `x-first-death-*` and `x-last-death-*` fields, in key order (how RabbitMQ's
     /// annotation map yields them): exchange, queue, reason for the first death, then the last.
     #[must_use]
@@ -167,5 +174,15 @@ mod tests {
         assert_eq!(h.entries.first().map(|d| (d.first_time, d.last_time)), Some((1, 3)));
         assert_eq!(h.first.queue, "q1");
         assert_eq!(h.last.queue, "q1");
+    }
+
+    #[test]
+    fn original_ttl_is_the_one_recorded_at_the_first_death() {
+        let keys = vec!["k".to_owned()];
+        let mut h = DeathHistory::new(&DeathRecord { ttl: Some(5), ..rec("q1", DeathReason::Expired, &keys, 1) });
+        h.record(&rec("q2", DeathReason::Rejected, &keys, 2));
+        h.record(&rec("q1", DeathReason::Expired, &keys, 3));
+        assert_eq!(h.original_ttl(), Some(5));
+        assert_eq!(DeathHistory::new(&rec("q", DeathReason::Rejected, &keys, 1)).original_ttl(), None);
     }
 }

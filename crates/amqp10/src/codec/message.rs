@@ -6,7 +6,7 @@ use fe2o3_amqp_types::messaging::Properties;
 use serde_amqp::Value as Amqp;
 
 use super::value::from_amqp;
-use super::{DecodeError, decode_exact, encoded_len};
+use super::{DecodeError, decode_exact, decode_whole, encoded_len};
 
 const HEADER: u64 = 0x70;
 const DELIVERY_ANNOTATIONS: u64 = 0x71;
@@ -51,7 +51,7 @@ pub struct HeaderFields {
 }
 
 fn header_fields(section: &[u8]) -> Result<HeaderFields, DecodeError> {
-    let Amqp::Described(described) = decode_exact::<Amqp>(section)? else {
+    let Amqp::Described(described) = decode_whole(section)? else {
         return Err(DecodeError::Invalid("header must be described"));
     };
     let fields = match described.value {
@@ -117,7 +117,7 @@ fn descriptor_code(section: &[u8]) -> Result<u64, DecodeError> {
 }
 
 fn map_entries(section: &[u8]) -> Result<Vec<(charon_model::Value, charon_model::Value)>, DecodeError> {
-    match decode_exact::<Amqp>(section)? {
+    match decode_whole(section)? {
         Amqp::Described(described) => match described.value {
             Amqp::Map(map) => Ok(map.iter().map(|(k, v)| (from_amqp(k), from_amqp(v))).collect()),
             Amqp::Null => Ok(Vec::new()),

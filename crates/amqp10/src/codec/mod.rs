@@ -5,12 +5,15 @@
 //! decoder ever sees more (or less) than the one value it should decode.
 
 mod frame;
+mod generate;
 mod length;
 mod message;
 mod performative;
+mod tree;
 pub mod value;
 
 pub use frame::{FRAME_TYPE_AMQP, FRAME_TYPE_SASL, FrameError, RawFrame, parse_frame, write_frame, write_heartbeat};
+pub use generate::generate;
 pub use length::encoded_len;
 pub use message::{BodyKind, HeaderFields, ParsedMessage, parse_message};
 pub use performative::{SaslFrame, decode_performative, decode_sasl, encode_value};
@@ -26,13 +29,21 @@ pub enum DecodeError {
     Invalid(&'static str),
 }
 
-/// Decodes the single AMQP value at the start of `bytes`.
+/// Decodes the single untyped AMQP value at the start of `bytes` with Charon's own complete
+/// decoder ([`tree`]).
 ///
 /// # Errors
 /// [`DecodeError`] when it does not decode.
 pub fn decode_value(bytes: &[u8]) -> Result<serde_amqp::Value, DecodeError> {
-    let len = encoded_len(bytes)?;
-    decode_exact(bytes.get(..len).ok_or(DecodeError::Truncated)?)
+    tree::decode(bytes).map(|(value, _)| value)
+}
+
+/// Decodes exactly one untyped value filling all of `bytes` (a message section).
+fn decode_whole(bytes: &[u8]) -> Result<serde_amqp::Value, DecodeError> {
+    match tree::decode(bytes)? {
+        (value, used) if used == bytes.len() => Ok(value),
+        _ => Err(DecodeError::Invalid("bytes after the value")),
+    }
 }
 
 /// Decodes one value of type `T` from exactly `bytes`, refusing to let a decoder bug take the

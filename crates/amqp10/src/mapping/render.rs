@@ -64,10 +64,17 @@ fn header_section(message: &Message, facts: DeliveryFacts) -> Amqp {
     };
     let delivery_count = message.broker.delivery_count.saturating_add(facts.delivery_count);
     let first_acquirer = !facts.redelivered && delivery_count == 0 && message.broker.deaths.is_none();
+    // Dead lettering clears the TTL, but RabbitMQ 4.0.5 converts a 0.9.1 message for a 1.0
+    // consumer from its unchanged properties: the published `expiration` (recorded with the first
+    // death) shows as `header.ttl` again. The message does not expire by it.
+    let ttl = props.ttl.or_else(|| match message.origin {
+        Origin::Amqp091 => message.broker.deaths.as_deref().and_then(DeathHistory::original_ttl),
+        _ => None,
+    });
     composite(vec![
         Amqp::Bool(durable),
         props.priority.map_or(Amqp::Null, Amqp::Ubyte),
-        props.ttl.and_then(|t| u32::try_from(t).ok()).map_or(Amqp::Null, Amqp::Uint),
+        ttl.and_then(|t| u32::try_from(t).ok()).map_or(Amqp::Null, Amqp::Uint),
         Amqp::Bool(first_acquirer),
         Amqp::Uint(delivery_count),
     ])
@@ -104,13 +111,13 @@ fn annotations(message: &Message) -> OrderedMap<Amqp, Amqp> {
             }
         }
     }
+    // RabbitMQ folds its annotation map into the published ones: atom keys (exchange, routing
+    // keys, then deaths, in atom-table order) before the `x-first/last-death-*` binaries.
+    upsert(&mut map, "x-exchange", Amqp::String(message.routing.exchange.clone()));
+    upsert(&mut map, "x-routing-key", Amqp::String(message.routing.routing_key.clone()));
     let history = message.broker.deaths.as_deref();
     if let Some(history) = history {
         upsert(&mut map, "x-opt-deaths", deaths(history));
-    }
-    upsert(&mut map, "x-exchange", Amqp::String(message.routing.exchange.clone()));
-    upsert(&mut map, "x-routing-key", Amqp::String(message.routing.routing_key.clone()));
-    if let Some(history) = history {
         for (key, value) in history.summary_fields() {
             upsert(&mut map, key, Amqp::String(value));
         }
@@ -253,6 +260,65 @@ mod tests {
         let keys: Vec<String> = parsed.annotations.iter().filter_map(|(k, _)| k.as_str().map(str::to_owned)).collect();
         assert_eq!(keys, ["x-custom", "x-basic-type", "x-exchange", "x-routing-key"]);
         assert_eq!(parsed.body, Some(BodyKind::SingleData(Bytes::from_static(b"hi"))));
+    }
+
+    fn dead_letter(origin: Origin) -> Message {
+        let mut message = Message::new(
+            Routing { exchange: "dlx".into(), routing_key: "rk".into(), ..Routing::default() },
+            Body::Data(Bytes::from_static(b"hi")),
+        );
+        message.origin = origin;
+        message.headers = vec![("x-custom".to_owned(), Value::long_str("c"))].into_iter().collect();
+        message.annotations = vec![("x-custom".to_owned(), Value::String("c".into()))].into_iter().collect();
+        let keys = vec!["rk".to_owned()];
+        let record = charon_model::DeathRecord {
+            queue: "q",
+            reason: charon_model::DeathReason::Rejected,
+            exchange: "",
+            routing_keys: &keys,
+            ttl: Some(60_000),
+            now: 1_700_000_000_000,
+        };
+        // As dead lettering leaves it: the history records the TTL, the properties lose it.
+        message.broker.deaths = Some(Box::new(DeathHistory::new(&record)));
+        message
+    }
+
+    #[test]
+    fn a_dead_letter_has_rabbitmqs_annotation_order() {
+        let map = annotations(&dead_letter(Origin::Amqp091));
+        let keys: Vec<String> = map
+            .keys()
+            .filter_map(|k| match k {
+                Amqp::Symbol(s) => Some(s.0.clone()),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(
+            keys,
+            [
+                "x-custom",
+                "x-exchange",
+                "x-routing-key",
+                "x-opt-deaths",
+                "x-first-death-exchange",
+                "x-first-death-queue",
+                "x-first-death-reason",
+                "x-last-death-exchange",
+                "x-last-death-queue",
+                "x-last-death-reason"
+            ]
+        );
+    }
+
+    #[test]
+    fn only_a_0_9_1_dead_letter_shows_its_published_ttl() {
+        let header = |origin| match header_section(&dead_letter(origin), DeliveryFacts::default()) {
+            Amqp::List(fields) => (fields.get(2).cloned(), fields.get(3).cloned()),
+            _ => (None, None),
+        };
+        assert_eq!(header(Origin::Amqp091), (Some(Amqp::Uint(60_000)), Some(Amqp::Bool(false))));
+        assert_eq!(header(Origin::Amqp10), (Some(Amqp::Null), Some(Amqp::Bool(false))));
     }
 
     #[test]

@@ -14,13 +14,19 @@ use crate::proto::Connection;
 
 /// What an outcome does to the message (`rabbit_amqp_session:settle_op_from_outcome/1`):
 /// `rejected` and `modified{undeliverable-here}` discard (dead-letter as `rejected`),
-/// `released` and other `modified` requeue, `modified{delivery-failed}` counting a failed
-/// delivery.
+/// `released` and other `modified` requeue; `rejected` and `modified{delivery-failed}` count a
+/// failed delivery.
 fn settle_op(state: Option<&DeliveryState>) -> Settle {
     match state {
         Some(DeliveryState::Rejected(_)) => Settle::Discard,
         Some(DeliveryState::Released(_)) => Settle::Requeue,
-        Some(DeliveryState::Modified(m)) if m.undeliverable_here == Some(true) => Settle::Discard,
+        Some(DeliveryState::Modified(m)) if m.undeliverable_here == Some(true) => {
+            if m.delivery_failed == Some(true) {
+                Settle::Discard
+            } else {
+                Settle::DiscardUndeliverable
+            }
+        }
         Some(DeliveryState::Modified(m)) if m.delivery_failed == Some(true) => Settle::RequeueFailed,
         Some(DeliveryState::Modified(_)) => Settle::Requeue,
         _ => Settle::Ack,
@@ -162,5 +168,33 @@ impl Session {
         if !settled {
             conn.settle_outgoing(channel, first, last_given.then_some(last), state);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use fe2o3_amqp_types::messaging::{Accepted, Modified, Rejected, Released};
+
+    use super::*;
+
+    fn modified(failed: Option<bool>, undeliverable: Option<bool>) -> DeliveryState {
+        DeliveryState::Modified(Modified {
+            delivery_failed: failed,
+            undeliverable_here: undeliverable,
+            message_annotations: None,
+        })
+    }
+
+    #[test]
+    fn outcomes_map_to_rabbitmq_settle_ops() {
+        let op = |s: DeliveryState| settle_op(Some(&s));
+        assert_eq!(op(DeliveryState::Accepted(Accepted {})), Settle::Ack);
+        assert_eq!(op(DeliveryState::Rejected(Rejected { error: None })), Settle::Discard);
+        assert_eq!(op(DeliveryState::Released(Released {})), Settle::Requeue);
+        assert_eq!(op(modified(Some(true), Some(true))), Settle::Discard);
+        assert_eq!(op(modified(Some(false), Some(true))), Settle::DiscardUndeliverable);
+        assert_eq!(op(modified(None, Some(true))), Settle::DiscardUndeliverable);
+        assert_eq!(op(modified(Some(true), None)), Settle::RequeueFailed);
+        assert_eq!(op(modified(None, None)), Settle::Requeue);
     }
 }

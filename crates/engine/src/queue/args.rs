@@ -273,6 +273,14 @@ pub fn queue_type_of(arguments: &Table) -> QueueType {
 pub fn validate_declare(resource: &Resource, arguments: &Table) -> Result<QueueType, EngineError> {
     let invalid =
         |key: &str, reason: String| EngineError::Precondition(format!("invalid arg '{key}' for {resource}: {reason}"));
+    // The channel checks the dead-letter exchange's type first, with its own text
+    // (`rabbit_misc:r_arg/4` in rabbit_channel's queue.declare, before any validator).
+    if let Some(dlx) = arguments.get("x-dead-letter-exchange").filter(|v| !is_string(v)) {
+        return Err(EngineError::Precondition(format!(
+            "invalid type '{}' for arg 'x-dead-letter-exchange' in {resource}",
+            dlx.rabbit_type_name()
+        )));
+    }
     if let Some(value) = arguments.get("x-queue-type") {
         check_queue_type(value, arguments).map_err(|e| invalid("x-queue-type", e))?;
     }
@@ -392,7 +400,12 @@ mod tests {
         );
         assert_eq!(
             err(args(&[("x-dead-letter-exchange", Value::I32(1))])),
-            "invalid arg 'x-dead-letter-exchange' for queue 'q' in vhost '/': {unacceptable_type,signedint}"
+            "invalid type 'signedint' for arg 'x-dead-letter-exchange' in queue 'q' in vhost '/'"
+        );
+        // Checked before every validator (RabbitMQ's channel does it first).
+        assert_eq!(
+            err(args(&[("x-expires", Value::I32(0)), ("x-dead-letter-exchange", Value::Bool(true))])),
+            "invalid type 'bool' for arg 'x-dead-letter-exchange' in queue 'q' in vhost '/'"
         );
         assert_eq!(
             err(args(&[("x-delivery-limit", Value::I32(1))])),

@@ -9,10 +9,20 @@
 //!   `reject-publish` is approximate: the message that crosses the limit is accepted, and
 //!   publishes are refused until the queue is back to 80 % of the limit.
 
-use charon_model::{DeathReason, Message};
+use charon_model::{DeathReason, Encoded, Message};
 
 use super::settings::{Overflow, QueueSettings};
-use super::state::{QueueState, body_size};
+use super::state::QueueState;
+
+/// Bytes as length limits count them: the body of a 0.9.1 message, the whole bare message
+/// (properties through footer) of a 1.0 message, as RabbitMQ's `mc:size/1` does.
+pub(super) fn body_size(message: &Message) -> u64 {
+    let size = match &message.encoded {
+        Encoded::Amqp10Bare(bare) => bare.len(),
+        _ => message.body_len(),
+    };
+    u64::try_from(size).unwrap_or(u64::MAX)
+}
 
 /// Quorum queues stop refusing publishes once back at 8/10 of their limit (`?LOW_LIMIT` 0.8 in
 /// rabbit_fifo: `Num =< trunc(Max * 0.8)`).
@@ -126,9 +136,12 @@ impl QueueState {
         self.expiry_deadline().is_some_and(|deadline| deadline <= self.now)
     }
 
-    /// A declare (also a passive one) counts as use.
+    /// A declare (also a passive one) counts as use of a classic queue. A quorum queue counts
+    /// only gets and consumers (`last_active` in rabbit_fifo), so a declare does not keep it.
     pub(crate) fn touch(&mut self) {
-        self.last_used = self.now;
+        if !self.quorum() {
+            self.last_used = self.now;
+        }
     }
 
     /// Applies new settings (a policy changed): a lowered limit drops the head at once.
@@ -333,6 +346,25 @@ mod tests {
     }
 
     #[test]
+    fn a_quorum_discard_counts_a_failed_delivery_unless_only_undeliverable() {
+        let mut s = state(QueueType::Quorum, QueueSettings::default());
+        publish(&mut s, vec![msg("rejected", None, 1), msg("undeliverable", None, 2)]);
+        let owner = Owner { session: 1, channel: 1 };
+        let first = s.get(owner, false).unwrap();
+        let second = s.get(owner, false).unwrap();
+        s.settle(&[first.delivery.seq], Settle::Discard);
+        s.settle(&[second.delivery.seq], Settle::DiscardUndeliverable);
+        let counts: Vec<u32> = s.take_discarded().iter().map(|(m, _)| m.broker.delivery_count).collect();
+        assert_eq!(counts, [1, 0]);
+        // Classic queues keep no count.
+        let mut c = state(QueueType::Classic, QueueSettings::default());
+        publish(&mut c, vec![msg("m", None, 1)]);
+        let got = c.get(owner, false).unwrap();
+        c.settle(&[got.delivery.seq], Settle::Discard);
+        assert_eq!(c.take_discarded().first().map(|(m, _)| m.broker.delivery_count), Some(0));
+    }
+
+    #[test]
     fn x_expires_counts_from_the_last_use_while_there_is_no_consumer() {
         let settings = QueueSettings { expires: Some(1_000), ..QueueSettings::default() };
         let mut s = state(QueueType::Classic, settings);
@@ -343,6 +375,38 @@ mod tests {
         assert!(!s.has_expired());
         s.set_now(2_500);
         assert!(s.has_expired());
+    }
+
+    #[test]
+    fn a_declare_keeps_a_classic_queue_but_not_a_quorum_queue() {
+        let settings = QueueSettings { expires: Some(1_000), ..QueueSettings::default() };
+        let mut q = state(QueueType::Quorum, settings);
+        q.set_now(1_900);
+        q.touch();
+        q.set_now(2_100);
+        assert!(q.has_expired());
+        // A get counts.
+        q.set_now(1_900);
+        q.get(Owner { session: 1, channel: 1 }, true);
+        q.set_now(2_100);
+        assert!(!q.has_expired());
+    }
+
+    #[test]
+    fn a_1_0_message_counts_its_bare_message_against_max_length_bytes() {
+        let settings = QueueSettings { max_length_bytes: Some(14), ..QueueSettings::default() };
+        let mut s = state(QueueType::Classic, settings);
+        let items = ["aa", "bb", "cc"].map(|body| {
+            let mut m = Message::new(Routing::default(), Body::Data(body.to_owned().into()));
+            // One data section: 5 bytes of section header, then the 2 body bytes.
+            let mut bare = vec![0x00, 0x53, 0x75, 0xa0, 0x02];
+            bare.extend_from_slice(body.as_bytes());
+            m.encoded = charon_model::Encoded::Amqp10Bare(bare.into());
+            Enqueue { message: Arc::new(m), confirm: None }
+        });
+        s.publish(items.into_iter().collect(), None);
+        assert_eq!(bodies(&s), ["bb", "cc"]);
+        assert_eq!(discarded(&mut s), [("aa".into(), DeathReason::Maxlen)]);
     }
 
     #[test]

@@ -12,6 +12,7 @@
 //! dead lettering hooks in.
 
 pub mod args;
+mod counts;
 mod limits;
 mod outbox;
 pub mod settings;
@@ -109,8 +110,13 @@ pub enum Settle {
     /// Put them back, counting a failed delivery (AMQP 1.0 `modified{delivery-failed}`): a
     /// quorum queue's AMQP 1.0 delivery-count grows by one.
     RequeueFailed,
-    /// Refused: removed, and dead-lettered as `rejected` where configured.
+    /// Refused: removed, and dead-lettered as `rejected` where configured. Counts as a failed
+    /// delivery (0.9.1 reject/nack requeue=false, AMQP 1.0 `rejected`): a quorum queue's dead
+    /// letter carries the grown delivery-count (4.0.5's `discard` with delivery_failed=true).
     Discard,
+    /// AMQP 1.0 `modified{undeliverable-here=true}` without delivery-failed: discarded like
+    /// [`Settle::Discard`], but not counted as a failed delivery.
+    DiscardUndeliverable,
 }
 
 /// Answer to `basic.get`.

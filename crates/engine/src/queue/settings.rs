@@ -59,7 +59,6 @@ enum Precedence {
     Argument,
     Policy,
     Min,
-    DeliveryLimit,
 }
 
 fn integer(value: &Value) -> Option<i64> {
@@ -81,8 +80,6 @@ fn resolve_integer(arguments: &Table, policy: Option<&Table>, key: &str, rule: P
                 Precedence::Argument => a,
                 Precedence::Policy => p,
                 Precedence::Min => a.min(p),
-                Precedence::DeliveryLimit if a < 0 || p < 0 => a.max(p),
-                Precedence::DeliveryLimit => a.min(p),
             }),
             (a, p) => a.or(p),
         },
@@ -97,6 +94,37 @@ fn resolve_text(arguments: &Table, policy: Option<&Table>, key: &str, rule: Prec
         (a, p, _) => a.or(p),
     };
     pick.and_then(Value::as_str).map(str::to_owned)
+}
+
+/// A delivery-limit value as rabbit_fifo compares it with a message's count. `x-delivery-limit`
+/// has no validator, and Erlang orders every non-number above every number: a limit that is not
+/// an integer is never reached.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+enum Limit {
+    At(i64),
+    Never,
+}
+
+fn limit_of(value: &Value) -> Limit {
+    integer(value).map_or(Limit::Never, Limit::At)
+}
+
+/// `resolve_delivery_limit/2`: min of argument and policy, or max when either is negative; the
+/// default 20 when neither is set; a negative or non-integer result means unlimited.
+fn resolve_delivery_limit(arguments: &Table, policy: Option<&Table>) -> Option<u64> {
+    let limit = match lookup(arguments, policy, "delivery-limit") {
+        (None, None) => return Some(DEFAULT_DELIVERY_LIMIT),
+        (Some(one), None) | (None, Some(one)) => limit_of(one),
+        (Some(arg), Some(pol)) => {
+            let (a, p) = (limit_of(arg), limit_of(pol));
+            let negative = |l: Limit| matches!(l, Limit::At(n) if n < 0);
+            if negative(a) || negative(p) { a.max(p) } else { a.min(p) }
+        }
+    };
+    match limit {
+        Limit::At(n) => u64::try_from(n).ok(),
+        Limit::Never => None,
+    }
 }
 
 fn non_negative(value: Option<i64>) -> Option<u64> {
@@ -114,14 +142,7 @@ impl QueueSettings {
             .unwrap_or_default();
         // Quorum queues accept reject-publish-dlx but treat it as drop-head.
         let overflow = if quorum && overflow == Overflow::RejectPublishDlx { Overflow::DropHead } else { overflow };
-        let delivery_limit = if quorum {
-            match resolve_integer(arguments, policy, "delivery-limit", Precedence::DeliveryLimit) {
-                None => Some(DEFAULT_DELIVERY_LIMIT),
-                Some(n) => u64::try_from(n).ok(),
-            }
-        } else {
-            None
-        };
+        let delivery_limit = if quorum { resolve_delivery_limit(arguments, policy) } else { None };
         let min = |key| non_negative(resolve_integer(arguments, policy, key, Precedence::Min));
         Self {
             dead_letter_exchange: resolve_text(arguments, policy, "dead-letter-exchange", Precedence::Argument),
@@ -177,6 +198,17 @@ mod tests {
         assert_eq!(QueueSettings::resolve(QueueType::Classic, &args, Some(&policy)).overflow, Overflow::RejectPublish);
         // Quorum: the policy wins, and reject-publish-dlx means drop-head there.
         assert_eq!(QueueSettings::resolve(QueueType::Quorum, &args, Some(&policy)).overflow, Overflow::DropHead);
+    }
+
+    #[test]
+    fn a_non_integer_delivery_limit_is_never_reached() {
+        let args = table(&[("x-delivery-limit", Value::long_str("abc"))]);
+        assert_eq!(QueueSettings::resolve(QueueType::Quorum, &args, None).delivery_limit, None);
+        // With a policy: the smaller wins (any number is smaller), unless one is negative.
+        let policy = table(&[("delivery-limit", Value::I64(5))]);
+        assert_eq!(QueueSettings::resolve(QueueType::Quorum, &args, Some(&policy)).delivery_limit, Some(5));
+        let policy = table(&[("delivery-limit", Value::I64(-1))]);
+        assert_eq!(QueueSettings::resolve(QueueType::Quorum, &args, Some(&policy)).delivery_limit, None);
     }
 
     #[test]

@@ -8,6 +8,7 @@ use std::sync::Arc;
 
 use charon_model::{DeathReason, Message, Table};
 
+use super::limits::body_size;
 use super::settings::{Overflow, QueueSettings};
 use super::{ConfirmTo, ConsumeSpec, CreditGrant, Enqueue, GetOk, QueueRef, QueueStats, Settle};
 use crate::error::EngineError;
@@ -18,13 +19,13 @@ use crate::session::{ConsumerId, Delivery, Owner, SessionEvent, SessionSink};
 pub(super) struct Entry {
     pub(super) seq: u64,
     pub(super) message: Arc<Message>,
-    redelivered: bool,
+    pub(super) redelivered: bool,
     /// Times the message came back from a consumer (RabbitMQ 4.0.5's quorum-queue
     /// acquired count, which its delivery limit checks: every return counts).
     pub(super) returned: u32,
     /// Returns that counted as failed deliveries (AMQP 1.0 `modified{delivery-failed}`, or
     /// the consumer's connection going away): a quorum queue's AMQP 1.0 `delivery-count`.
-    failed: u32,
+    pub(super) failed: u32,
     /// When its TTL runs out (ms since epoch), fixed at enqueue and kept across requeues.
     pub(super) expires_at: Option<i64>,
 }
@@ -33,7 +34,7 @@ impl Entry {
     fn delivery(&self, quorum: bool) -> Delivery {
         Delivery {
             seq: self.seq,
-            message: Arc::clone(&self.message),
+            message: if quorum { super::counts::as_delivered(self) } else { Arc::clone(&self.message) },
             redelivered: self.redelivered,
             delivery_count: if quorum { self.failed } else { 0 },
         }
@@ -84,11 +85,6 @@ impl Consumer {
         }
         true
     }
-}
-
-/// Body bytes as length limits count them.
-pub(super) fn body_size(message: &Message) -> u64 {
-    u64::try_from(message.body_len()).unwrap_or(u64::MAX)
 }
 
 /// Messages leaving the queue other than by acknowledgement, for dead lettering.
@@ -219,7 +215,12 @@ impl QueueState {
             match how {
                 Settle::Ack => {}
                 Settle::Requeue | Settle::RequeueFailed => requeue.push(unacked.entry),
-                Settle::Discard => self.discard(unacked.entry, DeathReason::Rejected),
+                Settle::Discard => {
+                    let mut entry = unacked.entry;
+                    entry.failed = entry.failed.saturating_add(1);
+                    self.discard(entry, DeathReason::Rejected);
+                }
+                Settle::DiscardUndeliverable => self.discard(unacked.entry, DeathReason::Rejected),
             }
         }
         self.requeue(requeue, failed);
@@ -244,7 +245,8 @@ impl QueueState {
 
     /// The one exit for messages that leave unacknowledged: dead lettering hooks in here.
     pub(super) fn discard(&mut self, entry: Entry, reason: DeathReason) {
-        self.discarded.push((entry.message, reason));
+        let message = if self.quorum() { super::counts::as_discarded(entry) } else { entry.message };
+        self.discarded.push((message, reason));
     }
 
     /// Puts messages back at their original positions, marked redelivered, `failed` saying

@@ -1,0 +1,93 @@
+//! How a quorum queue's delivery counts show on messages, as in RabbitMQ 4.0.5
+//! (`rabbit_fifo_client:add_delivery_count_header/2`, `rabbit_fifo:annotate_msg/2`):
+//!
+//! - A redelivered message carries `x-delivery-count`, the number of times it came back (every
+//!   return counts in 4.0.5): a long 0.9.1 header, a 1.0 message annotation. The first delivery
+//!   has none. The stored message is unchanged; only the delivered copy carries it.
+//! - The failed deliveries (1.0 `header.delivery-count`) travel with a message that leaves the
+//!   queue by dead lettering: the dead letter starts from that count.
+
+use std::sync::Arc;
+
+use charon_model::{Encoded, Message, Origin, Value};
+
+use super::state::Entry;
+
+/// The message to hand to a consumer: the stored one, or for a message that came back before,
+/// a copy with `x-delivery-count`.
+pub(super) fn as_delivered(entry: &Entry) -> Arc<Message> {
+    if entry.returned == 0 {
+        return Arc::clone(&entry.message);
+    }
+    let mut copy = Message::clone(&entry.message);
+    let count = Value::I64(i64::from(entry.returned));
+    match copy.origin {
+        // 1.0 messages keep their bare message; annotations become 0.9.1 `x-` headers.
+        Origin::Amqp10 => copy.annotations.insert("x-delivery-count", count),
+        // 0.9.1 `x-` headers become 1.0 annotations; the received property bytes no longer match.
+        Origin::Amqp091 | Origin::Broker => {
+            copy.headers.insert("x-delivery-count", count);
+            if matches!(copy.encoded, Encoded::Amqp091Properties(_)) {
+                copy.encoded = Encoded::None;
+            }
+        }
+    }
+    Arc::new(copy)
+}
+
+/// The message leaving the queue other than by acknowledgement, carrying its failed deliveries.
+pub(super) fn as_discarded(entry: Entry) -> Arc<Message> {
+    if entry.failed == 0 {
+        return entry.message;
+    }
+    let mut message = Arc::unwrap_or_clone(entry.message);
+    message.broker.delivery_count = message.broker.delivery_count.saturating_add(entry.failed);
+    Arc::new(message)
+}
+
+#[cfg(test)]
+mod tests {
+    use bytes::Bytes;
+    use charon_model::{Body, Routing};
+
+    use super::*;
+
+    fn entry(origin: Origin, returned: u32, failed: u32) -> Entry {
+        let mut m = Message::new(Routing::default(), Body::Data("m".into()));
+        m.origin = origin;
+        if origin == Origin::Amqp091 {
+            m.encoded = Encoded::Amqp091Properties(Bytes::from_static(&[0, 0]));
+        }
+        Entry { seq: 1, message: Arc::new(m), redelivered: returned > 0, returned, failed, expires_at: None }
+    }
+
+    #[test]
+    fn first_delivery_is_the_stored_message() {
+        let e = entry(Origin::Amqp091, 0, 0);
+        assert!(Arc::ptr_eq(&as_delivered(&e), &e.message));
+    }
+
+    #[test]
+    fn redeliveries_carry_x_delivery_count_as_header_or_annotation() {
+        let e = entry(Origin::Amqp091, 2, 0);
+        let m = as_delivered(&e);
+        assert_eq!(m.headers.get("x-delivery-count"), Some(&Value::I64(2)));
+        assert_eq!(m.encoded, Encoded::None);
+        assert!(e.message.headers.get("x-delivery-count").is_none(), "the stored message is unchanged");
+        let m = as_delivered(&entry(Origin::Amqp10, 3, 1));
+        assert_eq!(m.annotations.get("x-delivery-count"), Some(&Value::I64(3)));
+        assert!(m.headers.get("x-delivery-count").is_none());
+    }
+
+    #[test]
+    fn a_discarded_message_carries_its_failed_deliveries() {
+        let mut e = entry(Origin::Amqp10, 3, 3);
+        let mut m = Message::clone(&e.message);
+        m.broker.delivery_count = 2;
+        e.message = Arc::new(m);
+        assert_eq!(as_discarded(e).broker.delivery_count, 5);
+        let e = entry(Origin::Amqp10, 1, 0);
+        let stored = Arc::clone(&e.message);
+        assert!(Arc::ptr_eq(&as_discarded(e), &stored));
+    }
+}
