@@ -57,7 +57,7 @@ async fn run(config: Config) -> anyhow::Result<()> {
         .await
         .with_context(|| format!("binding the Prometheus endpoint to {}", config.prometheus_listen))?;
     println!("charon: prometheus listening on {}", prometheus.local_addr().context("reading the Prometheus address")?);
-    let metrics = tokio::spawn(metrics::serve(prometheus, metrics_handle, shutdown_rx.clone()));
+    let metrics = tokio::spawn(metrics::serve(prometheus, metrics_handle, Arc::clone(&broker), shutdown_rx.clone()));
     wait_for_signal().await;
     tracing::info!("shutting down: closing connections with 320 CONNECTION_FORCED");
     let _ = shutdown_tx.send(true);

@@ -1,9 +1,12 @@
 //! The Prometheus endpoint: the `metrics` recorder is installed at start and its rendering is
 //! served on `/metrics`, RabbitMQ's path (`rabbitmq_prometheus`, port 15692).
 
+use std::sync::Arc;
+
 use anyhow::Context;
 use axum::Router;
 use axum::routing::get;
+use charon_engine::Broker;
 use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle};
 use tokio::net::TcpListener;
 use tokio::sync::watch;
@@ -15,9 +18,20 @@ pub(crate) fn install() -> anyhow::Result<PrometheusHandle> {
     Ok(handle)
 }
 
-/// Serves `/metrics` until `shutdown` turns true.
-pub(crate) async fn serve(listener: TcpListener, handle: PrometheusHandle, mut shutdown: watch::Receiver<bool>) {
-    let app = Router::new().route("/metrics", get(move || std::future::ready(handle.render())));
+/// Serves `/metrics` until `shutdown` turns true: the facade's series, then the per-queue
+/// series read from the live queues.
+pub(crate) async fn serve(
+    listener: TcpListener,
+    handle: PrometheusHandle,
+    broker: Arc<Broker>,
+    mut shutdown: watch::Receiver<bool>,
+) {
+    let render = move || {
+        let mut text = handle.render();
+        text.push_str(&charon_engine::metrics::render_queue_counters(&broker));
+        std::future::ready(text)
+    };
+    let app = Router::new().route("/metrics", get(render));
     let stopped = async move {
         let _ = shutdown.wait_for(|stop| *stop).await;
     };

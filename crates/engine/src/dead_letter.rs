@@ -15,7 +15,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use charon_model::{DeathHistory, DeathReason, DeathRecord, Encoded, Message, Value};
 
-use crate::metrics::{DeadLetterStrategy, count_dead_letter};
+use crate::metrics::{DeadLetterCounts, DeadLetterStrategy, count_dead_letter};
 use crate::queue::{QueueRef, QueueType};
 use crate::vhost::VHost;
 
@@ -39,8 +39,8 @@ pub(crate) struct Forward {
 pub(crate) struct DeadLetterer<'a> {
     /// The dead-lettering queue's name.
     pub(crate) queue: &'a str,
-    /// Its vhost name (for per-queue metrics).
-    pub(crate) vhost_name: &'a str,
+    /// Its per-queue counts.
+    pub(crate) counts: &'a DeadLetterCounts,
     /// Its type (metrics label).
     pub(crate) queue_type: QueueType,
     /// The dead-letter exchange, if configured.
@@ -59,7 +59,7 @@ impl DeadLetterer<'_> {
             vhost.route_dead_letter(exchange, &copy.routing, &headers).map(|targets| (copy, targets))
         });
         let strategy = if routed.is_some() { DeadLetterStrategy::AtMostOnce } else { DeadLetterStrategy::Disabled };
-        count_dead_letter(self.queue_type, strategy, reason, self.vhost_name, self.queue);
+        count_dead_letter(self.queue_type, strategy, reason, self.counts);
         let (copy, mut targets) = routed?;
         if reason != DeathReason::Rejected
             && let Some(history) = copy.broker.deaths.as_deref()

@@ -1,16 +1,55 @@
 //! Dead-lettering counters with RabbitMQ's Prometheus names, labels and help texts
 //! (`rabbit_global_counters.erl`), plus a per-queue counter of Charon's own.
 //!
-//! The counters go through the `metrics` facade; the binary installs the Prometheus exporter.
-//! [`register`] creates every series RabbitMQ exports at start-up, at zero.
+//! The global counters go through the `metrics` facade; the binary installs the Prometheus
+//! exporter. [`register`] creates every series RabbitMQ exports at start-up, at zero.
+//!
+//! The per-queue counts live on the queue's handle ([`DeadLetterCounts`]) and are rendered at
+//! scrape time by [`render_queue_counters`], so a deleted queue's series disappear with it, as
+//! RabbitMQ's per-object metrics do (the `metrics` facade cannot remove a series, and queue
+//! churn would otherwise grow the exposition without bound).
+
+use std::fmt::Write as _;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use charon_model::DeathReason;
 use metrics::{Unit, counter, describe_counter};
 
+use crate::broker::Broker;
 use crate::queue::QueueType;
 
 /// Per-queue counter: `charon_queue_messages_dead_lettered_total{vhost,queue,reason}`.
 pub const QUEUE_DEAD_LETTERED: &str = "charon_queue_messages_dead_lettered_total";
+
+const REASONS: [DeathReason; 4] =
+    [DeathReason::Maxlen, DeathReason::Expired, DeathReason::Rejected, DeathReason::DeliveryLimit];
+
+/// Messages one queue dead-lettered (or dropped for want of a dead-letter exchange), by reason.
+#[derive(Debug, Default)]
+pub struct DeadLetterCounts([AtomicU64; 4]);
+
+impl DeadLetterCounts {
+    fn slot(&self, reason: DeathReason) -> &AtomicU64 {
+        let [maxlen, expired, rejected, delivery_limit] = &self.0;
+        match reason {
+            DeathReason::Maxlen => maxlen,
+            DeathReason::Expired => expired,
+            DeathReason::Rejected => rejected,
+            DeathReason::DeliveryLimit => delivery_limit,
+        }
+    }
+
+    /// Counts one message.
+    pub fn add(&self, reason: DeathReason) {
+        self.slot(reason).fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// The count for `reason`.
+    #[must_use]
+    pub fn get(&self, reason: DeathReason) -> u64 {
+        self.slot(reason).load(Ordering::Relaxed)
+    }
+}
 
 /// The `dead_letter_strategy` label.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -44,13 +83,45 @@ pub fn count_dead_letter(
     queue_type: QueueType,
     strategy: DeadLetterStrategy,
     reason: DeathReason,
-    vhost: &str,
-    queue: &str,
+    queue: &DeadLetterCounts,
 ) {
     counter!(global_name(reason), "queue_type" => queue_type.module(), "dead_letter_strategy" => strategy.label())
         .increment(1);
-    counter!(QUEUE_DEAD_LETTERED, "vhost" => vhost.to_owned(), "queue" => queue.to_owned(), "reason" => reason.as_str())
-        .increment(1);
+    queue.add(reason);
+}
+
+/// The per-queue series in Prometheus text format: one line per live queue and reason that
+/// has counted at least one message (a series appears on its first count, as with the facade).
+#[must_use]
+pub fn render_queue_counters(broker: &Broker) -> String {
+    let mut out = format!(
+        "# HELP {QUEUE_DEAD_LETTERED} Messages dead-lettered (or dropped) per queue and reason\n\
+         # TYPE {QUEUE_DEAD_LETTERED} counter\n"
+    );
+    for vhost in broker.vhosts() {
+        let mut queues = vhost.queues();
+        queues.sort_by(|a, b| a.name().cmp(b.name()));
+        for queue in queues {
+            for reason in REASONS {
+                let count = queue.dead_lettered.get(reason);
+                if count > 0 {
+                    let _ = writeln!(
+                        out,
+                        "{QUEUE_DEAD_LETTERED}{{vhost=\"{}\",queue=\"{}\",reason=\"{}\"}} {count}",
+                        escape_label(vhost.name()),
+                        escape_label(queue.name()),
+                        reason.as_str()
+                    );
+                }
+            }
+        }
+    }
+    out
+}
+
+/// Escapes a label value as the Prometheus text format requires (backslash, quote, newline).
+fn escape_label(value: &str) -> String {
+    value.replace('\\', "\\\\").replace('"', "\\\"").replace('\n', "\\n")
 }
 
 /// Describes the counters and creates, at zero, every global series RabbitMQ 4.0.5 exports at
@@ -70,7 +141,6 @@ pub fn register() {
         Unit::Count,
         "Total number of messages dead-lettered and confirmed by target queues"
     );
-    describe_counter!(QUEUE_DEAD_LETTERED, Unit::Count, "Messages dead-lettered (or dropped) per queue and reason");
     let classic = "rabbit_classic_queue";
     let quorum = "rabbit_quorum_queue";
     let mut series: Vec<(&'static str, &'static str, &'static str)> = Vec::new();
@@ -79,7 +149,7 @@ pub fn register() {
             series.push((global_name(reason), classic, strategy));
         }
     }
-    for reason in [DeathReason::Maxlen, DeathReason::Expired, DeathReason::Rejected, DeathReason::DeliveryLimit] {
+    for reason in REASONS {
         for strategy in ["at_least_once", "at_most_once", "disabled"] {
             if reason == DeathReason::Maxlen && strategy == "at_least_once" {
                 continue;

@@ -182,7 +182,7 @@ mod tests {
             arguments: Table::new(),
             queue_type,
         };
-        QueueState::new(Arc::new(QueueHandle { id: 1, config, tx }), settings, 1_000)
+        QueueState::new(Arc::new(QueueHandle::new(1, config, tx)), settings, 1_000)
     }
 
     fn msg(body: &str, ttl: Option<u64>, confirm: u64) -> Enqueue {

@@ -26,6 +26,7 @@ use tokio::sync::{mpsc, oneshot};
 
 use crate::error::{EngineError, Resource};
 use crate::gate::Gate;
+use crate::metrics::DeadLetterCounts;
 use crate::session::{ConsumerId, Delivery, Owner, SessionId, SessionSink};
 use crate::vhost::VHost;
 
@@ -197,14 +198,22 @@ pub struct QueueHandle {
     pub id: u64,
     /// Declared properties.
     pub config: QueueConfig,
+    /// Messages this queue dead-lettered or dropped, by reason (per-queue metrics; they go
+    /// away with the queue).
+    pub dead_lettered: DeadLetterCounts,
     tx: mpsc::Sender<QueueCmd>,
 }
 
 impl QueueHandle {
+    /// A handle on the mailbox `tx`; the task is started separately.
+    pub(crate) fn new(id: u64, config: QueueConfig, tx: mpsc::Sender<QueueCmd>) -> Self {
+        Self { id, config, dead_lettered: DeadLetterCounts::default(), tx }
+    }
+
     /// Starts a queue task and returns its handle.
     pub(crate) fn spawn(id: u64, config: QueueConfig, settings: QueueSettings, vhost: Weak<VHost>) -> QueueRef {
         let (tx, rx) = mpsc::channel(MAILBOX_CAPACITY);
-        let handle = Arc::new(Self { id, config, tx });
+        let handle = Arc::new(Self::new(id, config, tx));
         task::spawn(Arc::clone(&handle), rx, settings, vhost);
         handle
     }

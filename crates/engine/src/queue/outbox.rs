@@ -93,7 +93,7 @@ mod tests {
             arguments: Table::new(),
             queue_type: QueueType::Classic,
         };
-        (Arc::new(QueueHandle { id, config, tx }), rx)
+        (Arc::new(QueueHandle::new(id, config, tx)), rx)
     }
 
     fn forward(targets: &[&QueueRef]) -> Forward {

@@ -434,19 +434,16 @@ mod tests {
 
     fn handle() -> QueueRef {
         let (tx, _rx) = mpsc::channel(1);
-        Arc::new(QueueHandle {
-            id: 1,
-            config: QueueConfig {
-                name: "q".into(),
-                vhost: "/".into(),
-                durable: false,
-                auto_delete: false,
-                exclusive_owner: None,
-                arguments: Table::new(),
-                queue_type: QueueType::Classic,
-            },
-            tx,
-        })
+        let config = QueueConfig {
+            name: "q".into(),
+            vhost: "/".into(),
+            durable: false,
+            auto_delete: false,
+            exclusive_owner: None,
+            arguments: Table::new(),
+            queue_type: QueueType::Classic,
+        };
+        Arc::new(QueueHandle::new(1, config, tx))
     }
 
     fn msg(n: u8) -> Enqueue {

@@ -115,7 +115,7 @@ impl Task {
         let settings = &self.state.settings;
         let dead_letterer = DeadLetterer {
             queue: &config.name,
-            vhost_name: &config.vhost,
+            counts: &self.handle.dead_lettered,
             queue_type: config.queue_type,
             exchange: settings.dead_letter_exchange.as_deref(),
             routing_key: settings.dead_letter_routing_key.as_deref(),
