@@ -36,6 +36,9 @@ pub(crate) struct Cli {
     /// Address of the Prometheus endpoint (`/metrics`). Default 127.0.0.1:15692.
     #[arg(long)]
     prometheus_listen: Option<String>,
+    /// Data directory (durable topology and messages). Default `./data`.
+    #[arg(long)]
+    data_dir: Option<PathBuf>,
 }
 
 /// A user in the configuration file.
@@ -58,6 +61,7 @@ struct FileConfig {
     anonymous_user: Option<String>,
     http_listen: Option<String>,
     prometheus_listen: Option<String>,
+    data_dir: Option<PathBuf>,
 }
 
 /// The resolved configuration.
@@ -70,6 +74,7 @@ pub(crate) struct Config {
     pub(crate) anonymous_user: Option<String>,
     pub(crate) http_listen: String,
     pub(crate) prometheus_listen: String,
+    pub(crate) data_dir: PathBuf,
 }
 
 impl Config {
@@ -123,7 +128,8 @@ impl Config {
         let http_listen = cli.http_listen.clone().or(file.http_listen).unwrap_or_else(|| "127.0.0.1:15672".to_owned());
         let prometheus_listen =
             cli.prometheus_listen.clone().or(file.prometheus_listen).unwrap_or_else(|| "127.0.0.1:15692".to_owned());
-        Ok(Self { listen, users, vhosts, log_level, anonymous_user, http_listen, prometheus_listen })
+        let data_dir = cli.data_dir.clone().or(file.data_dir).unwrap_or_else(|| PathBuf::from("./data"));
+        Ok(Self { listen, users, vhosts, log_level, anonymous_user, http_listen, prometheus_listen, data_dir })
     }
 
     pub(crate) fn broker_config(&self) -> BrokerConfig {
@@ -151,6 +157,15 @@ mod tests {
             ("127.0.0.1:15672", "127.0.0.1:15692")
         );
         assert_eq!(config.anonymous_user, None);
+        assert_eq!(config.data_dir, PathBuf::from("./data"));
+    }
+
+    #[test]
+    fn the_data_directory_comes_from_the_flag_or_the_file() {
+        let file: FileConfig = toml::from_str("data_dir = \"/var/lib/charon\"").unwrap();
+        assert_eq!(Config::resolve(&cli(&[]), file.clone()).unwrap().data_dir, PathBuf::from("/var/lib/charon"));
+        let config = Config::resolve(&cli(&["--data-dir", "/tmp/c"]), file).unwrap();
+        assert_eq!(config.data_dir, PathBuf::from("/tmp/c"));
     }
 
     #[test]

@@ -4,11 +4,11 @@
 mod config;
 mod listener;
 mod metrics;
+mod storage;
 
 use std::sync::Arc;
 
 use anyhow::Context;
-use charon_engine::Broker;
 use clap::Parser;
 use tokio::sync::watch;
 
@@ -26,7 +26,7 @@ fn main() -> anyhow::Result<()> {
 
 async fn run(config: Config) -> anyhow::Result<()> {
     let metrics_handle = metrics::install()?;
-    let broker = Broker::new(config.broker_config());
+    let (broker, store, _data_dir) = storage::open(&config)?;
     let (shutdown_tx, shutdown_rx) = watch::channel(false);
     let settings = Arc::new(listener::Settings {
         amqp10: charon_amqp10::server::ServerConfig {
@@ -66,6 +66,7 @@ async fn run(config: Config) -> anyhow::Result<()> {
     }
     let _ = api.await;
     let _ = metrics.await;
+    store.log.close().context("flushing the message log")?;
     Ok(())
 }
 

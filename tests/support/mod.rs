@@ -10,6 +10,8 @@ use std::time::Duration;
 /// A running broker on an ephemeral port, killed when dropped.
 pub struct Charon {
     child: Child,
+    /// A data directory of its own (removed when dropped), unless started on a given one.
+    _data: Option<tempfile::TempDir>,
     /// The AMQP port it listens on.
     pub port: u16,
     /// The HTTP management API port.
@@ -19,16 +21,54 @@ pub struct Charon {
 }
 
 impl Charon {
-    /// Starts `charon` on ephemeral ports (AMQP, HTTP API, Prometheus) with extra arguments.
+    /// Starts `charon` on ephemeral ports (AMQP, HTTP API, Prometheus) and a fresh data
+    /// directory, with extra arguments.
     pub fn start_with(args: &[&str]) -> Self {
+        let data = tempfile::tempdir().expect("data directory");
+        let mut charon = Self::start_on(data.path(), args);
+        charon._data = Some(data);
+        charon
+    }
+
+    /// Starts `charon` on the data directory `data_dir` (which outlives it: restart tests).
+    pub fn start_on(data_dir: &std::path::Path, args: &[&str]) -> Self {
+        Self::start_on_with_env(data_dir, args, &[])
+    }
+
+    /// Starts `charon` on `data_dir` with extra environment variables.
+    pub fn start_on_with_env(data_dir: &std::path::Path, args: &[&str], env: &[(&str, &str)]) -> Self {
+        Self::try_start(data_dir, args, env).expect("charon did not report its ports")
+    }
+
+    /// Starts `charon` on `data_dir`; `Err` with what it printed on stderr when it exits
+    /// before listening.
+    pub fn try_start_on(data_dir: &std::path::Path, args: &[&str]) -> Result<Self, String> {
+        Self::try_start(data_dir, args, &[])
+    }
+
+    fn try_start(data_dir: &std::path::Path, args: &[&str], env: &[(&str, &str)]) -> Result<Self, String> {
         let mut child = Command::new(env!("CARGO_BIN_EXE_charon"))
+            .envs(env.iter().copied())
             .args(["--listen", "127.0.0.1:0", "--log-level", "warn"])
+            .arg("--data-dir")
+            .arg(data_dir)
             .args(["--http-listen", "127.0.0.1:0", "--prometheus-listen", "127.0.0.1:0"])
             .args(args)
             .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
+            .stderr(Stdio::piped())
             .spawn()
             .expect("spawn charon");
+        let stderr = child.stderr.take().expect("stderr");
+        let (err_tx, err_rx) = mpsc::channel();
+        std::thread::spawn(move || {
+            let mut seen = String::new();
+            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+                eprintln!("{line}");
+                seen.push_str(&line);
+                seen.push('\n');
+                let _ = err_tx.send(seen.clone());
+            }
+        });
         let stdout = child.stdout.take().expect("stdout");
         let (tx, rx) = mpsc::channel();
         std::thread::spawn(move || {
@@ -42,11 +82,34 @@ impl Charon {
             }
         });
         let mut ports = std::collections::HashMap::new();
+        let deadline = std::time::Instant::now() + Duration::from_secs(60);
         while ports.len() < 3 {
-            let (what, port) = rx.recv_timeout(Duration::from_secs(20)).expect("charon did not report its ports");
-            ports.insert(what, port);
+            match rx.recv_timeout(Duration::from_millis(100)) {
+                Ok((what, port)) => {
+                    ports.insert(what, port);
+                }
+                Err(_) if matches!(child.try_wait(), Ok(Some(_))) || std::time::Instant::now() > deadline => {
+                    let _ = child.kill();
+                    let _ = child.wait();
+                    std::thread::sleep(Duration::from_millis(100));
+                    return Err(err_rx.try_iter().last().unwrap_or_default());
+                }
+                Err(_) => {}
+            }
         }
-        Self { child, port: ports["amqp"], http_port: ports["http"], prometheus_port: ports["prometheus"] }
+        Ok(Self {
+            child,
+            _data: None,
+            port: ports["amqp"],
+            http_port: ports["http"],
+            prometheus_port: ports["prometheus"],
+        })
+    }
+
+    /// Kills the process with SIGKILL (no shutdown work at all) and waits for it.
+    pub fn kill9(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
     }
 
     /// Starts with the defaults.

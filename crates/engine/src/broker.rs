@@ -5,8 +5,13 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use parking_lot::RwLock;
+use tokio::sync::watch;
 
+use charon_store::segment_log::{Record, RecoveredMessage};
+
+use crate::dead_letter::now_ms;
 use crate::error::EngineError;
+use crate::persist::Persistence;
 use crate::vhost::VHost;
 
 /// A configured user.
@@ -53,6 +58,9 @@ pub struct Broker {
     users: HashMap<String, UserConfig>,
     vhosts: RwLock<HashMap<String, Arc<VHost>>>,
     ids: Arc<AtomicU64>,
+    /// True while the store cannot write (disk full, I/O errors): publishers are blocked, as
+    /// by RabbitMQ's disk alarm, and consumers go on.
+    disk_alarm: watch::Sender<bool>,
 }
 
 impl Broker {
@@ -60,9 +68,60 @@ impl Broker {
     #[must_use]
     pub fn new(config: BrokerConfig) -> Arc<Self> {
         let ids = Arc::new(AtomicU64::new(1));
-        let vhosts = config.vhosts.iter().map(|name| (name.clone(), VHost::new(name, Arc::clone(&ids)))).collect();
+        let vhosts =
+            config.vhosts.iter().map(|name| (name.clone(), VHost::new(name, Arc::clone(&ids), None))).collect();
         let users = config.users.into_iter().map(|u| (u.name.clone(), u)).collect();
-        Arc::new(Self { users, vhosts: RwLock::new(vhosts), ids })
+        Arc::new(Self { users, vhosts: RwLock::new(vhosts), ids, disk_alarm: watch::Sender::new(false) })
+    }
+
+    /// Creates the broker on a durable store: the configured vhosts plus every vhost the store
+    /// knows, each restored from the metadata, with the messages the log recovered (by queue
+    /// id). Messages of queues the metadata no longer has are dropped from the log. Must run
+    /// inside the runtime (queues start their tasks).
+    ///
+    /// # Errors
+    /// When the metadata cannot be read.
+    pub fn with_store(
+        config: BrokerConfig,
+        store: Arc<Persistence>,
+        mut messages: HashMap<u64, Vec<RecoveredMessage>>,
+    ) -> Result<Arc<Self>, EngineError> {
+        let snapshot = store.meta().load().map_err(|e| EngineError::Store(e.to_string()))?;
+        // Ids above every stored queue id and every id an earlier run can have used.
+        let stored_max = snapshot.queues.iter().map(|q| q.id).max().unwrap_or(0);
+        let clock_floor = u64::try_from(now_ms()).unwrap_or(0) << 20;
+        let ids = Arc::new(AtomicU64::new(stored_max.saturating_add(1).max(clock_floor)));
+        let mut names: Vec<String> = config.vhosts.clone();
+        let stored_names = snapshot.queues.iter().map(|q| &q.vhost).chain(snapshot.exchanges.iter().map(|e| &e.vhost));
+        for name in stored_names.chain(snapshot.policies.iter().map(|p| &p.vhost)) {
+            if !names.contains(name) {
+                names.push(name.clone());
+            }
+        }
+        let mut vhosts = HashMap::new();
+        for name in names {
+            let vhost = VHost::new(&name, Arc::clone(&ids), Some(Arc::clone(&store)));
+            vhost.restore(&snapshot, &mut messages);
+            vhosts.insert(name, vhost);
+        }
+        let orphans: Vec<Record> = messages.into_keys().map(|queue| Record::DropQueue { queue }).collect();
+        if !orphans.is_empty() {
+            tracing::warn!(queues = orphans.len(), "logged messages of unknown queues dropped");
+            store.log.append(orphans, None);
+        }
+        let users = config.users.into_iter().map(|u| (u.name.clone(), u)).collect();
+        Ok(Arc::new(Self { users, vhosts: RwLock::new(vhosts), ids, disk_alarm: watch::Sender::new(false) }))
+    }
+
+    /// Follows the disk alarm: true while publishing must stop.
+    #[must_use]
+    pub fn disk_alarm(&self) -> watch::Receiver<bool> {
+        self.disk_alarm.subscribe()
+    }
+
+    /// Raises or clears the disk alarm (the store reports whether it can write).
+    pub fn set_disk_alarm(&self, on: bool) {
+        self.disk_alarm.send_if_modified(|current| std::mem::replace(current, on) != on);
     }
 
     /// A fresh broker-unique id (connections, consumers, queues).

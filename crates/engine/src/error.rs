@@ -161,6 +161,9 @@ pub enum EngineError {
     /// The queue stopped while the operation was in flight.
     #[error("{0} is stopping")]
     QueueGone(Resource),
+    /// The durable store could not record a change (disk full, I/O error); nothing changed.
+    #[error("{0}")]
+    Store(String),
 }
 
 impl EngineError {
@@ -180,6 +183,7 @@ impl EngineError {
             }
             Self::VhostNotFound(_) | Self::VhostAccessRefused { .. } => ErrorKind::NotAllowed,
             Self::NotImplemented(_) => ErrorKind::NotImplemented,
+            Self::Store(_) => ErrorKind::InternalError,
         }
     }
 }

@@ -21,6 +21,7 @@ pub mod error;
 pub mod exchange;
 pub mod gate;
 pub mod metrics;
+pub mod persist;
 pub mod policy;
 pub mod queue;
 pub mod route_cache;

@@ -32,6 +32,9 @@ pub(crate) struct Topology {
     /// For each destination, the exchanges that bind it: makes deleting a queue or exchange
     /// cost its own bindings, not every binding in the vhost.
     sources: HashMap<Destination, HashSet<String>>,
+    /// Durable exchanges removed since the vhost last looked (deletes and auto-delete
+    /// cascades), for the store to forget.
+    pub(crate) removed_durable_exchanges: Vec<String>,
 }
 
 impl Topology {
@@ -124,6 +127,9 @@ impl Topology {
         let Some(entry) = self.exchanges.remove(name) else {
             return;
         };
+        if entry.info.durable {
+            self.removed_durable_exchanges.push(name.to_owned());
+        }
         drop(entry);
         for set in self.sources.values_mut() {
             set.remove(name);

@@ -22,6 +22,11 @@ impl ApiError {
         Self { status: StatusCode::BAD_REQUEST, error: "bad_request", reason: reason.into() }
     }
 
+    /// 500 `internal_server_error` (the store could not record a change).
+    pub(crate) fn internal(reason: impl Into<String>) -> Self {
+        Self { status: StatusCode::INTERNAL_SERVER_ERROR, error: "internal_server_error", reason: reason.into() }
+    }
+
     /// 401 `not_authorized`.
     pub(crate) fn not_authorized() -> Self {
         Self { status: StatusCode::UNAUTHORIZED, error: "not_authorized", reason: "Not_Authorized".to_owned() }

@@ -97,7 +97,7 @@ pub(crate) async fn put(
         }
     };
     let policy = Policy::new(&name, pattern, apply_to, priority, definition).map_err(invalid)?;
-    let created = vhost.set_policy(policy).await;
+    let created = vhost.set_policy(policy).await.map_err(|e| ApiError::internal(e.to_string()))?;
     Ok(if created { StatusCode::CREATED } else { StatusCode::NO_CONTENT })
 }
 

@@ -172,10 +172,15 @@ impl Message {
         self.properties = if properties == Properties::default() { None } else { Some(Box::new(properties)) };
     }
 
-    /// Whether the message asks to survive a broker restart.
+    /// Whether the message asks to survive a broker restart. A 1.0 message is persistent
+    /// unless its header says `durable=false`: RabbitMQ 4.0.5 reads a missing `durable` as true
+    /// (`mc_amqp:get_property(durable, _)`), though the 1.0 spec defaults it to false.
     #[must_use]
     pub fn is_persistent(&self) -> bool {
-        self.properties().is_persistent()
+        match self.origin {
+            Origin::Amqp10 => self.properties().durable != Some(false),
+            Origin::Amqp091 | Origin::Broker => self.properties().is_persistent(),
+        }
     }
 
     /// Body size in bytes.
@@ -194,6 +199,21 @@ mod tests {
         let r = Routing { exchange: "x".into(), routing_key: "k".into(), cc: vec!["c".into()], bcc: vec!["b".into()] };
         assert_eq!(r.all_keys().collect::<Vec<_>>(), ["k", "c", "b"]);
         assert_eq!(r.visible_keys(), ["k", "c"]);
+    }
+
+    #[test]
+    fn persistence_follows_delivery_mode_over_091_and_durable_defaulting_to_true_over_10() {
+        let message = |origin, delivery_mode, durable| {
+            let mut m = Message { origin, ..Message::default() };
+            m.set_properties(Properties { delivery_mode, durable, ..Properties::default() });
+            m
+        };
+        assert!(message(Origin::Amqp091, Some(2), None).is_persistent());
+        assert!(!message(Origin::Amqp091, Some(1), None).is_persistent());
+        assert!(!message(Origin::Amqp091, None, None).is_persistent());
+        assert!(message(Origin::Amqp10, None, None).is_persistent());
+        assert!(message(Origin::Amqp10, None, Some(true)).is_persistent());
+        assert!(!message(Origin::Amqp10, None, Some(false)).is_persistent());
     }
 
     #[test]

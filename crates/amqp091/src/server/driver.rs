@@ -48,6 +48,9 @@ async fn run(
     id: u64,
 ) {
     let (mut reader, mut writer) = stream.into_split();
+    let mut disk_alarm = broker.disk_alarm();
+    // Whether this connection was sent connection.blocked and stopped being read.
+    let mut blocked = false;
     let (sink, inbox) = SessionSink::new(id, OUTBOUND_WINDOW);
     let mut session = Session::new(id, broker, sink, inbox);
     let mut conn = Connection::new(config.connection, Instant::now());
@@ -72,10 +75,25 @@ async fn run(
         if eof && pending.is_empty() {
             break;
         }
+        // RabbitMQ's disk alarm: a connection that publishes is blocked (connection.blocked
+        // "low on disk", and its socket is no longer read) until the store can write again;
+        // connections that only consume go on.
+        let alarm = *disk_alarm.borrow();
+        if alarm && !blocked && session.published {
+            blocked = true;
+            conn.send_blocked("low on disk");
+            continue;
+        }
+        if !alarm && blocked {
+            blocked = false;
+            conn.send_unblocked();
+            continue;
+        }
         let deadline = conn.poll_timeout().map(tokio::time::Instant::from_std);
-        let reading = !eof && pending.len() < OUTPUT_HIGH_WATER && conn.state() != ConnectionState::Closed;
+        let reading = !eof && !blocked && pending.len() < OUTPUT_HIGH_WATER && conn.state() != ConnectionState::Closed;
         let taking_events = pending.len() < DELIVERY_HIGH_WATER;
         tokio::select! {
+            _ = disk_alarm.changed() => {}
             changed = shutdown.changed(), if !*shutdown.borrow() => {
                 if changed.is_ok() && *shutdown.borrow() {
                     let text = "broker forced connection closure with reason 'shutdown'";

@@ -121,6 +121,8 @@ pub struct Connection {
     anonymous: bool,
     /// A login was refused: the `auth` outcome goes out when the silent-close delay ends.
     refused_login: bool,
+    /// Publisher links get no new credit (the broker's disk alarm is on).
+    pub(super) publishing_paused: bool,
 }
 
 impl Connection {
@@ -145,6 +147,7 @@ impl Connection {
             input_dead: false,
             anonymous,
             refused_login: false,
+            publishing_paused: false,
         };
         conn.out.extend_from_slice(SASL_HEADER);
         let mut mechanisms = vec![Symbol::from("PLAIN"), Symbol::from("AMQPLAIN")];

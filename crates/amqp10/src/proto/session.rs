@@ -181,6 +181,7 @@ impl Connection {
 
     pub(super) fn on_transfer(&mut self, channel: u16, transfer: Transfer, payload: Bytes) -> Result<(), Failure> {
         let max_message_size = self.config.max_message_size;
+        let paused = self.publishing_paused;
         let session = self.session(channel)?;
         session.next_incoming_id = session.next_incoming_id.wrapping_add(1);
         session.incoming_window = session.incoming_window.saturating_sub(1);
@@ -240,7 +241,7 @@ impl Connection {
         };
         link.credit = link.credit.saturating_sub(1);
         link.delivery_count = link.delivery_count.wrapping_add(1);
-        let regrant = link.credit <= MAX_LINK_CREDIT / 2;
+        let regrant = link.credit <= MAX_LINK_CREDIT / 2 && !paused;
         if regrant {
             link.credit = MAX_LINK_CREDIT;
         }
@@ -341,13 +342,42 @@ impl Connection {
         }
     }
 
-    /// Grants the initial credit of a publisher link whose sender's delivery-count is known.
+    /// Grants the initial credit of a publisher link whose sender's delivery-count is known
+    /// (none while publishing is paused: it comes when the pause ends).
     pub fn grant_initial_credit(&mut self, channel: u16, handle: u32, sender_delivery_count: u32) {
+        let credit = if self.publishing_paused { 0 } else { MAX_LINK_CREDIT };
         if let Some(link) = self.sessions.get_mut(&channel).and_then(|s| s.links.get_mut(&handle)) {
             link.delivery_count = sender_delivery_count;
-            link.credit = MAX_LINK_CREDIT;
+            link.credit = credit;
         }
-        self.link_flow(channel, handle, sender_delivery_count, MAX_LINK_CREDIT, false, None);
+        self.link_flow(channel, handle, sender_delivery_count, credit, false, None);
+    }
+
+    /// Whether publisher links are held without new credit.
+    #[must_use]
+    pub fn publishing_paused(&self) -> bool {
+        self.publishing_paused
+    }
+
+    /// Stops or resumes granting credit to publisher links; resuming tops up every publisher
+    /// link that is down to half its credit or less.
+    pub fn set_publishing_paused(&mut self, paused: bool) {
+        self.publishing_paused = paused;
+        if paused {
+            return;
+        }
+        let mut regrants = Vec::new();
+        for (&channel, session) in &mut self.sessions {
+            for (&handle, link) in &mut session.links {
+                if link.role == LinkRole::Incoming && link.credit <= MAX_LINK_CREDIT / 2 {
+                    link.credit = MAX_LINK_CREDIT;
+                    regrants.push((channel, handle, link.delivery_count));
+                }
+            }
+        }
+        for (channel, handle, delivery_count) in regrants {
+            self.link_flow(channel, handle, delivery_count, MAX_LINK_CREDIT, false, None);
+        }
     }
 
     /// Detaches a link from our side (closed), with an optional error.

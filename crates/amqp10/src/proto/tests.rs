@@ -507,3 +507,27 @@ fn idle_timeouts_both_ways_heartbeats_out_and_a_silent_client_is_closed() {
         ))
     );
 }
+
+#[test]
+fn paused_publishing_grants_no_credit_until_it_resumes() {
+    let mut h = Harness::opened();
+    h.send(&frame(FRAME_TYPE_AMQP, 1, &attach_sender(0, "/queues/q"), &[]));
+    let events = h.events();
+    let [Event::Attach { attach, .. }] = events.as_slice() else { panic!("{events:?}") };
+    let reply = Attach { role: Role::Receiver, ..(**attach).clone() };
+    h.conn.attach(1, reply);
+    h.conn.set_publishing_paused(true);
+    h.conn.grant_initial_credit(1, 0, 0);
+    let credits = |h: &mut Harness| -> Vec<Option<u32>> {
+        h.performatives()
+            .into_iter()
+            .filter_map(|(_, p)| if let Performative::Flow(f) = p { Some(f.link_credit) } else { None })
+            .collect()
+    };
+    assert_eq!(credits(&mut h), vec![Some(0)], "no credit while paused");
+    assert!(h.conn.publishing_paused());
+    h.conn.set_publishing_paused(false);
+    assert_eq!(credits(&mut h), vec![Some(170)], "the full credit once resumed");
+    h.conn.set_publishing_paused(false);
+    assert_eq!(credits(&mut h), Vec::<Option<u32>>::new(), "a link with credit is not topped up again");
+}

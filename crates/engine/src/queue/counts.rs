@@ -58,7 +58,15 @@ mod tests {
         if origin == Origin::Amqp091 {
             m.encoded = Encoded::Amqp091Properties(Bytes::from_static(&[0, 0]));
         }
-        Entry { seq: 1, message: Arc::new(m), redelivered: returned > 0, returned, failed, expires_at: None }
+        Entry {
+            seq: 1,
+            message: Arc::new(m),
+            redelivered: returned > 0,
+            returned,
+            failed,
+            expires_at: None,
+            persisted: false,
+        }
     }
 
     #[test]

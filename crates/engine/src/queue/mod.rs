@@ -13,6 +13,7 @@
 
 pub mod args;
 mod counts;
+mod journal;
 mod limits;
 mod outbox;
 pub mod settings;
@@ -22,6 +23,7 @@ mod task;
 use std::sync::{Arc, Weak};
 
 use charon_model::{Message, Table};
+use charon_store::segment_log::RecoveredMessage;
 use tokio::sync::{mpsc, oneshot};
 
 use crate::error::{EngineError, Resource};
@@ -210,11 +212,18 @@ impl QueueHandle {
         Self { id, config, dead_lettered: DeadLetterCounts::default(), tx }
     }
 
-    /// Starts a queue task and returns its handle.
-    pub(crate) fn spawn(id: u64, config: QueueConfig, settings: QueueSettings, vhost: Weak<VHost>) -> QueueRef {
+    /// Starts a queue task, with the messages recovered from the log for it, and returns its
+    /// handle.
+    pub(crate) fn spawn(
+        id: u64,
+        config: QueueConfig,
+        settings: QueueSettings,
+        vhost: Weak<VHost>,
+        restored: Vec<RecoveredMessage>,
+    ) -> QueueRef {
         let (tx, rx) = mpsc::channel(MAILBOX_CAPACITY);
         let handle = Arc::new(Self::new(id, config, tx));
-        task::spawn(Arc::clone(&handle), rx, settings, vhost);
+        task::spawn(Arc::clone(&handle), rx, settings, vhost, restored);
         handle
     }
 

@@ -7,7 +7,9 @@ use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
 
 use charon_model::{DeathReason, Message, Table};
+use charon_store::segment_log::Record;
 
+use super::journal::Journal;
 use super::limits::body_size;
 use super::settings::{Overflow, QueueSettings};
 use super::{ConfirmTo, ConsumeSpec, CreditGrant, Enqueue, GetOk, QueueRef, QueueStats, Settle};
@@ -28,6 +30,8 @@ pub(super) struct Entry {
     pub(super) failed: u32,
     /// When its TTL runs out (ms since epoch), fixed at enqueue and kept across requeues.
     pub(super) expires_at: Option<i64>,
+    /// Whether it is in the message log (its exit must be recorded there).
+    pub(super) persisted: bool,
 }
 
 impl Entry {
@@ -106,10 +110,11 @@ pub(crate) struct QueueState {
     unacked: HashMap<u64, Unacked>,
     pub(super) consumers: Vec<Consumer>,
     next_consumer: usize,
-    next_seq: u64,
+    pub(super) next_seq: u64,
     had_consumer: bool,
     pub(super) outbox: Vec<(SessionSink, SessionEvent)>,
     pub(super) discarded: Discarded,
+    pub(super) journal: Journal,
 }
 
 impl QueueState {
@@ -129,12 +134,14 @@ impl QueueState {
             had_consumer: false,
             outbox: Vec::new(),
             discarded: Vec::new(),
+            journal: Journal::default(),
         }
     }
 
     pub(crate) fn publish(&mut self, items: Vec<Enqueue>, confirm_to: Option<ConfirmTo>) {
         let mut accepted = Vec::new();
         let mut refused = Vec::new();
+        let logged_before = self.journal.records.len();
         for item in items {
             if self.refuses(&item.message) {
                 refused.extend(item.confirm);
@@ -146,21 +153,25 @@ impl QueueState {
             let seq = self.next_seq;
             self.next_seq += 1;
             let expires_at = self.expiry_of(&item.message);
+            let persisted = self.persists(&item.message);
             self.ready_bytes += body_size(&item.message);
-            self.ready.push_back(Entry {
-                seq,
-                message: item.message,
-                redelivered: false,
-                returned: 0,
-                failed: 0,
-                expires_at,
-            });
+            let entry =
+                Entry { seq, message: item.message, redelivered: false, returned: 0, failed: 0, expires_at, persisted };
+            if persisted {
+                self.journal_enqueue(&entry);
+            }
+            self.ready.push_back(entry);
             accepted.extend(item.confirm);
             self.enforce_limits();
         }
         if let Some(to) = confirm_to.filter(|_| !accepted.is_empty() || !refused.is_empty()) {
             let event = SessionEvent::Confirms { channel: to.channel, accepted, refused };
-            self.outbox.push((to.session, event));
+            // Held back until the log has synced this pass when anything was written.
+            if self.journal.records.len() == logged_before {
+                self.outbox.push((to.session, event));
+            } else {
+                self.journal.confirms.push((to.session, event));
+            }
         }
     }
 
@@ -213,7 +224,7 @@ impl QueueState {
                 c.unacked = c.unacked.saturating_sub(1);
             }
             match how {
-                Settle::Ack => {}
+                Settle::Ack => self.journal_removed(&unacked.entry),
                 Settle::Requeue | Settle::RequeueFailed => requeue.push(unacked.entry),
                 Settle::Discard => {
                     let mut entry = unacked.entry;
@@ -245,6 +256,7 @@ impl QueueState {
 
     /// The one exit for messages that leave unacknowledged: dead lettering hooks in here.
     pub(super) fn discard(&mut self, entry: Entry, reason: DeathReason) {
+        self.journal_removed(&entry);
         let message = if self.quorum() { super::counts::as_discarded(entry) } else { entry.message };
         self.discarded.push((message, reason));
     }
@@ -266,6 +278,9 @@ impl QueueState {
                 self.discard(entry, DeathReason::DeliveryLimit);
                 continue;
             }
+            if self.quorum() {
+                self.journal_delivered(&entry);
+            }
             self.ready_bytes += body_size(&entry.message);
             let at = self.ready.partition_point(|e| e.seq < entry.seq);
             self.ready.insert(at, entry);
@@ -277,7 +292,10 @@ impl QueueState {
         self.expire(false);
         let entry = self.pop_ready()?;
         let delivery = entry.delivery(self.quorum());
-        if !no_ack {
+        if no_ack {
+            self.journal_removed(&entry);
+        } else {
+            self.journal_delivered(&entry);
             self.unacked.insert(entry.seq, Unacked { entry, consumer: None, owner });
         }
         let remaining = u32::try_from(self.ready.len()).unwrap_or(u32::MAX);
@@ -286,7 +304,9 @@ impl QueueState {
 
     pub(crate) fn purge(&mut self) -> u32 {
         let count = self.ready.len();
-        self.ready.clear();
+        for entry in std::mem::take(&mut self.ready) {
+            self.journal_removed(&entry);
+        }
         self.ready_bytes = 0;
         u32::try_from(count).unwrap_or(u32::MAX)
     }
@@ -359,10 +379,23 @@ impl QueueState {
                 consumer.delivery_count = consumer.delivery_count.wrapping_add(1);
             }
             consumer.batch.push(entry.delivery(quorum));
-            if !consumer.spec.no_ack {
+            if consumer.spec.no_ack {
+                if entry.persisted {
+                    self.journal.records.push(Record::Remove { queue: self.handle.id, seq: entry.seq });
+                }
+            } else {
                 consumer.unacked += 1;
                 let owner = consumer.spec.owner;
                 let id = consumer.spec.id;
+                if entry.persisted {
+                    let record = Record::Delivered {
+                        queue: self.handle.id,
+                        seq: entry.seq,
+                        returned: entry.returned,
+                        failed: entry.failed,
+                    };
+                    self.journal.records.push(record);
+                }
                 self.unacked.insert(entry.seq, Unacked { entry, consumer: Some(id), owner });
             }
         }

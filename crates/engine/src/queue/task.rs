@@ -14,15 +14,25 @@ use super::outbox::{Outbox, room_in};
 use super::settings::QueueSettings;
 use super::state::QueueState;
 use super::{QueueCmd, QueueRef};
+use charon_store::segment_log::{Completion, LogFailure, RecoveredMessage};
+
 use crate::dead_letter::{DeadLetterer, now_ms};
+use crate::persist::Persistence;
+use crate::session::SessionEvent;
 use crate::vhost::VHost;
 
 /// Commands taken from the mailbox per pass: large enough to amortise one dispatch over many
 /// publishes, small enough to keep latency low.
 const BATCH: usize = 64;
 
-pub(super) fn spawn(handle: QueueRef, rx: mpsc::Receiver<QueueCmd>, settings: QueueSettings, vhost: Weak<VHost>) {
-    tokio::spawn(run(handle, rx, settings, vhost));
+pub(super) fn spawn(
+    handle: QueueRef,
+    rx: mpsc::Receiver<QueueCmd>,
+    settings: QueueSettings,
+    vhost: Weak<VHost>,
+    restored: Vec<RecoveredMessage>,
+) {
+    tokio::spawn(run(handle, rx, settings, vhost, restored));
 }
 
 enum Next {
@@ -35,11 +45,23 @@ struct Task {
     state: QueueState,
     outbox: Outbox,
     vhost: Weak<VHost>,
+    /// The durable store, for a durable queue on a broker that has one.
+    store: Option<Arc<Persistence>>,
 }
 
-async fn run(handle: QueueRef, mut rx: mpsc::Receiver<QueueCmd>, settings: QueueSettings, vhost: Weak<VHost>) {
-    let state = QueueState::new(Arc::clone(&handle), settings, now_ms());
-    let mut task = Task { handle, state, outbox: Outbox::default(), vhost };
+async fn run(
+    handle: QueueRef,
+    mut rx: mpsc::Receiver<QueueCmd>,
+    settings: QueueSettings,
+    vhost: Weak<VHost>,
+    restored: Vec<RecoveredMessage>,
+) {
+    let mut state = QueueState::new(Arc::clone(&handle), settings, now_ms());
+    let store = vhost.upgrade().and_then(|v| v.store().cloned()).filter(|_| handle.config.durable);
+    if store.is_some() {
+        state.enable_journal(restored);
+    }
+    let mut task = Task { handle, state, outbox: Outbox::default(), vhost, store };
     let mut commands = Vec::with_capacity(BATCH);
     let mut blocked: Option<QueueRef> = None;
     'outer: loop {
@@ -100,7 +122,34 @@ impl Task {
             session.send(event);
         }
         self.dead_letter();
+        self.write_journal();
         self.outbox.pump()
+    }
+
+    /// Hands the pass's log records to the store in one append; the confirmations held back
+    /// for them go out once the log has synced them (as nacks if it cannot).
+    fn write_journal(&mut self) {
+        let (records, confirms) = self.state.take_journal();
+        if records.is_empty() && confirms.is_empty() {
+            return;
+        }
+        let Some(store) = &self.store else {
+            return;
+        };
+        let done: Option<Completion> = (!confirms.is_empty()).then(|| {
+            Box::new(move |result: Result<(), LogFailure>| {
+                for (session, event) in confirms {
+                    session.send(match (result.is_ok(), event) {
+                        (false, SessionEvent::Confirms { channel, mut accepted, mut refused }) => {
+                            refused.append(&mut accepted);
+                            SessionEvent::Confirms { channel, accepted, refused }
+                        }
+                        (_, event) => event,
+                    });
+                }
+            }) as Completion
+        });
+        store.log.append(records, done);
     }
 
     fn dead_letter(&mut self) {

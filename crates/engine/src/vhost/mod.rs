@@ -1,6 +1,7 @@
 //! A virtual host: the operations protocol adapters call.
 
 mod policies;
+mod restore;
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Weak};
@@ -10,6 +11,7 @@ use parking_lot::RwLock;
 
 use crate::error::{EngineError, Resource, ResourceKind, quoted};
 use crate::exchange::{Binding, Destination, ExchangeInfo, ExchangeKind};
+use crate::persist::Persistence;
 use crate::policy::Policy;
 use crate::queue::args::{self, QueueType};
 use crate::queue::{QueueConfig, QueueHandle, QueueRef};
@@ -76,6 +78,8 @@ pub struct VHost {
     me: Weak<VHost>,
     /// Policies by name.
     policies: RwLock<Vec<Policy>>,
+    /// The durable store, when the broker has one.
+    store: Option<Arc<Persistence>>,
 }
 
 impl std::fmt::Debug for VHost {
@@ -95,7 +99,7 @@ fn generated_name(prefix: &str) -> String {
 }
 
 impl VHost {
-    pub(crate) fn new(name: &str, ids: Arc<AtomicU64>) -> Arc<Self> {
+    pub(crate) fn new(name: &str, ids: Arc<AtomicU64>, store: Option<Arc<Persistence>>) -> Arc<Self> {
         Arc::new_cyclic(|me| Self {
             name: name.to_owned(),
             topology: RwLock::new(Topology::with_standard_exchanges()),
@@ -103,7 +107,22 @@ impl VHost {
             ids,
             me: me.clone(),
             policies: RwLock::new(Vec::new()),
+            store,
         })
+    }
+
+    /// The durable store, if any.
+    pub(crate) fn store(&self) -> Option<&Arc<Persistence>> {
+        self.store.as_ref()
+    }
+
+    /// Tells the store about durable exchanges the last topology change removed.
+    fn forget_removed_exchanges(&self, topology: &mut Topology) {
+        for name in std::mem::take(&mut topology.removed_durable_exchanges) {
+            if let Some(store) = &self.store {
+                store.forget_exchange(&self.name, &name);
+            }
+        }
     }
 
     /// The vhost's name.
@@ -157,14 +176,18 @@ impl VHost {
                 self.exchange_resource(&declare.name)
             )));
         }
-        topology.add_exchange(ExchangeInfo {
+        let info = ExchangeInfo {
             name: declare.name.clone(),
             kind,
             durable: declare.durable,
             auto_delete: declare.auto_delete,
             internal: declare.internal,
             arguments: declare.arguments.clone(),
-        });
+        };
+        if let Some(store) = &self.store {
+            store.save_exchange(&self.name, &info)?;
+        }
+        topology.add_exchange(info);
         self.changed();
         Ok(())
     }
@@ -220,6 +243,7 @@ impl VHost {
             return Err(EngineError::InUse(self.exchange_resource(name)));
         }
         topology.remove_exchange(name);
+        self.forget_removed_exchanges(&mut topology);
         self.changed();
         Ok(())
     }
@@ -316,8 +340,11 @@ impl VHost {
             queue_type,
         };
         let id = self.ids.fetch_add(1, Ordering::Relaxed);
+        if let Some(store) = &self.store {
+            store.save_queue(id, &config)?;
+        }
         let settings = self.settings_for(&name, queue_type, &config.arguments);
-        let queue = QueueHandle::spawn(id, config, settings, self.me.clone());
+        let queue = QueueHandle::spawn(id, config, settings, self.me.clone(), Vec::new());
         topology.queues.insert(name.clone(), queue);
         self.changed();
         Ok(Created::New(name))
@@ -373,6 +400,10 @@ impl VHost {
         if same {
             topology.queues.remove(queue.name());
             topology.remove_bindings_to(&Destination::Queue(queue.name().to_owned()));
+            if let Some(store) = &self.store {
+                store.forget_queue(queue.id, &queue.config);
+            }
+            self.forget_removed_exchanges(&mut topology);
             self.changed();
         }
     }
@@ -396,6 +427,12 @@ impl VHost {
         if topology.exchanges.get(source).is_some_and(|e| e.info.kind == ExchangeKind::Headers) {
             crate::exchange::validate_headers_binding(&binding.arguments)?;
         }
+        if let Some(store) = &self.store
+            && durable_ends(&topology, source, &binding.destination)
+            && !topology.binding_exists(source, &binding)
+        {
+            store.save_binding(&self.name, source, &binding)?;
+        }
         if topology.bind(source, binding) {
             self.changed();
         }
@@ -417,7 +454,12 @@ impl VHost {
         let binding = self.checked_binding(source, destination, key, arguments, session)?;
         let mut topology = self.topology.write();
         self.check_binding_ends(&topology, source, &binding.destination, session)?;
+        let durable = durable_ends(&topology, source, &binding.destination);
         if topology.binding_exists(source, &binding) && topology.unbind(source, &binding) {
+            if let Some(store) = self.store.as_ref().filter(|_| durable) {
+                store.forget_binding(&self.name, source, &binding);
+            }
+            self.forget_removed_exchanges(&mut topology);
             self.changed();
         }
         Ok(())
@@ -518,6 +560,16 @@ impl VHost {
     pub fn queue_names(&self) -> Vec<String> {
         self.topology.read().queues.keys().cloned().collect()
     }
+}
+
+/// Whether a binding survives restarts: both its ends do (RabbitMQ's rule).
+fn durable_ends(topology: &Topology, source: &str, destination: &Destination) -> bool {
+    let exchange_durable = |name: &str| topology.exchanges.get(name).is_some_and(|e| e.info.durable);
+    exchange_durable(source)
+        && match destination {
+            Destination::Queue(name) => topology.queues.get(name).is_some_and(|q| q.config.durable),
+            Destination::Exchange(name) => exchange_durable(name),
+        }
 }
 
 enum Created {

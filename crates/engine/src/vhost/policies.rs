@@ -4,13 +4,20 @@
 use charon_model::Table;
 
 use super::VHost;
+use crate::error::EngineError;
 use crate::policy::{Policy, effective};
 use crate::queue::{QueueRef, QueueSettings, QueueType};
 
 impl VHost {
     /// Adds or replaces a policy and applies it to the queues it now governs. Returns whether
     /// it is new.
-    pub async fn set_policy(&self, policy: Policy) -> bool {
+    ///
+    /// # Errors
+    /// When the durable store cannot record it (nothing changes).
+    pub async fn set_policy(&self, policy: Policy) -> Result<bool, EngineError> {
+        if let Some(store) = self.store() {
+            store.save_policy(self.name(), &policy)?;
+        }
         let created = {
             let mut policies = self.policies.write();
             let created = match policies.iter_mut().find(|p| p.name == policy.name) {
@@ -27,7 +34,7 @@ impl VHost {
             created
         };
         self.reapply_policies().await;
-        created
+        Ok(created)
     }
 
     /// Removes a policy; false when there was none of that name.
@@ -39,6 +46,9 @@ impl VHost {
             before != policies.len()
         };
         if removed {
+            if let Some(store) = self.store() {
+                store.forget_policy(self.name(), name);
+            }
             self.reapply_policies().await;
         }
         removed

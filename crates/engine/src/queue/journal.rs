@@ -1,0 +1,108 @@
+//! What a durable queue writes to the message log, collected by the pure [`QueueState`] and
+//! handed to the log by the task once per pass (one append, so one group commit covers it).
+//!
+//! - A persistent message (0.9.1 delivery-mode 2; 1.0 unless `header.durable` is false, as
+//!   RabbitMQ 4.0.5's `mc_amqp:get_property(durable, _)` defaults it to true) entering a durable
+//!   queue is an `Enqueue` record; a quorum queue records every message. Its publisher's
+//!   confirmation is held back until the log has synced the pass's records.
+//! - Handing it to a consumer writes `Delivered` (so it comes back redelivered after a crash,
+//!   with its quorum counts); a quorum return writes the new counts.
+//! - Leaving the queue for good (ack, dead letter, expiry, overflow, purge) writes `Remove`.
+//!   These are not waited for: after a crash an acked message may come back, redelivered —
+//!   at least once, never lost.
+
+use std::sync::Arc;
+
+use charon_model::Message;
+use charon_store::codec::{decode_message, encode_message};
+use charon_store::segment_log::{Record, RecoveredMessage};
+
+use super::limits::body_size;
+use super::state::{Entry, QueueState};
+use crate::session::{SessionEvent, SessionSink};
+
+/// Records and held-back confirmations of one pass.
+#[derive(Debug, Default)]
+pub(crate) struct Journal {
+    /// Whether this queue persists anything (a durable queue on a broker with a store).
+    pub(crate) enabled: bool,
+    /// Records for the log, in order.
+    pub(crate) records: Vec<Record>,
+    /// Confirmations to send once `records` are on disk.
+    pub(crate) confirms: Vec<(SessionSink, SessionEvent)>,
+}
+
+impl QueueState {
+    /// Whether a message entering this queue is written to the log.
+    pub(super) fn persists(&self, message: &Message) -> bool {
+        self.journal.enabled && (self.quorum() || message.is_persistent())
+    }
+
+    /// Records a newly enqueued message.
+    pub(super) fn journal_enqueue(&mut self, entry: &Entry) {
+        let mut payload = bytes::BytesMut::new();
+        encode_message(&entry.message, &mut payload);
+        self.journal.records.push(Record::Enqueue {
+            queue: self.handle.id,
+            seq: entry.seq,
+            expires_at: entry.expires_at,
+            payload: payload.freeze(),
+        });
+    }
+
+    /// Records that a message went to a consumer (or came back with new quorum counts).
+    pub(super) fn journal_delivered(&mut self, entry: &Entry) {
+        if entry.persisted {
+            self.journal.records.push(Record::Delivered {
+                queue: self.handle.id,
+                seq: entry.seq,
+                returned: entry.returned,
+                failed: entry.failed,
+            });
+        }
+    }
+
+    /// Records that a message left the queue for good.
+    pub(super) fn journal_removed(&mut self, entry: &Entry) {
+        if entry.persisted {
+            self.journal.records.push(Record::Remove { queue: self.handle.id, seq: entry.seq });
+        }
+    }
+
+    /// Turns journalling on (the queue is durable and the broker has a store) and restores the
+    /// messages the log recovered for it, in their order. Sequence numbers continue above
+    /// anything an earlier run can have written (the log's segment accounting relies on a
+    /// queue's sequence numbers growing): the larger of the last recovered one and the clock
+    /// in ms × 2^20.
+    pub(crate) fn enable_journal(&mut self, restored: Vec<RecoveredMessage>) {
+        self.journal.enabled = true;
+        let clock_floor = u64::try_from(self.now).unwrap_or(0) << 20;
+        let mut last = 0;
+        for recovered in restored {
+            last = last.max(recovered.seq);
+            let message = match decode_message(recovered.payload) {
+                Ok(message) => Arc::new(message),
+                Err(error) => {
+                    tracing::error!(queue = self.handle.name(), seq = recovered.seq, %error, "unreadable logged message");
+                    continue;
+                }
+            };
+            self.ready_bytes += body_size(&message);
+            self.ready.push_back(Entry {
+                seq: recovered.seq,
+                message,
+                redelivered: recovered.delivered,
+                returned: recovered.returned,
+                failed: recovered.failed,
+                expires_at: recovered.expires_at,
+                persisted: true,
+            });
+        }
+        self.next_seq = clock_floor.max(last.saturating_add(1));
+    }
+
+    /// Takes the pass's records and the confirmations that wait for them.
+    pub(crate) fn take_journal(&mut self) -> (Vec<Record>, Vec<(SessionSink, SessionEvent)>) {
+        (std::mem::take(&mut self.journal.records), std::mem::take(&mut self.journal.confirms))
+    }
+}

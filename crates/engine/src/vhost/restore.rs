@@ -1,0 +1,85 @@
+//! Rebuilding a vhost from the store at start: policies first (so queues start with their
+//! effective settings), then durable exchanges, durable queues with their logged messages, and
+//! the bindings between them.
+
+use std::collections::HashMap;
+use std::sync::atomic::Ordering;
+
+use charon_store::meta::MetaSnapshot;
+use charon_store::segment_log::RecoveredMessage;
+
+use super::VHost;
+use crate::exchange::{Binding, Destination, ExchangeInfo, ExchangeKind};
+use crate::policy::Policy;
+use crate::queue::args::queue_type_of;
+use crate::queue::{QueueConfig, QueueHandle};
+
+impl VHost {
+    /// Restores this vhost's part of `snapshot`, taking each restored queue's messages out of
+    /// `messages` (by queue id).
+    pub(crate) fn restore(&self, snapshot: &MetaSnapshot, messages: &mut HashMap<u64, Vec<RecoveredMessage>>) {
+        let mine = |vhost: &str| vhost == self.name;
+        {
+            let mut policies = self.policies.write();
+            for stored in snapshot.policies.iter().filter(|p| mine(&p.vhost)) {
+                let definition = stored.definition.clone();
+                match Policy::new(&stored.name, &stored.pattern, &stored.apply_to, stored.priority, definition) {
+                    Ok(policy) => policies.push(policy),
+                    Err(reason) => tracing::error!(policy = stored.name, %reason, "stored policy no longer valid"),
+                }
+            }
+            policies.sort_by(|a, b| a.name.cmp(&b.name));
+        }
+        let mut topology = self.topology.write();
+        for stored in snapshot.exchanges.iter().filter(|e| mine(&e.vhost)) {
+            let Ok(kind) = ExchangeKind::parse(&stored.kind) else {
+                tracing::error!(exchange = stored.name, kind = stored.kind, "stored exchange has an unknown type");
+                continue;
+            };
+            if topology.exchanges.contains_key(&stored.name) {
+                continue;
+            }
+            topology.add_exchange(ExchangeInfo {
+                name: stored.name.clone(),
+                kind,
+                durable: true,
+                auto_delete: stored.auto_delete,
+                internal: stored.internal,
+                arguments: stored.arguments.clone(),
+            });
+        }
+        for stored in snapshot.queues.iter().filter(|q| mine(&q.vhost)) {
+            let queue_type = queue_type_of(&stored.arguments);
+            let config = QueueConfig {
+                name: stored.name.clone(),
+                vhost: self.name.clone(),
+                durable: true,
+                auto_delete: stored.auto_delete,
+                exclusive_owner: None,
+                arguments: stored.arguments.clone(),
+                queue_type,
+            };
+            let settings = self.settings_for(&stored.name, queue_type, &config.arguments);
+            let restored = messages.remove(&stored.id).unwrap_or_default();
+            tracing::info!(queue = stored.name, vhost = self.name, messages = restored.len(), "queue recovered");
+            let queue = QueueHandle::spawn(stored.id, config, settings, self.me.clone(), restored);
+            topology.queues.insert(stored.name.clone(), queue);
+        }
+        for stored in snapshot.bindings.iter().filter(|b| mine(&b.vhost)) {
+            let destination = if stored.to_exchange {
+                Destination::Exchange(stored.destination.clone())
+            } else {
+                Destination::Queue(stored.destination.clone())
+            };
+            let exists = match &destination {
+                Destination::Queue(name) => topology.queues.contains_key(name),
+                Destination::Exchange(name) => topology.exchanges.contains_key(name),
+            };
+            if exists {
+                let binding = Binding { destination, key: stored.key.clone(), arguments: stored.arguments.clone() };
+                topology.bind(&stored.source, binding);
+            }
+        }
+        self.version.fetch_add(1, Ordering::Release);
+    }
+}

@@ -1,0 +1,276 @@
+//! The message log: append-only segment files of CRC-framed records, written by one thread
+//! with group commit, replayed at start.
+//!
+//! - [`MessageLog::append`] hands records to the writer thread and returns at once. The
+//!   thread takes everything queued, writes it with one `write`, makes it durable with one
+//!   `fdatasync`, then runs the completions in order: one sync covers every message that
+//!   arrived meanwhile, and a publisher confirm sent from a completion means "on disk".
+//! - A failed write (disk full, I/O error) is retried every 500 ms from the last synced
+//!   length; meanwhile [`MessageLog::is_failing`] is true and the health listener is told, so
+//!   the broker blocks publishers. Nothing is confirmed that is not on disk.
+//! - Replay ([`MessageLog::open`]) rebuilds every live message; a record cut short or failing
+//!   its CRC at the tail of the last segment is a write the crash interrupted (never
+//!   confirmed) and is cut off; the same anywhere else is corruption and refuses to start.
+//! - Segments are deleted oldest first once none of their enqueued messages is live, and only
+//!   as a prefix: a removal record always follows its enqueue, so deleting a prefix never
+//!   resurrects a message.
+
+mod record;
+mod replay;
+mod writer;
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, mpsc};
+
+use bytes::Bytes;
+use parking_lot::Mutex;
+
+/// One log record.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Record {
+    /// A message entered durable queue `queue` as its `seq`-th message; `payload` is the
+    /// encoded message ([`crate::codec`]).
+    Enqueue {
+        /// Queue id.
+        queue: u64,
+        /// The queue's sequence number for the message.
+        seq: u64,
+        /// Its TTL deadline, ms since the epoch.
+        expires_at: Option<i64>,
+        /// The encoded message.
+        payload: Bytes,
+    },
+    /// The message left the queue (acknowledged, dead-lettered, expired, dropped, purged).
+    Remove {
+        /// Queue id.
+        queue: u64,
+        /// Sequence number.
+        seq: u64,
+    },
+    /// The message was handed to a consumer (it comes back redelivered), with its counts.
+    Delivered {
+        /// Queue id.
+        queue: u64,
+        /// Sequence number.
+        seq: u64,
+        /// Times it came back (quorum queues).
+        returned: u32,
+        /// Failed deliveries (quorum queues).
+        failed: u32,
+    },
+    /// The queue was deleted with all its messages.
+    DropQueue {
+        /// Queue id.
+        queue: u64,
+    },
+}
+
+/// A message the log still holds, as replay found it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct RecoveredMessage {
+    /// The queue's sequence number.
+    pub seq: u64,
+    /// Its TTL deadline, ms since the epoch.
+    pub expires_at: Option<i64>,
+    /// The encoded message.
+    pub payload: Bytes,
+    /// Whether it had been handed to a consumer.
+    pub delivered: bool,
+    /// Times it came back.
+    pub returned: u32,
+    /// Failed deliveries.
+    pub failed: u32,
+}
+
+/// What replay found.
+#[derive(Debug, Default)]
+pub struct Recovery {
+    /// Live messages per queue id, in sequence order.
+    pub queues: HashMap<u64, Vec<RecoveredMessage>>,
+    /// Segment files read.
+    pub segments: usize,
+    /// Records read.
+    pub records: u64,
+    /// Bytes of a torn tail cut off the last segment.
+    pub truncated_bytes: u64,
+}
+
+/// A failure the writer reports to completions that can no longer succeed.
+#[derive(Clone, Debug, thiserror::Error)]
+#[error("message log: {0}")]
+pub struct LogFailure(pub String);
+
+/// Runs once the records of an append are durable (or can never be).
+pub type Completion = Box<dyn FnOnce(Result<(), LogFailure>) + Send>;
+
+/// Makes a write fail, for tests of disk-full handling.
+pub type FaultHook = Arc<dyn Fn() -> Option<std::io::Error> + Send + Sync>;
+
+/// Told `true` when writes start failing and `false` when they succeed again.
+pub type HealthListener = Box<dyn Fn(bool) + Send + Sync>;
+
+/// Errors opening or closing the log.
+#[derive(Debug, thiserror::Error)]
+pub enum LogError {
+    /// A file operation failed.
+    #[error("message log {path}: {source}")]
+    Io {
+        /// The file.
+        path: PathBuf,
+        /// The error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// A record or header that cannot be a torn tail does not read back.
+    #[error("message log segment {segment} corrupt at byte {offset}: {what}")]
+    Corrupt {
+        /// The segment number.
+        segment: u64,
+        /// Where.
+        offset: u64,
+        /// What was wrong.
+        what: &'static str,
+    },
+    /// The writer stopped before it could flush everything.
+    #[error("message log: {0}")]
+    Writer(String),
+}
+
+/// Settings.
+#[derive(Clone)]
+pub struct LogOptions {
+    /// A segment is rolled over once it holds this many bytes.
+    pub segment_bytes: u64,
+    /// Consulted before each write: `Some(error)` makes it fail (fault injection).
+    pub fault: Option<FaultHook>,
+}
+
+impl Default for LogOptions {
+    fn default() -> Self {
+        Self { segment_bytes: 64 * 1024 * 1024, fault: None }
+    }
+}
+
+impl std::fmt::Debug for LogOptions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LogOptions").field("segment_bytes", &self.segment_bytes).finish_non_exhaustive()
+    }
+}
+
+enum Command {
+    Append(Vec<Record>, Option<Completion>),
+    Close(mpsc::Sender<Result<(), String>>),
+}
+
+/// State shared with the writer thread.
+struct Shared {
+    failing: AtomicBool,
+    listener: Mutex<Option<HealthListener>>,
+    /// Syncs done, for tests and statistics.
+    syncs: std::sync::atomic::AtomicU64,
+}
+
+impl Shared {
+    fn set_failing(&self, failing: bool) {
+        if self.failing.swap(failing, Ordering::SeqCst) != failing
+            && let Some(listener) = self.listener.lock().as_ref()
+        {
+            listener(failing);
+        }
+    }
+}
+
+/// The message log.
+pub struct MessageLog {
+    commands: Mutex<Option<mpsc::Sender<Command>>>,
+    shared: Arc<Shared>,
+    writer: Mutex<Option<std::thread::JoinHandle<()>>>,
+}
+
+impl std::fmt::Debug for MessageLog {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("MessageLog").field("failing", &self.is_failing()).finish_non_exhaustive()
+    }
+}
+
+impl MessageLog {
+    /// Replays the log in `dir` (creating the directory), cuts off a torn tail and starts the
+    /// writer thread.
+    ///
+    /// # Errors
+    /// I/O errors and corruption that a crash cannot explain.
+    pub fn open(dir: &Path, options: LogOptions) -> Result<(Self, Recovery), LogError> {
+        std::fs::create_dir_all(dir).map_err(|source| LogError::Io { path: dir.to_owned(), source })?;
+        let replayed = replay::replay(dir)?;
+        let shared = Arc::new(Shared {
+            failing: AtomicBool::new(false),
+            listener: Mutex::new(None),
+            syncs: std::sync::atomic::AtomicU64::new(0),
+        });
+        let (tx, rx) = mpsc::channel();
+        let writer = writer::Writer::start(dir, options, replayed.index, Arc::clone(&shared))?;
+        let handle = std::thread::Builder::new()
+            .name("charon-log-writer".into())
+            .spawn(move || writer.run(rx))
+            .map_err(|source| LogError::Io { path: dir.to_owned(), source })?;
+        let log = Self { commands: Mutex::new(Some(tx)), shared, writer: Mutex::new(Some(handle)) };
+        Ok((log, replayed.recovery))
+    }
+
+    /// Hands records to the writer; `done` runs on the writer thread once an `fdatasync`
+    /// covers them all (or with an error if the log was closed).
+    pub fn append(&self, records: Vec<Record>, done: Option<Completion>) {
+        let refused = match self.commands.lock().as_ref() {
+            Some(tx) => tx.send(Command::Append(records, done)).err().map(|e| e.0),
+            None => Some(Command::Append(records, done)),
+        };
+        if let Some(Command::Append(_, Some(done))) = refused {
+            done(Err(LogFailure("closed".into())));
+        }
+    }
+
+    /// Writes and syncs everything appended so far and stops the writer; later appends fail.
+    ///
+    /// # Errors
+    /// When the last writes could not be made durable.
+    pub fn close(&self) -> Result<(), LogError> {
+        let Some(tx) = self.commands.lock().take() else {
+            return Ok(());
+        };
+        let (reply_tx, reply_rx) = mpsc::channel();
+        let sent = tx.send(Command::Close(reply_tx)).is_ok();
+        let result = if sent { reply_rx.recv().unwrap_or(Ok(())) } else { Ok(()) };
+        if let Some(handle) = self.writer.lock().take() {
+            let _ = handle.join();
+        }
+        result.map_err(LogError::Writer)
+    }
+
+    /// Whether writes are currently failing (publishers should be blocked).
+    #[must_use]
+    pub fn is_failing(&self) -> bool {
+        self.shared.failing.load(Ordering::SeqCst)
+    }
+
+    /// Sets the function told about every change of [`Self::is_failing`].
+    pub fn set_health_listener(&self, listener: HealthListener) {
+        *self.shared.listener.lock() = Some(listener);
+    }
+
+    /// `fdatasync` calls made so far.
+    #[must_use]
+    pub fn syncs(&self) -> u64 {
+        self.shared.syncs.load(Ordering::Relaxed)
+    }
+}
+
+impl Drop for MessageLog {
+    fn drop(&mut self) {
+        let _ = self.close();
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,233 @@
+#![allow(clippy::unwrap_used, clippy::indexing_slicing)]
+
+use std::sync::atomic::AtomicBool;
+
+use super::replay::segment_files;
+use super::*;
+
+fn enqueue(queue: u64, seq: u64, body: &'static [u8]) -> Record {
+    Record::Enqueue { queue, seq, expires_at: None, payload: Bytes::from_static(body) }
+}
+
+/// Appends and waits until the records are durable.
+fn append_synced(log: &MessageLog, records: Vec<Record>) {
+    let (tx, rx) = mpsc::channel();
+    log.append(records, Some(Box::new(move |r| tx.send(r.is_ok()).unwrap())));
+    assert!(rx.recv_timeout(Duration::from_secs(10)).unwrap());
+}
+
+use std::time::Duration;
+
+fn open(dir: &Path) -> (MessageLog, Recovery) {
+    MessageLog::open(dir, LogOptions::default()).unwrap()
+}
+
+fn seqs(recovery: &Recovery, queue: u64) -> Vec<u64> {
+    recovery.queues.get(&queue).map(|m| m.iter().map(|m| m.seq).collect()).unwrap_or_default()
+}
+
+#[test]
+fn every_record_kind_survives_a_reopen() {
+    let dir = tempfile::tempdir().unwrap();
+    {
+        let (log, recovery) = open(dir.path());
+        assert!(recovery.queues.is_empty());
+        append_synced(
+            &log,
+            vec![
+                Record::Enqueue { queue: 1, seq: 10, expires_at: Some(-5), payload: Bytes::from_static(b"a") },
+                enqueue(1, 11, b"b"),
+                enqueue(1, 12, b"c"),
+                enqueue(2, 1, b"other queue"),
+                Record::Delivered { queue: 1, seq: 11, returned: 2, failed: 1 },
+                Record::Remove { queue: 1, seq: 12 },
+                enqueue(3, 1, b"dropped"),
+                Record::DropQueue { queue: 3 },
+            ],
+        );
+        log.close().unwrap();
+    }
+    let (_log, recovery) = open(dir.path());
+    let q1 = &recovery.queues[&1];
+    assert_eq!(
+        q1,
+        &vec![
+            RecoveredMessage {
+                seq: 10,
+                expires_at: Some(-5),
+                payload: Bytes::from_static(b"a"),
+                delivered: false,
+                returned: 0,
+                failed: 0
+            },
+            RecoveredMessage {
+                seq: 11,
+                expires_at: None,
+                payload: Bytes::from_static(b"b"),
+                delivered: true,
+                returned: 2,
+                failed: 1
+            },
+        ]
+    );
+    assert_eq!(seqs(&recovery, 2), vec![1]);
+    assert!(!recovery.queues.contains_key(&3));
+    assert_eq!(recovery.records, 8);
+}
+
+#[test]
+fn concurrent_appends_share_syncs_and_complete_in_order() {
+    let dir = tempfile::tempdir().unwrap();
+    let (log, _) = open(dir.path());
+    let log = Arc::new(log);
+    let (tx, rx) = mpsc::channel();
+    let threads: Vec<_> = (0..4u64)
+        .map(|t| {
+            let (log, tx) = (Arc::clone(&log), tx.clone());
+            std::thread::spawn(move || {
+                for i in 0..250u64 {
+                    let tx = tx.clone();
+                    log.append(
+                        vec![enqueue(t, i, b"0123456789abcdef")],
+                        Some(Box::new(move |r| tx.send((t, i, r.is_ok())).unwrap())),
+                    );
+                }
+            })
+        })
+        .collect();
+    for thread in threads {
+        thread.join().unwrap();
+    }
+    let done: Vec<(u64, u64, bool)> = (0..1000).map(|_| rx.recv_timeout(Duration::from_secs(10)).unwrap()).collect();
+    assert!(done.iter().all(|(_, _, ok)| *ok));
+    for t in 0..4 {
+        let order: Vec<u64> = done.iter().filter(|(q, _, _)| *q == t).map(|(_, i, _)| *i).collect();
+        assert_eq!(order, (0..250).collect::<Vec<_>>(), "completions in append order");
+    }
+    assert!(log.syncs() < 1000, "group commit: {} syncs for 1000 appends", log.syncs());
+    log.close().unwrap();
+    let (_log, recovery) = open(dir.path());
+    assert_eq!((0..4).map(|q| seqs(&recovery, q).len()).sum::<usize>(), 1000);
+}
+
+#[test]
+fn a_torn_tail_is_cut_off_at_every_offset_and_earlier_records_stay() {
+    let dir = tempfile::tempdir().unwrap();
+    {
+        let (log, _) = open(dir.path());
+        append_synced(&log, vec![enqueue(1, 1, b"kept"), enqueue(1, 2, b"kept too")]);
+        append_synced(&log, vec![enqueue(1, 3, b"the torn one")]);
+        log.close().unwrap();
+    }
+    let (_, path) = segment_files(dir.path()).unwrap().pop().unwrap();
+    let whole = std::fs::read(&path).unwrap();
+    let last_record_len = 8 + 1 + 8 + 8 + 1 + b"the torn one".len();
+    let start = whole.len() - last_record_len;
+    for cut in start..whole.len() {
+        std::fs::write(&path, &whole[..cut]).unwrap();
+        let (log, recovery) = open(dir.path());
+        assert_eq!(seqs(&recovery, 1), vec![1, 2], "cut at {cut}");
+        assert_eq!(recovery.truncated_bytes, (cut - start) as u64);
+        log.close().unwrap();
+        assert_eq!(std::fs::metadata(&path).unwrap().len(), start as u64);
+    }
+    // A flipped byte in the last record's payload is a torn write too.
+    let mut flipped = whole.clone();
+    *flipped.last_mut().unwrap() ^= 1;
+    std::fs::write(&path, &flipped).unwrap();
+    let (_log, recovery) = open(dir.path());
+    assert_eq!(seqs(&recovery, 1), vec![1, 2]);
+}
+
+#[test]
+fn corruption_before_the_tail_refuses_to_open() {
+    let dir = tempfile::tempdir().unwrap();
+    {
+        let options = LogOptions { segment_bytes: 64, fault: None };
+        let (log, _) = MessageLog::open(dir.path(), options).unwrap();
+        for seq in 0..4 {
+            append_synced(&log, vec![enqueue(1, seq, b"a payload that fills a segment")]);
+        }
+        log.close().unwrap();
+    }
+    let segments = segment_files(dir.path()).unwrap();
+    assert!(segments.len() >= 3, "{segments:?}");
+    let (number, path) = &segments[0];
+    let mut bytes = std::fs::read(path).unwrap();
+    *bytes.last_mut().unwrap() ^= 0xff;
+    std::fs::write(path, bytes).unwrap();
+    let error = MessageLog::open(dir.path(), LogOptions::default()).unwrap_err();
+    assert!(matches!(error, LogError::Corrupt { segment, .. } if segment == *number), "{error}");
+}
+
+#[test]
+fn spent_segments_are_deleted_oldest_first_and_live_records_never() {
+    let dir = tempfile::tempdir().unwrap();
+    let options = LogOptions { segment_bytes: 64, fault: None };
+    let (log, _) = MessageLog::open(dir.path(), options.clone()).unwrap();
+    for seq in 0..6 {
+        append_synced(&log, vec![enqueue(1, seq, b"a payload that fills a segment")]);
+    }
+    let numbers = |dir: &Path| segment_files(dir).unwrap().into_iter().map(|(n, _)| n).collect::<Vec<_>>();
+    let before = numbers(dir.path());
+    assert!(before.len() >= 6, "{before:?}");
+    // Removing 1..=5 frees nothing while 0, in the oldest segment, is live.
+    append_synced(&log, (1..6).map(|seq| Record::Remove { queue: 1, seq }).collect());
+    let still = numbers(dir.path());
+    assert!(before.iter().all(|n| still.contains(n)), "{before:?} -> {still:?}");
+    append_synced(&log, vec![Record::Remove { queue: 1, seq: 0 }, enqueue(2, 0, b"new")]);
+    // Deletion follows the completions (which are not held up by it).
+    let mut after = segment_files(dir.path()).unwrap();
+    for _ in 0..100 {
+        if after.len() <= 2 {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+        after = segment_files(dir.path()).unwrap();
+    }
+    assert!(after.len() <= 2, "spent segments deleted: {after:?}");
+    log.close().unwrap();
+    let (_log, recovery) = MessageLog::open(dir.path(), options).unwrap();
+    assert!(!recovery.queues.contains_key(&1));
+    assert_eq!(seqs(&recovery, 2), vec![0]);
+}
+
+#[test]
+fn failing_writes_hold_completions_and_report_health_until_they_succeed() {
+    let dir = tempfile::tempdir().unwrap();
+    let broken = Arc::new(AtomicBool::new(false));
+    let fault_flag = Arc::clone(&broken);
+    let fault: FaultHook =
+        Arc::new(move || fault_flag.load(Ordering::SeqCst).then(|| std::io::Error::from_raw_os_error(28)));
+    let options = LogOptions { segment_bytes: 1 << 20, fault: Some(fault) };
+    let (log, _) = MessageLog::open(dir.path(), options).unwrap();
+    let (health_tx, health_rx) = mpsc::channel();
+    log.set_health_listener(Box::new(move |failing| health_tx.send(failing).unwrap()));
+    append_synced(&log, vec![enqueue(1, 1, b"before")]);
+    broken.store(true, Ordering::SeqCst);
+    let (tx, rx) = mpsc::channel();
+    for seq in 2..5 {
+        let tx = tx.clone();
+        log.append(vec![enqueue(1, seq, b"held")], Some(Box::new(move |r| tx.send((seq, r.is_ok())).unwrap())));
+    }
+    assert!(health_rx.recv_timeout(Duration::from_secs(5)).unwrap());
+    assert!(log.is_failing());
+    assert!(rx.recv_timeout(Duration::from_millis(800)).is_err(), "nothing completes while writes fail");
+    broken.store(false, Ordering::SeqCst);
+    let done: Vec<_> = (0..3).map(|_| rx.recv_timeout(Duration::from_secs(5)).unwrap()).collect();
+    assert_eq!(done, vec![(2, true), (3, true), (4, true)]);
+    assert!(!health_rx.recv_timeout(Duration::from_secs(5)).unwrap());
+    log.close().unwrap();
+    let (_log, recovery) = open(dir.path());
+    assert_eq!(seqs(&recovery, 1), vec![1, 2, 3, 4]);
+}
+
+#[test]
+fn appends_after_close_fail_their_completion() {
+    let dir = tempfile::tempdir().unwrap();
+    let (log, _) = open(dir.path());
+    log.close().unwrap();
+    let (tx, rx) = mpsc::channel();
+    log.append(vec![enqueue(1, 1, b"late")], Some(Box::new(move |r| tx.send(r.is_ok()).unwrap())));
+    assert!(!rx.recv().unwrap());
+}
