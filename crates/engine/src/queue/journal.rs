@@ -106,3 +106,79 @@ impl QueueState {
         (std::mem::take(&mut self.journal.records), std::mem::take(&mut self.journal.confirms))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use charon_model::{Body, Properties, Routing, Table};
+    use tokio::sync::mpsc;
+
+    use super::*;
+    use crate::queue::settings::QueueSettings;
+    use crate::queue::{ConfirmTo, Enqueue, QueueConfig, QueueHandle, QueueType, Settle};
+    use crate::session::{Owner, SessionSink};
+
+    fn durable_queue() -> QueueState {
+        let (tx, _rx) = mpsc::channel(1);
+        let config = QueueConfig {
+            name: "d".into(),
+            vhost: "/".into(),
+            durable: true,
+            auto_delete: false,
+            exclusive_owner: None,
+            arguments: Table::new(),
+            queue_type: QueueType::Classic,
+        };
+        let mut state = QueueState::new(Arc::new(QueueHandle::new(7, config, tx)), QueueSettings::default(), 1_000);
+        state.enable_journal(Vec::new());
+        state
+    }
+
+    fn message(delivery_mode: u8) -> Arc<Message> {
+        let mut m = Message::new(Routing::default(), Body::Data("m".into()));
+        m.origin = charon_model::Origin::Amqp091;
+        m.set_properties(Properties { delivery_mode: Some(delivery_mode), ..Properties::default() });
+        Arc::new(m)
+    }
+
+    fn kinds(records: &[Record]) -> Vec<&'static str> {
+        records
+            .iter()
+            .map(|r| match r {
+                Record::Enqueue { .. } => "enqueue",
+                Record::Remove { .. } => "remove",
+                Record::Delivered { .. } => "delivered",
+                Record::DropQueue { .. } => "drop",
+            })
+            .collect()
+    }
+
+    #[test]
+    fn persistent_messages_are_journalled_and_their_confirms_wait_for_the_log() {
+        let mut state = durable_queue();
+        let (session, _events) = SessionSink::new(1, 0);
+        let to = ConfirmTo { session: session.clone(), channel: 1 };
+        // A transient message alone: nothing to write, confirmed at once.
+        state.publish(vec![Enqueue { message: message(1), confirm: Some(1) }], Some(to.clone()));
+        assert_eq!(state.take_outbox().len(), 1);
+        let (records, confirms) = state.take_journal();
+        assert!(records.is_empty() && confirms.is_empty());
+        // A persistent one: an Enqueue record, the confirmation held for it.
+        state.publish(vec![Enqueue { message: message(2), confirm: Some(2) }], Some(to));
+        assert!(state.take_outbox().is_empty());
+        let (records, confirms) = state.take_journal();
+        assert_eq!(kinds(&records), ["enqueue"]);
+        let Some(Record::Enqueue { queue, seq, .. }) = records.first() else { panic!("{records:?}") };
+        assert_eq!(*queue, 7);
+        assert!(*seq >= 1_000 << 20, "sequence numbers start above the clock floor: {seq}");
+        assert_eq!(confirms.len(), 1);
+        // Fetching both: only the persistent one is marked delivered, then removed on ack.
+        let owner = Owner { session: 1, channel: 1 };
+        let transient = state.get(owner, false).unwrap();
+        let persistent = state.get(owner, false).unwrap();
+        assert_eq!(kinds(&state.take_journal().0), ["delivered"]);
+        state.settle(&[transient.delivery.seq, persistent.delivery.seq], Settle::Ack);
+        assert_eq!(kinds(&state.take_journal().0), ["remove"]);
+    }
+}

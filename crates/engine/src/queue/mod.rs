@@ -13,6 +13,7 @@
 
 pub mod args;
 mod counts;
+mod dispatch;
 mod journal;
 mod limits;
 mod outbox;

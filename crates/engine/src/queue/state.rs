@@ -7,12 +7,11 @@ use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
 
 use charon_model::{DeathReason, Message, Table};
-use charon_store::segment_log::Record;
 
 use super::journal::Journal;
 use super::limits::body_size;
 use super::settings::{Overflow, QueueSettings};
-use super::{ConfirmTo, ConsumeSpec, CreditGrant, Enqueue, GetOk, QueueRef, QueueStats, Settle};
+use super::{ConfirmTo, ConsumeSpec, Enqueue, GetOk, QueueRef, QueueStats, Settle};
 use crate::error::EngineError;
 use crate::session::{ConsumerId, Delivery, Owner, SessionEvent, SessionSink};
 
@@ -35,7 +34,7 @@ pub(super) struct Entry {
 }
 
 impl Entry {
-    fn delivery(&self, quorum: bool) -> Delivery {
+    pub(super) fn delivery(&self, quorum: bool) -> Delivery {
         Delivery {
             seq: self.seq,
             message: if quorum { super::counts::as_delivered(self) } else { Arc::clone(&self.message) },
@@ -47,27 +46,27 @@ impl Entry {
 
 /// A message delivered and awaiting settlement.
 #[derive(Debug)]
-struct Unacked {
-    entry: Entry,
-    consumer: Option<ConsumerId>,
-    owner: Owner,
+pub(super) struct Unacked {
+    pub(super) entry: Entry,
+    pub(super) consumer: Option<ConsumerId>,
+    pub(super) owner: Owner,
 }
 
 #[derive(Debug)]
 pub(super) struct Consumer {
-    spec: ConsumeSpec,
-    unacked: u32,
-    batch: Vec<Delivery>,
+    pub(super) spec: ConsumeSpec,
+    pub(super) unacked: u32,
+    pub(super) batch: Vec<Delivery>,
     /// Link credit left (credit-based consumers only).
-    credit: u32,
+    pub(super) credit: u32,
     /// Deliveries made, as a serial number starting at the link's initial delivery-count.
-    delivery_count: u32,
+    pub(super) delivery_count: u32,
 }
 
 impl Consumer {
     /// Takes the capacity for one more delivery, or says why not (registering the queue with
     /// the gate that is full so it is resumed later).
-    fn reserve(&self, queue: &QueueRef) -> bool {
+    pub(super) fn reserve(&self, queue: &QueueRef) -> bool {
         let spec = &self.spec;
         if spec.link_credit.is_some() && self.credit == 0 {
             return false;
@@ -107,9 +106,9 @@ pub(crate) struct QueueState {
     pub(super) refusing: bool,
     /// When the queue was last used (consumers, gets, declares), for `x-expires`.
     pub(super) last_used: i64,
-    unacked: HashMap<u64, Unacked>,
+    pub(super) unacked: HashMap<u64, Unacked>,
     pub(super) consumers: Vec<Consumer>,
-    next_consumer: usize,
+    pub(super) next_consumer: usize,
     pub(super) next_seq: u64,
     had_consumer: bool,
     pub(super) outbox: Vec<(SessionSink, SessionEvent)>,
@@ -349,102 +348,9 @@ impl QueueState {
         }
     }
 
-    /// Hands ready messages to consumers that can take them, round-robin, one message at a
-    /// time, and batches each consumer's deliveries into one event.
+    /// Whether this is a quorum queue (delivery counts, limits and returns differ).
     pub(super) fn quorum(&self) -> bool {
         self.handle.config.queue_type == super::QueueType::Quorum
-    }
-
-    pub(crate) fn dispatch(&mut self) {
-        let quorum = self.quorum();
-        let count = self.consumers.len();
-        let mut misses = 0;
-        while misses < count && !self.ready.is_empty() {
-            let index = self.next_consumer % count;
-            self.next_consumer = (index + 1) % count;
-            let Some(consumer) = self.consumers.get_mut(index) else {
-                break;
-            };
-            if !consumer.reserve(&self.handle) {
-                misses += 1;
-                continue;
-            }
-            misses = 0;
-            let Some(entry) = self.ready.pop_front() else {
-                break;
-            };
-            self.ready_bytes = self.ready_bytes.saturating_sub(body_size(&entry.message));
-            if consumer.spec.link_credit.is_some() {
-                consumer.credit -= 1;
-                consumer.delivery_count = consumer.delivery_count.wrapping_add(1);
-            }
-            consumer.batch.push(entry.delivery(quorum));
-            if consumer.spec.no_ack {
-                if entry.persisted {
-                    self.journal.records.push(Record::Remove { queue: self.handle.id, seq: entry.seq });
-                }
-            } else {
-                consumer.unacked += 1;
-                let owner = consumer.spec.owner;
-                let id = consumer.spec.id;
-                if entry.persisted {
-                    let record = Record::Delivered {
-                        queue: self.handle.id,
-                        seq: entry.seq,
-                        returned: entry.returned,
-                        failed: entry.failed,
-                    };
-                    self.journal.records.push(record);
-                }
-                self.unacked.insert(entry.seq, Unacked { entry, consumer: Some(id), owner });
-            }
-        }
-        for consumer in &mut self.consumers {
-            if consumer.batch.is_empty() {
-                continue;
-            }
-            let event = SessionEvent::Deliveries {
-                consumer: consumer.spec.id,
-                queue: Arc::clone(&self.handle),
-                items: std::mem::take(&mut consumer.batch),
-            };
-            self.outbox.push((consumer.spec.session.clone(), event));
-        }
-    }
-
-    /// Applies a receiver's flow to a credit-based consumer: the credit it may use now is what
-    /// the receiver granted beyond what it has seen, minus what is already on its way
-    /// (2.6.7: link-credit-snd = delivery-count-rcv + link-credit-rcv - delivery-count-snd).
-    /// A drain runs after dispatch, so a waiting message is delivered before the credit is
-    /// used up.
-    pub(crate) fn credit(&mut self, grant: CreditGrant) {
-        let Some(index) = self.consumers.iter().position(|c| c.spec.id == grant.consumer) else {
-            return;
-        };
-        if let Some(consumer) = self.consumers.get_mut(index) {
-            let limit = grant.delivery_count.wrapping_add(grant.link_credit);
-            let left = limit.wrapping_sub(consumer.delivery_count);
-            consumer.credit = if left > grant.link_credit { 0 } else { left };
-        }
-        self.dispatch();
-        let available = u32::try_from(self.ready.len()).unwrap_or(u32::MAX);
-        let Some(consumer) = self.consumers.get_mut(index) else {
-            return;
-        };
-        if grant.drain && consumer.credit > 0 {
-            consumer.delivery_count = consumer.delivery_count.wrapping_add(consumer.credit);
-            consumer.credit = 0;
-        }
-        if grant.drain || grant.echo {
-            let event = SessionEvent::CreditState {
-                consumer: consumer.spec.id,
-                delivery_count: consumer.delivery_count,
-                credit: consumer.credit,
-                available,
-                drain: grant.drain,
-            };
-            self.outbox.push((consumer.spec.session.clone(), event));
-        }
     }
 
     pub(crate) fn take_outbox(&mut self) -> Vec<(SessionSink, SessionEvent)> {
@@ -461,7 +367,7 @@ mod tests {
     use charon_model::{Body, Routing, Table};
     use tokio::sync::mpsc;
 
-    use super::super::{QueueConfig, QueueHandle, QueueType};
+    use super::super::{CreditGrant, QueueConfig, QueueHandle, QueueType};
     use super::*;
     use crate::gate::Gate;
 

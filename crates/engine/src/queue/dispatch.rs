@@ -1,0 +1,107 @@
+//! Handing ready messages to consumers: round-robin dispatch within prefetch, channel and
+//! connection windows, and AMQP 1.0 link credit (with drain).
+
+use std::sync::Arc;
+
+use charon_store::segment_log::Record;
+
+use super::CreditGrant;
+use super::limits::body_size;
+use super::state::{QueueState, Unacked};
+use crate::session::SessionEvent;
+
+impl QueueState {
+    /// Hands ready messages to consumers that can take them, round-robin, one message at a
+    /// time, and batches each consumer's deliveries into one event.
+    pub(crate) fn dispatch(&mut self) {
+        let quorum = self.quorum();
+        let count = self.consumers.len();
+        let mut misses = 0;
+        while misses < count && !self.ready.is_empty() {
+            let index = self.next_consumer % count;
+            self.next_consumer = (index + 1) % count;
+            let Some(consumer) = self.consumers.get_mut(index) else {
+                break;
+            };
+            if !consumer.reserve(&self.handle) {
+                misses += 1;
+                continue;
+            }
+            misses = 0;
+            let Some(entry) = self.ready.pop_front() else {
+                break;
+            };
+            self.ready_bytes = self.ready_bytes.saturating_sub(body_size(&entry.message));
+            if consumer.spec.link_credit.is_some() {
+                consumer.credit -= 1;
+                consumer.delivery_count = consumer.delivery_count.wrapping_add(1);
+            }
+            consumer.batch.push(entry.delivery(quorum));
+            if consumer.spec.no_ack {
+                if entry.persisted {
+                    self.journal.records.push(Record::Remove { queue: self.handle.id, seq: entry.seq });
+                }
+            } else {
+                consumer.unacked += 1;
+                let owner = consumer.spec.owner;
+                let id = consumer.spec.id;
+                if entry.persisted {
+                    let record = Record::Delivered {
+                        queue: self.handle.id,
+                        seq: entry.seq,
+                        returned: entry.returned,
+                        failed: entry.failed,
+                    };
+                    self.journal.records.push(record);
+                }
+                self.unacked.insert(entry.seq, Unacked { entry, consumer: Some(id), owner });
+            }
+        }
+        for consumer in &mut self.consumers {
+            if consumer.batch.is_empty() {
+                continue;
+            }
+            let event = SessionEvent::Deliveries {
+                consumer: consumer.spec.id,
+                queue: Arc::clone(&self.handle),
+                items: std::mem::take(&mut consumer.batch),
+            };
+            self.outbox.push((consumer.spec.session.clone(), event));
+        }
+    }
+
+    /// Applies a receiver's flow to a credit-based consumer: the credit it may use now is what
+    /// the receiver granted beyond what it has seen, minus what is already on its way
+    /// (2.6.7: link-credit-snd = delivery-count-rcv + link-credit-rcv - delivery-count-snd).
+    /// A drain runs after dispatch, so a waiting message is delivered before the credit is
+    /// used up.
+    pub(crate) fn credit(&mut self, grant: CreditGrant) {
+        let Some(index) = self.consumers.iter().position(|c| c.spec.id == grant.consumer) else {
+            return;
+        };
+        if let Some(consumer) = self.consumers.get_mut(index) {
+            let limit = grant.delivery_count.wrapping_add(grant.link_credit);
+            let left = limit.wrapping_sub(consumer.delivery_count);
+            consumer.credit = if left > grant.link_credit { 0 } else { left };
+        }
+        self.dispatch();
+        let available = u32::try_from(self.ready.len()).unwrap_or(u32::MAX);
+        let Some(consumer) = self.consumers.get_mut(index) else {
+            return;
+        };
+        if grant.drain && consumer.credit > 0 {
+            consumer.delivery_count = consumer.delivery_count.wrapping_add(consumer.credit);
+            consumer.credit = 0;
+        }
+        if grant.drain || grant.echo {
+            let event = SessionEvent::CreditState {
+                consumer: consumer.spec.id,
+                delivery_count: consumer.delivery_count,
+                credit: consumer.credit,
+                available,
+                drain: grant.drain,
+            };
+            self.outbox.push((consumer.spec.session.clone(), event));
+        }
+    }
+}
