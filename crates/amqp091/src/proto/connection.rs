@@ -3,23 +3,22 @@
 use std::collections::{HashMap, VecDeque};
 use std::time::{Duration, Instant};
 
-use amq_protocol::protocol::{AMQPClass, basic, channel, connection};
+use amq_protocol::protocol::{AMQPClass, channel, connection};
 use amq_protocol::types::{AMQPValue, FieldTable, LongString};
 use bytes::{BufMut, Bytes, BytesMut};
 
-use super::channel::{Assembly, ChannelSlot, PartialContent, Phase};
-use super::handshake::credentials;
+use super::channel::{Assembly, ChannelSlot, Phase};
 use super::reply::{ReplyCode, reply_text};
-use super::{ClientCapabilities, Event, Host, PublishCommand};
+use super::{ClientCapabilities, Event, Host};
 use crate::codec::{
     ErlangText, FRAME_BODY, FRAME_END, FRAME_HEADER, FRAME_HEARTBEAT, FRAME_METHOD, FrameError, MethodError, RawFrame,
-    decode_method, decode_properties, encode_method, encode_properties, erlang_binary, parse_frame,
+    decode_method, encode_method, encode_properties, erlang_binary, parse_frame,
 };
 
 /// The smallest frame size AMQP 0.9.1 allows; also the limit before tuning.
 pub const FRAME_MIN_SIZE: u32 = 4096;
 /// A handshake that has not finished by then is dropped.
-const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+pub(super) const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 /// How long we wait for `connection.close-ok` after sending `connection.close`.
 const CLOSING_TIMEOUT: Duration = Duration::from_secs(3);
 /// RabbitMQ's delay before it drops a connection whose handshake failed (`SILENT_CLOSE_DELAY`).
@@ -75,37 +74,37 @@ pub enum ConnectionState {
 /// One AMQP 0.9.1 connection, without I/O. See the module docs of [`crate::proto`].
 #[derive(Debug)]
 pub struct Connection {
-    config: ConnectionConfig,
-    state: ConnectionState,
-    out: BytesMut,
-    events: VecDeque<Event>,
-    channels: HashMap<u16, ChannelSlot>,
-    frame_max: u32,
-    channel_max: u16,
-    heartbeat: Option<Duration>,
-    capabilities: ClientCapabilities,
-    mechanism: String,
-    username: String,
-    last_read: Instant,
-    last_write: Instant,
-    deadline: Option<Instant>,
+    pub(super) config: ConnectionConfig,
+    pub(super) state: ConnectionState,
+    pub(super) out: BytesMut,
+    pub(super) events: VecDeque<Event>,
+    pub(super) channels: HashMap<u16, ChannelSlot>,
+    pub(super) frame_max: u32,
+    pub(super) channel_max: u16,
+    pub(super) heartbeat: Option<Duration>,
+    pub(super) capabilities: ClientCapabilities,
+    pub(super) mechanism: String,
+    pub(super) username: String,
+    pub(super) last_read: Instant,
+    pub(super) last_write: Instant,
+    pub(super) deadline: Option<Instant>,
     /// Set after a framing error: the byte stream can no longer be trusted.
-    input_dead: bool,
+    pub(super) input_dead: bool,
 }
 
 /// Why processing stopped on a frame: a connection error to report with `connection.close`.
-struct HardError {
-    code: ReplyCode,
-    explanation: String,
-    class_method: (u16, u16),
+pub(super) struct HardError {
+    pub(super) code: ReplyCode,
+    pub(super) explanation: String,
+    pub(super) class_method: (u16, u16),
 }
 
 impl HardError {
-    fn new(code: ReplyCode, explanation: impl Into<String>) -> Self {
+    pub(super) fn new(code: ReplyCode, explanation: impl Into<String>) -> Self {
         Self { code, explanation: explanation.into(), class_method: (0, 0) }
     }
 
-    fn during(mut self, class_method: (u16, u16)) -> Self {
+    pub(super) fn during(mut self, class_method: (u16, u16)) -> Self {
         self.class_method = class_method;
         self
     }
@@ -120,14 +119,14 @@ fn frame_text(kind: u8, payload: &[u8]) -> ErlangText {
     text
 }
 
-fn unexpected_frame(frame: &RawFrame) -> HardError {
+pub(super) fn unexpected_frame(frame: &RawFrame) -> HardError {
     HardError::new(ReplyCode::UnexpectedFrame, frame_text(frame.kind, &frame.payload).finish())
 }
 
 /// Whether a frame has the minimal shape of its type (`rabbit_command_assembler:analyze_frame`):
 /// a method carries class and method ids, a content header class, weight and size, a
 /// heartbeat nothing. Anything else is an `unknown_frame` error.
-fn well_formed(frame: &RawFrame) -> bool {
+pub(super) fn well_formed(frame: &RawFrame) -> bool {
     match frame.kind {
         FRAME_METHOD => frame.payload.len() >= 4,
         FRAME_HEADER => frame.payload.len() >= 12,
@@ -138,11 +137,11 @@ fn well_formed(frame: &RawFrame) -> bool {
 }
 
 /// `basic.qos` prefetch-size, read from the raw payload.
-fn qos_prefetch_size(payload: &[u8]) -> u32 {
+pub(super) fn qos_prefetch_size(payload: &[u8]) -> u32 {
     payload.get(4..8).and_then(|b| b.try_into().ok()).map_or(0, u32::from_be_bytes)
 }
 
-fn bool_value(table: &FieldTable, key: &str) -> bool {
+pub(super) fn bool_value(table: &FieldTable, key: &str) -> bool {
     matches!(table.inner().get(key), Some(AMQPValue::Boolean(true)))
 }
 
@@ -322,7 +321,7 @@ impl Connection {
         }
     }
 
-    fn finish(&mut self) {
+    pub(super) fn finish(&mut self) {
         if self.state != ConnectionState::Closed {
             self.state = ConnectionState::Closed;
             for (id, _) in self.channels.drain() {
@@ -423,7 +422,7 @@ impl Connection {
 
     /// Drops the connection without a close frame after RabbitMQ's silent-close delay, which
     /// keeps a misbehaving client from retrying handshakes in a tight loop.
-    fn close_silently(&mut self, now: Instant) {
+    pub(super) fn close_silently(&mut self, now: Instant) {
         self.input_dead = true;
         self.state = ConnectionState::Closing;
         self.deadline = Some(now + SILENT_CLOSE_DELAY);
@@ -477,7 +476,7 @@ impl Connection {
 
     /// Decodes a method frame. `Ok(None)` is a method id outside the spec: RabbitMQ's reader
     /// crashes on those and drops the socket without a close frame, and so do we, deliberately.
-    fn decode(frame: &RawFrame) -> Result<Option<AMQPClass>, HardError> {
+    pub(super) fn decode(frame: &RawFrame) -> Result<Option<AMQPClass>, HardError> {
         match decode_method(&frame.payload) {
             Ok(method) => Ok(Some(method)),
             Err(MethodError::Unknown { .. }) => Ok(None),
@@ -488,386 +487,8 @@ impl Connection {
         }
     }
 
-    fn handle_channel_zero(&mut self, frame: RawFrame, now: Instant, host: &mut dyn Host) -> Result<(), HardError> {
-        if !well_formed(&frame) {
-            return Err(self.unknown_frame(&frame));
-        }
-        match frame.kind {
-            FRAME_HEARTBEAT => return Ok(()),
-            FRAME_METHOD => {}
-            _ => return Err(unexpected_frame(&frame)),
-        }
-        let Some(method) = Self::decode(&frame)? else {
-            self.finish();
-            return Ok(());
-        };
-        let ids = (method.get_amqp_class_id(), method.get_amqp_method_id());
-        let AMQPClass::Connection(method) = method else {
-            return Err(HardError::new(
-                ReplyCode::ChannelError,
-                format!("unexpected method in connection state {}", self.state_name()),
-            )
-            .during(ids));
-        };
-        match (self.state, method) {
-            (ConnectionState::Starting, connection::AMQPMethod::StartOk(start_ok)) => {
-                self.on_start_ok(start_ok, now, host)
-            }
-            (ConnectionState::Tuning, connection::AMQPMethod::TuneOk(tune_ok)) => self.on_tune_ok(&tune_ok, now),
-            (ConnectionState::Opening, connection::AMQPMethod::Open(open)) => self.on_open(&open, now, host),
-            (ConnectionState::Running, connection::AMQPMethod::Close(_)) => {
-                self.send_method(0, &AMQPClass::Connection(connection::AMQPMethod::CloseOk(connection::CloseOk {})));
-                self.finish();
-                Ok(())
-            }
-            (ConnectionState::Running, connection::AMQPMethod::UpdateSecret(_)) => {
-                self.send_method(
-                    0,
-                    &AMQPClass::Connection(connection::AMQPMethod::UpdateSecretOk(connection::UpdateSecretOk {})),
-                );
-                Ok(())
-            }
-            _ => Err(HardError::new(
-                ReplyCode::ChannelError,
-                format!("unexpected method in connection state {}", self.state_name()),
-            )
-            .during(ids)),
-        }
-    }
-
-    fn state_name(&self) -> &'static str {
-        match self.state {
-            ConnectionState::Starting => "starting",
-            ConnectionState::Tuning => "tuning",
-            ConnectionState::Opening => "opening",
-            ConnectionState::Running => "running",
-            ConnectionState::Closing => "closing",
-            ConnectionState::Closed => "closed",
-        }
-    }
-
-    fn unknown_frame(&self, frame: &RawFrame) -> HardError {
+    pub(super) fn unknown_frame(&self, frame: &RawFrame) -> HardError {
         HardError::new(ReplyCode::FrameError, frame_text(frame.kind, &frame.payload).push(": unknown_frame").finish())
-    }
-
-    fn on_start_ok(
-        &mut self,
-        start_ok: connection::StartOk,
-        now: Instant,
-        host: &mut dyn Host,
-    ) -> Result<(), HardError> {
-        if let Some(AMQPValue::FieldTable(caps)) = start_ok.client_properties.inner().get("capabilities") {
-            self.capabilities = ClientCapabilities {
-                consumer_cancel_notify: bool_value(caps, "consumer_cancel_notify"),
-                authentication_failure_close: bool_value(caps, "authentication_failure_close"),
-                connection_blocked: bool_value(caps, "connection.blocked"),
-            };
-        }
-        let mechanism = start_ok.mechanism.as_str().to_owned();
-        if mechanism != "PLAIN" && mechanism != "AMQPLAIN" {
-            return Err(HardError::new(
-                ReplyCode::CommandInvalid,
-                format!("unknown authentication mechanism '{mechanism}'"),
-            ));
-        }
-        let Some((username, password)) = credentials(&mechanism, start_ok.response.as_bytes()) else {
-            return Err(HardError::new(ReplyCode::SyntaxError, "response invalid"));
-        };
-        if !host.authenticate(&username, &password) {
-            tracing::warn!(user = username, mechanism, "login refused");
-            if self.capabilities.authentication_failure_close {
-                let explanation = format!(
-                    "Login was refused using authentication mechanism {mechanism}. For details see the broker logfile."
-                );
-                self.close(ReplyCode::AccessRefused, &explanation, (0, 0), now);
-                self.input_dead = false;
-            } else {
-                self.close_silently(now);
-            }
-            return Ok(());
-        }
-        self.mechanism = mechanism;
-        self.username = username;
-        let tune = connection::Tune {
-            channel_max: self.config.channel_max,
-            frame_max: self.config.frame_max,
-            heartbeat: self.config.heartbeat,
-        };
-        self.send_method(0, &AMQPClass::Connection(connection::AMQPMethod::Tune(tune)));
-        self.state = ConnectionState::Tuning;
-        self.deadline = Some(now + HANDSHAKE_TIMEOUT);
-        Ok(())
-    }
-
-    fn on_tune_ok(&mut self, tune_ok: &connection::TuneOk, now: Instant) -> Result<(), HardError> {
-        let fail = |field: &str, value: u64, detail: &str, bound: &str, limit: u64| {
-            let (s1, s2) = if bound == "min" { ("lower", "minimum") } else { ("higher", "maximum") };
-            Err(HardError::new(
-                ReplyCode::NotAllowed,
-                format!("negotiated {field} = {value}{detail} is {s1} than the {s2} allowed value ({limit})"),
-            )
-            .during((10, 30)))
-        };
-        let frame_max = tune_ok.frame_max;
-        if frame_max != 0 && frame_max < FRAME_MIN_SIZE {
-            return fail("frame_max", frame_max.into(), "", "min", FRAME_MIN_SIZE.into());
-        }
-        if frame_max == 0 || frame_max > self.config.frame_max {
-            return fail("frame_max", frame_max.into(), "", "max", self.config.frame_max.into());
-        }
-        let channel_max = tune_ok.channel_max;
-        if channel_max == 0 || channel_max > self.config.channel_max {
-            let detail = if channel_max == 0 { " (no limit)" } else { "" };
-            return fail("channel_max", channel_max.into(), detail, "max", self.config.channel_max.into());
-        }
-        self.frame_max = frame_max;
-        self.channel_max = channel_max;
-        self.heartbeat = (tune_ok.heartbeat > 0).then(|| Duration::from_secs(tune_ok.heartbeat.into()));
-        self.state = ConnectionState::Opening;
-        self.deadline = Some(now + HANDSHAKE_TIMEOUT);
-        Ok(())
-    }
-
-    fn on_open(&mut self, open: &connection::Open, now: Instant, host: &mut dyn Host) -> Result<(), HardError> {
-        let vhost = open.virtual_host.as_str().to_owned();
-        if let Err(explanation) = host.open_vhost(&self.username, &vhost) {
-            return Err(HardError::new(ReplyCode::NotAllowed, explanation).during((10, 40)));
-        }
-        self.send_method(0, &AMQPClass::Connection(connection::AMQPMethod::OpenOk(connection::OpenOk {})));
-        self.state = ConnectionState::Running;
-        self.deadline = None;
-        self.last_read = now;
-        self.events.push_back(Event::Opened { username: self.username.clone(), vhost });
-        Ok(())
-    }
-
-    fn handle_channel_frame(&mut self, frame: RawFrame) -> Result<(), HardError> {
-        if !well_formed(&frame) {
-            return Err(self.unknown_frame(&frame));
-        }
-        if frame.kind == FRAME_HEARTBEAT {
-            return Err(unexpected_frame(&frame));
-        }
-        let id = frame.channel;
-        if !self.channels.contains_key(&id) {
-            let open = u16::try_from(self.channels.len()).unwrap_or(u16::MAX);
-            if self.channel_max != 0 && open >= self.channel_max {
-                return Err(HardError::new(
-                    ReplyCode::NotAllowed,
-                    format!(
-                        "number of channels opened ({open}) has reached the negotiated channel_max ({})",
-                        self.channel_max
-                    ),
-                ));
-            }
-            self.channels.insert(id, ChannelSlot::new());
-        }
-        let phase = self.channels.get(&id).map_or(Phase::Starting, |c| c.phase);
-        if phase == Phase::Closing {
-            return self.handle_closing_channel(id, &frame);
-        }
-        match frame.kind {
-            FRAME_METHOD => self.handle_channel_method(id, &frame, phase),
-            FRAME_HEADER => self.handle_content_header(id, frame),
-            _ => self.handle_content_body(id, frame),
-        }
-    }
-
-    fn handle_closing_channel(&mut self, id: u16, frame: &RawFrame) -> Result<(), HardError> {
-        if frame.kind != FRAME_METHOD {
-            return Ok(());
-        }
-        match decode_method(&frame.payload) {
-            Ok(AMQPClass::Channel(channel::AMQPMethod::CloseOk(_))) => {
-                self.channels.remove(&id);
-            }
-            Ok(AMQPClass::Channel(channel::AMQPMethod::Close(_))) => {
-                self.send_method(id, &AMQPClass::Channel(channel::AMQPMethod::CloseOk(channel::CloseOk {})));
-            }
-            _ => {}
-        }
-        Ok(())
-    }
-
-    fn handle_channel_method(&mut self, id: u16, frame: &RawFrame, phase: Phase) -> Result<(), HardError> {
-        let awaiting = match self.channels.get(&id).map(|c| &c.assembly) {
-            Some(Assembly::Header(_)) => {
-                Some("expected content header for class 60, got non content header frame instead")
-            }
-            Some(Assembly::Body(_)) => Some("expected content body, got non content body frame instead"),
-            _ => None,
-        };
-        if let Some(explanation) = awaiting {
-            return Err(HardError::new(ReplyCode::UnexpectedFrame, explanation).during((60, 40)));
-        }
-        let Some(method) = Self::decode(frame)? else {
-            self.finish();
-            return Ok(());
-        };
-        let ids = (method.get_amqp_class_id(), method.get_amqp_method_id());
-        match (phase, method) {
-            (Phase::Starting, AMQPClass::Channel(channel::AMQPMethod::Open(_))) => {
-                if let Some(slot) = self.channels.get_mut(&id) {
-                    slot.phase = Phase::Open;
-                }
-                self.send_method(id, &AMQPClass::Channel(channel::AMQPMethod::OpenOk(channel::OpenOk {})));
-                self.events.push_back(Event::ChannelOpened(id));
-                Ok(())
-            }
-            (Phase::Starting, _) => Err(HardError::new(ReplyCode::ChannelError, "expected 'channel.open'").during(ids)),
-            (_, AMQPClass::Channel(channel::AMQPMethod::Open(_))) => {
-                Err(HardError::new(ReplyCode::ChannelError, "second 'channel.open' seen").during(ids))
-            }
-            (_, AMQPClass::Channel(channel::AMQPMethod::Close(_))) => {
-                self.channels.remove(&id);
-                self.send_method(id, &AMQPClass::Channel(channel::AMQPMethod::CloseOk(channel::CloseOk {})));
-                self.events.push_back(Event::ChannelClosed(id));
-                Ok(())
-            }
-            (_, AMQPClass::Channel(channel::AMQPMethod::Flow(flow))) => {
-                if !flow.active {
-                    return Err(HardError::new(ReplyCode::NotImplemented, "active=false").during(ids));
-                }
-                let ok = channel::FlowOk { active: true };
-                self.send_method(id, &AMQPClass::Channel(channel::AMQPMethod::FlowOk(ok)));
-                Ok(())
-            }
-            (_, AMQPClass::Basic(basic::AMQPMethod::Qos(_))) if qos_prefetch_size(&frame.payload) != 0 => {
-                // amq-protocol drops prefetch_size; RabbitMQ refuses a non-zero one.
-                let size = qos_prefetch_size(&frame.payload);
-                Err(HardError::new(ReplyCode::NotImplemented, format!("prefetch_size!=0 ({size})")).during(ids))
-            }
-            (_, AMQPClass::Basic(basic::AMQPMethod::Publish(publish))) => {
-                if let Some(slot) = self.channels.get_mut(&id) {
-                    slot.assembly = Assembly::Header(Box::new(publish));
-                }
-                Ok(())
-            }
-            (_, method) => {
-                self.events.push_back(Event::Method(id, Box::new(method)));
-                Ok(())
-            }
-        }
-    }
-
-    fn handle_content_header(&mut self, id: u16, frame: RawFrame) -> Result<(), HardError> {
-        let max_message_size = self.config.max_message_size;
-        let Some(slot) = self.channels.get_mut(&id) else {
-            return Ok(());
-        };
-        let publish = match std::mem::take(&mut slot.assembly) {
-            Assembly::Header(publish) => publish,
-            Assembly::Idle => {
-                return Err(HardError::new(
-                    ReplyCode::UnexpectedFrame,
-                    "expected method frame, got non method frame instead",
-                ));
-            }
-            Assembly::Body(_) => {
-                return Err(HardError::new(
-                    ReplyCode::UnexpectedFrame,
-                    "expected content body, got non content body frame instead",
-                )
-                .during((60, 40)));
-            }
-        };
-        let payload = frame.payload;
-        let header = payload.get(..12).unwrap_or_default();
-        if header.len() < 12 {
-            return Err(HardError::new(ReplyCode::FrameError, format!("cannot decode {}", erlang_binary(&payload)))
-                .during((60, 40)));
-        }
-        let class = u16::from_be_bytes([header.first().copied().unwrap_or(0), header.get(1).copied().unwrap_or(0)]);
-        let weight = u16::from_be_bytes([header.get(2).copied().unwrap_or(0), header.get(3).copied().unwrap_or(0)]);
-        let size_bytes: [u8; 8] = header.get(4..12).and_then(|s| s.try_into().ok()).unwrap_or_default();
-        let size = u64::from_be_bytes(size_bytes);
-        if class != 60 {
-            return Err(HardError::new(
-                ReplyCode::UnexpectedFrame,
-                format!("expected content header for class 60, got one for class {class} instead"),
-            )
-            .during((60, 40)));
-        }
-        if weight != 0 {
-            return Err(HardError::new(
-                ReplyCode::UnexpectedFrame,
-                "expected content header for class 60, got non content header frame instead",
-            )
-            .during((60, 40)));
-        }
-        let raw_properties = payload.slice(12..);
-        let properties = decode_properties(&raw_properties).map_err(|_| {
-            HardError::new(
-                ReplyCode::SyntaxError,
-                format!("cannot decode properties {}", erlang_binary(&raw_properties)),
-            )
-            .during((60, 40))
-        })?;
-        let content = PartialContent {
-            method: *publish,
-            raw_properties,
-            properties,
-            size,
-            remaining: i128::from(size),
-            first: None,
-            rest: BytesMut::new(),
-            discard: size > max_message_size,
-        };
-        slot.assembly = Assembly::Body(Box::new(content));
-        self.complete_if_done(id);
-        Ok(())
-    }
-
-    fn handle_content_body(&mut self, id: u16, frame: RawFrame) -> Result<(), HardError> {
-        let Some(slot) = self.channels.get_mut(&id) else {
-            return Ok(());
-        };
-        match &mut slot.assembly {
-            Assembly::Body(content) => content.push(frame.payload),
-            Assembly::Header(_) => {
-                return Err(HardError::new(
-                    ReplyCode::UnexpectedFrame,
-                    "expected content header for class 60, got non content header frame instead",
-                )
-                .during((60, 40)));
-            }
-            Assembly::Idle => {
-                return Err(HardError::new(
-                    ReplyCode::UnexpectedFrame,
-                    "expected method frame, got non method frame instead",
-                ));
-            }
-        }
-        self.complete_if_done(id);
-        Ok(())
-    }
-
-    fn complete_if_done(&mut self, id: u16) {
-        let Some(slot) = self.channels.get_mut(&id) else {
-            return;
-        };
-        let done = matches!(&slot.assembly, Assembly::Body(c) if c.remaining == 0);
-        if !done {
-            return;
-        }
-        let Assembly::Body(mut content) = std::mem::take(&mut slot.assembly) else {
-            return;
-        };
-        if content.discard {
-            self.events.push_back(Event::PublishTooLarge { channel: id, size: content.size });
-            return;
-        }
-        let body = content.take_body();
-        let content = *content;
-        self.events.push_back(Event::Publish(
-            id,
-            Box::new(PublishCommand {
-                method: content.method,
-                raw_properties: content.raw_properties,
-                properties: content.properties,
-                body,
-            }),
-        ));
     }
 }
 

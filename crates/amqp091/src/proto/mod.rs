@@ -11,6 +11,8 @@
 //! business (see `crate::server`).
 
 mod channel;
+mod channel_frames;
+mod channel_zero;
 mod connection;
 mod handshake;
 mod reply;
