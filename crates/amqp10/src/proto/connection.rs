@@ -6,19 +6,18 @@ use std::time::{Duration, Instant};
 
 use bytes::{Buf, Bytes, BytesMut};
 use fe2o3_amqp_types::definitions::Error;
-use fe2o3_amqp_types::performatives::{ChannelMax, Close, MaxFrameSize, Open, Performative};
-use fe2o3_amqp_types::primitives::{Array, OrderedMap, Symbol};
+use fe2o3_amqp_types::performatives::{Close, Performative};
+use fe2o3_amqp_types::primitives::{Array, Symbol};
 use fe2o3_amqp_types::sasl::{SaslCode, SaslMechanisms, SaslOutcome};
 use serde::Serialize;
-use serde_amqp::Value as Amqp;
 
 use super::erlang::{self, NO_TRACE, Undecodable};
 use super::errors::error;
 use super::session::Session;
 use super::{Event, Failure, Host};
 use crate::codec::{
-    FRAME_TYPE_AMQP, FRAME_TYPE_SASL, FrameError, SaslFrame, decode_performative, decode_sasl, encode_value,
-    parse_frame, write_frame, write_heartbeat,
+    FRAME_TYPE_AMQP, FRAME_TYPE_SASL, FrameError, decode_performative, encode_value, parse_frame, write_frame,
+    write_heartbeat,
 };
 
 /// The AMQP 1.0 protocol header that follows a successful SASL exchange.
@@ -28,7 +27,7 @@ const SASL_HEADER: &[u8; 8] = b"AMQP\x03\x01\x00\x00";
 /// Frame limit before open (RabbitMQ's `?INITIAL_MAX_FRAME_SIZE`).
 const INITIAL_MAX_FRAME_SIZE: u32 = 8192;
 /// The smallest max-frame-size a client may ask for.
-const MIN_MAX_FRAME_SIZE: u32 = 512;
+pub(super) const MIN_MAX_FRAME_SIZE: u32 = 512;
 /// RabbitMQ's silent-close delay for failed handshakes.
 const SILENT_CLOSE_DELAY: Duration = Duration::from_secs(3);
 /// How long we wait for the client's close after sending ours on an open connection
@@ -102,25 +101,25 @@ pub enum State {
 #[derive(Debug)]
 pub struct Connection {
     pub(super) config: Config,
-    state: State,
+    pub(super) state: State,
     pub(super) out: BytesMut,
     pub(super) events: VecDeque<Event>,
     pub(super) sessions: HashMap<u16, Session>,
     /// Frames the client accepts from us.
     pub(super) remote_max_frame_size: usize,
-    incoming_max_frame_size: u32,
-    channel_max: u16,
+    pub(super) incoming_max_frame_size: u32,
+    pub(super) channel_max: u16,
     /// Send something at least this often (half the client's idle-time-out).
-    send_interval: Option<Duration>,
-    last_read: Instant,
-    last_write: Instant,
-    deadline: Option<Instant>,
-    username: String,
-    input_dead: bool,
+    pub(super) send_interval: Option<Duration>,
+    pub(super) last_read: Instant,
+    pub(super) last_write: Instant,
+    pub(super) deadline: Option<Instant>,
+    pub(super) username: String,
+    pub(super) input_dead: bool,
     /// ANONYMOUS is offered.
-    anonymous: bool,
+    pub(super) anonymous: bool,
     /// A login was refused: the `auth` outcome goes out when the silent-close delay ends.
-    refused_login: bool,
+    pub(super) refused_login: bool,
     /// Publisher links get no new credit (the broker's disk alarm is on).
     pub(super) publishing_paused: bool,
 }
@@ -180,7 +179,7 @@ impl Connection {
         self.events.pop_front()
     }
 
-    fn send_frame<T: Serialize>(&mut self, kind: u8, channel: u16, performative: &T, payload: &[u8]) {
+    pub(super) fn send_frame<T: Serialize>(&mut self, kind: u8, channel: u16, performative: &T, payload: &[u8]) {
         let bytes = encode_value(performative);
         write_frame(&mut self.out, kind, channel, &bytes, payload);
     }
@@ -199,7 +198,7 @@ impl Connection {
         }
     }
 
-    fn close_silently(&mut self, now: Instant) {
+    pub(super) fn close_silently(&mut self, now: Instant) {
         self.input_dead = true;
         self.state = State::Closing;
         self.deadline = Some(now + SILENT_CLOSE_DELAY);
@@ -444,46 +443,6 @@ impl Connection {
         self.finish();
     }
 
-    fn handle_sasl(&mut self, body: &Bytes, now: Instant, host: &mut dyn Host) -> Result<(), Failure> {
-        let Ok(SaslFrame::Init(init)) = decode_sasl(body) else {
-            self.close_silently(now);
-            return Ok(());
-        };
-        let response = init.initial_response.map(|b| b.into_vec()).unwrap_or_default();
-        let user = match init.mechanism.as_str() {
-            "PLAIN" => plain_credentials(&response),
-            "AMQPLAIN" => amqplain_credentials(&response),
-            "ANONYMOUS" if self.anonymous => {
-                self.sasl_done(host.anonymous_user(), now);
-                return Ok(());
-            }
-            _ => {
-                // RabbitMQ sends no outcome for a mechanism it does not offer.
-                self.close_silently(now);
-                return Ok(());
-            }
-        };
-        let user = user.filter(|(u, p)| host.authenticate(u, p)).map(|(u, _)| u);
-        self.sasl_done(user, now);
-        Ok(())
-    }
-
-    fn sasl_done(&mut self, user: Option<String>, now: Instant) {
-        match user {
-            Some(username) => {
-                self.username = username;
-                self.send_frame(FRAME_TYPE_SASL, 0, &SaslOutcome { code: SaslCode::Ok, additional_data: None }, &[]);
-                self.state = State::AwaitHeader;
-            }
-            None => {
-                // RabbitMQ answers a refused login with sasl-outcome `auth`, but only after its
-                // silent-close delay, then drops the connection.
-                self.refused_login = true;
-                self.close_silently(now);
-            }
-        }
-    }
-
     #[allow(clippy::too_many_arguments)]
     fn handle_performative(
         &mut self,
@@ -545,74 +504,6 @@ impl Connection {
             }
         }
     }
-
-    fn on_open(&mut self, open: &Open, now: Instant, host: &mut dyn Host) -> Result<(), Failure> {
-        let vhost = match open.hostname.as_deref() {
-            Some(hostname) if hostname.starts_with("vhost:") => hostname.trim_start_matches("vhost:").to_owned(),
-            _ => "/".to_owned(),
-        };
-        // RabbitMQ 4.0.5 answers a refused open with no frame at all: the socket is dropped
-        // after its silent-close delay. The reason only goes to the log.
-        let refusal = match host.open_vhost(&self.username, &vhost) {
-            Err(description) => Some(description),
-            Ok(()) if open.max_frame_size.0 < MIN_MAX_FRAME_SIZE => Some(format!(
-                "max_frame_size ({}) < minimum maximum frame size ({MIN_MAX_FRAME_SIZE})",
-                open.max_frame_size.0
-            )),
-            Ok(()) => match open.idle_time_out {
-                Some(interval) if interval > 0 && interval < 1000 => {
-                    Some(format!("idle-time-out ({interval} ms) < minimum idle-time-out (1000 ms)"))
-                }
-                _ => None,
-            },
-        };
-        if let Some(reason) = refusal {
-            tracing::warn!(user = self.username, vhost, reason, "AMQP 1.0 open refused");
-            self.close_silently(now);
-            return Ok(());
-        }
-        let client_max = open.max_frame_size.0;
-        if let Some(interval) = open.idle_time_out.filter(|i| *i > 0) {
-            self.send_interval = Some(Duration::from_millis(u64::from(interval)) / 2);
-        }
-        self.remote_max_frame_size = usize::try_from(client_max).unwrap_or(usize::MAX);
-        self.incoming_max_frame_size = self.config.max_frame_size;
-        self.channel_max = open.channel_max.0.min(self.config.channel_max);
-        let mut properties = OrderedMap::new();
-        // RabbitMQ's keys and order: node first, then the 0.9.1 server properties.
-        for (key, value) in [
-            ("node", self.config.container_id.clone()),
-            ("cluster_name", self.config.container_id.clone()),
-            ("copyright", "Copyright (c) 2026 the Charon authors".to_owned()),
-            ("information", "Charon: AMQP 0.9.1 and 1.0 broker, RabbitMQ-compatible".to_owned()),
-            ("platform", "Charon (Rust)".to_owned()),
-            ("product", self.config.product.clone()),
-            ("version", self.config.version.clone()),
-        ] {
-            properties.insert(Symbol::from(key), Amqp::String(value));
-        }
-        let reply = Open {
-            container_id: self.config.container_id.clone(),
-            hostname: None,
-            max_frame_size: MaxFrameSize(self.config.max_frame_size),
-            channel_max: ChannelMax(self.channel_max),
-            idle_time_out: Some(u32::try_from(self.config.idle_timeout.as_millis() / 2).unwrap_or(u32::MAX)),
-            outgoing_locales: None,
-            incoming_locales: None,
-            offered_capabilities: Some(Array::from(vec![
-                Symbol::from("LINK_PAIR_V1_0"),
-                Symbol::from("ANONYMOUS-RELAY"),
-            ])),
-            desired_capabilities: None,
-            properties: Some(properties),
-        };
-        self.send_performative(0, &reply);
-        self.state = State::Open;
-        self.deadline = None;
-        self.last_read = now;
-        self.events.push_back(Event::Opened { username: self.username.clone(), vhost });
-        Ok(())
-    }
 }
 
 /// The close RabbitMQ sends when its reader crashes: `Reader error: <exception>` and the stack
@@ -626,34 +517,4 @@ fn reader_error(exception: &str) -> Failure {
 /// the socket, when it is wrong.
 fn foreign_frame_type(input: &[u8]) -> bool {
     input.len() >= 8 && input.get(5).is_some_and(|kind| *kind != FRAME_TYPE_AMQP)
-}
-
-/// AMQPLAIN: a 0.9.1 field table without its length prefix, holding `LOGIN` and `PASSWORD` as
-/// long strings. Other entries and types make the response invalid.
-fn amqplain_credentials(mut response: &[u8]) -> Option<(String, String)> {
-    let (mut login, mut password) = (None, None);
-    while let Some((&key_len, rest)) = response.split_first() {
-        let (key, rest) = rest.split_at_checked(usize::from(key_len))?;
-        let (&kind, rest) = rest.split_first()?;
-        let (len, rest) = rest.split_at_checked(4)?;
-        let len = usize::try_from(u32::from_be_bytes(len.try_into().ok()?)).ok()?;
-        let (value, rest) = rest.split_at_checked(len)?;
-        let value = (kind == b'S').then(|| String::from_utf8(value.to_vec()).ok()).flatten()?;
-        match key {
-            b"LOGIN" => login = Some(value),
-            b"PASSWORD" => password = Some(value),
-            _ => return None,
-        }
-        response = rest;
-    }
-    Some((login?, password?))
-}
-
-/// `\0user\0password` (an authorization id before the first NUL is ignored).
-fn plain_credentials(response: &[u8]) -> Option<(String, String)> {
-    let mut parts = response.split(|b| *b == 0);
-    let _authzid = parts.next()?;
-    let user = String::from_utf8(parts.next()?.to_vec()).ok()?;
-    let password = String::from_utf8(parts.next()?.to_vec()).ok()?;
-    parts.next().is_none().then_some((user, password))
 }

@@ -12,6 +12,7 @@ mod connection;
 mod erlang;
 mod errors;
 mod link;
+mod login;
 mod session;
 
 use bytes::Bytes;
