@@ -3,8 +3,6 @@
 
 use std::sync::Arc;
 
-use charon_store::segment_log::Record;
-
 use super::CreditGrant;
 use super::limits::body_size;
 use super::state::{QueueState, Unacked};
@@ -38,22 +36,12 @@ impl QueueState {
             }
             consumer.batch.push(entry.delivery(quorum));
             if consumer.spec.no_ack {
-                if entry.persisted {
-                    self.journal.records.push(Record::Remove { queue: self.handle.id, seq: entry.seq });
-                }
+                self.journal.removed(self.handle.id, &entry);
             } else {
                 consumer.unacked += 1;
                 let owner = consumer.spec.owner;
                 let id = consumer.spec.id;
-                if entry.persisted {
-                    let record = Record::Delivered {
-                        queue: self.handle.id,
-                        seq: entry.seq,
-                        returned: entry.returned,
-                        failed: entry.failed,
-                    };
-                    self.journal.records.push(record);
-                }
+                self.journal.delivered(self.handle.id, &entry);
                 self.unacked.insert(entry.seq, Unacked { entry, consumer: Some(id), owner });
             }
         }

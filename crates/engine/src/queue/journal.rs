@@ -32,6 +32,23 @@ pub(crate) struct Journal {
     pub(crate) confirms: Vec<(SessionSink, SessionEvent)>,
 }
 
+impl Journal {
+    /// A persisted message of queue `queue` went to a consumer (or came back with new counts).
+    pub(super) fn delivered(&mut self, queue: u64, entry: &Entry) {
+        if entry.persisted {
+            let (seq, returned, failed) = (entry.seq, entry.returned, entry.failed);
+            self.records.push(Record::Delivered { queue, seq, returned, failed });
+        }
+    }
+
+    /// A persisted message of queue `queue` left it for good.
+    pub(super) fn removed(&mut self, queue: u64, entry: &Entry) {
+        if entry.persisted {
+            self.records.push(Record::Remove { queue, seq: entry.seq });
+        }
+    }
+}
+
 impl QueueState {
     /// Whether a message entering this queue is written to the log.
     pub(super) fn persists(&self, message: &Message) -> bool {
@@ -52,21 +69,12 @@ impl QueueState {
 
     /// Records that a message went to a consumer (or came back with new quorum counts).
     pub(super) fn journal_delivered(&mut self, entry: &Entry) {
-        if entry.persisted {
-            self.journal.records.push(Record::Delivered {
-                queue: self.handle.id,
-                seq: entry.seq,
-                returned: entry.returned,
-                failed: entry.failed,
-            });
-        }
+        self.journal.delivered(self.handle.id, entry);
     }
 
     /// Records that a message left the queue for good.
     pub(super) fn journal_removed(&mut self, entry: &Entry) {
-        if entry.persisted {
-            self.journal.records.push(Record::Remove { queue: self.handle.id, seq: entry.seq });
-        }
+        self.journal.removed(self.handle.id, entry);
     }
 
     /// Turns journalling on (the queue is durable and the broker has a store) and restores the
