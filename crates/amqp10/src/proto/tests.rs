@@ -385,14 +385,20 @@ fn flow_for_an_unknown_handle_ends_the_session() {
     assert!(matches!(h.events().as_slice(), [Event::SessionEnded(1)]));
 }
 
-#[test]
-fn a_message_in_two_transfers_arrives_whole_with_credit() {
+/// An open connection whose client attached a sender on handle 0 of session 1, answered.
+fn attached_publisher() -> Harness {
     let mut h = Harness::opened();
     h.send(&frame(FRAME_TYPE_AMQP, 1, &attach_sender(0, "/queues/q"), &[]));
     let events = h.events();
     let [Event::Attach { attach, .. }] = events.as_slice() else { panic!("{events:?}") };
     let reply = Attach { role: Role::Receiver, ..(**attach).clone() };
     h.conn.attach(1, reply);
+    h
+}
+
+#[test]
+fn a_message_in_two_transfers_arrives_whole_with_credit() {
+    let mut h = attached_publisher();
     h.conn.grant_initial_credit(1, 0, 0);
     let flows: Vec<_> = h
         .performatives()
@@ -510,12 +516,7 @@ fn idle_timeouts_both_ways_heartbeats_out_and_a_silent_client_is_closed() {
 
 #[test]
 fn paused_publishing_grants_no_credit_until_it_resumes() {
-    let mut h = Harness::opened();
-    h.send(&frame(FRAME_TYPE_AMQP, 1, &attach_sender(0, "/queues/q"), &[]));
-    let events = h.events();
-    let [Event::Attach { attach, .. }] = events.as_slice() else { panic!("{events:?}") };
-    let reply = Attach { role: Role::Receiver, ..(**attach).clone() };
-    h.conn.attach(1, reply);
+    let mut h = attached_publisher();
     h.conn.set_publishing_paused(true);
     h.conn.grant_initial_credit(1, 0, 0);
     let credits = |h: &mut Harness| -> Vec<Option<u32>> {
