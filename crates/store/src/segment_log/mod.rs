@@ -15,6 +15,8 @@
 //!   as a prefix: a removal record always follows its enqueue, so deleting a prefix never
 //!   resurrects a message.
 
+mod compact;
+mod index;
 mod record;
 mod replay;
 mod writer;

@@ -1,53 +1,14 @@
 //! Reading the log back at start: every segment in order, the live messages rebuilt, a torn
 //! tail of the last segment cut off, and the writer's index of where live messages lie.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
 use bytes::Bytes;
 
+use super::index::Index;
 use super::record::{HEADER_LEN, Next, SEGMENT_MAGIC, next_record};
 use super::{LogError, Record, RecoveredMessage, Recovery};
-
-/// Where live messages lie: what the writer needs to know when to delete a segment.
-#[derive(Debug, Default)]
-pub(super) struct Index {
-    /// Live enqueues per segment, oldest segment first (every existing segment is a key).
-    pub(super) live: BTreeMap<u64, u64>,
-    /// Per queue, per sequence number, the segment holding the live enqueue.
-    pub(super) locations: HashMap<u64, HashMap<u64, u64>>,
-}
-
-impl Index {
-    /// Records an enqueue in `segment` (a later enqueue of the same message replaces it).
-    pub(super) fn enqueued(&mut self, queue: u64, seq: u64, segment: u64) {
-        if let Some(old) = self.locations.entry(queue).or_default().insert(seq, segment) {
-            self.release(old);
-        }
-        *self.live.entry(segment).or_default() += 1;
-    }
-
-    /// Records that a message is gone.
-    pub(super) fn removed(&mut self, queue: u64, seq: u64) {
-        let segment = self.locations.get_mut(&queue).and_then(|q| q.remove(&seq));
-        if let Some(segment) = segment {
-            self.release(segment);
-        }
-    }
-
-    /// Records that a queue is gone.
-    pub(super) fn dropped(&mut self, queue: u64) {
-        for (_, segment) in self.locations.remove(&queue).unwrap_or_default() {
-            self.release(segment);
-        }
-    }
-
-    fn release(&mut self, segment: u64) {
-        if let Some(count) = self.live.get_mut(&segment) {
-            *count = count.saturating_sub(1);
-        }
-    }
-}
 
 pub(super) struct Replayed {
     pub(super) recovery: Recovery,
@@ -103,7 +64,7 @@ pub(super) fn replay(dir: &Path) -> Result<Replayed, LogError> {
                 // Created but its header never reached the disk.
                 truncate(path, 0, &mut recovery, bytes.len())?;
                 std::fs::remove_file(path).map_err(io)?;
-                index.live.remove(number);
+                index.forget_segment(*number);
                 continue;
             }
             return Err(corrupt(0, "bad segment header"));
@@ -149,6 +110,7 @@ fn truncate(path: &Path, len: u64, recovery: &mut Recovery, cut: usize) -> Resul
 fn apply(record: Record, segment: u64, live: &mut HashMap<(u64, u64), Live>, index: &mut Index) {
     match record {
         Record::Enqueue { queue, seq, expires_at, payload } => {
+            index.enqueued(queue, seq, segment, payload.len());
             let message = RecoveredMessage { seq, expires_at, payload, delivered: false, returned: 0, failed: 0 };
             // A re-appended enqueue (compaction) keeps the delivery state already seen.
             let previous = live.insert((queue, seq), Live { message });
@@ -157,7 +119,6 @@ fn apply(record: Record, segment: u64, live: &mut HashMap<(u64, u64), Live>, ind
                 entry.message.returned = previous.message.returned;
                 entry.message.failed = previous.message.failed;
             }
-            index.enqueued(queue, seq, segment);
         }
         Record::Remove { queue, seq } => {
             live.remove(&(queue, seq));
@@ -169,6 +130,7 @@ fn apply(record: Record, segment: u64, live: &mut HashMap<(u64, u64), Live>, ind
                 entry.message.returned = returned;
                 entry.message.failed = failed;
             }
+            index.delivered(queue, seq, returned, failed);
         }
         Record::DropQueue { queue } => {
             live.retain(|(q, _), _| *q != queue);

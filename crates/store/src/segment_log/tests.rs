@@ -231,3 +231,71 @@ fn appends_after_close_fail_their_completion() {
     log.append(vec![enqueue(1, 1, b"late")], Some(Box::new(move |r| tx.send(r.is_ok()).unwrap())));
     assert!(!rx.recv().unwrap());
 }
+
+#[test]
+fn a_few_long_lived_messages_do_not_pin_old_segments() {
+    let dir = tempfile::tempdir().unwrap();
+    let options = LogOptions { segment_bytes: 256, fault: None };
+    let (log, _) = MessageLog::open(dir.path(), options.clone()).unwrap();
+    // Message 0 is delivered (with quorum counts) and never acknowledged; 1..40 come and go.
+    append_synced(
+        &log,
+        vec![enqueue(1, 0, b"the long-lived one"), Record::Delivered { queue: 1, seq: 0, returned: 3, failed: 1 }],
+    );
+    for seq in 1..40 {
+        let churn = b"a payload that fills a segment quickly, so that the long-lived one is mostly alone there";
+        append_synced(&log, vec![enqueue(1, seq, churn)]);
+        append_synced(&log, vec![Record::Remove { queue: 1, seq }]);
+    }
+    let mut segments = segment_files(dir.path()).unwrap();
+    for _ in 0..100 {
+        if segments.len() <= 3 {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+        segments = segment_files(dir.path()).unwrap();
+    }
+    assert!(segments.len() <= 3, "the pinned segments were compacted away: {segments:?}");
+    assert!(segments.iter().all(|(n, _)| *n > 1), "segment 1 is gone: {segments:?}");
+    log.close().unwrap();
+    let (_log, recovery) = MessageLog::open(dir.path(), options).unwrap();
+    assert_eq!(
+        recovery.queues[&1],
+        vec![RecoveredMessage {
+            seq: 0,
+            expires_at: None,
+            payload: Bytes::from_static(b"the long-lived one"),
+            delivered: true,
+            returned: 3,
+            failed: 1
+        }],
+        "moved with its delivery state, once"
+    );
+}
+
+#[test]
+fn a_crash_between_compaction_and_deletion_keeps_one_copy_with_its_state() {
+    let dir = tempfile::tempdir().unwrap();
+    {
+        let (log, _) = open(dir.path());
+        // What a compaction leaves when the old segment was not deleted yet: the enqueue, its
+        // state, traffic, then the enqueue again with its state.
+        append_synced(
+            &log,
+            vec![
+                enqueue(1, 0, b"moved"),
+                Record::Delivered { queue: 1, seq: 0, returned: 2, failed: 2 },
+                enqueue(1, 1, b"other"),
+                enqueue(1, 0, b"moved"),
+                Record::Delivered { queue: 1, seq: 0, returned: 2, failed: 2 },
+            ],
+        );
+        log.close().unwrap();
+    }
+    let (_log, recovery) = open(dir.path());
+    let q = &recovery.queues[&1];
+    assert_eq!(
+        q.iter().map(|m| (m.seq, m.delivered, m.returned)).collect::<Vec<_>>(),
+        vec![(0, true, 2), (1, false, 0)]
+    );
+}

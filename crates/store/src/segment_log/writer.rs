@@ -10,26 +10,27 @@ use std::time::Duration;
 
 use bytes::BytesMut;
 
+use super::index::Index;
 use super::record::{HEADER_LEN, header, put_record};
-use super::replay::{Index, segment_files, segment_path};
+use super::replay::{segment_files, segment_path};
 use super::{Command, Completion, LogError, LogOptions, Record, Shared};
 
 /// How long to wait before retrying a failed write.
 const RETRY: Duration = Duration::from_millis(500);
 
 /// One group commit: the bytes, the records (for the index) and the completions.
-struct Batch {
-    bytes: BytesMut,
-    records: Vec<Record>,
-    done: Vec<Completion>,
+pub(super) struct Batch {
+    pub(super) bytes: BytesMut,
+    pub(super) records: Vec<Record>,
+    pub(super) done: Vec<Completion>,
 }
 
 pub(super) struct Writer {
-    dir: PathBuf,
+    pub(super) dir: PathBuf,
     options: LogOptions,
-    index: Index,
+    pub(super) index: Index,
     shared: Arc<Shared>,
-    segment: u64,
+    pub(super) segment: u64,
     file: File,
     /// Bytes of the current segment known to be on disk.
     synced_len: u64,
@@ -72,6 +73,7 @@ impl Writer {
                 }
             }
             self.commit(batch);
+            self.compact_oldest();
         }
         if let Some(reply) = closing {
             let _ = reply.send(Ok(()));
@@ -79,7 +81,7 @@ impl Writer {
     }
 
     /// Writes and syncs a batch, retrying until it is on disk, then completes it.
-    fn commit(&mut self, batch: Batch) {
+    pub(super) fn commit(&mut self, batch: Batch) {
         if batch.bytes.is_empty() {
             for done in batch.done {
                 done(Ok(()));
@@ -106,9 +108,13 @@ impl Writer {
         self.shared.set_failing(false);
         for record in batch.records {
             match record {
-                Record::Enqueue { queue, seq, .. } => self.index.enqueued(queue, seq, self.segment),
+                Record::Enqueue { queue, seq, payload, .. } => {
+                    self.index.enqueued(queue, seq, self.segment, payload.len());
+                }
                 Record::Remove { queue, seq } => self.index.removed(queue, seq),
-                Record::Delivered { .. } => {}
+                Record::Delivered { queue, seq, returned, failed } => {
+                    self.index.delivered(queue, seq, returned, failed)
+                }
                 Record::DropQueue { queue } => self.index.dropped(queue),
             }
         }
@@ -171,7 +177,7 @@ impl Writer {
                 tracing::warn!(%error, path = %path.display(), "could not delete a spent log segment");
                 break;
             }
-            self.index.live.remove(&oldest);
+            self.index.forget_segment(oldest);
         }
     }
 }

@@ -1,0 +1,76 @@
+//! Compaction: a few long-lived messages must not pin an old segment, and with it every newer
+//! one, forever (a consumer holding one message for hours would otherwise grow the log by the
+//! whole traffic of those hours).
+//!
+//! When the oldest segment is mostly garbage and newer segments exist, its live enqueues are
+//! appended again at the head, each followed by its delivery state, as one synced batch; the
+//! index then moves them and the old segment is deleted like any spent one. A crash in between
+//! leaves both copies: replay lets the later enqueue replace the earlier one and keeps the
+//! delivery state, so nothing is lost or duplicated.
+
+use bytes::{Bytes, BytesMut};
+
+use super::Record;
+use super::record::{HEADER_LEN, Next, next_record, put_record};
+use super::replay::segment_path;
+use super::writer::{Batch, Writer};
+
+/// Segments needed before the oldest is compacted: it, one full one, and the current one.
+const MIN_SEGMENTS: usize = 3;
+/// The oldest segment is compacted once at most one in this many of its enqueued bytes is
+/// live.
+const GARBAGE_RATIO: u64 = 4;
+
+impl Writer {
+    /// Compacts the oldest segment if it is worth it.
+    pub(super) fn compact_oldest(&mut self) {
+        if self.index.live.len() < MIN_SEGMENTS {
+            return;
+        }
+        let Some((&oldest, &live)) = self.index.live.first_key_value() else {
+            return;
+        };
+        let written = self.index.written.get(&oldest).copied().unwrap_or(0);
+        let live_bytes = self.index.live_bytes.get(&oldest).copied().unwrap_or(0);
+        if oldest == self.segment || live == 0 || live_bytes.saturating_mul(GARBAGE_RATIO) > written {
+            return;
+        }
+        let path = segment_path(&self.dir, oldest);
+        let bytes = match std::fs::read(&path) {
+            Ok(raw) => Bytes::from(raw),
+            Err(error) => {
+                tracing::warn!(%error, path = %path.display(), "cannot read a segment to compact it");
+                return;
+            }
+        };
+        let moved = self.live_records(oldest, &bytes);
+        let mut encoded = BytesMut::new();
+        for record in &moved {
+            put_record(&mut encoded, record);
+        }
+        tracing::debug!(segment = oldest, records = moved.len(), "compacting the oldest log segment");
+        self.commit(Batch { bytes: encoded, records: moved, done: Vec::new() });
+    }
+
+    /// The enqueues of `segment` that are still live there, each followed by its delivery
+    /// state when it has one.
+    fn live_records(&self, segment: u64, bytes: &Bytes) -> Vec<Record> {
+        let mut moved = Vec::new();
+        let mut offset = HEADER_LEN.min(bytes.len());
+        while let Next::Record(record, len) = next_record(&bytes.slice(offset..)) {
+            offset += len;
+            let Record::Enqueue { queue, seq, .. } = &record else {
+                continue;
+            };
+            let (queue, seq) = (*queue, *seq);
+            let Some(location) = self.index.location(queue, seq).filter(|l| l.segment == segment) else {
+                continue;
+            };
+            moved.push(record);
+            if let Some((returned, failed)) = location.delivered {
+                moved.push(Record::Delivered { queue, seq, returned, failed });
+            }
+        }
+        moved
+    }
+}
