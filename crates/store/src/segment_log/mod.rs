@@ -13,7 +13,8 @@
 //!   confirmed) and is cut off; the same anywhere else is corruption and refuses to start.
 //! - Segments are deleted oldest first once none of their enqueued messages is live, and only
 //!   as a prefix: a removal record always follows its enqueue, so deleting a prefix never
-//!   resurrects a message.
+//!   resurrects a message. An oldest segment kept only by a few long-lived messages is
+//!   compacted: they are appended again at the head (see `compact`).
 
 mod compact;
 mod index;
