@@ -1,7 +1,7 @@
 //! A message of the model as the payload of an enqueue record, and back.
 //!
 //! What is stored is what the broker needs to deliver the message again exactly: the original
-//! protocol bytes ([`Encoded`]: a 0.9.1 property list or a 1.0 bare message, byte for byte), the
+//! protocol bytes ([`charon_model::Encoded`]: a 0.9.1 property list or a 1.0 bare message, byte for byte), the
 //! decoded properties, headers and annotations, the body, the routing facts and the broker's own
 //! annotations (death history, delivery counts). The layout starts with [`FORMAT_VERSION`], so
 //! a later layout can still read this one. Decoding never panics: a record that passed its CRC
