@@ -5,7 +5,7 @@
 use std::time::Duration;
 
 use lapin::options::QueueDeclareOptions;
-use lapin::types::FieldTable;
+use lapin::types::{AMQPValue, FieldTable};
 
 use super::dlx_basic::take;
 use super::dlx_settle::{
@@ -431,13 +431,19 @@ async fn every_return_counts(ctx: Ctx) -> CaseResult {
 
 async fn delivery_limit_zero(ctx: Ctx) -> CaseResult {
     let s = dk::setup(&ctx, &[("x-delivery-limit", long(0))]).await?;
-    publish_all(&ctx, &s.conn, &s.source, &["m"]).await?;
-    let mut t = Taker::open(&ctx, &s.conn, &s.source, 10).await?;
+    first_requeue_dead_letters(&ctx, &s).await
+}
+
+/// A quorum source `s` with a delivery limit of 0 (argument or policy): one message requeued
+/// once is not delivered again but dead-lettered as `delivery_limit` (also `dlx.policy.*`).
+pub(super) async fn first_requeue_dead_letters(ctx: &Ctx, s: &dk::Setup) -> CaseResult {
+    publish_all(ctx, &s.conn, &s.source, &["m"]).await?;
+    let mut t = Taker::open(ctx, &s.conn, &s.source, 10).await?;
     let g = t.next().await?;
     t.settle(&g, How::Requeue).await?;
     t.nothing(lk::QUIET).await?;
     t.close().await;
-    expect_dead(&ctx, &s.conn, &s.dlq, &s.source, "delivery_limit", &["m"]).await
+    expect_dead(ctx, &s.conn, &s.dlq, &s.source, "delivery_limit", &["m"]).await
 }
 
 async fn delivery_limit_default(ctx: Ctx) -> CaseResult {
@@ -459,9 +465,15 @@ async fn delivery_limit_default(ctx: Ctx) -> CaseResult {
 }
 
 async fn delivery_limit_negative(ctx: Ctx) -> CaseResult {
-    let s = dk::setup(&ctx, &[("x-delivery-limit", long(-1))]).await?;
-    publish_all(&ctx, &s.conn, &s.source, &["m"]).await?;
-    let mut t = Taker::open(&ctx, &s.conn, &s.source, 10).await?;
+    limit_never_reached(&ctx, long(-1)).await
+}
+
+/// A quorum source with `x-delivery-limit` `limit` that is never reached: one message requeued
+/// 25 times is delivered a 26th time and nothing is dead-lettered (also `dlx.args.*`).
+pub(super) async fn limit_never_reached(ctx: &Ctx, limit: AMQPValue) -> CaseResult {
+    let s = dk::setup(ctx, &[("x-delivery-limit", limit)]).await?;
+    publish_all(ctx, &s.conn, &s.source, &["m"]).await?;
+    let mut t = Taker::open(ctx, &s.conn, &s.source, 10).await?;
     for _ in 0..25 {
         let g = t.next().await?;
         t.settle(&g, How::Requeue).await?;
