@@ -11,7 +11,7 @@ use lapin::options::{
     BasicAckOptions, BasicConsumeOptions, BasicGetOptions, BasicNackOptions, BasicPublishOptions, ConfirmSelectOptions,
     ExchangeDeclareOptions, QueueBindOptions, QueueDeclareOptions,
 };
-use lapin::types::{AMQPValue, FieldTable, ShortString};
+use lapin::types::{AMQPValue, FieldTable};
 use lapin::{BasicProperties, Channel, Connection, ConnectionProperties, ExchangeKind};
 
 async fn channel(charon: &support::Charon) -> (Connection, Channel) {
@@ -21,17 +21,9 @@ async fn channel(charon: &support::Charon) -> (Connection, Channel) {
     (conn, channel)
 }
 
-fn table(args: &[(&str, AMQPValue)]) -> FieldTable {
-    let mut table = FieldTable::default();
-    for (key, value) in args {
-        table.insert(ShortString::from(*key), value.clone());
-    }
-    table
-}
-
 async fn declare(channel: &Channel, name: &str, durable: bool, args: &[(&str, AMQPValue)]) -> u32 {
     let options = QueueDeclareOptions { durable, ..Default::default() };
-    channel.queue_declare(name.into(), options, table(args)).await.expect("declare").message_count()
+    channel.queue_declare(name.into(), options, support::field_table(args)).await.expect("declare").message_count()
 }
 
 async fn passive(channel: &Channel, name: &str) -> Result<u32, lapin::Error> {

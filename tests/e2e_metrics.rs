@@ -10,7 +10,7 @@ use lapin::options::{
     BasicGetOptions, BasicNackOptions, BasicPublishOptions, BasicRejectOptions, ConfirmSelectOptions,
     QueueDeclareOptions, QueueDeleteOptions,
 };
-use lapin::types::{AMQPValue, FieldTable, ShortString};
+use lapin::types::AMQPValue;
 use lapin::{BasicProperties, Channel, Connection, ConnectionProperties};
 
 const PER_QUEUE: &str = "charon_queue_messages_dead_lettered_total";
@@ -40,10 +40,7 @@ fn per_queue(queue: &str, reason: &str) -> String {
 }
 
 async fn declare(channel: &Channel, name: &str, args: &[(&str, AMQPValue)]) {
-    let mut table = FieldTable::default();
-    for (key, value) in args {
-        table.insert(ShortString::from(*key), value.clone());
-    }
+    let table = support::field_table(args);
     channel.queue_declare(name.into(), QueueDeclareOptions::default(), table).await.expect("declare");
 }
 

@@ -59,15 +59,15 @@ impl Charon {
             .spawn()
             .expect("spawn charon");
         let stderr = child.stderr.take().expect("stderr");
-        let (err_tx, err_rx) = mpsc::channel();
-        std::thread::spawn(move || {
+        // Forwards the broker's stderr and keeps it, for the error of a start that fails.
+        let stderr_reader = std::thread::spawn(move || {
             let mut seen = String::new();
             for line in BufReader::new(stderr).lines().map_while(Result::ok) {
                 eprintln!("{line}");
                 seen.push_str(&line);
                 seen.push('\n');
-                let _ = err_tx.send(seen.clone());
             }
+            seen
         });
         let stdout = child.stdout.take().expect("stdout");
         let (tx, rx) = mpsc::channel();
@@ -91,8 +91,8 @@ impl Charon {
                 Err(_) if matches!(child.try_wait(), Ok(Some(_))) || std::time::Instant::now() > deadline => {
                     let _ = child.kill();
                     let _ = child.wait();
-                    std::thread::sleep(Duration::from_millis(100));
-                    return Err(err_rx.try_iter().last().unwrap_or_default());
+                    // The pipe closes with the process: everything it printed is read.
+                    return Err(stderr_reader.join().unwrap_or_default());
                 }
                 Err(_) => {}
             }
@@ -147,6 +147,15 @@ impl Drop for Charon {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
+}
+
+/// A 0.9.1 field table from `(key, value)` pairs, in order.
+pub fn field_table(args: &[(&str, lapin::types::AMQPValue)]) -> lapin::types::FieldTable {
+    let mut table = lapin::types::FieldTable::default();
+    for (key, value) in args {
+        table.insert(lapin::types::ShortString::from(*key), value.clone());
+    }
+    table
 }
 
 /// The workspace root.

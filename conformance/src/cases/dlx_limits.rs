@@ -496,17 +496,14 @@ async fn expires_deleted(ctx: Ctx) -> CaseResult {
 
 /// Waits until the management API no longer knows `queue`.
 async fn gone(ctx: &Ctx, queue: &str, within: Duration) -> CaseResult {
-    let deadline = tokio::time::Instant::now() + within;
-    loop {
+    lk::eventually(within, &format!("deletion of queue {queue}"), || async {
         match ctx.queue_info(queue).await {
-            Err(e) if e.message().contains(": 404") => return Ok(()),
-            Err(e) => return Err(e),
-            Ok(_) if tokio::time::Instant::now() >= deadline => {
-                return Err(CaseError::new(format!("queue {queue} still exists after {} ms", within.as_millis())));
-            }
-            Ok(_) => tokio::time::sleep(Duration::from_millis(250)).await,
+            Err(e) if e.message().contains(": 404") => Ok(true),
+            Err(e) => Err(e),
+            Ok(_) => Ok(false),
         }
-    }
+    })
+    .await
 }
 
 async fn expires_passive(ctx: Ctx) -> CaseResult {

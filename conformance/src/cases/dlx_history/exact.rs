@@ -89,17 +89,23 @@ pub(super) async fn x_death_exact(ctx: Ctx) -> CaseResult {
         ("routing-keys".to_owned(), F::A(keys)),
     ];
     check_eq!(entry.clone(), expected_entry, "x-death[0]");
-    for (name, value) in [
-        ("x-first-death-exchange", ""),
-        ("x-first-death-queue", s.source.as_str()),
-        ("x-first-death-reason", "rejected"),
-        ("x-last-death-exchange", ""),
-        ("x-last-death-queue", s.source.as_str()),
-        ("x-last-death-reason", "rejected"),
-    ] {
+    for (name, value) in rejected_once_summary(&s.source) {
         check_eq!(got.header(name), Some(&F::S(value.to_owned())), "header {name}");
     }
     Ok(())
+}
+
+/// The `x-first-death-*` / `x-last-death-*` fields after one rejection from `source` (whose
+/// messages were published to the default exchange).
+fn rejected_once_summary(source: &str) -> [(&'static str, &str); 6] {
+    [
+        ("x-first-death-exchange", ""),
+        ("x-first-death-queue", source),
+        ("x-first-death-reason", "rejected"),
+        ("x-last-death-exchange", ""),
+        ("x-last-death-queue", source),
+        ("x-last-death-reason", "rejected"),
+    ]
 }
 
 pub(super) async fn x_opt_deaths_exact(ctx: Ctx) -> CaseResult {
@@ -133,14 +139,7 @@ pub(super) async fn x_opt_deaths_exact(ctx: Ctx) -> CaseResult {
     );
     check_eq!(msg.ann("x-exchange"), Some(Value::String(s.dlx.clone())), "x-exchange");
     check_eq!(msg.ann("x-routing-key"), Some(Value::String(s.source.clone())), "x-routing-key");
-    for (name, value) in [
-        ("x-first-death-exchange", ""),
-        ("x-first-death-queue", s.source.as_str()),
-        ("x-first-death-reason", "rejected"),
-        ("x-last-death-exchange", ""),
-        ("x-last-death-queue", s.source.as_str()),
-        ("x-last-death-reason", "rejected"),
-    ] {
+    for (name, value) in rejected_once_summary(&s.source) {
         check_eq!(msg.ann(name), Some(Value::String(value.to_owned())), "annotation {name}");
     }
     kit::check_ttl_cleared(&ctx, &got, 60_000)?;

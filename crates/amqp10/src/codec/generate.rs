@@ -17,11 +17,7 @@ const VAR_1_LIMIT: usize = 0xff;
 pub fn generate(out: &mut Vec<u8>, value: &Value) {
     match value {
         Value::Described(d) => {
-            out.push(0x00);
-            match &d.descriptor {
-                Descriptor::Code(code) => generate(out, &Value::Ulong(*code)),
-                Descriptor::Name(name) => generate(out, &Value::Symbol(name.clone())),
-            }
+            descriptor(out, &d.descriptor);
             generate(out, &d.value);
         }
         Value::Null => out.push(0x40),
@@ -96,15 +92,20 @@ fn compound(out: &mut Vec<u8>, small_code: u8, count: usize, body: &[u8]) {
     out.extend_from_slice(body);
 }
 
+/// The described-type marker and its descriptor.
+fn descriptor(out: &mut Vec<u8>, descriptor: &Descriptor) {
+    out.push(0x00);
+    match descriptor {
+        Descriptor::Code(code) => generate(out, &Value::Ulong(*code)),
+        Descriptor::Name(name) => generate(out, &Value::Symbol(name.clone())),
+    }
+}
+
 /// The single constructor of an array's elements (`constructor/1`).
 fn element_constructor(out: &mut Vec<u8>, first: &Value) {
     match first {
         Value::Described(d) => {
-            out.push(0x00);
-            match &d.descriptor {
-                Descriptor::Code(code) => generate(out, &Value::Ulong(*code)),
-                Descriptor::Name(name) => generate(out, &Value::Symbol(name.clone())),
-            }
+            descriptor(out, &d.descriptor);
             element_constructor(out, &d.value);
         }
         Value::String(_) => out.push(0xb1),

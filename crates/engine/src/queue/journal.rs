@@ -13,6 +13,7 @@
 
 use std::sync::Arc;
 
+use bytes::BytesMut;
 use charon_model::Message;
 use charon_store::codec::{decode_message, encode_message};
 use charon_store::segment_log::{Record, RecoveredMessage};
@@ -30,7 +31,14 @@ pub(crate) struct Journal {
     pub(crate) records: Vec<Record>,
     /// Confirmations to send once `records` are on disk.
     pub(crate) confirms: Vec<(SessionSink, SessionEvent)>,
+    /// Where messages are encoded: one allocation serves many payloads, each split off as
+    /// its own `Bytes` (freed once the log has written all of them).
+    buffer: BytesMut,
 }
+
+/// Fresh room reserved for encoding when less than [`ENCODE_LOW_WATER`] is left.
+const ENCODE_CHUNK: usize = 64 * 1024;
+const ENCODE_LOW_WATER: usize = 4 * 1024;
 
 impl Journal {
     /// A persisted message of queue `queue` went to a consumer (or came back with new counts).
@@ -57,13 +65,17 @@ impl QueueState {
 
     /// Records a newly enqueued message.
     pub(super) fn journal_enqueue(&mut self, entry: &Entry) {
-        let mut payload = bytes::BytesMut::new();
-        encode_message(&entry.message, &mut payload);
+        let buffer = &mut self.journal.buffer;
+        if buffer.capacity() < ENCODE_LOW_WATER {
+            buffer.reserve(ENCODE_CHUNK);
+        }
+        encode_message(&entry.message, buffer);
+        let payload = buffer.split().freeze();
         self.journal.records.push(Record::Enqueue {
             queue: self.handle.id,
             seq: entry.seq,
             expires_at: entry.expires_at,
-            payload: payload.freeze(),
+            payload,
         });
     }
 

@@ -18,6 +18,12 @@ fn append_synced(log: &MessageLog, records: Vec<Record>) {
 
 use std::time::Duration;
 
+/// Returns once the writer has finished everything it was handed before, deletions and
+/// compaction included: it takes commands in order and does that work before the next one.
+fn writer_idle(log: &MessageLog) {
+    append_synced(log, Vec::new());
+}
+
 fn open(dir: &Path) -> (MessageLog, Recovery) {
     MessageLog::open(dir, LogOptions::default()).unwrap()
 }
@@ -177,14 +183,8 @@ fn spent_segments_are_deleted_oldest_first_and_live_records_never() {
     assert!(before.iter().all(|n| still.contains(n)), "{before:?} -> {still:?}");
     append_synced(&log, vec![Record::Remove { queue: 1, seq: 0 }, enqueue(2, 0, b"new")]);
     // Deletion follows the completions (which are not held up by it).
-    let mut after = segment_files(dir.path()).unwrap();
-    for _ in 0..100 {
-        if after.len() <= 2 {
-            break;
-        }
-        std::thread::sleep(Duration::from_millis(20));
-        after = segment_files(dir.path()).unwrap();
-    }
+    writer_idle(&log);
+    let after = segment_files(dir.path()).unwrap();
     assert!(after.len() <= 2, "spent segments deleted: {after:?}");
     log.close().unwrap();
     let (_log, recovery) = MessageLog::open(dir.path(), options).unwrap();
@@ -247,14 +247,8 @@ fn a_few_long_lived_messages_do_not_pin_old_segments() {
         append_synced(&log, vec![enqueue(1, seq, churn)]);
         append_synced(&log, vec![Record::Remove { queue: 1, seq }]);
     }
-    let mut segments = segment_files(dir.path()).unwrap();
-    for _ in 0..100 {
-        if segments.len() <= 3 {
-            break;
-        }
-        std::thread::sleep(Duration::from_millis(20));
-        segments = segment_files(dir.path()).unwrap();
-    }
+    writer_idle(&log);
+    let segments = segment_files(dir.path()).unwrap();
     assert!(segments.len() <= 3, "the pinned segments were compacted away: {segments:?}");
     assert!(segments.iter().all(|(n, _)| *n > 1), "segment 1 is gone: {segments:?}");
     log.close().unwrap();
