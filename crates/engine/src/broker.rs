@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use parking_lot::RwLock;
 use tokio::sync::watch;
 
-use charon_store::segment_log::{Record, RecoveredMessage};
+use charon_store::segment_log::{Placed, Record, RecoveredMessage};
 
 use crate::dead_letter::now_ms;
 use crate::error::EngineError;
@@ -110,7 +110,30 @@ impl Broker {
             store.log.append(orphans, None);
         }
         let users = config.users.into_iter().map(|u| (u.name.clone(), u)).collect();
-        Ok(Arc::new(Self { users, vhosts: RwLock::new(vhosts), ids, disk_alarm: watch::Sender::new(false) }))
+        let broker = Arc::new(Self { users, vhosts: RwLock::new(vhosts), ids, disk_alarm: watch::Sender::new(false) });
+        let weak = Arc::downgrade(&broker);
+        store.log.set_relocation_listener(Box::new(move |placed| {
+            if let Some(broker) = weak.upgrade() {
+                broker.relocated(placed);
+            }
+        }));
+        Ok(broker)
+    }
+
+    /// Compaction moved messages: their queues learn the new places (before the old segment
+    /// is deleted). Rare, so finding the queues by id is a scan.
+    fn relocated(&self, placed: Vec<Placed>) {
+        let mut by_queue: HashMap<u64, Vec<Placed>> = HashMap::new();
+        for p in placed {
+            by_queue.entry(p.queue).or_default().push(p);
+        }
+        for vhost in self.vhosts() {
+            for queue in vhost.queues() {
+                if let Some(placed) = by_queue.remove(&queue.id) {
+                    queue.placed(placed);
+                }
+            }
+        }
     }
 
     /// Follows the disk alarm: true while publishing must stop.

@@ -9,7 +9,7 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 
 /// The first line of `VERSION` for the layout this build writes.
-pub const VERSION_LINE: &str = "charon-data 1";
+pub const VERSION_LINE: &str = "charon-data 2";
 
 /// Why a data directory cannot be used.
 #[derive(Debug, thiserror::Error)]
@@ -128,7 +128,7 @@ mod tests {
         let root = tempfile::tempdir().unwrap();
         let path = root.path().join("data");
         let first = DataDir::open(&path).unwrap();
-        assert_eq!(std::fs::read_to_string(path.join("VERSION")).unwrap(), "charon-data 1\n");
+        assert_eq!(std::fs::read_to_string(path.join("VERSION")).unwrap(), "charon-data 2\n");
         let second = DataDir::open(&path).unwrap_err();
         assert!(matches!(second, DirError::Locked { .. }));
         assert!(second.to_string().contains("another charon"), "{second}");
@@ -139,9 +139,9 @@ mod tests {
     #[test]
     fn foreign_or_newer_directories_are_refused_untouched() {
         let root = tempfile::tempdir().unwrap();
-        std::fs::write(root.path().join("VERSION"), "charon-data 2\n").unwrap();
+        std::fs::write(root.path().join("VERSION"), "charon-data 3\n").unwrap();
         let error = DataDir::open(root.path()).unwrap_err();
-        assert!(matches!(&error, DirError::UnknownVersion { found, .. } if found == "charon-data 2"), "{error}");
+        assert!(matches!(&error, DirError::UnknownVersion { found, .. } if found == "charon-data 3"), "{error}");
         let other = tempfile::tempdir().unwrap();
         std::fs::write(other.path().join("somebody.db"), "x").unwrap();
         assert!(matches!(DataDir::open(other.path()).unwrap_err(), DirError::NotADataDir { .. }));

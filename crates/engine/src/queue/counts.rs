@@ -66,6 +66,8 @@ mod tests {
             failed,
             expires_at: None,
             persisted: false,
+            spilled: false,
+            place: None,
         }
     }
 

@@ -4,7 +4,6 @@
 use std::sync::Arc;
 
 use super::CreditGrant;
-use super::limits::body_size;
 use super::state::{QueueState, Unacked};
 use crate::session::SessionEvent;
 
@@ -15,7 +14,7 @@ impl QueueState {
         let quorum = self.quorum();
         let count = self.consumers.len();
         let mut misses = 0;
-        while misses < count && !self.ready.is_empty() {
+        while misses < count && self.ready_len() > 0 {
             let index = self.next_consumer % count;
             self.next_consumer = (index + 1) % count;
             let Some(consumer) = self.consumers.get_mut(index) else {
@@ -26,10 +25,16 @@ impl QueueState {
                 continue;
             }
             misses = 0;
-            let Some(entry) = self.ready.pop_front() else {
+            let Some(entry) = self.pop_ready() else {
+                // Reading the head back failed; the queue tries again later.
+                if let Some(consumer) = self.consumers.get(index) {
+                    consumer.unreserve();
+                }
                 break;
             };
-            self.ready_bytes = self.ready_bytes.saturating_sub(body_size(&entry.message));
+            let Some(consumer) = self.consumers.get_mut(index) else {
+                break;
+            };
             if consumer.spec.link_credit.is_some() {
                 consumer.credit -= 1;
                 consumer.delivery_count = consumer.delivery_count.wrapping_add(1);
@@ -73,7 +78,7 @@ impl QueueState {
             consumer.credit = if left > grant.link_credit { 0 } else { left };
         }
         self.dispatch();
-        let available = u32::try_from(self.ready.len()).unwrap_or(u32::MAX);
+        let available = u32::try_from(self.ready_len()).unwrap_or(u32::MAX);
         let Some(consumer) = self.consumers.get_mut(index) else {
             return;
         };

@@ -11,14 +11,13 @@
 //!   These are not waited for: after a crash an acked message may come back, redelivered —
 //!   at least once, never lost.
 
-use std::sync::Arc;
-
 use bytes::BytesMut;
 use charon_model::Message;
-use charon_store::codec::{decode_message, encode_message};
-use charon_store::segment_log::{Record, RecoveredMessage};
+use charon_store::codec::encode_message;
+use charon_store::segment_log::{LogReader, Record, RecoveredMessage};
 
 use super::limits::body_size;
+use super::paging::Pager;
 use super::state::{Entry, QueueState};
 use crate::session::{SessionEvent, SessionSink};
 
@@ -49,11 +48,28 @@ impl Journal {
         }
     }
 
-    /// A persisted message of queue `queue` left it for good.
+    /// A message of queue `queue` left it for good.
     pub(super) fn removed(&mut self, queue: u64, entry: &Entry) {
-        if entry.persisted {
-            self.records.push(Record::Remove { queue, seq: entry.seq });
+        self.left(queue, entry.seq, entry.persisted, entry.spilled);
+    }
+
+    /// Message `seq` of queue `queue` left it for good: a persisted one is removed from the
+    /// log, a spilled one released.
+    pub(super) fn left(&mut self, queue: u64, seq: u64, persisted: bool, spilled: bool) {
+        if persisted {
+            self.records.push(Record::Remove { queue, seq });
+        } else if spilled {
+            self.records.push(Record::Released { queue, seq });
         }
+    }
+
+    /// Encodes a message into the shared buffer.
+    fn encode(&mut self, message: &Message) -> bytes::Bytes {
+        if self.buffer.capacity() < ENCODE_LOW_WATER {
+            self.buffer.reserve(ENCODE_CHUNK);
+        }
+        encode_message(message, &mut self.buffer);
+        self.buffer.split().freeze()
     }
 }
 
@@ -65,18 +81,21 @@ impl QueueState {
 
     /// Records a newly enqueued message.
     pub(super) fn journal_enqueue(&mut self, entry: &Entry) {
-        let buffer = &mut self.journal.buffer;
-        if buffer.capacity() < ENCODE_LOW_WATER {
-            buffer.reserve(ENCODE_CHUNK);
-        }
-        encode_message(&entry.message, buffer);
-        let payload = buffer.split().freeze();
+        let payload = self.journal.encode(&entry.message);
         self.journal.records.push(Record::Enqueue {
             queue: self.handle.id,
             seq: entry.seq,
             expires_at: entry.expires_at,
+            size: u32::try_from(body_size(&entry.message)).unwrap_or(u32::MAX),
             payload,
         });
+    }
+
+    /// Writes a transient message of a long queue to the log so that it can leave memory.
+    pub(super) fn journal_spill(&mut self, entry: &mut Entry) {
+        let payload = self.journal.encode(&entry.message);
+        self.journal.records.push(Record::Spill { queue: self.handle.id, seq: entry.seq, payload });
+        entry.spilled = true;
     }
 
     /// Records that a message went to a consumer (or came back with new quorum counts).
@@ -90,35 +109,21 @@ impl QueueState {
     }
 
     /// Turns journalling on (the queue is durable and the broker has a store) and restores the
-    /// messages the log recovered for it, in their order. Sequence numbers continue above
-    /// anything an earlier run can have written (the log's segment accounting relies on a
-    /// queue's sequence numbers growing): the larger of the last recovered one and the clock
-    /// in ms × 2^20.
+    /// messages the log recovered for it, in their order (paging must be on: they are read
+    /// back from the log). Sequence numbers continue above anything an earlier run can have
+    /// written (the log's accounting relies on a queue's sequence numbers growing): the larger
+    /// of the last recovered one and the clock in ms × 2^20.
     pub(crate) fn enable_journal(&mut self, restored: Vec<RecoveredMessage>) {
         self.journal.enabled = true;
         let clock_floor = u64::try_from(self.now).unwrap_or(0) << 20;
-        let mut last = 0;
-        for recovered in restored {
-            last = last.max(recovered.seq);
-            let message = match decode_message(recovered.payload) {
-                Ok(message) => Arc::new(message),
-                Err(error) => {
-                    tracing::error!(queue = self.handle.name(), seq = recovered.seq, %error, "unreadable logged message");
-                    continue;
-                }
-            };
-            self.ready_bytes += body_size(&message);
-            self.ready.push_back(Entry {
-                seq: recovered.seq,
-                message,
-                redelivered: recovered.delivered,
-                returned: recovered.returned,
-                failed: recovered.failed,
-                expires_at: recovered.expires_at,
-                persisted: true,
-            });
-        }
+        let last = restored.last().map_or(0, |m| m.seq);
+        self.restore_ready(restored);
         self.next_seq = clock_floor.max(last.saturating_add(1));
+    }
+
+    /// Turns paging on: the broker has a log that long queues can keep their messages in.
+    pub(crate) fn enable_paging(&mut self, reader: LogReader) {
+        self.pager = Some(Pager::new(reader));
     }
 
     /// Takes the pass's records and the confirmations that wait for them.
@@ -132,6 +137,8 @@ mod tests {
     #![allow(clippy::unwrap_used)]
 
     use charon_model::{Body, Properties, Routing, Table};
+    use std::sync::Arc;
+
     use tokio::sync::mpsc;
 
     use super::*;
@@ -170,6 +177,8 @@ mod tests {
                 Record::Remove { .. } => "remove",
                 Record::Delivered { .. } => "delivered",
                 Record::DropQueue { .. } => "drop",
+                Record::Spill { .. } => "spill",
+                Record::Released { .. } => "released",
             })
             .collect()
     }

@@ -50,14 +50,14 @@ impl QueueState {
         if self.quorum() {
             return self.refusing;
         }
-        let count = u64::try_from(self.ready.len()).unwrap_or(u64::MAX);
+        let count = u64::try_from(self.ready_len()).unwrap_or(u64::MAX);
         let too_many = self.settings.max_length.is_some_and(|max| count + 1 > max);
         let too_big = self.settings.max_length_bytes.is_some_and(|max| self.ready_bytes + body_size(message) > max);
         too_many || too_big
     }
 
     fn over_limit(&self) -> bool {
-        let count = u64::try_from(self.ready.len()).unwrap_or(u64::MAX);
+        let count = u64::try_from(self.ready_len()).unwrap_or(u64::MAX);
         self.settings.max_length.is_some_and(|max| count > max)
             || self.settings.max_length_bytes.is_some_and(|max| self.ready_bytes > max)
     }
@@ -66,7 +66,7 @@ impl QueueState {
         let below = |limit: Option<u64>, value: u64| {
             limit.is_none_or(|max| u128::from(value) * 10 <= u128::from(max) * LOW_LIMIT_TENTHS)
         };
-        let count = u64::try_from(self.ready.len()).unwrap_or(u64::MAX);
+        let count = u64::try_from(self.ready_len()).unwrap_or(u64::MAX);
         below(self.settings.max_length, count) && below(self.settings.max_length_bytes, self.ready_bytes)
     }
 
@@ -103,7 +103,7 @@ impl QueueState {
     /// publish (a consumer that can take it at once gets it) and expires right after.
     pub(crate) fn expire(&mut self, inclusive: bool) {
         let now = self.now;
-        while let Some(deadline) = self.ready.front().and_then(|e| e.expires_at) {
+        while let Some(deadline) = self.head().and_then(|e| e.expires_at) {
             let expired = if inclusive { deadline <= now } else { deadline < now };
             if !expired {
                 break;
@@ -117,7 +117,7 @@ impl QueueState {
     /// The next moment the queue must act without a command: the head's expiry, or the
     /// deadline of `x-expires` when the queue is unused.
     pub(crate) fn next_deadline(&self) -> Option<i64> {
-        let head = self.ready.front().and_then(|e| e.expires_at);
+        let head = self.head_deadline();
         let unused = self.expiry_deadline();
         match (head, unused) {
             (Some(a), Some(b)) => Some(a.min(b)),

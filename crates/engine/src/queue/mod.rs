@@ -17,6 +17,7 @@ mod dispatch;
 mod journal;
 mod limits;
 mod outbox;
+mod paging;
 pub mod settings;
 mod state;
 mod task;
@@ -24,7 +25,7 @@ mod task;
 use std::sync::{Arc, Weak};
 
 use charon_model::{Message, Table};
-use charon_store::segment_log::RecoveredMessage;
+use charon_store::segment_log::{Placed, RecoveredMessage};
 use tokio::sync::{mpsc, oneshot};
 
 use crate::error::{EngineError, Resource};
@@ -204,13 +205,16 @@ pub struct QueueHandle {
     /// Messages this queue dead-lettered or dropped, by reason (per-queue metrics; they go
     /// away with the queue).
     pub dead_lettered: DeadLetterCounts,
+    /// Where the log wrote messages waiting to leave memory (or compaction moved paged ones);
+    /// filled by the log's writer thread, taken by the task at its next pass.
+    pub(crate) placements: parking_lot::Mutex<Vec<Placed>>,
     tx: mpsc::Sender<QueueCmd>,
 }
 
 impl QueueHandle {
     /// A handle on the mailbox `tx`; the task is started separately.
     pub(crate) fn new(id: u64, config: QueueConfig, tx: mpsc::Sender<QueueCmd>) -> Self {
-        Self { id, config, dead_lettered: DeadLetterCounts::default(), tx }
+        Self { id, config, dead_lettered: DeadLetterCounts::default(), placements: parking_lot::Mutex::default(), tx }
     }
 
     /// Starts a queue task, with the messages recovered from the log for it, and returns its
@@ -356,5 +360,14 @@ impl QueueHandle {
     /// run a dispatch pass anyway.
     pub(crate) fn resume(&self) {
         let _ = self.tx.try_send(QueueCmd::Resume);
+    }
+
+    /// Hands the queue places of its messages in the log (from the log's writer thread).
+    pub(crate) fn placed(&self, placed: Vec<Placed>) {
+        if placed.is_empty() {
+            return;
+        }
+        self.placements.lock().extend(placed);
+        self.resume();
     }
 }

@@ -9,7 +9,7 @@ use std::sync::Arc;
 use charon_model::{DeathReason, Message, Table};
 
 use super::journal::Journal;
-use super::limits::body_size;
+use super::paging::Pager;
 use super::settings::{Overflow, QueueSettings};
 use super::{ConfirmTo, ConsumeSpec, Enqueue, GetOk, QueueRef, QueueStats, Settle};
 use crate::error::EngineError;
@@ -31,6 +31,11 @@ pub(super) struct Entry {
     pub(super) expires_at: Option<i64>,
     /// Whether it is in the message log (its exit must be recorded there).
     pub(super) persisted: bool,
+    /// Whether it was written to the log as a spill, to leave memory (its exit is reported to
+    /// the log, never written).
+    pub(super) spilled: bool,
+    /// Where the log wrote it, once known (while it waits to leave memory).
+    pub(super) place: Option<super::paging::Packed>,
 }
 
 impl Entry {
@@ -88,6 +93,15 @@ impl Consumer {
         }
         true
     }
+
+    /// Gives back what [`Self::reserve`] took, when there was no message to deliver after all.
+    pub(super) fn unreserve(&self) {
+        let spec = &self.spec;
+        if let Some(gate) = spec.channel_limit.as_ref().filter(|_| !spec.no_ack) {
+            gate.release(1);
+        }
+        spec.session.outbound.release(1);
+    }
 }
 
 /// Messages leaving the queue other than by acknowledgement, for dead lettering.
@@ -95,9 +109,14 @@ pub(crate) type Discarded = Vec<(Arc<Message>, DeathReason)>;
 
 pub(crate) struct QueueState {
     pub(super) handle: QueueRef,
+    /// The head of the ready messages, in memory ([`super::paging`] has the rest).
     pub(super) ready: VecDeque<Entry>,
-    /// Body bytes of the ready messages (what `max-length-bytes` limits).
+    /// Body bytes of all ready messages (what `max-length-bytes` limits).
     pub(super) ready_bytes: u64,
+    /// Body bytes of the head.
+    pub(super) head_bytes: u64,
+    /// The ready messages behind the head, when the broker has a log to page them to.
+    pub(super) pager: Option<Pager>,
     /// Effective settings: arguments merged with the applicable policy.
     pub(super) settings: QueueSettings,
     /// The task's clock for this pass, ms since epoch.
@@ -122,6 +141,8 @@ impl QueueState {
             handle,
             ready: VecDeque::new(),
             ready_bytes: 0,
+            head_bytes: 0,
+            pager: None,
             settings,
             now,
             refusing: false,
@@ -153,13 +174,21 @@ impl QueueState {
             self.next_seq += 1;
             let expires_at = self.expiry_of(&item.message);
             let persisted = self.persists(&item.message);
-            self.ready_bytes += body_size(&item.message);
-            let entry =
-                Entry { seq, message: item.message, redelivered: false, returned: 0, failed: 0, expires_at, persisted };
+            let entry = Entry {
+                seq,
+                message: item.message,
+                redelivered: false,
+                returned: 0,
+                failed: 0,
+                expires_at,
+                persisted,
+                spilled: false,
+                place: None,
+            };
             if persisted {
                 self.journal_enqueue(&entry);
             }
-            self.ready.push_back(entry);
+            self.push_ready(entry);
             accepted.extend(item.confirm);
             self.enforce_limits();
         }
@@ -172,13 +201,6 @@ impl QueueState {
                 self.journal.confirms.push((to.session, event));
             }
         }
-    }
-
-    /// Takes the next ready message, keeping the byte count.
-    pub(super) fn pop_ready(&mut self) -> Option<Entry> {
-        let entry = self.ready.pop_front()?;
-        self.ready_bytes = self.ready_bytes.saturating_sub(body_size(&entry.message));
-        Some(entry)
     }
 
     pub(crate) fn consume(&mut self, spec: ConsumeSpec) -> Result<(), EngineError> {
@@ -280,9 +302,7 @@ impl QueueState {
             if self.quorum() {
                 self.journal_delivered(&entry);
             }
-            self.ready_bytes += body_size(&entry.message);
-            let at = self.ready.partition_point(|e| e.seq < entry.seq);
-            self.ready.insert(at, entry);
+            self.insert_ready(entry);
         }
     }
 
@@ -297,23 +317,18 @@ impl QueueState {
             self.journal_delivered(&entry);
             self.unacked.insert(entry.seq, Unacked { entry, consumer: None, owner });
         }
-        let remaining = u32::try_from(self.ready.len()).unwrap_or(u32::MAX);
+        let remaining = u32::try_from(self.ready_len()).unwrap_or(u32::MAX);
         Some(GetOk { delivery, remaining })
     }
 
     pub(crate) fn purge(&mut self) -> u32 {
-        let count = self.ready.len();
-        for entry in std::mem::take(&mut self.ready) {
-            self.journal_removed(&entry);
-        }
-        self.ready_bytes = 0;
-        u32::try_from(count).unwrap_or(u32::MAX)
+        u32::try_from(self.take_all_ready()).unwrap_or(u32::MAX)
     }
 
     pub(crate) fn stats(&self) -> QueueStats {
         let count = |n: usize| u32::try_from(n).unwrap_or(u32::MAX);
         QueueStats {
-            ready: count(self.ready.len()),
+            ready: count(self.ready_len()),
             unacked: count(self.unacked.len()),
             consumers: count(self.consumers.len()),
         }
@@ -334,7 +349,7 @@ impl QueueState {
         if if_unused && !self.consumers.is_empty() {
             return Err(EngineError::InUse(self.handle.resource()));
         }
-        if if_empty && !self.ready.is_empty() {
+        if if_empty && self.ready_len() > 0 {
             return Err(EngineError::NotEmpty(self.handle.resource()));
         }
         Ok(self.stats().ready)

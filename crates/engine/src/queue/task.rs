@@ -14,7 +14,7 @@ use super::outbox::{Outbox, room_in};
 use super::settings::QueueSettings;
 use super::state::QueueState;
 use super::{QueueCmd, QueueRef};
-use charon_store::segment_log::{Completion, LogFailure, RecoveredMessage};
+use charon_store::segment_log::{Completion, LogFailure, Placed, Record, RecoveredMessage};
 
 use crate::dead_letter::{DeadLetterer, now_ms};
 use crate::persist::Persistence;
@@ -45,7 +45,8 @@ struct Task {
     state: QueueState,
     outbox: Outbox,
     vhost: Weak<VHost>,
-    /// The durable store, for a durable queue on a broker that has one.
+    /// The broker's store, when it has one: a durable queue journals its persistent messages
+    /// there, and every queue pages out what does not fit in memory.
     store: Option<Arc<Persistence>>,
 }
 
@@ -57,9 +58,12 @@ async fn run(
     restored: Vec<RecoveredMessage>,
 ) {
     let mut state = QueueState::new(Arc::clone(&handle), settings, now_ms());
-    let store = vhost.upgrade().and_then(|v| v.store().cloned()).filter(|_| handle.config.durable);
-    if store.is_some() {
-        state.enable_journal(restored);
+    let store = vhost.upgrade().and_then(|v| v.store().cloned());
+    if let Some(store) = &store {
+        state.enable_paging(store.log.reader().clone());
+        if handle.config.durable {
+            state.enable_journal(restored);
+        }
     }
     let mut task = Task { handle, state, outbox: Outbox::default(), vhost, store };
     let mut commands = Vec::with_capacity(BATCH);
@@ -79,6 +83,8 @@ async fn run(
             () = wait_for_room(blocked.as_ref()), if blocked.is_some() => {}
         }
         task.state.set_now(now_ms());
+        let placed = std::mem::take(&mut *task.handle.placements.lock());
+        task.state.placed(placed);
         for command in commands.drain(..) {
             if let Next::Stop = apply(&mut task.state, command) {
                 task.finish_pass();
@@ -98,6 +104,7 @@ async fn run(
         blocked = task.finish_pass();
     }
     drain_after_stop(&mut rx);
+    task.drop_spills();
     // Dead letters still waiting for room in their targets are delivered after the queue is
     // gone: they left it before it was deleted.
     let mut outbox = task.outbox;
@@ -127,7 +134,8 @@ impl Task {
     }
 
     /// Hands the pass's log records to the store in one append; the confirmations held back
-    /// for them go out once the log has synced them (as nacks if it cannot).
+    /// for them go out once the log has synced them (as nacks if it cannot), and the places of
+    /// messages waiting to leave memory come back to the queue.
     fn write_journal(&mut self) {
         let (records, confirms) = self.state.take_journal();
         if records.is_empty() && confirms.is_empty() {
@@ -136,8 +144,12 @@ impl Task {
         let Some(store) = &self.store else {
             return;
         };
-        let done: Option<Completion> = (!confirms.is_empty()).then(|| {
-            Box::new(move |result: Result<(), LogFailure>| {
+        let place_to = self.state.wants_places().then(|| Arc::clone(&self.handle));
+        let done: Option<Completion> = (!confirms.is_empty() || place_to.is_some()).then(|| {
+            Box::new(move |result: Result<Vec<Placed>, LogFailure>| {
+                if let (Some(queue), Ok(placed)) = (place_to, &result) {
+                    queue.placed(placed.clone());
+                }
                 for (session, event) in confirms {
                     session.send(match (result.is_ok(), event) {
                         (false, SessionEvent::Confirms { channel, mut accepted, mut refused }) => {
@@ -173,6 +185,14 @@ impl Task {
             if let Some(forward) = dead_letterer.dead_letter(&vhost, &message, reason) {
                 self.outbox.push(forward);
             }
+        }
+    }
+
+    /// A non-durable queue that spilled messages is gone: its log records are garbage. (A
+    /// durable queue's are dropped when it is deleted, not when the broker stops.)
+    fn drop_spills(&self) {
+        if let Some(store) = self.store.as_ref().filter(|_| !self.handle.config.durable && self.state.spilled_any()) {
+            store.log.append(vec![Record::DropQueue { queue: self.handle.id }], None);
         }
     }
 

@@ -8,31 +8,29 @@
 //! leaves both copies: replay lets the later enqueue replace the earlier one and keeps the
 //! delivery state, so nothing is lost or duplicated.
 
-use bytes::{Bytes, BytesMut};
+use bytes::Bytes;
 
 use super::Record;
-use super::record::{HEADER_LEN, Next, next_record, put_record};
+use super::record::{HEADER_LEN, Next, next_record};
 use super::replay::segment_path;
 use super::writer::{Batch, Writer};
 
 /// Segments needed before the oldest is compacted: it, one full one, and the current one.
 const MIN_SEGMENTS: usize = 3;
-/// The oldest segment is compacted once at most one in this many of its enqueued bytes is
-/// live.
+/// The oldest segment is compacted once at most one in this many of the messages written
+/// there is live.
 const GARBAGE_RATIO: u64 = 4;
 
 impl Writer {
     /// Compacts the oldest segment if it is worth it.
     pub(super) fn compact_oldest(&mut self) {
-        if self.index.live.len() < MIN_SEGMENTS {
+        if self.index.segments.len() < MIN_SEGMENTS {
             return;
         }
-        let Some((&oldest, &live)) = self.index.live.first_key_value() else {
+        let Some((&oldest, &counts)) = self.index.segments.first_key_value() else {
             return;
         };
-        let written = self.index.written.get(&oldest).copied().unwrap_or(0);
-        let live_bytes = self.index.live_bytes.get(&oldest).copied().unwrap_or(0);
-        if oldest == self.segment || live == 0 || live_bytes.saturating_mul(GARBAGE_RATIO) > written {
+        if oldest == self.segment || counts.live == 0 || counts.live.saturating_mul(GARBAGE_RATIO) > counts.written {
             return;
         }
         let path = segment_path(&self.dir, oldest);
@@ -44,12 +42,8 @@ impl Writer {
             }
         };
         let moved = self.live_records(oldest, &bytes);
-        let mut encoded = BytesMut::new();
-        for record in &moved {
-            put_record(&mut encoded, record);
-        }
         tracing::debug!(segment = oldest, records = moved.len(), "compacting the oldest log segment");
-        self.commit(Batch { bytes: encoded, records: moved, done: Vec::new() });
+        self.commit(Batch::relocation(moved));
     }
 
     /// The enqueues of `segment` that are still live there, each followed by its delivery
@@ -59,15 +53,15 @@ impl Writer {
         let mut offset = HEADER_LEN.min(bytes.len());
         while let Next::Record(record, len) = next_record(&bytes.slice(offset..)) {
             offset += len;
-            let Record::Enqueue { queue, seq, .. } = &record else {
+            let (Record::Enqueue { queue, seq, .. } | Record::Spill { queue, seq, .. }) = &record else {
                 continue;
             };
             let (queue, seq) = (*queue, *seq);
-            let Some(location) = self.index.location(queue, seq).filter(|l| l.segment == segment) else {
+            if !self.index.is_live_in(queue, seq, segment) {
                 continue;
-            };
+            }
             moved.push(record);
-            if let Some((returned, failed)) = location.delivered {
+            if let Some((returned, failed)) = self.index.delivery(queue, seq) {
                 moved.push(Record::Delivered { queue, seq, returned, failed });
             }
         }

@@ -1,96 +1,126 @@
-//! Where the live messages lie, and what the log last said about their deliveries: the writer
-//! deletes a segment once none of its enqueues is live, and compaction re-appends the few that
-//! pin an old segment together with their delivery state.
+//! Which messages are live in which segment, and what the log last said about the deliveries
+//! of those that were delivered: the writer deletes a segment once none of its messages is
+//! live, and compaction re-appends the few that pin an old segment together with their
+//! delivery state.
+//!
+//! It must stay small next to a queue of ten million messages: per queue and segment the live
+//! sequence numbers are a compressed bitmap (a queue's sequence numbers are dense, so a bit or
+//! two per message), and only delivered messages — a consumer's unacknowledged window — have
+//! an entry of their own.
 
 use std::collections::{BTreeMap, HashMap};
 
-/// One live message.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(super) struct Location {
-    /// The segment holding its enqueue.
-    pub(super) segment: u64,
-    /// Its payload's size.
-    pub(super) bytes: u32,
-    /// `(returned, failed)` once it has been delivered.
-    pub(super) delivered: Option<(u32, u32)>,
+use roaring::RoaringTreemap;
+
+/// Message counts of one segment.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(super) struct SegmentCounts {
+    /// Messages written there that are still live.
+    pub(super) live: u64,
+    /// Messages ever written there (compaction weighs the two).
+    pub(super) written: u64,
 }
 
 #[derive(Debug, Default)]
 pub(super) struct Index {
-    /// Live enqueues per segment, oldest segment first (every existing segment is a key).
-    pub(super) live: BTreeMap<u64, u64>,
-    /// Payload bytes ever enqueued per segment, and those still live: how much is garbage.
-    pub(super) written: HashMap<u64, u64>,
-    pub(super) live_bytes: HashMap<u64, u64>,
-    /// Per queue, per sequence number, where the live message lies.
-    pub(super) locations: HashMap<u64, HashMap<u64, Location>>,
+    /// Every existing segment, oldest first.
+    pub(super) segments: BTreeMap<u64, SegmentCounts>,
+    /// Per queue, per segment, the sequence numbers live there.
+    queues: HashMap<u64, BTreeMap<u64, RoaringTreemap>>,
+    /// `(returned, failed)` of live messages that were delivered.
+    delivered: HashMap<(u64, u64), (u32, u32)>,
 }
 
 impl Index {
-    /// Records an enqueue in `segment`; a later enqueue of the same message (compaction) moves
-    /// it and keeps its delivery state.
-    pub(super) fn enqueued(&mut self, queue: u64, seq: u64, segment: u64, bytes: usize) {
-        let bytes = u32::try_from(bytes).unwrap_or(u32::MAX);
-        let slot = self.locations.entry(queue).or_default().entry(seq);
-        let previous = match slot {
-            std::collections::hash_map::Entry::Occupied(mut e) => {
-                let old = *e.get();
-                *e.get_mut() = Location { segment, bytes, delivered: old.delivered };
-                Some(old)
-            }
-            std::collections::hash_map::Entry::Vacant(e) => {
-                e.insert(Location { segment, bytes, delivered: None });
-                None
-            }
-        };
-        if let Some(old) = previous {
-            self.release(old);
+    /// Records a message written to `segment`.
+    pub(super) fn enqueued(&mut self, queue: u64, seq: u64, segment: u64) {
+        let fresh = self.queues.entry(queue).or_default().entry(segment).or_default().insert(seq);
+        let counts = self.segments.entry(segment).or_default();
+        counts.written += 1;
+        if fresh {
+            counts.live += 1;
         }
-        *self.live.entry(segment).or_default() += 1;
-        *self.written.entry(segment).or_default() += u64::from(bytes);
-        *self.live_bytes.entry(segment).or_default() += u64::from(bytes);
+    }
+
+    /// Records a live message written again to `segment` (compaction): it moves there with
+    /// its delivery state.
+    pub(super) fn moved(&mut self, queue: u64, seq: u64, segment: u64) {
+        if let Some(from) = self.segment_of(queue, seq).filter(|from| *from != segment) {
+            self.release(queue, seq, from);
+        }
+        self.enqueued(queue, seq, segment);
+    }
+
+    /// The segment where a live message lies. Scans the queue's segments oldest first: the
+    /// messages that leave are nearly always in the oldest ones.
+    pub(super) fn segment_of(&self, queue: u64, seq: u64) -> Option<u64> {
+        let segments = self.queues.get(&queue)?;
+        segments.iter().find(|(_, live)| live.contains(seq)).map(|(segment, _)| *segment)
+    }
+
+    /// Whether a message is live in `segment`.
+    pub(super) fn is_live_in(&self, queue: u64, seq: u64, segment: u64) -> bool {
+        self.queues.get(&queue).and_then(|s| s.get(&segment)).is_some_and(|live| live.contains(seq))
+    }
+
+    /// The delivery state of a live message, once it was delivered.
+    pub(super) fn delivery(&self, queue: u64, seq: u64) -> Option<(u32, u32)> {
+        self.delivered.get(&(queue, seq)).copied()
     }
 
     /// Records a delivery of a live message.
     pub(super) fn delivered(&mut self, queue: u64, seq: u64, returned: u32, failed: u32) {
-        if let Some(location) = self.locations.get_mut(&queue).and_then(|q| q.get_mut(&seq)) {
-            location.delivered = Some((returned, failed));
+        if self.segment_of(queue, seq).is_some() {
+            self.delivered.insert((queue, seq), (returned, failed));
         }
     }
 
     /// Records that a message is gone.
     pub(super) fn removed(&mut self, queue: u64, seq: u64) {
-        let location = self.locations.get_mut(&queue).and_then(|q| q.remove(&seq));
-        if let Some(location) = location {
-            self.release(location);
+        if let Some(segment) = self.segment_of(queue, seq) {
+            self.release(queue, seq, segment);
+        }
+        self.delivered.remove(&(queue, seq));
+    }
+
+    fn release(&mut self, queue: u64, seq: u64, segment: u64) {
+        let Some(segments) = self.queues.get_mut(&queue) else {
+            return;
+        };
+        let Some(live) = segments.get_mut(&segment) else {
+            return;
+        };
+        if live.remove(seq)
+            && let Some(counts) = self.segments.get_mut(&segment)
+        {
+            counts.live = counts.live.saturating_sub(1);
+        }
+        if live.is_empty() {
+            segments.remove(&segment);
+        }
+        if segments.is_empty() {
+            self.queues.remove(&queue);
         }
     }
 
     /// Records that a queue is gone.
     pub(super) fn dropped(&mut self, queue: u64) {
-        for (_, location) in self.locations.remove(&queue).unwrap_or_default() {
-            self.release(location);
+        for (segment, live) in self.queues.remove(&queue).unwrap_or_default() {
+            if let Some(counts) = self.segments.get_mut(&segment) {
+                counts.live = counts.live.saturating_sub(live.len());
+            }
         }
-    }
-
-    /// Where a live message lies.
-    pub(super) fn location(&self, queue: u64, seq: u64) -> Option<Location> {
-        self.locations.get(&queue).and_then(|q| q.get(&seq)).copied()
-    }
-
-    fn release(&mut self, location: Location) {
-        if let Some(count) = self.live.get_mut(&location.segment) {
-            *count = count.saturating_sub(1);
-        }
-        if let Some(bytes) = self.live_bytes.get_mut(&location.segment) {
-            *bytes = bytes.saturating_sub(u64::from(location.bytes));
-        }
+        self.delivered.retain(|(q, _), _| *q != queue);
     }
 
     /// Forgets a deleted segment.
     pub(super) fn forget_segment(&mut self, segment: u64) {
-        self.live.remove(&segment);
-        self.written.remove(&segment);
-        self.live_bytes.remove(&segment);
+        self.segments.remove(&segment);
+    }
+
+    /// Bytes of memory the bitmaps take (for the memory tests).
+    #[cfg(test)]
+    pub(super) fn bitmap_bytes(&self) -> u64 {
+        self.queues.values().flat_map(BTreeMap::values).map(|b| b.serialized_size() as u64).sum()
     }
 }

@@ -8,19 +8,28 @@
 //! - A failed write (disk full, I/O error) is retried every 500 ms from the last synced
 //!   length; meanwhile [`MessageLog::is_failing`] is true and the health listener is told, so
 //!   the broker blocks publishers. Nothing is confirmed that is not on disk.
-//! - Replay ([`MessageLog::open`]) rebuilds every live message; a record cut short or failing
-//!   its CRC at the tail of the last segment is a write the crash interrupted (never
-//!   confirmed) and is cut off; the same anywhere else is corruption and refuses to start.
+//! - Every enqueue's [`Place`] goes back to its queue with the completion: a long queue keeps
+//!   only that in memory and reads the message back ([`LogReader`]) when a consumer needs it.
+//!   Transient messages of long queues are written too ([`Record::Spill`]), without a sync and
+//!   never recovered, so that they can leave memory as well.
+//! - Replay ([`MessageLog::open`]) finds every live message and where it lies; a record cut
+//!   short or failing its CRC at the tail of the last segment is a write the crash interrupted
+//!   (never confirmed) and is cut off; the same anywhere else is corruption and refuses to
+//!   start.
 //! - Segments are deleted oldest first once none of their enqueued messages is live, and only
 //!   as a prefix: a removal record always follows its enqueue, so deleting a prefix never
 //!   resurrects a message. An oldest segment kept only by a few long-lived messages is
-//!   compacted: they are appended again at the head (see `compact`).
+//!   compacted: they are appended again at the head (see `compact`), and their queues are
+//!   told the new places.
 
 mod compact;
 mod index;
+mod read;
 mod record;
 mod replay;
 mod writer;
+
+pub use read::{LogReader, ReadError};
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -42,6 +51,8 @@ pub enum Record {
         seq: u64,
         /// Its TTL deadline, ms since the epoch.
         expires_at: Option<i64>,
+        /// Its size as length limits count it (so a restart need not read the message).
+        size: u32,
         /// The encoded message.
         payload: Bytes,
     },
@@ -68,6 +79,46 @@ pub enum Record {
         /// Queue id.
         queue: u64,
     },
+    /// A transient message of a long queue, written so that it can leave memory: it is not
+    /// synced for and never recovered.
+    Spill {
+        /// Queue id.
+        queue: u64,
+        /// The queue's sequence number for the message.
+        seq: u64,
+        /// The encoded message.
+        payload: Bytes,
+    },
+    /// A spilled message left its queue. Never written (nothing recovers a spill): it only
+    /// tells the writer that the bytes are garbage.
+    Released {
+        /// Queue id.
+        queue: u64,
+        /// Sequence number.
+        seq: u64,
+    },
+}
+
+/// Where a record lies: its segment, and the offset and length of the framed record there.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Place {
+    /// Segment number.
+    pub segment: u64,
+    /// Byte offset of the record's frame in the segment.
+    pub offset: u64,
+    /// Framed length.
+    pub len: u32,
+}
+
+/// Where an enqueued or spilled message was written.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Placed {
+    /// Queue id.
+    pub queue: u64,
+    /// Sequence number.
+    pub seq: u64,
+    /// Where.
+    pub place: Place,
 }
 
 /// A message the log still holds, as replay found it.
@@ -77,8 +128,10 @@ pub struct RecoveredMessage {
     pub seq: u64,
     /// Its TTL deadline, ms since the epoch.
     pub expires_at: Option<i64>,
-    /// The encoded message.
-    pub payload: Bytes,
+    /// Its size as length limits count it.
+    pub size: u32,
+    /// Where its enqueue record lies ([`LogReader::read`] gives the message back).
+    pub place: Place,
     /// Whether it had been handed to a consumer.
     pub delivered: bool,
     /// Times it came back.
@@ -105,8 +158,12 @@ pub struct Recovery {
 #[error("message log: {0}")]
 pub struct LogFailure(pub String);
 
-/// Runs once the records of an append are durable (or can never be).
-pub type Completion = Box<dyn FnOnce(Result<(), LogFailure>) + Send>;
+/// Runs once the records of an append are durable (or can never be), with the places of its
+/// enqueues and spills, in order.
+pub type Completion = Box<dyn FnOnce(Result<Vec<Placed>, LogFailure>) + Send>;
+
+/// Told where compaction moved live messages (their old segment is deleted right after).
+pub type RelocationListener = Box<dyn Fn(Vec<Placed>) + Send + Sync>;
 
 /// Makes a write fail, for tests of disk-full handling.
 pub type FaultHook = Arc<dyn Fn() -> Option<std::io::Error> + Send + Sync>;
@@ -171,6 +228,7 @@ enum Command {
 struct Shared {
     failing: AtomicBool,
     listener: Mutex<Option<HealthListener>>,
+    relocations: Mutex<Option<RelocationListener>>,
     /// Syncs done, for tests and statistics.
     syncs: std::sync::atomic::AtomicU64,
 }
@@ -188,6 +246,7 @@ impl Shared {
 /// The message log.
 pub struct MessageLog {
     commands: Mutex<Option<mpsc::Sender<Command>>>,
+    reader: LogReader,
     shared: Arc<Shared>,
     writer: Mutex<Option<std::thread::JoinHandle<()>>>,
 }
@@ -210,6 +269,7 @@ impl MessageLog {
         let shared = Arc::new(Shared {
             failing: AtomicBool::new(false),
             listener: Mutex::new(None),
+            relocations: Mutex::new(None),
             syncs: std::sync::atomic::AtomicU64::new(0),
         });
         let (tx, rx) = mpsc::channel();
@@ -218,7 +278,8 @@ impl MessageLog {
             .name("charon-log-writer".into())
             .spawn(move || writer.run(rx))
             .map_err(|source| LogError::Io { path: dir.to_owned(), source })?;
-        let log = Self { commands: Mutex::new(Some(tx)), shared, writer: Mutex::new(Some(handle)) };
+        let reader = LogReader::new(dir);
+        let log = Self { commands: Mutex::new(Some(tx)), reader, shared, writer: Mutex::new(Some(handle)) };
         Ok((log, replayed.recovery))
     }
 
@@ -260,6 +321,17 @@ impl MessageLog {
     /// Sets the function told about every change of [`Self::is_failing`].
     pub fn set_health_listener(&self, listener: HealthListener) {
         *self.shared.listener.lock() = Some(listener);
+    }
+
+    /// Sets the function told where compaction moved live messages.
+    pub fn set_relocation_listener(&self, listener: RelocationListener) {
+        *self.shared.relocations.lock() = Some(listener);
+    }
+
+    /// Reads messages back from their places.
+    #[must_use]
+    pub fn reader(&self) -> &LogReader {
+        &self.reader
     }
 
     /// `fdatasync` calls made so far.

@@ -17,16 +17,29 @@ const ENQUEUE: u8 = 1;
 const REMOVE: u8 = 2;
 const DELIVERED: u8 = 3;
 const DROP_QUEUE: u8 = 4;
+const SPILL: u8 = 5;
 
-/// Appends one framed record.
-pub(super) fn put_record(out: &mut BytesMut, record: &Record) {
+/// Appends one framed record and returns its framed length (0 for [`Record::Released`],
+/// which is never written).
+pub(super) fn put_record(out: &mut BytesMut, record: &Record) -> usize {
+    if let Record::Released { .. } = record {
+        return 0;
+    }
     let start = out.len();
     out.put_u64_le(0); // length and CRC, filled in below
     match record {
-        Record::Enqueue { queue, seq, expires_at, payload } => {
+        Record::Released { .. } => {}
+        Record::Spill { queue, seq, payload } => {
+            out.put_u8(SPILL);
+            out.put_u64_le(*queue);
+            out.put_u64_le(*seq);
+            out.put_slice(payload);
+        }
+        Record::Enqueue { queue, seq, expires_at, size, payload } => {
             out.put_u8(ENQUEUE);
             out.put_u64_le(*queue);
             out.put_u64_le(*seq);
+            out.put_u32_le(*size);
             match expires_at {
                 Some(at) => {
                     out.put_u8(1);
@@ -62,6 +75,7 @@ pub(super) fn put_record(out: &mut BytesMut, record: &Record) {
     if let Some(slot) = out.get_mut(start..start + FRAME_LEN) {
         slot.copy_from_slice(&frame);
     }
+    out.len() - start
 }
 
 /// What reading the next record found.
@@ -106,8 +120,8 @@ fn decode(mut p: Bytes) -> Option<Record> {
     need(&p, 1)?;
     let record = match p.get_u8() {
         ENQUEUE => {
-            need(&p, 17)?;
-            let (queue, seq) = (p.get_u64_le(), p.get_u64_le());
+            need(&p, 21)?;
+            let (queue, seq, size) = (p.get_u64_le(), p.get_u64_le(), p.get_u32_le());
             let expires_at = match p.get_u8() {
                 0 => None,
                 1 => {
@@ -116,7 +130,7 @@ fn decode(mut p: Bytes) -> Option<Record> {
                 }
                 _ => return None,
             };
-            Record::Enqueue { queue, seq, expires_at, payload: p }
+            Record::Enqueue { queue, seq, expires_at, size, payload: p }
         }
         REMOVE => {
             need(&p, 16)?;
@@ -134,6 +148,10 @@ fn decode(mut p: Bytes) -> Option<Record> {
         DROP_QUEUE => {
             need(&p, 8)?;
             Record::DropQueue { queue: p.get_u64_le() }
+        }
+        SPILL => {
+            need(&p, 16)?;
+            Record::Spill { queue: p.get_u64_le(), seq: p.get_u64_le(), payload: p }
         }
         _ => return None,
     };

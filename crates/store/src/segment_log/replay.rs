@@ -1,14 +1,15 @@
-//! Reading the log back at start: every segment in order, the live messages rebuilt, a torn
-//! tail of the last segment cut off, and the writer's index of where live messages lie.
+//! Reading the log back at start: every segment in order, the live messages and their places
+//! found, a torn tail of the last segment cut off, and the writer's index of where live
+//! messages lie.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 
 use bytes::Bytes;
 
-use super::index::Index;
+use super::index::{Index, SegmentCounts};
 use super::record::{HEADER_LEN, Next, SEGMENT_MAGIC, next_record};
-use super::{LogError, Record, RecoveredMessage, Recovery};
+use super::{LogError, Place, Record, RecoveredMessage, Recovery};
 
 pub(super) struct Replayed {
     pub(super) recovery: Recovery,
@@ -39,22 +40,18 @@ pub(super) fn segment_path(dir: &Path, number: u64) -> PathBuf {
     dir.join(format!("{number:016}.seg"))
 }
 
-struct Live {
-    message: RecoveredMessage,
-}
-
 pub(super) fn replay(dir: &Path) -> Result<Replayed, LogError> {
     let segments = segment_files(dir)?;
     let mut recovery = Recovery::default();
-    let mut index = Index::default();
-    let mut live: HashMap<(u64, u64), Live> = HashMap::new();
+    let mut state = ReplayState::default();
     let last = segments.last().map(|(n, _)| *n);
     for (number, path) in &segments {
         let io = |source| LogError::Io { path: path.clone(), source };
+        // One segment at a time: nothing of it is kept but where its live messages lie.
         let bytes = Bytes::from(std::fs::read(path).map_err(io)?);
         let is_last = Some(*number) == last;
         let corrupt = |offset: usize, what| LogError::Corrupt { segment: *number, offset: offset as u64, what };
-        index.live.insert(*number, 0);
+        state.index.segments.insert(*number, SegmentCounts::default());
         recovery.segments += 1;
         let header_ok = bytes.get(..8) == Some(&SEGMENT_MAGIC[..])
             && bytes.get(8..HEADER_LEN).map(|n| n.iter().rev().fold(0u64, |a, b| (a << 8) | u64::from(*b)))
@@ -64,7 +61,7 @@ pub(super) fn replay(dir: &Path) -> Result<Replayed, LogError> {
                 // Created but its header never reached the disk.
                 truncate(path, 0, &mut recovery, bytes.len())?;
                 std::fs::remove_file(path).map_err(io)?;
-                index.forget_segment(*number);
+                state.index.forget_segment(*number);
                 continue;
             }
             return Err(corrupt(0, "bad segment header"));
@@ -76,7 +73,9 @@ pub(super) fn replay(dir: &Path) -> Result<Replayed, LogError> {
                 Next::End => break,
                 Next::Record(record, len) => {
                     recovery.records += 1;
-                    apply(record, *number, &mut live, &mut index);
+                    let place =
+                        Place { segment: *number, offset: offset as u64, len: u32::try_from(len).unwrap_or(u32::MAX) };
+                    state.apply(record, place);
                     offset += len;
                 }
                 Next::Torn(what) if !is_last => return Err(corrupt(offset, what)),
@@ -89,13 +88,9 @@ pub(super) fn replay(dir: &Path) -> Result<Replayed, LogError> {
             }
         }
     }
-    for ((queue, _), entry) in live {
-        recovery.queues.entry(queue).or_default().push(entry.message);
-    }
-    for messages in recovery.queues.values_mut() {
-        messages.sort_by_key(|m| m.seq);
-    }
-    Ok(Replayed { recovery, index })
+    recovery.queues = state.queues.into_iter().map(|(queue, replay)| (queue, replay.finish())).collect();
+    recovery.queues.retain(|_, messages| !messages.is_empty());
+    Ok(Replayed { recovery, index: state.index })
 }
 
 fn truncate(path: &Path, len: u64, recovery: &mut Recovery, cut: usize) -> Result<(), LogError> {
@@ -107,34 +102,115 @@ fn truncate(path: &Path, len: u64, recovery: &mut Recovery, cut: usize) -> Resul
     Ok(())
 }
 
-fn apply(record: Record, segment: u64, live: &mut HashMap<(u64, u64), Live>, index: &mut Index) {
-    match record {
-        Record::Enqueue { queue, seq, expires_at, payload } => {
-            index.enqueued(queue, seq, segment, payload.len());
-            let message = RecoveredMessage { seq, expires_at, payload, delivered: false, returned: 0, failed: 0 };
-            // A re-appended enqueue (compaction) keeps the delivery state already seen.
-            let previous = live.insert((queue, seq), Live { message });
-            if let (Some(previous), Some(entry)) = (previous, live.get_mut(&(queue, seq))) {
-                entry.message.delivered = previous.message.delivered;
-                entry.message.returned = previous.message.returned;
-                entry.message.failed = previous.message.failed;
+#[derive(Default)]
+struct ReplayState {
+    index: Index,
+    queues: HashMap<u64, QueueReplay>,
+}
+
+impl ReplayState {
+    fn apply(&mut self, record: Record, place: Place) {
+        match record {
+            Record::Enqueue { queue, seq, expires_at, size, .. } => {
+                let replay = self.queues.entry(queue).or_default();
+                // A queue's enqueues come in sequence order; one that does not is a message
+                // compaction wrote again (the earlier copy may be gone with its segment).
+                if replay.is_new(seq) {
+                    self.index.enqueued(queue, seq, place.segment);
+                } else {
+                    self.index.moved(queue, seq, place.segment);
+                }
+                let message =
+                    RecoveredMessage { seq, expires_at, size, place, delivered: false, returned: 0, failed: 0 };
+                replay.enqueued(message);
             }
-        }
-        Record::Remove { queue, seq } => {
-            live.remove(&(queue, seq));
-            index.removed(queue, seq);
-        }
-        Record::Delivered { queue, seq, returned, failed } => {
-            if let Some(entry) = live.get_mut(&(queue, seq)) {
-                entry.message.delivered = true;
-                entry.message.returned = returned;
-                entry.message.failed = failed;
+            Record::Remove { queue, seq } => {
+                if let Some(replay) = self.queues.get_mut(&queue) {
+                    replay.removed(seq);
+                }
+                self.index.removed(queue, seq);
             }
-            index.delivered(queue, seq, returned, failed);
+            Record::Delivered { queue, seq, returned, failed } => {
+                if let Some(message) = self.queues.get_mut(&queue).and_then(|r| r.find(seq)) {
+                    message.delivered = true;
+                    message.returned = returned;
+                    message.failed = failed;
+                }
+                self.index.delivered(queue, seq, returned, failed);
+            }
+            Record::DropQueue { queue } => {
+                self.queues.remove(&queue);
+                self.index.dropped(queue);
+            }
+            // Spilled messages were transient: nothing of them survives a restart, and their
+            // bytes are garbage from now on.
+            Record::Spill { .. } | Record::Released { .. } => {}
         }
-        Record::DropQueue { queue } => {
-            live.retain(|(q, _), _| *q != queue);
-            index.dropped(queue);
+    }
+}
+
+/// One queue's messages during replay: a vector in sequence order (removed ones marked, and
+/// swept out once they are the majority), plus the compaction copies whose first copy was
+/// already deleted.
+#[derive(Default)]
+struct QueueReplay {
+    messages: Vec<(RecoveredMessage, bool)>,
+    removed: usize,
+    late: BTreeMap<u64, RecoveredMessage>,
+}
+
+impl QueueReplay {
+    fn is_new(&self, seq: u64) -> bool {
+        self.messages.last().is_none_or(|(last, _)| last.seq < seq) && !self.late.contains_key(&seq)
+    }
+
+    fn enqueued(&mut self, message: RecoveredMessage) {
+        if self.is_new(message.seq) {
+            self.messages.push((message, true));
+        } else if let Some(existing) = self.find(message.seq) {
+            // A copy keeps the delivery state its message had.
+            existing.place = message.place;
+            existing.expires_at = message.expires_at;
+        } else {
+            self.late.insert(message.seq, message);
         }
+    }
+
+    fn position(&self, seq: u64) -> Option<usize> {
+        let at = self.messages.binary_search_by_key(&seq, |(m, _)| m.seq).ok()?;
+        self.messages.get(at).is_some_and(|(_, live)| *live).then_some(at)
+    }
+
+    fn find(&mut self, seq: u64) -> Option<&mut RecoveredMessage> {
+        match self.position(seq) {
+            Some(at) => self.messages.get_mut(at).map(|(m, _)| m),
+            None => self.late.get_mut(&seq),
+        }
+    }
+
+    fn removed(&mut self, seq: u64) {
+        let Some(at) = self.position(seq) else {
+            self.late.remove(&seq);
+            return;
+        };
+        if let Some((_, live)) = self.messages.get_mut(at) {
+            *live = false;
+            self.removed += 1;
+        }
+        if self.removed > 4096 && self.removed * 2 > self.messages.len() {
+            self.messages.retain(|(_, live)| *live);
+            self.removed = 0;
+        }
+    }
+
+    /// The live messages in sequence order.
+    fn finish(self) -> Vec<RecoveredMessage> {
+        let mut out: Vec<RecoveredMessage> =
+            self.messages.into_iter().filter(|(_, live)| *live).map(|(m, _)| m).collect();
+        if !self.late.is_empty() {
+            out.extend(self.late.into_values());
+            out.sort_by_key(|m| m.seq);
+        }
+        out
     }
 }

@@ -6,7 +6,7 @@ use super::replay::segment_files;
 use super::*;
 
 fn enqueue(queue: u64, seq: u64, body: &'static [u8]) -> Record {
-    Record::Enqueue { queue, seq, expires_at: None, payload: Bytes::from_static(body) }
+    Record::Enqueue { queue, seq, expires_at: None, size: 0, payload: Bytes::from_static(body) }
 }
 
 /// Appends and waits until the records are durable.
@@ -28,6 +28,12 @@ fn open(dir: &Path) -> (MessageLog, Recovery) {
     MessageLog::open(dir, LogOptions::default()).unwrap()
 }
 
+/// The messages read back from where replay found them.
+fn payloads(log: &MessageLog, messages: &[RecoveredMessage]) -> Vec<String> {
+    let places: Vec<Place> = messages.iter().map(|m| m.place).collect();
+    log.reader().read(&places).into_iter().map(|r| String::from_utf8(r.unwrap().to_vec()).unwrap()).collect()
+}
+
 fn seqs(recovery: &Recovery, queue: u64) -> Vec<u64> {
     recovery.queues.get(&queue).map(|m| m.iter().map(|m| m.seq).collect()).unwrap_or_default()
 }
@@ -41,7 +47,7 @@ fn every_record_kind_survives_a_reopen() {
         append_synced(
             &log,
             vec![
-                Record::Enqueue { queue: 1, seq: 10, expires_at: Some(-5), payload: Bytes::from_static(b"a") },
+                Record::Enqueue { queue: 1, seq: 10, expires_at: Some(-5), size: 7, payload: Bytes::from_static(b"a") },
                 enqueue(1, 11, b"b"),
                 enqueue(1, 12, b"c"),
                 enqueue(2, 1, b"other queue"),
@@ -53,29 +59,13 @@ fn every_record_kind_survives_a_reopen() {
         );
         log.close().unwrap();
     }
-    let (_log, recovery) = open(dir.path());
+    let (log, recovery) = open(dir.path());
     let q1 = &recovery.queues[&1];
     assert_eq!(
-        q1,
-        &vec![
-            RecoveredMessage {
-                seq: 10,
-                expires_at: Some(-5),
-                payload: Bytes::from_static(b"a"),
-                delivered: false,
-                returned: 0,
-                failed: 0
-            },
-            RecoveredMessage {
-                seq: 11,
-                expires_at: None,
-                payload: Bytes::from_static(b"b"),
-                delivered: true,
-                returned: 2,
-                failed: 1
-            },
-        ]
+        q1.iter().map(|m| (m.seq, m.expires_at, m.size, m.delivered, m.returned, m.failed)).collect::<Vec<_>>(),
+        vec![(10, Some(-5), 7, false, 0, 0), (11, None, 0, true, 2, 1)]
     );
+    assert_eq!(payloads(&log, q1), ["a", "b"]);
     assert_eq!(seqs(&recovery, 2), vec![1]);
     assert!(!recovery.queues.contains_key(&3));
     assert_eq!(recovery.records, 8);
@@ -127,7 +117,7 @@ fn a_torn_tail_is_cut_off_at_every_offset_and_earlier_records_stay() {
     }
     let (_, path) = segment_files(dir.path()).unwrap().pop().unwrap();
     let whole = std::fs::read(&path).unwrap();
-    let last_record_len = 8 + 1 + 8 + 8 + 1 + b"the torn one".len();
+    let last_record_len = 8 + 1 + 8 + 8 + 4 + 1 + b"the torn one".len();
     let start = whole.len() - last_record_len;
     for cut in start..whole.len() {
         std::fs::write(&path, &whole[..cut]).unwrap();
@@ -235,14 +225,15 @@ fn appends_after_close_fail_their_completion() {
 #[test]
 fn a_few_long_lived_messages_do_not_pin_old_segments() {
     let dir = tempfile::tempdir().unwrap();
-    let options = LogOptions { segment_bytes: 256, fault: None };
+    // Segments of about eight messages: compaction weighs live against written messages.
+    let options = LogOptions { segment_bytes: 1024, fault: None };
     let (log, _) = MessageLog::open(dir.path(), options.clone()).unwrap();
-    // Message 0 is delivered (with quorum counts) and never acknowledged; 1..40 come and go.
+    // Message 0 is delivered (with quorum counts) and never acknowledged; 1..200 come and go.
     append_synced(
         &log,
         vec![enqueue(1, 0, b"the long-lived one"), Record::Delivered { queue: 1, seq: 0, returned: 3, failed: 1 }],
     );
-    for seq in 1..40 {
+    for seq in 1..200 {
         let churn = b"a payload that fills a segment quickly, so that the long-lived one is mostly alone there";
         append_synced(&log, vec![enqueue(1, seq, churn)]);
         append_synced(&log, vec![Record::Remove { queue: 1, seq }]);
@@ -252,19 +243,14 @@ fn a_few_long_lived_messages_do_not_pin_old_segments() {
     assert!(segments.len() <= 3, "the pinned segments were compacted away: {segments:?}");
     assert!(segments.iter().all(|(n, _)| *n > 1), "segment 1 is gone: {segments:?}");
     log.close().unwrap();
-    let (_log, recovery) = MessageLog::open(dir.path(), options).unwrap();
+    let (log, recovery) = MessageLog::open(dir.path(), options).unwrap();
+    let q1 = &recovery.queues[&1];
     assert_eq!(
-        recovery.queues[&1],
-        vec![RecoveredMessage {
-            seq: 0,
-            expires_at: None,
-            payload: Bytes::from_static(b"the long-lived one"),
-            delivered: true,
-            returned: 3,
-            failed: 1
-        }],
+        q1.iter().map(|m| (m.seq, m.delivered, m.returned, m.failed)).collect::<Vec<_>>(),
+        vec![(0, true, 3, 1)],
         "moved with its delivery state, once"
     );
+    assert_eq!(payloads(&log, q1), ["the long-lived one"]);
 }
 
 #[test]
@@ -292,4 +278,121 @@ fn a_crash_between_compaction_and_deletion_keeps_one_copy_with_its_state() {
         q.iter().map(|m| (m.seq, m.delivered, m.returned)).collect::<Vec<_>>(),
         vec![(0, true, 2), (1, false, 0)]
     );
+}
+
+/// Appends and waits until the records are written; returns their places.
+fn append_placed(log: &MessageLog, records: Vec<Record>) -> Vec<Placed> {
+    let (tx, rx) = mpsc::channel();
+    log.append(records, Some(Box::new(move |r| tx.send(r.unwrap()).unwrap())));
+    rx.recv_timeout(Duration::from_secs(10)).unwrap()
+}
+
+fn text(read: Result<Bytes, ReadError>) -> String {
+    String::from_utf8(read.unwrap().to_vec()).unwrap()
+}
+
+#[test]
+fn completions_carry_the_places_that_read_the_messages_back() {
+    let dir = tempfile::tempdir().unwrap();
+    let options = LogOptions { segment_bytes: 4096, fault: None };
+    let (log, _) = MessageLog::open(dir.path(), options).unwrap();
+    let mut placed = Vec::new();
+    for round in 0..20u64 {
+        let records = (0..10).map(|i| round * 10 + i).map(|seq| {
+            let payload = Bytes::from(format!("message {seq}"));
+            if seq % 3 == 0 { Record::Spill { queue: 1, seq, payload } } else { enqueue_owned(1, seq, payload) }
+        });
+        let mut records: Vec<Record> = records.collect();
+        records.push(Record::Delivered { queue: 1, seq: round * 10, returned: 0, failed: 0 });
+        placed.extend(append_placed(&log, records));
+    }
+    assert_eq!(placed.iter().map(|p| p.seq).collect::<Vec<_>>(), (0..200).collect::<Vec<_>>(), "one place per message");
+    assert!(placed.iter().all(|p| p.queue == 1));
+    let segments: std::collections::BTreeSet<u64> = placed.iter().map(|p| p.place.segment).collect();
+    assert!(segments.len() > 1, "the messages span segments: {segments:?}");
+    // One call reads them all back, across segments, in order.
+    let places: Vec<Place> = placed.iter().map(|p| p.place).collect();
+    let read: Vec<String> = log.reader().read(&places).into_iter().map(text).collect();
+    assert_eq!(read, (0..200).map(|seq| format!("message {seq}")).collect::<Vec<_>>());
+    // Out of order and with gaps too.
+    let some = [places[150], places[3], places[4], places[199]];
+    let read: Vec<String> = log.reader().read(&some).into_iter().map(text).collect();
+    assert_eq!(read, ["message 150", "message 3", "message 4", "message 199"]);
+    // A place that is not a message record is an error, not a wrong message.
+    let mut wrong = places[5];
+    wrong.offset += 1;
+    assert!(matches!(log.reader().read(&[wrong]).pop().unwrap(), Err(ReadError::Corrupt { .. })));
+}
+
+fn enqueue_owned(queue: u64, seq: u64, payload: Bytes) -> Record {
+    Record::Enqueue { queue, seq, expires_at: None, size: 0, payload }
+}
+
+#[test]
+fn spills_are_not_synced_nor_recovered_and_released_ones_free_their_segments() {
+    let dir = tempfile::tempdir().unwrap();
+    let options = LogOptions { segment_bytes: 256, fault: None };
+    {
+        let (log, _) = MessageLog::open(dir.path(), options.clone()).unwrap();
+        let syncs = log.syncs();
+        let spill = |seq| Record::Spill { queue: 2, seq, payload: Bytes::from_static(b"a transient message, spilled") };
+        let placed: Vec<Placed> = (0..20).flat_map(|seq| append_placed(&log, vec![spill(seq)])).collect();
+        assert_eq!(log.syncs(), syncs, "spilling alone never syncs");
+        let places: Vec<Place> = placed.iter().map(|p| p.place).collect();
+        assert!(log.reader().read(&places).into_iter().all(|r| r.is_ok()));
+        let before = segment_files(dir.path()).unwrap().len();
+        assert!(before >= 3, "{before}");
+        append_placed(&log, (0..20).map(|seq| Record::Released { queue: 2, seq }).collect());
+        writer_idle(&log);
+        assert_eq!(segment_files(dir.path()).unwrap().len(), 1, "released spills free their segments");
+        // A spill never released is not recovered either.
+        append_placed(&log, vec![spill(20), enqueue(3, 1, b"durable")]);
+        log.close().unwrap();
+    }
+    let (_log, recovery) = MessageLog::open(dir.path(), options).unwrap();
+    assert!(!recovery.queues.contains_key(&2), "{:?}", recovery.queues.keys());
+    assert_eq!(seqs(&recovery, 3), vec![1]);
+}
+
+#[test]
+fn compaction_tells_where_it_moved_each_message() {
+    let dir = tempfile::tempdir().unwrap();
+    let options = LogOptions { segment_bytes: 1024, fault: None };
+    let (log, _) = MessageLog::open(dir.path(), options).unwrap();
+    let (tx, rx) = mpsc::channel();
+    log.set_relocation_listener(Box::new(move |placed| tx.send(placed).unwrap()));
+    let first = append_placed(
+        &log,
+        vec![enqueue(1, 0, b"pinned"), Record::Spill { queue: 2, seq: 0, payload: Bytes::from_static(b"spilled") }],
+    );
+    for seq in 1..200 {
+        append_placed(&log, vec![enqueue(1, seq, b"churn churn churn churn churn churn churn churn churn churn")]);
+        append_placed(&log, vec![Record::Remove { queue: 1, seq }]);
+    }
+    writer_idle(&log);
+    let moved: Vec<Placed> = rx.try_iter().flatten().collect();
+    let find = |queue: u64| moved.iter().rfind(|p| p.queue == queue && p.seq == 0).copied().unwrap();
+    let (durable, spilled) = (find(1), find(2));
+    assert!(durable.place.segment > first[0].place.segment, "{durable:?}");
+    assert_eq!(text(log.reader().read(&[durable.place]).pop().unwrap()), "pinned");
+    assert_eq!(text(log.reader().read(&[spilled.place]).pop().unwrap()), "spilled");
+    let old = log.reader().read(&[first[0].place]).pop().unwrap();
+    assert!(matches!(old, Err(ReadError::Gone { segment: 1 })), "{old:?}");
+}
+
+#[test]
+fn the_index_takes_a_few_bits_per_live_message() {
+    let mut index = index::Index::default();
+    let messages = 1_000_000u64;
+    for seq in 0..messages {
+        index.enqueued(7, 1_000_000_000 + seq, 1 + seq / 400_000);
+    }
+    let bytes = index.bitmap_bytes();
+    assert!(bytes * 4 < messages, "{bytes} bytes for {messages} messages");
+    // The first segment empties as the queue drains from its head.
+    for seq in 0..400_000 {
+        index.removed(7, 1_000_000_000 + seq);
+    }
+    assert_eq!(index.segments.get(&1).map(|c| (c.live, c.written)), Some((0, 400_000)));
+    assert_eq!(index.segment_of(7, 1_000_400_000), Some(2));
 }

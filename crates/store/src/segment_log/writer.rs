@@ -13,16 +13,58 @@ use bytes::BytesMut;
 use super::index::Index;
 use super::record::{HEADER_LEN, header, put_record};
 use super::replay::{segment_files, segment_path};
-use super::{Command, Completion, LogError, LogOptions, Record, Shared};
+use super::{Command, Completion, LogError, LogOptions, Place, Placed, Record, Shared};
 
 /// How long to wait before retrying a failed write.
 const RETRY: Duration = Duration::from_millis(500);
 
-/// One group commit: the bytes, the records (for the index) and the completions.
+/// The most bytes one write takes before it syncs; what arrives meanwhile waits for the next.
+const MAX_BATCH: usize = 16 * 1024 * 1024;
+
+/// Where an enqueue or spill of a batch lies in its bytes.
+struct Pending {
+    queue: u64,
+    seq: u64,
+    offset: usize,
+    len: usize,
+}
+
+/// One group commit: the bytes, the records (for the index), and per append its completion
+/// and the places of its messages.
+#[derive(Default)]
 pub(super) struct Batch {
-    pub(super) bytes: BytesMut,
-    pub(super) records: Vec<Record>,
-    pub(super) done: Vec<Completion>,
+    bytes: BytesMut,
+    records: Vec<Record>,
+    appends: Vec<(Option<Completion>, Vec<Pending>)>,
+    /// A compaction: the messages move, and their new places go to the relocation listener.
+    relocation: bool,
+}
+
+impl Batch {
+    /// A compaction batch moving `records`.
+    pub(super) fn relocation(records: Vec<Record>) -> Self {
+        let mut batch = Self { relocation: true, ..Self::default() };
+        batch.push(records, None);
+        batch
+    }
+
+    fn push(&mut self, records: Vec<Record>, done: Option<Completion>) {
+        let mut pending = Vec::new();
+        for record in &records {
+            let offset = self.bytes.len();
+            let len = put_record(&mut self.bytes, record);
+            if let Record::Enqueue { queue, seq, .. } | Record::Spill { queue, seq, .. } = record {
+                pending.push(Pending { queue: *queue, seq: *seq, offset, len });
+            }
+        }
+        self.records.extend(records);
+        self.appends.push((done, pending));
+    }
+
+    /// Whether the batch must be synced: anything but spills (which nothing recovers).
+    fn needs_sync(&self) -> bool {
+        self.records.iter().any(|r| !matches!(r, Record::Spill { .. } | Record::Released { .. }))
+    }
 }
 
 pub(super) struct Writer {
@@ -32,8 +74,8 @@ pub(super) struct Writer {
     shared: Arc<Shared>,
     pub(super) segment: u64,
     file: File,
-    /// Bytes of the current segment known to be on disk.
-    synced_len: u64,
+    /// Bytes of the current segment written whole (on disk up to the last sync).
+    written_len: u64,
 }
 
 impl Writer {
@@ -45,9 +87,9 @@ impl Writer {
             None => (1, create_segment(dir, 1)?),
         };
         let path = segment_path(dir, segment);
-        let synced_len = file.metadata().map_err(|source| LogError::Io { path, source })?.len();
-        let mut writer = Self { dir: dir.to_owned(), options, index, shared, segment, file, synced_len };
-        writer.index.live.entry(segment).or_default();
+        let written_len = file.metadata().map_err(|source| LogError::Io { path, source })?.len();
+        let mut writer = Self { dir: dir.to_owned(), options, index, shared, segment, file, written_len };
+        writer.index.segments.entry(segment).or_default();
         writer.reclaim();
         Ok(writer)
     }
@@ -56,20 +98,18 @@ impl Writer {
         let mut closing = None;
         while closing.is_none() {
             let Ok(first) = rx.recv() else { break };
-            let mut batch = Batch { bytes: BytesMut::new(), records: Vec::new(), done: Vec::new() };
-            for command in std::iter::once(first).chain(rx.try_iter()) {
+            let mut batch = Batch::default();
+            let mut next = Some(first);
+            while let Some(command) = next.take() {
                 match command {
-                    Command::Append(records, done) => {
-                        for record in &records {
-                            put_record(&mut batch.bytes, record);
-                        }
-                        batch.records.extend(records);
-                        batch.done.extend(done);
-                    }
+                    Command::Append(records, done) => batch.push(records, done),
                     Command::Close(reply) => {
                         closing = Some(reply);
                         break;
                     }
+                }
+                if batch.bytes.len() < MAX_BATCH {
+                    next = rx.try_recv().ok();
                 }
             }
             self.commit(batch);
@@ -80,21 +120,18 @@ impl Writer {
         }
     }
 
-    /// Writes and syncs a batch, retrying until it is on disk, then completes it.
+    /// Writes (and syncs, unless it only spills) a batch, retrying until it is on disk, then
+    /// completes it with the places of its messages.
     pub(super) fn commit(&mut self, batch: Batch) {
-        if batch.bytes.is_empty() {
-            for done in batch.done {
-                done(Ok(()));
-            }
-            return;
-        }
-        if self.synced_len > HEADER_LEN as u64
-            && self.synced_len + batch.bytes.len() as u64 > self.options.segment_bytes
-        {
+        let sync = batch.needs_sync();
+        let Batch { bytes, records, appends, relocation } = batch;
+        let full = self.written_len + bytes.len() as u64 > self.options.segment_bytes;
+        if !bytes.is_empty() && self.written_len > HEADER_LEN as u64 && full {
             self.roll();
         }
-        loop {
-            match self.write(&batch.bytes) {
+        let base = self.written_len;
+        while !bytes.is_empty() {
+            match self.write(&bytes, sync) {
                 Ok(()) => break,
                 Err(error) => {
                     if !self.shared.failing.load(Ordering::SeqCst) {
@@ -106,40 +143,58 @@ impl Writer {
             }
         }
         self.shared.set_failing(false);
-        for record in batch.records {
+        for record in records {
             match record {
-                Record::Enqueue { queue, seq, payload, .. } => {
-                    self.index.enqueued(queue, seq, self.segment, payload.len());
+                Record::Enqueue { queue, seq, .. } | Record::Spill { queue, seq, .. } if relocation => {
+                    self.index.moved(queue, seq, self.segment);
                 }
-                Record::Remove { queue, seq } => self.index.removed(queue, seq),
+                Record::Enqueue { queue, seq, .. } | Record::Spill { queue, seq, .. } => {
+                    self.index.enqueued(queue, seq, self.segment);
+                }
+                Record::Remove { queue, seq } | Record::Released { queue, seq } => self.index.removed(queue, seq),
                 Record::Delivered { queue, seq, returned, failed } => {
                     self.index.delivered(queue, seq, returned, failed)
                 }
                 Record::DropQueue { queue } => self.index.dropped(queue),
             }
         }
-        for done in batch.done {
-            done(Ok(()));
+        let segment = self.segment;
+        let place = |p: Pending| Placed {
+            queue: p.queue,
+            seq: p.seq,
+            place: Place { segment, offset: base + p.offset as u64, len: u32::try_from(p.len).unwrap_or(u32::MAX) },
+        };
+        for (done, pending) in appends {
+            let placed: Vec<Placed> = pending.into_iter().map(place).collect();
+            if relocation {
+                if let Some(listener) = self.shared.relocations.lock().as_ref() {
+                    listener(placed);
+                }
+            } else if let Some(done) = done {
+                done(Ok(placed));
+            }
         }
         self.reclaim();
     }
 
-    /// One write of the whole batch and one `fdatasync`; on failure the segment is cut back
-    /// to its synced length so a retry rewrites the batch whole.
-    fn write(&mut self, bytes: &[u8]) -> std::io::Result<()> {
+    /// One write of the whole batch (and one `fdatasync` when `sync`); on failure the segment
+    /// is cut back to what was written before so a retry rewrites the batch whole.
+    fn write(&mut self, bytes: &[u8], sync: bool) -> std::io::Result<()> {
         let result = match self.options.fault.as_ref().and_then(|fault| fault()) {
             Some(error) => Err(error),
-            None => self.file.write_all(bytes).and_then(|()| self.file.sync_data()),
+            None => self.file.write_all(bytes).and_then(|()| if sync { self.file.sync_data() } else { Ok(()) }),
         };
         match result {
             Ok(()) => {
-                self.shared.syncs.fetch_add(1, Ordering::Relaxed);
-                self.synced_len += bytes.len() as u64;
+                if sync {
+                    self.shared.syncs.fetch_add(1, Ordering::Relaxed);
+                }
+                self.written_len += bytes.len() as u64;
                 Ok(())
             }
             Err(error) => {
-                let _ = self.file.set_len(self.synced_len);
-                let _ = self.file.seek(SeekFrom::Start(self.synced_len));
+                let _ = self.file.set_len(self.written_len);
+                let _ = self.file.seek(SeekFrom::Start(self.written_len));
                 Err(error)
             }
         }
@@ -153,8 +208,8 @@ impl Writer {
                 Ok(file) => {
                     self.file = file;
                     self.segment = next;
-                    self.synced_len = HEADER_LEN as u64;
-                    self.index.live.entry(next).or_default();
+                    self.written_len = HEADER_LEN as u64;
+                    self.index.segments.entry(next).or_default();
                     return;
                 }
                 Err(error) => {
@@ -168,8 +223,8 @@ impl Writer {
 
     /// Deletes the oldest segments while none of their messages is live.
     fn reclaim(&mut self) {
-        while let Some((&oldest, &count)) = self.index.live.first_key_value() {
-            if oldest == self.segment || count > 0 {
+        while let Some((&oldest, counts)) = self.index.segments.first_key_value() {
+            if oldest == self.segment || counts.live > 0 {
                 break;
             }
             let path = segment_path(&self.dir, oldest);
