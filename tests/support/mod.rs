@@ -123,6 +123,14 @@ impl Charon {
         format!("amqp://guest:guest@127.0.0.1:{}/%2f", self.port)
     }
 
+    /// The process's resident memory (`VmRSS`), in bytes.
+    pub fn rss_bytes(&self) -> u64 {
+        let status = std::fs::read_to_string(format!("/proc/{}/status", self.child.id())).expect("proc status");
+        let line = status.lines().find(|l| l.starts_with("VmRSS:")).expect("VmRSS");
+        let kib: u64 = line.split_whitespace().nth(1).and_then(|n| n.parse().ok()).expect("VmRSS value");
+        kib * 1024
+    }
+
     /// Sends SIGTERM.
     pub fn terminate(&self) {
         let status = Command::new("kill").args(["-TERM", &self.child.id().to_string()]).status().expect("kill");

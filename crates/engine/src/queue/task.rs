@@ -147,11 +147,12 @@ impl Task {
         let place_to = self.state.wants_places().then(|| Arc::clone(&self.handle));
         let done: Option<Completion> = (!confirms.is_empty() || place_to.is_some()).then(|| {
             Box::new(move |result: Result<Vec<Placed>, LogFailure>| {
-                if let (Some(queue), Ok(placed)) = (place_to, &result) {
-                    queue.placed(placed.clone());
+                let synced = result.is_ok();
+                if let (Some(queue), Ok(placed)) = (place_to, result) {
+                    queue.placed(placed);
                 }
                 for (session, event) in confirms {
-                    session.send(match (result.is_ok(), event) {
+                    session.send(match (synced, event) {
                         (false, SessionEvent::Confirms { channel, mut accepted, mut refused }) => {
                             refused.append(&mut accepted);
                             SessionEvent::Confirms { channel, accepted, refused }

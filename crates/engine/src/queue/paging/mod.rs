@@ -140,20 +140,17 @@ impl QueueState {
         let size = body_size(&entry.message);
         self.ready_bytes += size;
         let long = self.ready.len() >= RESIDENT_MESSAGES || self.head_bytes >= RESIDENT_BYTES;
-        match &self.pager {
-            Some(pager) if long || !pager.is_empty() => {
-                if !entry.persisted {
-                    self.journal_spill(&mut entry);
-                }
-                if let Some(pager) = &mut self.pager {
-                    pager.spilled_any |= entry.spilled;
-                    pager.incoming.push_back(entry);
-                }
-            }
-            _ => {
-                self.head_bytes += size;
-                self.ready.push_back(entry);
-            }
+        if !self.pager.as_ref().is_some_and(|pager| long || !pager.is_empty()) {
+            self.head_bytes += size;
+            self.ready.push_back(entry);
+            return;
+        }
+        if !entry.persisted {
+            self.journal_spill(&mut entry);
+        }
+        if let Some(pager) = &mut self.pager {
+            pager.spilled_any |= entry.spilled;
+            pager.incoming.push_back(entry);
         }
     }
 
@@ -422,3 +419,6 @@ impl Entry {
         }
     }
 }
+
+#[cfg(test)]
+mod tests;

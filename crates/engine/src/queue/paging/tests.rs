@@ -1,0 +1,199 @@
+#![allow(clippy::unwrap_used, clippy::indexing_slicing)]
+
+use std::sync::Arc;
+use std::sync::mpsc as std_mpsc;
+use std::time::Duration;
+
+use charon_model::{Body, DeathReason, Message, Properties, Routing, Table};
+use charon_store::segment_log::{LogOptions, MessageLog, Record};
+use tokio::sync::mpsc;
+
+use super::*;
+use crate::queue::settings::QueueSettings;
+use crate::queue::{Enqueue, QueueConfig, QueueHandle, QueueType};
+use crate::session::Owner;
+
+/// A queue on a real log in a temporary directory; the test plays the task's part of handing
+/// the journal to the log and the places back to the queue.
+struct Fixture {
+    state: QueueState,
+    log: MessageLog,
+    _dir: tempfile::TempDir,
+}
+
+fn fixture(durable: bool, settings: QueueSettings) -> Fixture {
+    let dir = tempfile::tempdir().unwrap();
+    let (log, _) = MessageLog::open(dir.path(), LogOptions::default()).unwrap();
+    let (tx, _rx) = mpsc::channel(1);
+    let config = QueueConfig {
+        name: "long".into(),
+        vhost: "/".into(),
+        durable,
+        auto_delete: false,
+        exclusive_owner: None,
+        arguments: Table::new(),
+        queue_type: QueueType::Classic,
+    };
+    let mut state = QueueState::new(Arc::new(QueueHandle::new(3, config, tx)), settings, 1_000);
+    state.enable_paging(log.reader().clone());
+    if durable {
+        state.enable_journal(Vec::new());
+    }
+    Fixture { state, log, _dir: dir }
+}
+
+impl Fixture {
+    /// Writes the pass's records and gives the queue their places, as the task does; returns
+    /// the records.
+    fn flush(&mut self) -> Vec<Record> {
+        let (records, _) = self.state.take_journal();
+        let (tx, rx) = std_mpsc::channel();
+        self.log.append(records.clone(), Some(Box::new(move |r| tx.send(r.unwrap()).unwrap())));
+        let placed = rx.recv_timeout(Duration::from_secs(10)).unwrap();
+        self.state.placed(placed);
+        records
+    }
+
+    fn publish(&mut self, bodies: impl IntoIterator<Item = String>, delivery_mode: u8, ttl: Option<u64>) {
+        let items = bodies
+            .into_iter()
+            .map(|body| {
+                let mut m = Message::new(Routing::default(), Body::Data(body.into()));
+                m.origin = charon_model::Origin::Amqp091;
+                m.set_properties(Properties { delivery_mode: Some(delivery_mode), ttl, ..Properties::default() });
+                Enqueue { message: Arc::new(m), confirm: None }
+            })
+            .collect();
+        self.state.publish(items, None);
+    }
+
+    fn runs(&self) -> (usize, usize, usize) {
+        let pager = self.state.pager.as_ref().unwrap();
+        (self.state.ready.len(), pager.paged.len(), pager.incoming.len())
+    }
+
+    /// Takes every ready message with `basic.get`-style gets, acknowledging none.
+    fn get_all(&mut self) -> Vec<String> {
+        let owner = Owner { session: 1, channel: 1 };
+        std::iter::from_fn(|| self.state.get(owner, true))
+            .map(|got| String::from_utf8(got.delivery.message.body.bytes().to_vec()).unwrap())
+            .collect()
+    }
+}
+
+fn bodies(range: std::ops::Range<usize>) -> impl Iterator<Item = String> {
+    range.map(|i| format!("message {i}"))
+}
+
+fn count(records: &[Record], kind: fn(&Record) -> bool) -> usize {
+    records.iter().filter(|r| kind(r)).count()
+}
+
+const OVER: usize = 5_000;
+
+#[test]
+fn a_long_queue_spills_what_does_not_fit_and_gives_everything_back_in_order() {
+    let mut f = fixture(false, QueueSettings::default());
+    f.publish(bodies(0..RESIDENT_MESSAGES + OVER), 1, None);
+    assert_eq!(f.runs(), (RESIDENT_MESSAGES, 0, OVER), "the head is full; the rest waits for the log");
+    let records = f.flush();
+    assert_eq!(count(&records, |r| matches!(r, Record::Spill { .. })), OVER, "transient ones are spilled");
+    assert_eq!(records.len(), OVER);
+    assert_eq!(f.runs(), (RESIDENT_MESSAGES, OVER, 0), "placed: they left memory");
+    assert_eq!(f.state.stats().ready, u32::try_from(RESIDENT_MESSAGES + OVER).unwrap());
+    // New messages queue behind the paged ones, never before them.
+    f.publish(bodies(RESIDENT_MESSAGES + OVER..RESIDENT_MESSAGES + OVER + 10), 1, None);
+    assert_eq!(f.runs(), (RESIDENT_MESSAGES, OVER, 10));
+    let got = f.get_all();
+    assert_eq!(got, bodies(0..RESIDENT_MESSAGES + OVER + 10).collect::<Vec<_>>());
+    let (records, _) = f.state.take_journal();
+    assert_eq!(count(&records, |r| matches!(r, Record::Released { .. })), OVER + 10, "every spill released");
+    assert_eq!(count(&records, |r| matches!(r, Record::Spill { .. })), 10);
+    assert_eq!(f.state.stats().ready, 0);
+    assert_eq!(f.state.ready_bytes, 0);
+}
+
+#[test]
+fn a_durable_queue_pages_persistent_messages_through_their_enqueue_records() {
+    let mut f = fixture(true, QueueSettings::default());
+    f.publish(bodies(0..RESIDENT_MESSAGES + OVER), 2, None);
+    let records = f.flush();
+    assert_eq!(count(&records, |r| matches!(r, Record::Enqueue { .. })), RESIDENT_MESSAGES + OVER);
+    assert_eq!(count(&records, |r| matches!(r, Record::Spill { .. })), 0, "written once, not spilled again");
+    assert_eq!(f.runs(), (RESIDENT_MESSAGES, OVER, 0));
+    assert_eq!(f.get_all().len(), RESIDENT_MESSAGES + OVER);
+    let (records, _) = f.state.take_journal();
+    assert_eq!(count(&records, |r| matches!(r, Record::Remove { .. })), RESIDENT_MESSAGES + OVER);
+}
+
+#[test]
+fn length_limits_purge_and_requeues_see_the_paged_messages() {
+    let settings =
+        QueueSettings { max_length: Some(u64::try_from(RESIDENT_MESSAGES + 100).unwrap()), ..QueueSettings::default() };
+    let mut f = fixture(false, settings);
+    f.publish(bodies(0..RESIDENT_MESSAGES + 300), 1, None);
+    f.flush();
+    // drop-head dropped the 200 oldest, from the head.
+    assert_eq!(f.state.stats().ready, u32::try_from(RESIDENT_MESSAGES + 100).unwrap());
+    let dropped = f.state.take_discarded();
+    assert_eq!(dropped.len(), 200);
+    assert!(dropped.iter().all(|(_, reason)| *reason == DeathReason::Maxlen));
+    // A requeued message goes back before the paged ones.
+    let owner = Owner { session: 1, channel: 1 };
+    let first = f.state.get(owner, false).unwrap();
+    assert_eq!(first.delivery.message.body.bytes(), &b"message 200"[..]);
+    f.state.settle(&[first.delivery.seq], crate::queue::Settle::Requeue);
+    let got = f.get_all();
+    assert_eq!(got.first().map(String::as_str), Some("message 200"));
+    assert_eq!(got.last().map(String::as_str), Some(format!("message {}", RESIDENT_MESSAGES + 299).as_str()));
+    assert_eq!(got.len(), RESIDENT_MESSAGES + 100);
+    // Purge counts and releases the paged run without reading it.
+    f.publish(bodies(0..RESIDENT_MESSAGES + 50), 1, None);
+    f.flush();
+    assert_eq!(f.runs(), (RESIDENT_MESSAGES, 50, 0));
+    assert_eq!(f.state.purge(), u32::try_from(RESIDENT_MESSAGES + 50).unwrap());
+    let (records, _) = f.state.take_journal();
+    assert_eq!(count(&records, |r| matches!(r, Record::Released { .. })), 50);
+    assert_eq!(f.runs(), (0, 0, 0));
+}
+
+#[test]
+fn paged_messages_expire_at_the_head_in_order() {
+    let mut f = fixture(false, QueueSettings::default());
+    f.publish(bodies(0..RESIDENT_MESSAGES + OVER), 1, Some(1_000));
+    f.flush();
+    assert_eq!(f.state.next_deadline(), Some(2_000));
+    f.state.set_now(2_001);
+    f.state.expire(false);
+    let expired = f.state.take_discarded();
+    assert_eq!(expired.len(), RESIDENT_MESSAGES + OVER);
+    let last = expired.last().map(|(m, _)| String::from_utf8(m.body.bytes().to_vec()).unwrap());
+    assert_eq!(last, Some(format!("message {}", RESIDENT_MESSAGES + OVER - 1)));
+    assert!(expired.iter().all(|(_, reason)| *reason == DeathReason::Expired));
+    assert_eq!(f.state.stats().ready, 0);
+}
+
+#[test]
+fn a_paged_message_whose_segment_is_gone_waits_for_its_new_place() {
+    let mut f = fixture(false, QueueSettings::default());
+    f.publish(bodies(0..RESIDENT_MESSAGES + 1), 1, None);
+    let records = f.flush();
+    let Some(Record::Spill { seq, payload, .. }) = records.first().cloned() else { panic!("{records:?}") };
+    // Pretend compaction moved it: the queue's place points into a segment that is gone.
+    let stale = Place { segment: 99, offset: 16, len: 100 };
+    f.state.placed(vec![Placed { queue: 3, seq, place: stale }]);
+    let owner = Owner { session: 1, channel: 1 };
+    for _ in 0..RESIDENT_MESSAGES {
+        f.state.get(owner, true).unwrap();
+    }
+    assert!(f.state.get(owner, true).is_none(), "not readable now");
+    assert_eq!(f.state.stats().ready, 1, "but not lost");
+    assert_eq!(f.state.next_deadline(), Some(1_000 + RETRY_MS), "tried again soon");
+    // The new place arrives (written here by the test as compaction would).
+    let (tx, rx) = std_mpsc::channel();
+    let moved = Record::Spill { queue: 3, seq, payload };
+    f.log.append(vec![moved], Some(Box::new(move |r| tx.send(r.unwrap()).unwrap())));
+    f.state.placed(rx.recv_timeout(Duration::from_secs(10)).unwrap());
+    let got = f.state.get(owner, true).unwrap();
+    assert_eq!(got.delivery.message.body.bytes(), format!("message {RESIDENT_MESSAGES}").as_bytes());
+}
