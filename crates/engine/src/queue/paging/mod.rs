@@ -126,6 +126,13 @@ impl Pager {
             paged.reserve_exact((paged.len() / 4).max(1024));
         }
     }
+
+    /// Gives memory back as the paged run drains (halving once it is three quarters empty).
+    fn shrink(paged: &mut VecDeque<PagedEntry>) {
+        if paged.capacity() > 4096 && paged.len() * 4 < paged.capacity() {
+            paged.shrink_to(paged.len() * 2);
+        }
+    }
 }
 
 impl QueueState {
@@ -321,6 +328,7 @@ impl QueueState {
                 }
             }
         }
+        Pager::shrink(&mut pager.paged);
     }
 
     /// Restores messages the log recovered: the head (every message that had been delivered,
