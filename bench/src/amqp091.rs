@@ -1,0 +1,216 @@
+//! AMQP 0.9.1 load on lapin: publishers (with or without confirms, at full speed or at a fixed
+//! rate) and consumers (auto-ack, multi-ack, or nacking everything), all counting what they
+//! saw.
+
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result, bail};
+use futures_util::StreamExt;
+use lapin::options::{
+    BasicAckOptions, BasicConsumeOptions, BasicNackOptions, BasicPublishOptions, BasicQosOptions,
+    ConfirmSelectOptions, QueueDeclareOptions,
+};
+use lapin::types::{AMQPValue, FieldTable};
+use lapin::{BasicProperties, Channel, Connection, ConnectionProperties};
+
+use crate::seqs::{self, Tracker};
+
+/// Publishes in progress at once when publishing at full speed.
+const PIPELINE: usize = 256;
+
+/// How long a consumer waits for the next message before it counts the rest as lost.
+pub(crate) const IDLE: Duration = Duration::from_secs(15);
+
+pub(crate) async fn connect(url: &str) -> Result<Connection> {
+    Connection::connect(url, ConnectionProperties::default()).await.with_context(|| format!("connecting to {url}"))
+}
+
+pub(crate) async fn channel(conn: &Connection) -> Result<Channel> {
+    conn.create_channel().await.context("opening a channel")
+}
+
+/// Declares a queue with arguments.
+pub(crate) async fn declare(channel: &Channel, name: &str, durable: bool, args: &[(&str, AMQPValue)]) -> Result<u32> {
+    let mut table = FieldTable::default();
+    for (key, value) in args {
+        table.insert((*key).into(), value.clone());
+    }
+    let options = QueueDeclareOptions { durable, ..Default::default() };
+    let ok = channel.queue_declare(name.into(), options, table).await.with_context(|| format!("declaring {name}"))?;
+    Ok(ok.message_count())
+}
+
+/// Ready messages in a queue (a passive declare).
+pub(crate) async fn count(channel: &Channel, name: &str) -> Result<u32> {
+    let options = QueueDeclareOptions { passive: true, ..Default::default() };
+    let ok = channel.queue_declare(name.into(), options, FieldTable::default()).await?;
+    Ok(ok.message_count())
+}
+
+/// How a publisher sends.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Publish {
+    pub(crate) messages: u64,
+    pub(crate) persistent: bool,
+    /// Publisher confirms with this many in flight.
+    pub(crate) confirms: Option<usize>,
+    /// Messages per second; full speed when `None`.
+    pub(crate) rate: Option<u64>,
+}
+
+/// Confirms the broker sent.
+#[derive(Debug, Default)]
+pub(crate) struct Confirmed {
+    pub(crate) acked: u64,
+    pub(crate) nacked: u64,
+}
+
+/// Publishes `spec.messages` numbered messages to `exchange` / `key`.
+pub(crate) async fn publish(
+    channel: &Channel,
+    exchange: &str,
+    key: &str,
+    spec: Publish,
+    epoch: Instant,
+) -> Result<Confirmed> {
+    if spec.confirms.is_some() {
+        channel.confirm_select(ConfirmSelectOptions::default()).await?;
+    }
+    let properties = BasicProperties::default().with_delivery_mode(if spec.persistent { 2 } else { 1 });
+    let interval_ns = spec.rate.map(|rate| 1_000_000_000 / rate.max(1));
+    // lapin's publish future resolves once its frames are written: awaiting one at a time
+    // would measure the client's wakeups. Up to PIPELINE are in progress at once (their frames
+    // go out in order); at a fixed rate they go one by one.
+    let depth = if interval_ns.is_some() { 1 } else { PIPELINE };
+    let mut publishes = futures_util::stream::iter(0..spec.messages)
+        .map(|seq| {
+            let properties = properties.clone();
+            async move {
+                // At a fixed rate the send time is the scheduled one, so a stalled broker
+                // shows as latency rather than as a slower sender (no coordinated omission).
+                let sent = match interval_ns {
+                    Some(interval) => {
+                        let scheduled = seq * interval;
+                        let now = seqs::since(epoch);
+                        if scheduled > now + 1_000_000 {
+                            tokio::time::sleep(Duration::from_nanos(scheduled - now)).await;
+                        }
+                        scheduled
+                    }
+                    None => seqs::since(epoch),
+                };
+                let body = seqs::body(seq, sent);
+                let options = BasicPublishOptions::default();
+                channel.basic_publish(exchange.into(), key.into(), options, &body, properties).await
+            }
+        })
+        .buffered(depth);
+    let mut pending = std::collections::VecDeque::new();
+    let mut confirmed = Confirmed::default();
+    while let Some(confirm) = publishes.next().await {
+        let confirm = confirm.context("publish")?;
+        if let Some(window) = spec.confirms {
+            pending.push_back(confirm);
+            if pending.len() >= window
+                && let Some(oldest) = pending.pop_front()
+            {
+                tally(&mut confirmed, oldest.await?);
+            }
+        }
+    }
+    for confirm in pending {
+        tally(&mut confirmed, confirm.await?);
+    }
+    Ok(confirmed)
+}
+
+fn tally(confirmed: &mut Confirmed, confirmation: lapin::Confirmation) {
+    if confirmation.is_ack() {
+        confirmed.acked += 1;
+    } else {
+        confirmed.nacked += 1;
+    }
+}
+
+/// How a consumer settles.
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum Settle {
+    /// `no-ack`.
+    Auto,
+    /// Prefetch, and an ack with `multiple` every so many deliveries.
+    MultiAck { prefetch: u16, every: u64 },
+}
+
+/// What a consumer saw.
+#[derive(Debug)]
+pub(crate) struct Consumed {
+    pub(crate) tracker: Tracker,
+    /// When the last new message arrived.
+    pub(crate) last: Instant,
+    /// Delivery latency from the scheduled send time, µs.
+    pub(crate) latency: hdrhistogram::Histogram<u64>,
+}
+
+/// Starts consuming `queue` and returns once the broker confirmed the consumer; the returned
+/// task finishes when `expected` distinct messages arrived (or none came for [`IDLE`]).
+pub(crate) async fn consume(
+    channel: Channel,
+    queue: &str,
+    expected: u64,
+    settle: Settle,
+    epoch: Instant,
+) -> Result<tokio::task::JoinHandle<Result<Consumed>>> {
+    if let Settle::MultiAck { prefetch, .. } = settle {
+        channel.basic_qos(prefetch, BasicQosOptions::default()).await?;
+    }
+    let options = BasicConsumeOptions { no_ack: matches!(settle, Settle::Auto), ..Default::default() };
+    let mut consumer = channel.basic_consume(queue.into(), "".into(), options, FieldTable::default()).await?;
+    Ok(tokio::spawn(async move {
+        let mut tracker = Tracker::new(expected);
+        let mut latency = hdrhistogram::Histogram::new(3)?;
+        let mut last = Instant::now();
+        let mut unacked = 0u64;
+        while !tracker.complete() {
+            let Ok(next) = tokio::time::timeout(IDLE, consumer.next()).await else {
+                break;
+            };
+            let Some(delivery) = next else {
+                bail!("the consumer was cancelled");
+            };
+            let delivery = delivery?;
+            if let Some((seq, sent)) = seqs::read(&delivery.data)
+                && tracker.saw(seq)
+            {
+                last = Instant::now();
+                let _ = latency.record(seqs::since(epoch).saturating_sub(sent) / 1000);
+            }
+            match settle {
+                Settle::Auto => {}
+                Settle::MultiAck { every, .. } => {
+                    unacked += 1;
+                    if unacked >= every || tracker.complete() {
+                        delivery.acker.ack(BasicAckOptions { multiple: true }).await?;
+                        unacked = 0;
+                    }
+                }
+            }
+        }
+        Ok(Consumed { tracker, last, latency })
+    }))
+}
+
+/// Consumes `queue` with `prefetch` and nacks every delivery without requeueing it (a reject
+/// storm), until the task is aborted or the consumer ends.
+pub(crate) async fn nack_all(channel: Channel, queue: &str, prefetch: u16) -> Result<tokio::task::JoinHandle<()>> {
+    channel.basic_qos(prefetch, BasicQosOptions::default()).await?;
+    let mut consumer =
+        channel.basic_consume(queue.into(), "".into(), BasicConsumeOptions::default(), FieldTable::default()).await?;
+    Ok(tokio::spawn(async move {
+        while let Some(Ok(delivery)) = consumer.next().await {
+            let options = BasicNackOptions { multiple: false, requeue: false };
+            if delivery.acker.nack(options).await.is_err() {
+                break;
+            }
+        }
+    }))
+}

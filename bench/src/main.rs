@@ -1,0 +1,99 @@
+//! `charon-bench`: runs a named scenario against any AMQP broker URL and prints throughput,
+//! latency at a fixed rate, the broker's CPU seconds and peak memory (given its pid), and the
+//! lost and duplicated counts. With `--compare` it alternates two brokers round by round and
+//! prints the median ratio.
+//!
+//! ```text
+//! charon-bench s1b --url amqp://guest:guest@127.0.0.1:5672/%2f --pid 1234 \
+//!     --compare amqp://guest:guest@127.0.0.1:5682/%2f --pid2 5678 --rounds 3
+//! ```
+
+mod amqp091;
+mod report;
+mod scenarios;
+mod seqs;
+mod target;
+
+use anyhow::{Result, bail};
+use clap::Parser;
+
+use report::{Outcome, advantage, median};
+use scenarios::{Params, Scenario};
+use target::Target;
+
+/// Command line.
+#[derive(Debug, Parser)]
+#[command(about = "Charon's load generator: named scenarios against any AMQP broker, side by side")]
+struct Cli {
+    /// The scenarios to run, in order.
+    #[arg(required = true, value_enum)]
+    scenarios: Vec<Scenario>,
+    /// Broker A.
+    #[arg(long, default_value = "amqp://guest:guest@127.0.0.1:5672/%2f")]
+    url: String,
+    /// Broker A's process id (CPU seconds and memory).
+    #[arg(long)]
+    pid: Option<u32>,
+    /// Broker B, run alternately with A.
+    #[arg(long)]
+    compare: Option<String>,
+    /// Broker B's process id.
+    #[arg(long)]
+    pid2: Option<u32>,
+    /// Rounds (A, B, A, B, ...).
+    #[arg(long, default_value_t = 1)]
+    rounds: usize,
+    /// Messages per run (each scenario has its own default).
+    #[arg(long)]
+    messages: Option<u64>,
+    /// Publish at this fixed rate (msg/s) and report latency; full speed otherwise.
+    #[arg(long)]
+    rate: Option<u64>,
+}
+
+#[tokio::main]
+async fn main() -> Result<()> {
+    let cli = Cli::parse();
+    let a = Target { url: cli.url.clone(), pid: cli.pid };
+    let b = cli.compare.clone().map(|url| Target { url, pid: cli.pid2 });
+    let mut failed = false;
+    for scenario in &cli.scenarios {
+        let params = Params { messages: cli.messages.unwrap_or(scenario.default_messages()), rate: cli.rate };
+        let name = format!("{scenario:?}").to_lowercase();
+        let mut runs: [Vec<Outcome>; 2] = [Vec::new(), Vec::new()];
+        for round in 1..=cli.rounds.max(1) {
+            for (side, target) in [Some(&a), b.as_ref()].into_iter().enumerate() {
+                let Some(target) = target else { continue };
+                let label = if side == 0 { "A" } else { "B" };
+                let outcome = scenarios::run(target, *scenario, params).await?;
+                println!("{name} round {round} {label}: {}", outcome.line());
+                failed |= outcome.lost > 0 || outcome.duplicates > 0;
+                if let Some(runs) = runs.get_mut(side) {
+                    runs.push(outcome);
+                }
+            }
+        }
+        summarize(&name, &runs);
+    }
+    if failed {
+        bail!("messages were lost or duplicated");
+    }
+    Ok(())
+}
+
+fn summarize(name: &str, runs: &[Vec<Outcome>; 2]) {
+    let [a, b] = runs;
+    let Some(score) = a.first().map(|o| o.score) else { return };
+    let values = |runs: &[Outcome]| runs.iter().map(|o| o.value).collect::<Vec<_>>();
+    let median_a = median(&values(a));
+    if b.is_empty() {
+        println!("{name}: median {median_a:.1} over {} runs", a.len());
+        return;
+    }
+    let median_b = median(&values(b));
+    let per_round: Vec<f64> = a.iter().zip(b).map(|(a, b)| advantage(score, a.value, b.value)).collect();
+    println!(
+        "{name}: median A {median_a:.1}, median B {median_b:.1}; A/B advantage: median of rounds {:.2}x",
+        median(&per_round)
+    );
+}

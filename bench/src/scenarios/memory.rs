@@ -1,0 +1,42 @@
+//! Broker memory per queued message: resident memory with N 16 B persistent messages in one
+//! durable queue, minus resident memory with the queue empty, over N.
+
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result};
+
+use super::Params;
+use crate::amqp091::{self, Publish};
+use crate::report::{Outcome, Score};
+use crate::target::Target;
+
+pub(super) async fn per_message(target: &Target, params: Params, tag: &str) -> Result<Outcome> {
+    let queue = format!("bench-memory-{tag}");
+    let conn = amqp091::connect(&target.url).await?;
+    let channel = amqp091::channel(&conn).await?;
+    amqp091::declare(&channel, &queue, true, &[]).await?;
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let empty = target.rss().context("memory needs the broker's pid")?;
+    let epoch = Instant::now();
+    let spec = Publish { messages: params.messages, persistent: true, confirms: Some(1000), rate: None };
+    amqp091::publish(&channel, "", &queue, spec, epoch).await?;
+    let seconds = epoch.elapsed().as_secs_f64();
+    // Let the broker settle (RabbitMQ moves messages to its store in the background).
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    let full = target.rss().context("memory needs the broker's pid")?;
+    let held = amqp091::count(&channel, &queue).await?;
+    channel.queue_delete(queue.as_str().into(), Default::default()).await?;
+    let _ = conn.close(200, "done".into()).await;
+    let per_message = full.saturating_sub(empty) as f64 / params.messages.max(1) as f64;
+    let mut outcome = Outcome::throughput(params.messages, seconds);
+    outcome.score = Score::BytesPerMessage;
+    outcome.value = per_message;
+    outcome.lost = params.messages.saturating_sub(u64::from(held));
+    outcome.notes.push(format!(
+        "rss empty {:.1} MB, with {held} queued {:.1} MB; published at {:.0} msg/s",
+        empty as f64 / 1e6,
+        full as f64 / 1e6,
+        params.messages as f64 / seconds.max(f64::EPSILON)
+    ));
+    Ok(outcome)
+}

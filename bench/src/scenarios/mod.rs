@@ -1,0 +1,88 @@
+//! The named scenarios (`../shared/spec/perf.md`), each a function from a broker to an
+//! [`Outcome`]; [`run`] adds the broker's CPU seconds and peak memory around it.
+
+mod amqp10;
+mod dead_letter;
+mod fanout;
+mod max_length;
+mod memory;
+mod one_to_one;
+
+use anyhow::Result;
+
+use crate::report::Outcome;
+use crate::target::Target;
+
+/// A scenario by name.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub(crate) enum Scenario {
+    /// 16 B transient, 1 publisher → 1 queue → 1 consumer, no confirms, auto-ack.
+    S1a,
+    /// 16 B persistent into a durable queue, confirms 1000 in flight, qos 1000, multi-ack.
+    S1b,
+    /// Fanout to 10 queues, one consumer each.
+    S3x10,
+    /// Fanout to 100 queues, one consumer each.
+    S3x100,
+    /// Messages expiring by TTL into a dead-letter exchange: until the DLQ has them all.
+    S5,
+    /// Reject storm: a full queue nacked (requeue=false) by 4 consumers into a DLX.
+    S6,
+    /// `x-max-length` 100k with drop-head under a stream of publishes.
+    S7DropHead,
+    /// `x-max-length` 100k with reject-publish: the nack rate.
+    S7Reject,
+    /// Broker memory per queued 16 B persistent message.
+    Memory,
+    /// AMQP 1.0: 1 sender → 1 queue → 1 receiver, credit 200, durable, settled by outcome.
+    S10,
+}
+
+impl Scenario {
+    /// Messages per run unless told otherwise.
+    pub(crate) fn default_messages(self) -> u64 {
+        match self {
+            Self::S1a | Self::S1b | Self::S10 => 200_000,
+            Self::S3x10 => 100_000,
+            Self::S3x100 => 20_000,
+            Self::S5 | Self::S6 => 100_000,
+            Self::S7DropHead | Self::S7Reject => 1_000_000,
+            Self::Memory => 1_000_000,
+        }
+    }
+}
+
+/// Settings of one run.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Params {
+    pub(crate) messages: u64,
+    /// A fixed publish rate (msg/s) for latency; full speed when `None`.
+    pub(crate) rate: Option<u64>,
+}
+
+/// Runs `scenario` once against `target`.
+pub(crate) async fn run(target: &Target, scenario: Scenario, params: Params) -> Result<Outcome> {
+    let cpu_before = target.cpu_seconds();
+    let rss = target.watch_rss();
+    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos()).unwrap_or(0);
+    let tag = format!("{now:x}");
+    let result = match scenario {
+        Scenario::S1a => one_to_one::transient(target, params, &tag).await,
+        Scenario::S1b => one_to_one::persistent(target, params, &tag).await,
+        Scenario::S3x10 => fanout::run(target, params, 10, &tag).await,
+        Scenario::S3x100 => fanout::run(target, params, 100, &tag).await,
+        Scenario::S5 => dead_letter::ttl(target, params, &tag).await,
+        Scenario::S6 => dead_letter::reject_storm(target, params, &tag).await,
+        Scenario::S7DropHead => max_length::drop_head(target, params, &tag).await,
+        Scenario::S7Reject => max_length::reject_publish(target, params, &tag).await,
+        Scenario::Memory => memory::per_message(target, params, &tag).await,
+        Scenario::S10 => amqp10::one_to_one(target, params, &tag).await,
+    };
+    let peak = rss.finish();
+    let mut outcome = result?;
+    if target.pid.is_some() {
+        outcome.peak_rss = Some(peak);
+    }
+    outcome.cpu_seconds = cpu_before.zip(target.cpu_seconds()).map(|(before, after)| after - before);
+    Ok(outcome)
+}

@@ -1,0 +1,84 @@
+//! The broker under test: where it listens and, when its pid is given, what it costs — CPU
+//! seconds from `/proc/PID/stat` and resident memory sampled from `/proc/PID/status`.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::Duration;
+
+/// Clock ticks per second in `/proc/PID/stat` (USER_HZ, 100 on every Linux build we run on).
+const TICKS_PER_SECOND: f64 = 100.0;
+
+/// A broker URL and, optionally, its process id.
+#[derive(Clone, Debug)]
+pub(crate) struct Target {
+    /// AMQP URL, e.g. `amqp://guest:guest@127.0.0.1:5672/%2f`.
+    pub(crate) url: String,
+    /// The broker's process, for CPU and memory.
+    pub(crate) pid: Option<u32>,
+}
+
+impl Target {
+    /// `host:port` and credentials of the URL, for the AMQP 1.0 client.
+    pub(crate) fn amqp10_parts(&self) -> (String, String, String) {
+        let rest = self.url.trim_start_matches("amqp://");
+        let (auth, host) = rest.split_once('@').unwrap_or(("guest:guest", rest));
+        let (user, password) = auth.split_once(':').unwrap_or((auth, ""));
+        let host = host.split('/').next().unwrap_or(host);
+        (host.to_owned(), user.to_owned(), password.to_owned())
+    }
+
+    /// CPU seconds the broker has used so far (user + system).
+    pub(crate) fn cpu_seconds(&self) -> Option<f64> {
+        let stat = std::fs::read_to_string(format!("/proc/{}/stat", self.pid?)).ok()?;
+        // Fields after the command name (which may hold spaces) start at field 3.
+        let after = stat.rsplit_once(')')?.1;
+        let fields: Vec<&str> = after.split_whitespace().collect();
+        let utime: f64 = fields.get(11)?.parse().ok()?;
+        let stime: f64 = fields.get(12)?.parse().ok()?;
+        Some((utime + stime) / TICKS_PER_SECOND)
+    }
+
+    /// Resident memory now, bytes.
+    pub(crate) fn rss(&self) -> Option<u64> {
+        rss_of(self.pid?)
+    }
+
+    /// Samples resident memory every 50 ms until the returned guard is finished.
+    pub(crate) fn watch_rss(&self) -> RssWatch {
+        let peak = Arc::new(AtomicU64::new(self.rss().unwrap_or(0)));
+        let stop = Arc::new(AtomicBool::new(false));
+        if let Some(pid) = self.pid {
+            let (peak, stop) = (Arc::clone(&peak), Arc::clone(&stop));
+            tokio::spawn(async move {
+                while !stop.load(Ordering::Relaxed) {
+                    if let Some(rss) = rss_of(pid) {
+                        peak.fetch_max(rss, Ordering::Relaxed);
+                    }
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                }
+            });
+        }
+        RssWatch { peak, stop }
+    }
+}
+
+fn rss_of(pid: u32) -> Option<u64> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    let line = status.lines().find(|l| l.starts_with("VmRSS:"))?;
+    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kib * 1024)
+}
+
+/// The peak of sampled resident memory.
+pub(crate) struct RssWatch {
+    peak: Arc<AtomicU64>,
+    stop: Arc<AtomicBool>,
+}
+
+impl RssWatch {
+    /// Stops sampling; the peak seen, bytes.
+    pub(crate) fn finish(self) -> u64 {
+        self.stop.store(true, Ordering::Relaxed);
+        self.peak.load(Ordering::Relaxed)
+    }
+}
