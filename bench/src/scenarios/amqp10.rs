@@ -27,7 +27,8 @@ async fn open(target: &Target, name: &str) -> Result<(ConnectionHandle<()>, Sess
     let (host, user, password) = target.amqp10_parts();
     // fe2o3 leaves Nagle's algorithm on; its small dispositions and flows would then wait for
     // the broker's delayed ACKs (tens of ms per credit window).
-    let stream = tokio::net::TcpStream::connect(host.as_str()).await.with_context(|| format!("connecting to {host}"))?;
+    let stream =
+        tokio::net::TcpStream::connect(host.as_str()).await.with_context(|| format!("connecting to {host}"))?;
     stream.set_nodelay(true)?;
     let mut conn = Connection::builder()
         .container_id(name)
@@ -95,15 +96,16 @@ pub(super) async fn one_to_one(target: &Target, params: Params, tag: &str) -> Re
         if pending.len() >= IN_FLIGHT
             && let Some(oldest) = pending.pop_front()
         {
-            refused += u64::from(!matches!(oldest.await.map_err(|e| anyhow!("outcome: {e:?}"))?, Disposition::Accepted(_)));
+            refused +=
+                u64::from(!matches!(oldest.await.map_err(|e| anyhow!("outcome: {e:?}"))?, Disposition::Accepted(_)));
         }
     }
     for outcome in pending {
-        refused += u64::from(!matches!(outcome.await.map_err(|e| anyhow!("outcome: {e:?}"))?, Disposition::Accepted(_)));
+        refused +=
+            u64::from(!matches!(outcome.await.map_err(|e| anyhow!("outcome: {e:?}"))?, Disposition::Accepted(_)));
     }
-    let (tracker, last) = tokio::time::timeout(Duration::from_secs(120), receiving)
-        .await
-        .context("the receiver did not finish")???;
+    let (tracker, last) =
+        tokio::time::timeout(Duration::from_secs(120), receiving).await.context("the receiver did not finish")???;
     let _ = sender.close().await;
     let _ = sender_session.end().await;
     let _ = sender_conn.close().await;

@@ -34,10 +34,23 @@ async fn topology(target: &Target, tag: &str, source_args: &[(&str, AMQPValue)])
     let dlq = format!("bench-dlq-{tag}");
     let source = format!("bench-dl-source-{tag}");
     setup
-        .exchange_declare(dlx.as_str().into(), lapin::ExchangeKind::Fanout, ExchangeDeclareOptions::default(), FieldTable::default())
+        .exchange_declare(
+            dlx.as_str().into(),
+            lapin::ExchangeKind::Fanout,
+            ExchangeDeclareOptions::default(),
+            FieldTable::default(),
+        )
         .await?;
     amqp091::declare(&setup, &dlq, false, &[]).await?;
-    setup.queue_bind(dlq.as_str().into(), dlx.as_str().into(), "".into(), QueueBindOptions::default(), FieldTable::default()).await?;
+    setup
+        .queue_bind(
+            dlq.as_str().into(),
+            dlx.as_str().into(),
+            "".into(),
+            QueueBindOptions::default(),
+            FieldTable::default(),
+        )
+        .await?;
     let mut args = vec![("x-dead-letter-exchange", AMQPValue::LongString(dlx.as_str().into()))];
     args.extend(source_args.iter().cloned());
     amqp091::declare(&setup, &source, false, &args).await?;

@@ -17,7 +17,9 @@ pub(super) async fn run(target: &Target, params: Params, width: usize, tag: &str
     let publisher_conn = amqp091::connect(&target.url).await?;
     let setup = amqp091::channel(&consumer_conn).await?;
     let options = ExchangeDeclareOptions { auto_delete: true, ..Default::default() };
-    setup.exchange_declare(exchange.as_str().into(), lapin::ExchangeKind::Fanout, options, FieldTable::default()).await?;
+    setup
+        .exchange_declare(exchange.as_str().into(), lapin::ExchangeKind::Fanout, options, FieldTable::default())
+        .await?;
     let epoch = Instant::now();
     let mut consumers = Vec::new();
     let mut queues = Vec::new();
@@ -25,7 +27,9 @@ pub(super) async fn run(target: &Target, params: Params, width: usize, tag: &str
         let queue = format!("{exchange}-{i}");
         amqp091::declare(&setup, &queue, false, &[]).await?;
         let bind = QueueBindOptions::default();
-        setup.queue_bind(queue.as_str().into(), exchange.as_str().into(), "".into(), bind, FieldTable::default()).await?;
+        setup
+            .queue_bind(queue.as_str().into(), exchange.as_str().into(), "".into(), bind, FieldTable::default())
+            .await?;
         let channel = amqp091::channel(&consumer_conn).await?;
         consumers.push(amqp091::consume(channel, &queue, params.messages, Settle::Auto, epoch).await?);
         queues.push(queue);

@@ -28,7 +28,8 @@ async fn run(target: &Target, queue: &str, durable: bool, spec: Publish, settle:
     let setup = amqp091::channel(&consumer_conn).await?;
     amqp091::declare(&setup, queue, durable, &[("x-queue-type", AMQPValue::LongString("classic".into()))]).await?;
     let epoch = Instant::now();
-    let consumer = amqp091::consume(amqp091::channel(&consumer_conn).await?, queue, spec.messages, settle, epoch).await?;
+    let consumer =
+        amqp091::consume(amqp091::channel(&consumer_conn).await?, queue, spec.messages, settle, epoch).await?;
     let publisher = amqp091::channel(&publisher_conn).await?;
     let confirmed = amqp091::publish(&publisher, "", queue, spec, epoch).await?;
     let consumed = consumer.await??;

@@ -197,10 +197,8 @@ impl QueueState {
             return entry.expires_at;
         }
         let pager = self.pager.as_ref()?;
-        if let Some(at) = pager.retry_at {
-            return Some(at);
-        }
         match pager.paged.front() {
+            Some(_) if pager.retry_at.is_some() => pager.retry_at,
             Some(paged) => paged.expires_at(),
             None => pager.incoming.front().and_then(|e| e.expires_at),
         }
@@ -310,6 +308,7 @@ impl QueueState {
             };
             match result.map_err(ReadFailure::Read).and_then(decode) {
                 Ok(message) => {
+                    pager.retry_at = None;
                     pager.paged.pop_front();
                     self.head_bytes += u64::from(paged.size);
                     self.ready.push_back(Entry::from_paged(&paged, message));

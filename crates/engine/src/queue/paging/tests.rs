@@ -46,12 +46,17 @@ impl Fixture {
     /// Writes the pass's records and gives the queue their places, as the task does; returns
     /// the records.
     fn flush(&mut self) -> Vec<Record> {
+        self.flush_placed().0
+    }
+
+    /// [`Self::flush`], also returning the places.
+    fn flush_placed(&mut self) -> (Vec<Record>, Vec<Placed>) {
         let (records, _) = self.state.take_journal();
         let (tx, rx) = std_mpsc::channel();
         self.log.append(records.clone(), Some(Box::new(move |r| tx.send(r.unwrap()).unwrap())));
         let placed = rx.recv_timeout(Duration::from_secs(10)).unwrap();
-        self.state.placed(placed);
-        records
+        self.state.placed(placed.clone());
+        (records, placed)
     }
 
     fn publish(&mut self, bodies: impl IntoIterator<Item = String>, delivery_mode: u8, ttl: Option<u64>) {
@@ -196,4 +201,31 @@ fn a_paged_message_whose_segment_is_gone_waits_for_its_new_place() {
     f.state.placed(rx.recv_timeout(Duration::from_secs(10)).unwrap());
     let got = f.state.get(owner, true).unwrap();
     assert_eq!(got.delivery.message.body.bytes(), format!("message {RESIDENT_MESSAGES}").as_bytes());
+    assert_eq!(f.state.next_deadline(), None, "nothing left to retry");
+}
+
+#[test]
+fn a_failed_read_is_retried_after_a_pause_and_then_forgotten() {
+    let mut f = fixture(false, QueueSettings::default());
+    f.publish(bodies(0..RESIDENT_MESSAGES + 1), 1, None);
+    let (_, placed) = f.flush_placed();
+    let real = placed.first().copied().unwrap();
+    // The segment cannot be opened for now (as after an I/O error).
+    let missing = Place { segment: 42, ..real.place };
+    f.state.placed(vec![Placed { place: missing, ..real }]);
+    let owner = Owner { session: 1, channel: 1 };
+    for _ in 0..RESIDENT_MESSAGES {
+        f.state.get(owner, true).unwrap();
+    }
+    assert!(f.state.get(owner, true).is_none());
+    assert_eq!(f.state.next_deadline(), Some(1_000 + RETRY_MS));
+    f.state.set_now(1_000 + RETRY_MS / 2);
+    assert!(f.state.get(owner, true).is_none(), "no new attempt before the pause is over");
+    // The file is readable again, with no new place: the retry reads it.
+    let dir = f._dir.path();
+    std::fs::copy(dir.join(format!("{:016}.seg", real.place.segment)), dir.join(format!("{:016}.seg", 42))).unwrap();
+    f.state.set_now(1_000 + RETRY_MS);
+    let got = f.state.get(owner, true).unwrap();
+    assert_eq!(got.delivery.message.body.bytes(), format!("message {RESIDENT_MESSAGES}").as_bytes());
+    assert_eq!(f.state.next_deadline(), None, "an empty queue has no timer left");
 }
