@@ -123,7 +123,7 @@ impl QueueState {
 
     /// Turns paging on: the broker has a log that long queues can keep their messages in.
     pub(crate) fn enable_paging(&mut self, reader: LogReader) {
-        self.pager = Some(Pager::new(reader));
+        self.pager = Some(Pager::new(reader, self.handle.id));
     }
 
     /// Takes the pass's records and the confirmations that wait for them.

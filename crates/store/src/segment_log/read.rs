@@ -64,6 +64,12 @@ impl LogReader {
         Self { dir: Arc::new(dir.to_owned()) }
     }
 
+    /// The log's directory (where a queue may keep files of its own that never outlive it).
+    #[must_use]
+    pub fn directory(&self) -> &Path {
+        &self.dir
+    }
+
     /// The encoded messages at `places`, in the same order.
     #[must_use]
     pub fn read(&self, places: &[Place]) -> Vec<Result<Bytes, ReadError>> {

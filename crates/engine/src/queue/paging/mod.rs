@@ -4,7 +4,8 @@
 //!
 //! 1. the head (`QueueState::ready`): whole messages, what dispatch, gets, expiry and limits
 //!    work on — up to [`RESIDENT_MESSAGES`] or [`RESIDENT_BYTES`] of bodies;
-//! 2. `paged`: messages that are only in the log, 32 bytes each ([`PagedEntry`]);
+//! 2. `paged`: messages that are only in the log, 32 bytes each ([`PagedEntry`]), and only
+//!    the two ends of the run in memory ([`run`]: the middle is in an index file);
 //! 3. `incoming`: messages that arrived while the queue was long, still in memory until the
 //!    log says where it wrote them. Persistent messages of durable queues are written anyway;
 //!    the others are written as spills (no sync; never recovered). Once placed, they move to
@@ -17,6 +18,8 @@
 //! segment is deleted, so a read that finds the segment gone is retried after the queue has
 //! taken its placements.
 
+mod run;
+
 use std::collections::VecDeque;
 use std::sync::Arc;
 
@@ -25,14 +28,15 @@ use charon_store::segment_log::{LogReader, Place, Placed, ReadError, RecoveredMe
 
 use super::limits::body_size;
 use super::state::{Entry, QueueState};
+use run::PagedRun;
 
 /// Ready messages kept whole in memory before new ones wait on disk.
-pub(super) const RESIDENT_MESSAGES: usize = 16_384;
+pub(super) const RESIDENT_MESSAGES: usize = 2048;
 /// Body bytes kept whole in memory before new messages wait on disk.
-const RESIDENT_BYTES: u64 = 16 * 1024 * 1024;
+const RESIDENT_BYTES: u64 = 4 * 1024 * 1024;
 /// Messages (and body bytes) read back at once when the head runs dry.
-const REFILL_MESSAGES: usize = 4096;
-const REFILL_BYTES: u64 = 4 * 1024 * 1024;
+const REFILL_MESSAGES: usize = 1024;
+const REFILL_BYTES: u64 = 2 * 1024 * 1024;
 /// How long to wait before reading again after a read failed, ms.
 const RETRY_MS: i64 = 200;
 /// Marks a paged message as a spill (transient) in [`PagedEntry::len`].
@@ -102,7 +106,7 @@ impl PagedEntry {
 #[derive(Debug)]
 pub(crate) struct Pager {
     reader: LogReader,
-    paged: VecDeque<PagedEntry>,
+    paged: PagedRun,
     incoming: VecDeque<Entry>,
     /// A read failed: no new attempt before this moment.
     retry_at: Option<i64>,
@@ -111,27 +115,13 @@ pub(crate) struct Pager {
 }
 
 impl Pager {
-    pub(crate) fn new(reader: LogReader) -> Self {
-        Self { reader, paged: VecDeque::new(), incoming: VecDeque::new(), retry_at: None, spilled_any: false }
+    pub(crate) fn new(reader: LogReader, queue_id: u64) -> Self {
+        let paged = PagedRun::new(reader.directory(), queue_id.to_string());
+        Self { reader, paged, incoming: VecDeque::new(), retry_at: None, spilled_any: false }
     }
 
     fn is_empty(&self) -> bool {
         self.paged.is_empty() && self.incoming.is_empty()
-    }
-
-    /// Keeps a deque's spare room to a quarter of its length: doubling would cost up to 32
-    /// bytes more per paged message.
-    fn grow(paged: &mut VecDeque<PagedEntry>) {
-        if paged.len() == paged.capacity() {
-            paged.reserve_exact((paged.len() / 4).max(1024));
-        }
-    }
-
-    /// Gives memory back as the paged run drains (halving once it is three quarters empty).
-    fn shrink(paged: &mut VecDeque<PagedEntry>) {
-        if paged.capacity() > 4096 && paged.len() * 4 < paged.capacity() {
-            paged.shrink_to(paged.len() * 2);
-        }
     }
 }
 
@@ -212,10 +202,11 @@ impl QueueState {
             count += 1;
         }
         if let Some(pager) = &mut self.pager {
-            for paged in std::mem::take(&mut pager.paged) {
-                self.journal.left(self.handle.id, paged.seq, !paged.spilled(), paged.spilled());
+            let (journal, queue) = (&mut self.journal, self.handle.id);
+            pager.paged.take_each(|paged| {
+                journal.left(queue, paged.seq, !paged.spilled(), paged.spilled());
                 count += 1;
-            }
+            });
             for entry in std::mem::take(&mut pager.incoming) {
                 self.journal.removed(self.handle.id, &entry);
                 count += 1;
@@ -241,13 +232,13 @@ impl QueueState {
                 if let Some(entry) = pager.incoming.get_mut(at) {
                     entry.place = Some(packed);
                 }
-            } else if let Ok(at) = pager.paged.binary_search_by_key(&seq, |e| e.seq)
-                && let Some(paged) = pager.paged.get_mut(at)
-            {
-                let spilled = paged.spilled();
-                paged.segment = packed.segment;
-                paged.offset = packed.offset;
-                paged.len = packed.len | if spilled { SPILL_BIT } else { 0 };
+            } else {
+                pager.paged.update(seq, |paged| {
+                    let spilled = paged.spilled();
+                    paged.segment = packed.segment;
+                    paged.offset = packed.offset;
+                    paged.len = packed.len | if spilled { SPILL_BIT } else { 0 };
+                });
                 pager.retry_at = None;
             }
         }
@@ -259,7 +250,6 @@ impl QueueState {
                 break;
             };
             pager.incoming.pop_front();
-            Pager::grow(&mut pager.paged);
             pager.paged.push_back(paged);
         }
     }
@@ -295,7 +285,7 @@ impl QueueState {
         }
         let mut places = Vec::new();
         let mut bytes = 0u64;
-        for paged in pager.paged.iter().take(REFILL_MESSAGES) {
+        for paged in pager.paged.first(REFILL_MESSAGES) {
             if bytes >= REFILL_BYTES {
                 break;
             }
@@ -327,7 +317,6 @@ impl QueueState {
                 }
             }
         }
-        Pager::shrink(&mut pager.paged);
     }
 
     /// Restores messages the log recovered: the head (every message that had been delivered,
@@ -374,7 +363,6 @@ impl QueueState {
             match paged {
                 Some(paged) => {
                     self.ready_bytes += u64::from(paged.size);
-                    Pager::grow(&mut pager.paged);
                     pager.paged.push_back(paged);
                 }
                 None => tracing::error!(queue = self.handle.name(), seq = recovered.seq, "logged message out of reach"),
