@@ -49,6 +49,10 @@ struct Cli {
     /// Publish at this fixed rate (msg/s) and report latency; full speed otherwise.
     #[arg(long)]
     rate: Option<u64>,
+    /// Leave the memory scenario's queue and its messages in place (to measure a restart with
+    /// that backlog, or the bytes it takes on disk); other scenarios clean up regardless.
+    #[arg(long)]
+    keep: bool,
 }
 
 #[tokio::main]
@@ -58,7 +62,8 @@ async fn main() -> Result<()> {
     let b = cli.compare.clone().map(|url| Target { url, pid: cli.pid2 });
     let mut failed = false;
     for scenario in &cli.scenarios {
-        let params = Params { messages: cli.messages.unwrap_or(scenario.default_messages()), rate: cli.rate };
+        let params =
+            Params { messages: cli.messages.unwrap_or(scenario.default_messages()), rate: cli.rate, keep: cli.keep };
         let name = format!("{scenario:?}").to_lowercase();
         let mut runs: [Vec<Outcome>; 2] = [Vec::new(), Vec::new()];
         for round in 1..=cli.rounds.max(1) {

@@ -33,7 +33,9 @@ pub(super) async fn per_message(target: &Target, params: Params, tag: &str) -> R
     tokio::time::sleep(Duration::from_secs(5)).await;
     let full = target.rss().context("memory needs the broker's pid")?;
     let held = amqp091::count(&channel, &queue).await?;
-    channel.queue_delete(queue.as_str().into(), Default::default()).await?;
+    if !params.keep {
+        channel.queue_delete(queue.as_str().into(), Default::default()).await?;
+    }
     let _ = conn.close(200, "done".into()).await;
     let per_message = full.saturating_sub(empty) as f64 / params.messages.max(1) as f64;
     let mut outcome = Outcome::throughput(params.messages, seconds);
@@ -41,10 +43,11 @@ pub(super) async fn per_message(target: &Target, params: Params, tag: &str) -> R
     outcome.value = per_message;
     outcome.lost = params.messages.saturating_sub(u64::from(held));
     outcome.notes.push(format!(
-        "rss empty {:.1} MB, with {held} queued {:.1} MB; published at {:.0} msg/s",
+        "rss empty {:.1} MB, with {held} queued {:.1} MB; published at {:.0} msg/s{}",
         empty as f64 / 1e6,
         full as f64 / 1e6,
-        params.messages as f64 / seconds.max(f64::EPSILON)
+        params.messages as f64 / seconds.max(f64::EPSILON),
+        if params.keep { format!("; kept in queue {queue}") } else { String::new() }
     ));
     Ok(outcome)
 }

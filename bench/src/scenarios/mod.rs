@@ -58,6 +58,8 @@ pub(crate) struct Params {
     pub(crate) messages: u64,
     /// A fixed publish rate (msg/s) for latency; full speed when `None`.
     pub(crate) rate: Option<u64>,
+    /// Whether the memory scenario leaves its backlog behind.
+    pub(crate) keep: bool,
 }
 
 /// Runs `scenario` once against `target`.
