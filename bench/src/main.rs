@@ -53,6 +53,9 @@ struct Cli {
     /// that backlog, or the bytes it takes on disk); other scenarios clean up regardless.
     #[arg(long)]
     keep: bool,
+    /// Turn Nagle's algorithm off in the AMQP 1.0 client (S10); fe2o3 leaves it on.
+    #[arg(long)]
+    nodelay: bool,
 }
 
 #[tokio::main]
@@ -62,8 +65,12 @@ async fn main() -> Result<()> {
     let b = cli.compare.clone().map(|url| Target { url, pid: cli.pid2 });
     let mut failed = false;
     for scenario in &cli.scenarios {
-        let params =
-            Params { messages: cli.messages.unwrap_or(scenario.default_messages()), rate: cli.rate, keep: cli.keep };
+        let params = Params {
+            messages: cli.messages.unwrap_or(scenario.default_messages()),
+            rate: cli.rate,
+            keep: cli.keep,
+            nodelay: cli.nodelay,
+        };
         let name = format!("{scenario:?}").to_lowercase();
         let mut runs: [Vec<Outcome>; 2] = [Vec::new(), Vec::new()];
         for round in 1..=cli.rounds.max(1) {

@@ -45,8 +45,9 @@ impl Scenario {
             Self::S1a | Self::S1b | Self::S10 => 200_000,
             Self::S3x10 => 100_000,
             Self::S3x100 => 20_000,
-            Self::S5 | Self::S6 => 100_000,
-            Self::S7DropHead | Self::S7Reject => 1_000_000,
+            // perf.md's sizes: 1M expiring or rejected, 10M against a 100k limit.
+            Self::S5 | Self::S6 => 1_000_000,
+            Self::S7DropHead | Self::S7Reject => 10_000_000,
             Self::Memory => 1_000_000,
         }
     }
@@ -60,6 +61,8 @@ pub(crate) struct Params {
     pub(crate) rate: Option<u64>,
     /// Whether the memory scenario leaves its backlog behind.
     pub(crate) keep: bool,
+    /// Whether the AMQP 1.0 client sets `TCP_NODELAY` (fe2o3 does not).
+    pub(crate) nodelay: bool,
 }
 
 /// Runs `scenario` once against `target`.
