@@ -25,8 +25,10 @@ impl QueueState {
                 continue;
             }
             misses = 0;
-            let Some(entry) = self.pop_ready() else {
-                // Reading the head back failed; the queue tries again later.
+            let entry = if self.head_expired() { None } else { self.pop_ready() };
+            let Some(entry) = entry else {
+                // Expired (its dead-lettering waits for room), or reading the head back
+                // failed; the queue tries again later.
                 if let Some(consumer) = self.consumers.get(index) {
                     consumer.unreserve();
                 }

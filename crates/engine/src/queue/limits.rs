@@ -101,23 +101,47 @@ impl QueueState {
     /// Dead-letters expired messages at the head. `inclusive` also expires messages whose
     /// deadline is exactly now: a message with TTL 0 survives until the dispatch pass after its
     /// publish (a consumer that can take it at once gets it) and expires right after.
+    ///
+    /// At most [`QueueState::set_expiry_room`] messages per pass: the rest wait, past their
+    /// deadline but never delivered (see [`QueueState::head_expired`]), until the dead letters
+    /// already made have room in their targets.
     pub(crate) fn expire(&mut self, inclusive: bool) {
         let now = self.now;
-        while let Some(deadline) = self.head().and_then(|e| e.expires_at) {
+        while self.expiry_room > 0
+            && let Some(deadline) = self.head().and_then(|e| e.expires_at)
+        {
             let expired = if inclusive { deadline <= now } else { deadline < now };
             if !expired {
                 break;
             }
             if let Some(entry) = self.pop_ready() {
                 self.discard(entry, DeathReason::Expired);
+                self.expiry_room -= 1;
             }
         }
     }
 
-    /// The next moment the queue must act without a command: the head's expiry, or the
-    /// deadline of `x-expires` when the queue is unused.
+    /// Bounds what expiry dead-letters until the next pass. Paged messages cost the queue
+    /// 32 bytes each, but once expired they are read back whole and wait in the queue's
+    /// outbox until their target takes them: a million messages expiring faster than their
+    /// dead-letter queue could take them held 1.5 GB there. The task gives expiry only the
+    /// room its outbox has left.
+    pub(crate) fn set_expiry_room(&mut self, room: usize) {
+        self.expiry_room = room;
+    }
+
+    /// Whether the next ready message's TTL has run out (its expiry waits for room): it must
+    /// not be delivered.
+    pub(crate) fn head_expired(&mut self) -> bool {
+        let now = self.now;
+        self.head().and_then(|e| e.expires_at).is_some_and(|deadline| deadline < now)
+    }
+
+    /// The next moment the queue must act without a command: the head's expiry (unless
+    /// expiry has no room: the outbox's room wakes the queue then), or the deadline of
+    /// `x-expires` when the queue is unused.
     pub(crate) fn next_deadline(&self) -> Option<i64> {
-        let head = self.head_deadline();
+        let head = if self.expiry_room > 0 { self.head_deadline() } else { None };
         let unused = self.expiry_deadline();
         match (head, unused) {
             (Some(a), Some(b)) => Some(a.min(b)),
@@ -309,6 +333,28 @@ mod tests {
         let mut q = state(QueueType::Quorum, QueueSettings::default());
         publish(&mut q, vec![msg("m", Some(0), 1)]);
         assert_eq!(q.next_deadline(), Some(1_001));
+    }
+
+    #[test]
+    fn expiry_dead_letters_only_what_the_outbox_has_room_for_and_never_delivers_the_rest() {
+        let settings = QueueSettings { message_ttl: Some(10), ..QueueSettings::default() };
+        let mut s = state(QueueType::Classic, settings);
+        publish(&mut s, vec![msg("a", None, 1), msg("b", None, 2), msg("c", None, 3)]);
+        s.set_now(1_050);
+        s.set_expiry_room(2);
+        s.expire(false);
+        assert_eq!(discarded(&mut s), [("a".into(), DeathReason::Expired), ("b".into(), DeathReason::Expired)]);
+        // "c" is past its deadline: no get hands it out, and with no room left the queue does
+        // not wake for it (its outbox's room does).
+        assert!(s.head_expired());
+        assert!(s.get(Owner { session: 1, channel: 1 }, true).is_none());
+        s.set_expiry_room(0);
+        assert_eq!(s.next_deadline(), None);
+        assert_eq!(bodies(&s), ["c"]);
+        s.set_expiry_room(1);
+        assert_eq!(s.next_deadline(), Some(1_010));
+        s.expire(false);
+        assert_eq!(discarded(&mut s), [("c".into(), DeathReason::Expired)]);
     }
 
     #[test]

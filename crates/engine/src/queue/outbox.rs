@@ -18,15 +18,28 @@ use crate::dead_letter::Forward;
 
 /// Forwards handed to one target in one mailbox command at most.
 const BATCH: usize = 64;
+/// Dead letters waiting here before expiry stops making more (see [`Outbox::room`]).
+const LIMIT_MESSAGES: usize = 4096;
+/// Body bytes of the dead letters waiting here before expiry stops making more.
+const LIMIT_BYTES: usize = 16 * 1024 * 1024;
 
 #[derive(Debug, Default)]
 pub(super) struct Outbox {
     pending: VecDeque<Forward>,
+    /// Body bytes of `pending`.
+    bytes: usize,
 }
 
 impl Outbox {
     pub(super) fn push(&mut self, forward: Forward) {
+        self.bytes += forward.message.body.len();
         self.pending.push_back(forward);
+    }
+
+    /// How many more dead letters the queue's own expiry may add. Rejects and overflow are
+    /// bounded by the consumers' prefetch and the publishers' flow; expiry only by this.
+    pub(super) fn room(&self) -> usize {
+        if self.bytes >= LIMIT_BYTES { 0 } else { LIMIT_MESSAGES.saturating_sub(self.pending.len()) }
     }
 
     /// Hands as many forwards to their targets as their mailboxes take, in order. Returns the
@@ -64,7 +77,9 @@ impl Outbox {
             }
         }
         while self.pending.front().is_some_and(|f| f.targets.is_empty()) {
-            self.pending.pop_front();
+            if let Some(done) = self.pending.pop_front() {
+                self.bytes = self.bytes.saturating_sub(done.message.body.len());
+            }
         }
     }
 }

@@ -132,6 +132,9 @@ pub(crate) struct QueueState {
     had_consumer: bool,
     pub(super) outbox: Vec<(SessionSink, SessionEvent)>,
     pub(super) discarded: Discarded,
+    /// How many more messages expiry may dead-letter before the queue's dead letters waiting
+    /// for their targets have drained (see [`QueueState::set_expiry_room`]).
+    pub(super) expiry_room: usize,
     pub(super) journal: Journal,
 }
 
@@ -154,6 +157,7 @@ impl QueueState {
             had_consumer: false,
             outbox: Vec::new(),
             discarded: Vec::new(),
+            expiry_room: usize::MAX,
             journal: Journal::default(),
         }
     }
@@ -309,6 +313,10 @@ impl QueueState {
     pub(crate) fn get(&mut self, owner: Owner, no_ack: bool) -> Option<GetOk> {
         self.last_used = self.now;
         self.expire(false);
+        if self.head_expired() {
+            // Its dead-lettering waits for room (see `set_expiry_room`); it is not handed out.
+            return None;
+        }
         let entry = self.pop_ready()?;
         let delivery = entry.delivery(self.quorum());
         if no_ack {

@@ -130,7 +130,9 @@ impl Task {
         }
         self.dead_letter();
         self.write_journal();
-        self.outbox.pump()
+        let blocked = self.outbox.pump();
+        self.state.set_expiry_room(self.outbox.room());
+        blocked
     }
 
     /// Hands the pass's log records to the store in one append; the confirmations held back
