@@ -3,10 +3,11 @@
 //! The dead-lettering queue forwards its own dead letters, without ever waiting inside a
 //! command: a target whose mailbox is full keeps the forwards queued here (in order) and the
 //! queue's task waits for room in that mailbox while it goes on serving its own commands. A
-//! dead-letter storm therefore slows only the queue that causes it, two queues dead-lettering
-//! into each other cannot deadlock, and the memory held here is the memory the messages held
-//! while they were queued. At-least-once dead lettering will keep forwards here until their
-//! targets confirm them.
+//! dead-letter storm therefore slows only the queue that causes it, and two queues
+//! dead-lettering into each other cannot deadlock. Messages held here are whole, even those the
+//! queue had paged out, so expiry — the one source the queue drives itself — stops while the
+//! outbox is full ([`Outbox::room`]). At-least-once dead lettering will keep forwards here until
+//! their targets confirm them.
 
 use std::collections::VecDeque;
 use std::sync::Arc;
@@ -36,8 +37,8 @@ impl Outbox {
         self.pending.push_back(forward);
     }
 
-    /// How many more dead letters the queue's own expiry may add. Rejects and overflow are
-    /// bounded by the consumers' prefetch and the publishers' flow; expiry only by this.
+    /// How many more dead letters the queue's own expiry may add. Rejects and overflow still
+    /// add theirs whatever this says: they come with a client's command.
     pub(super) fn room(&self) -> usize {
         if self.bytes >= LIMIT_BYTES { 0 } else { LIMIT_MESSAGES.saturating_sub(self.pending.len()) }
     }
@@ -139,10 +140,24 @@ mod tests {
         assert_eq!(outbox.pump().map(|q| q.id), Some(2));
         assert_eq!(published(&mut rx_a), [3]);
         assert_eq!(published(&mut rx_b), Vec::<usize>::new());
+        assert_eq!(outbox.room(), LIMIT_MESSAGES - 4);
         // Room again: b gets its four copies in one command, in order.
         assert_eq!(outbox.pump().map(|q| q.id), None);
         assert_eq!(published(&mut rx_b), [4]);
         assert!(outbox.pending.is_empty());
+        assert_eq!(outbox.room(), LIMIT_MESSAGES);
+    }
+
+    #[test]
+    fn bodies_waiting_past_the_byte_limit_leave_expiry_no_room() {
+        let (target, _rx) = queue(1, 1);
+        target.tx.try_send(QueueCmd::Resume).unwrap();
+        let mut outbox = Outbox::default();
+        let big = Message::new(Default::default(), charon_model::Body::Data(vec![0; LIMIT_BYTES / 2].into()));
+        outbox.push(Forward { message: Arc::new(big.clone()), targets: vec![Arc::clone(&target)] });
+        assert_eq!(outbox.room(), LIMIT_MESSAGES - 1);
+        outbox.push(Forward { message: Arc::new(big), targets: vec![Arc::clone(&target)] });
+        assert_eq!(outbox.room(), 0);
     }
 
     #[test]
