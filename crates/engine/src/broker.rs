@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use parking_lot::RwLock;
 use tokio::sync::watch;
 
-use charon_store::segment_log::{Placed, Record, RecoveredMessage};
+use charon_store::segment_log::{Placed, Record, RecoveredQueue};
 
 use crate::dead_letter::now_ms;
 use crate::error::EngineError;
@@ -84,7 +84,7 @@ impl Broker {
     pub fn with_store(
         config: BrokerConfig,
         store: Arc<Persistence>,
-        mut messages: HashMap<u64, Vec<RecoveredMessage>>,
+        mut messages: HashMap<u64, RecoveredQueue>,
     ) -> Result<Arc<Self>, EngineError> {
         let snapshot = store.meta().load().map_err(|e| EngineError::Store(e.to_string()))?;
         // Ids above every stored queue id and every id an earlier run can have used.

@@ -14,7 +14,7 @@
 use bytes::BytesMut;
 use charon_model::Message;
 use charon_store::codec::encode_message;
-use charon_store::segment_log::{LogReader, Record, RecoveredMessage};
+use charon_store::segment_log::{LogReader, Record, RecoveredQueue};
 
 use super::limits::body_size;
 use super::paging::Pager;
@@ -113,7 +113,7 @@ impl QueueState {
     /// back from the log). Sequence numbers continue above anything an earlier run can have
     /// written (the log's accounting relies on a queue's sequence numbers growing): the larger
     /// of the last recovered one and the clock in ms × 2^20.
-    pub(crate) fn enable_journal(&mut self, restored: Vec<RecoveredMessage>) {
+    pub(crate) fn enable_journal(&mut self, restored: RecoveredQueue) {
         self.journal.enabled = true;
         let clock_floor = u64::try_from(self.now).unwrap_or(0) << 20;
         let last = restored.last().map_or(0, |m| m.seq);
@@ -158,7 +158,7 @@ mod tests {
             queue_type: QueueType::Classic,
         };
         let mut state = QueueState::new(Arc::new(QueueHandle::new(7, config, tx)), QueueSettings::default(), 1_000);
-        state.enable_journal(Vec::new());
+        state.enable_journal(RecoveredQueue::default());
         state
     }
 

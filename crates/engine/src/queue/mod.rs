@@ -25,7 +25,7 @@ mod task;
 use std::sync::{Arc, Weak};
 
 use charon_model::{Message, Table};
-use charon_store::segment_log::{Placed, RecoveredMessage};
+use charon_store::segment_log::{Placed, RecoveredQueue};
 use tokio::sync::{mpsc, oneshot};
 
 use crate::error::{EngineError, Resource};
@@ -224,7 +224,7 @@ impl QueueHandle {
         config: QueueConfig,
         settings: QueueSettings,
         vhost: Weak<VHost>,
-        restored: Vec<RecoveredMessage>,
+        restored: RecoveredQueue,
     ) -> QueueRef {
         let (tx, rx) = mpsc::channel(MAILBOX_CAPACITY);
         let handle = Arc::new(Self::new(id, config, tx));

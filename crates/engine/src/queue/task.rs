@@ -14,7 +14,7 @@ use super::outbox::{Outbox, room_in};
 use super::settings::QueueSettings;
 use super::state::QueueState;
 use super::{QueueCmd, QueueRef};
-use charon_store::segment_log::{Completion, LogFailure, Placed, Record, RecoveredMessage};
+use charon_store::segment_log::{Completion, LogFailure, Placed, Record, RecoveredQueue};
 
 use crate::dead_letter::{DeadLetterer, now_ms};
 use crate::persist::Persistence;
@@ -30,7 +30,7 @@ pub(super) fn spawn(
     rx: mpsc::Receiver<QueueCmd>,
     settings: QueueSettings,
     vhost: Weak<VHost>,
-    restored: Vec<RecoveredMessage>,
+    restored: RecoveredQueue,
 ) {
     tokio::spawn(run(handle, rx, settings, vhost, restored));
 }
@@ -55,7 +55,7 @@ async fn run(
     mut rx: mpsc::Receiver<QueueCmd>,
     settings: QueueSettings,
     vhost: Weak<VHost>,
-    restored: Vec<RecoveredMessage>,
+    restored: RecoveredQueue,
 ) {
     let mut state = QueueState::new(Arc::clone(&handle), settings, now_ms());
     let store = vhost.upgrade().and_then(|v| v.store().cloned());

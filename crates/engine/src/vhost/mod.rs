@@ -344,7 +344,7 @@ impl VHost {
             store.save_queue(id, &config)?;
         }
         let settings = self.settings_for(&name, queue_type, &config.arguments);
-        let queue = QueueHandle::spawn(id, config, settings, self.me.clone(), Vec::new());
+        let queue = QueueHandle::spawn(id, config, settings, self.me.clone(), Default::default());
         topology.queues.insert(name.clone(), queue);
         self.changed();
         Ok(Created::New(name))

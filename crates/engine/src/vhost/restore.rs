@@ -6,7 +6,7 @@ use std::collections::HashMap;
 use std::sync::atomic::Ordering;
 
 use charon_store::meta::MetaSnapshot;
-use charon_store::segment_log::RecoveredMessage;
+use charon_store::segment_log::RecoveredQueue;
 
 use super::VHost;
 use crate::exchange::{Binding, Destination, ExchangeInfo, ExchangeKind};
@@ -17,7 +17,7 @@ use crate::queue::{QueueConfig, QueueHandle};
 impl VHost {
     /// Restores this vhost's part of `snapshot`, taking each restored queue's messages out of
     /// `messages` (by queue id).
-    pub(crate) fn restore(&self, snapshot: &MetaSnapshot, messages: &mut HashMap<u64, Vec<RecoveredMessage>>) {
+    pub(crate) fn restore(&self, snapshot: &MetaSnapshot, messages: &mut HashMap<u64, RecoveredQueue>) {
         let mine = |vhost: &str| vhost == self.name;
         {
             let mut policies = self.policies.write();

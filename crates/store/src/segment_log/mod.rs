@@ -26,10 +26,12 @@ mod compact;
 mod index;
 mod read;
 mod record;
+mod recovered;
 mod replay;
 mod writer;
 
 pub use read::{LogReader, ReadError};
+pub use recovered::RecoveredQueue;
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -144,7 +146,7 @@ pub struct RecoveredMessage {
 #[derive(Debug, Default)]
 pub struct Recovery {
     /// Live messages per queue id, in sequence order.
-    pub queues: HashMap<u64, Vec<RecoveredMessage>>,
+    pub queues: HashMap<u64, RecoveredQueue>,
     /// Segment files read.
     pub segments: usize,
     /// Records read.

@@ -9,7 +9,7 @@ use bytes::Bytes;
 
 use super::index::{Index, SegmentCounts};
 use super::record::{HEADER_LEN, Next, SEGMENT_MAGIC, next_record};
-use super::{LogError, Place, Record, RecoveredMessage, Recovery};
+use super::{LogError, Place, Record, RecoveredMessage, RecoveredQueue, Recovery};
 
 pub(super) struct Replayed {
     pub(super) recovery: Recovery,
@@ -149,24 +149,55 @@ impl ReplayState {
     }
 }
 
-/// One queue's messages during replay: a vector in sequence order (removed ones marked, and
+/// Messages per chunk of a queue's replay.
+const REPLAY_CHUNK: usize = 65_536;
+
+/// Messages in sequence order, each with whether it is still live.
+#[derive(Default)]
+struct Chunk {
+    messages: Vec<RecoveredMessage>,
+    live: Vec<bool>,
+}
+
+impl Chunk {
+    /// Drops the messages no longer live, in place.
+    fn sweep(&mut self) {
+        let mut live = self.live.iter();
+        self.messages.retain(|_| live.next().copied().unwrap_or(false));
+        self.live.retain(|live| *live);
+    }
+}
+
+/// One queue's messages during replay: chunks in sequence order (removed ones marked, and
 /// swept out once they are the majority), plus the compaction copies whose first copy was
-/// already deleted.
+/// already deleted. Chunks, not one vector, so that nothing is copied on the way to the queue
+/// (see [`RecoveredQueue`]).
 #[derive(Default)]
 struct QueueReplay {
-    messages: Vec<(RecoveredMessage, bool)>,
+    chunks: Vec<Chunk>,
+    live: usize,
     removed: usize,
     late: BTreeMap<u64, RecoveredMessage>,
 }
 
 impl QueueReplay {
     fn is_new(&self, seq: u64) -> bool {
-        self.messages.last().is_none_or(|(last, _)| last.seq < seq) && !self.late.contains_key(&seq)
+        let last = self.chunks.last().and_then(|chunk| chunk.messages.last());
+        last.is_none_or(|last| last.seq < seq) && !self.late.contains_key(&seq)
     }
 
     fn enqueued(&mut self, message: RecoveredMessage) {
         if self.is_new(message.seq) {
-            self.messages.push((message, true));
+            if self.chunks.last().is_none_or(|chunk| chunk.messages.len() >= REPLAY_CHUNK) {
+                let chunk =
+                    Chunk { messages: Vec::with_capacity(REPLAY_CHUNK), live: Vec::with_capacity(REPLAY_CHUNK) };
+                self.chunks.push(chunk);
+            }
+            if let Some(chunk) = self.chunks.last_mut() {
+                chunk.messages.push(message);
+                chunk.live.push(true);
+                self.live += 1;
+            }
         } else if let Some(existing) = self.find(message.seq) {
             // A copy keeps the delivery state its message had.
             existing.place = message.place;
@@ -176,41 +207,91 @@ impl QueueReplay {
         }
     }
 
-    fn position(&self, seq: u64) -> Option<usize> {
-        let at = self.messages.binary_search_by_key(&seq, |(m, _)| m.seq).ok()?;
-        self.messages.get(at).is_some_and(|(_, live)| *live).then_some(at)
+    /// The chunk and index of a live message.
+    fn position(&self, seq: u64) -> Option<(usize, usize)> {
+        let after = self.chunks.partition_point(|chunk| chunk.messages.first().is_some_and(|m| m.seq <= seq));
+        let chunk_at = after.checked_sub(1)?;
+        let chunk = self.chunks.get(chunk_at)?;
+        let at = chunk.messages.binary_search_by_key(&seq, |m| m.seq).ok()?;
+        chunk.live.get(at).is_some_and(|live| *live).then_some((chunk_at, at))
     }
 
     fn find(&mut self, seq: u64) -> Option<&mut RecoveredMessage> {
         match self.position(seq) {
-            Some(at) => self.messages.get_mut(at).map(|(m, _)| m),
+            Some((chunk, at)) => self.chunks.get_mut(chunk).and_then(|c| c.messages.get_mut(at)),
             None => self.late.get_mut(&seq),
         }
     }
 
     fn removed(&mut self, seq: u64) {
-        let Some(at) = self.position(seq) else {
+        let Some((chunk, at)) = self.position(seq) else {
             self.late.remove(&seq);
             return;
         };
-        if let Some((_, live)) = self.messages.get_mut(at) {
+        if let Some(live) = self.chunks.get_mut(chunk).and_then(|c| c.live.get_mut(at)) {
             *live = false;
+            self.live -= 1;
             self.removed += 1;
         }
-        if self.removed > 4096 && self.removed * 2 > self.messages.len() {
-            self.messages.retain(|(_, live)| *live);
+        if self.removed > 4096 && self.removed > self.live {
+            self.chunks.iter_mut().for_each(Chunk::sweep);
+            self.chunks.retain(|chunk| !chunk.messages.is_empty());
             self.removed = 0;
         }
     }
 
-    /// The live messages in sequence order.
-    fn finish(self) -> Vec<RecoveredMessage> {
-        let mut out: Vec<RecoveredMessage> =
-            self.messages.into_iter().filter(|(_, live)| *live).map(|(m, _)| m).collect();
-        if !self.late.is_empty() {
-            out.extend(self.late.into_values());
-            out.sort_by_key(|m| m.seq);
+    /// The live messages in sequence order, swept in place.
+    fn finish(self) -> RecoveredQueue {
+        let chunks = self.chunks.into_iter().map(|mut chunk| {
+            chunk.sweep();
+            chunk.messages
+        });
+        if self.late.is_empty() {
+            return RecoveredQueue::from_chunks(chunks.collect());
         }
-        out
+        // Copies of messages whose first copy is gone: rare enough to merge by sorting.
+        let mut all: Vec<RecoveredMessage> = chunks.flatten().collect();
+        all.extend(self.late.into_values());
+        all.sort_by_key(|m| m.seq);
+        RecoveredQueue::from(all)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn message(seq: u64) -> RecoveredMessage {
+        let place = Place { segment: 1, offset: seq, len: 10 };
+        RecoveredMessage { seq, expires_at: None, size: 1, place, delivered: false, returned: 0, failed: 0 }
+    }
+
+    #[test]
+    fn chunks_keep_sequence_order_through_removals_sweeps_and_moved_copies() {
+        let total = REPLAY_CHUNK as u64 * 3 + 5;
+        let mut replay = QueueReplay::default();
+        for seq in 0..total {
+            replay.enqueued(message(seq));
+        }
+        assert_eq!(replay.chunks.len(), 4);
+        // The whole first chunk and every other message of the next two: enough to sweep.
+        let chunk = REPLAY_CHUNK as u64;
+        for seq in (0..chunk).chain((chunk..chunk * 3).step_by(2)) {
+            replay.removed(seq);
+        }
+        let kept = replay.chunks.iter().map(|c| c.messages.len()).sum::<usize>();
+        assert!(kept < total as usize - chunk as usize, "swept once removed ones were the majority: {kept}");
+        assert!(replay.chunks.iter().all(|c| !c.messages.is_empty() && c.messages.len() == c.live.len()));
+        // A compaction copy of a live message moves it, keeping its place in the order; a
+        // message removed after the sweep is not found again.
+        let moved = total - 2;
+        replay.enqueued(RecoveredMessage { place: Place { segment: 7, offset: 0, len: 10 }, ..message(moved) });
+        replay.removed(chunk + 1);
+        assert!(replay.find(chunk + 1).is_none());
+        assert!(replay.find(chunk + 3).is_some());
+        let out: Vec<RecoveredMessage> = replay.finish().into_iter().collect();
+        let expected: Vec<u64> = (chunk + 3..chunk * 3).step_by(2).chain(chunk * 3..total).collect();
+        assert_eq!(out.iter().map(|m| m.seq).collect::<Vec<_>>(), expected);
+        assert_eq!(out.iter().find(|m| m.seq == moved).map(|m| m.place.segment), Some(7));
     }
 }

@@ -29,7 +29,7 @@ fn open(dir: &Path) -> (MessageLog, Recovery) {
 }
 
 /// The messages read back from where replay found them.
-fn payloads(log: &MessageLog, messages: &[RecoveredMessage]) -> Vec<String> {
+fn payloads(log: &MessageLog, messages: &RecoveredQueue) -> Vec<String> {
     let places: Vec<Place> = messages.iter().map(|m| m.place).collect();
     log.reader().read(&places).into_iter().map(|r| String::from_utf8(r.unwrap().to_vec()).unwrap()).collect()
 }

@@ -3,7 +3,8 @@
 //! A queue's ready messages lie in three runs, in sequence order:
 //!
 //! 1. the head (`QueueState::ready`): whole messages, what dispatch, gets, expiry and limits
-//!    work on — up to [`RESIDENT_MESSAGES`] or [`RESIDENT_BYTES`] of bodies;
+//!    work on — up to [`RESIDENT_MESSAGES`] ([`IDLE_RESIDENT_MESSAGES`] while nobody consumes)
+//!    or [`RESIDENT_BYTES`] of bodies;
 //! 2. `paged`: messages that are only in the log, 32 bytes each ([`PagedEntry`]), and only
 //!    the two ends of the run in memory ([`run`]: the middle is in an index file);
 //! 3. `incoming`: messages that arrived while the queue was long, still in memory until the
@@ -24,14 +25,19 @@ use std::collections::VecDeque;
 use std::sync::Arc;
 
 use charon_store::codec::decode_message;
-use charon_store::segment_log::{LogReader, Place, Placed, ReadError, RecoveredMessage};
+use charon_store::segment_log::{LogReader, Place, Placed, ReadError, RecoveredMessage, RecoveredQueue};
 
 use super::limits::body_size;
 use super::state::{Entry, QueueState};
 use run::PagedRun;
 
-/// Ready messages kept whole in memory before new ones wait on disk.
+/// Ready messages kept whole in memory before new ones wait on disk, while the queue has
+/// consumers: enough to serve them without a read per message.
 pub(super) const RESIDENT_MESSAGES: usize = 2048;
+/// The same while nobody consumes: a backlog nobody takes from gains nothing from being in
+/// memory (a 16 B message held whole costs some 700 bytes), and a consumer that arrives reads
+/// it back [`REFILL_MESSAGES`] at a time.
+pub(super) const IDLE_RESIDENT_MESSAGES: usize = 256;
 /// Body bytes kept whole in memory before new messages wait on disk.
 const RESIDENT_BYTES: u64 = 4 * 1024 * 1024;
 /// Messages (and body bytes) read back at once when the head runs dry.
@@ -136,7 +142,8 @@ impl QueueState {
     pub(super) fn push_ready(&mut self, mut entry: Entry) {
         let size = body_size(&entry.message);
         self.ready_bytes += size;
-        let long = self.ready.len() >= RESIDENT_MESSAGES || self.head_bytes >= RESIDENT_BYTES;
+        let resident = if self.consumers.is_empty() { IDLE_RESIDENT_MESSAGES } else { RESIDENT_MESSAGES };
+        let long = self.ready.len() >= resident || self.head_bytes >= RESIDENT_BYTES;
         if !self.pager.as_ref().is_some_and(|pager| long || !pager.is_empty()) {
             self.head_bytes += size;
             self.ready.push_back(entry);
@@ -321,7 +328,7 @@ impl QueueState {
 
     /// Restores messages the log recovered: the head (every message that had been delivered,
     /// and a window after them) read back now, the rest left on disk.
-    pub(super) fn restore_ready(&mut self, restored: Vec<RecoveredMessage>) {
+    pub(super) fn restore_ready(&mut self, restored: RecoveredQueue) {
         if restored.is_empty() {
             return;
         }

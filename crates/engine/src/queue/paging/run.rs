@@ -14,8 +14,9 @@ use std::path::Path;
 
 use super::PagedEntry;
 
-/// Entries per chunk read or written at once (128 KiB).
-const CHUNK: usize = 4096;
+/// Entries per chunk read or written at once (32 KiB): each end of the run holds at most one
+/// chunk in memory.
+const CHUNK: usize = 1024;
 /// Bytes per entry in the file.
 const ENTRY_BYTES: usize = 32;
 

@@ -10,8 +10,8 @@ use tokio::sync::mpsc;
 
 use super::*;
 use crate::queue::settings::QueueSettings;
-use crate::queue::{Enqueue, QueueConfig, QueueHandle, QueueType};
-use crate::session::Owner;
+use crate::queue::{ConsumeSpec, Enqueue, QueueConfig, QueueHandle, QueueType};
+use crate::session::{Owner, SessionSink};
 
 /// A queue on a real log in a temporary directory; the test plays the task's part of handing
 /// the journal to the log and the places back to the queue.
@@ -37,7 +37,7 @@ fn fixture(durable: bool, settings: QueueSettings) -> Fixture {
     let mut state = QueueState::new(Arc::new(QueueHandle::new(3, config, tx)), settings, 1_000);
     state.enable_paging(log.reader().clone());
     if durable {
-        state.enable_journal(Vec::new());
+        state.enable_journal(charon_store::segment_log::RecoveredQueue::default());
     }
     Fixture { state, log, _dir: dir }
 }
@@ -99,18 +99,18 @@ const OVER: usize = 5_000;
 #[test]
 fn a_long_queue_spills_what_does_not_fit_and_gives_everything_back_in_order() {
     let mut f = fixture(false, QueueSettings::default());
-    f.publish(bodies(0..RESIDENT_MESSAGES + OVER), 1, None);
-    assert_eq!(f.runs(), (RESIDENT_MESSAGES, 0, OVER), "the head is full; the rest waits for the log");
+    f.publish(bodies(0..IDLE_RESIDENT_MESSAGES + OVER), 1, None);
+    assert_eq!(f.runs(), (IDLE_RESIDENT_MESSAGES, 0, OVER), "the head is full; the rest waits for the log");
     let records = f.flush();
     assert_eq!(count(&records, |r| matches!(r, Record::Spill { .. })), OVER, "transient ones are spilled");
     assert_eq!(records.len(), OVER);
-    assert_eq!(f.runs(), (RESIDENT_MESSAGES, OVER, 0), "placed: they left memory");
-    assert_eq!(f.state.stats().ready, u32::try_from(RESIDENT_MESSAGES + OVER).unwrap());
+    assert_eq!(f.runs(), (IDLE_RESIDENT_MESSAGES, OVER, 0), "placed: they left memory");
+    assert_eq!(f.state.stats().ready, u32::try_from(IDLE_RESIDENT_MESSAGES + OVER).unwrap());
     // New messages queue behind the paged ones, never before them.
-    f.publish(bodies(RESIDENT_MESSAGES + OVER..RESIDENT_MESSAGES + OVER + 10), 1, None);
-    assert_eq!(f.runs(), (RESIDENT_MESSAGES, OVER, 10));
+    f.publish(bodies(IDLE_RESIDENT_MESSAGES + OVER..IDLE_RESIDENT_MESSAGES + OVER + 10), 1, None);
+    assert_eq!(f.runs(), (IDLE_RESIDENT_MESSAGES, OVER, 10));
     let got = f.get_all();
-    assert_eq!(got, bodies(0..RESIDENT_MESSAGES + OVER + 10).collect::<Vec<_>>());
+    assert_eq!(got, bodies(0..IDLE_RESIDENT_MESSAGES + OVER + 10).collect::<Vec<_>>());
     let (records, _) = f.state.take_journal();
     assert_eq!(count(&records, |r| matches!(r, Record::Released { .. })), OVER + 10, "every spill released");
     assert_eq!(count(&records, |r| matches!(r, Record::Spill { .. })), 10);
@@ -119,27 +119,56 @@ fn a_long_queue_spills_what_does_not_fit_and_gives_everything_back_in_order() {
 }
 
 #[test]
+fn a_queue_with_a_consumer_keeps_a_longer_head_than_one_nobody_consumes_from() {
+    let mut f = fixture(false, QueueSettings::default());
+    let (session, _rx) = SessionSink::new(1, 0);
+    let spec = ConsumeSpec {
+        id: 1,
+        owner: Owner { session: session.id, channel: 1 },
+        session,
+        no_ack: false,
+        prefetch: 1,
+        link_credit: None,
+        channel_limit: None,
+        exclusive: false,
+        arguments: Table::new(),
+    };
+    f.state.consume(spec).unwrap();
+    f.publish(bodies(0..RESIDENT_MESSAGES + 10), 1, None);
+    assert_eq!(f.runs(), (RESIDENT_MESSAGES, 0, 10));
+    f.state.cancel_all_consumers();
+    f.flush();
+    f.publish(bodies(RESIDENT_MESSAGES + 10..RESIDENT_MESSAGES + 20), 1, None);
+    assert_eq!(f.runs(), (RESIDENT_MESSAGES, 10, 10), "behind the paged run either way");
+    let mut idle = fixture(false, QueueSettings::default());
+    idle.publish(bodies(0..RESIDENT_MESSAGES + 10), 1, None);
+    assert_eq!(idle.runs(), (IDLE_RESIDENT_MESSAGES, 0, RESIDENT_MESSAGES + 10 - IDLE_RESIDENT_MESSAGES));
+}
+
+#[test]
 fn a_durable_queue_pages_persistent_messages_through_their_enqueue_records() {
     let mut f = fixture(true, QueueSettings::default());
-    f.publish(bodies(0..RESIDENT_MESSAGES + OVER), 2, None);
+    f.publish(bodies(0..IDLE_RESIDENT_MESSAGES + OVER), 2, None);
     let records = f.flush();
-    assert_eq!(count(&records, |r| matches!(r, Record::Enqueue { .. })), RESIDENT_MESSAGES + OVER);
+    assert_eq!(count(&records, |r| matches!(r, Record::Enqueue { .. })), IDLE_RESIDENT_MESSAGES + OVER);
     assert_eq!(count(&records, |r| matches!(r, Record::Spill { .. })), 0, "written once, not spilled again");
-    assert_eq!(f.runs(), (RESIDENT_MESSAGES, OVER, 0));
-    assert_eq!(f.get_all().len(), RESIDENT_MESSAGES + OVER);
+    assert_eq!(f.runs(), (IDLE_RESIDENT_MESSAGES, OVER, 0));
+    assert_eq!(f.get_all().len(), IDLE_RESIDENT_MESSAGES + OVER);
     let (records, _) = f.state.take_journal();
-    assert_eq!(count(&records, |r| matches!(r, Record::Remove { .. })), RESIDENT_MESSAGES + OVER);
+    assert_eq!(count(&records, |r| matches!(r, Record::Remove { .. })), IDLE_RESIDENT_MESSAGES + OVER);
 }
 
 #[test]
 fn length_limits_purge_and_requeues_see_the_paged_messages() {
-    let settings =
-        QueueSettings { max_length: Some(u64::try_from(RESIDENT_MESSAGES + 100).unwrap()), ..QueueSettings::default() };
+    let settings = QueueSettings {
+        max_length: Some(u64::try_from(IDLE_RESIDENT_MESSAGES + 100).unwrap()),
+        ..QueueSettings::default()
+    };
     let mut f = fixture(false, settings);
-    f.publish(bodies(0..RESIDENT_MESSAGES + 300), 1, None);
+    f.publish(bodies(0..IDLE_RESIDENT_MESSAGES + 300), 1, None);
     f.flush();
     // drop-head dropped the 200 oldest, from the head.
-    assert_eq!(f.state.stats().ready, u32::try_from(RESIDENT_MESSAGES + 100).unwrap());
+    assert_eq!(f.state.stats().ready, u32::try_from(IDLE_RESIDENT_MESSAGES + 100).unwrap());
     let dropped = f.state.take_discarded();
     assert_eq!(dropped.len(), 200);
     assert!(dropped.iter().all(|(_, reason)| *reason == DeathReason::Maxlen));
@@ -150,13 +179,13 @@ fn length_limits_purge_and_requeues_see_the_paged_messages() {
     f.state.settle(&[first.delivery.seq], crate::queue::Settle::Requeue);
     let got = f.get_all();
     assert_eq!(got.first().map(String::as_str), Some("message 200"));
-    assert_eq!(got.last().map(String::as_str), Some(format!("message {}", RESIDENT_MESSAGES + 299).as_str()));
-    assert_eq!(got.len(), RESIDENT_MESSAGES + 100);
+    assert_eq!(got.last().map(String::as_str), Some(format!("message {}", IDLE_RESIDENT_MESSAGES + 299).as_str()));
+    assert_eq!(got.len(), IDLE_RESIDENT_MESSAGES + 100);
     // Purge counts and releases the paged run without reading it.
-    f.publish(bodies(0..RESIDENT_MESSAGES + 50), 1, None);
+    f.publish(bodies(0..IDLE_RESIDENT_MESSAGES + 50), 1, None);
     f.flush();
-    assert_eq!(f.runs(), (RESIDENT_MESSAGES, 50, 0));
-    assert_eq!(f.state.purge(), u32::try_from(RESIDENT_MESSAGES + 50).unwrap());
+    assert_eq!(f.runs(), (IDLE_RESIDENT_MESSAGES, 50, 0));
+    assert_eq!(f.state.purge(), u32::try_from(IDLE_RESIDENT_MESSAGES + 50).unwrap());
     let (records, _) = f.state.take_journal();
     assert_eq!(count(&records, |r| matches!(r, Record::Released { .. })), 50);
     assert_eq!(f.runs(), (0, 0, 0));
@@ -165,15 +194,15 @@ fn length_limits_purge_and_requeues_see_the_paged_messages() {
 #[test]
 fn paged_messages_expire_at_the_head_in_order() {
     let mut f = fixture(false, QueueSettings::default());
-    f.publish(bodies(0..RESIDENT_MESSAGES + OVER), 1, Some(1_000));
+    f.publish(bodies(0..IDLE_RESIDENT_MESSAGES + OVER), 1, Some(1_000));
     f.flush();
     assert_eq!(f.state.next_deadline(), Some(2_000));
     f.state.set_now(2_001);
     f.state.expire(false);
     let expired = f.state.take_discarded();
-    assert_eq!(expired.len(), RESIDENT_MESSAGES + OVER);
+    assert_eq!(expired.len(), IDLE_RESIDENT_MESSAGES + OVER);
     let last = expired.last().map(|(m, _)| String::from_utf8(m.body.bytes().to_vec()).unwrap());
-    assert_eq!(last, Some(format!("message {}", RESIDENT_MESSAGES + OVER - 1)));
+    assert_eq!(last, Some(format!("message {}", IDLE_RESIDENT_MESSAGES + OVER - 1)));
     assert!(expired.iter().all(|(_, reason)| *reason == DeathReason::Expired));
     assert_eq!(f.state.stats().ready, 0);
 }
@@ -181,14 +210,14 @@ fn paged_messages_expire_at_the_head_in_order() {
 #[test]
 fn a_paged_message_whose_segment_is_gone_waits_for_its_new_place() {
     let mut f = fixture(false, QueueSettings::default());
-    f.publish(bodies(0..RESIDENT_MESSAGES + 1), 1, None);
+    f.publish(bodies(0..IDLE_RESIDENT_MESSAGES + 1), 1, None);
     let records = f.flush();
     let Some(Record::Spill { seq, payload, .. }) = records.first().cloned() else { panic!("{records:?}") };
     // Pretend compaction moved it: the queue's place points into a segment that is gone.
     let stale = Place { segment: 99, offset: 16, len: 100 };
     f.state.placed(vec![Placed { queue: 3, seq, place: stale }]);
     let owner = Owner { session: 1, channel: 1 };
-    for _ in 0..RESIDENT_MESSAGES {
+    for _ in 0..IDLE_RESIDENT_MESSAGES {
         f.state.get(owner, true).unwrap();
     }
     assert!(f.state.get(owner, true).is_none(), "not readable now");
@@ -200,21 +229,21 @@ fn a_paged_message_whose_segment_is_gone_waits_for_its_new_place() {
     f.log.append(vec![moved], Some(Box::new(move |r| tx.send(r.unwrap()).unwrap())));
     f.state.placed(rx.recv_timeout(Duration::from_secs(10)).unwrap());
     let got = f.state.get(owner, true).unwrap();
-    assert_eq!(got.delivery.message.body.bytes(), format!("message {RESIDENT_MESSAGES}").as_bytes());
+    assert_eq!(got.delivery.message.body.bytes(), format!("message {IDLE_RESIDENT_MESSAGES}").as_bytes());
     assert_eq!(f.state.next_deadline(), None, "nothing left to retry");
 }
 
 #[test]
 fn a_failed_read_is_retried_after_a_pause_and_then_forgotten() {
     let mut f = fixture(false, QueueSettings::default());
-    f.publish(bodies(0..RESIDENT_MESSAGES + 1), 1, None);
+    f.publish(bodies(0..IDLE_RESIDENT_MESSAGES + 1), 1, None);
     let (_, placed) = f.flush_placed();
     let real = placed.first().copied().unwrap();
     // The segment cannot be opened for now (as after an I/O error).
     let missing = Place { segment: 42, ..real.place };
     f.state.placed(vec![Placed { place: missing, ..real }]);
     let owner = Owner { session: 1, channel: 1 };
-    for _ in 0..RESIDENT_MESSAGES {
+    for _ in 0..IDLE_RESIDENT_MESSAGES {
         f.state.get(owner, true).unwrap();
     }
     assert!(f.state.get(owner, true).is_none());
@@ -226,6 +255,6 @@ fn a_failed_read_is_retried_after_a_pause_and_then_forgotten() {
     std::fs::copy(dir.join(format!("{:016}.seg", real.place.segment)), dir.join(format!("{:016}.seg", 42))).unwrap();
     f.state.set_now(1_000 + RETRY_MS);
     let got = f.state.get(owner, true).unwrap();
-    assert_eq!(got.delivery.message.body.bytes(), format!("message {RESIDENT_MESSAGES}").as_bytes());
+    assert_eq!(got.delivery.message.body.bytes(), format!("message {IDLE_RESIDENT_MESSAGES}").as_bytes());
     assert_eq!(f.state.next_deadline(), None, "an empty queue has no timer left");
 }
