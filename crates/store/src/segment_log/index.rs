@@ -113,6 +113,15 @@ impl Index {
         self.delivered.retain(|(q, _), _| *q != queue);
     }
 
+    /// Compresses the bitmaps of a segment no new message goes to: a queue's messages there are
+    /// runs of consecutive sequence numbers, a few bytes each as runs instead of a bit per
+    /// message (10M queued messages kept 1.3 MB of bitmaps). Removals still work on them.
+    pub(super) fn seal(&mut self, segment: u64) {
+        for live in self.queues.values_mut().filter_map(|segments| segments.get_mut(&segment)) {
+            live.optimize();
+        }
+    }
+
     /// Forgets a deleted segment.
     pub(super) fn forget_segment(&mut self, segment: u64) {
         self.segments.remove(&segment);

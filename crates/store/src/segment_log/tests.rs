@@ -389,6 +389,12 @@ fn the_index_takes_a_few_bits_per_live_message() {
     }
     let bytes = index.bitmap_bytes();
     assert!(bytes * 4 < messages, "{bytes} bytes for {messages} messages");
+    // Sealed segments keep their runs in a few bytes each.
+    for segment in 1..=messages / 400_000 {
+        index.seal(segment);
+    }
+    let sealed = index.bitmap_bytes();
+    assert!(sealed * 1000 < messages, "{sealed} bytes for {messages} sealed messages");
     // The first segment empties as the queue drains from its head.
     for seq in 0..400_000 {
         index.removed(7, 1_000_000_000 + seq);

@@ -207,6 +207,7 @@ impl Writer {
             match create_segment(&self.dir, next) {
                 Ok(file) => {
                     self.file = file;
+                    self.index.seal(self.segment);
                     self.segment = next;
                     self.written_len = HEADER_LEN as u64;
                     self.index.segments.entry(next).or_default();
