@@ -123,14 +123,18 @@ async fn run(
 }
 
 impl Task {
-    /// Sends the pass's events and dead letters; returns the target queue the outbox waits for.
+    /// Sends the pass's dead letters, then its events; returns the target queue the outbox
+    /// waits for. Dead letters first, as RabbitMQ's queue process sends them before the
+    /// publisher hears of the publish that caused them: a client that publishes to a second
+    /// queue once confirmed finds its dead letters behind this queue's (conformance case
+    /// `dlx.policy.max_length_min` saw them overtaken when the machine was busy).
     fn finish_pass(&mut self) -> Option<QueueRef> {
+        self.dead_letter();
+        let blocked = self.outbox.pump();
         for (session, event) in self.state.take_outbox() {
             session.send(event);
         }
-        self.dead_letter();
         self.write_journal();
-        let blocked = self.outbox.pump();
         self.state.set_expiry_room(self.outbox.room());
         blocked
     }
