@@ -390,7 +390,7 @@ fn the_index_takes_a_few_bits_per_live_message() {
     let bytes = index.bitmap_bytes();
     assert!(bytes * 4 < messages, "{bytes} bytes for {messages} messages");
     // Sealed segments keep their runs in a few bytes each.
-    for segment in 1..=messages / 400_000 {
+    for segment in 1..=messages.div_ceil(400_000) {
         index.seal(segment);
     }
     let sealed = index.bitmap_bytes();
