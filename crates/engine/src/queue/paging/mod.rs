@@ -35,8 +35,8 @@ use run::PagedRun;
 /// consumers: enough to serve them without a read per message.
 pub(super) const RESIDENT_MESSAGES: usize = 2048;
 /// The same while nobody consumes: a backlog nobody takes from gains nothing from being in
-/// memory (a message held whole costs hundreds of bytes beyond its body), and a consumer that arrives reads
-/// it back [`REFILL_MESSAGES`] at a time.
+/// memory (a message held whole costs hundreds of bytes beyond its body), and a consumer that
+/// arrives reads it back [`REFILL_MESSAGES`] at a time.
 pub(super) const IDLE_RESIDENT_MESSAGES: usize = 256;
 /// Body bytes kept whole in memory before new messages wait on disk.
 const RESIDENT_BYTES: u64 = 4 * 1024 * 1024;
