@@ -122,6 +122,13 @@ impl Index {
         }
     }
 
+    /// Seals every segment: after replay, all of them are written.
+    pub(super) fn seal_all(&mut self) {
+        for live in self.queues.values_mut().flat_map(BTreeMap::values_mut) {
+            live.optimize();
+        }
+    }
+
     /// Forgets a deleted segment.
     pub(super) fn forget_segment(&mut self, segment: u64) {
         self.segments.remove(&segment);

@@ -90,10 +90,7 @@ pub(super) fn replay(dir: &Path) -> Result<Replayed, LogError> {
     }
     recovery.queues = state.queues.into_iter().map(|(queue, replay)| (queue, replay.finish())).collect();
     recovery.queues.retain(|_, messages| !messages.is_empty());
-    let segments: Vec<u64> = state.index.segments.keys().copied().collect();
-    for segment in segments {
-        state.index.seal(segment);
-    }
+    state.index.seal_all();
     Ok(Replayed { recovery, index: state.index })
 }
 
