@@ -24,6 +24,14 @@ fn writer_idle(log: &MessageLog) {
     append_synced(log, Vec::new());
 }
 
+/// Idles the writer through enough batches for a segment whose live count holds to be
+/// compacted.
+fn writer_idle_until_settled(log: &MessageLog) {
+    for _ in 0..=compact::STABLE_BATCHES {
+        writer_idle(log);
+    }
+}
+
 fn open(dir: &Path) -> (MessageLog, Recovery) {
     MessageLog::open(dir, LogOptions::default()).unwrap()
 }
@@ -238,7 +246,7 @@ fn a_few_long_lived_messages_do_not_pin_old_segments() {
         append_synced(&log, vec![enqueue(1, seq, churn)]);
         append_synced(&log, vec![Record::Remove { queue: 1, seq }]);
     }
-    writer_idle(&log);
+    writer_idle_until_settled(&log);
     let segments = segment_files(dir.path()).unwrap();
     assert!(segments.len() <= 3, "the pinned segments were compacted away: {segments:?}");
     assert!(segments.iter().all(|(n, _)| *n > 1), "segment 1 is gone: {segments:?}");
@@ -369,7 +377,7 @@ fn compaction_tells_where_it_moved_each_message() {
         append_placed(&log, vec![enqueue(1, seq, b"churn churn churn churn churn churn churn churn churn churn")]);
         append_placed(&log, vec![Record::Remove { queue: 1, seq }]);
     }
-    writer_idle(&log);
+    writer_idle_until_settled(&log);
     let moved: Vec<Placed> = rx.try_iter().flatten().collect();
     let find = |queue: u64| moved.iter().rfind(|p| p.queue == queue && p.seq == 0).copied().unwrap();
     let (durable, spilled) = (find(1), find(2));
@@ -378,6 +386,30 @@ fn compaction_tells_where_it_moved_each_message() {
     assert_eq!(text(log.reader().read(&[spilled.place]).pop().unwrap()), "spilled");
     let old = log.reader().read(&[first[0].place]).pop().unwrap();
     assert!(matches!(old, Err(ReadError::Gone { segment: 1 })), "{old:?}");
+}
+
+#[test]
+fn a_segment_that_its_queue_is_draining_is_left_to_empty_rather_than_compacted() {
+    let dir = tempfile::tempdir().unwrap();
+    let options = LogOptions { segment_bytes: 1024, fault: None };
+    let (log, _) = MessageLog::open(dir.path(), options).unwrap();
+    let (tx, rx) = mpsc::channel();
+    log.set_relocation_listener(Box::new(move |placed| tx.send(placed).unwrap()));
+    // A backlog over several segments of about eight messages, then consumed from its head
+    // one message per batch: the oldest segment is soon three quarters garbage, but its live
+    // messages keep leaving.
+    let body = b"a backlog message, long enough that a segment holds about eight of them";
+    let total = 40;
+    for seq in 0..total {
+        append_synced(&log, vec![enqueue(1, seq, body)]);
+    }
+    for seq in 0..total {
+        append_synced(&log, vec![Record::Remove { queue: 1, seq }]);
+    }
+    writer_idle_until_settled(&log);
+    let moved: Vec<Placed> = rx.try_iter().flatten().collect();
+    assert!(moved.is_empty(), "nothing was rewritten: {moved:?}");
+    assert_eq!(segment_files(dir.path()).unwrap().len(), 1, "every spent segment is gone but the current one");
 }
 
 #[test]

@@ -76,6 +76,8 @@ pub(super) struct Writer {
     file: File,
     /// Bytes of the current segment written whole (on disk up to the last sync).
     written_len: u64,
+    /// How long the oldest segment's live count has held (see `compact_oldest`).
+    pub(super) oldest_watch: super::compact::OldestWatch,
 }
 
 impl Writer {
@@ -88,7 +90,16 @@ impl Writer {
         };
         let path = segment_path(dir, segment);
         let written_len = file.metadata().map_err(|source| LogError::Io { path, source })?.len();
-        let mut writer = Self { dir: dir.to_owned(), options, index, shared, segment, file, written_len };
+        let mut writer = Self {
+            dir: dir.to_owned(),
+            options,
+            index,
+            shared,
+            segment,
+            file,
+            written_len,
+            oldest_watch: super::compact::OldestWatch::default(),
+        };
         writer.index.segments.entry(segment).or_default();
         writer.reclaim();
         Ok(writer)
