@@ -151,6 +151,22 @@ pub(crate) struct Consumed {
     pub(crate) latency: hdrhistogram::Histogram<u64>,
 }
 
+impl Consumed {
+    pub(crate) fn new(expected: u64) -> Result<Self> {
+        Ok(Self { tracker: Tracker::new(expected), last: Instant::now(), latency: hdrhistogram::Histogram::new(3)? })
+    }
+
+    /// Counts a delivered body, and its latency when it is new.
+    pub(crate) fn record(&mut self, body: &[u8], epoch: Instant) {
+        if let Some((seq, sent)) = seqs::read(body)
+            && self.tracker.saw(seq)
+        {
+            self.last = Instant::now();
+            let _ = self.latency.record(seqs::since(epoch).saturating_sub(sent) / 1000);
+        }
+    }
+}
+
 /// Starts consuming `queue` and returns once the broker confirmed the consumer; the returned
 /// task finishes when `expected` distinct messages arrived (or none came for [`IDLE`]).
 pub(crate) async fn consume(
@@ -166,11 +182,9 @@ pub(crate) async fn consume(
     let options = BasicConsumeOptions { no_ack: matches!(settle, Settle::Auto), ..Default::default() };
     let mut consumer = channel.basic_consume(queue.into(), "".into(), options, FieldTable::default()).await?;
     Ok(tokio::spawn(async move {
-        let mut tracker = Tracker::new(expected);
-        let mut latency = hdrhistogram::Histogram::new(3)?;
-        let mut last = Instant::now();
+        let mut consumed = Consumed::new(expected)?;
         let mut unacked = 0u64;
-        while !tracker.complete() {
+        while !consumed.tracker.complete() {
             let Ok(next) = tokio::time::timeout(IDLE, consumer.next()).await else {
                 break;
             };
@@ -178,24 +192,19 @@ pub(crate) async fn consume(
                 bail!("the consumer was cancelled");
             };
             let delivery = delivery?;
-            if let Some((seq, sent)) = seqs::read(&delivery.data)
-                && tracker.saw(seq)
-            {
-                last = Instant::now();
-                let _ = latency.record(seqs::since(epoch).saturating_sub(sent) / 1000);
-            }
+            consumed.record(&delivery.data, epoch);
             match settle {
                 Settle::Auto => {}
                 Settle::MultiAck { every, .. } => {
                     unacked += 1;
-                    if unacked >= every || tracker.complete() {
+                    if unacked >= every || consumed.tracker.complete() {
                         delivery.acker.ack(BasicAckOptions { multiple: true }).await?;
                         unacked = 0;
                     }
                 }
             }
         }
-        Ok(Consumed { tracker, last, latency })
+        Ok(consumed)
     }))
 }
 

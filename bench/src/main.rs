@@ -9,6 +9,8 @@
 //! ```
 
 mod amqp091;
+mod amqprs091;
+mod consumers;
 mod report;
 mod scenarios;
 mod seqs;
@@ -56,6 +58,9 @@ struct Cli {
     /// Turn Nagle's algorithm off in the AMQP 1.0 client (S10); fe2o3 leaves it on.
     #[arg(long)]
     nodelay: bool,
+    /// The AMQP 0.9.1 client the consumers run on (publishers run on lapin).
+    #[arg(long, value_enum, default_value_t)]
+    consumer: consumers::ConsumerClient,
 }
 
 #[tokio::main]
@@ -70,6 +75,7 @@ async fn main() -> Result<()> {
             rate: cli.rate,
             keep: cli.keep,
             nodelay: cli.nodelay,
+            consumer: cli.consumer,
         };
         let name = format!("{scenario:?}").to_lowercase();
         let mut runs: [Vec<Outcome>; 2] = [Vec::new(), Vec::new()];

@@ -10,6 +10,7 @@ use lapin::{Channel, Connection};
 
 use super::Params;
 use crate::amqp091::{self, Publish, Settle};
+use crate::consumers::Consumers;
 use crate::report::Outcome;
 use crate::target::Target;
 
@@ -74,8 +75,8 @@ impl Topology {
 pub(super) async fn ttl(target: &Target, params: Params, tag: &str) -> Result<Outcome> {
     let topology = topology(target, tag, &[("x-message-ttl", AMQPValue::LongLongInt(TTL_MS))]).await?;
     let epoch = Instant::now();
-    let dlq_channel = amqp091::channel(&topology.conn).await?;
-    let dlq = amqp091::consume(dlq_channel, &topology.dlq, params.messages, Settle::Auto, epoch).await?;
+    let consumers = Consumers { client: params.consumer, url: &target.url, lapin: &topology.conn };
+    let dlq = consumers.consume(&topology.dlq, params.messages, Settle::Auto, epoch).await?;
     let publisher_conn = amqp091::connect(&target.url).await?;
     let publisher = amqp091::channel(&publisher_conn).await?;
     let spec = Publish { messages: params.messages, persistent: false, confirms: None, rate: params.rate };
@@ -99,12 +100,12 @@ pub(super) async fn reject_storm(target: &Target, params: Params, tag: &str) -> 
     let spec = Publish { messages: params.messages, persistent: false, confirms: Some(1000), rate: None };
     amqp091::publish(&publisher, "", &topology.source, spec, Instant::now()).await?;
     let epoch = Instant::now();
-    let dlq_channel = amqp091::channel(&topology.conn).await?;
-    let dlq = amqp091::consume(dlq_channel, &topology.dlq, params.messages, Settle::Auto, epoch).await?;
+    let consumers = Consumers { client: params.consumer, url: &target.url, lapin: &topology.conn };
+    let dlq = consumers.consume(&topology.dlq, params.messages, Settle::Auto, epoch).await?;
+    let nacking = Consumers { lapin: &publisher_conn, ..consumers };
     let mut nackers = Vec::new();
     for _ in 0..NACKERS {
-        let channel = amqp091::channel(&publisher_conn).await?;
-        nackers.push(amqp091::nack_all(channel, &topology.source, NACK_PREFETCH).await?);
+        nackers.push(nacking.nack_all(&topology.source, NACK_PREFETCH).await?);
     }
     let consumed = dlq.await??;
     for nacker in nackers {

@@ -8,6 +8,7 @@ use lapin::types::FieldTable;
 
 use super::Params;
 use crate::amqp091::{self, Publish, Settle};
+use crate::consumers::Consumers;
 use crate::report::Outcome;
 use crate::target::Target;
 
@@ -21,6 +22,7 @@ pub(super) async fn run(target: &Target, params: Params, width: usize, tag: &str
         .exchange_declare(exchange.as_str().into(), lapin::ExchangeKind::Fanout, options, FieldTable::default())
         .await?;
     let epoch = Instant::now();
+    let starter = Consumers { client: params.consumer, url: &target.url, lapin: &consumer_conn };
     let mut consumers = Vec::new();
     let mut queues = Vec::new();
     for i in 0..width {
@@ -30,8 +32,7 @@ pub(super) async fn run(target: &Target, params: Params, width: usize, tag: &str
         setup
             .queue_bind(queue.as_str().into(), exchange.as_str().into(), "".into(), bind, FieldTable::default())
             .await?;
-        let channel = amqp091::channel(&consumer_conn).await?;
-        consumers.push(amqp091::consume(channel, &queue, params.messages, Settle::Auto, epoch).await?);
+        consumers.push(starter.consume(&queue, params.messages, Settle::Auto, epoch).await?);
         queues.push(queue);
     }
     let publisher = amqp091::channel(&publisher_conn).await?;

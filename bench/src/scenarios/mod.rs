@@ -63,6 +63,8 @@ pub(crate) struct Params {
     pub(crate) keep: bool,
     /// Whether the AMQP 1.0 client sets `TCP_NODELAY` (fe2o3 does not).
     pub(crate) nodelay: bool,
+    /// The AMQP 0.9.1 client consumers run on.
+    pub(crate) consumer: crate::consumers::ConsumerClient,
 }
 
 /// Runs `scenario` once against `target`.
