@@ -99,6 +99,12 @@ impl PagedEntry {
         self.len & SPILL_BIT != 0
     }
 
+    /// Compaction moved the message to `place`.
+    fn moved_to(&mut self, place: Packed) {
+        let spilled = if self.spilled() { SPILL_BIT } else { 0 };
+        (self.segment, self.offset, self.len) = (place.segment, place.offset, place.len | spilled);
+    }
+
     fn place(&self) -> Place {
         Packed { segment: self.segment, offset: self.offset, len: self.len & !SPILL_BIT }.place()
     }
@@ -231,6 +237,7 @@ impl QueueState {
         let Some(pager) = &mut self.pager else {
             return;
         };
+        let mut moved = Vec::new();
         for Placed { seq, place, .. } in placed {
             let Some(packed) = Packed::new(place) else {
                 continue;
@@ -240,14 +247,12 @@ impl QueueState {
                     entry.place = Some(packed);
                 }
             } else {
-                pager.paged.update(seq, |paged| {
-                    let spilled = paged.spilled();
-                    paged.segment = packed.segment;
-                    paged.offset = packed.offset;
-                    paged.len = packed.len | if spilled { SPILL_BIT } else { 0 };
-                });
-                pager.retry_at = None;
+                moved.push((seq, packed));
             }
+        }
+        if !moved.is_empty() {
+            pager.paged.relocate(&mut moved);
+            pager.retry_at = None;
         }
         while let Some(entry) = pager.incoming.front() {
             let paged = entry.place.and_then(|place| {

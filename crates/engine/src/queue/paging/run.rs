@@ -12,7 +12,7 @@ use std::fs::{File, OpenOptions};
 use std::os::unix::fs::FileExt;
 use std::path::Path;
 
-use super::PagedEntry;
+use super::{Packed, PagedEntry};
 
 /// Entries per chunk read or written at once (32 KiB): each end of the run holds at most one
 /// chunk in memory.
@@ -89,18 +89,30 @@ impl PagedRun {
         Some(entry)
     }
 
-    /// Changes the entry with sequence number `seq`, wherever it is.
-    pub(super) fn update(&mut self, seq: u64, change: impl FnOnce(&mut PagedEntry)) {
-        if let Ok(at) = self.front.binary_search_by_key(&seq, |e| e.seq) {
-            if let Some(entry) = self.front.get_mut(at) {
-                change(entry);
+    /// Gives the entries of `moves` (by sequence number) their new places in the log;
+    /// sequence numbers the run does not hold are skipped. Compaction moves messages a segment
+    /// at a time, so the moves that fall in the file are applied a chunk at a time: one read
+    /// and one write for all the moves in a chunk, rather than a search of the file for each.
+    pub(super) fn relocate(&mut self, moves: &mut [(u64, Packed)]) {
+        moves.sort_unstable_by_key(|&(seq, _)| seq);
+        let after_front = self.front.back().map_or(u64::MAX, |e| e.seq);
+        let before_back = self.back.first().map_or(u64::MAX, |e| e.seq);
+        let mut in_file = Vec::new();
+        for &(seq, place) in moves.iter() {
+            if let Ok(at) = self.front.binary_search_by_key(&seq, |e| e.seq) {
+                if let Some(entry) = self.front.get_mut(at) {
+                    entry.moved_to(place);
+                }
+            } else if let Ok(at) = self.back.binary_search_by_key(&seq, |e| e.seq) {
+                if let Some(entry) = self.back.get_mut(at) {
+                    entry.moved_to(place);
+                }
+            } else if seq > after_front && seq < before_back {
+                in_file.push((seq, place));
             }
-        } else if let Ok(at) = self.back.binary_search_by_key(&seq, |e| e.seq) {
-            if let Some(entry) = self.back.get_mut(at) {
-                change(entry);
-            }
-        } else if let Some(index) = self.file.as_ref() {
-            update_in_file(index, seq, change);
+        }
+        if let Some(index) = self.file.as_ref().filter(|_| !in_file.is_empty()) {
+            relocate_in_file(index, &in_file);
         }
     }
 
@@ -213,30 +225,60 @@ fn decode(bytes: &[u8]) -> Option<PagedEntry> {
     })
 }
 
-/// Finds `seq` in the file by binary search and rewrites its entry.
-fn update_in_file(index: &IndexFile, seq: u64, change: impl FnOnce(&mut PagedEntry)) {
-    let read_at = |i: u64| {
+/// Applies `moves` (sorted by sequence number) to the entries in the file: finds the first
+/// entry at or after the next move by binary search, reads the chunk that starts there,
+/// applies every move that falls in it, writes it back, and goes on after it.
+fn relocate_in_file(index: &IndexFile, moves: &[(u64, Packed)]) {
+    let read_entry = |i: u64| {
         let mut bytes = [0u8; ENTRY_BYTES];
         index.file.read_exact_at(&mut bytes, i * ENTRY_BYTES as u64).ok().and_then(|()| decode(&bytes))
     };
-    let (mut low, mut high) = (index.read, index.written);
-    while low < high {
-        let mid = low + (high - low) / 2;
-        let Some(entry) = read_at(mid) else {
-            return;
-        };
-        match entry.seq.cmp(&seq) {
-            std::cmp::Ordering::Less => low = mid + 1,
-            std::cmp::Ordering::Greater => high = mid,
-            std::cmp::Ordering::Equal => {
-                let mut entry = entry;
-                change(&mut entry);
-                if let Err(error) = index.file.write_all_at(&encode(&entry), mid * ENTRY_BYTES as u64) {
-                    tracing::warn!(%error, "updating a paged index entry failed");
-                }
+    let mut rest = moves;
+    let mut from = index.read;
+    while let Some(&(next, _)) = rest.first() {
+        // The first entry in from..written whose sequence number is at least `next`.
+        let (mut low, mut high) = (from, index.written);
+        while low < high {
+            let mid = low + (high - low) / 2;
+            let Some(entry) = read_entry(mid) else {
                 return;
+            };
+            if entry.seq < next {
+                low = mid + 1;
+            } else {
+                high = mid;
             }
         }
+        let count = (index.written - low).min(CHUNK as u64);
+        if count == 0 {
+            return;
+        }
+        let at = low * ENTRY_BYTES as u64;
+        let mut bytes = vec![0u8; usize::try_from(count).unwrap_or(0) * ENTRY_BYTES];
+        if index.file.read_exact_at(&mut bytes, at).is_err() {
+            return;
+        }
+        let mut entries: Vec<PagedEntry> = bytes.chunks_exact(ENTRY_BYTES).filter_map(decode).collect();
+        let last = entries.last().map_or(next, |e| e.seq);
+        // At least the move for `next`: the chunk starts at or after it.
+        let (now, later) = rest.split_at(rest.partition_point(|&(seq, _)| seq <= last).max(1));
+        let mut changed = false;
+        for &(seq, place) in now {
+            if let Ok(i) = entries.binary_search_by_key(&seq, |e| e.seq)
+                && let Some(entry) = entries.get_mut(i)
+            {
+                entry.moved_to(place);
+                changed = true;
+            }
+        }
+        if changed {
+            let encoded: Vec<u8> = entries.iter().flat_map(encode).collect();
+            if let Err(error) = index.file.write_all_at(&encoded, at) {
+                tracing::warn!(%error, "updating paged index entries failed");
+            }
+        }
+        rest = later;
+        from = low + count;
     }
 }
 
@@ -262,7 +304,7 @@ mod tests {
         assert!(run.front.len() <= CHUNK && run.back.len() < CHUNK, "only the ends are in memory");
         assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0, "the index file is unlinked");
         // Relocating an entry that is in the file.
-        run.update(CHUNK as u64 * 5 + 3, |e| e.segment = 9);
+        run.relocate(&mut [(CHUNK as u64 * 5 + 3, Packed { segment: 9, offset: 16, len: 40 })]);
         let mut seen = Vec::new();
         while let Some(e) = run.pop_front() {
             seen.push((e.seq, e.segment));
@@ -271,6 +313,33 @@ mod tests {
         assert!(seen.iter().enumerate().all(|(i, (seq, _))| *seq == i as u64), "in order");
         assert_eq!(seen.get(CHUNK * 5 + 3), Some(&(CHUNK as u64 * 5 + 3, 9)));
         assert!(run.is_empty() && run.file.is_none());
+    }
+
+    #[test]
+    fn relocating_many_entries_reaches_front_file_and_back_and_skips_what_the_run_lacks() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut run = PagedRun::new(dir.path(), "q".into());
+        // Even sequence numbers only, over the front, several chunks of file, and the back.
+        let total = CHUNK as u64 * 6 + 10;
+        for n in 0..total {
+            run.push_back(entry(n * 2));
+        }
+        assert!(run.file.is_some() && !run.back.is_empty());
+        // Every third message moved (as compaction reports them: unsorted), plus odd numbers
+        // the run never held and numbers beyond its end.
+        let moved = |seq: u64| Packed { segment: 7, offset: u32::try_from(seq).unwrap(), len: 40 };
+        let mut moves: Vec<(u64, Packed)> =
+            (0..total * 2).rev().filter(|seq| seq % 3 == 0).map(|s| (s, moved(s))).collect();
+        moves.extend([(total * 2 + 1, moved(1)), (total * 4, moved(2))]);
+        run.relocate(&mut moves);
+        let mut seen = 0;
+        while let Some(e) = run.pop_front() {
+            assert_eq!(e.seq, seen * 2, "in order, nothing added");
+            let expected = if e.seq % 3 == 0 { (7, u32::try_from(e.seq).unwrap()) } else { (1, 16) };
+            assert_eq!((e.segment, e.offset), expected, "seq {}", e.seq);
+            seen += 1;
+        }
+        assert_eq!(seen, total);
     }
 
     #[test]
