@@ -7,26 +7,26 @@ use lapin::types::AMQPValue;
 
 use super::Params;
 use crate::amqp091::{self, Publish, Settle};
-use crate::consumers::Consumers;
+use crate::consumers::{ConsumerClient, Consumers};
 use crate::report::{Outcome, Percentiles};
 use crate::target::Target;
 
 /// S1a: transient, no confirms, auto-ack.
 pub(super) async fn transient(target: &Target, params: Params, tag: &str) -> Result<Outcome> {
     let spec = Publish { messages: params.messages, persistent: false, confirms: None, rate: params.rate };
-    run(target, params, &format!("bench-s1a-{tag}"), false, spec, Settle::Auto).await
+    run(target, params.consumer, &format!("bench-s1a-{tag}"), false, spec, Settle::Auto).await
 }
 
 /// S1b: persistent into a durable queue, 1000 confirms in flight, qos 1000, multi-ack.
 pub(super) async fn persistent(target: &Target, params: Params, tag: &str) -> Result<Outcome> {
     let spec = Publish { messages: params.messages, persistent: true, confirms: Some(1000), rate: params.rate };
     let settle = Settle::MultiAck { prefetch: 1000, every: 100 };
-    run(target, params, &format!("bench-s1b-{tag}"), true, spec, settle).await
+    run(target, params.consumer, &format!("bench-s1b-{tag}"), true, spec, settle).await
 }
 
 async fn run(
     target: &Target,
-    params: Params,
+    client: ConsumerClient,
     queue: &str,
     durable: bool,
     spec: Publish,
@@ -37,7 +37,7 @@ async fn run(
     let setup = amqp091::channel(&consumer_conn).await?;
     amqp091::declare(&setup, queue, durable, &[("x-queue-type", AMQPValue::LongString("classic".into()))]).await?;
     let epoch = Instant::now();
-    let consumers = Consumers { client: params.consumer, url: &target.url, lapin: &consumer_conn };
+    let consumers = Consumers { client, url: &target.url, lapin: &consumer_conn };
     let consumer = consumers.consume(queue, spec.messages, settle, epoch).await?;
     let publisher = amqp091::channel(&publisher_conn).await?;
     let confirmed = amqp091::publish(&publisher, "", queue, spec, epoch).await?;

@@ -3,10 +3,11 @@
 //! whole traffic of those hours).
 //!
 //! When the oldest segment is mostly garbage, newer segments exist and its live messages have
-//! stopped leaving, its live enqueues are appended again at the head, each followed by its delivery state, as one synced batch; the
-//! index then moves them and the old segment is deleted like any spent one. A crash in between
-//! leaves both copies: replay lets the later enqueue replace the earlier one and keeps the
-//! delivery state, so nothing is lost or duplicated.
+//! stopped leaving, its live enqueues are appended again at the head, each followed by its
+//! delivery state, as one synced batch; the index then moves them and the old segment is
+//! deleted like any spent one. A crash in between leaves both copies: replay lets the later
+//! enqueue replace the earlier one and keeps the delivery state, so nothing is lost or
+//! duplicated.
 
 use bytes::Bytes;
 
@@ -23,8 +24,8 @@ const GARBAGE_RATIO: u64 = 4;
 /// Batches through which the oldest segment's live count must hold before it is compacted.
 /// A queue draining from its head empties that segment by itself within a few batches, and
 /// compacting it would rewrite a quarter of it for messages about to be consumed, then make
-/// each queue look up every moved message (a reject storm of 1M messages lost a third of its
-/// rate to that). Messages that pin a segment are the ones that do not leave.
+/// each queue look up every moved message (in a reject storm of 1.5M messages, 550k reads of
+/// the paged index a second). Messages that pin a segment are the ones that do not leave.
 pub(super) const STABLE_BATCHES: u32 = 32;
 
 /// The oldest segment's live count, and through how many batches it has held.
