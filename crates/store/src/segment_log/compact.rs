@@ -2,12 +2,12 @@
 //! one, forever (a consumer holding one message for hours would otherwise grow the log by the
 //! whole traffic of those hours).
 //!
-//! When the oldest segment is mostly garbage, newer segments exist and its live messages have
-//! stopped leaving, its live enqueues are appended again at the head, each followed by its
-//! delivery state, as one synced batch; the index then moves them and the old segment is
-//! deleted like any spent one. A crash in between leaves both copies: replay lets the later
-//! enqueue replace the earlier one and keeps the delivery state, so nothing is lost or
-//! duplicated.
+//! When the oldest segment is mostly garbage, newer segments exist and its live messages leave
+//! too slowly to empty it soon (see [`OldestWatch`]), its live enqueues are appended again at
+//! the head, each followed by its delivery state, as one synced batch; the index then moves
+//! them and the old segment is deleted like any spent one. A crash in between leaves both
+//! copies: replay lets the later enqueue replace the earlier one and keeps the delivery state,
+//! so nothing is lost or duplicated.
 
 use bytes::Bytes;
 
@@ -21,30 +21,48 @@ const MIN_SEGMENTS: usize = 3;
 /// The oldest segment is compacted once at most one in this many of the messages written
 /// there is live.
 const GARBAGE_RATIO: u64 = 4;
-/// Batches through which the oldest segment's live count must hold before it is compacted.
-/// A queue draining from its head empties that segment by itself within a few batches, and
-/// compacting it would rewrite a quarter of it for messages about to be consumed, then make
-/// each queue look up every moved message (in a reject storm of 1.5M messages, 550k reads of
-/// the paged index a second). Messages that pin a segment are the ones that do not leave.
-pub(super) const STABLE_BATCHES: u32 = 32;
+/// Batches over which the oldest segment is watched before compaction decides, and the window
+/// over which how fast it empties and how fast the log grows are measured.
+pub(super) const WATCH_BATCHES: u32 = 32;
+/// The oldest segment is compacted when, at the rates of the last window, the log would grow
+/// by more than this many segments before the segment empties by itself.
+const GROWTH_SEGMENTS: u64 = 2;
 
-/// The oldest segment's live count, and through how many batches it has held.
+/// How fast the oldest segment empties while the log grows.
+///
+/// A queue draining from its head empties that segment by itself, and compacting it would
+/// rewrite up to a quarter of it for messages about to be consumed, then make each queue look
+/// up every moved message (in a reject storm of 1.5M messages, 550k reads of the paged index
+/// a second). Compaction is for the segments that empty too slowly for the traffic: messages
+/// that never leave, or a consumer so slow that the log would grow by several segments first.
 #[derive(Debug, Default)]
 pub(super) struct OldestWatch {
     segment: u64,
+    /// Its live messages, and the log's appended bytes, when the window began.
     live: u64,
-    unchanged: u32,
+    appended: u64,
+    batches: u32,
 }
 
 impl OldestWatch {
-    /// Whether `live` messages have stayed in `segment` through [`STABLE_BATCHES`] batches.
-    fn settled(&mut self, segment: u64, live: u64) -> bool {
-        if (self.segment, self.live) != (segment, live) {
-            *self = Self { segment, live, unchanged: 0 };
+    /// Whether `segment` (with `live` messages left; `appended` bytes written to the log so
+    /// far) empties too slowly, judged at the end of each window of [`WATCH_BATCHES`] batches.
+    fn empties_too_slowly(&mut self, segment: u64, live: u64, appended: u64, segment_bytes: u64) -> bool {
+        if self.segment != segment {
+            *self = Self { segment, live, appended, batches: 0 };
             return false;
         }
-        self.unchanged = self.unchanged.saturating_add(1);
-        self.unchanged >= STABLE_BATCHES
+        self.batches += 1;
+        if self.batches < WATCH_BATCHES {
+            return false;
+        }
+        let left = self.live.saturating_sub(live);
+        let grown = appended.saturating_sub(self.appended);
+        *self = Self { segment, live, appended, batches: 0 };
+        // The log grows by `grown` while `left` messages leave: by grown × live / left before
+        // the last one does.
+        let limit = segment_bytes.saturating_mul(GROWTH_SEGMENTS);
+        left == 0 || u128::from(grown) * u128::from(live) > u128::from(left) * u128::from(limit)
     }
 }
 
@@ -60,7 +78,7 @@ impl Writer {
         if oldest == self.segment || counts.live == 0 || counts.live.saturating_mul(GARBAGE_RATIO) > counts.written {
             return;
         }
-        if !self.oldest_watch.settled(oldest, counts.live) {
+        if !self.oldest_watch.empties_too_slowly(oldest, counts.live, self.appended, self.options.segment_bytes) {
             return;
         }
         let path = segment_path(&self.dir, oldest);

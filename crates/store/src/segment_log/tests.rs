@@ -24,10 +24,10 @@ fn writer_idle(log: &MessageLog) {
     append_synced(log, Vec::new());
 }
 
-/// Idles the writer through enough batches for a segment whose live count holds to be
-/// compacted.
+/// Idles the writer through enough batches for compaction to judge the oldest segment: the
+/// rest of a window already begun, and a whole one.
 fn writer_idle_until_settled(log: &MessageLog) {
-    for _ in 0..=compact::STABLE_BATCHES {
+    for _ in 0..=2 * compact::WATCH_BATCHES {
         writer_idle(log);
     }
 }
@@ -391,25 +391,58 @@ fn compaction_tells_where_it_moved_each_message() {
 #[test]
 fn a_segment_that_its_queue_is_draining_is_left_to_empty_rather_than_compacted() {
     let dir = tempfile::tempdir().unwrap();
-    let options = LogOptions { segment_bytes: 1024, fault: None };
+    // Segments of a few hundred messages: the oldest stays three quarters garbage for many
+    // compaction windows while its queue drains it.
+    let options = LogOptions { segment_bytes: 16 * 1024, fault: None };
     let (log, _) = MessageLog::open(dir.path(), options).unwrap();
     let (tx, rx) = mpsc::channel();
     log.set_relocation_listener(Box::new(move |placed| tx.send(placed).unwrap()));
-    // A backlog over several segments of about eight messages, then consumed from its head
-    // one message per batch: the oldest segment is soon three quarters garbage, but its live
-    // messages keep leaving.
-    let body = b"a backlog message, long enough that a segment holds about eight of them";
-    let total = 40;
+    // A backlog over several segments, then consumed from its head one message per batch,
+    // while another queue takes and drops a message of the same size in each batch too.
+    let total = 1200;
     for seq in 0..total {
-        append_synced(&log, vec![enqueue(1, seq, body)]);
+        append_synced(&log, vec![enqueue(1, seq, b"b")]);
     }
     for seq in 0..total {
-        append_synced(&log, vec![Record::Remove { queue: 1, seq }]);
+        let churn = vec![Record::Remove { queue: 1, seq }, enqueue(2, seq, b"c"), Record::Remove { queue: 2, seq }];
+        append_synced(&log, churn);
     }
     writer_idle_until_settled(&log);
     let moved: Vec<Placed> = rx.try_iter().flatten().collect();
     assert!(moved.is_empty(), "nothing was rewritten: {moved:?}");
     assert_eq!(segment_files(dir.path()).unwrap().len(), 1, "every spent segment is gone but the current one");
+}
+
+#[test]
+fn a_segment_drained_too_slowly_for_the_traffic_is_compacted() {
+    let dir = tempfile::tempdir().unwrap();
+    let options = LogOptions { segment_bytes: 4096, fault: None };
+    let (log, _) = MessageLog::open(dir.path(), options.clone()).unwrap();
+    let (tx, rx) = mpsc::channel();
+    log.set_relocation_listener(Box::new(move |placed| tx.send(placed).unwrap()));
+    // A backlog of small messages fills the first segment; a consumer takes one of them every
+    // 16 batches (so its segment's live count never holds for a whole window), while other
+    // traffic writes a segment every dozen batches.
+    let backlog = 100;
+    for seq in 0..backlog {
+        append_synced(&log, vec![enqueue(1, seq, b"backlog")]);
+    }
+    let churn: &'static [u8] = &[b'c'; 300];
+    let mut consumed = 0;
+    for round in 0..1200u64 {
+        append_synced(&log, vec![enqueue(2, round, churn)]);
+        append_synced(&log, vec![Record::Remove { queue: 2, seq: round }]);
+        if round % 8 == 7 && consumed < backlog {
+            append_synced(&log, vec![Record::Remove { queue: 1, seq: consumed }]);
+            consumed += 1;
+        }
+    }
+    writer_idle(&log);
+    let moved: Vec<Placed> = rx.try_iter().flatten().collect();
+    assert!(moved.iter().any(|p| p.queue == 1), "the slowly drained backlog was moved: {moved:?}");
+    log.close().unwrap();
+    let (_, recovery) = MessageLog::open(dir.path(), options).unwrap();
+    assert_eq!(seqs(&recovery, 1), (consumed..backlog).collect::<Vec<_>>(), "what is left of the backlog, once each");
 }
 
 #[test]

@@ -69,14 +69,16 @@ impl Batch {
 
 pub(super) struct Writer {
     pub(super) dir: PathBuf,
-    options: LogOptions,
+    pub(super) options: LogOptions,
     pub(super) index: Index,
     shared: Arc<Shared>,
     pub(super) segment: u64,
     file: File,
     /// Bytes of the current segment written whole (on disk up to the last sync).
     written_len: u64,
-    /// How long the oldest segment's live count has held (see `compact_oldest`).
+    /// Bytes appended to the log since it was opened (how fast it grows, for compaction).
+    pub(super) appended: u64,
+    /// How fast the oldest segment empties (see `compact_oldest`).
     pub(super) oldest_watch: super::compact::OldestWatch,
 }
 
@@ -98,6 +100,7 @@ impl Writer {
             segment,
             file,
             written_len,
+            appended: 0,
             oldest_watch: super::compact::OldestWatch::default(),
         };
         writer.index.segments.entry(segment).or_default();
@@ -201,6 +204,7 @@ impl Writer {
                     self.shared.syncs.fetch_add(1, Ordering::Relaxed);
                 }
                 self.written_len += bytes.len() as u64;
+                self.appended += bytes.len() as u64;
                 Ok(())
             }
             Err(error) => {
