@@ -161,10 +161,9 @@ impl PagedRun {
     fn refill_front(&mut self) {
         if let Some(index) = self.file.as_mut().filter(|f| f.read < f.written) {
             let count = (index.written - index.read).min(CHUNK as u64);
-            let mut bytes = vec![0u8; usize::try_from(count).unwrap_or(0) * ENTRY_BYTES];
-            match index.file.read_exact_at(&mut bytes, index.read * ENTRY_BYTES as u64) {
-                Ok(()) => {
-                    self.front.extend(bytes.chunks_exact(ENTRY_BYTES).filter_map(decode));
+            match read_entries(index, index.read, count) {
+                Ok(entries) => {
+                    self.front.extend(entries);
                     index.read += count;
                 }
                 Err(error) => {
@@ -225,6 +224,13 @@ fn decode(bytes: &[u8]) -> Option<PagedEntry> {
     })
 }
 
+/// Entries `from..from + count` of the file.
+fn read_entries(index: &IndexFile, from: u64, count: u64) -> std::io::Result<Vec<PagedEntry>> {
+    let mut bytes = vec![0u8; usize::try_from(count).unwrap_or(0) * ENTRY_BYTES];
+    index.file.read_exact_at(&mut bytes, from * ENTRY_BYTES as u64)?;
+    Ok(bytes.chunks_exact(ENTRY_BYTES).filter_map(decode).collect())
+}
+
 /// Applies `moves` (sorted by sequence number) to the entries in the file: finds the first
 /// entry at or after the next move by binary search, reads the chunk that starts there,
 /// applies every move that falls in it, writes it back, and goes on after it.
@@ -253,12 +259,9 @@ fn relocate_in_file(index: &IndexFile, moves: &[(u64, Packed)]) {
         if count == 0 {
             return;
         }
-        let at = low * ENTRY_BYTES as u64;
-        let mut bytes = vec![0u8; usize::try_from(count).unwrap_or(0) * ENTRY_BYTES];
-        if index.file.read_exact_at(&mut bytes, at).is_err() {
+        let Ok(mut entries) = read_entries(index, low, count) else {
             return;
-        }
-        let mut entries: Vec<PagedEntry> = bytes.chunks_exact(ENTRY_BYTES).filter_map(decode).collect();
+        };
         let last = entries.last().map_or(next, |e| e.seq);
         // At least the move for `next`: the chunk starts at or after it.
         let (now, later) = rest.split_at(rest.partition_point(|&(seq, _)| seq <= last).max(1));
@@ -273,7 +276,7 @@ fn relocate_in_file(index: &IndexFile, moves: &[(u64, Packed)]) {
         }
         if changed {
             let encoded: Vec<u8> = entries.iter().flat_map(encode).collect();
-            if let Err(error) = index.file.write_all_at(&encoded, at) {
+            if let Err(error) = index.file.write_all_at(&encoded, low * ENTRY_BYTES as u64) {
                 tracing::warn!(%error, "updating paged index entries failed");
             }
         }
