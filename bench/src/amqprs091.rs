@@ -8,10 +8,11 @@ use amqprs::channel::{
     BasicAckArguments, BasicConsumeArguments, BasicNackArguments, BasicQosArguments, Channel, ConsumerMessage,
 };
 use amqprs::connection::{Connection, OpenConnectionArguments};
-use anyhow::{Context, Result, anyhow, bail};
+use anyhow::{Context, Result, bail};
 use tokio::sync::mpsc::UnboundedReceiver;
 
 use crate::amqp091::{Consumed, IDLE, Settle};
+use crate::target::parse_uri;
 
 /// A connection and channel consuming `queue`, with the receiver its deliveries arrive on.
 struct Consuming {
@@ -20,9 +21,9 @@ struct Consuming {
     deliveries: UnboundedReceiver<ConsumerMessage>,
 }
 
-/// The URL as amqprs takes it (its own parser does not decode `%2f` in the vhost).
+/// The URL as amqprs takes it.
 fn arguments(url: &str) -> Result<OpenConnectionArguments> {
-    let uri: lapin::uri::AMQPUri = url.parse().map_err(|error| anyhow!("{url}: {error}"))?;
+    let uri = parse_uri(url)?;
     let (authority, user) = (&uri.authority, &uri.authority.userinfo);
     let mut args = OpenConnectionArguments::new(&authority.host, authority.port, &user.username, &user.password);
     args.virtual_host(&uri.vhost);

@@ -5,6 +5,9 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
+use anyhow::{Result, anyhow};
+use lapin::uri::AMQPUri;
+
 /// Clock ticks per second in `/proc/PID/stat` (USER_HZ, 100 on every Linux build we run on).
 const TICKS_PER_SECOND: f64 = 100.0;
 
@@ -18,13 +21,11 @@ pub(crate) struct Target {
 }
 
 impl Target {
-    /// `host:port` and credentials of the URL, for the AMQP 1.0 client.
-    pub(crate) fn amqp10_parts(&self) -> (String, String, String) {
-        let rest = self.url.trim_start_matches("amqp://");
-        let (auth, host) = rest.split_once('@').unwrap_or(("guest:guest", rest));
-        let (user, password) = auth.split_once(':').unwrap_or((auth, ""));
-        let host = host.split('/').next().unwrap_or(host);
-        (host.to_owned(), user.to_owned(), password.to_owned())
+    /// The URL's parts (host, port, credentials, the vhost percent-decoded), for the clients
+    /// that do not take a URL: fe2o3 for AMQP 1.0, and amqprs, whose own parser leaves `%2f`
+    /// in the vhost.
+    pub(crate) fn uri(&self) -> Result<AMQPUri> {
+        parse_uri(&self.url)
     }
 
     /// CPU seconds the broker has used so far (user + system).
@@ -60,6 +61,11 @@ impl Target {
         }
         RssWatch { peak, stop }
     }
+}
+
+/// See [`Target::uri`].
+pub(crate) fn parse_uri(url: &str) -> Result<AMQPUri> {
+    url.parse().map_err(|error| anyhow!("{url}: {error}"))
 }
 
 fn rss_of(pid: u32) -> Option<u64> {

@@ -24,7 +24,8 @@ const CREDIT: u32 = 200;
 const IN_FLIGHT: usize = 1000;
 
 async fn open(target: &Target, name: &str, nodelay: bool) -> Result<(ConnectionHandle<()>, SessionHandle<()>)> {
-    let (host, user, password) = target.amqp10_parts();
+    let authority = target.uri()?.authority;
+    let host = format!("{}:{}", authority.host, authority.port);
     // fe2o3 leaves Nagle's algorithm on: each small disposition or flow waits for the ACK of
     // the one before, which a broker that delays its ACKs holds for up to 40 ms. That is how
     // users run it, so it is the default here; `--nodelay` shows the other case.
@@ -34,7 +35,10 @@ async fn open(target: &Target, name: &str, nodelay: bool) -> Result<(ConnectionH
     let mut conn = Connection::builder()
         .container_id(name)
         .hostname("vhost:/")
-        .sasl_profile(SaslProfile::Plain { username: user, password })
+        .sasl_profile(SaslProfile::Plain {
+            username: authority.userinfo.username,
+            password: authority.userinfo.password,
+        })
         .open_with_stream(stream)
         .await
         .map_err(|e| anyhow!("amqp 1.0 open: {e:?}"))?;
