@@ -5,7 +5,7 @@
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
-use futures_util::StreamExt;
+use futures_util::{StreamExt, TryStreamExt};
 use lapin::options::{
     BasicAckOptions, BasicConsumeOptions, BasicNackOptions, BasicPublishOptions, BasicQosOptions, ConfirmSelectOptions,
     QueueDeclareOptions,
@@ -212,14 +212,15 @@ pub(crate) async fn consume(
 /// storm), until the task is aborted or the consumer ends.
 pub(crate) async fn nack_all(channel: Channel, queue: &str, prefetch: u16) -> Result<tokio::task::JoinHandle<()>> {
     channel.basic_qos(prefetch, BasicQosOptions::default()).await?;
-    let mut consumer =
+    let consumer =
         channel.basic_consume(queue.into(), "".into(), BasicConsumeOptions::default(), FieldTable::default()).await?;
-    Ok(tokio::spawn(async move {
-        while let Some(Ok(delivery)) = consumer.next().await {
-            let options = BasicNackOptions { multiple: false, requeue: false };
-            if delivery.acker.nack(options).await.is_err() {
-                break;
-            }
-        }
-    }))
+    // Like a publish, a nack's future resolves once lapin wrote its frame: awaiting each before
+    // taking the next delivery would hand every message to lapin's I/O thread and back. Up to
+    // PIPELINE nacks are in progress at once instead, as a client that does not wait would.
+    let mut nacks = consumer
+        .map_ok(
+            |delivery| async move { delivery.acker.nack(BasicNackOptions { multiple: false, requeue: false }).await },
+        )
+        .try_buffer_unordered(PIPELINE);
+    Ok(tokio::spawn(async move { while let Some(Ok(_)) = nacks.next().await {} }))
 }
