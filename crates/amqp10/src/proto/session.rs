@@ -1,6 +1,6 @@
 //! Sessions: begin/end, transfer numbering and windows, and the link frames inside them.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::{HashMap, HashSet, VecDeque};
 
 use bytes::{Bytes, BytesMut};
 use fe2o3_amqp_types::definitions::{Handle, Role};
@@ -27,6 +27,12 @@ const HANDLE_MAX: u32 = 255;
 #[derive(Debug)]
 pub(super) struct Session {
     pub(super) links: HashMap<u32, Link>,
+    /// Handles we detached whose client has not answered with its own detach yet. Until it
+    /// does, the handle stays in use (2.6.4): a flow or transfer the client sent before our
+    /// detach reached it still names the handle, and is dropped rather than taken for a frame
+    /// on an unattached handle, which would end the whole session. (A queue deleted by another
+    /// connection right after the client granted credit made exactly that race.)
+    detaching: HashSet<u32>,
     next_incoming_id: u32,
     incoming_window: u32,
     next_outgoing_id: u32,
@@ -47,6 +53,7 @@ impl Session {
     fn new(begin: &Begin) -> Self {
         Self {
             links: HashMap::new(),
+            detaching: HashSet::new(),
             next_incoming_id: begin.next_outgoing_id,
             incoming_window: MAX_INCOMING_WINDOW,
             next_outgoing_id: INITIAL_OUTGOING_ID,
@@ -125,6 +132,7 @@ impl Connection {
                 format!("link handle value ({handle}) exceeds maximum link handle value ({})", session.handle_max);
             return Err(Failure::Session(channel, error("amqp:connection:framing-error", text)));
         }
+        session.detaching.remove(&handle);
         if session.links.remove(&handle).is_some() {
             // RabbitMQ 4.0.5 does not check for a handle in use: the new link replaces the old.
             self.events.push_back(Event::Detached { channel, handle });
@@ -143,6 +151,9 @@ impl Connection {
             let reply = Detach { handle: detach.handle.clone(), closed: detach.closed, error: None };
             self.send_performative(channel, &reply);
             self.events.push_back(Event::Detached { channel, handle });
+        } else {
+            // The client's answer to our detach: the handle is free now.
+            session.detaching.remove(&handle);
         }
         Ok(())
     }
@@ -168,6 +179,7 @@ impl Connection {
                 echo: flow.echo,
             }),
             Some(LinkRole::Incoming) => {}
+            None if self.session(channel)?.detaching.contains(&handle) => {}
             None => {
                 return Err(Failure::Session(
                     channel,
@@ -190,6 +202,9 @@ impl Connection {
             session.incoming_window = MAX_INCOMING_WINDOW;
         }
         let handle = transfer.handle.0;
+        if session.detaching.contains(&handle) {
+            return Ok(());
+        }
         let Some(link) = session.links.get_mut(&handle).filter(|l| l.role == LinkRole::Incoming) else {
             return Err(Failure::Session(
                 channel,
@@ -385,7 +400,9 @@ impl Connection {
         let Some(session) = self.sessions.get_mut(&channel) else {
             return;
         };
-        session.links.remove(&handle);
+        if session.links.remove(&handle).is_some() {
+            session.detaching.insert(handle);
+        }
         self.send_performative(channel, &Detach { handle: Handle(handle), closed: true, error: err });
     }
 

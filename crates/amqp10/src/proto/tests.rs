@@ -7,7 +7,7 @@ use bytes::{Bytes, BytesMut};
 use fe2o3_amqp_types::definitions::{Handle, Role, SenderSettleMode};
 use fe2o3_amqp_types::messaging::{Source, Target, TargetArchetype};
 use fe2o3_amqp_types::performatives::{
-    Attach, Begin, ChannelMax, Close, Flow, MaxFrameSize, Open, Performative, Transfer,
+    Attach, Begin, ChannelMax, Close, Detach, End, Flow, MaxFrameSize, Open, Performative, Transfer,
 };
 use fe2o3_amqp_types::primitives::Binary;
 use fe2o3_amqp_types::sasl::{SaslCode, SaslInit, SaslOutcome};
@@ -357,31 +357,54 @@ fn after_an_oversized_frame_the_next_header_is_read_right_behind_its_header() {
     assert_eq!(h.conn.state(), State::Closed);
 }
 
-#[test]
-fn flow_for_an_unknown_handle_ends_the_session() {
-    let mut h = Harness::opened();
-    let flow = Flow {
+/// A flow granting credit on `handle`, as a client sends it.
+fn link_flow(handle: u32) -> Flow {
+    Flow {
         next_incoming_id: Some(0),
         incoming_window: 10,
         next_outgoing_id: 0,
         outgoing_window: 10,
-        handle: Some(Handle(7)),
+        handle: Some(Handle(handle)),
         delivery_count: Some(0),
         link_credit: Some(5),
         available: None,
         drain: false,
         echo: false,
         properties: None,
-    };
-    h.send(&frame(FRAME_TYPE_AMQP, 1, &flow, &[]));
-    let ended = h.performatives().into_iter().find_map(|(ch, p)| match p {
-        Performative::End(e) => Some((ch, e.error.map(|e| (condition(&e), e.description)))),
+    }
+}
+
+/// The first (or only) transfer of delivery 0 on `handle`, unsettled.
+fn transfer(handle: u32, more: bool) -> Transfer {
+    Transfer {
+        handle: Handle(handle),
+        delivery_id: Some(0),
+        delivery_tag: Some(serde_bytes::ByteBuf::from(vec![1])),
+        message_format: Some(0),
+        settled: Some(false),
+        more,
+        rcv_settle_mode: None,
+        state: None,
+        resume: false,
+        aborted: false,
+        batchable: false,
+    }
+}
+
+/// The channel, condition and description of the `end` with an error the connection sent.
+fn ended_with_error(h: &mut Harness) -> Option<(u16, String, Option<String>)> {
+    h.performatives().into_iter().find_map(|(ch, p)| match p {
+        Performative::End(End { error: Some(e) }) => Some((ch, condition(&e), e.description)),
         _ => None,
-    });
-    assert_eq!(
-        ended,
-        Some((1, Some(("amqp:session:unattached-handle".into(), Some("Unattached link handle: 7".into())))))
-    );
+    })
+}
+
+#[test]
+fn flow_for_an_unknown_handle_ends_the_session() {
+    let mut h = Harness::opened();
+    h.send(&frame(FRAME_TYPE_AMQP, 1, &link_flow(7), &[]));
+    let unattached = (1, "amqp:session:unattached-handle".into(), Some("Unattached link handle: 7".into()));
+    assert_eq!(ended_with_error(&mut h), Some(unattached));
     assert!(matches!(h.events().as_slice(), [Event::SessionEnded(1)]));
 }
 
@@ -406,19 +429,7 @@ fn a_message_in_two_transfers_arrives_whole_with_credit() {
         .filter_map(|(_, p)| if let Performative::Flow(f) = p { Some(f) } else { None })
         .collect();
     assert_eq!(flows.first().and_then(|f| f.link_credit), Some(170));
-    let mut first = Transfer {
-        handle: Handle(0),
-        delivery_id: Some(0),
-        delivery_tag: Some(serde_bytes::ByteBuf::from(vec![1])),
-        message_format: Some(0),
-        settled: Some(false),
-        more: true,
-        rcv_settle_mode: None,
-        state: None,
-        resume: false,
-        aborted: false,
-        batchable: false,
-    };
+    let mut first = transfer(0, true);
     h.send(&frame(FRAME_TYPE_AMQP, 1, &first, b"hello "));
     assert!(h.events().is_empty());
     first.more = false;
@@ -427,6 +438,29 @@ fn a_message_in_two_transfers_arrives_whole_with_credit() {
     let events = h.events();
     let [Event::Transfer { payload, delivery_id, settled, .. }] = events.as_slice() else { panic!("{events:?}") };
     assert_eq!((payload.clone(), *delivery_id, *settled), (Bytes::from_static(b"hello world"), 0, false));
+}
+
+/// Frames a client sent before our detach reached it still name the handle: they are dropped,
+/// not taken for frames on an unattached handle (which would end the session), until the
+/// client's own detach frees the handle.
+#[test]
+fn frames_sent_before_our_detach_arrived_are_dropped_until_the_clients_detach() {
+    let mut h = attached_publisher();
+    let _ = h.performatives();
+    h.conn.detach(1, 0, None);
+    let sent: Vec<_> =
+        h.performatives().into_iter().map(|(ch, p)| (ch, matches!(p, Performative::Detach(_)))).collect();
+    assert_eq!(sent, vec![(1, true)]);
+    h.send(&frame(FRAME_TYPE_AMQP, 1, &transfer(0, false), b"in flight"));
+    h.send(&frame(FRAME_TYPE_AMQP, 1, &link_flow(0), &[]));
+    assert!(h.performatives().is_empty());
+    assert!(h.events().is_empty());
+    // The client's answer: nothing goes back, and the handle is free.
+    h.send(&frame(FRAME_TYPE_AMQP, 1, &Detach { handle: Handle(0), closed: true, error: None }, &[]));
+    assert!(h.performatives().is_empty());
+    h.send(&frame(FRAME_TYPE_AMQP, 1, &link_flow(0), &[]));
+    let unattached = (1, "amqp:session:unattached-handle".into(), Some("Unattached link handle: 0".into()));
+    assert_eq!(ended_with_error(&mut h), Some(unattached));
 }
 
 /// Random bytes after open never panic the state machine.
