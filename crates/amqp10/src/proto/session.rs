@@ -202,10 +202,11 @@ impl Connection {
             session.incoming_window = MAX_INCOMING_WINDOW;
         }
         let handle = transfer.handle.0;
-        if session.detaching.contains(&handle) {
-            return Ok(());
-        }
         let Some(link) = session.links.get_mut(&handle).filter(|l| l.role == LinkRole::Incoming) else {
+            // Looked up only for a handle that is not attached, not for every transfer.
+            if session.detaching.contains(&handle) {
+                return Ok(());
+            }
             return Err(Failure::Session(
                 channel,
                 error("amqp:session:unattached-handle", format!("Unknown link handle: {handle}")),
