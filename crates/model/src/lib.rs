@@ -26,4 +26,4 @@ pub mod value;
 pub use death::{Death, DeathEvent, DeathHistory, DeathReason, DeathRecord};
 pub use message::{Body, BrokerAnnotations, Encoded, Message, Origin, Routing};
 pub use properties::{MessageId, Properties};
-pub use value::{Table, Value};
+pub use value::{MAX_DEPTH, Table, Value};

@@ -7,6 +7,17 @@
 
 use bytes::Bytes;
 
+/// How deeply values may nest, shared by every decoder that builds a [`Value`] (AMQP 0.9.1
+/// field tables and arrays, AMQP 1.0 compound and described values) and by the store's codec.
+///
+/// A value directly in a message section or a method's table is at depth 0 and each container
+/// puts its items one level further down; a decoder refuses any value deeper than this. One
+/// number everywhere is what makes "accepted" imply "readable back": the store reads exactly
+/// what the protocol decoders let in. It also bounds every recursion over a value (decoding,
+/// encoding, conversion, dropping) far inside a 2 MiB worker stack. RabbitMQ 4.0.5 has no such
+/// bound (it accepts tables nested 2,000 deep); no application nests anywhere near 64.
+pub const MAX_DEPTH: usize = 64;
+
 /// An ordered table of named values.
 ///
 /// A `Vec` rather than a map: AMQP 0.9.1 field tables and AMQP 1.0 maps are ordered on the

@@ -62,6 +62,9 @@ pub fn decode_method(payload: &Bytes) -> Result<AMQPClass, MethodError> {
     if !known {
         return Err(MethodError::Unknown { class, method });
     }
+    if super::method_tables::check_tables(class, method, &payload.slice(4..)).is_err() {
+        return Err(MethodError::Malformed { class, method });
+    }
     all_consuming(parse_class).parse(&payload[..]).map(|(_, m)| m).map_err(|_| MethodError::Malformed { class, method })
 }
 

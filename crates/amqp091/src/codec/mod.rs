@@ -8,6 +8,7 @@
 mod erlang;
 mod frame;
 mod method;
+mod method_tables;
 mod properties;
 mod table;
 
@@ -28,6 +29,9 @@ pub enum CodecError {
     /// A field-table value had an unknown type letter.
     #[error("unknown field type {0:#04x}")]
     UnknownFieldType(u8),
+    /// Tables or arrays nested deeper than the model's [`charon_model::MAX_DEPTH`].
+    #[error("field tables nested deeper than {} levels", charon_model::MAX_DEPTH)]
+    TooDeep,
 }
 
 /// Renders bytes as Erlang's `~tp` prints a binary, which RabbitMQ's frame-error texts embed:

@@ -6,7 +6,7 @@
 //! (seconds), `F` table, `A` array, `V` void.
 
 use bytes::{Buf, BufMut, Bytes, BytesMut};
-use charon_model::{Table, Value};
+use charon_model::{MAX_DEPTH, Table, Value};
 
 use super::CodecError;
 
@@ -53,30 +53,39 @@ pub(crate) fn long_bytes(input: &mut Bytes) -> Result<Bytes, CodecError> {
 /// Decodes a table whose 4-byte length prefix comes first.
 ///
 /// # Errors
-/// Truncated input or an unknown type letter.
+/// Truncated input, an unknown type letter, or tables and arrays nested deeper than the
+/// model's [`MAX_DEPTH`] (refused before recursing further, whatever the input).
 pub fn decode_table(input: &mut Bytes) -> Result<Table, CodecError> {
+    decode_table_at(input, 0)
+}
+
+/// A table that is itself a value `depth` levels down; its values are one level further.
+fn decode_table_at(input: &mut Bytes, depth: usize) -> Result<Table, CodecError> {
     let len = len32(input)?;
     let mut body = take(input, len)?;
     let mut table = Table::new();
     while body.has_remaining() {
         let key = short_str(&mut body)?;
-        let value = decode_value(&mut body)?;
+        let value = decode_value(&mut body, depth + 1)?;
         table.0.push((key, value));
     }
     Ok(table)
 }
 
-fn decode_array(input: &mut Bytes) -> Result<Vec<Value>, CodecError> {
+fn decode_array(input: &mut Bytes, depth: usize) -> Result<Vec<Value>, CodecError> {
     let len = len32(input)?;
     let mut body = take(input, len)?;
     let mut items = Vec::new();
     while body.has_remaining() {
-        items.push(decode_value(&mut body)?);
+        items.push(decode_value(&mut body, depth + 1)?);
     }
     Ok(items)
 }
 
-fn decode_value(input: &mut Bytes) -> Result<Value, CodecError> {
+fn decode_value(input: &mut Bytes, depth: usize) -> Result<Value, CodecError> {
+    if depth > MAX_DEPTH {
+        return Err(CodecError::TooDeep);
+    }
     let tag = u8_(input)?;
     Ok(match tag {
         b't' => Value::Bool(u8_(input)? != 0),
@@ -99,8 +108,8 @@ fn decode_value(input: &mut Bytes) -> Result<Value, CodecError> {
             let seconds = i64::try_from(u64_(input)?).unwrap_or(i64::MAX);
             Value::Timestamp(seconds.saturating_mul(1000))
         }
-        b'F' => Value::Table(decode_table(input)?),
-        b'A' => Value::List(decode_array(input)?),
+        b'F' => Value::Table(decode_table_at(input, depth)?),
+        b'A' => Value::List(decode_array(input, depth)?),
         b'V' => Value::Null,
         other => return Err(CodecError::UnknownFieldType(other)),
     })
@@ -286,6 +295,42 @@ mod tests {
         let mut input = out.freeze();
         assert_eq!(decode_table(&mut input).unwrap(), table);
         assert!(input.is_empty());
+    }
+
+    /// `{"a": {"a": ... {"a": 1}}}` with `tables` tables inside the outermost one.
+    pub(crate) fn nested_table(tables: usize) -> Table {
+        let mut value = Value::I32(1);
+        for _ in 0..tables {
+            value = Value::Table(vec![("a".to_owned(), value)].into_iter().collect());
+        }
+        vec![("a".to_owned(), value)].into_iter().collect()
+    }
+
+    #[test]
+    fn nesting_up_to_the_shared_limit_decodes_and_one_more_level_is_refused() {
+        let mut out = BytesMut::new();
+        encode_table(&mut out, &nested_table(MAX_DEPTH - 1));
+        let at_limit = decode_table(&mut out.freeze()).unwrap();
+        assert_eq!(at_limit, nested_table(MAX_DEPTH - 1));
+        let mut out = BytesMut::new();
+        encode_table(&mut out, &nested_table(MAX_DEPTH));
+        assert_eq!(decode_table(&mut out.freeze()), Err(CodecError::TooDeep));
+    }
+
+    #[test]
+    fn ten_thousand_levels_are_refused_without_recursing_into_them() {
+        // Built as bytes: a model value this deep would itself be too deep to drop on a test
+        // thread's stack. Array `i` holds array `i + 1`; the innermost holds one int.
+        let levels: u32 = 10_000;
+        let mut table = Vec::new();
+        table.extend_from_slice(&(2 + 5 * levels + 5).to_be_bytes());
+        table.extend_from_slice(&[1, b'a']);
+        for i in 0..levels {
+            table.push(b'A');
+            table.extend_from_slice(&(5 * (levels - i)).to_be_bytes());
+        }
+        table.extend_from_slice(&[b'I', 0, 0, 0, 1]);
+        assert_eq!(decode_table(&mut Bytes::from(table)), Err(CodecError::TooDeep));
     }
 
     #[test]

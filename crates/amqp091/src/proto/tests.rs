@@ -393,3 +393,84 @@ fn random_input_never_panics() {
         let _ = h.events();
     }
 }
+
+/// A field table `{"a": {"a": ... {"a": 1}}}` with `tables` tables inside the outer one,
+/// length prefix first, built as bytes (a model value 10,000 deep could not even be dropped).
+fn nested_table_bytes(tables: u32) -> Vec<u8> {
+    let mut out = Vec::new();
+    out.extend_from_slice(&(7 * tables + 7).to_be_bytes());
+    for i in 0..tables {
+        out.extend_from_slice(&[1, b'a', b'F']);
+        out.extend_from_slice(&(7 * (tables - i)).to_be_bytes());
+    }
+    out.extend_from_slice(&[1, b'a', b'I', 0, 0, 0, 1]);
+    out
+}
+
+fn queue_declare_with_arguments(arguments: &[u8]) -> Vec<u8> {
+    let mut payload = vec![0, 50, 0, 10, 0, 0, 1, b'q', 0];
+    payload.extend_from_slice(arguments);
+    raw(FRAME_METHOD, 1, &payload)
+}
+
+/// A declare whose arguments nest 10,000 tables deep (80 KB, inside frame_max) is a frame
+/// error; before the shared depth limit it overflowed the worker's stack in amq-protocol's
+/// parser and aborted the broker. 63 tables inside the outer one (values 64 deep) still decode.
+#[test]
+fn a_declare_nested_ten_thousand_deep_is_a_frame_error_and_the_limit_itself_decodes() {
+    let mut h = Harness::open();
+    h.send(&frame(1, channel_open()));
+    h.methods();
+    h.send(&queue_declare_with_arguments(&nested_table_bytes(10_000)));
+    let (code, text, class, method) = h.connection_close().unwrap();
+    assert_eq!((code, class, method), (501, 50, 10));
+    assert!(text.starts_with("FRAME_ERROR - cannot decode <<"), "{text}");
+
+    for (tables, refused) in [(63, false), (64, true)] {
+        let mut h = Harness::open();
+        h.send(&frame(1, channel_open()));
+        h.methods();
+        h.events();
+        h.send(&queue_declare_with_arguments(&nested_table_bytes(tables)));
+        assert_eq!(h.connection_close().is_some(), refused, "{tables} tables");
+        if !refused {
+            assert!(matches!(h.events().as_slice(), [Event::Method(1, _)]), "{tables} tables");
+        }
+    }
+}
+
+/// Headers nested past the limit are refused at the content header (502, as any properties
+/// that do not decode), so a message the store could not read back is never accepted.
+#[test]
+fn headers_nested_past_the_limit_are_a_syntax_error() {
+    for (tables, refused) in [(63, false), (64, true), (10_000, true)] {
+        let mut h = Harness::open();
+        h.send(&frame(1, channel_open()));
+        h.events();
+        let publish = AMQPClass::Basic(basic::AMQPMethod::Publish(basic::Publish {
+            exchange: "".into(),
+            routing_key: "q".into(),
+            mandatory: false,
+            immediate: false,
+        }));
+        h.send(&frame(1, publish));
+        let mut header = BytesMut::new();
+        header.put_u16(60);
+        header.put_u16(0);
+        header.put_u64(0);
+        header.put_u16(0x2000);
+        header.put_slice(&nested_table_bytes(tables));
+        h.send(&raw(FRAME_HEADER, 1, &header));
+        match h.connection_close() {
+            Some((code, text, class, method)) => {
+                assert!(refused, "{tables} tables: {text}");
+                assert_eq!((code, class, method), (502, 60, 40));
+                assert!(text.starts_with("SYNTAX_ERROR - cannot decode properties"), "{text}");
+            }
+            None => {
+                assert!(!refused, "{tables} tables were accepted");
+                assert!(matches!(h.events().as_slice(), [Event::Publish(1, _)]));
+            }
+        }
+    }
+}

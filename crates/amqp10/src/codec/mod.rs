@@ -8,6 +8,7 @@ mod frame;
 mod generate;
 mod length;
 mod message;
+mod nesting;
 mod performative;
 mod tree;
 pub mod value;
@@ -27,6 +28,9 @@ pub enum DecodeError {
     /// Something that cannot be decoded.
     #[error("invalid encoding: {0}")]
     Invalid(&'static str),
+    /// Compound or described values nested deeper than the model's [`charon_model::MAX_DEPTH`].
+    #[error("values nested deeper than {} levels", charon_model::MAX_DEPTH)]
+    TooDeep,
 }
 
 /// Decodes the single untyped AMQP value at the start of `bytes` with Charon's own complete
@@ -47,8 +51,11 @@ fn decode_whole(bytes: &[u8]) -> Result<serde_amqp::Value, DecodeError> {
 }
 
 /// Decodes one value of type `T` from exactly `bytes`, refusing to let a decoder bug take the
-/// broker down: a panic inside the third-party decoder becomes a decode error.
+/// broker down: nesting and counts are checked first ([`nesting`]: serde_amqp recurses without
+/// a bound, and a stack overflow is no panic to catch), and a panic inside the third-party
+/// decoder becomes a decode error.
 pub(crate) fn decode_exact<T: serde::de::DeserializeOwned>(bytes: &[u8]) -> Result<T, DecodeError> {
+    nesting::check(bytes)?;
     let result = std::panic::catch_unwind(|| serde_amqp::from_slice::<T>(bytes));
     match result {
         Ok(Ok(value)) => Ok(value),

@@ -6,6 +6,7 @@
 //! an array of maps, which is exactly how RabbitMQ (and Charon) send `x-opt-deaths`. A client
 //! republishing a dead letter as it received it must not lose its session over that.
 
+use charon_model::MAX_DEPTH;
 use serde_amqp::Value;
 use serde_amqp::described::Described;
 use serde_amqp::descriptor::Descriptor;
@@ -13,21 +14,19 @@ use serde_amqp::primitives::{Array, Binary, Dec32, Dec64, Dec128, OrderedMap, Sy
 
 use super::DecodeError;
 
-/// Nesting deeper than this is refused: bounds the decoder's recursion whatever a peer sends.
-const MAX_DEPTH: u8 = 32;
-
 /// Decodes the value at the start of `bytes`; returns it and its encoded length.
 ///
 /// # Errors
 /// [`DecodeError`] for truncated input, unknown format codes, invalid UTF-8 or characters, and
-/// nesting deeper than 32.
+/// nesting deeper than the model's [`MAX_DEPTH`] (which bounds the recursion whatever a peer
+/// sends), and element counts their bytes cannot hold.
 pub(super) fn decode(bytes: &[u8]) -> Result<(Value, usize), DecodeError> {
     decode_at(bytes, 0)
 }
 
-fn decode_at(bytes: &[u8], depth: u8) -> Result<(Value, usize), DecodeError> {
+fn decode_at(bytes: &[u8], depth: usize) -> Result<(Value, usize), DecodeError> {
     if depth > MAX_DEPTH {
-        return Err(DecodeError::Invalid("values nested too deeply"));
+        return Err(DecodeError::TooDeep);
     }
     let code = *bytes.first().ok_or(DecodeError::Truncated)?;
     let rest = bytes.get(1..).ok_or(DecodeError::Truncated)?;
@@ -68,7 +67,7 @@ fn size(bytes: &[u8], wide: bool) -> Result<usize, DecodeError> {
 
 /// The value of format `code` whose bytes (after the constructor) start `bytes`, and how many
 /// bytes it used.
-fn body(code: u8, bytes: &[u8], depth: u8) -> Result<(Value, usize), DecodeError> {
+fn body(code: u8, bytes: &[u8], depth: usize) -> Result<(Value, usize), DecodeError> {
     Ok(match code {
         0x40 => (Value::Null, 0),
         0x41 => (Value::Bool(true), 0),
@@ -134,6 +133,9 @@ fn body(code: u8, bytes: &[u8], depth: u8) -> Result<(Value, usize), DecodeError
             let n = size(bytes, wide)?;
             let content = bytes.get(at..at + n).ok_or(DecodeError::Truncated)?;
             let count = size(content, wide)?;
+            if count > content.len() {
+                return Err(DecodeError::Invalid("element count larger than its bytes"));
+            }
             let items = array_items(content.get(at..).ok_or(DecodeError::Truncated)?, count, depth)?;
             (Value::Array(Array::from(items)), at + n)
         }
@@ -154,7 +156,7 @@ fn pairs(items: Vec<Value>) -> Result<OrderedMap<Value, Value>, DecodeError> {
 }
 
 /// An array's elements: one constructor (possibly described), then `count` bodies.
-fn array_items(bytes: &[u8], count: usize, depth: u8) -> Result<Vec<Value>, DecodeError> {
+fn array_items(bytes: &[u8], count: usize, depth: usize) -> Result<Vec<Value>, DecodeError> {
     let (descriptor, mut at) = if bytes.first() == Some(&0x00) {
         let (d, used) = decode_at(bytes.get(1..).ok_or(DecodeError::Truncated)?, depth + 1)?;
         (Some(d), 1 + used)
@@ -204,8 +206,10 @@ mod tests {
 
     #[test]
     fn hostile_input_is_an_error_not_a_panic() {
-        let deep: Vec<u8> = std::iter::repeat_n([0x00, 0x53, 0x01], 40).flatten().chain([0x40]).collect();
+        let deep: Vec<u8> = std::iter::repeat_n([0x00, 0x53, 0x01], 100).flatten().chain([0x40]).collect();
         assert!(decode(&deep).is_err());
+        // An array claiming 2^32-1 zero-width nulls.
+        assert!(decode(&[0xf0, 0, 0, 0, 5, 0xff, 0xff, 0xff, 0xff, 0x40]).is_err());
         for bytes in [
             &[0xb1, 0xff, 0xff, 0xff, 0xff][..],
             &[0xc1, 0x03, 0x01, 0x40],

@@ -5,6 +5,7 @@ use std::collections::{HashMap, VecDeque};
 use std::time::{Duration, Instant};
 
 use bytes::{Buf, Bytes, BytesMut};
+use charon_model::MAX_DEPTH;
 use fe2o3_amqp_types::definitions::Error;
 use fe2o3_amqp_types::performatives::{Close, Performative};
 use fe2o3_amqp_types::primitives::{Array, Symbol};
@@ -16,8 +17,8 @@ use super::errors::error;
 use super::session::Session;
 use super::{Event, Failure, Host};
 use crate::codec::{
-    FRAME_TYPE_AMQP, FRAME_TYPE_SASL, FrameError, decode_performative, encode_value, parse_frame, write_frame,
-    write_heartbeat,
+    DecodeError, FRAME_TYPE_AMQP, FRAME_TYPE_SASL, FrameError, decode_performative, encode_value, parse_frame,
+    write_frame, write_heartbeat,
 };
 
 /// The AMQP 1.0 protocol header that follows a successful SASL exchange.
@@ -388,6 +389,12 @@ impl Connection {
                 }
                 let (performative, payload) = match decode_performative(&frame.body) {
                     Ok(decoded) => decoded,
+                    // Charon's own bound, not RabbitMQ's (which follows any depth): the
+                    // protocol's decode error, for the whole connection.
+                    Err(DecodeError::TooDeep) => {
+                        let text = format!("values nested deeper than {MAX_DEPTH} levels");
+                        return Err(Failure::Connection(error("amqp:decode-error", text)));
+                    }
                     Err(_) if self.opened() => return self.undecodable(frame.channel, &frame.body, now),
                     Err(e) => {
                         let text = format!("failed to decode frame: {e}");

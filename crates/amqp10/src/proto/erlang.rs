@@ -13,13 +13,14 @@
 
 use std::fmt::Write as _;
 
+// Nesting beyond the model's limit is refused rather than followed (RabbitMQ recurses without
+// limit; Charon refuses such frames with `amqp:decode-error` before they get here).
+use charon_model::MAX_DEPTH;
+
 /// Column at which `~tp` starts in `Unexpected frame ~tp`.
 const UNEXPECTED_COLUMN: usize = 17;
 /// io_lib_pretty's line width.
 const LINE_WIDTH: usize = 80;
-/// Nesting beyond this is refused rather than followed (RabbitMQ recurses without limit;
-/// no performative Charon fails to decode nests this deep).
-const MAX_DEPTH: usize = 64;
 /// What Charon reports for nesting beyond [`MAX_DEPTH`].
 const TOO_DEEP: &str = "{too_deeply_nested,charon}";
 

@@ -566,3 +566,54 @@ fn paused_publishing_grants_no_credit_until_it_resumes() {
     h.conn.set_publishing_paused(false);
     assert_eq!(credits(&mut h), Vec::<Option<u32>>::new(), "a link with credit is not topped up again");
 }
+
+/// An `attach` whose `properties` hold `{k: value}`, hand-encoded (a 4,000-deep value could
+/// not be built, encoded or dropped as a tree on a test thread's stack).
+fn attach_with_property(value: &[u8]) -> Vec<u8> {
+    let mut fields = vec![0xa1, 4, b'l', b'i', b'n', b'k', 0x52, 0, 0x42];
+    fields.extend([0x40; 10]);
+    fields.push(0xd1);
+    fields.extend_from_slice(&u32::try_from(4 + 3 + value.len()).unwrap().to_be_bytes());
+    fields.extend_from_slice(&2u32.to_be_bytes());
+    fields.extend_from_slice(&[0xa3, 1, b'k']);
+    fields.extend_from_slice(value);
+    let mut body = vec![0x00, 0x53, 0x12, 0xd0];
+    body.extend_from_slice(&u32::try_from(4 + fields.len()).unwrap().to_be_bytes());
+    body.extend_from_slice(&14u32.to_be_bytes());
+    body.extend_from_slice(&fields);
+    let mut out = BytesMut::new();
+    write_frame(&mut out, FRAME_TYPE_AMQP, 1, &body, &[]);
+    out.to_vec()
+}
+
+/// A null inside `lists` nested list32s.
+fn nested_lists(lists: usize) -> Vec<u8> {
+    let mut out = Vec::new();
+    for i in 0..lists {
+        out.push(0xd0);
+        out.extend_from_slice(&u32::try_from(9 * (lists - i - 1) + 1 + 4).unwrap().to_be_bytes());
+        out.extend_from_slice(&1u32.to_be_bytes());
+    }
+    out.push(0x40);
+    out
+}
+
+/// An attach whose properties nest a list 4,000 deep used to overflow the worker's stack in
+/// serde_amqp and abort the broker; now the connection is closed with `amqp:decode-error`.
+/// The performative's own levels count (described → list → map → value: 3), so 61 lists are
+/// the deepest an attach's properties can hold.
+#[test]
+fn an_attach_nested_four_thousand_deep_is_a_decode_error_and_the_limit_itself_decodes() {
+    for (lists, refused) in [(4_000, true), (62, true), (61, false)] {
+        let mut h = Harness::opened();
+        h.send(&attach_with_property(&nested_lists(lists)));
+        let close = h.close_error();
+        if refused {
+            let (cond, description) = close.unwrap();
+            assert_eq!(cond, "amqp:decode-error", "{lists} lists");
+            assert_eq!(description.as_deref(), Some("values nested deeper than 64 levels"));
+        } else {
+            assert_eq!(close, None, "{lists} lists");
+        }
+    }
+}

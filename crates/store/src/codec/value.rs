@@ -3,13 +3,10 @@
 //! exactly as stored.
 
 use bytes::{BufMut, BytesMut};
-use charon_model::{Table, Value};
+use charon_model::{MAX_DEPTH, Table, Value};
 
 use super::CodecError;
 use super::wire::{Reader, put_bytes, put_str, put_varint, put_zigzag};
-
-/// Deepest nesting a stored value may have: a corrupt record must not exhaust the stack.
-const MAX_DEPTH: usize = 64;
 
 mod tag {
     pub(super) const NULL: u8 = 0;
@@ -180,7 +177,9 @@ fn read_values(r: &mut Reader, depth: usize) -> Result<Vec<Value>, CodecError> {
     Ok(items)
 }
 
-/// Reads one value `depth` levels down.
+/// Reads one value `depth` levels down. Nesting is bounded by the model's [`MAX_DEPTH`], the
+/// bound every protocol decoder applies, so whatever the broker accepted reads back, and a
+/// corrupt record cannot exhaust the stack.
 pub(crate) fn read_value(r: &mut Reader, depth: usize) -> Result<Value, CodecError> {
     if depth > MAX_DEPTH {
         return Err(r.error("value nested too deeply"));
