@@ -10,7 +10,7 @@
 
 mod auth;
 mod error;
-mod json;
+pub mod json;
 mod policies;
 mod queues;
 

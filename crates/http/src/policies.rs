@@ -90,9 +90,13 @@ pub(crate) async fn put(
             .ok_or_else(|| invalid(format!("{p} priority must be a number")))?,
     };
     let definition = match field("definition").map(from_json) {
-        Some(charon_model::Value::Table(table)) => table,
+        Some(Some(charon_model::Value::Table(table))) => table,
+        Some(None) => {
+            let reason = format!("definition nested deeper than {} levels", charon_model::MAX_DEPTH);
+            return Err(invalid(reason));
+        }
         other => {
-            let shown = other.as_ref().map(charon_engine::policy::erlang_term).unwrap_or_default();
+            let shown = other.flatten().as_ref().map(charon_engine::policy::erlang_term).unwrap_or_default();
             return Err(invalid(format!("definition must be a dictionary: {shown}")));
         }
     };

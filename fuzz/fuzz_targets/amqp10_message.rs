@@ -1,0 +1,6 @@
+//! `cargo fuzz run amqp10_message`: see charon_fuzz_props::amqp10_message for the property.
+#![no_main]
+
+libfuzzer_sys::fuzz_target!(|data: &[u8]| {
+    let _ = charon_fuzz_props::amqp10_message(data);
+});
