@@ -39,6 +39,18 @@ pub(crate) struct Cli {
     /// Data directory (durable topology and messages). Default `./data`.
     #[arg(long)]
     data_dir: Option<PathBuf>,
+    /// Memory high watermark as a fraction of the machine's (or the cgroup's) memory: above it
+    /// publishers are blocked. Default 0.4, as RabbitMQ's `vm_memory_high_watermark.relative`.
+    #[arg(long)]
+    vm_memory_high_watermark: Option<f64>,
+    /// Memory high watermark in bytes (`512MB`, `2GiB`, ...), instead of a fraction, as
+    /// RabbitMQ's `vm_memory_high_watermark.absolute`.
+    #[arg(long)]
+    vm_memory_high_watermark_absolute: Option<String>,
+    /// Free disk space below which publishers are blocked (`50MB`, `1GB`, ...), as RabbitMQ's
+    /// `disk_free_limit.absolute`. Default 50MB.
+    #[arg(long)]
+    disk_free_limit: Option<String>,
 }
 
 /// A user in the configuration file.
@@ -51,7 +63,7 @@ struct FileUser {
 }
 
 /// The configuration file.
-#[derive(Clone, Debug, Default, Deserialize, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields)]
 struct FileConfig {
     listen: Option<Vec<String>>,
@@ -62,10 +74,59 @@ struct FileConfig {
     http_listen: Option<String>,
     prometheus_listen: Option<String>,
     data_dir: Option<PathBuf>,
+    vm_memory_high_watermark: Option<f64>,
+    vm_memory_high_watermark_absolute: Option<ByteSize>,
+    disk_free_limit: Option<ByteSize>,
+}
+
+/// A size in bytes in the configuration file: a number, or a string with RabbitMQ's units.
+#[derive(Clone, Debug, Deserialize, PartialEq)]
+#[serde(untagged)]
+enum ByteSize {
+    Bytes(u64),
+    Text(String),
+}
+
+impl ByteSize {
+    fn bytes(&self) -> anyhow::Result<u64> {
+        match self {
+            Self::Bytes(n) => Ok(*n),
+            Self::Text(text) => parse_size(text),
+        }
+    }
+}
+
+/// Where the memory alarm goes off.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub(crate) enum MemoryWatermark {
+    /// A fraction of the machine's (or cgroup's) memory.
+    Relative(f64),
+    /// Bytes.
+    Absolute(u64),
+}
+
+/// A size as RabbitMQ's configuration writes it: bytes, or a number with a unit — `k`/`kiB`,
+/// `M`/`MiB`, `G`/`GiB` are powers of 1024; `kB`, `MB`, `GB` powers of 1000.
+fn parse_size(text: &str) -> anyhow::Result<u64> {
+    let text = text.trim();
+    let split = text.find(|c: char| !c.is_ascii_digit()).unwrap_or(text.len());
+    let (number, unit) = text.split_at(split);
+    let number: u64 = number.parse().with_context(|| format!("not a size: {text:?}"))?;
+    let factor: u64 = match unit.trim() {
+        "" => 1,
+        "k" | "K" | "kiB" | "KiB" => 1 << 10,
+        "kB" | "KB" => 1_000,
+        "M" | "MiB" => 1 << 20,
+        "MB" => 1_000_000,
+        "G" | "GiB" => 1 << 30,
+        "GB" => 1_000_000_000,
+        other => bail!("unknown size unit {other:?} in {text:?}"),
+    };
+    number.checked_mul(factor).with_context(|| format!("size too large: {text:?}"))
 }
 
 /// The resolved configuration.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq)]
 pub(crate) struct Config {
     pub(crate) listen: Vec<String>,
     pub(crate) users: Vec<UserConfig>,
@@ -75,6 +136,9 @@ pub(crate) struct Config {
     pub(crate) http_listen: String,
     pub(crate) prometheus_listen: String,
     pub(crate) data_dir: PathBuf,
+    pub(crate) memory_watermark: MemoryWatermark,
+    /// Bytes.
+    pub(crate) disk_free_limit: u64,
 }
 
 impl Config {
@@ -129,7 +193,32 @@ impl Config {
         let prometheus_listen =
             cli.prometheus_listen.clone().or(file.prometheus_listen).unwrap_or_else(|| "127.0.0.1:15692".to_owned());
         let data_dir = cli.data_dir.clone().or(file.data_dir).unwrap_or_else(|| PathBuf::from("./data"));
-        Ok(Self { listen, users, vhosts, log_level, anonymous_user, http_listen, prometheus_listen, data_dir })
+        let absolute = match &cli.vm_memory_high_watermark_absolute {
+            Some(text) => Some(parse_size(text)?),
+            None => file.vm_memory_high_watermark_absolute.as_ref().map(ByteSize::bytes).transpose()?,
+        };
+        let memory_watermark = match (absolute, cli.vm_memory_high_watermark.or(file.vm_memory_high_watermark)) {
+            (Some(bytes), _) => MemoryWatermark::Absolute(bytes),
+            (None, Some(fraction)) if fraction > 0.0 && fraction <= 1.0 => MemoryWatermark::Relative(fraction),
+            (None, Some(fraction)) => bail!("vm_memory_high_watermark must be in (0, 1], got {fraction}"),
+            (None, None) => MemoryWatermark::Relative(0.4),
+        };
+        let disk_free_limit = match &cli.disk_free_limit {
+            Some(text) => parse_size(text)?,
+            None => file.disk_free_limit.as_ref().map(ByteSize::bytes).transpose()?.unwrap_or(50_000_000),
+        };
+        Ok(Self {
+            listen,
+            users,
+            vhosts,
+            log_level,
+            anonymous_user,
+            http_listen,
+            prometheus_listen,
+            data_dir,
+            memory_watermark,
+            disk_free_limit,
+        })
     }
 
     pub(crate) fn broker_config(&self) -> BrokerConfig {
@@ -195,6 +284,22 @@ mod tests {
         assert_eq!(config.vhosts, ["/", "dev"]);
         assert_eq!(config.log_level, "debug");
         assert_eq!(config.users.first().and_then(|u| u.vhosts.clone()), Some(vec!["dev".to_owned()]));
+    }
+
+    #[test]
+    fn alarm_limits_default_to_rabbitmqs_and_take_its_units() {
+        let config = Config::resolve(&cli(&[]), FileConfig::default()).unwrap();
+        assert_eq!((config.memory_watermark, config.disk_free_limit), (MemoryWatermark::Relative(0.4), 50_000_000));
+        let file: FileConfig = toml::from_str("vm_memory_high_watermark = 0.6\ndisk_free_limit = \"2GiB\"").unwrap();
+        let config = Config::resolve(&cli(&[]), file.clone()).unwrap();
+        assert_eq!((config.memory_watermark, config.disk_free_limit), (MemoryWatermark::Relative(0.6), 2 << 30));
+        let flags = cli(&["--vm-memory-high-watermark-absolute", "300MB", "--disk-free-limit", "1000"]);
+        let config = Config::resolve(&flags, file).unwrap();
+        assert_eq!((config.memory_watermark, config.disk_free_limit), (MemoryWatermark::Absolute(300_000_000), 1000));
+        assert!(Config::resolve(&cli(&["--vm-memory-high-watermark", "1.5"]), FileConfig::default()).is_err());
+        assert!(Config::resolve(&cli(&["--disk-free-limit", "5XB"]), FileConfig::default()).is_err());
+        assert_eq!(parse_size("64k").unwrap(), 65_536);
+        assert_eq!(parse_size("64kB").unwrap(), 64_000);
     }
 
     #[test]

@@ -4,6 +4,7 @@
 mod config;
 mod listener;
 mod metrics;
+mod resources;
 mod storage;
 
 use std::sync::Arc;
@@ -34,6 +35,14 @@ fn main() -> anyhow::Result<()> {
 async fn run(config: Config) -> anyhow::Result<()> {
     let metrics_handle = metrics::install()?;
     let (broker, store, _data_dir) = storage::open(&config)?;
+    resources::start(
+        broker.resources(),
+        &store,
+        config.data_dir.clone(),
+        config.memory_watermark,
+        config.disk_free_limit,
+    )
+    .context("starting the resource monitor")?;
     let (shutdown_tx, shutdown_rx) = watch::channel(false);
     let settings = Arc::new(listener::Settings {
         amqp10: charon_amqp10::server::ServerConfig {

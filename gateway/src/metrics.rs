@@ -29,6 +29,7 @@ pub(crate) async fn serve(
     let render = move || {
         let mut text = handle.render();
         text.push_str(&charon_engine::metrics::render_queue_counters(&broker));
+        text.push_str(&charon_engine::metrics::render_resources(&broker));
         std::future::ready(text)
     };
     let app = Router::new().route("/metrics", get(render));

@@ -25,13 +25,10 @@ pub(crate) fn open(config: &Config) -> anyhow::Result<(Arc<Broker>, Arc<Persiste
     let store = Persistence::new(log, meta);
     let broker = Broker::with_store(config.broker_config(), Arc::clone(&store), recovery.queues)
         .context("restoring the broker's durable state")?;
-    // The log's health is the disk alarm: publishers are blocked while it cannot write.
-    let weak = Arc::downgrade(&broker);
-    store.log.set_health_listener(Box::new(move |failing| {
-        if let Some(broker) = weak.upgrade() {
-            broker.set_disk_alarm(failing);
-        }
-    }));
+    // The log's health is one cause of the disk alarm: publishers are blocked while it
+    // cannot write.
+    let resources = Arc::clone(broker.resources());
+    store.log.set_health_listener(Box::new(move |failing| resources.set_log_failing(failing)));
     Ok((broker, store, dir))
 }
 

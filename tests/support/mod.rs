@@ -125,10 +125,12 @@ impl Charon {
 
     /// The process's resident memory (`VmRSS`), in bytes.
     pub fn rss_bytes(&self) -> u64 {
-        let status = std::fs::read_to_string(format!("/proc/{}/status", self.child.id())).expect("proc status");
-        let line = status.lines().find(|l| l.starts_with("VmRSS:")).expect("VmRSS");
-        let kib: u64 = line.split_whitespace().nth(1).and_then(|n| n.parse().ok()).expect("VmRSS value");
-        kib * 1024
+        rss_of(self.child.id())
+    }
+
+    /// The process id.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
     }
 
     /// Sends SIGTERM.
@@ -169,4 +171,43 @@ pub fn field_table(args: &[(&str, lapin::types::AMQPValue)]) -> lapin::types::Fi
 /// The workspace root.
 pub fn workspace_root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).parent().expect("workspace root").to_path_buf()
+}
+
+/// The resident memory (`VmRSS`) of process `pid`, in bytes (0 once it has exited).
+pub fn rss_of(pid: u32) -> u64 {
+    let Ok(status) = std::fs::read_to_string(format!("/proc/{pid}/status")) else { return 0 };
+    let line = status.lines().find(|l| l.starts_with("VmRSS:")).expect("VmRSS");
+    let kib: u64 = line.split_whitespace().nth(1).and_then(|n| n.parse().ok()).expect("VmRSS value");
+    kib * 1024
+}
+
+/// A tmpfs of a given size mounted on a fresh directory, unmounted when dropped: a small disk
+/// that really fills. Needs root, as the test command runs (CI included).
+pub struct Tmpfs {
+    dir: tempfile::TempDir,
+}
+
+impl Tmpfs {
+    /// Mounts a tmpfs of `size` (`mount -o size=`, e.g. `80m`).
+    pub fn mount(size: &str) -> Self {
+        let dir = tempfile::tempdir().expect("mount point");
+        let status = Command::new("mount")
+            .args(["-t", "tmpfs", "-o", &format!("size={size}"), "tmpfs"])
+            .arg(dir.path())
+            .status()
+            .expect("run mount");
+        assert!(status.success(), "mounting a {size} tmpfs failed: these tests run as root");
+        Self { dir }
+    }
+
+    /// Where it is mounted.
+    pub fn path(&self) -> &std::path::Path {
+        self.dir.path()
+    }
+}
+
+impl Drop for Tmpfs {
+    fn drop(&mut self) {
+        let _ = Command::new("umount").arg("-l").arg(self.dir.path()).status();
+    }
 }

@@ -7,6 +7,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use parking_lot::RwLock;
 use tokio::sync::watch;
 
+use crate::alarms::{Alarms, Resources};
+
 use charon_store::segment_log::{Placed, Record, RecoveredQueue};
 
 use crate::dead_letter::now_ms;
@@ -52,15 +54,24 @@ pub struct User {
     vhosts: Option<Vec<String>>,
 }
 
+/// `charon@<hostname>`, the way RabbitMQ names its node `rabbit@<hostname>` (health checks and
+/// the management API report it).
+#[must_use]
+pub fn node_name() -> String {
+    let host = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap_or_default();
+    let host = host.trim();
+    format!("charon@{}", if host.is_empty() { "localhost" } else { host })
+}
+
 /// The broker.
 #[derive(Debug)]
 pub struct Broker {
     users: HashMap<String, UserConfig>,
     vhosts: RwLock<HashMap<String, Arc<VHost>>>,
     ids: Arc<AtomicU64>,
-    /// True while the store cannot write (disk full, I/O errors): publishers are blocked, as
-    /// by RabbitMQ's disk alarm, and consumers go on.
-    disk_alarm: watch::Sender<bool>,
+    /// RabbitMQ's memory and disk alarms: publishers are blocked while one is on, and
+    /// consumers go on.
+    resources: Arc<Resources>,
 }
 
 impl Broker {
@@ -71,7 +82,7 @@ impl Broker {
         let vhosts =
             config.vhosts.iter().map(|name| (name.clone(), VHost::new(name, Arc::clone(&ids), None))).collect();
         let users = config.users.into_iter().map(|u| (u.name.clone(), u)).collect();
-        Arc::new(Self { users, vhosts: RwLock::new(vhosts), ids, disk_alarm: watch::Sender::new(false) })
+        Arc::new(Self { users, vhosts: RwLock::new(vhosts), ids, resources: Arc::default() })
     }
 
     /// Creates the broker on a durable store: the configured vhosts plus every vhost the store
@@ -110,7 +121,7 @@ impl Broker {
             store.log.append(orphans, None);
         }
         let users = config.users.into_iter().map(|u| (u.name.clone(), u)).collect();
-        let broker = Arc::new(Self { users, vhosts: RwLock::new(vhosts), ids, disk_alarm: watch::Sender::new(false) });
+        let broker = Arc::new(Self { users, vhosts: RwLock::new(vhosts), ids, resources: Arc::default() });
         let weak = Arc::downgrade(&broker);
         store.log.set_relocation_listener(Box::new(move |placed| {
             if let Some(broker) = weak.upgrade() {
@@ -136,15 +147,16 @@ impl Broker {
         }
     }
 
-    /// Follows the disk alarm: true while publishing must stop.
+    /// The resource alarms and their measurements.
     #[must_use]
-    pub fn disk_alarm(&self) -> watch::Receiver<bool> {
-        self.disk_alarm.subscribe()
+    pub fn resources(&self) -> &Arc<Resources> {
+        &self.resources
     }
 
-    /// Raises or clears the disk alarm (the store reports whether it can write).
-    pub fn set_disk_alarm(&self, on: bool) {
-        self.disk_alarm.send_if_modified(|current| std::mem::replace(current, on) != on);
+    /// Follows the resource alarms: publishing stops while one is on.
+    #[must_use]
+    pub fn alarms(&self) -> watch::Receiver<Alarms> {
+        self.resources.watch()
     }
 
     /// A fresh broker-unique id (connections, consumers, queues).

@@ -15,6 +15,7 @@
 //! - [`gate`]: shared capacity (global prefetch, connection outbound backlog).
 //! - [`session`]: the events queues send to connections.
 
+pub mod alarms;
 pub mod broker;
 pub mod dead_letter;
 pub mod error;
@@ -29,6 +30,7 @@ pub mod session;
 mod topology;
 pub mod vhost;
 
+pub use alarms::{Alarms, Resources};
 pub use broker::{Broker, BrokerConfig, User, UserConfig};
 pub use error::{EngineError, ErrorKind, Inequivalence, Resource, ResourceKind};
 pub use exchange::{Binding, Destination, ExchangeInfo, ExchangeKind};

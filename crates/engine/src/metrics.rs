@@ -162,3 +162,56 @@ pub fn register() {
         counter!(name, "queue_type" => queue_type, "dead_letter_strategy" => strategy).absolute(0);
     }
 }
+
+/// RabbitMQ's alarm and resource families, with its names, types and HELP texts (4.0.5's
+/// `/metrics`, observed: `# TYPE` before `# HELP`, alarms `untyped`). Charon raises no file
+/// descriptor alarm: that family stays 0.
+#[must_use]
+pub fn render_resources(broker: &Broker) -> String {
+    use std::sync::atomic::Ordering::Relaxed;
+    let resources = broker.resources();
+    let alarms = resources.alarms();
+    let mut out = String::new();
+    for (name, kind, help, value) in [
+        (
+            "rabbitmq_process_resident_memory_bytes",
+            "gauge",
+            "Memory used in bytes",
+            resources.resident_bytes.load(Relaxed),
+        ),
+        (
+            "rabbitmq_disk_space_available_bytes",
+            "gauge",
+            "Disk space available in bytes",
+            resources.disk_free_bytes.load(Relaxed),
+        ),
+        (
+            "rabbitmq_resident_memory_limit_bytes",
+            "gauge",
+            "Memory high watermark in bytes",
+            resources.memory_limit_bytes.load(Relaxed),
+        ),
+        (
+            "rabbitmq_disk_space_available_limit_bytes",
+            "gauge",
+            "Free disk space low watermark in bytes",
+            resources.disk_free_limit_bytes.load(Relaxed),
+        ),
+        ("rabbitmq_alarms_file_descriptor_limit", "untyped", "is 1 if file descriptor limit alarm is in effect", 0),
+        (
+            "rabbitmq_alarms_free_disk_space_watermark",
+            "untyped",
+            "is 1 if free disk space watermark alarm is in effect",
+            u64::from(alarms.disk),
+        ),
+        (
+            "rabbitmq_alarms_memory_used_watermark",
+            "untyped",
+            "is 1 if VM memory watermark alarm is in effect",
+            u64::from(alarms.memory),
+        ),
+    ] {
+        let _ = writeln!(out, "# TYPE {name} {kind}\n# HELP {name} {help}\n{name} {value}");
+    }
+    out
+}

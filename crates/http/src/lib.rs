@@ -5,11 +5,13 @@
 //! - `PUT`, `GET`, `DELETE /api/policies/{vhost}/{name}`; `GET /api/policies[/{vhost}]`
 //! - `GET /api/queues[/{vhost}[/{name}]]` with `messages`, `messages_ready`,
 //!   `messages_unacknowledged`, the applied policy and the effective definition.
+//! - `GET /api/health/checks/alarms` and `/local-alarms`: RabbitMQ's alarm health checks.
 //!
 //! Every request needs HTTP basic auth against the broker's users.
 
 mod auth;
 mod error;
+mod health;
 pub mod json;
 mod policies;
 mod queues;
@@ -31,6 +33,8 @@ pub fn router(broker: Arc<Broker>) -> Router {
         .route("/api/queues", get(queues::list_all))
         .route("/api/queues/{vhost}", get(queues::list_vhost))
         .route("/api/queues/{vhost}/{name}", get(queues::get_one))
+        .route("/api/health/checks/alarms", get(health::alarms))
+        .route("/api/health/checks/local-alarms", get(health::local_alarms))
         .layer(axum::middleware::from_fn_with_state(Arc::clone(&broker), auth::require_user))
         .with_state(broker)
 }

@@ -48,7 +48,7 @@ async fn run(
     id: u64,
 ) {
     let (mut reader, mut writer) = stream.into_split();
-    let mut disk_alarm = broker.disk_alarm();
+    let mut alarms = broker.alarms();
     // Whether this connection was sent connection.blocked and stopped being read.
     let mut blocked = false;
     let (sink, inbox) = SessionSink::new(id, OUTBOUND_WINDOW);
@@ -75,13 +75,14 @@ async fn run(
         if eof && pending.is_empty() {
             break;
         }
-        // RabbitMQ's disk alarm: a connection that publishes is blocked (connection.blocked
-        // "low on disk", and its socket is no longer read) until the store can write again;
-        // connections that only consume go on.
-        let alarm = *disk_alarm.borrow();
+        // RabbitMQ's memory and disk alarms: a connection that publishes is blocked
+        // (connection.blocked "low on memory" / "low on disk", and its socket is no longer
+        // read) until the alarm clears; connections that only consume go on.
+        let current = *alarms.borrow();
+        let alarm = current.any();
         if alarm && !blocked && session.published {
             blocked = true;
-            conn.send_blocked("low on disk");
+            conn.send_blocked(current.blocked_reason());
             continue;
         }
         if !alarm && blocked {
@@ -93,7 +94,7 @@ async fn run(
         let reading = !eof && !blocked && pending.len() < OUTPUT_HIGH_WATER && conn.state() != ConnectionState::Closed;
         let taking_events = pending.len() < DELIVERY_HIGH_WATER;
         tokio::select! {
-            _ = disk_alarm.changed() => {}
+            _ = alarms.changed() => {}
             changed = shutdown.changed(), if !*shutdown.borrow() => {
                 if changed.is_ok() && *shutdown.borrow() {
                     let text = "broker forced connection closure with reason 'shutdown'";

@@ -44,7 +44,7 @@ async fn run(
     id: u64,
 ) {
     let (mut reader, mut writer) = stream.into_split();
-    let mut disk_alarm = broker.disk_alarm();
+    let mut alarms = broker.alarms();
     let (sink, inbox) = SessionSink::new(id, OUTBOUND_WINDOW);
     let mut session = Session::new(id, broker, sink, inbox);
     let mut conn = Connection::new(config.connection.clone(), config.anonymous_user.is_some(), Instant::now());
@@ -66,9 +66,9 @@ async fn run(
         if (conn.state() == State::Closed || eof) && pending.is_empty() {
             break;
         }
-        // RabbitMQ's disk alarm over 1.0: senders get no new link credit until the store can
-        // write again; what they already hold is still accepted.
-        let alarm = *disk_alarm.borrow();
+        // RabbitMQ's memory and disk alarms over 1.0: senders get no new link credit until
+        // the alarm clears; what they already hold is still accepted.
+        let alarm = alarms.borrow().any();
         if alarm != conn.publishing_paused() {
             conn.set_publishing_paused(alarm);
             continue;
@@ -77,7 +77,7 @@ async fn run(
         let reading = !eof && pending.len() < OUTPUT_HIGH_WATER && conn.state() != State::Closed;
         let taking_events = pending.len() < DELIVERY_HIGH_WATER && conn.blocked_transfers() < OUTBOUND_WINDOW as usize;
         tokio::select! {
-            _ = disk_alarm.changed() => {}
+            _ = alarms.changed() => {}
             changed = shutdown.changed(), if !*shutdown.borrow() => {
                 if changed.is_ok() && *shutdown.borrow() {
                     let err = error("amqp:connection:forced", "broker forced connection closure with reason 'shutdown'");

@@ -229,6 +229,8 @@ enum Command {
 /// State shared with the writer thread.
 struct Shared {
     failing: AtomicBool,
+    /// Free space is below the broker's limit: spent segments are given back eagerly.
+    disk_low: AtomicBool,
     listener: Mutex<Option<HealthListener>>,
     relocations: Mutex<Option<RelocationListener>>,
     /// Syncs done, for tests and statistics.
@@ -270,6 +272,7 @@ impl MessageLog {
         let replayed = replay::replay(dir)?;
         let shared = Arc::new(Shared {
             failing: AtomicBool::new(false),
+            disk_low: AtomicBool::new(false),
             listener: Mutex::new(None),
             relocations: Mutex::new(None),
             syncs: std::sync::atomic::AtomicU64::new(0),
@@ -318,6 +321,16 @@ impl MessageLog {
     #[must_use]
     pub fn is_failing(&self) -> bool {
         self.shared.failing.load(Ordering::SeqCst)
+    }
+
+    /// Tells the writer whether free space is below the broker's limit. While it is, a
+    /// segment that holds nothing live is deleted even if it is the one being written (the
+    /// writer rolls over to a fresh one), so draining the queues gives the space back.
+    pub fn set_disk_low(&self, low: bool) {
+        if self.shared.disk_low.swap(low, Ordering::SeqCst) != low && low {
+            // Wake the writer, which reclaims after every batch (an empty one writes nothing).
+            self.append(Vec::new(), None);
+        }
     }
 
     /// Sets the function told about every change of [`Self::is_failing`].

@@ -2,7 +2,7 @@
 
 use std::sync::atomic::AtomicBool;
 
-use super::replay::segment_files;
+use super::replay::{segment_files, segment_path};
 use super::*;
 
 fn enqueue(queue: u64, seq: u64, body: &'static [u8]) -> Record {
@@ -466,4 +466,35 @@ fn the_index_takes_a_few_bits_per_live_message() {
     }
     assert_eq!(index.segments.get(&1).map(|c| (c.live, c.written)), Some((0, 400_000)));
     assert_eq!(index.segment_of(7, 1_000_400_000), Some(2));
+}
+
+/// A disk smaller than one segment: once every message is removed, the segment being written
+/// is given back while the disk is low (and only then: otherwise it stays until it is full).
+#[test]
+fn a_spent_current_segment_is_given_back_while_the_disk_is_low() {
+    let dir = tempfile::tempdir().unwrap();
+    let (log, _) = open(dir.path());
+    append_synced(&log, (0..100).map(|seq| enqueue(1, seq, b"some bytes")).collect());
+    append_synced(&log, (0..100).map(|seq| Record::Remove { queue: 1, seq }).collect());
+    writer_idle(&log);
+    writer_idle(&log);
+    let segments = |dir: &Path| segment_files(dir).unwrap().into_iter().map(|(n, _)| n).collect::<Vec<_>>();
+    assert_eq!(segments(dir.path()), [1], "kept while the disk is not low");
+
+    log.set_disk_low(true);
+    // Completions run before the batch's deletions: the second idle waits for the first's.
+    writer_idle(&log);
+    writer_idle(&log);
+    assert_eq!(segments(dir.path()), [2], "rolled over and deleted");
+    let len = std::fs::metadata(segment_path(dir.path(), 2)).unwrap().len();
+    assert_eq!(len, record::HEADER_LEN as u64, "the new segment holds only its header");
+
+    // Still low, and a live message keeps its segment.
+    append_synced(&log, vec![enqueue(1, 100, b"live")]);
+    writer_idle(&log);
+    writer_idle(&log);
+    assert_eq!(segments(dir.path()), [2]);
+    drop(log);
+    let (_log, recovery) = open(dir.path());
+    assert_eq!(seqs(&recovery, 1), [100]);
 }

@@ -237,8 +237,16 @@ impl Writer {
         }
     }
 
-    /// Deletes the oldest segments while none of their messages is live.
+    /// Deletes the oldest segments while none of their messages is live; while the disk is low,
+    /// the segment being written too, once it is the only one and holds nothing live (it is
+    /// rolled over first). Without that, a disk smaller than a segment stayed full after
+    /// consumers drained it, and the disk alarm never cleared.
     fn reclaim(&mut self) {
+        let only_current =
+            self.index.segments.first_key_value().is_some_and(|(&n, c)| n == self.segment && c.live == 0);
+        if only_current && self.written_len > HEADER_LEN as u64 && self.shared.disk_low.load(Ordering::SeqCst) {
+            self.roll();
+        }
         while let Some((&oldest, counts)) = self.index.segments.first_key_value() {
             if oldest == self.segment || counts.live > 0 {
                 break;

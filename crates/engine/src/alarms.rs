@@ -1,0 +1,147 @@
+//! RabbitMQ's resource alarms: memory (resident memory above the high watermark) and disk
+//! (free space below `disk_free_limit`, or the store unable to write). While either is on,
+//! connections that publish are blocked and consumers go on, so the backlog drains; each
+//! alarm clears by itself once its resource is back.
+//!
+//! The engine only holds the state: the binary's resource monitor measures and raises.
+
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+
+use tokio::sync::watch;
+
+/// Which alarms are on.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Alarms {
+    /// Resident memory is above the high watermark.
+    pub memory: bool,
+    /// Free disk space is below the limit, or the store cannot write.
+    pub disk: bool,
+}
+
+impl Alarms {
+    /// Whether publishing must stop.
+    #[must_use]
+    pub fn any(self) -> bool {
+        self.memory || self.disk
+    }
+
+    /// The `connection.blocked` reason RabbitMQ 4.0.5 sends for these alarms (disk first when
+    /// both are on, as observed).
+    #[must_use]
+    pub fn blocked_reason(self) -> &'static str {
+        match (self.memory, self.disk) {
+            (true, true) => "low on disk & memory",
+            (true, false) => "low on memory",
+            _ => "low on disk",
+        }
+    }
+
+    /// The resources in alarm as RabbitMQ 4.0.5's health checks name them, in its order
+    /// (`disk space`, then `memory`).
+    #[must_use]
+    pub fn resources(self) -> Vec<&'static str> {
+        let mut on = Vec::new();
+        if self.disk {
+            on.push("disk space");
+        }
+        if self.memory {
+            on.push("memory");
+        }
+        on
+    }
+}
+
+/// The alarms and the measurements behind them, shared by the monitor that sets them and the
+/// connections, metrics and health checks that read them.
+#[derive(Debug)]
+pub struct Resources {
+    alarms: watch::Sender<Alarms>,
+    /// The store's writes are failing (disk full, I/O errors).
+    log_failing: AtomicBool,
+    /// Free space is below the limit.
+    disk_low: AtomicBool,
+    /// Resident memory, bytes.
+    pub resident_bytes: AtomicU64,
+    /// The memory high watermark, bytes.
+    pub memory_limit_bytes: AtomicU64,
+    /// Free space on the data directory's file system, bytes.
+    pub disk_free_bytes: AtomicU64,
+    /// `disk_free_limit`, bytes.
+    pub disk_free_limit_bytes: AtomicU64,
+}
+
+impl Default for Resources {
+    fn default() -> Self {
+        Self {
+            alarms: watch::Sender::new(Alarms::default()),
+            log_failing: AtomicBool::new(false),
+            disk_low: AtomicBool::new(false),
+            resident_bytes: AtomicU64::new(0),
+            memory_limit_bytes: AtomicU64::new(0),
+            disk_free_bytes: AtomicU64::new(0),
+            disk_free_limit_bytes: AtomicU64::new(0),
+        }
+    }
+}
+
+impl Resources {
+    /// Follows the alarms.
+    #[must_use]
+    pub fn watch(&self) -> watch::Receiver<Alarms> {
+        self.alarms.subscribe()
+    }
+
+    /// The alarms now.
+    #[must_use]
+    pub fn alarms(&self) -> Alarms {
+        *self.alarms.borrow()
+    }
+
+    /// Raises or clears the memory alarm.
+    pub fn set_memory_alarm(&self, on: bool) {
+        self.alarms.send_if_modified(|alarms| std::mem::replace(&mut alarms.memory, on) != on);
+    }
+
+    /// The store's writes started or stopped failing.
+    pub fn set_log_failing(&self, failing: bool) {
+        self.log_failing.store(failing, Ordering::SeqCst);
+        self.update_disk();
+    }
+
+    /// Free space fell below the limit or came back above it.
+    pub fn set_disk_low(&self, low: bool) {
+        self.disk_low.store(low, Ordering::SeqCst);
+        self.update_disk();
+    }
+
+    fn update_disk(&self) {
+        let on = self.log_failing.load(Ordering::SeqCst) || self.disk_low.load(Ordering::SeqCst);
+        self.alarms.send_if_modified(|alarms| std::mem::replace(&mut alarms.disk, on) != on);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_disk_alarm_holds_while_either_of_its_causes_does() {
+        let resources = Resources::default();
+        let mut seen = resources.watch();
+        resources.set_disk_low(true);
+        resources.set_log_failing(true);
+        resources.set_disk_low(false);
+        assert_eq!(resources.alarms(), Alarms { memory: false, disk: true });
+        resources.set_log_failing(false);
+        assert_eq!(resources.alarms(), Alarms::default());
+        assert!(seen.has_changed().unwrap());
+        resources.set_memory_alarm(true);
+        assert_eq!(resources.alarms().blocked_reason(), "low on memory");
+        resources.set_disk_low(true);
+        assert_eq!(resources.alarms().resources(), ["disk space", "memory"]);
+        assert_eq!(resources.alarms().blocked_reason(), "low on disk & memory");
+        seen.mark_unchanged();
+        resources.set_disk_low(true);
+        assert!(!seen.has_changed().unwrap(), "no change, no wake-up");
+    }
+}
