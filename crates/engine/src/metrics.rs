@@ -215,3 +215,26 @@ pub fn render_resources(broker: &Broker) -> String {
     }
     out
 }
+
+#[cfg(test)]
+mod resource_tests {
+    use super::*;
+    use crate::BrokerConfig;
+
+    #[test]
+    fn alarm_families_follow_the_alarms() {
+        let broker = Broker::new(BrokerConfig::default());
+        let text = render_resources(&broker);
+        assert!(text.contains(
+            "# TYPE rabbitmq_alarms_memory_used_watermark untyped\n\
+             # HELP rabbitmq_alarms_memory_used_watermark is 1 if VM memory watermark alarm is in effect\n\
+             rabbitmq_alarms_memory_used_watermark 0\n"
+        ));
+        broker.resources().set_memory_alarm(true);
+        broker.resources().set_log_failing(true);
+        let text = render_resources(&broker);
+        assert!(text.contains("\nrabbitmq_alarms_memory_used_watermark 1\n"), "{text}");
+        assert!(text.contains("\nrabbitmq_alarms_free_disk_space_watermark 1\n"), "{text}");
+        assert!(text.contains("\nrabbitmq_alarms_file_descriptor_limit 0\n"), "{text}");
+    }
+}

@@ -95,3 +95,30 @@ async fn a_policy_applies_to_an_existing_queue_and_counts_show_in_the_queue() {
     assert_eq!(got["effective_policy_definition"], serde_json::json!({"max-length": 2}));
     assert_eq!(call(&broker, "GET", "/api/queues/%2F/missing", "").await.0, StatusCode::NOT_FOUND);
 }
+
+#[tokio::test]
+async fn alarm_health_checks_answer_as_rabbitmq() {
+    let broker = Broker::new(BrokerConfig::default());
+    for path in ["/api/health/checks/alarms", "/api/health/checks/local-alarms"] {
+        let (status, body) = call(&broker, "GET", path, "").await;
+        assert_eq!((status, body), (StatusCode::OK, serde_json::json!({"status": "ok"})));
+    }
+    broker.resources().set_memory_alarm(true);
+    broker.resources().set_disk_low(true);
+    let node = charon_engine::broker::node_name();
+    let (status, body) = call(&broker, "GET", "/api/health/checks/alarms", "").await;
+    assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE);
+    assert_eq!(
+        body,
+        serde_json::json!({
+            "status": "failed",
+            "reason": "There are alarms in effect in the cluster",
+            "alarms": [{"node": node, "resource": "disk space"}, {"node": node, "resource": "memory"}],
+        })
+    );
+    broker.resources().set_disk_low(false);
+    let (status, body) = call(&broker, "GET", "/api/health/checks/local-alarms", "").await;
+    assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE);
+    assert_eq!(body["reason"], "There are alarms in effect on the node");
+    assert_eq!(body["alarms"], serde_json::json!([{"node": node, "resource": "memory"}]));
+}
