@@ -14,29 +14,32 @@ use futures_util::StreamExt;
 use lapin::options::{BasicGetOptions, BasicPublishOptions, ConfirmSelectOptions, QueueDeclareOptions};
 use lapin::types::FieldTable;
 use lapin::{BasicProperties, Channel, Connection, ConnectionProperties, Event};
+use tokio::sync::watch;
 
 const MIB: usize = 1 << 20;
 
-/// Collects the `connection.blocked` reasons a connection is sent, and whether it was
+/// Collects the `connection.blocked` reasons a connection is sent, and follows whether it was
 /// unblocked since.
-fn watch_blocked(conn: &Connection) -> (Arc<Mutex<Vec<String>>>, Arc<AtomicBool>) {
+fn watch_blocked(conn: &Connection) -> (Arc<Mutex<Vec<String>>>, watch::Receiver<bool>) {
     let reasons = Arc::new(Mutex::new(Vec::new()));
-    let unblocked = Arc::new(AtomicBool::new(false));
+    let (unblocked, follow) = watch::channel(false);
     let mut events = Box::pin(conn.events_listener());
-    let (r, u) = (Arc::clone(&reasons), Arc::clone(&unblocked));
+    let r = Arc::clone(&reasons);
     tokio::spawn(async move {
         while let Some(event) = events.next().await {
             match event {
                 Event::ConnectionBlocked(reason) => {
-                    u.store(false, Ordering::SeqCst);
+                    unblocked.send_replace(false);
                     r.lock().unwrap().push(reason.to_string());
                 }
-                Event::ConnectionUnblocked => u.store(true, Ordering::SeqCst),
+                Event::ConnectionUnblocked => {
+                    unblocked.send_replace(true);
+                }
                 _ => {}
             }
         }
     });
-    (reasons, unblocked)
+    (reasons, follow)
 }
 
 async fn drain(channel: &Channel, queue: &str) -> usize {
@@ -129,7 +132,7 @@ async fn a_small_disk_fills_blocks_drains_and_unblocks_by_itself() {
     let mount = support::Tmpfs::mount("80m");
     let charon = support::Charon::start_on(mount.path(), &["--disk-free-limit", "50MB"]);
     let publisher = Connection::connect(&charon.url(), ConnectionProperties::default()).await.unwrap();
-    let (reasons, unblocked) = watch_blocked(&publisher);
+    let (reasons, mut unblocked) = watch_blocked(&publisher);
     let channel = publisher.create_channel().await.unwrap();
     channel.confirm_select(ConfirmSelectOptions::default()).await.unwrap();
     let durable = QueueDeclareOptions { durable: true, ..Default::default() };
@@ -160,13 +163,10 @@ async fn a_small_disk_fills_blocks_drains_and_unblocks_by_itself() {
     let consumer = Connection::connect(&charon.url(), ConnectionProperties::default()).await.unwrap();
     let cch = consumer.create_channel().await.unwrap();
     let mut drained = drain(&cch, "disk").await;
-    tokio::time::timeout(Duration::from_secs(20), async {
-        while !unblocked.load(Ordering::SeqCst) {
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
-    })
-    .await
-    .expect("connection.unblocked once the drained segment is given back");
+    tokio::time::timeout(Duration::from_secs(20), unblocked.wait_for(|unblocked| *unblocked))
+        .await
+        .expect("connection.unblocked once the drained segment is given back")
+        .unwrap();
 
     // The held publish was confirmed on unblock; publishing goes on.
     for _ in 0..5 {

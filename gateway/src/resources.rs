@@ -8,11 +8,11 @@
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use charon_engine::Resources;
 use charon_engine::persist::Persistence;
-use std::sync::atomic::Ordering;
 
 use crate::config::MemoryWatermark;
 

@@ -276,18 +276,22 @@ fn too_many_channels_is_530() {
     );
 }
 
+/// `basic.publish` to queue `q` through the default exchange.
+fn publish_to_q() -> AMQPClass {
+    AMQPClass::Basic(basic::AMQPMethod::Publish(basic::Publish {
+        exchange: "".into(),
+        routing_key: "q".into(),
+        mandatory: false,
+        immediate: false,
+    }))
+}
+
 #[test]
 fn publish_content_is_reassembled_from_several_frames() {
     let mut h = Harness::open();
     h.send(&frame(1, channel_open()));
     h.events();
-    let publish = AMQPClass::Basic(basic::AMQPMethod::Publish(basic::Publish {
-        exchange: "".into(),
-        routing_key: "q".into(),
-        mandatory: false,
-        immediate: false,
-    }));
-    h.send(&frame(1, publish));
+    h.send(&frame(1, publish_to_q()));
     let mut header = BytesMut::new();
     header.put_u16(60);
     header.put_u16(0);
@@ -447,13 +451,7 @@ fn headers_nested_past_the_limit_are_a_syntax_error() {
         let mut h = Harness::open();
         h.send(&frame(1, channel_open()));
         h.events();
-        let publish = AMQPClass::Basic(basic::AMQPMethod::Publish(basic::Publish {
-            exchange: "".into(),
-            routing_key: "q".into(),
-            mandatory: false,
-            immediate: false,
-        }));
-        h.send(&frame(1, publish));
+        h.send(&frame(1, publish_to_q()));
         let mut header = BytesMut::new();
         header.put_u16(60);
         header.put_u16(0);
