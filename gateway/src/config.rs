@@ -51,6 +51,17 @@ pub(crate) struct Cli {
     /// `disk_free_limit.absolute`. Default 50MB.
     #[arg(long)]
     disk_free_limit: Option<String>,
+    /// Most channels a 0.9.1 client may negotiate, as RabbitMQ's `channel_max`. Default 2047.
+    #[arg(long)]
+    channel_max: Option<u16>,
+    /// Largest frame, in bytes, offered to 0.9.1 clients and accepted from 1.0 clients, as
+    /// RabbitMQ's `frame_max`. Default 131072.
+    #[arg(long)]
+    frame_max: Option<u32>,
+    /// Largest message, in bytes, either protocol accepts, as RabbitMQ's `max_message_size`.
+    /// Default 16777216 (16 MiB); at most 536870912 (512 MiB), as RabbitMQ allows.
+    #[arg(long)]
+    max_message_size: Option<u64>,
 }
 
 /// A user in the configuration file.
@@ -77,6 +88,9 @@ struct FileConfig {
     vm_memory_high_watermark: Option<f64>,
     vm_memory_high_watermark_absolute: Option<ByteSize>,
     disk_free_limit: Option<ByteSize>,
+    channel_max: Option<u16>,
+    frame_max: Option<u32>,
+    max_message_size: Option<u64>,
 }
 
 /// A size in bytes in the configuration file: a number, or a string with RabbitMQ's units.
@@ -125,6 +139,9 @@ fn parse_size(text: &str) -> anyhow::Result<u64> {
     number.checked_mul(factor).with_context(|| format!("size too large: {text:?}"))
 }
 
+/// RabbitMQ refuses a `max_message_size` above 512 MiB.
+const MAX_MESSAGE_SIZE_LIMIT: u64 = 536_870_912;
+
 /// The resolved configuration.
 #[derive(Clone, Debug, PartialEq)]
 pub(crate) struct Config {
@@ -139,6 +156,9 @@ pub(crate) struct Config {
     pub(crate) memory_watermark: MemoryWatermark,
     /// Bytes.
     pub(crate) disk_free_limit: u64,
+    pub(crate) channel_max: u16,
+    pub(crate) frame_max: u32,
+    pub(crate) max_message_size: u64,
 }
 
 impl Config {
@@ -207,6 +227,18 @@ impl Config {
             Some(text) => parse_size(text)?,
             None => file.disk_free_limit.as_ref().map(ByteSize::bytes).transpose()?.unwrap_or(50_000_000),
         };
+        let channel_max = cli.channel_max.or(file.channel_max).unwrap_or(2047);
+        if channel_max == 0 {
+            bail!("channel_max must be 1 to 65535");
+        }
+        let frame_max = cli.frame_max.or(file.frame_max).unwrap_or(131_072);
+        if frame_max < 4096 {
+            bail!("frame_max must be at least 4096 (AMQP 0.9.1's minimum frame size), got {frame_max}");
+        }
+        let max_message_size = cli.max_message_size.or(file.max_message_size).unwrap_or(16_777_216);
+        if !(1..=MAX_MESSAGE_SIZE_LIMIT).contains(&max_message_size) {
+            bail!("max_message_size must be 1 to {MAX_MESSAGE_SIZE_LIMIT}, got {max_message_size}");
+        }
         Ok(Self {
             listen,
             users,
@@ -218,7 +250,31 @@ impl Config {
             data_dir,
             memory_watermark,
             disk_free_limit,
+            channel_max,
+            frame_max,
+            max_message_size,
         })
+    }
+
+    /// The 0.9.1 connection settings.
+    pub(crate) fn amqp091(&self) -> charon_amqp091::server::ServerConfig {
+        let connection = charon_amqp091::proto::ConnectionConfig {
+            channel_max: self.channel_max,
+            frame_max: self.frame_max,
+            max_message_size: self.max_message_size,
+            ..Default::default()
+        };
+        charon_amqp091::server::ServerConfig { connection }
+    }
+
+    /// The 1.0 connection settings.
+    pub(crate) fn amqp10(&self) -> charon_amqp10::server::ServerConfig {
+        let connection = charon_amqp10::proto::Config {
+            max_frame_size: self.frame_max,
+            max_message_size: usize::try_from(self.max_message_size).unwrap_or(usize::MAX),
+            ..Default::default()
+        };
+        charon_amqp10::server::ServerConfig { connection, anonymous_user: self.anonymous_user.clone() }
     }
 
     pub(crate) fn broker_config(&self) -> BrokerConfig {
@@ -300,6 +356,20 @@ mod tests {
         assert!(Config::resolve(&cli(&["--disk-free-limit", "5XB"]), FileConfig::default()).is_err());
         assert_eq!(parse_size("64k").unwrap(), 65_536);
         assert_eq!(parse_size("64kB").unwrap(), 64_000);
+    }
+
+    #[test]
+    fn protocol_limits_default_to_rabbitmqs_and_are_checked() {
+        let config = Config::resolve(&cli(&[]), FileConfig::default()).unwrap();
+        assert_eq!((config.channel_max, config.frame_max, config.max_message_size), (2047, 131_072, 16_777_216));
+        let file: FileConfig = toml::from_str("channel_max = 16\nframe_max = 8192\nmax_message_size = 1000").unwrap();
+        let config = Config::resolve(&cli(&["--frame-max", "65536"]), file).unwrap();
+        assert_eq!((config.channel_max, config.frame_max, config.max_message_size), (16, 65_536, 1000));
+        assert_eq!(config.amqp091().connection.frame_max, 65_536);
+        assert_eq!(config.amqp10().connection.max_message_size, 1000);
+        for bad in [["--channel-max", "0"], ["--frame-max", "4095"], ["--max-message-size", "536870913"]] {
+            assert!(Config::resolve(&cli(&bad), FileConfig::default()).is_err(), "{bad:?}");
+        }
     }
 
     #[test]

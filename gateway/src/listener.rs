@@ -19,6 +19,7 @@ const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
 /// Protocol settings shared by every connection.
 #[derive(Clone, Debug, Default)]
 pub(crate) struct Settings {
+    pub(crate) amqp091: ServerConfig,
     pub(crate) amqp10: charon_amqp10::server::ServerConfig,
 }
 
@@ -61,7 +62,7 @@ async fn handle(mut stream: TcpStream, broker: Arc<Broker>, settings: Arc<Settin
         _ => return,
     }
     match negotiate(header) {
-        Negotiation::Amqp091 => serve(stream, broker, ServerConfig::default(), shutdown).await,
+        Negotiation::Amqp091 => serve(stream, broker, settings.amqp091.clone(), shutdown).await,
         Negotiation::Amqp10Sasl => {
             charon_amqp10::server::serve(stream, broker, settings.amqp10.clone(), shutdown).await
         }

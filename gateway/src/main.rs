@@ -44,12 +44,7 @@ async fn run(config: Config) -> anyhow::Result<()> {
     )
     .context("starting the resource monitor")?;
     let (shutdown_tx, shutdown_rx) = watch::channel(false);
-    let settings = Arc::new(listener::Settings {
-        amqp10: charon_amqp10::server::ServerConfig {
-            anonymous_user: config.anonymous_user.clone(),
-            ..Default::default()
-        },
-    });
+    let settings = Arc::new(listener::Settings { amqp091: config.amqp091(), amqp10: config.amqp10() });
     let mut listeners = Vec::new();
     for address in &config.listen {
         let listener = tokio::net::TcpListener::bind(address).await.with_context(|| format!("binding {address}"))?;

@@ -126,6 +126,12 @@ pub struct Connection {
 }
 
 impl Connection {
+    /// The largest message this connection accepts (announced on publisher links).
+    #[must_use]
+    pub fn max_message_size(&self) -> usize {
+        self.config.max_message_size
+    }
+
     /// A connection whose client sent the SASL protocol header: our header and the
     /// mechanisms are queued at once.
     #[must_use]

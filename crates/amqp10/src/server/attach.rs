@@ -16,8 +16,6 @@ use crate::proto::Connection;
 
 /// The management node address.
 pub(crate) const MANAGEMENT: &str = "/management";
-/// Largest message we accept, announced on publisher links (RabbitMQ 4: 16 MiB).
-const MAX_MESSAGE_SIZE: u64 = 16_777_216;
 /// The delivery-count a consumer link starts from (RabbitMQ's `?INITIAL_DELIVERY_COUNT`).
 pub(crate) const INITIAL_DELIVERY_COUNT: u32 = u32::MAX - 4;
 
@@ -80,7 +78,7 @@ impl Session {
                     role: Role::Receiver,
                     snd_settle_mode: SenderSettleMode::Settled,
                     rcv_settle_mode: ReceiverSettleMode::First,
-                    max_message_size: Some(MAX_MESSAGE_SIZE),
+                    max_message_size: Some(conn.max_message_size() as u64),
                     initial_delivery_count: None,
                     unsettled: None,
                     incomplete_unsettled: false,
@@ -104,7 +102,7 @@ impl Session {
         let reply = Attach {
             role: Role::Receiver,
             rcv_settle_mode: ReceiverSettleMode::First,
-            max_message_size: Some(MAX_MESSAGE_SIZE),
+            max_message_size: Some(conn.max_message_size() as u64),
             initial_delivery_count: None,
             unsettled: None,
             incomplete_unsettled: false,
