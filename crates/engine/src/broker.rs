@@ -8,6 +8,7 @@ use parking_lot::RwLock;
 use tokio::sync::watch;
 
 use crate::alarms::{Alarms, Resources};
+use crate::limits::{ConnectionSlot, Limits};
 
 use charon_store::segment_log::{Placed, Record, RecoveredQueue};
 
@@ -72,6 +73,8 @@ pub struct Broker {
     /// RabbitMQ's memory and disk alarms: publishers are blocked while one is on, and
     /// consumers go on.
     resources: Arc<Resources>,
+    /// Vhost and user limits, and the connections and channels counted against them.
+    limits: Arc<Limits>,
 }
 
 impl Broker {
@@ -79,10 +82,14 @@ impl Broker {
     #[must_use]
     pub fn new(config: BrokerConfig) -> Arc<Self> {
         let ids = Arc::new(AtomicU64::new(1));
-        let vhosts =
-            config.vhosts.iter().map(|name| (name.clone(), VHost::new(name, Arc::clone(&ids), None))).collect();
+        let limits = Limits::restore(None, &[]);
+        let vhosts = config
+            .vhosts
+            .iter()
+            .map(|name| (name.clone(), VHost::new(name, Arc::clone(&ids), None, Arc::clone(&limits))))
+            .collect();
         let users = config.users.into_iter().map(|u| (u.name.clone(), u)).collect();
-        Arc::new(Self { users, vhosts: RwLock::new(vhosts), ids, resources: Arc::default() })
+        Arc::new(Self { users, vhosts: RwLock::new(vhosts), ids, resources: Arc::default(), limits })
     }
 
     /// Creates the broker on a durable store: the configured vhosts plus every vhost the store
@@ -109,9 +116,10 @@ impl Broker {
                 names.push(name.clone());
             }
         }
+        let limits = Limits::restore(Some(Arc::clone(&store)), &snapshot.limits);
         let mut vhosts = HashMap::new();
         for name in names {
-            let vhost = VHost::new(&name, Arc::clone(&ids), Some(Arc::clone(&store)));
+            let vhost = VHost::new(&name, Arc::clone(&ids), Some(Arc::clone(&store)), Arc::clone(&limits));
             vhost.restore(&snapshot, &mut messages);
             vhosts.insert(name, vhost);
         }
@@ -121,7 +129,7 @@ impl Broker {
             store.log.append(orphans, None);
         }
         let users = config.users.into_iter().map(|u| (u.name.clone(), u)).collect();
-        let broker = Arc::new(Self { users, vhosts: RwLock::new(vhosts), ids, resources: Arc::default() });
+        let broker = Arc::new(Self { users, vhosts: RwLock::new(vhosts), ids, resources: Arc::default(), limits });
         let weak = Arc::downgrade(&broker);
         store.log.set_relocation_listener(Box::new(move |placed| {
             if let Some(broker) = weak.upgrade() {
@@ -151,6 +159,23 @@ impl Broker {
     #[must_use]
     pub fn resources(&self) -> &Arc<Resources> {
         &self.resources
+    }
+
+    /// The vhost and user limits.
+    #[must_use]
+    pub fn limits(&self) -> &Arc<Limits> {
+        &self.limits
+    }
+
+    /// Opens a vhost for a connection of `user`, counted against the vhost's and the user's
+    /// connection limits until the slot is dropped.
+    ///
+    /// # Errors
+    /// NOT_ALLOWED as [`Self::open_vhost`], or when a connection limit is reached.
+    pub fn connect(&self, user: &User, name: &str) -> Result<(Arc<VHost>, ConnectionSlot), EngineError> {
+        let vhost = self.open_vhost(user, name)?;
+        let slot = self.limits.connect(&user.name, name)?;
+        Ok((vhost, slot))
     }
 
     /// Follows the resource alarms: publishing stops while one is on.

@@ -155,6 +155,10 @@ pub enum EngineError {
         /// User.
         user: String,
     },
+    /// A vhost or user limit refuses a connection or a channel (NOT_ALLOWED; the text says
+    /// which limit).
+    #[error("{0}")]
+    LimitReached(String),
     /// A feature RabbitMQ reports as not implemented.
     #[error("{0}")]
     NotImplemented(String),
@@ -181,7 +185,7 @@ impl EngineError {
             Self::InUse(_) | Self::NotEmpty(_) | Self::Inequivalent(_) | Self::Precondition(_) => {
                 ErrorKind::PreconditionFailed
             }
-            Self::VhostNotFound(_) | Self::VhostAccessRefused { .. } => ErrorKind::NotAllowed,
+            Self::VhostNotFound(_) | Self::VhostAccessRefused { .. } | Self::LimitReached(_) => ErrorKind::NotAllowed,
             Self::NotImplemented(_) => ErrorKind::NotImplemented,
             Self::Store(_) => ErrorKind::InternalError,
         }

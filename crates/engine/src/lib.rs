@@ -21,6 +21,7 @@ pub mod dead_letter;
 pub mod error;
 pub mod exchange;
 pub mod gate;
+pub mod limits;
 pub mod metrics;
 pub mod persist;
 pub mod policy;
@@ -35,6 +36,7 @@ pub use broker::{Broker, BrokerConfig, User, UserConfig};
 pub use error::{EngineError, ErrorKind, Inequivalence, Resource, ResourceKind};
 pub use exchange::{Binding, Destination, ExchangeInfo, ExchangeKind};
 pub use gate::Gate;
+pub use limits::{ChannelSlot, ConnectionSlot, LimitScope, Limits};
 pub use policy::{ApplyTo, Policy};
 pub use queue::{
     ConfirmTo, ConsumeSpec, CreditGrant, Enqueue, GetOk, Overflow, QueueHandle, QueueRef, QueueSettings, QueueStats,

@@ -6,6 +6,8 @@
 //! - `GET /api/queues[/{vhost}[/{name}]]` with `messages`, `messages_ready`,
 //!   `messages_unacknowledged`, the applied policy and the effective definition.
 //! - `GET /api/health/checks/alarms` and `/local-alarms`: RabbitMQ's alarm health checks.
+//! - `/api/vhost-limits[/{vhost}[/{limit}]]`, `/api/user-limits[/{user}[/{limit}]]`: GET, PUT
+//!   `{"value": N}`, DELETE, as `set_vhost_limits` / `set_user_limits`.
 //!
 //! Every request needs HTTP basic auth against the broker's users.
 
@@ -13,6 +15,7 @@ mod auth;
 mod error;
 mod health;
 pub mod json;
+mod limits;
 mod policies;
 mod queues;
 
@@ -33,6 +36,12 @@ pub fn router(broker: Arc<Broker>) -> Router {
         .route("/api/queues", get(queues::list_all))
         .route("/api/queues/{vhost}", get(queues::list_vhost))
         .route("/api/queues/{vhost}/{name}", get(queues::get_one))
+        .route("/api/vhost-limits", get(limits::vhost_all))
+        .route("/api/vhost-limits/{vhost}", get(limits::vhost_one))
+        .route("/api/vhost-limits/{vhost}/{limit}", axum::routing::put(limits::vhost_put).delete(limits::vhost_delete))
+        .route("/api/user-limits", get(limits::user_all))
+        .route("/api/user-limits/{user}", get(limits::user_one))
+        .route("/api/user-limits/{user}/{limit}", axum::routing::put(limits::user_put).delete(limits::user_delete))
         .route("/api/health/checks/alarms", get(health::alarms))
         .route("/api/health/checks/local-alarms", get(health::local_alarms))
         .layer(axum::middleware::from_fn_with_state(Arc::clone(&broker), auth::require_user))

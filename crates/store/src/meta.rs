@@ -19,6 +19,7 @@ const EXCHANGES: TableDefinition<&[u8], &[u8]> = TableDefinition::new("exchanges
 const QUEUES: TableDefinition<&[u8], &[u8]> = TableDefinition::new("queues");
 const BINDINGS: TableDefinition<&[u8], &[u8]> = TableDefinition::new("bindings");
 const POLICIES: TableDefinition<&[u8], &[u8]> = TableDefinition::new("policies");
+const LIMITS: TableDefinition<&[u8], &[u8]> = TableDefinition::new("limits");
 
 /// Errors of the metadata store, with what was being done.
 #[derive(Debug, thiserror::Error)]
@@ -112,6 +113,19 @@ pub struct StoredPolicy {
     pub definition: Table,
 }
 
+/// A vhost or user limit (RabbitMQ's `set_vhost_limits` / `set_user_limits`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct StoredLimit {
+    /// `vhost` or `user`.
+    pub scope: String,
+    /// The vhost's or user's name.
+    pub name: String,
+    /// The limit (`max-connections`, `max-queues`, `max-channels`).
+    pub limit: String,
+    /// Its value (negative: no limit).
+    pub value: i64,
+}
+
 /// Everything stored, as read at start.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct MetaSnapshot {
@@ -123,6 +137,8 @@ pub struct MetaSnapshot {
     pub bindings: Vec<StoredBinding>,
     /// Policies.
     pub policies: Vec<StoredPolicy>,
+    /// Vhost and user limits.
+    pub limits: Vec<StoredLimit>,
 }
 
 /// The metadata store.
@@ -204,7 +220,41 @@ impl MetaStore {
         let db = Database::create(path).map_err(|e| db_error("open")(e.into()))?;
         let store = Self { db };
         store.write("create tables", |_| Ok(()))?;
+        store.write_limits("create tables", |_| Ok(()))?;
         Ok(store)
+    }
+
+    /// One committed write transaction on the limits table.
+    fn write_limits(
+        &self,
+        what: &'static str,
+        change: impl FnOnce(&mut redb::Table<'_, &'static [u8], &'static [u8]>) -> Result<(), redb::Error>,
+    ) -> Result<(), MetaError> {
+        let txn = self.db.begin_write().map_err(|e| db_error(what)(e.into()))?;
+        {
+            let mut limits = txn.open_table(LIMITS).map_err(|e| db_error(what)(e.into()))?;
+            change(&mut limits).map_err(db_error(what))?;
+        }
+        txn.commit().map_err(|e| db_error(what)(e.into()))
+    }
+
+    /// Records (or replaces) a limit.
+    ///
+    /// # Errors
+    /// When the commit fails.
+    pub fn put_limit(&self, limit: &StoredLimit) -> Result<(), MetaError> {
+        let key = key(&[&limit.scope, &limit.name, &limit.limit]);
+        let value = limit.value.to_le_bytes();
+        self.write_limits("put limit", |limits| limits.insert(key.as_slice(), &value[..]).map(drop).map_err(Into::into))
+    }
+
+    /// Forgets a limit.
+    ///
+    /// # Errors
+    /// When the commit fails.
+    pub fn delete_limit(&self, scope: &str, name: &str, limit: &str) -> Result<(), MetaError> {
+        let key = key(&[scope, name, limit]);
+        self.write_limits("delete limit", |limits| limits.remove(key.as_slice()).map(drop).map_err(Into::into))
     }
 
     /// One committed write transaction with all four tables open.
@@ -377,6 +427,13 @@ impl MetaStore {
             let definition = value.table()?;
             snapshot.policies.push(StoredPolicy { vhost, name, pattern, apply_to, priority, definition });
         }
+        for (k, v) in rows(LIMITS)? {
+            let mut key = Reader::new(&k, "limits");
+            let mut value = Reader::new(&v, "limits");
+            let (scope, name, limit) = (key.string()?, key.string()?, key.string()?);
+            let value = i64::from_le_bytes(value.u64()?.to_le_bytes());
+            snapshot.limits.push(StoredLimit { scope, name, limit, value });
+        }
         Ok(snapshot)
     }
 }
@@ -497,5 +554,29 @@ mod tests {
         store.put_binding(&with_args).unwrap();
         store.delete_binding(&plain).unwrap();
         assert_eq!(store.load().unwrap().bindings, vec![with_args]);
+    }
+
+    #[test]
+    fn limits_survive_a_reopen_and_are_forgotten() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("meta.redb");
+        let limit = |scope: &str, name: &str, limit: &str, value| StoredLimit {
+            scope: scope.into(),
+            name: name.into(),
+            limit: limit.into(),
+            value,
+        };
+        {
+            let store = MetaStore::open(&path).unwrap();
+            store.put_limit(&limit("vhost", "/", "max-queues", 10)).unwrap();
+            store.put_limit(&limit("vhost", "/", "max-queues", 3)).unwrap();
+            store.put_limit(&limit("user", "guest", "max-channels", -1)).unwrap();
+        }
+        let store = MetaStore::open(&path).unwrap();
+        let mut limits = store.load().unwrap().limits;
+        limits.sort_by(|a, b| a.scope.cmp(&b.scope));
+        assert_eq!(limits, [limit("user", "guest", "max-channels", -1), limit("vhost", "/", "max-queues", 3)]);
+        store.delete_limit("vhost", "/", "max-queues").unwrap();
+        assert_eq!(store.load().unwrap().limits, [limit("user", "guest", "max-channels", -1)]);
     }
 }

@@ -7,13 +7,13 @@ use bytes::BytesMut;
 use super::channel::{Assembly, ChannelSlot, PartialContent, Phase};
 use super::connection::{Connection, HardError, qos_prefetch_size, unexpected_frame, well_formed};
 use super::reply::ReplyCode;
-use super::{Event, PublishCommand};
+use super::{Event, Host, PublishCommand};
 use crate::codec::{
     FRAME_HEADER, FRAME_HEARTBEAT, FRAME_METHOD, RawFrame, decode_method, decode_properties, erlang_binary,
 };
 
 impl Connection {
-    pub(super) fn handle_channel_frame(&mut self, frame: RawFrame) -> Result<(), HardError> {
+    pub(super) fn handle_channel_frame(&mut self, frame: RawFrame, host: &mut dyn Host) -> Result<(), HardError> {
         if !well_formed(&frame) {
             return Err(self.unknown_frame(&frame));
         }
@@ -39,7 +39,7 @@ impl Connection {
             return self.handle_closing_channel(id, &frame);
         }
         match frame.kind {
-            FRAME_METHOD => self.handle_channel_method(id, &frame, phase),
+            FRAME_METHOD => self.handle_channel_method(id, &frame, phase, host),
             FRAME_HEADER => self.handle_content_header(id, frame),
             _ => self.handle_content_body(id, frame),
         }
@@ -61,7 +61,13 @@ impl Connection {
         Ok(())
     }
 
-    fn handle_channel_method(&mut self, id: u16, frame: &RawFrame, phase: Phase) -> Result<(), HardError> {
+    fn handle_channel_method(
+        &mut self,
+        id: u16,
+        frame: &RawFrame,
+        phase: Phase,
+        host: &mut dyn Host,
+    ) -> Result<(), HardError> {
         let awaiting = match self.channels.get(&id).map(|c| &c.assembly) {
             Some(Assembly::Header(_)) => {
                 Some("expected content header for class 60, got non content header frame instead")
@@ -79,6 +85,7 @@ impl Connection {
         let ids = (method.get_amqp_class_id(), method.get_amqp_method_id());
         match (phase, method) {
             (Phase::Starting, AMQPClass::Channel(channel::AMQPMethod::Open(_))) => {
+                host.open_channel(id).map_err(|explanation| HardError::new(ReplyCode::NotAllowed, explanation))?;
                 if let Some(slot) = self.channels.get_mut(&id) {
                     slot.phase = Phase::Open;
                 }

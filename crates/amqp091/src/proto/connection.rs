@@ -469,7 +469,7 @@ impl Connection {
                 Ok(())
             }
             _ if frame.channel == 0 => self.handle_channel_zero(frame, now, host),
-            ConnectionState::Running => self.handle_channel_frame(frame),
+            ConnectionState::Running => self.handle_channel_frame(frame, host),
             _ => Err(unexpected_frame(&frame)),
         }
     }

@@ -27,7 +27,8 @@ pub use reply::{ReplyCode, reply_text};
 
 use crate::codec::DecodedProperties;
 
-/// What the connection needs from the broker during the handshake.
+/// What the connection needs from the broker: logins, vhosts, and the user limits checked
+/// before a channel is opened.
 pub trait Host {
     /// Checks a login; true when accepted.
     fn authenticate(&mut self, username: &str, password: &str) -> bool;
@@ -37,6 +38,16 @@ pub trait Host {
     /// # Errors
     /// The explanation text for the 530 reply.
     fn open_vhost(&mut self, username: &str, vhost: &str) -> Result<(), String>;
+
+    /// Asked before `channel` is opened (RabbitMQ checks the user's `max-channels` there, so a
+    /// refused channel never gets its open-ok). Accepts by default.
+    ///
+    /// # Errors
+    /// The explanation of the 530 NOT_ALLOWED that closes the connection.
+    fn open_channel(&mut self, channel: u16) -> Result<(), String> {
+        let _ = channel;
+        Ok(())
+    }
 }
 
 /// The capabilities a client advertised in `connection.start-ok`.

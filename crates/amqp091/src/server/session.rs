@@ -5,7 +5,9 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use amq_protocol::protocol::AMQPClass;
-use charon_engine::{Broker, ConsumerId, Owner, QueueRef, SessionEvent, SessionId, SessionSink, User, VHost};
+use charon_engine::{
+    Broker, ChannelSlot, ConnectionSlot, ConsumerId, Owner, QueueRef, SessionEvent, SessionId, SessionSink, User, VHost,
+};
 use tokio::sync::mpsc;
 
 use super::channel::ChannelState;
@@ -26,6 +28,10 @@ pub(crate) struct Session {
     pub(crate) broker: Arc<Broker>,
     pub(crate) user: Option<User>,
     pub(crate) vhost: Option<Arc<VHost>>,
+    /// This connection, counted against its vhost's and user's connection limits.
+    pub(crate) counted: Option<ConnectionSlot>,
+    /// Open channels, counted against the user's `max-channels` until they close.
+    pub(crate) counted_channels: HashMap<u16, ChannelSlot>,
     pub(crate) sink: SessionSink,
     pub(crate) channels: HashMap<u16, ChannelState>,
     pub(crate) consumers: HashMap<ConsumerId, ConsumerRoute>,
@@ -43,6 +49,8 @@ pub(crate) struct Login<'a> {
     pub(crate) broker: &'a Broker,
     pub(crate) user: &'a mut Option<User>,
     pub(crate) vhost: &'a mut Option<Arc<VHost>>,
+    pub(crate) counted: &'a mut Option<ConnectionSlot>,
+    pub(crate) counted_channels: &'a mut HashMap<u16, ChannelSlot>,
 }
 
 impl Host for Login<'_> {
@@ -53,8 +61,18 @@ impl Host for Login<'_> {
 
     fn open_vhost(&mut self, _username: &str, vhost: &str) -> Result<(), String> {
         let user = self.user.as_ref().ok_or_else(|| "not authenticated".to_owned())?;
-        let opened = self.broker.open_vhost(user, vhost).map_err(|e| e.to_string())?;
+        let (opened, counted) = self.broker.connect(user, vhost).map_err(|e| e.to_string())?;
         *self.vhost = Some(opened);
+        *self.counted = Some(counted);
+        Ok(())
+    }
+
+    /// RabbitMQ counts a user's channels across its connections; one too many closes the
+    /// connection (530, class and method 0) before its open-ok.
+    fn open_channel(&mut self, channel: u16) -> Result<(), String> {
+        let user = self.user.as_ref().ok_or_else(|| "not authenticated".to_owned())?;
+        let slot = self.broker.limits().open_channel(&user.name).map_err(|e| e.to_string())?;
+        self.counted_channels.insert(channel, slot);
         Ok(())
     }
 }
@@ -71,6 +89,8 @@ impl Session {
             broker,
             user: None,
             vhost: None,
+            counted: None,
+            counted_channels: HashMap::new(),
             sink,
             channels: HashMap::new(),
             consumers: HashMap::new(),
@@ -86,7 +106,13 @@ impl Session {
     }
 
     pub(crate) fn login(&mut self) -> Login<'_> {
-        Login { broker: &self.broker, user: &mut self.user, vhost: &mut self.vhost }
+        Login {
+            broker: &self.broker,
+            user: &mut self.user,
+            vhost: &mut self.vhost,
+            counted: &mut self.counted,
+            counted_channels: &mut self.counted_channels,
+        }
     }
 
     pub(crate) fn owner(&self, channel: u16) -> Owner {
@@ -133,6 +159,7 @@ impl Session {
                 self.fail(channel, error, (60, 40), conn).await;
             }
             Event::ChannelClosed(channel) => {
+                self.counted_channels.remove(&channel);
                 self.flush_publishes(conn).await;
                 self.channel_gone(channel).await;
             }

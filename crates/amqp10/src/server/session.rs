@@ -4,7 +4,8 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use charon_engine::{
-    Broker, ConsumerId, Owner, QueueRef, RouteCache, SessionEvent, SessionId, SessionSink, Settle, User, VHost,
+    Broker, ConnectionSlot, ConsumerId, Owner, QueueRef, RouteCache, SessionEvent, SessionId, SessionSink, Settle,
+    User, VHost,
 };
 use tokio::sync::mpsc;
 
@@ -44,6 +45,9 @@ pub(crate) struct Session {
     pub(crate) broker: Arc<Broker>,
     pub(crate) user: Option<User>,
     pub(crate) vhost: Option<Arc<VHost>>,
+    /// This connection, counted against its vhost's and user's connection limits (1.0
+    /// sessions are not channels: RabbitMQ 4.0.5 does not count them against `max-channels`).
+    pub(crate) counted: Option<ConnectionSlot>,
     pub(crate) sink: SessionSink,
     pub(crate) inbox: mpsc::UnboundedReceiver<SessionEvent>,
     pub(crate) links: HashMap<(u16, u32), LinkState>,
@@ -62,6 +66,7 @@ pub(crate) struct Login<'a> {
     pub(crate) anonymous_user: Option<&'a str>,
     pub(crate) user: &'a mut Option<User>,
     pub(crate) vhost: &'a mut Option<Arc<VHost>>,
+    pub(crate) counted: &'a mut Option<ConnectionSlot>,
 }
 
 impl Host for Login<'_> {
@@ -78,9 +83,12 @@ impl Host for Login<'_> {
 
     fn open_vhost(&mut self, _username: &str, vhost: &str) -> Result<(), String> {
         let user = self.user.as_ref().ok_or_else(|| "not authenticated".to_owned())?;
-        match self.broker.open_vhost(user, vhost) {
-            Ok(opened) => {
+        // A refusal goes to the log only: RabbitMQ 4.0.5 answers a refused open (a connection
+        // limit included) with no frame and drops the socket after its silent-close delay.
+        match self.broker.connect(user, vhost) {
+            Ok((opened, counted)) => {
                 *self.vhost = Some(opened);
+                *self.counted = Some(counted);
                 Ok(())
             }
             Err(charon_engine::EngineError::VhostNotFound(_)) => {
@@ -108,6 +116,7 @@ impl Session {
             broker,
             user: None,
             vhost: None,
+            counted: None,
             sink,
             inbox,
             links: HashMap::new(),
@@ -122,7 +131,13 @@ impl Session {
     }
 
     pub(crate) fn login<'a>(&'a mut self, anonymous_user: Option<&'a str>) -> Login<'a> {
-        Login { broker: &self.broker, anonymous_user, user: &mut self.user, vhost: &mut self.vhost }
+        Login {
+            broker: &self.broker,
+            anonymous_user,
+            user: &mut self.user,
+            vhost: &mut self.vhost,
+            counted: &mut self.counted,
+        }
     }
 
     /// Acts on one protocol event.

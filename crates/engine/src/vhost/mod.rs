@@ -11,6 +11,7 @@ use parking_lot::RwLock;
 
 use crate::error::{EngineError, Resource, ResourceKind, quoted};
 use crate::exchange::{Binding, Destination, ExchangeInfo, ExchangeKind};
+use crate::limits::Limits;
 use crate::persist::Persistence;
 use crate::policy::Policy;
 use crate::queue::args::{self, QueueType};
@@ -80,6 +81,8 @@ pub struct VHost {
     policies: RwLock<Vec<Policy>>,
     /// The durable store, when the broker has one.
     store: Option<Arc<Persistence>>,
+    /// The broker's limits (`max-queues` is checked here).
+    limits: Arc<Limits>,
 }
 
 impl std::fmt::Debug for VHost {
@@ -99,7 +102,12 @@ fn generated_name(prefix: &str) -> String {
 }
 
 impl VHost {
-    pub(crate) fn new(name: &str, ids: Arc<AtomicU64>, store: Option<Arc<Persistence>>) -> Arc<Self> {
+    pub(crate) fn new(
+        name: &str,
+        ids: Arc<AtomicU64>,
+        store: Option<Arc<Persistence>>,
+        limits: Arc<Limits>,
+    ) -> Arc<Self> {
         Arc::new_cyclic(|me| Self {
             name: name.to_owned(),
             topology: RwLock::new(Topology::with_standard_exchanges()),
@@ -108,6 +116,7 @@ impl VHost {
             me: me.clone(),
             policies: RwLock::new(Vec::new()),
             store,
+            limits,
         })
     }
 
@@ -318,6 +327,14 @@ impl VHost {
         }
         if name.starts_with("amq.") && !declare.name.is_empty() {
             return Err(EngineError::ReservedName { kind: ResourceKind::Queue, name });
+        }
+        if let Some(max) = self.limits.max_queues(&self.name)
+            && topology.queues.len() as u64 >= max
+        {
+            return Err(EngineError::Precondition(format!(
+                "cannot declare queue '{name}': queue limit in vhost '{}' ({max}) is reached",
+                self.name
+            )));
         }
         let queue_type = args::validate_declare(&resource, &arguments)?;
         if queue_type == QueueType::Quorum {
