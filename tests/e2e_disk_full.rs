@@ -43,6 +43,25 @@ async fn a_full_disk_blocks_publishers_serves_consumers_and_recovers() {
         .basic_publish("".into(), "full".into(), BasicPublishOptions::default(), b"held", persistent.clone())
         .await
         .unwrap();
+    // As RabbitMQ, a connection is blocked when it publishes while the alarm is on: wait for
+    // the alarm (the failed write raises it), then publish again.
+    let base = format!("http://127.0.0.1:{}", charon.http_port);
+    tokio::time::timeout(Duration::from_secs(10), async {
+        loop {
+            let health =
+                conformance::admin::request(&base, "GET", "/api/health/checks/alarms", ("guest", "guest"), None);
+            if health.await.unwrap().status == 503 {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    })
+    .await
+    .expect("the disk alarm is raised");
+    let second = pch
+        .basic_publish("".into(), "full".into(), BasicPublishOptions::default(), b"second", persistent.clone())
+        .await
+        .unwrap();
     let blocked = tokio::time::timeout(Duration::from_secs(10), async {
         loop {
             match events.next().await {
@@ -77,6 +96,8 @@ async fn a_full_disk_blocks_publishers_serves_consumers_and_recovers() {
     std::fs::remove_file(&fault).unwrap();
     let confirm = tokio::time::timeout(Duration::from_secs(10), held).await.expect("confirmed once space returns");
     assert!(confirm.unwrap().is_ack());
+    let confirm = tokio::time::timeout(Duration::from_secs(10), second).await.expect("the blocked publish confirmed");
+    assert!(confirm.unwrap().is_ack());
     let unblocked = tokio::time::timeout(Duration::from_secs(10), async {
         loop {
             if let Some(Event::ConnectionUnblocked) = events.next().await {
@@ -88,6 +109,9 @@ async fn a_full_disk_blocks_publishers_serves_consumers_and_recovers() {
     assert!(unblocked.is_ok(), "connection.unblocked");
     let delivery = tokio::time::timeout(Duration::from_secs(5), deliveries.next()).await.unwrap().unwrap().unwrap();
     assert_eq!(delivery.data, b"held");
+    delivery.ack(BasicAckOptions::default()).await.unwrap();
+    let delivery = tokio::time::timeout(Duration::from_secs(5), deliveries.next()).await.unwrap().unwrap().unwrap();
+    assert_eq!(delivery.data, b"second");
     delivery.ack(BasicAckOptions::default()).await.unwrap();
     let empty = pch.basic_get("full".into(), BasicGetOptions { no_ack: true }).await.unwrap();
     assert!(empty.is_none());

@@ -86,6 +86,12 @@ pub struct Connection {
     pub(super) mechanism: String,
     pub(super) username: String,
     pub(super) last_read: Instant,
+    /// The driver is not reading (blocked by an alarm): missing heartbeats prove nothing.
+    reads_paused: bool,
+    /// Input stops before the next `basic.publish` (an alarm is on).
+    publishes_held: bool,
+    /// Input stopped at a held `basic.publish`.
+    publish_waiting: bool,
     pub(super) last_write: Instant,
     pub(super) deadline: Option<Instant>,
     /// Set after a framing error: the byte stream can no longer be trusted.
@@ -163,6 +169,9 @@ impl Connection {
             mechanism: String::new(),
             username: String::new(),
             last_read: now,
+            reads_paused: false,
+            publishes_held: false,
+            publish_waiting: false,
             last_write: now,
             deadline: Some(now + HANDSHAKE_TIMEOUT),
             input_dead: false,
@@ -331,16 +340,22 @@ impl Connection {
         }
     }
 
-    /// Sends `connection.blocked` if the client understands it.
-    pub fn send_blocked(&mut self, reason: &str) {
+    /// The driver stops reading this connection (a resource alarm): `connection.blocked` goes
+    /// to a client that understands it, and the check for the client's heartbeats pauses, as
+    /// RabbitMQ's reader pauses its heartbeat monitor: an unread socket cannot show them.
+    pub fn block(&mut self, reason: &str) {
+        self.reads_paused = true;
         if self.capabilities.connection_blocked && self.state == ConnectionState::Running {
             let blocked = connection::Blocked { reason: reason.into() };
             self.send_method(0, &AMQPClass::Connection(connection::AMQPMethod::Blocked(blocked)));
         }
     }
 
-    /// Sends `connection.unblocked` if the client understands it.
-    pub fn send_unblocked(&mut self) {
+    /// The driver reads again: `connection.unblocked` to a client that understands it, and the
+    /// heartbeat check starts afresh from `now`.
+    pub fn unblock(&mut self, now: Instant) {
+        self.reads_paused = false;
+        self.last_read = now;
         if self.capabilities.connection_blocked && self.state == ConnectionState::Running {
             self.send_method(0, &AMQPClass::Connection(connection::AMQPMethod::Unblocked(connection::Unblocked {})));
         }
@@ -351,6 +366,9 @@ impl Connection {
     pub fn poll_timeout(&self) -> Option<Instant> {
         let heartbeat = self.heartbeat.filter(|_| self.state == ConnectionState::Running).map(|h| {
             let send_at = self.last_write + h / 2;
+            if self.reads_paused {
+                return send_at;
+            }
             let dead_at = self.last_read + h * 2;
             send_at.min(dead_at)
         });
@@ -371,7 +389,7 @@ impl Connection {
         let Some(interval) = self.heartbeat.filter(|_| self.state == ConnectionState::Running) else {
             return;
         };
-        if now >= self.last_read + interval * 2 {
+        if !self.reads_paused && now >= self.last_read + interval * 2 {
             tracing::info!("missed heartbeats from client, timeout: {}s", interval.as_secs());
             self.finish();
             return;
@@ -382,12 +400,32 @@ impl Connection {
         }
     }
 
+    /// While `held` (a resource alarm is on), input stops at the next `basic.publish`, which
+    /// stays unread: RabbitMQ blocks a connection only when it publishes during an alarm, so
+    /// consumers (and their acks) go on. [`Self::stopped_at_publish`] then tells the driver to
+    /// block.
+    pub fn hold_publishes(&mut self, held: bool) {
+        self.publishes_held = held;
+    }
+
+    /// Whether the last [`Self::handle_input`] stopped at a `basic.publish` held by
+    /// [`Self::hold_publishes`] (it is still in the input).
+    #[must_use]
+    pub fn stopped_at_publish(&self) -> bool {
+        self.publish_waiting
+    }
+
     /// Consumes as many complete frames from `input` as possible.
     pub fn handle_input(&mut self, input: &mut BytesMut, now: Instant, host: &mut dyn Host) {
         if !input.is_empty() {
             self.last_read = now;
         }
+        self.publish_waiting = false;
         while !self.input_dead && self.state != ConnectionState::Closed {
+            if self.publishes_held && self.state == ConnectionState::Running && starts_with_publish(input) {
+                self.publish_waiting = true;
+                break;
+            }
             let frame = match parse_frame(input, self.frame_max) {
                 Ok(Some(frame)) => frame,
                 Ok(None) => break,
@@ -490,6 +528,12 @@ impl Connection {
     pub(super) fn unknown_frame(&self, frame: &RawFrame) -> HardError {
         HardError::new(ReplyCode::FrameError, frame_text(frame.kind, &frame.payload).push(": unknown_frame").finish())
     }
+}
+
+/// Whether `input` starts with a method frame (on any channel but 0) carrying `basic.publish`:
+/// type 1, then the channel, the size, and class 60 method 40.
+fn starts_with_publish(input: &[u8]) -> bool {
+    matches!(input.get(..11), Some([FRAME_METHOD, c0, c1, _, _, _, _, 0, 60, 0, 40]) if [*c0, *c1] != [0, 0])
 }
 
 /// How to send a content header's properties.

@@ -472,3 +472,60 @@ fn headers_nested_past_the_limit_are_a_syntax_error() {
         }
     }
 }
+
+/// A connection blocked by an alarm is not read, so its client's heartbeats cannot arrive:
+/// as RabbitMQ, the check pauses while blocked (heartbeats still go out) and starts afresh
+/// when reading resumes. Before, a publisher blocked for two heartbeat intervals was dropped.
+#[test]
+fn a_blocked_connection_is_not_dropped_for_heartbeats_it_could_not_send() {
+    let mut h = Harness::new();
+    h.send(&frame(0, start_ok("guest", false)));
+    h.send(&frame(0, tune_ok(131_072, 1)));
+    h.send(&frame(0, open("/")));
+    let start = h.now;
+    h.conn.block("low on memory");
+    h.conn.handle_timeout(start + Duration::from_secs(30));
+    assert_eq!(h.conn.state(), ConnectionState::Running);
+    assert!(h.conn.poll_timeout().unwrap() <= start + Duration::from_secs(31), "heartbeats still go out");
+    let resumed = start + Duration::from_secs(60);
+    h.conn.unblock(resumed);
+    h.conn.handle_timeout(resumed + Duration::from_millis(1999));
+    assert_eq!(h.conn.state(), ConnectionState::Running);
+    h.conn.handle_timeout(resumed + Duration::from_secs(2));
+    assert_eq!(h.conn.state(), ConnectionState::Closed);
+}
+
+/// While publishes are held (an alarm), input stops at the next `basic.publish` and leaves it
+/// in the buffer; acks and other methods before it are handled. Released, the publish goes on.
+#[test]
+fn held_publishes_stop_input_at_the_publish_and_leave_it_unread() {
+    let mut h = Harness::open();
+    h.send(&frame(1, channel_open()));
+    h.events();
+    h.conn.hold_publishes(true);
+    let mut input = BytesMut::new();
+    input.extend_from_slice(&frame(1, ack_one()));
+    input.extend_from_slice(&frame(1, publish_to_q()));
+    let mut header = BytesMut::new();
+    header.put_u16(60);
+    header.put_u16(0);
+    header.put_u64(2);
+    header.put_u16(0);
+    input.extend_from_slice(&raw(FRAME_HEADER, 1, &header));
+    input.extend_from_slice(&raw(FRAME_BODY, 1, b"hi"));
+    let unread = input.len() - frame(1, ack_one()).len();
+    h.conn.handle_input(&mut input, h.now, &mut TestHost);
+    assert!(h.conn.stopped_at_publish());
+    assert_eq!(input.len(), unread, "everything from the publish on is left in the buffer");
+    assert!(matches!(h.events().as_slice(), [Event::Method(1, _)]), "the ack was handled");
+
+    h.conn.hold_publishes(false);
+    h.conn.handle_input(&mut input, h.now, &mut TestHost);
+    assert!(!h.conn.stopped_at_publish());
+    assert!(input.is_empty());
+    assert!(matches!(h.events().as_slice(), [Event::Publish(1, _)]));
+}
+
+fn ack_one() -> AMQPClass {
+    AMQPClass::Basic(basic::AMQPMethod::Ack(basic::Ack { delivery_tag: 1, multiple: false }))
+}

@@ -75,19 +75,24 @@ async fn run(
         if eof && pending.is_empty() {
             break;
         }
-        // RabbitMQ's memory and disk alarms: a connection that publishes is blocked
-        // (connection.blocked "low on memory" / "low on disk", and its socket is no longer
-        // read) until the alarm clears; connections that only consume go on.
+        // RabbitMQ's memory and disk alarms: a connection that publishes while one is on is
+        // blocked (connection.blocked, and its socket is no longer read, the publish waiting
+        // in the buffer) until it clears; connections that only consume or ack go on.
         let current = *alarms.borrow();
-        let alarm = current.any();
-        if alarm && !blocked && session.published {
+        conn.hold_publishes(current.any());
+        if current.any() && conn.stopped_at_publish() && !blocked {
             blocked = true;
-            conn.send_blocked(current.blocked_reason());
+            conn.block(current.blocked_reason());
             continue;
         }
-        if !alarm && blocked {
-            blocked = false;
-            conn.send_unblocked();
+        if !current.any() && (blocked || conn.stopped_at_publish()) {
+            if blocked {
+                blocked = false;
+                conn.unblock(Instant::now());
+            }
+            // The held publish is already in the buffer: no read will bring it again.
+            let mut login = session.login();
+            conn.handle_input(&mut input, Instant::now(), &mut login);
             continue;
         }
         let deadline = conn.poll_timeout().map(tokio::time::Instant::from_std);

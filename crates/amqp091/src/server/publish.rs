@@ -144,7 +144,6 @@ impl Session {
     /// Hands batched publishes to their queues (waiting while a queue's mailbox is full).
     pub(crate) async fn flush_publishes(&mut self, conn: &mut Connection) {
         for batch in std::mem::take(&mut self.batches.batches) {
-            self.published = true;
             let wants_confirm = batch.items.iter().any(|i| i.confirm.is_some());
             let seqs: Vec<u64> =
                 if wants_confirm { batch.items.iter().filter_map(|i| i.confirm).collect() } else { Vec::new() };

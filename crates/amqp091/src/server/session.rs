@@ -38,8 +38,6 @@ pub(crate) struct Session {
     /// Exclusive queues this connection declared; deleted when it closes.
     pub(crate) exclusive: Vec<QueueRef>,
     pub(crate) batches: PendingBatches,
-    /// Whether the connection has published (the disk alarm blocks publishers only).
-    pub(crate) published: bool,
     /// Events from queues (deliveries, cancellations, confirms).
     pub(crate) inbox: mpsc::UnboundedReceiver<SessionEvent>,
 }
@@ -96,7 +94,6 @@ impl Session {
             consumers: HashMap::new(),
             exclusive: Vec::new(),
             batches: PendingBatches::default(),
-            published: false,
             inbox,
         }
     }
