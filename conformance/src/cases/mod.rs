@@ -29,6 +29,7 @@ mod fidelity_to10;
 mod handshake;
 mod heartbeats;
 mod large_bodies;
+mod nesting;
 mod prefetch;
 mod properties;
 mod queue_types;
@@ -55,6 +56,7 @@ pub(crate) fn all() -> Vec<Case> {
         properties::cases(),
         large_bodies::cases(),
         errors_connection::cases(),
+        nesting::cases(),
         handshake::cases(),
         heartbeats::cases(),
         amqp10_connection::cases(),
