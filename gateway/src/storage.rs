@@ -29,6 +29,10 @@ pub(crate) fn open(config: &Config) -> anyhow::Result<(Arc<Broker>, Arc<Persiste
     // cannot write.
     let resources = Arc::clone(broker.resources());
     store.log.set_health_listener(Box::new(move |failing| resources.set_log_failing(failing)));
+    // A writer behind the publishers holds them until it catches up (bounded memory in front
+    // of a slow disk).
+    let resources = Arc::clone(broker.resources());
+    store.log.set_backlog_listener(Box::new(move |behind| resources.set_store_behind(behind)));
     Ok((broker, store, dir))
 }
 

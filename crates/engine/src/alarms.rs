@@ -16,13 +16,23 @@ pub struct Alarms {
     pub memory: bool,
     /// Free disk space is below the limit, or the store cannot write.
     pub disk: bool,
+    /// Not an alarm: the store's writer is behind (more message bytes waiting for it than its
+    /// backlog bound). Publishes are held, without `connection.blocked`, until it catches up —
+    /// as RabbitMQ's credit flow holds a publisher faster than its queues and store.
+    pub store_behind: bool,
 }
 
 impl Alarms {
-    /// Whether publishing must stop.
+    /// Whether an alarm is on (publishers are told with `connection.blocked`).
     #[must_use]
     pub fn any(self) -> bool {
         self.memory || self.disk
+    }
+
+    /// Whether publishes must wait: an alarm, or the store behind.
+    #[must_use]
+    pub fn hold_publishes(self) -> bool {
+        self.any() || self.store_behind
     }
 
     /// The `connection.blocked` reason RabbitMQ 4.0.5 sends for these alarms (disk first when
@@ -102,6 +112,11 @@ impl Resources {
         self.alarms.send_if_modified(|alarms| std::mem::replace(&mut alarms.memory, on) != on);
     }
 
+    /// The store's writer fell behind, or caught up.
+    pub fn set_store_behind(&self, behind: bool) {
+        self.alarms.send_if_modified(|alarms| std::mem::replace(&mut alarms.store_behind, behind) != behind);
+    }
+
     /// The store's writes started or stopped failing.
     pub fn set_log_failing(&self, failing: bool) {
         self.log_failing.store(failing, Ordering::SeqCst);
@@ -131,7 +146,7 @@ mod tests {
         resources.set_disk_low(true);
         resources.set_log_failing(true);
         resources.set_disk_low(false);
-        assert_eq!(resources.alarms(), Alarms { memory: false, disk: true });
+        assert_eq!(resources.alarms(), Alarms { memory: false, disk: true, store_behind: false });
         resources.set_log_failing(false);
         assert_eq!(resources.alarms(), Alarms::default());
         assert!(seen.has_changed().unwrap());
@@ -143,5 +158,7 @@ mod tests {
         seen.mark_unchanged();
         resources.set_disk_low(true);
         assert!(!seen.has_changed().unwrap(), "no change, no wake-up");
+        let behind = Alarms { store_behind: true, ..Alarms::default() };
+        assert!(behind.hold_publishes() && !behind.any(), "held, but no alarm to report");
     }
 }

@@ -90,6 +90,8 @@ pub struct Connection {
     reads_paused: bool,
     /// Input stops before the next `basic.publish` (an alarm is on).
     publishes_held: bool,
+    /// `connection.blocked` was sent and `connection.unblocked` not yet.
+    sent_blocked: bool,
     /// Input stopped at a held `basic.publish`.
     publish_waiting: bool,
     pub(super) last_write: Instant,
@@ -171,6 +173,7 @@ impl Connection {
             last_read: now,
             reads_paused: false,
             publishes_held: false,
+            sent_blocked: false,
             publish_waiting: false,
             last_write: now,
             deadline: Some(now + HANDSHAKE_TIMEOUT),
@@ -340,23 +343,30 @@ impl Connection {
         }
     }
 
-    /// The driver stops reading this connection (a resource alarm): `connection.blocked` goes
-    /// to a client that understands it, and the check for the client's heartbeats pauses, as
-    /// RabbitMQ's reader pauses its heartbeat monitor: an unread socket cannot show them.
-    pub fn block(&mut self, reason: &str) {
+    /// The driver stops reading this connection: the check for the client's heartbeats pauses,
+    /// as RabbitMQ's reader pauses its heartbeat monitor (an unread socket cannot show them).
+    /// With a `reason` (a resource alarm) `connection.blocked` goes to a client that
+    /// understands it; without one (flow control) nothing is sent. A reason given later, while
+    /// still paused, sends it then.
+    pub fn block(&mut self, reason: Option<&str>) {
         self.reads_paused = true;
-        if self.capabilities.connection_blocked && self.state == ConnectionState::Running {
+        if let Some(reason) = reason
+            && !self.sent_blocked
+            && self.capabilities.connection_blocked
+            && self.state == ConnectionState::Running
+        {
+            self.sent_blocked = true;
             let blocked = connection::Blocked { reason: reason.into() };
             self.send_method(0, &AMQPClass::Connection(connection::AMQPMethod::Blocked(blocked)));
         }
     }
 
-    /// The driver reads again: `connection.unblocked` to a client that understands it, and the
-    /// heartbeat check starts afresh from `now`.
+    /// The driver reads again: `connection.unblocked` to a client that was sent
+    /// `connection.blocked`, and the heartbeat check starts afresh from `now`.
     pub fn unblock(&mut self, now: Instant) {
         self.reads_paused = false;
         self.last_read = now;
-        if self.capabilities.connection_blocked && self.state == ConnectionState::Running {
+        if std::mem::take(&mut self.sent_blocked) && self.state == ConnectionState::Running {
             self.send_method(0, &AMQPClass::Connection(connection::AMQPMethod::Unblocked(connection::Unblocked {})));
         }
     }

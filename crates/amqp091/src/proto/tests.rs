@@ -483,7 +483,7 @@ fn a_blocked_connection_is_not_dropped_for_heartbeats_it_could_not_send() {
     h.send(&frame(0, tune_ok(131_072, 1)));
     h.send(&frame(0, open("/")));
     let start = h.now;
-    h.conn.block("low on memory");
+    h.conn.block(Some("low on memory"));
     h.conn.handle_timeout(start + Duration::from_secs(30));
     assert_eq!(h.conn.state(), ConnectionState::Running);
     assert!(h.conn.poll_timeout().unwrap() <= start + Duration::from_secs(31), "heartbeats still go out");
@@ -528,4 +528,46 @@ fn held_publishes_stop_input_at_the_publish_and_leave_it_unread() {
 
 fn ack_one() -> AMQPClass {
     AMQPClass::Basic(basic::AMQPMethod::Ack(basic::Ack { delivery_tag: 1, multiple: false }))
+}
+
+/// Flow control (the store behind) pauses reads without `connection.blocked`; an alarm that
+/// comes on meanwhile sends it, once; resuming sends `connection.unblocked` only to a client
+/// that was told it was blocked.
+#[test]
+fn blocked_frames_go_only_for_alarms_and_only_once() {
+    let mut caps = FieldTable::default();
+    caps.insert("connection.blocked".into(), AMQPValue::Boolean(true));
+    let mut props = FieldTable::default();
+    props.insert("capabilities".into(), AMQPValue::FieldTable(caps));
+    let start_ok = AMQPClass::Connection(connection::AMQPMethod::StartOk(connection::StartOk {
+        client_properties: props,
+        mechanism: "PLAIN".into(),
+        response: LongString::from(b"\0guest\0guest".to_vec()),
+        locale: "en_US".into(),
+    }));
+    let mut h = Harness::new();
+    h.send(&frame(0, start_ok));
+    h.send(&frame(0, tune_ok(131_072, 0)));
+    h.send(&frame(0, open("/")));
+    h.methods();
+    let blocked_or_unblocked = |h: &mut Harness| -> Vec<u16> {
+        h.methods()
+            .into_iter()
+            .filter_map(|(_, m)| match m {
+                AMQPClass::Connection(connection::AMQPMethod::Blocked(_)) => Some(60),
+                AMQPClass::Connection(connection::AMQPMethod::Unblocked(_)) => Some(61),
+                _ => None,
+            })
+            .collect()
+    };
+    h.conn.block(None);
+    assert_eq!(blocked_or_unblocked(&mut h), Vec::<u16>::new(), "flow control sends nothing");
+    h.conn.block(Some("low on disk"));
+    h.conn.block(Some("low on disk"));
+    assert_eq!(blocked_or_unblocked(&mut h), [60], "connection.blocked once");
+    h.conn.unblock(h.now);
+    assert_eq!(blocked_or_unblocked(&mut h), [61]);
+    h.conn.block(None);
+    h.conn.unblock(h.now);
+    assert_eq!(blocked_or_unblocked(&mut h), Vec::<u16>::new(), "no unblocked for a flow pause");
 }

@@ -49,8 +49,9 @@ async fn run(
 ) {
     let (mut reader, mut writer) = stream.into_split();
     let mut alarms = broker.alarms();
-    // Whether this connection was sent connection.blocked and stopped being read.
-    let mut blocked = false;
+    // Whether this connection stopped being read at a held publish: `Some(true)` with
+    // connection.blocked sent (an alarm), `Some(false)` without (the store behind).
+    let mut blocked: Option<bool> = None;
     let (sink, inbox) = SessionSink::new(id, OUTBOUND_WINDOW);
     let mut session = Session::new(id, broker, sink, inbox);
     let mut conn = Connection::new(config.connection, Instant::now());
@@ -77,17 +78,19 @@ async fn run(
         }
         // RabbitMQ's memory and disk alarms: a connection that publishes while one is on is
         // blocked (connection.blocked, and its socket is no longer read, the publish waiting
-        // in the buffer) until it clears; connections that only consume or ack go on.
+        // in the buffer) until it clears; connections that only consume or ack go on. A store
+        // behind its publishers holds them the same way, without connection.blocked (flow).
         let current = *alarms.borrow();
-        conn.hold_publishes(current.any());
-        if current.any() && conn.stopped_at_publish() && !blocked {
-            blocked = true;
-            conn.block(current.blocked_reason());
+        let hold = current.hold_publishes();
+        conn.hold_publishes(hold);
+        let alarm = current.any();
+        if hold && conn.stopped_at_publish() && (blocked.is_none() || (alarm && blocked == Some(false))) {
+            blocked = Some(alarm);
+            conn.block(alarm.then(|| current.blocked_reason()));
             continue;
         }
-        if !current.any() && (blocked || conn.stopped_at_publish()) {
-            if blocked {
-                blocked = false;
+        if !hold && (blocked.is_some() || conn.stopped_at_publish()) {
+            if blocked.take().is_some() {
                 conn.unblock(Instant::now());
             }
             // The held publish is already in the buffer: no read will bring it again.
@@ -96,7 +99,8 @@ async fn run(
             continue;
         }
         let deadline = conn.poll_timeout().map(tokio::time::Instant::from_std);
-        let reading = !eof && !blocked && pending.len() < OUTPUT_HIGH_WATER && conn.state() != ConnectionState::Closed;
+        let reading =
+            !eof && blocked.is_none() && pending.len() < OUTPUT_HIGH_WATER && conn.state() != ConnectionState::Closed;
         let taking_events = pending.len() < DELIVERY_HIGH_WATER;
         tokio::select! {
             _ = alarms.changed() => {}

@@ -66,9 +66,9 @@ async fn run(
         if (conn.state() == State::Closed || eof) && pending.is_empty() {
             break;
         }
-        // RabbitMQ's memory and disk alarms over 1.0: senders get no new link credit until
-        // the alarm clears; what they already hold is still accepted.
-        let alarm = alarms.borrow().any();
+        // RabbitMQ's memory and disk alarms over 1.0 (and a store behind its publishers):
+        // senders get no new link credit until they clear; what they hold is still accepted.
+        let alarm = alarms.borrow().hold_publishes();
         if alarm != conn.publishing_paused() {
             conn.set_publishing_paused(alarm);
             continue;

@@ -498,3 +498,29 @@ fn a_spent_current_segment_is_given_back_while_the_disk_is_low() {
     let (_log, recovery) = open(dir.path());
     assert_eq!(seqs(&recovery, 1), [100]);
 }
+
+/// Appends return at once; the bytes they hand the writer are counted until written, and the
+/// listener hears when they pass the high mark and when they are back under the low one.
+#[test]
+fn the_writers_backlog_is_reported_past_its_marks() {
+    let dir = tempfile::tempdir().unwrap();
+    let broken = Arc::new(AtomicBool::new(true));
+    let fault_flag = Arc::clone(&broken);
+    let fault: FaultHook =
+        Arc::new(move || fault_flag.load(Ordering::SeqCst).then(|| std::io::Error::from_raw_os_error(28)));
+    let (log, _) = MessageLog::open(dir.path(), LogOptions { fault: Some(fault), ..LogOptions::default() }).unwrap();
+    let (tx, rx) = mpsc::channel();
+    log.set_backlog_listener(Box::new(move |on| tx.send(on).unwrap()));
+    let mib = Bytes::from(vec![0u8; 1 << 20]);
+    let spills = |from: u64, n: u64| {
+        (from..from + n).map(|seq| Record::Spill { queue: 1, seq, payload: mib.clone() }).collect::<Vec<_>>()
+    };
+    log.append(spills(0, 63), None);
+    assert!(rx.recv_timeout(Duration::from_millis(300)).is_err(), "63 MiB is under the high mark");
+    log.append(spills(63, 1), None);
+    assert!(rx.recv_timeout(Duration::from_secs(5)).unwrap(), "64 MiB waiting: backlogged");
+    broken.store(false, Ordering::SeqCst);
+    assert!(!rx.recv_timeout(Duration::from_secs(10)).unwrap(), "written: no longer backlogged");
+    writer_idle(&log);
+    assert!(rx.try_recv().is_err(), "told once each way");
+}

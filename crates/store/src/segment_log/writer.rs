@@ -157,6 +157,9 @@ impl Writer {
             }
         }
         self.shared.set_failing(false);
+        if !relocation {
+            self.shared.remove_backlog(super::payload_bytes(&records));
+        }
         for record in records {
             match record {
                 Record::Enqueue { queue, seq, .. } | Record::Spill { queue, seq, .. } if relocation => {
