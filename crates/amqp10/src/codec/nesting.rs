@@ -55,6 +55,11 @@ fn body_len(code: u8, bytes: &[u8], depth: usize) -> Result<usize, DecodeError> 
             if count > content.len() {
                 return Err(DecodeError::Invalid("element count larger than its bytes"));
             }
+            // A map's count is of keys and values (§1.6.23); an odd one made serde_amqp's
+            // count of remaining pairs underflow (a panic where overflow is checked).
+            if matches!(code, 0xc1 | 0xd1) && count % 2 != 0 {
+                return Err(DecodeError::Invalid("map with an odd number of items"));
+            }
             let items = content.get(at..).ok_or(DecodeError::Truncated)?;
             if code >= 0xe0 {
                 array_items(items, count, depth)?
@@ -131,5 +136,8 @@ mod tests {
         // list8 claiming 3 items in one byte.
         assert!(check(&[0xc0, 0x02, 0x03, 0x40]).is_err());
         assert_eq!(check(&[0xc0, 0x03, 0x02, 0x40, 0x41]), Ok(()));
+        // map8 with one item: a key without a value (found by cargo fuzz, amqp10_connection).
+        assert!(check(&[0xc1, 0x03, 0x01, 0xa3, 0x00]).is_err());
+        assert_eq!(check(&[0xc1, 0x04, 0x02, 0xa3, 0x00, 0x40]), Ok(()));
     }
 }
