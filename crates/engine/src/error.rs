@@ -155,6 +155,16 @@ pub enum EngineError {
         /// User.
         user: String,
     },
+    /// A vhost's `max-queues` refuses a new queue (0.9.1: 406; the 1.0 management node: 403).
+    #[error("cannot declare queue '{queue}': queue limit in vhost '{vhost}' ({max}) is reached")]
+    QueueLimit {
+        /// The refused queue.
+        queue: String,
+        /// Its vhost.
+        vhost: String,
+        /// The limit.
+        max: u64,
+    },
     /// A vhost or user limit refuses a connection or a channel (NOT_ALLOWED; the text says
     /// which limit).
     #[error("{0}")]
@@ -182,9 +192,11 @@ impl EngineError {
             | Self::DefaultExchange
             | Self::SystemExchange(_)
             | Self::InternalExchange(_) => ErrorKind::AccessRefused,
-            Self::InUse(_) | Self::NotEmpty(_) | Self::Inequivalent(_) | Self::Precondition(_) => {
-                ErrorKind::PreconditionFailed
-            }
+            Self::InUse(_)
+            | Self::NotEmpty(_)
+            | Self::Inequivalent(_)
+            | Self::Precondition(_)
+            | Self::QueueLimit { .. } => ErrorKind::PreconditionFailed,
             Self::VhostNotFound(_) | Self::VhostAccessRefused { .. } | Self::LimitReached(_) => ErrorKind::NotAllowed,
             Self::NotImplemented(_) => ErrorKind::NotImplemented,
             Self::Store(_) => ErrorKind::InternalError,

@@ -38,13 +38,16 @@ fn default_exchange() -> Status {
 }
 
 /// Queue declare errors: precondition failures are 409, except the properties a queue type
-/// refuses (`{protocol_error, ...}` from `rabbit_queue_type:declare/2`), which are 400.
+/// refuses (`{protocol_error, ...}` from `rabbit_queue_type:declare/2`), which are 400, and a
+/// vhost's queue limit, 403.
 fn declare_status(error: &EngineError) -> Status {
     let text = error.to_string();
     match error {
         EngineError::Inequivalent(_) => Status("409", text),
         EngineError::Precondition(t) if t.starts_with("invalid property '") => bad(text),
         EngineError::Precondition(_) => Status("409", text),
+        // RabbitMQ 4.0.5 answers a vhost's max-queues with 403 here (observed).
+        EngineError::QueueLimit { .. } => Status("403", text),
         _ => bad(text),
     }
 }
@@ -259,4 +262,16 @@ fn put_exchange(vhost: &VHost, segment: &str, body: &Amqp) -> Answer {
         other => bad(other.to_string()),
     })?;
     Ok(("204", Amqp::Null))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_vhost_queue_limit_is_403_as_rabbitmq_answers_it() {
+        let error = EngineError::QueueLimit { queue: "q".into(), vhost: "/".into(), max: 1 };
+        let Status(code, text) = declare_status(&error);
+        assert_eq!((code, text.as_str()), ("403", "cannot declare queue 'q': queue limit in vhost '/' (1) is reached"));
+    }
 }

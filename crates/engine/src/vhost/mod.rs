@@ -331,10 +331,7 @@ impl VHost {
         if let Some(max) = self.limits.max_queues(&self.name)
             && topology.queues.len() as u64 >= max
         {
-            return Err(EngineError::Precondition(format!(
-                "cannot declare queue '{name}': queue limit in vhost '{}' ({max}) is reached",
-                self.name
-            )));
+            return Err(EngineError::QueueLimit { queue: name, vhost: self.name.clone(), max });
         }
         let queue_type = args::validate_declare(&resource, &arguments)?;
         if queue_type == QueueType::Quorum {
