@@ -14,18 +14,6 @@ use lapin::options::{BasicGetOptions, BasicPublishOptions, ConfirmSelectOptions,
 use lapin::types::{AMQPValue, FieldTable};
 use lapin::{BasicProperties, Channel, Connection, ConnectionProperties};
 
-/// Arguments `{"a": {"a": ... {"a": 1}}}` with `tables` tables inside the outer one, as bytes.
-fn nested_table_bytes(tables: u32) -> Vec<u8> {
-    let mut out = Vec::new();
-    out.extend_from_slice(&(7 * tables + 7).to_be_bytes());
-    for i in 0..tables {
-        out.extend_from_slice(&[1, b'a', b'F']);
-        out.extend_from_slice(&(7 * (tables - i)).to_be_bytes());
-    }
-    out.extend_from_slice(&[1, b'a', b'I', 0, 0, 0, 1]);
-    out
-}
-
 /// The same shape as a lapin table: the innermost value is 64 levels down at 63 tables.
 fn nested_table(tables: usize) -> FieldTable {
     let mut value = AMQPValue::LongInt(1);
@@ -77,7 +65,7 @@ async fn deeply_nested_frames_close_only_their_own_connection() {
 
     let mut declare = RawConn::open_with_channel(&broker).await.unwrap();
     let mut args = vec![0, 0, 1, b'q', 0];
-    args.extend_from_slice(&nested_table_bytes(10_000));
+    args.extend_from_slice(&raw::nested_table(10_000));
     declare.send(&raw::method(1, 50, 10, &args)).await.unwrap();
     let close = declare.expect_connection_close().await.unwrap();
     assert_eq!((close.code, close.class_id, close.method_id), (501, 50, 10), "{close:?}");
@@ -85,7 +73,7 @@ async fn deeply_nested_frames_close_only_their_own_connection() {
     let mut publish = RawConn::open_with_channel(&broker).await.unwrap();
     publish.send(&raw::basic_publish(1, "", "alive")).await.unwrap();
     let mut header = vec![0, 60, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0x20, 0x00];
-    header.extend_from_slice(&nested_table_bytes(10_000));
+    header.extend_from_slice(&raw::nested_table(10_000));
     publish.send(&raw::frame(2, 1, &header)).await.unwrap();
     let close = publish.expect_connection_close().await.unwrap();
     assert_eq!((close.code, close.class_id, close.method_id), (502, 60, 40), "{close:?}");

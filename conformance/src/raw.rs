@@ -260,6 +260,21 @@ impl Handshake {
     }
 }
 
+/// A field table `{"a": {"a": ... {"a": 1}}}` with `tables` tables inside the outer one, its
+/// length prefix first: nesting as deep as a test needs, built as bytes (a tree that deep
+/// could not even be dropped on a small stack).
+#[must_use]
+pub fn nested_table(tables: u32) -> Vec<u8> {
+    let mut out = Vec::new();
+    out.extend_from_slice(&(7 * tables + 7).to_be_bytes());
+    for i in 0..tables {
+        out.extend_from_slice(&[1, b'a', b'F']);
+        out.extend_from_slice(&(7 * (tables - i)).to_be_bytes());
+    }
+    out.extend_from_slice(&[1, b'a', b'I', 0, 0, 0, 1]);
+    out
+}
+
 /// A raw AMQP connection: a socket plus a read buffer.
 #[derive(Debug)]
 pub struct RawConn {

@@ -30,21 +30,9 @@ pub(crate) fn cases() -> Vec<Case> {
     ]
 }
 
-/// `{"a": {"a": ... {"a": 1}}}` with `tables` tables inside the outer one, length first.
-fn nested_table(tables: u32) -> Vec<u8> {
-    let mut out = Vec::new();
-    out.extend_from_slice(&(7 * tables + 7).to_be_bytes());
-    for i in 0..tables {
-        out.extend_from_slice(&[1, b'a', b'F']);
-        out.extend_from_slice(&(7 * (tables - i)).to_be_bytes());
-    }
-    out.extend_from_slice(&[1, b'a', b'I', 0, 0, 0, 1]);
-    out
-}
-
 /// An exclusive `queue.declare` of `name` with the nested arguments.
 fn declare(name: &str, tables: u32) -> Vec<u8> {
-    let args = Enc::new().u16(0).shortstr(name).u8(0x04).bytes(&nested_table(tables)).done();
+    let args = Enc::new().u16(0).shortstr(name).u8(0x04).bytes(&raw::nested_table(tables)).done();
     raw::method(1, 50, 10, &args)
 }
 

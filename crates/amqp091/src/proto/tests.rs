@@ -88,6 +88,15 @@ impl Harness {
         h
     }
 
+    /// Opened with a heartbeat of `seconds`.
+    fn with_heartbeat(seconds: u16) -> Self {
+        let mut h = Self::new();
+        h.send(&frame(0, start_ok("guest", false)));
+        h.send(&frame(0, tune_ok(131_072, seconds)));
+        h.send(&frame(0, open("/")));
+        h
+    }
+
     fn send(&mut self, bytes: &[u8]) {
         let mut input = BytesMut::from(bytes);
         self.conn.handle_input(&mut input, self.now, &mut TestHost);
@@ -312,10 +321,7 @@ fn publish_content_is_reassembled_from_several_frames() {
 
 #[test]
 fn heartbeats_are_sent_and_a_silent_peer_is_dropped() {
-    let mut h = Harness::new();
-    h.send(&frame(0, start_ok("guest", false)));
-    h.send(&frame(0, tune_ok(131_072, 1)));
-    h.send(&frame(0, open("/")));
+    let mut h = Harness::with_heartbeat(1);
     h.conn.output().clear();
     let start = h.now;
     h.conn.on_written(start);
@@ -478,10 +484,7 @@ fn headers_nested_past_the_limit_are_a_syntax_error() {
 /// when reading resumes. Before, a publisher blocked for two heartbeat intervals was dropped.
 #[test]
 fn a_blocked_connection_is_not_dropped_for_heartbeats_it_could_not_send() {
-    let mut h = Harness::new();
-    h.send(&frame(0, start_ok("guest", false)));
-    h.send(&frame(0, tune_ok(131_072, 1)));
-    h.send(&frame(0, open("/")));
+    let mut h = Harness::with_heartbeat(1);
     let start = h.now;
     h.conn.block(Some("low on memory"));
     h.conn.handle_timeout(start + Duration::from_secs(30));
