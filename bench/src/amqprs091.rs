@@ -22,7 +22,7 @@ struct Consuming {
 }
 
 /// The URL as amqprs takes it.
-fn arguments(url: &str) -> Result<OpenConnectionArguments> {
+pub(crate) fn arguments(url: &str) -> Result<OpenConnectionArguments> {
     let uri = parse_uri(url)?;
     let (authority, user) = (&uri.authority, &uri.authority.userinfo);
     let mut args = OpenConnectionArguments::new(&authority.host, authority.port, &user.username, &user.password);

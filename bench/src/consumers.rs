@@ -5,8 +5,8 @@
 //! combinators and hands each delivery across threads; amqprs reads in large batches into one
 //! buffer. In S1a the client needed 7.4 CPU-seconds per million messages with lapin
 //! consumers and 4.9 with amqprs ones; in S6, 32 µs per message against 16. Publishers stay
-//! on lapin, which coalesces a pipeline of publishes into few writes (amqprs writes each
-//! publish with its own syscall).
+//! on lapin unless `--publisher amqprs` (S1a and S1b), which writes each publish with its own
+//! syscall where lapin coalesces a pipeline of publishes into few writes.
 
 use std::time::Instant;
 
@@ -16,9 +16,10 @@ use tokio::task::JoinHandle;
 use crate::amqp091::{self, Consumed, Settle};
 use crate::amqprs091;
 
-/// The client consumers run on.
+/// An AMQP 0.9.1 client library, for a scenario's consumers (`--consumer`) or S1's publisher
+/// (`--publisher`).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
-pub(crate) enum ConsumerClient {
+pub(crate) enum Client {
     /// lapin: channels on a connection shared with the scenario's setup.
     #[default]
     Lapin,
@@ -28,7 +29,7 @@ pub(crate) enum ConsumerClient {
 
 /// Starts consumers of a scenario on the chosen client.
 pub(crate) struct Consumers<'a> {
-    pub(crate) client: ConsumerClient,
+    pub(crate) client: Client,
     pub(crate) url: &'a str,
     /// Where lapin consumers open their channels.
     pub(crate) lapin: &'a lapin::Connection,
@@ -44,18 +45,18 @@ impl Consumers<'_> {
         epoch: Instant,
     ) -> Result<JoinHandle<Result<Consumed>>> {
         match self.client {
-            ConsumerClient::Lapin => {
+            Client::Lapin => {
                 amqp091::consume(amqp091::channel(self.lapin).await?, queue, expected, settle, epoch).await
             }
-            ConsumerClient::Amqprs => amqprs091::consume(self.url, queue, expected, settle, epoch).await,
+            Client::Amqprs => amqprs091::consume(self.url, queue, expected, settle, epoch).await,
         }
     }
 
     /// See [`amqp091::nack_all`].
     pub(crate) async fn nack_all(&self, queue: &str, prefetch: u16) -> Result<JoinHandle<()>> {
         match self.client {
-            ConsumerClient::Lapin => amqp091::nack_all(amqp091::channel(self.lapin).await?, queue, prefetch).await,
-            ConsumerClient::Amqprs => amqprs091::nack_all(self.url, queue, prefetch).await,
+            Client::Lapin => amqp091::nack_all(amqp091::channel(self.lapin).await?, queue, prefetch).await,
+            Client::Amqprs => amqprs091::nack_all(self.url, queue, prefetch).await,
         }
     }
 }

@@ -10,6 +10,7 @@
 
 mod amqp091;
 mod amqprs091;
+mod amqprs_publish;
 mod consumers;
 mod report;
 mod scenarios;
@@ -60,7 +61,10 @@ struct Cli {
     nodelay: bool,
     /// The AMQP 0.9.1 client the consumers run on (publishers run on lapin).
     #[arg(long, value_enum, default_value_t)]
-    consumer: consumers::ConsumerClient,
+    consumer: consumers::Client,
+    /// The AMQP 0.9.1 client S1a's and S1b's publisher runs on (other scenarios publish with lapin).
+    #[arg(long, value_enum, default_value_t)]
+    publisher: consumers::Client,
 }
 
 #[tokio::main]
@@ -76,6 +80,7 @@ async fn main() -> Result<()> {
             keep: cli.keep,
             nodelay: cli.nodelay,
             consumer: cli.consumer,
+            publisher: cli.publisher,
         };
         let name = format!("{scenario:?}").to_lowercase();
         let mut runs: [Vec<Outcome>; 2] = [Vec::new(), Vec::new()];

@@ -64,7 +64,9 @@ pub(crate) struct Params {
     /// Whether the AMQP 1.0 client sets `TCP_NODELAY` (fe2o3 does not).
     pub(crate) nodelay: bool,
     /// The AMQP 0.9.1 client consumers run on.
-    pub(crate) consumer: crate::consumers::ConsumerClient,
+    pub(crate) consumer: crate::consumers::Client,
+    /// The AMQP 0.9.1 client S1's publisher runs on.
+    pub(crate) publisher: crate::consumers::Client,
 }
 
 /// Runs `scenario` once against `target`.
