@@ -10,6 +10,7 @@ use tokio::sync::mpsc;
 
 use super::*;
 use crate::queue::settings::QueueSettings;
+use crate::queue::state::QueueState;
 use crate::queue::{ConsumeSpec, Enqueue, QueueConfig, QueueHandle, QueueType};
 use crate::session::{Owner, SessionSink};
 
@@ -73,8 +74,7 @@ impl Fixture {
     }
 
     fn runs(&self) -> (usize, usize, usize) {
-        let pager = self.state.pager.as_ref().unwrap();
-        (self.state.ready.len(), pager.paged.len(), pager.incoming.len())
+        self.state.ready().runs()
     }
 
     /// Takes every ready message with `basic.get`-style gets, acknowledging none.
@@ -115,7 +115,7 @@ fn a_long_queue_spills_what_does_not_fit_and_gives_everything_back_in_order() {
     assert_eq!(count(&records, |r| matches!(r, Record::Released { .. })), OVER + 10, "every spill released");
     assert_eq!(count(&records, |r| matches!(r, Record::Spill { .. })), 10);
     assert_eq!(f.state.stats().ready, 0);
-    assert_eq!(f.state.ready_bytes, 0);
+    assert_eq!(f.state.ready().bytes(), 0);
 }
 
 #[test]
