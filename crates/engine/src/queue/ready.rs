@@ -7,10 +7,11 @@ use std::collections::VecDeque;
 
 use charon_store::segment_log::{LogReader, Placed, RecoveredQueue};
 
+use super::QueueRef;
 use super::entry::Entry;
 use super::journal::Journal;
 use super::limits::{Size, body_size};
-use super::paging::{IDLE_RESIDENT_MESSAGES, Pager, RESIDENT_BYTES, RESIDENT_MESSAGES};
+use super::paging::{IDLE_RESIDENT_MESSAGES, Pager, RESIDENT_BYTES, RESIDENT_MESSAGES, Wait};
 
 /// The ready messages of a queue.
 #[derive(Debug, Default)]
@@ -27,8 +28,8 @@ pub(super) struct Ready {
 
 impl Ready {
     /// Turns paging on: the broker has a log that long queues can keep their messages in.
-    pub(super) fn enable_paging(&mut self, reader: LogReader, queue_id: u64, queue_name: &str) {
-        self.pager = Some(Pager::new(reader, queue_id, queue_name));
+    pub(super) fn enable_paging(&mut self, reader: LogReader, queue: &QueueRef) {
+        self.pager = Some(Pager::new(reader, queue));
     }
 
     /// Ready messages in all runs.
@@ -70,22 +71,29 @@ impl Ready {
         self.head.insert(at, entry);
     }
 
-    /// Takes the next ready message, refilling the head first when it ran dry.
-    pub(super) fn pop(&mut self, now: i64, journal: &mut Journal) -> Option<Entry> {
+    /// Takes the next ready message, refilling the head first when it ran dry (see [`Wait`]:
+    /// without waiting, none may come back while the next page is being read), and reading
+    /// the next page ahead when the head runs low.
+    pub(super) fn pop(&mut self, now: i64, journal: &mut Journal, wait: Wait) -> Option<Entry> {
         if self.head.is_empty() {
-            self.refill(now, journal);
+            self.refill(now, journal, wait);
         }
         let entry = self.head.pop_front()?;
         let size = body_size(&entry.message);
         self.bytes = self.bytes.saturating_sub(size);
         self.head_bytes = self.head_bytes.saturating_sub(size);
+        if let Some(pager) = &mut self.pager {
+            let refilled = pager.top_up(&mut self.head, now, journal);
+            self.head_bytes += refilled.head_bytes;
+            self.bytes = self.bytes.saturating_sub(refilled.lost_bytes);
+        }
         Some(entry)
     }
 
-    /// The next ready message, refilling the head first if need be.
-    pub(super) fn head(&mut self, now: i64, journal: &mut Journal) -> Option<&Entry> {
+    /// The next ready message, refilling the head first if need be (see [`Self::pop`]).
+    pub(super) fn head(&mut self, now: i64, journal: &mut Journal, wait: Wait) -> Option<&Entry> {
         if self.head.is_empty() {
-            self.refill(now, journal);
+            self.refill(now, journal, wait);
         }
         self.head.front()
     }
@@ -147,9 +155,9 @@ impl Ready {
     }
 
     /// Refills the empty head from the pager.
-    fn refill(&mut self, now: i64, journal: &mut Journal) {
+    fn refill(&mut self, now: i64, journal: &mut Journal, wait: Wait) {
         if let Some(pager) = &mut self.pager {
-            let refilled = pager.refill(&mut self.head, now, journal);
+            let refilled = pager.refill(&mut self.head, now, journal, wait);
             self.head_bytes += refilled.head_bytes;
             self.bytes = self.bytes.saturating_sub(refilled.lost_bytes);
         }
@@ -166,6 +174,12 @@ impl Ready {
     #[cfg(test)]
     pub(super) fn head_entries(&self) -> impl Iterator<Item = &Entry> {
         self.head.iter()
+    }
+
+    /// Whether the next page is being read off the queue task.
+    #[cfg(test)]
+    pub(super) fn reading(&self) -> bool {
+        self.pager.as_ref().is_some_and(Pager::reading)
     }
 
     /// Bytes of all ready messages.
@@ -214,7 +228,7 @@ mod tests {
         for seq in [2, 4, 6] {
             ready.push(entry(seq, "m"), false, &mut journal);
         }
-        let first = ready.pop(0, &mut journal).unwrap();
+        let first = ready.pop(0, &mut journal, Wait::No).unwrap();
         assert_eq!(first.seq, 2);
         ready.insert(entry(5, "m"));
         ready.insert(first);
@@ -232,7 +246,7 @@ mod tests {
         ready.push(e, false, &mut journal);
         ready.push(entry(2, "m"), false, &mut journal);
         assert_eq!(ready.head_deadline(), Some(50));
-        assert_eq!(ready.head(0, &mut journal).map(|e| e.seq), Some(1));
+        assert_eq!(ready.head(0, &mut journal, Wait::No).map(|e| e.seq), Some(1));
         assert_eq!(ready.take_all(&mut journal), 2);
         assert_eq!(ready.size(), Size::default());
         assert_eq!(ready.head_deadline(), None);

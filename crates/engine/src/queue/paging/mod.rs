@@ -26,6 +26,9 @@ use std::sync::Arc;
 use charon_store::codec::decode_message;
 use charon_store::segment_log::{LogReader, Place, Placed, ReadError, RecoveredMessage, RecoveredQueue};
 
+use charon_model::Message;
+
+use super::QueueRef;
 use super::entry::Entry;
 use super::journal::Journal;
 use super::limits::body_size;
@@ -43,6 +46,9 @@ pub(super) const RESIDENT_BYTES: u64 = 4 * 1024 * 1024;
 /// Messages (and body bytes) read back at once when the head runs dry.
 const REFILL_MESSAGES: usize = 1024;
 const REFILL_BYTES: u64 = 2 * 1024 * 1024;
+/// Ready messages left in the head when the next page is read ahead, off the queue task, so
+/// that a consumer finds the head refilled rather than waiting for the disk.
+const PREFETCH_BELOW: usize = 256;
 /// How long to wait before reading again after a read failed, ms.
 const RETRY_MS: i64 = 200;
 /// Marks a paged message as a spill (transient) in [`PagedEntry::len`].
@@ -126,6 +132,34 @@ pub(super) struct Pager {
     spilled_any: bool,
     /// The queue's name, for the log.
     queue: String,
+    /// A read of the first paged messages running on the runtime's blocking pool.
+    in_flight: Option<InFlight>,
+    /// Woken when a read in flight is done, so that its queue takes the messages.
+    wake: Option<QueueRef>,
+}
+
+/// Paged messages read back and decoded, in the order asked for.
+type Read = Vec<Result<Arc<Message>, ReadFailure>>;
+
+/// A read running off the queue task. Its messages stay at the front of the paged run (they
+/// count, they can be relocated or purged) until the queue takes the result: only then do
+/// they move into the head, in order, and only while they are still at the front.
+#[derive(Debug)]
+struct InFlight {
+    /// The sequence numbers read, from the front of the run when the read started.
+    seqs: Vec<u64>,
+    done: std::sync::mpsc::Receiver<Read>,
+}
+
+/// Whether a refill may leave the head empty while a read runs off the task (dispatch and
+/// the task's expiry: the read's completion wakes the queue) or must have the messages now
+/// (`basic.get` and length limits, whose answers cannot wait for a later pass).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Wait {
+    /// Leave the head empty until the read is done.
+    No,
+    /// Wait for the read (or read on the queue task).
+    Yes,
 }
 
 /// What a refill brought into the head.
@@ -147,15 +181,19 @@ pub(super) struct Restored {
 }
 
 impl Pager {
-    pub(super) fn new(reader: LogReader, queue_id: u64, queue_name: &str) -> Self {
-        let paged = PagedRun::new(reader.directory(), queue_id.to_string());
+    /// The pager of queue `queue`, woken through its handle when a read is done. Reads run on
+    /// the runtime's blocking pool when there is a runtime, on the caller's thread otherwise.
+    pub(super) fn new(reader: LogReader, queue: &QueueRef) -> Self {
+        let paged = PagedRun::new(reader.directory(), queue.id.to_string());
         Self {
             reader,
             paged,
             incoming: VecDeque::new(),
             retry_at: None,
             spilled_any: false,
-            queue: queue_name.to_owned(),
+            queue: queue.name().to_owned(),
+            in_flight: None,
+            wake: Some(Arc::clone(queue)),
         }
     }
 
@@ -177,6 +215,10 @@ impl Pager {
     /// The TTL deadline of the first message (the head being empty), or when to read again
     /// after a failed read.
     pub(super) fn head_deadline(&self) -> Option<i64> {
+        if self.in_flight.is_some() {
+            // The read's completion wakes the queue; its messages' deadlines count from then.
+            return None;
+        }
         match self.paged.front() {
             Some(_) if self.retry_at.is_some() => self.retry_at,
             Some(paged) => paged.expires_at(),
@@ -186,6 +228,8 @@ impl Pager {
 
     /// Removes every message, recording each exit; returns how many there were.
     pub(super) fn take_all(&mut self, journal: &mut Journal) -> usize {
+        // A page being read is of no use now.
+        self.in_flight = None;
         let mut count = 0;
         self.paged.take_each(|paged| {
             journal.left(paged.seq, !paged.spilled(), paged.spilled());
@@ -242,10 +286,18 @@ impl Pager {
         self.spilled_any
     }
 
-    /// Refills the empty `head`: from `paged` (reading the log), else from `incoming`. A
-    /// message whose segment is gone or unreadable for now stops the refill until `now` is
+    /// Refills the empty `head`: from `paged`, else from `incoming`. A read of `paged` runs
+    /// off the queue task, and with [`Wait::No`] the head stays empty until it is done (the
+    /// queue is woken then); with [`Wait::Yes`] the messages are there when this returns.
+    /// A message whose segment is gone or unreadable for now stops the refill until `now` is
     /// past a pause; one that cannot be decoded is dropped (its exit recorded in `journal`).
-    pub(super) fn refill(&mut self, head: &mut VecDeque<Entry>, now: i64, journal: &mut Journal) -> Refilled {
+    pub(super) fn refill(
+        &mut self,
+        head: &mut VecDeque<Entry>,
+        now: i64,
+        journal: &mut Journal,
+        wait: Wait,
+    ) -> Refilled {
         let mut refilled = Refilled::default();
         if self.paged.is_empty() {
             while head.len() < REFILL_MESSAGES {
@@ -257,27 +309,119 @@ impl Pager {
             }
             return refilled;
         }
-        if self.retry_at.is_some_and(|at| at > now) {
+        self.collect(head, now, journal, wait, &mut refilled);
+        if head.is_empty() && self.in_flight.is_none() {
+            self.start_read(head, now, journal, wait, &mut refilled);
+        }
+        refilled
+    }
+
+    /// Keeps a head that is running low fed: takes a finished read, and reads the next page
+    /// ahead when fewer than [`PREFETCH_BELOW`] messages are left.
+    pub(super) fn top_up(&mut self, head: &mut VecDeque<Entry>, now: i64, journal: &mut Journal) -> Refilled {
+        let mut refilled = Refilled::default();
+        if head.len() >= PREFETCH_BELOW || self.paged.is_empty() {
             return refilled;
         }
+        self.collect(head, now, journal, Wait::No, &mut refilled);
+        if self.in_flight.is_none() && tokio::runtime::Handle::try_current().is_ok() {
+            self.start_read(head, now, journal, Wait::No, &mut refilled);
+        }
+        refilled
+    }
+
+    /// Takes the result of the read in flight, if it is done (or, with [`Wait::Yes`], once it
+    /// is).
+    fn collect(
+        &mut self,
+        head: &mut VecDeque<Entry>,
+        now: i64,
+        journal: &mut Journal,
+        wait: Wait,
+        into: &mut Refilled,
+    ) {
+        let Some(flight) = self.in_flight.take() else {
+            return;
+        };
+        let read = match wait {
+            Wait::Yes => flight.done.recv().ok(),
+            Wait::No => match flight.done.try_recv() {
+                Ok(read) => Some(read),
+                Err(std::sync::mpsc::TryRecvError::Empty) => {
+                    self.in_flight = Some(flight);
+                    return;
+                }
+                Err(std::sync::mpsc::TryRecvError::Disconnected) => None,
+            },
+        };
+        if let Some(read) = read {
+            self.apply(flight.seqs, read, head, now, journal, into);
+        }
+    }
+
+    /// Reads the next page: on the blocking pool when there is a runtime and the caller can
+    /// wait for a later pass, here otherwise.
+    fn start_read(
+        &mut self,
+        head: &mut VecDeque<Entry>,
+        now: i64,
+        journal: &mut Journal,
+        wait: Wait,
+        into: &mut Refilled,
+    ) {
+        if self.retry_at.is_some_and(|at| at > now) {
+            return;
+        }
+        let mut seqs = Vec::new();
         let mut places = Vec::new();
         let mut bytes = 0u64;
         for paged in self.paged.first(REFILL_MESSAGES) {
             if bytes >= REFILL_BYTES {
                 break;
             }
+            seqs.push(paged.seq);
             places.push(paged.place());
             bytes += u64::from(paged.size);
         }
-        for result in self.reader.read(&places) {
-            let Some(paged) = self.paged.front().copied() else {
+        let runtime = tokio::runtime::Handle::try_current().ok().filter(|_| wait == Wait::No);
+        let Some(runtime) = runtime else {
+            let read = read_back(&self.reader, &places);
+            self.apply(seqs, read, head, now, journal, into);
+            return;
+        };
+        let (done, rx) = std::sync::mpsc::sync_channel(1);
+        let reader = self.reader.clone();
+        let wake = self.wake.clone();
+        drop(runtime.spawn_blocking(move || {
+            // The queue may be gone by now; then nobody wants the messages.
+            let _ = done.send(read_back(&reader, &places));
+            if let Some(queue) = wake {
+                queue.resume();
+            }
+        }));
+        self.in_flight = Some(InFlight { seqs, done: rx });
+    }
+
+    /// Moves what a read brought back from the front of `paged` into `head`, as long as the
+    /// front is still what was read (a purge or a drop while it ran makes the rest stale).
+    fn apply(
+        &mut self,
+        seqs: Vec<u64>,
+        read: Read,
+        head: &mut VecDeque<Entry>,
+        now: i64,
+        journal: &mut Journal,
+        into: &mut Refilled,
+    ) {
+        for (seq, result) in seqs.into_iter().zip(read) {
+            let Some(paged) = self.paged.front().copied().filter(|p| p.seq == seq) else {
                 break;
             };
-            match result.map_err(ReadFailure::Read).and_then(decode) {
+            match result {
                 Ok(message) => {
                     self.retry_at = None;
                     self.paged.pop_front();
-                    refilled.head_bytes += u64::from(paged.size);
+                    into.head_bytes += u64::from(paged.size);
                     head.push_back(from_paged(&paged, message));
                 }
                 Err(ReadFailure::Read(error @ (ReadError::Gone { .. } | ReadError::Io { .. }))) => {
@@ -289,12 +433,17 @@ impl Pager {
                 Err(error) => {
                     tracing::error!(queue = self.queue, seq = paged.seq, %error, "a paged message cannot be read back; dropped");
                     self.paged.pop_front();
-                    refilled.lost_bytes += u64::from(paged.size);
+                    into.lost_bytes += u64::from(paged.size);
                     journal.left(paged.seq, !paged.spilled(), paged.spilled());
                 }
             }
         }
-        refilled
+    }
+
+    /// Whether a read is running off the queue task.
+    #[cfg(test)]
+    pub(super) fn reading(&self) -> bool {
+        self.in_flight.is_some()
     }
 
     /// Restores messages the log recovered: the head (every message that had been delivered,
@@ -359,12 +508,18 @@ enum ReadFailure {
     Decode(String),
 }
 
-fn decode(payload: bytes::Bytes) -> Result<Arc<charon_model::Message>, ReadFailure> {
+fn decode(payload: bytes::Bytes) -> Result<Arc<Message>, ReadFailure> {
     decode_message(payload).map(Arc::new).map_err(|e| ReadFailure::Decode(e.to_string()))
 }
 
+/// Reads messages at `places` from the log and decodes them (the disk and CPU work of a
+/// refill, done on the blocking pool).
+fn read_back(reader: &LogReader, places: &[Place]) -> Read {
+    reader.read(places).into_iter().map(|result| result.map_err(ReadFailure::Read).and_then(decode)).collect()
+}
+
 /// A paged message read back from the log.
-fn from_paged(paged: &PagedEntry, message: Arc<charon_model::Message>) -> Entry {
+fn from_paged(paged: &PagedEntry, message: Arc<Message>) -> Entry {
     let spilled = paged.spilled();
     let mut entry = Entry::new(paged.seq, message, paged.expires_at(), !spilled);
     entry.spilled = spilled;
@@ -372,7 +527,7 @@ fn from_paged(paged: &PagedEntry, message: Arc<charon_model::Message>) -> Entry 
 }
 
 /// A message recovered from the log after a restart, with its counts.
-fn from_recovered(recovered: &RecoveredMessage, message: Arc<charon_model::Message>) -> Entry {
+fn from_recovered(recovered: &RecoveredMessage, message: Arc<Message>) -> Entry {
     let mut entry = Entry::new(recovered.seq, message, recovered.expires_at, true);
     entry.redelivered = recovered.delivered;
     entry.returned = recovered.returned;

@@ -1,9 +1,11 @@
 //! A queue's state: the parts that own its messages, consumers, limits and the effects of a
 //! pass, and the operations that move messages between them.
 //!
-//! No channel is awaited and no task is spawned here, so the state is testable without a
-//! runtime. It is not free of I/O: a long queue's head is refilled from the message log by the
-//! [`Pager`](super::paging::Pager), and its paged index lives in a file. Everything meant for
+//! No channel is awaited here, so the state is testable without a runtime. It is not free of
+//! I/O: a long queue's head is refilled from the message log by the
+//! [`Pager`](super::paging::Pager) — off the queue task, on the runtime's blocking pool, for
+//! dispatch and expiry; on the task only when a `basic.get` or a length limit needs the
+//! messages before it answers — and its paged index lives in a file. Everything meant for
 //! the outside world — session events, dead letters, log records — is collected in
 //! [`Effects`] for the task to send after each pass.
 //!
@@ -23,6 +25,7 @@ use super::consumers::Consumers;
 use super::effects::{Discarded, Effects, Events};
 use super::entry::Entry;
 use super::limits::Limits;
+use super::paging::Wait;
 use super::ready::Ready;
 use super::settings::QueueSettings;
 use super::{ConfirmTo, ConsumeSpec, CreditGrant, Enqueue, GetOk, QueueRef, QueueStats, Settle};
@@ -62,7 +65,7 @@ impl QueueState {
 
     /// Turns paging on: the broker has a log that long queues can keep their messages in.
     pub(crate) fn enable_paging(&mut self, reader: LogReader) {
-        self.ready.enable_paging(reader, self.handle.id, self.handle.name());
+        self.ready.enable_paging(reader, &self.handle);
     }
 
     /// Turns journalling on (the queue is durable and the broker has a store) and restores the
@@ -201,12 +204,13 @@ impl QueueState {
 
     pub(crate) fn get(&mut self, owner: Owner, no_ack: bool) -> Option<GetOk> {
         self.limits.used(self.now);
-        self.expire(false);
-        if self.head_expired() {
+        // A get answers now: what is on disk is read before the answer, not in a later pass.
+        self.expire_head(false, Wait::Yes);
+        if self.head_expired_after(Wait::Yes) {
             // Its dead-lettering waits for room (see `set_expiry_room`); it is not handed out.
             return None;
         }
-        let entry = self.ready.pop(self.now, self.effects.journal())?;
+        let entry = self.ready.pop(self.now, self.effects.journal(), Wait::Yes)?;
         let delivery = entry.delivery(self.quorum);
         if no_ack {
             self.effects.journal().removed(&entry);
@@ -262,10 +266,12 @@ impl QueueState {
             let Some(index) = self.consumers.reserve_next(&self.handle) else {
                 break;
             };
-            let entry = if self.head_expired() { None } else { self.ready.pop(self.now, self.effects.journal()) };
+            let entry =
+                if self.head_expired() { None } else { self.ready.pop(self.now, self.effects.journal(), Wait::No) };
             let Some(entry) = entry else {
-                // Expired (its dead-lettering waits for room), or reading the head back
-                // failed; the queue tries again later.
+                // Expired (its dead-lettering waits for room), or the next page is being read
+                // (its completion wakes the queue), or reading it failed; the queue tries
+                // again later.
                 self.consumers.unreserve(index);
                 break;
             };
@@ -289,7 +295,8 @@ impl QueueState {
     /// messages while over the limit; quorum `reject-publish` starts refusing.
     fn enforce_limits(&mut self) {
         while self.limits.drops_head(self.ready.size()) {
-            let Some(entry) = self.ready.pop(self.now, self.effects.journal()) else {
+            // Limits hold when the command's answer goes out: the head is read if need be.
+            let Some(entry) = self.ready.pop(self.now, self.effects.journal(), Wait::Yes) else {
                 break;
             };
             self.discard(entry, DeathReason::Maxlen);
@@ -309,16 +316,22 @@ impl QueueState {
     /// At most [`QueueState::set_expiry_room`] messages per pass: the rest wait, past their
     /// deadline but never delivered (see [`QueueState::head_expired`]), until the dead letters
     /// already made have room in their targets.
+    ///
+    /// Messages of a page being read expire once it is read (its completion wakes the queue).
     pub(crate) fn expire(&mut self, inclusive: bool) {
+        self.expire_head(inclusive, Wait::No);
+    }
+
+    fn expire_head(&mut self, inclusive: bool, wait: Wait) {
         let now = self.now;
         while self.limits.has_expiry_room()
-            && let Some(deadline) = self.ready.head(now, self.effects.journal()).and_then(|e| e.expires_at)
+            && let Some(deadline) = self.ready.head(now, self.effects.journal(), wait).and_then(|e| e.expires_at)
         {
             let expired = if inclusive { deadline <= now } else { deadline < now };
             if !expired {
                 break;
             }
-            if let Some(entry) = self.ready.pop(now, self.effects.journal()) {
+            if let Some(entry) = self.ready.pop(now, self.effects.journal(), wait) {
                 self.discard(entry, DeathReason::Expired);
                 self.limits.expired_one();
             }
@@ -333,8 +346,15 @@ impl QueueState {
     /// Whether the next ready message's TTL has run out (its expiry waits for room): it must
     /// not be delivered.
     pub(crate) fn head_expired(&mut self) -> bool {
+        self.head_expired_after(Wait::No)
+    }
+
+    fn head_expired_after(&mut self, wait: Wait) -> bool {
         let now = self.now;
-        self.ready.head(now, self.effects.journal()).and_then(|e| e.expires_at).is_some_and(|deadline| deadline < now)
+        self.ready
+            .head(now, self.effects.journal(), wait)
+            .and_then(|e| e.expires_at)
+            .is_some_and(|deadline| deadline < now)
     }
 
     /// The next moment the queue must act without a command: the head's expiry (unless
