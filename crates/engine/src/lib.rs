@@ -10,7 +10,8 @@
 //! - [`vhost`]: declare/delete/bind/route; the operations adapters call.
 //! - [`topology`] (private): exchanges, queues and bindings behind the vhost's lock.
 //! - [`exchange`]: exchange types and their binding indexes.
-//! - [`queue`]: one task per queue; its pure state machine; declare-argument validation.
+//! - [`queue`]: one task per queue; its state as owned parts (ready messages, consumers,
+//!   limits, effects); declare-argument validation.
 //! - [`route_cache`]: per-publisher routing cache validated by a topology version.
 //! - [`gate`]: shared capacity (global prefetch, connection outbound backlog).
 //! - [`session`]: the events queues send to connections.

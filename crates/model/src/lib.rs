@@ -24,6 +24,6 @@ pub mod properties;
 pub mod value;
 
 pub use death::{Death, DeathEvent, DeathHistory, DeathReason, DeathRecord};
-pub use message::{Body, BrokerAnnotations, Encoded, Message, Origin, Routing};
+pub use message::{Body, BrokerAnnotations, DELIVERY_COUNT_KEY, Encoded, Message, Origin, Routing};
 pub use properties::{MessageId, Properties};
 pub use value::{MAX_DEPTH, Table, Value};

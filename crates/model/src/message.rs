@@ -1,12 +1,13 @@
 //! The message the engine stores and routes.
 
+use std::borrow::Cow;
 use std::sync::LazyLock;
 
 use bytes::Bytes;
 
 use crate::death::DeathHistory;
 use crate::properties::Properties;
-use crate::value::Table;
+use crate::value::{Table, Value};
 
 /// Where a message is addressed: the facts routing and dead lettering need.
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -51,8 +52,31 @@ pub struct BrokerAnnotations {
     pub deaths: Option<Box<DeathHistory>>,
     /// Failed deliveries so far (quorum queues; carried across dead lettering).
     pub delivery_count: u32,
-    /// Times the message was handed to a consumer and came back.
+    /// Times the message was handed to a consumer and came back. A quorum queue sets it on the
+    /// copy it delivers (never on the message it keeps); consumers see it as
+    /// [`DELIVERY_COUNT_KEY`], rendered per consumer protocol like the death history.
     pub acquired_count: u32,
+}
+
+/// The 0.9.1 header / 1.0 message annotation that shows a redelivered quorum-queue message's
+/// [`BrokerAnnotations::acquired_count`] (RabbitMQ 4.0.5's
+/// `rabbit_fifo_client:add_delivery_count_header/2`).
+pub const DELIVERY_COUNT_KEY: &str = "x-delivery-count";
+
+impl BrokerAnnotations {
+    /// `table` (0.9.1 headers or 1.0 message annotations, whichever the publishing protocol
+    /// keeps its `x-` entries in) with [`DELIVERY_COUNT_KEY`] set to the acquired count as a
+    /// long — replacing an entry of that name in place, else appended — when the message came
+    /// back before; `table` itself otherwise. The first delivery carries no count.
+    #[must_use]
+    pub fn with_delivery_count<'a>(&self, table: &'a Table) -> Cow<'a, Table> {
+        if self.acquired_count == 0 {
+            return Cow::Borrowed(table);
+        }
+        let mut counted = table.clone();
+        counted.insert(DELIVERY_COUNT_KEY, Value::I64(i64::from(self.acquired_count)));
+        Cow::Owned(counted)
+    }
 }
 
 /// The message body.
@@ -214,6 +238,25 @@ mod tests {
         assert!(message(Origin::Amqp10, None, None).is_persistent());
         assert!(message(Origin::Amqp10, None, Some(true)).is_persistent());
         assert!(!message(Origin::Amqp10, None, Some(false)).is_persistent());
+    }
+
+    #[test]
+    fn the_delivery_count_shows_only_after_a_return_and_replaces_in_place() {
+        let table: Table = vec![("a".to_owned(), Value::I32(1)), ("b".to_owned(), Value::I32(2))].into_iter().collect();
+        let fresh = BrokerAnnotations::default();
+        assert!(matches!(fresh.with_delivery_count(&table), Cow::Borrowed(t) if std::ptr::eq(t, &table)));
+        let returned = BrokerAnnotations { acquired_count: 3, ..BrokerAnnotations::default() };
+        let counted = returned.with_delivery_count(&table);
+        let keys: Vec<&str> = counted.iter().map(|(k, _)| k).collect();
+        assert_eq!(keys, ["a", "b", DELIVERY_COUNT_KEY]);
+        assert_eq!(counted.get(DELIVERY_COUNT_KEY), Some(&Value::I64(3)));
+        // A published entry of that name keeps its place and takes the broker's count.
+        let forged: Table =
+            vec![(DELIVERY_COUNT_KEY.to_owned(), Value::long_str("x")), ("z".to_owned(), Value::I32(0))]
+                .into_iter()
+                .collect();
+        let counted = returned.with_delivery_count(&forged);
+        assert_eq!(counted.0, vec![(DELIVERY_COUNT_KEY.to_owned(), Value::I64(3)), ("z".to_owned(), Value::I32(0))]);
     }
 
     #[test]

@@ -84,7 +84,9 @@ pub(crate) fn from_amqp10(message: &Message) -> Converted {
     let correlation_id = id_091(&p.correlation_id, "x-correlation-id", &mut app);
     let message_id = id_091(&p.message_id, "x-message-id", &mut app);
     let mut headers = Table::new();
-    for (key, value) in message.annotations.iter() {
+    // A redelivered quorum-queue message's count joins the annotations, as RabbitMQ 4.0.5 adds
+    // it to a 1.0 message before converting it.
+    for (key, value) in message.broker.with_delivery_count(&message.annotations).iter() {
         match key {
             "x-cc" => headers.0.push(("CC".to_owned(), to_091(value))),
             "x-opt-rabbitmq-received-time" => {
@@ -176,6 +178,20 @@ mod tests {
         assert_eq!(c.headers.get("u"), Some(&Value::I64(7)));
         assert_eq!(c.headers.get("b"), Some(&Value::long_str("raw")));
         assert_eq!(c.headers.get("x-correlation-id"), Some(&Value::Binary(Bytes::from_static(&[1, 2]))));
+    }
+
+    #[test]
+    fn a_redelivered_1_0_message_shows_its_count_among_the_annotation_headers() {
+        let mut message = Message::default();
+        message.origin = Origin::Amqp10;
+        message.headers = vec![("app".to_owned(), Value::String("v".into()))].into_iter().collect();
+        message.annotations = vec![("x-custom".to_owned(), Value::Symbol("sym".into()))].into_iter().collect();
+        message.broker.acquired_count = 3;
+        let c = from_amqp10(&message);
+        let keys: Vec<&str> = c.headers.iter().map(|(k, _)| k).collect();
+        assert_eq!(keys, ["x-custom", "x-delivery-count", "app"]);
+        assert_eq!(c.headers.get("x-delivery-count"), Some(&Value::I64(3)));
+        assert!(message.annotations.get("x-delivery-count").is_none(), "the message is unchanged");
     }
 
     #[test]

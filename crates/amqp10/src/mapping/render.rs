@@ -85,12 +85,14 @@ fn upsert(map: &mut OrderedMap<Amqp, Amqp>, key: &str, value: Amqp) {
 }
 
 /// Message annotations: what the publisher sent (1.0) or the `x-` headers (0.9.1), then the
-/// broker's `x-exchange` and `x-routing-key`.
+/// broker's `x-exchange` and `x-routing-key`. A redelivered quorum-queue message's
+/// `x-delivery-count` joins the publisher's entries (RabbitMQ 4.0.5 adds it to a 0.9.1
+/// message's headers, to a 1.0 message's annotations, before converting).
 fn annotations(message: &Message) -> OrderedMap<Amqp, Amqp> {
     let mut map = OrderedMap::new();
     match message.origin {
         Origin::Amqp091 => {
-            for (key, value) in message.headers.iter() {
+            for (key, value) in message.broker.with_delivery_count(&message.headers).iter() {
                 if key.starts_with("x-") {
                     upsert(&mut map, key, to_amqp(value));
                 } else if key == "CC" && matches!(value, Value::List(_)) {
@@ -106,7 +108,7 @@ fn annotations(message: &Message) -> OrderedMap<Amqp, Amqp> {
             }
         }
         _ => {
-            for (key, value) in message.annotations.iter() {
+            for (key, value) in message.broker.with_delivery_count(&message.annotations).iter() {
                 upsert(&mut map, key, to_amqp(value));
             }
         }
@@ -309,6 +311,40 @@ mod tests {
                 "x-last-death-reason"
             ]
         );
+    }
+
+    fn symbol_keys(map: &OrderedMap<Amqp, Amqp>) -> Vec<String> {
+        map.keys()
+            .filter_map(|k| match k {
+                Amqp::Symbol(s) => Some(s.0.clone()),
+                _ => None,
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_redelivered_quorum_message_carries_x_delivery_count_as_an_annotation() {
+        for origin in [Origin::Amqp091, Origin::Amqp10] {
+            let mut message = dead_letter(origin);
+            message.broker.deaths = None;
+            assert_eq!(symbol_keys(&annotations(&message)), ["x-custom", "x-exchange", "x-routing-key"]);
+            message.broker.acquired_count = 2;
+            let map = annotations(&message);
+            assert_eq!(
+                symbol_keys(&map),
+                ["x-custom", "x-delivery-count", "x-exchange", "x-routing-key"],
+                "{origin:?}"
+            );
+            let key = Amqp::Symbol(Symbol::from("x-delivery-count"));
+            assert_eq!(map.get(&key), Some(&Amqp::Long(2)));
+        }
+        // It never becomes an application property of a converted 0.9.1 message.
+        let mut message = dead_letter(Origin::Amqp091);
+        message.broker.acquired_count = 1;
+        let mut bare = Vec::new();
+        converted_bare(&message, &mut bare);
+        let parsed = parse_message(&Bytes::from(bare)).unwrap();
+        assert!(parsed.application_properties.is_empty());
     }
 
     #[test]

@@ -1,37 +1,30 @@
 //! How a quorum queue's delivery counts show on messages, as in RabbitMQ 4.0.5
 //! (`rabbit_fifo_client:add_delivery_count_header/2`, `rabbit_fifo:annotate_msg/2`):
 //!
-//! - A redelivered message carries `x-delivery-count`, the number of times it came back (every
-//!   return counts in 4.0.5): a long 0.9.1 header, a 1.0 message annotation. The first delivery
-//!   has none. The stored message is unchanged; only the delivered copy carries it.
+//! - A redelivered message carries the number of times it came back (every return counts in
+//!   4.0.5) as the model's [`BrokerAnnotations::acquired_count`]; each protocol renders it as
+//!   `x-delivery-count` where its consumers expect it (a long 0.9.1 header, a 1.0 message
+//!   annotation), the way it renders the death history. The first delivery has none. The stored
+//!   message is unchanged; only the delivered copy carries it.
 //! - The failed deliveries (1.0 `header.delivery-count`) travel with a message that leaves the
 //!   queue by dead lettering: the dead letter starts from that count.
+//!
+//! [`BrokerAnnotations::acquired_count`]: charon_model::BrokerAnnotations::acquired_count
 
 use std::sync::Arc;
 
-use charon_model::{Encoded, Message, Origin, Value};
+use charon_model::Message;
 
-use super::state::Entry;
+use super::entry::Entry;
 
 /// The message to hand to a consumer: the stored one, or for a message that came back before,
-/// a copy with `x-delivery-count`.
+/// a copy carrying its return count.
 pub(super) fn as_delivered(entry: &Entry) -> Arc<Message> {
     if entry.returned == 0 {
         return Arc::clone(&entry.message);
     }
     let mut copy = Message::clone(&entry.message);
-    let count = Value::I64(i64::from(entry.returned));
-    match copy.origin {
-        // 1.0 messages keep their bare message; annotations become 0.9.1 `x-` headers.
-        Origin::Amqp10 => copy.annotations.insert("x-delivery-count", count),
-        // 0.9.1 `x-` headers become 1.0 annotations; the received property bytes no longer match.
-        Origin::Amqp091 | Origin::Broker => {
-            copy.headers.insert("x-delivery-count", count);
-            if matches!(copy.encoded, Encoded::Amqp091Properties(_)) {
-                copy.encoded = Encoded::None;
-            }
-        }
-    }
+    copy.broker.acquired_count = entry.returned;
     Arc::new(copy)
 }
 
@@ -48,7 +41,7 @@ pub(super) fn as_discarded(entry: Entry) -> Arc<Message> {
 #[cfg(test)]
 mod tests {
     use bytes::Bytes;
-    use charon_model::{Body, Routing};
+    use charon_model::{Body, Encoded, Origin, Routing};
 
     use super::*;
 
@@ -78,15 +71,18 @@ mod tests {
     }
 
     #[test]
-    fn redeliveries_carry_x_delivery_count_as_header_or_annotation() {
-        let e = entry(Origin::Amqp091, 2, 0);
-        let m = as_delivered(&e);
-        assert_eq!(m.headers.get("x-delivery-count"), Some(&Value::I64(2)));
-        assert_eq!(m.encoded, Encoded::None);
-        assert!(e.message.headers.get("x-delivery-count").is_none(), "the stored message is unchanged");
-        let m = as_delivered(&entry(Origin::Amqp10, 3, 1));
-        assert_eq!(m.annotations.get("x-delivery-count"), Some(&Value::I64(3)));
-        assert!(m.headers.get("x-delivery-count").is_none());
+    fn redeliveries_carry_their_return_count_whatever_the_publishing_protocol() {
+        for origin in [Origin::Amqp091, Origin::Amqp10] {
+            let e = entry(origin, 2, 1);
+            let m = as_delivered(&e);
+            assert_eq!(m.broker.acquired_count, 2);
+            // Nothing protocol-specific changes: the received encoding still matches.
+            assert_eq!(
+                (&m.headers, &m.annotations, &m.encoded),
+                (&e.message.headers, &e.message.annotations, &e.message.encoded)
+            );
+            assert_eq!(e.message.broker.acquired_count, 0, "the stored message is unchanged");
+        }
     }
 
     #[test]

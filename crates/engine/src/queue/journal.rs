@@ -1,5 +1,5 @@
-//! What a durable queue writes to the message log, collected by the pure [`QueueState`] and
-//! handed to the log by the task once per pass (one append, so one group commit covers it).
+//! What a durable queue writes to the message log during one pass, handed to the log by the
+//! task once per pass (one append, so one group commit covers it).
 //!
 //! - A persistent message (0.9.1 delivery-mode 2; 1.0 unless `header.durable` is false, as
 //!   RabbitMQ 4.0.5's `mc_amqp:get_property(durable, _)` defaults it to true) entering a durable
@@ -10,80 +10,65 @@
 //! - Leaving the queue for good (ack, dead letter, expiry, overflow, purge) writes `Remove`.
 //!   These are not waited for: after a crash an acked message may come back, redelivered —
 //!   at least once, never lost.
+//! - A transient message of a long queue is written as a `Spill` so that it can leave memory
+//!   (any queue on a broker with a log); its exit writes `Released`.
 
-use bytes::BytesMut;
+use bytes::{Bytes, BytesMut};
 use charon_model::Message;
 use charon_store::codec::encode_message;
-use charon_store::segment_log::{LogReader, Record, RecoveredQueue};
+use charon_store::segment_log::Record;
 
+use super::entry::Entry;
 use super::limits::body_size;
-use super::paging::Pager;
-use super::state::{Entry, QueueState};
 use crate::session::{SessionEvent, SessionSink};
-
-/// Records and held-back confirmations of one pass.
-#[derive(Debug, Default)]
-pub(crate) struct Journal {
-    /// Whether this queue persists anything (a durable queue on a broker with a store).
-    pub(crate) enabled: bool,
-    /// Records for the log, in order.
-    pub(crate) records: Vec<Record>,
-    /// Confirmations to send once `records` are on disk.
-    pub(crate) confirms: Vec<(SessionSink, SessionEvent)>,
-    /// Where messages are encoded: one allocation serves many payloads, each split off as
-    /// its own `Bytes` (freed once the log has written all of them).
-    buffer: BytesMut,
-}
 
 /// Fresh room reserved for encoding when less than [`ENCODE_LOW_WATER`] is left.
 const ENCODE_CHUNK: usize = 64 * 1024;
 const ENCODE_LOW_WATER: usize = 4 * 1024;
 
-impl Journal {
-    /// A persisted message of queue `queue` went to a consumer (or came back with new counts).
-    pub(super) fn delivered(&mut self, queue: u64, entry: &Entry) {
-        if entry.persisted {
-            let (seq, returned, failed) = (entry.seq, entry.returned, entry.failed);
-            self.records.push(Record::Delivered { queue, seq, returned, failed });
-        }
-    }
-
-    /// A message of queue `queue` left it for good.
-    pub(super) fn removed(&mut self, queue: u64, entry: &Entry) {
-        self.left(queue, entry.seq, entry.persisted, entry.spilled);
-    }
-
-    /// Message `seq` of queue `queue` left it for good: a persisted one is removed from the
-    /// log, a spilled one released.
-    pub(super) fn left(&mut self, queue: u64, seq: u64, persisted: bool, spilled: bool) {
-        if persisted {
-            self.records.push(Record::Remove { queue, seq });
-        } else if spilled {
-            self.records.push(Record::Released { queue, seq });
-        }
-    }
-
-    /// Encodes a message into the shared buffer.
-    fn encode(&mut self, message: &Message) -> bytes::Bytes {
-        if self.buffer.capacity() < ENCODE_LOW_WATER {
-            self.buffer.reserve(ENCODE_CHUNK);
-        }
-        encode_message(message, &mut self.buffer);
-        self.buffer.split().freeze()
-    }
+/// One queue's log records of a pass and the confirmations that wait for them.
+#[derive(Debug)]
+pub(super) struct Journal {
+    /// The queue's id: the log's key for its records.
+    queue: u64,
+    /// Whether this queue persists anything (a durable queue on a broker with a store).
+    enabled: bool,
+    /// Records for the log, in order.
+    records: Vec<Record>,
+    /// Confirmations to send once `records` are on disk.
+    confirms: Vec<(SessionSink, SessionEvent)>,
+    /// Where messages are encoded: one allocation serves many payloads, each split off as
+    /// its own `Bytes` (freed once the log has written all of them).
+    buffer: BytesMut,
 }
 
-impl QueueState {
-    /// Whether a message entering this queue is written to the log.
-    pub(super) fn persists(&self, message: &Message) -> bool {
-        self.journal.enabled && (self.quorum() || message.is_persistent())
+impl Journal {
+    /// An empty journal for queue `queue`, persisting nothing until [`Self::enable`].
+    pub(super) fn new(queue: u64) -> Self {
+        Self { queue, enabled: false, records: Vec::new(), confirms: Vec::new(), buffer: BytesMut::new() }
+    }
+
+    /// The queue is durable and the broker has a store: messages are persisted from now on.
+    pub(super) fn enable(&mut self) {
+        self.enabled = true;
+    }
+
+    /// Whether a message entering the queue is written to the log: every message of a quorum
+    /// queue, the persistent ones of a classic queue.
+    pub(super) fn persists(&self, message: &Message, quorum: bool) -> bool {
+        self.enabled && (quorum || message.is_persistent())
+    }
+
+    /// Records written so far this pass (a publish that adds some holds its confirmation).
+    pub(super) fn written(&self) -> usize {
+        self.records.len()
     }
 
     /// Records a newly enqueued message.
-    pub(super) fn journal_enqueue(&mut self, entry: &Entry) {
-        let payload = self.journal.encode(&entry.message);
-        self.journal.records.push(Record::Enqueue {
-            queue: self.handle.id,
+    pub(super) fn enqueue(&mut self, entry: &Entry) {
+        let payload = self.encode(&entry.message);
+        self.records.push(Record::Enqueue {
+            queue: self.queue,
             seq: entry.seq,
             expires_at: entry.expires_at,
             size: u32::try_from(body_size(&entry.message)).unwrap_or(u32::MAX),
@@ -92,122 +77,136 @@ impl QueueState {
     }
 
     /// Writes a transient message of a long queue to the log so that it can leave memory.
-    pub(super) fn journal_spill(&mut self, entry: &mut Entry) {
-        let payload = self.journal.encode(&entry.message);
-        self.journal.records.push(Record::Spill { queue: self.handle.id, seq: entry.seq, payload });
+    pub(super) fn spill(&mut self, entry: &mut Entry) {
+        let payload = self.encode(&entry.message);
+        self.records.push(Record::Spill { queue: self.queue, seq: entry.seq, payload });
         entry.spilled = true;
     }
 
-    /// Records that a message went to a consumer (or came back with new quorum counts).
-    pub(super) fn journal_delivered(&mut self, entry: &Entry) {
-        self.journal.delivered(self.handle.id, entry);
+    /// A persisted message went to a consumer (or came back with new quorum counts).
+    pub(super) fn delivered(&mut self, entry: &Entry) {
+        if entry.persisted {
+            let (seq, returned, failed) = (entry.seq, entry.returned, entry.failed);
+            self.records.push(Record::Delivered { queue: self.queue, seq, returned, failed });
+        }
     }
 
-    /// Records that a message left the queue for good.
-    pub(super) fn journal_removed(&mut self, entry: &Entry) {
-        self.journal.removed(self.handle.id, entry);
+    /// A message left the queue for good.
+    pub(super) fn removed(&mut self, entry: &Entry) {
+        self.left(entry.seq, entry.persisted, entry.spilled);
     }
 
-    /// Turns journalling on (the queue is durable and the broker has a store) and restores the
-    /// messages the log recovered for it, in their order (paging must be on: they are read
-    /// back from the log). Sequence numbers continue above anything an earlier run can have
-    /// written (the log's accounting relies on a queue's sequence numbers growing): the larger
-    /// of the last recovered one and the clock in ms × 2^20.
-    pub(crate) fn enable_journal(&mut self, restored: RecoveredQueue) {
-        self.journal.enabled = true;
-        let clock_floor = u64::try_from(self.now).unwrap_or(0) << 20;
-        let last = restored.last().map_or(0, |m| m.seq);
-        self.restore_ready(restored);
-        self.next_seq = clock_floor.max(last.saturating_add(1));
+    /// Message `seq` left the queue for good: a persisted one is removed from the log, a
+    /// spilled one released.
+    pub(super) fn left(&mut self, seq: u64, persisted: bool, spilled: bool) {
+        if persisted {
+            self.records.push(Record::Remove { queue: self.queue, seq });
+        } else if spilled {
+            self.records.push(Record::Released { queue: self.queue, seq });
+        }
     }
 
-    /// Turns paging on: the broker has a log that long queues can keep their messages in.
-    pub(crate) fn enable_paging(&mut self, reader: LogReader) {
-        self.pager = Some(Pager::new(reader, self.handle.id));
+    /// Holds a confirmation until this pass's records are on disk.
+    pub(super) fn hold(&mut self, session: SessionSink, event: SessionEvent) {
+        self.confirms.push((session, event));
     }
 
     /// Takes the pass's records and the confirmations that wait for them.
-    pub(crate) fn take_journal(&mut self) -> (Vec<Record>, Vec<(SessionSink, SessionEvent)>) {
-        (std::mem::take(&mut self.journal.records), std::mem::take(&mut self.journal.confirms))
+    pub(super) fn take(&mut self) -> (Vec<Record>, Vec<(SessionSink, SessionEvent)>) {
+        (std::mem::take(&mut self.records), std::mem::take(&mut self.confirms))
+    }
+
+    /// Encodes a message into the shared buffer.
+    fn encode(&mut self, message: &Message) -> Bytes {
+        if self.buffer.capacity() < ENCODE_LOW_WATER {
+            self.buffer.reserve(ENCODE_CHUNK);
+        }
+        encode_message(message, &mut self.buffer);
+        self.buffer.split().freeze()
     }
 }
 
 #[cfg(test)]
 mod tests {
-    #![allow(clippy::unwrap_used)]
-
-    use charon_model::{Body, Properties, Routing, Table};
     use std::sync::Arc;
 
-    use tokio::sync::mpsc;
+    use charon_model::{Body, Origin, Properties, Routing};
 
     use super::*;
-    use crate::queue::settings::QueueSettings;
-    use crate::queue::{ConfirmTo, Enqueue, QueueConfig, QueueHandle, QueueType, Settle};
-    use crate::session::{Owner, SessionSink};
-
-    fn durable_queue() -> QueueState {
-        let (tx, _rx) = mpsc::channel(1);
-        let config = QueueConfig {
-            name: "d".into(),
-            vhost: "/".into(),
-            durable: true,
-            auto_delete: false,
-            exclusive_owner: None,
-            arguments: Table::new(),
-            queue_type: QueueType::Classic,
-        };
-        let mut state = QueueState::new(Arc::new(QueueHandle::new(7, config, tx)), QueueSettings::default(), 1_000);
-        state.enable_journal(RecoveredQueue::default());
-        state
-    }
 
     fn message(delivery_mode: u8) -> Arc<Message> {
         let mut m = Message::new(Routing::default(), Body::Data("m".into()));
-        m.origin = charon_model::Origin::Amqp091;
+        m.origin = Origin::Amqp091;
         m.set_properties(Properties { delivery_mode: Some(delivery_mode), ..Properties::default() });
         Arc::new(m)
     }
 
-    fn kinds(records: &[Record]) -> Vec<&'static str> {
+    fn kinds(records: &[Record]) -> Vec<(&'static str, u64, u64)> {
         records
             .iter()
             .map(|r| match r {
-                Record::Enqueue { .. } => "enqueue",
-                Record::Remove { .. } => "remove",
-                Record::Delivered { .. } => "delivered",
-                Record::DropQueue { .. } => "drop",
-                Record::Spill { .. } => "spill",
-                Record::Released { .. } => "released",
+                Record::Enqueue { queue, seq, .. } => ("enqueue", *queue, *seq),
+                Record::Remove { queue, seq } => ("remove", *queue, *seq),
+                Record::Delivered { queue, seq, .. } => ("delivered", *queue, *seq),
+                Record::DropQueue { queue } => ("drop", *queue, 0),
+                Record::Spill { queue, seq, .. } => ("spill", *queue, *seq),
+                Record::Released { queue, seq } => ("released", *queue, *seq),
             })
             .collect()
     }
 
     #[test]
-    fn persistent_messages_are_journalled_and_their_confirms_wait_for_the_log() {
-        let mut state = durable_queue();
-        let (session, _events) = SessionSink::new(1, 0);
-        let to = ConfirmTo { session: session.clone(), channel: 1 };
-        // A transient message alone: nothing to write, confirmed at once.
-        state.publish(vec![Enqueue { message: message(1), confirm: Some(1) }], Some(to.clone()));
-        assert_eq!(state.take_outbox().len(), 1);
-        let (records, confirms) = state.take_journal();
-        assert!(records.is_empty() && confirms.is_empty());
-        // A persistent one: an Enqueue record, the confirmation held for it.
-        state.publish(vec![Enqueue { message: message(2), confirm: Some(2) }], Some(to));
-        assert!(state.take_outbox().is_empty());
-        let (records, confirms) = state.take_journal();
-        assert_eq!(kinds(&records), ["enqueue"]);
-        let Some(Record::Enqueue { queue, seq, .. }) = records.first() else { panic!("{records:?}") };
-        assert_eq!(*queue, 7);
-        assert!(*seq >= 1_000 << 20, "sequence numbers start above the clock floor: {seq}");
-        assert_eq!(confirms.len(), 1);
-        // Fetching both: only the persistent one is marked delivered, then removed on ack.
-        let owner = Owner { session: 1, channel: 1 };
-        let transient = state.get(owner, false).unwrap();
-        let persistent = state.get(owner, false).unwrap();
-        assert_eq!(kinds(&state.take_journal().0), ["delivered"]);
-        state.settle(&[transient.delivery.seq, persistent.delivery.seq], Settle::Ack);
-        assert_eq!(kinds(&state.take_journal().0), ["remove"]);
+    fn only_an_enabled_journal_persists_and_a_classic_queue_only_persistent_messages() {
+        let mut journal = Journal::new(7);
+        assert!(!journal.persists(&message(2), true));
+        journal.enable();
+        assert!(journal.persists(&message(2), false));
+        assert!(!journal.persists(&message(1), false));
+        assert!(journal.persists(&message(1), true), "a quorum queue persists every message");
+    }
+
+    #[test]
+    fn records_follow_a_message_through_the_queue_under_its_queue_id() {
+        let mut journal = Journal::new(7);
+        journal.enable();
+        let mut persisted = Entry::new(1, message(2), Some(5), true);
+        journal.enqueue(&persisted);
+        journal.delivered(&persisted);
+        persisted.returned(true);
+        journal.delivered(&persisted);
+        journal.removed(&persisted);
+        let mut transient = Entry::new(2, message(1), None, false);
+        journal.delivered(&transient);
+        journal.removed(&transient);
+        journal.spill(&mut transient);
+        assert!(transient.spilled);
+        journal.removed(&transient);
+        assert_eq!(journal.written(), 6);
+        let (records, confirms) = journal.take();
+        assert_eq!(
+            kinds(&records),
+            [
+                ("enqueue", 7, 1),
+                ("delivered", 7, 1),
+                ("delivered", 7, 1),
+                ("remove", 7, 1),
+                ("spill", 7, 2),
+                ("released", 7, 2)
+            ]
+        );
+        assert!(matches!(records.get(2), Some(Record::Delivered { returned: 1, failed: 1, .. })));
+        assert!(matches!(records.first(), Some(Record::Enqueue { expires_at: Some(5), size: 1, .. })));
+        assert!(confirms.is_empty());
+        assert_eq!(journal.written(), 0, "taken");
+    }
+
+    #[test]
+    fn held_confirmations_come_out_with_the_records() {
+        let mut journal = Journal::new(1);
+        let (session, _rx) = SessionSink::new(1, 0);
+        journal.hold(session, SessionEvent::Confirms { channel: 3, accepted: vec![1], refused: vec![] });
+        let (records, confirms) = journal.take();
+        assert!(records.is_empty());
+        assert!(matches!(confirms.as_slice(), [(_, SessionEvent::Confirms { channel: 3, .. })]));
     }
 }

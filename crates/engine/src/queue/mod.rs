@@ -2,22 +2,34 @@
 //! through a [`QueueHandle`].
 //!
 //! The task loop ([`task`]) is thin: it receives commands in batches, applies them to the
-//! pure [`state::QueueState`], runs one dispatch pass and sends the resulting events. Queue
-//! state is therefore testable without a runtime, and one dispatch pass per batch of commands
-//! turns many publishes into one delivery event per consumer.
+//! queue's [`state::QueueState`], runs one dispatch pass and sends the resulting events. The
+//! state awaits nothing, so it is testable without a runtime, and one dispatch pass per batch
+//! of commands turns many publishes into one delivery event per consumer. The state is made
+//! of parts that each own one job, in their own files:
 //!
-//! Seams for later work: every message carries a queue-local sequence number (the store's
-//! key); enqueue / settle / requeue are the only ways messages move; every path on which a
-//! message leaves other than by an acknowledgement goes through `QueueState::discard`, where
-//! dead lettering hooks in.
+//! - [`entry`]: one message in the queue, with its sequence number, counts and log place;
+//! - [`ready`]: the ready messages — the head in memory, the rest with the pager ([`paging`]);
+//! - [`consumers`]: consumers, their credit and their unsettled deliveries;
+//! - [`limits`]: TTL, length limits, delivery limit and `x-expires`;
+//! - [`effects`]: what a pass produces — session events, dead letters, and the [`journal`]
+//!   of log records with the confirmations that wait for them;
+//! - [`counts`]: how a quorum queue's delivery counts show on the messages it hands out.
+//!
+//! Every message carries a queue-local sequence number (the store's key); enqueue / settle /
+//! requeue are the only ways messages move; every path on which a message leaves other than by
+//! an acknowledgement goes through `QueueState::discard`, where dead lettering hooks in. Dead
+//! letters on their way to their targets wait in the task's [`outbox`].
 
 pub mod args;
+mod consumers;
 mod counts;
-mod dispatch;
+mod effects;
+mod entry;
 mod journal;
 mod limits;
 mod outbox;
 mod paging;
+mod ready;
 pub mod settings;
 mod state;
 mod task;

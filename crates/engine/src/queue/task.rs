@@ -1,6 +1,6 @@
 //! The task that owns one queue.
 //!
-//! Each pass takes a batch of commands from the mailbox, applies them to the pure
+//! Each pass takes a batch of commands from the mailbox, applies them to the
 //! [`QueueState`], expires the head, dispatches, dead-letters what left the queue, and sends
 //! the resulting events. Between passes it waits for the next command, the next deadline (the
 //! head's TTL, `x-expires`), or room in the mailbox of a queue it is dead-lettering to.
@@ -180,7 +180,7 @@ impl Task {
             return;
         };
         let config = &self.handle.config;
-        let settings = &self.state.settings;
+        let settings = self.state.settings();
         let dead_letterer = DeadLetterer {
             queue: &config.name,
             counts: &self.handle.dead_lettered,

@@ -2,9 +2,9 @@
 //!
 //! A queue's ready messages lie in three runs, in sequence order:
 //!
-//! 1. the head (`QueueState::ready`): whole messages, what dispatch, gets, expiry and limits
-//!    work on — up to [`RESIDENT_MESSAGES`] ([`IDLE_RESIDENT_MESSAGES`] while nobody consumes)
-//!    or [`RESIDENT_BYTES`] of bodies;
+//! 1. the head ([`super::ready::Ready`]): whole messages, what dispatch, gets, expiry and
+//!    limits work on — up to [`RESIDENT_MESSAGES`] ([`IDLE_RESIDENT_MESSAGES`] while nobody
+//!    consumes) or [`RESIDENT_BYTES`] of bodies;
 //! 2. `paged`: messages that are only in the log, 32 bytes each ([`PagedEntry`]), and only
 //!    the two ends of the run in memory ([`run`]: the middle is in an index file);
 //! 3. `incoming`: messages that arrived while the queue was long, still in memory until the
@@ -12,12 +12,11 @@
 //!    the others are written as spills (no sync; never recovered). Once placed, they move to
 //!    `paged` and their memory is freed.
 //!
-//! When the head runs dry it is refilled from `paged` (one read per few thousand messages;
-//! the log reads spans) and then from `incoming`. Requeued messages go back into the head:
-//! a delivered message's sequence number is below every message that was never delivered.
-//! Compaction can move a paged message; its new place reaches the queue before the old
-//! segment is deleted, so a read that finds the segment gone is retried after the queue has
-//! taken its placements.
+//! The [`Pager`] holds runs 2 and 3. When the head runs dry it is refilled from `paged` (one
+//! read per few thousand messages; the log reads spans) and then from `incoming`. Requeued
+//! messages go back into the head. Compaction can move a paged message; its new place reaches
+//! the queue before the old segment is deleted, so a read that finds the segment gone is
+//! retried after the queue has taken its placements.
 
 mod run;
 
@@ -27,8 +26,12 @@ use std::sync::Arc;
 use charon_store::codec::decode_message;
 use charon_store::segment_log::{LogReader, Place, Placed, ReadError, RecoveredMessage, RecoveredQueue};
 
+use charon_model::Message;
+
+use super::QueueRef;
+use super::entry::Entry;
+use super::journal::Journal;
 use super::limits::body_size;
-use super::state::{Entry, QueueState};
 use run::PagedRun;
 
 /// Ready messages kept whole in memory before new ones wait on disk, while the queue has
@@ -39,10 +42,13 @@ pub(super) const RESIDENT_MESSAGES: usize = 2048;
 /// arrives reads it back [`REFILL_MESSAGES`] at a time.
 pub(super) const IDLE_RESIDENT_MESSAGES: usize = 256;
 /// Body bytes kept whole in memory before new messages wait on disk.
-const RESIDENT_BYTES: u64 = 4 * 1024 * 1024;
+pub(super) const RESIDENT_BYTES: u64 = 4 * 1024 * 1024;
 /// Messages (and body bytes) read back at once when the head runs dry.
 const REFILL_MESSAGES: usize = 1024;
 const REFILL_BYTES: u64 = 2 * 1024 * 1024;
+/// Ready messages left in the head when the next page is read ahead, off the queue task, so
+/// that a consumer finds the head refilled rather than waiting for the disk.
+const PREFETCH_BELOW: usize = 256;
 /// How long to wait before reading again after a read failed, ms.
 const RETRY_MS: i64 = 200;
 /// Marks a paged message as a spill (transient) in [`PagedEntry::len`].
@@ -116,134 +122,137 @@ impl PagedEntry {
 
 /// The runs behind the head, for a queue on a broker with a log.
 #[derive(Debug)]
-pub(crate) struct Pager {
+pub(super) struct Pager {
     reader: LogReader,
     paged: PagedRun,
     incoming: VecDeque<Entry>,
     /// A read failed: no new attempt before this moment.
     retry_at: Option<i64>,
     /// Whether anything was spilled (a non-durable queue then drops its records when it goes).
-    pub(super) spilled_any: bool,
+    spilled_any: bool,
+    /// The queue's name, for the log.
+    queue: String,
+    /// A read of the first paged messages running on the runtime's blocking pool.
+    in_flight: Option<InFlight>,
+    /// Woken when a read in flight is done, so that its queue takes the messages.
+    wake: Option<QueueRef>,
+}
+
+/// Paged messages read back and decoded, in the order asked for.
+type Read = Vec<Result<Arc<Message>, ReadFailure>>;
+
+/// A read running off the queue task. Its messages stay at the front of the paged run (they
+/// count, they can be relocated or purged) until the queue takes the result: only then do
+/// they move into the head, in order, and only while they are still at the front.
+#[derive(Debug)]
+struct InFlight {
+    /// The sequence numbers read, from the front of the run when the read started.
+    seqs: Vec<u64>,
+    done: std::sync::mpsc::Receiver<Read>,
+}
+
+/// Whether a refill may leave the head empty while a read runs off the task (dispatch and
+/// the task's expiry: the read's completion wakes the queue) or must have the messages now
+/// (`basic.get` and length limits, whose answers cannot wait for a later pass).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Wait {
+    /// Leave the head empty until the read is done.
+    No,
+    /// Wait for the read (or read on the queue task).
+    Yes,
+}
+
+/// What a refill brought into the head.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub(super) struct Refilled {
+    /// Body bytes added to the head.
+    pub(super) head_bytes: u64,
+    /// Body bytes of messages that could not be read back and were dropped.
+    pub(super) lost_bytes: u64,
+}
+
+/// What a restore brought back.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub(super) struct Restored {
+    /// Body bytes put into the head.
+    pub(super) head_bytes: u64,
+    /// Body bytes left on disk.
+    pub(super) paged_bytes: u64,
 }
 
 impl Pager {
-    pub(crate) fn new(reader: LogReader, queue_id: u64) -> Self {
-        let paged = PagedRun::new(reader.directory(), queue_id.to_string());
-        Self { reader, paged, incoming: VecDeque::new(), retry_at: None, spilled_any: false }
+    /// The pager of queue `queue`, woken through its handle when a read is done. Reads run on
+    /// the runtime's blocking pool when there is a runtime, on the caller's thread otherwise.
+    pub(super) fn new(reader: LogReader, queue: &QueueRef) -> Self {
+        let paged = PagedRun::new(reader.directory(), queue.id.to_string());
+        Self {
+            reader,
+            paged,
+            incoming: VecDeque::new(),
+            retry_at: None,
+            spilled_any: false,
+            queue: queue.name().to_owned(),
+            in_flight: None,
+            wake: Some(Arc::clone(queue)),
+        }
     }
 
-    fn is_empty(&self) -> bool {
+    /// Messages behind the head.
+    pub(super) fn len(&self) -> usize {
+        self.paged.len() + self.incoming.len()
+    }
+
+    pub(super) fn is_empty(&self) -> bool {
         self.paged.is_empty() && self.incoming.is_empty()
     }
-}
 
-impl QueueState {
-    /// Ready messages in all runs.
-    pub(super) fn ready_len(&self) -> usize {
-        self.ready.len() + self.pager.as_ref().map_or(0, |p| p.paged.len() + p.incoming.len())
+    /// Adds a message at the tail; it waits in memory until the log says where it wrote it.
+    pub(super) fn push(&mut self, entry: Entry) {
+        self.spilled_any |= entry.spilled;
+        self.incoming.push_back(entry);
     }
 
-    /// Adds a new ready message at the tail: into the head while the queue is short, else
-    /// behind it, written to the log if it is not already (a spill).
-    pub(super) fn push_ready(&mut self, mut entry: Entry) {
-        let size = body_size(&entry.message);
-        self.ready_bytes += size;
-        let resident = if self.consumers.is_empty() { IDLE_RESIDENT_MESSAGES } else { RESIDENT_MESSAGES };
-        let long = self.ready.len() >= resident || self.head_bytes >= RESIDENT_BYTES;
-        if !self.pager.as_ref().is_some_and(|pager| long || !pager.is_empty()) {
-            self.head_bytes += size;
-            self.ready.push_back(entry);
-            return;
-        }
-        if !entry.persisted {
-            self.journal_spill(&mut entry);
-        }
-        if let Some(pager) = &mut self.pager {
-            pager.spilled_any |= entry.spilled;
-            pager.incoming.push_back(entry);
-        }
-    }
-
-    /// Puts a message back into the head (requeue), at its sequence position.
-    pub(super) fn insert_ready(&mut self, entry: Entry) {
-        let size = body_size(&entry.message);
-        self.ready_bytes += size;
-        self.head_bytes += size;
-        let at = self.ready.partition_point(|e| e.seq < entry.seq);
-        self.ready.insert(at, entry);
-    }
-
-    /// Takes the next ready message, reading the head back from the log when it ran dry.
-    pub(super) fn pop_ready(&mut self) -> Option<Entry> {
-        if self.ready.is_empty() {
-            self.fill_head();
-        }
-        let entry = self.ready.pop_front()?;
-        let size = body_size(&entry.message);
-        self.ready_bytes = self.ready_bytes.saturating_sub(size);
-        self.head_bytes = self.head_bytes.saturating_sub(size);
-        Some(entry)
-    }
-
-    /// The next ready message, read back first if need be.
-    pub(super) fn head(&mut self) -> Option<&Entry> {
-        if self.ready.is_empty() {
-            self.fill_head();
-        }
-        self.ready.front()
-    }
-
-    /// The TTL deadline of the next ready message (without reading it), or when to read again
+    /// The TTL deadline of the first message (the head being empty), or when to read again
     /// after a failed read.
     pub(super) fn head_deadline(&self) -> Option<i64> {
-        if let Some(entry) = self.ready.front() {
-            return entry.expires_at;
+        if self.in_flight.is_some() {
+            // The read's completion wakes the queue; its messages' deadlines count from then.
+            return None;
         }
-        let pager = self.pager.as_ref()?;
-        match pager.paged.front() {
-            Some(_) if pager.retry_at.is_some() => pager.retry_at,
+        match self.paged.front() {
+            Some(_) if self.retry_at.is_some() => self.retry_at,
             Some(paged) => paged.expires_at(),
-            None => pager.incoming.front().and_then(|e| e.expires_at),
+            None => self.incoming.front().and_then(|e| e.expires_at),
         }
     }
 
-    /// Removes every ready message, recording each exit; returns how many there were.
-    pub(super) fn take_all_ready(&mut self) -> usize {
+    /// Removes every message, recording each exit; returns how many there were.
+    pub(super) fn take_all(&mut self, journal: &mut Journal) -> usize {
+        // A page being read is of no use now.
+        self.in_flight = None;
         let mut count = 0;
-        for entry in std::mem::take(&mut self.ready) {
-            self.journal_removed(&entry);
+        self.paged.take_each(|paged| {
+            journal.left(paged.seq, !paged.spilled(), paged.spilled());
+            count += 1;
+        });
+        for entry in std::mem::take(&mut self.incoming) {
+            journal.removed(&entry);
             count += 1;
         }
-        if let Some(pager) = &mut self.pager {
-            let (journal, queue) = (&mut self.journal, self.handle.id);
-            pager.paged.take_each(|paged| {
-                journal.left(queue, paged.seq, !paged.spilled(), paged.spilled());
-                count += 1;
-            });
-            for entry in std::mem::take(&mut pager.incoming) {
-                self.journal.removed(self.handle.id, &entry);
-                count += 1;
-            }
-        }
-        self.ready_bytes = 0;
-        self.head_bytes = 0;
         count
     }
 
     /// Takes the places the log reported: messages waiting in `incoming` get theirs (and leave
     /// memory, in order, as far as the run is placed); paged messages compaction moved get
     /// their new ones.
-    pub(crate) fn placed(&mut self, placed: Vec<Placed>) {
-        let Some(pager) = &mut self.pager else {
-            return;
-        };
+    pub(super) fn placed(&mut self, placed: Vec<Placed>) {
         let mut moved = Vec::new();
         for Placed { seq, place, .. } in placed {
             let Some(packed) = Packed::new(place) else {
                 continue;
             };
-            if let Ok(at) = pager.incoming.binary_search_by_key(&seq, |e| e.seq) {
-                if let Some(entry) = pager.incoming.get_mut(at) {
+            if let Ok(at) = self.incoming.binary_search_by_key(&seq, |e| e.seq) {
+                if let Some(entry) = self.incoming.get_mut(at) {
                     entry.place = Some(packed);
                 }
             } else {
@@ -251,135 +260,242 @@ impl QueueState {
             }
         }
         if !moved.is_empty() {
-            pager.paged.relocate(&mut moved);
-            pager.retry_at = None;
+            self.paged.relocate(&mut moved);
+            self.retry_at = None;
         }
-        while let Some(entry) = pager.incoming.front() {
+        while let Some(entry) = self.incoming.front() {
             let paged = entry.place.and_then(|place| {
                 PagedEntry::of(entry.seq, entry.expires_at, place, entry.spilled, body_size(&entry.message))
             });
             let Some(paged) = paged else {
                 break;
             };
-            pager.incoming.pop_front();
-            pager.paged.push_back(paged);
+            self.incoming.pop_front();
+            self.paged.push_back(paged);
         }
     }
 
     /// Whether the log's places of this pass's messages are wanted: messages are waiting in
     /// `incoming` for them.
-    pub(crate) fn wants_places(&self) -> bool {
-        self.pager.as_ref().is_some_and(|p| !p.incoming.is_empty())
+    pub(super) fn wants_places(&self) -> bool {
+        !self.incoming.is_empty()
     }
 
     /// Whether a non-durable queue wrote spills, which it must drop from the log when it goes.
-    pub(crate) fn spilled_any(&self) -> bool {
-        self.pager.as_ref().is_some_and(|p| p.spilled_any)
+    pub(super) fn spilled_any(&self) -> bool {
+        self.spilled_any
     }
 
-    /// Refills the empty head: from `paged` (reading the log), else from `incoming`.
-    fn fill_head(&mut self) {
-        let Some(pager) = &mut self.pager else {
-            return;
-        };
-        if pager.paged.is_empty() {
-            while self.ready.len() < REFILL_MESSAGES {
-                let Some(entry) = pager.incoming.pop_front() else {
+    /// Refills the empty `head`: from `paged`, else from `incoming`. A read of `paged` runs
+    /// off the queue task, and with [`Wait::No`] the head stays empty until it is done (the
+    /// queue is woken then); with [`Wait::Yes`] the messages are there when this returns.
+    /// A message whose segment is gone or unreadable for now stops the refill until `now` is
+    /// past a pause; one that cannot be decoded is dropped (its exit recorded in `journal`).
+    pub(super) fn refill(
+        &mut self,
+        head: &mut VecDeque<Entry>,
+        now: i64,
+        journal: &mut Journal,
+        wait: Wait,
+    ) -> Refilled {
+        let mut refilled = Refilled::default();
+        if self.paged.is_empty() {
+            while head.len() < REFILL_MESSAGES {
+                let Some(entry) = self.incoming.pop_front() else {
                     break;
                 };
-                self.head_bytes += body_size(&entry.message);
-                self.ready.push_back(entry);
+                refilled.head_bytes += body_size(&entry.message);
+                head.push_back(entry);
             }
+            return refilled;
+        }
+        self.collect(head, now, journal, wait, &mut refilled);
+        if head.is_empty() && self.in_flight.is_none() {
+            self.start_read(head, now, journal, wait, &mut refilled);
+        }
+        refilled
+    }
+
+    /// Keeps a head that is running low fed: takes a finished read, and reads the next page
+    /// ahead when fewer than [`PREFETCH_BELOW`] messages are left.
+    pub(super) fn top_up(&mut self, head: &mut VecDeque<Entry>, now: i64, journal: &mut Journal) -> Refilled {
+        let mut refilled = Refilled::default();
+        if head.len() >= PREFETCH_BELOW || self.paged.is_empty() {
+            return refilled;
+        }
+        self.collect(head, now, journal, Wait::No, &mut refilled);
+        if self.in_flight.is_none() && tokio::runtime::Handle::try_current().is_ok() {
+            self.start_read(head, now, journal, Wait::No, &mut refilled);
+        }
+        refilled
+    }
+
+    /// Takes the result of the read in flight, if it is done (or, with [`Wait::Yes`], once it
+    /// is).
+    fn collect(
+        &mut self,
+        head: &mut VecDeque<Entry>,
+        now: i64,
+        journal: &mut Journal,
+        wait: Wait,
+        into: &mut Refilled,
+    ) {
+        let Some(flight) = self.in_flight.take() else {
+            return;
+        };
+        let read = match wait {
+            Wait::Yes => flight.done.recv().ok(),
+            Wait::No => match flight.done.try_recv() {
+                Ok(read) => Some(read),
+                Err(std::sync::mpsc::TryRecvError::Empty) => {
+                    self.in_flight = Some(flight);
+                    return;
+                }
+                Err(std::sync::mpsc::TryRecvError::Disconnected) => None,
+            },
+        };
+        if let Some(read) = read {
+            self.apply(flight.seqs, read, head, now, journal, into);
+        }
+    }
+
+    /// Reads the next page: on the blocking pool when there is a runtime and the caller can
+    /// wait for a later pass, here otherwise.
+    fn start_read(
+        &mut self,
+        head: &mut VecDeque<Entry>,
+        now: i64,
+        journal: &mut Journal,
+        wait: Wait,
+        into: &mut Refilled,
+    ) {
+        if self.retry_at.is_some_and(|at| at > now) {
             return;
         }
-        if pager.retry_at.is_some_and(|at| at > self.now) {
-            return;
-        }
+        let mut seqs = Vec::new();
         let mut places = Vec::new();
         let mut bytes = 0u64;
-        for paged in pager.paged.first(REFILL_MESSAGES) {
+        for paged in self.paged.first(REFILL_MESSAGES) {
             if bytes >= REFILL_BYTES {
                 break;
             }
+            seqs.push(paged.seq);
             places.push(paged.place());
             bytes += u64::from(paged.size);
         }
-        for result in pager.reader.read(&places) {
-            let Some(paged) = pager.paged.front().copied() else {
+        let runtime = tokio::runtime::Handle::try_current().ok().filter(|_| wait == Wait::No);
+        let Some(runtime) = runtime else {
+            let read = read_back(&self.reader, &places);
+            self.apply(seqs, read, head, now, journal, into);
+            return;
+        };
+        let (done, rx) = std::sync::mpsc::sync_channel(1);
+        let reader = self.reader.clone();
+        let wake = self.wake.clone();
+        drop(runtime.spawn_blocking(move || {
+            // The queue may be gone by now; then nobody wants the messages.
+            let _ = done.send(read_back(&reader, &places));
+            if let Some(queue) = wake {
+                queue.resume();
+            }
+        }));
+        self.in_flight = Some(InFlight { seqs, done: rx });
+    }
+
+    /// Moves what a read brought back from the front of `paged` into `head`, as long as the
+    /// front is still what was read (a purge or a drop while it ran makes the rest stale).
+    fn apply(
+        &mut self,
+        seqs: Vec<u64>,
+        read: Read,
+        head: &mut VecDeque<Entry>,
+        now: i64,
+        journal: &mut Journal,
+        into: &mut Refilled,
+    ) {
+        for (seq, result) in seqs.into_iter().zip(read) {
+            let Some(paged) = self.paged.front().copied().filter(|p| p.seq == seq) else {
                 break;
             };
-            match result.map_err(ReadFailure::Read).and_then(decode) {
+            match result {
                 Ok(message) => {
-                    pager.retry_at = None;
-                    pager.paged.pop_front();
-                    self.head_bytes += u64::from(paged.size);
-                    self.ready.push_back(Entry::from_paged(&paged, message));
+                    self.retry_at = None;
+                    self.paged.pop_front();
+                    into.head_bytes += u64::from(paged.size);
+                    head.push_back(from_paged(&paged, message));
                 }
                 Err(ReadFailure::Read(error @ (ReadError::Gone { .. } | ReadError::Io { .. }))) => {
                     // Gone: compaction moved it and the new place is in the placements.
-                    tracing::warn!(queue = self.handle.name(), seq = paged.seq, %error, "reading a paged message; retrying");
-                    pager.retry_at = Some(self.now.saturating_add(RETRY_MS));
+                    tracing::warn!(queue = self.queue, seq = paged.seq, %error, "reading a paged message; retrying");
+                    self.retry_at = Some(now.saturating_add(RETRY_MS));
                     break;
                 }
                 Err(error) => {
-                    tracing::error!(queue = self.handle.name(), seq = paged.seq, %error, "a paged message cannot be read back; dropped");
-                    pager.paged.pop_front();
-                    self.ready_bytes = self.ready_bytes.saturating_sub(u64::from(paged.size));
-                    self.journal.left(self.handle.id, paged.seq, !paged.spilled(), paged.spilled());
+                    tracing::error!(queue = self.queue, seq = paged.seq, %error, "a paged message cannot be read back; dropped");
+                    self.paged.pop_front();
+                    into.lost_bytes += u64::from(paged.size);
+                    journal.left(paged.seq, !paged.spilled(), paged.spilled());
                 }
             }
         }
     }
 
+    /// Whether a read is running off the queue task.
+    #[cfg(test)]
+    pub(super) fn reading(&self) -> bool {
+        self.in_flight.is_some()
+    }
+
     /// Restores messages the log recovered: the head (every message that had been delivered,
-    /// and a window after them) read back now, the rest left on disk.
-    pub(super) fn restore_ready(&mut self, restored: RecoveredQueue) {
-        if restored.is_empty() {
-            return;
-        }
+    /// and a window after them) read back into `head` now, the rest left on disk.
+    pub(super) fn restore(
+        &mut self,
+        restored: RecoveredQueue,
+        head: &mut VecDeque<Entry>,
+        journal: &mut Journal,
+    ) -> Restored {
+        let mut totals = Restored::default();
         let mut restored = restored.into_iter().peekable();
-        let mut head = Vec::new();
-        while let Some(message) = restored.next_if(|m| m.delivered || head.len() < REFILL_MESSAGES) {
-            head.push(message);
+        let mut window = Vec::new();
+        while let Some(message) = restored.next_if(|m| m.delivered || window.len() < REFILL_MESSAGES) {
+            window.push(message);
         }
-        let Some(pager) = &mut self.pager else {
-            tracing::error!(queue = self.handle.name(), "recovered messages but no log to read them from");
-            return;
-        };
-        let places: Vec<Place> = head.iter().map(|m| m.place).collect();
-        let mut rest = Vec::new();
-        for (recovered, result) in head.into_iter().zip(pager.reader.read(&places)) {
+        let places: Vec<Place> = window.iter().map(|m| m.place).collect();
+        let mut unreadable = Vec::new();
+        for (recovered, result) in window.into_iter().zip(self.reader.read(&places)) {
             match result.map_err(ReadFailure::Read).and_then(decode) {
                 Ok(message) => {
-                    let size = body_size(&message);
-                    self.ready_bytes += size;
-                    self.head_bytes += size;
-                    self.ready.push_back(Entry::recovered(&recovered, message));
+                    totals.head_bytes += body_size(&message);
+                    head.push_back(from_recovered(&recovered, message));
                 }
                 Err(error) => {
-                    tracing::error!(queue = self.handle.name(), seq = recovered.seq, %error, "unreadable logged message");
-                    rest.push(recovered.seq);
+                    tracing::error!(queue = self.queue, seq = recovered.seq, %error, "unreadable logged message");
+                    unreadable.push(recovered.seq);
                 }
             }
         }
-        for seq in rest {
-            self.journal.left(self.handle.id, seq, true, false);
+        for seq in unreadable {
+            journal.left(seq, true, false);
         }
-        let Some(pager) = &mut self.pager else {
-            return;
-        };
         for recovered in restored {
             let paged = Packed::new(recovered.place).and_then(|place| {
                 PagedEntry::of(recovered.seq, recovered.expires_at, place, false, recovered.size.into())
             });
             match paged {
                 Some(paged) => {
-                    self.ready_bytes += u64::from(paged.size);
-                    pager.paged.push_back(paged);
+                    totals.paged_bytes += u64::from(paged.size);
+                    self.paged.push_back(paged);
                 }
-                None => tracing::error!(queue = self.handle.name(), seq = recovered.seq, "logged message out of reach"),
+                None => tracing::error!(queue = self.queue, seq = recovered.seq, "logged message out of reach"),
             }
         }
+        totals
+    }
+
+    /// The lengths of the paged run and of the messages waiting for their places.
+    #[cfg(test)]
+    pub(super) fn runs(&self) -> (usize, usize) {
+        (self.paged.len(), self.incoming.len())
     }
 }
 
@@ -392,39 +508,31 @@ enum ReadFailure {
     Decode(String),
 }
 
-fn decode(payload: bytes::Bytes) -> Result<Arc<charon_model::Message>, ReadFailure> {
+fn decode(payload: bytes::Bytes) -> Result<Arc<Message>, ReadFailure> {
     decode_message(payload).map(Arc::new).map_err(|e| ReadFailure::Decode(e.to_string()))
 }
 
-impl Entry {
-    fn from_paged(paged: &PagedEntry, message: Arc<charon_model::Message>) -> Self {
-        let spilled = paged.spilled();
-        Self {
-            seq: paged.seq,
-            message,
-            redelivered: false,
-            returned: 0,
-            failed: 0,
-            expires_at: paged.expires_at(),
-            persisted: !spilled,
-            spilled,
-            place: None,
-        }
-    }
+/// Reads messages at `places` from the log and decodes them (the disk and CPU work of a
+/// refill, done on the blocking pool).
+fn read_back(reader: &LogReader, places: &[Place]) -> Read {
+    reader.read(places).into_iter().map(|result| result.map_err(ReadFailure::Read).and_then(decode)).collect()
+}
 
-    fn recovered(recovered: &RecoveredMessage, message: Arc<charon_model::Message>) -> Self {
-        Self {
-            seq: recovered.seq,
-            message,
-            redelivered: recovered.delivered,
-            returned: recovered.returned,
-            failed: recovered.failed,
-            expires_at: recovered.expires_at,
-            persisted: true,
-            spilled: false,
-            place: None,
-        }
-    }
+/// A paged message read back from the log.
+fn from_paged(paged: &PagedEntry, message: Arc<Message>) -> Entry {
+    let spilled = paged.spilled();
+    let mut entry = Entry::new(paged.seq, message, paged.expires_at(), !spilled);
+    entry.spilled = spilled;
+    entry
+}
+
+/// A message recovered from the log after a restart, with its counts.
+fn from_recovered(recovered: &RecoveredMessage, message: Arc<Message>) -> Entry {
+    let mut entry = Entry::new(recovered.seq, message, recovered.expires_at, true);
+    entry.redelivered = recovered.delivered;
+    entry.returned = recovered.returned;
+    entry.failed = recovered.failed;
+    entry
 }
 
 #[cfg(test)]

@@ -1,0 +1,432 @@
+//! A queue's consumers and the deliveries they have not settled: who may take the next
+//! message (round-robin within prefetch, the channel's and connection's windows, and AMQP 1.0
+//! link credit), and which messages are out with whom.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use super::effects::Effects;
+use super::entry::Entry;
+use super::journal::Journal;
+use super::{ConsumeSpec, CreditGrant, QueueRef};
+use crate::session::{ConsumerId, Delivery, Owner, SessionEvent};
+
+/// One consumer and what it has been handed.
+#[derive(Debug)]
+struct Consumer {
+    spec: ConsumeSpec,
+    /// Deliveries not yet settled.
+    unacked: u32,
+    /// Deliveries of this pass, sent as one event.
+    batch: Vec<Delivery>,
+    /// Link credit left (credit-based consumers only).
+    credit: u32,
+    /// Deliveries made, as a serial number starting at the link's initial delivery-count.
+    delivery_count: u32,
+}
+
+impl Consumer {
+    /// Takes the capacity for one more delivery, or says why not (registering the queue with
+    /// the gate that is full so it is resumed later).
+    fn reserve(&self, queue: &QueueRef) -> bool {
+        let spec = &self.spec;
+        if spec.link_credit.is_some() && self.credit == 0 {
+            return false;
+        }
+        if !spec.no_ack && spec.prefetch != 0 && self.unacked >= spec.prefetch {
+            return false;
+        }
+        let channel_gate = spec.channel_limit.as_ref().filter(|_| !spec.no_ack);
+        if let Some(gate) = channel_gate
+            && !gate.acquire_or_wait(queue)
+        {
+            return false;
+        }
+        if !spec.session.outbound.acquire_or_wait(queue) {
+            if let Some(gate) = channel_gate {
+                gate.release(1);
+            }
+            return false;
+        }
+        true
+    }
+
+    /// Gives back what [`Self::reserve`] took, when there was no message to deliver after all.
+    fn unreserve(&self) {
+        let spec = &self.spec;
+        if let Some(gate) = spec.channel_limit.as_ref().filter(|_| !spec.no_ack) {
+            gate.release(1);
+        }
+        spec.session.outbound.release(1);
+    }
+}
+
+/// A message delivered and awaiting settlement.
+#[derive(Debug)]
+struct Unacked {
+    entry: Entry,
+    /// The consumer it went to (none for `basic.get`, or once the consumer was cancelled).
+    consumer: Option<ConsumerId>,
+    owner: Owner,
+}
+
+/// The consumers of a queue and its unsettled deliveries.
+#[derive(Debug, Default)]
+pub(super) struct Consumers {
+    list: Vec<Consumer>,
+    /// Where the next round-robin turn starts.
+    next: usize,
+    /// Whether the queue ever had a consumer (auto-delete waits for the first).
+    had_consumer: bool,
+    unacked: HashMap<u64, Unacked>,
+}
+
+impl Consumers {
+    /// Consumers.
+    pub(super) fn len(&self) -> usize {
+        self.list.len()
+    }
+
+    /// Whether nobody consumes.
+    pub(super) fn is_empty(&self) -> bool {
+        self.list.is_empty()
+    }
+
+    /// Deliveries awaiting settlement.
+    pub(super) fn unacked_len(&self) -> usize {
+        self.unacked.len()
+    }
+
+    /// Whether the queue ever had a consumer.
+    pub(super) fn had_consumer(&self) -> bool {
+        self.had_consumer
+    }
+
+    /// Adds a consumer; false when an exclusive consumer is in the way (or it wants to be
+    /// exclusive and is not alone).
+    pub(super) fn add(&mut self, spec: ConsumeSpec) -> bool {
+        let exclusive_taken = self.list.iter().any(|c| c.spec.exclusive);
+        if exclusive_taken || (spec.exclusive && !self.list.is_empty()) {
+            return false;
+        }
+        self.had_consumer = true;
+        let delivery_count = spec.link_credit.unwrap_or(0);
+        self.list.push(Consumer { spec, unacked: 0, batch: Vec::new(), credit: 0, delivery_count });
+        true
+    }
+
+    /// Removes a consumer. Its unacknowledged messages stay with its channel.
+    pub(super) fn cancel(&mut self, consumer: ConsumerId) -> bool {
+        let before = self.list.len();
+        self.list.retain(|c| c.spec.id != consumer);
+        for unacked in self.unacked.values_mut() {
+            if unacked.consumer == Some(consumer) {
+                unacked.consumer = None;
+            }
+        }
+        before != self.list.len()
+    }
+
+    /// The queue is going away: every consumer hears that it was cancelled.
+    pub(super) fn cancel_all(&mut self, effects: &mut Effects) {
+        for consumer in self.list.drain(..) {
+            effects.send(consumer.spec.session, SessionEvent::ConsumerCancelled { consumer: consumer.spec.id });
+        }
+    }
+
+    /// A channel went away: drops its consumers and returns everything it had not settled
+    /// (in no particular order).
+    pub(super) fn owner_closed(&mut self, owner: Owner) -> Vec<Entry> {
+        self.list.retain(|c| c.spec.owner != owner);
+        let seqs: Vec<u64> = self.unacked.iter().filter(|(_, u)| u.owner == owner).map(|(s, _)| *s).collect();
+        seqs.iter().filter_map(|s| self.unacked.remove(s)).map(|u| u.entry).collect()
+    }
+
+    /// Takes a delivery being settled, freeing its consumer's prefetch room.
+    pub(super) fn settle(&mut self, seq: u64) -> Option<Entry> {
+        let unacked = self.unacked.remove(&seq)?;
+        if let Some(id) = unacked.consumer
+            && let Some(c) = self.list.iter_mut().find(|c| c.spec.id == id)
+        {
+            c.unacked = c.unacked.saturating_sub(1);
+        }
+        Some(unacked.entry)
+    }
+
+    /// An unsettled delivery, to change its message before it comes back.
+    pub(super) fn unsettled_mut(&mut self, seq: u64) -> Option<&mut Entry> {
+        self.unacked.get_mut(&seq).map(|u| &mut u.entry)
+    }
+
+    /// A message handed out by `basic.get`, awaiting settlement by `owner`.
+    pub(super) fn got(&mut self, entry: Entry, owner: Owner) {
+        self.unacked.insert(entry.seq, Unacked { entry, consumer: None, owner });
+    }
+
+    /// Reserves a delivery with the next consumer, round-robin, that can take one; returns
+    /// its index, or none when no consumer can.
+    pub(super) fn reserve_next(&mut self, queue: &QueueRef) -> Option<usize> {
+        let count = self.list.len();
+        for _ in 0..count {
+            let index = self.next % count;
+            self.next = (index + 1) % count;
+            if self.list.get(index)?.reserve(queue) {
+                return Some(index);
+            }
+        }
+        None
+    }
+
+    /// Gives back a reservation that found no message.
+    pub(super) fn unreserve(&self, index: usize) {
+        if let Some(consumer) = self.list.get(index) {
+            consumer.unreserve();
+        }
+    }
+
+    /// Hands `entry` to the consumer that reserved it, recording it in the log.
+    pub(super) fn hand_out(&mut self, index: usize, entry: Entry, quorum: bool, journal: &mut Journal) {
+        let Some(consumer) = self.list.get_mut(index) else {
+            return;
+        };
+        if consumer.spec.link_credit.is_some() {
+            consumer.credit = consumer.credit.saturating_sub(1);
+            consumer.delivery_count = consumer.delivery_count.wrapping_add(1);
+        }
+        consumer.batch.push(entry.delivery(quorum));
+        if consumer.spec.no_ack {
+            journal.removed(&entry);
+        } else {
+            consumer.unacked += 1;
+            let (owner, id) = (consumer.spec.owner, consumer.spec.id);
+            journal.delivered(&entry);
+            self.unacked.insert(entry.seq, Unacked { entry, consumer: Some(id), owner });
+        }
+    }
+
+    /// Sends each consumer's deliveries of this pass as one event.
+    pub(super) fn flush(&mut self, queue: &QueueRef, effects: &mut Effects) {
+        for consumer in &mut self.list {
+            if consumer.batch.is_empty() {
+                continue;
+            }
+            let event = SessionEvent::Deliveries {
+                consumer: consumer.spec.id,
+                queue: Arc::clone(queue),
+                items: std::mem::take(&mut consumer.batch),
+            };
+            effects.send(consumer.spec.session.clone(), event);
+        }
+    }
+
+    /// Applies a receiver's flow to a credit-based consumer, returning its index: the credit
+    /// it may use now is what the receiver granted beyond what it has seen, minus what is
+    /// already on its way (2.6.7: link-credit-snd = delivery-count-rcv + link-credit-rcv -
+    /// delivery-count-snd).
+    pub(super) fn grant(&mut self, grant: &CreditGrant) -> Option<usize> {
+        let index = self.list.iter().position(|c| c.spec.id == grant.consumer)?;
+        let consumer = self.list.get_mut(index)?;
+        let limit = grant.delivery_count.wrapping_add(grant.link_credit);
+        let left = limit.wrapping_sub(consumer.delivery_count);
+        consumer.credit = if left > grant.link_credit { 0 } else { left };
+        Some(index)
+    }
+
+    /// After the dispatch that follows a grant: a drain uses up the credit left (advancing the
+    /// delivery-count), and a drain or echo reports the link's state, `available` messages
+    /// waiting.
+    pub(super) fn settle_grant(&mut self, index: usize, grant: &CreditGrant, available: u32, effects: &mut Effects) {
+        let Some(consumer) = self.list.get_mut(index) else {
+            return;
+        };
+        if grant.drain && consumer.credit > 0 {
+            consumer.delivery_count = consumer.delivery_count.wrapping_add(consumer.credit);
+            consumer.credit = 0;
+        }
+        if grant.drain || grant.echo {
+            let event = SessionEvent::CreditState {
+                consumer: consumer.spec.id,
+                delivery_count: consumer.delivery_count,
+                credit: consumer.credit,
+                available,
+                drain: grant.drain,
+            };
+            effects.send(consumer.spec.session.clone(), event);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use charon_model::{Body, Message, Routing, Table};
+    use tokio::sync::mpsc;
+
+    use super::super::{QueueConfig, QueueHandle, QueueType};
+    use super::*;
+    use crate::gate::Gate;
+    use crate::session::SessionSink;
+
+    fn queue() -> QueueRef {
+        let (tx, _rx) = mpsc::channel(1);
+        let config = QueueConfig {
+            name: "q".into(),
+            vhost: "/".into(),
+            durable: false,
+            auto_delete: false,
+            exclusive_owner: None,
+            arguments: Table::new(),
+            queue_type: QueueType::Classic,
+        };
+        Arc::new(QueueHandle::new(1, config, tx))
+    }
+
+    fn spec(id: u64, session: &SessionSink, channel: u32, prefetch: u32) -> ConsumeSpec {
+        ConsumeSpec {
+            id,
+            owner: Owner { session: session.id, channel },
+            session: session.clone(),
+            no_ack: false,
+            prefetch,
+            link_credit: None,
+            channel_limit: None,
+            exclusive: false,
+            arguments: Table::new(),
+        }
+    }
+
+    fn entry(seq: u64) -> Entry {
+        Entry::new(seq, Arc::new(Message::new(Routing::default(), Body::Data("m".into()))), None, false)
+    }
+
+    /// Hands out `seqs` round-robin as dispatch does; returns who got what.
+    fn dispatch(consumers: &mut Consumers, queue: &QueueRef, seqs: &[u64]) -> Vec<(ConsumerId, Vec<u64>)> {
+        let mut journal = Journal::new(1);
+        for &seq in seqs {
+            let Some(index) = consumers.reserve_next(queue) else {
+                break;
+            };
+            consumers.hand_out(index, entry(seq), false, &mut journal);
+        }
+        let mut effects = Effects::new(1);
+        consumers.flush(queue, &mut effects);
+        effects
+            .take_events()
+            .into_iter()
+            .filter_map(|(_, e)| match e {
+                SessionEvent::Deliveries { consumer, items, .. } => {
+                    Some((consumer, items.iter().map(|d| d.seq).collect()))
+                }
+                _ => None,
+            })
+            .collect()
+    }
+
+    #[test]
+    fn round_robin_within_prefetch_and_settling_frees_room() {
+        let q = queue();
+        let (session, _rx) = SessionSink::new(1, 0);
+        let mut consumers = Consumers::default();
+        assert!(consumers.add(spec(10, &session, 1, 2)));
+        assert!(consumers.add(spec(11, &session, 1, 1)));
+        assert_eq!(dispatch(&mut consumers, &q, &[1, 2, 3, 4]), [(10, vec![1, 3]), (11, vec![2])]);
+        assert_eq!(consumers.unacked_len(), 3);
+        assert_eq!(consumers.settle(2).map(|e| e.seq), Some(2));
+        assert!(consumers.settle(2).is_none(), "settled once");
+        assert_eq!(dispatch(&mut consumers, &q, &[4]), [(11, vec![4])]);
+    }
+
+    #[test]
+    fn exclusivity_is_refused_both_ways() {
+        let (session, _rx) = SessionSink::new(1, 0);
+        let mut consumers = Consumers::default();
+        assert!(!consumers.had_consumer());
+        let mut exclusive = spec(10, &session, 1, 0);
+        exclusive.exclusive = true;
+        assert!(consumers.add(exclusive.clone()));
+        assert!(!consumers.add(spec(11, &session, 1, 0)));
+        assert!(consumers.cancel(10) && !consumers.cancel(10));
+        assert!(consumers.add(spec(11, &session, 1, 0)));
+        exclusive.id = 12;
+        assert!(!consumers.add(exclusive), "not alone");
+        assert!(consumers.had_consumer() && consumers.len() == 1);
+    }
+
+    #[test]
+    fn a_closed_owner_takes_back_its_deliveries_and_gets_alike() {
+        let q = queue();
+        let (session, _rx) = SessionSink::new(1, 0);
+        let mut consumers = Consumers::default();
+        consumers.add(spec(10, &session, 1, 0));
+        consumers.add(spec(11, &session, 2, 0));
+        dispatch(&mut consumers, &q, &[1, 2, 3]);
+        consumers.got(entry(4), Owner { session: 1, channel: 1 });
+        let mut back: Vec<u64> =
+            consumers.owner_closed(Owner { session: 1, channel: 1 }).iter().map(|e| e.seq).collect();
+        back.sort_unstable();
+        assert_eq!(back, [1, 3, 4]);
+        assert_eq!((consumers.len(), consumers.unacked_len()), (1, 1));
+        assert!(consumers.unsettled_mut(2).is_some() && consumers.unsettled_mut(1).is_none());
+    }
+
+    #[test]
+    fn a_cancelled_consumer_leaves_its_deliveries_with_the_channel() {
+        let q = queue();
+        let (session, _rx) = SessionSink::new(1, 0);
+        let mut consumers = Consumers::default();
+        consumers.add(spec(10, &session, 1, 0));
+        dispatch(&mut consumers, &q, &[1]);
+        consumers.cancel(10);
+        assert_eq!(consumers.unacked_len(), 1);
+        let mut effects = Effects::new(1);
+        consumers.add(spec(11, &session, 2, 0));
+        consumers.cancel_all(&mut effects);
+        assert!(matches!(effects.take_events().as_slice(), [(_, SessionEvent::ConsumerCancelled { consumer: 11 })]));
+        assert_eq!(consumers.owner_closed(Owner { session: 1, channel: 1 }).len(), 1);
+    }
+
+    #[test]
+    fn credit_is_what_the_receiver_granted_beyond_what_is_on_its_way() {
+        let q = queue();
+        let (session, _rx) = SessionSink::new(1, 0);
+        let mut consumers = Consumers::default();
+        let mut c = spec(10, &session, 1, 0);
+        c.link_credit = Some(100);
+        consumers.add(c);
+        assert!(dispatch(&mut consumers, &q, &[1]).is_empty(), "no credit, no delivery");
+        let grant = CreditGrant { consumer: 10, delivery_count: 100, link_credit: 3, drain: false, echo: true };
+        assert_eq!(consumers.grant(&grant), Some(0));
+        assert_eq!(dispatch(&mut consumers, &q, &[1, 2]), [(10, vec![1, 2])]);
+        // The receiver has not seen those two yet: granting 3 from 100 again leaves 1.
+        consumers.grant(&grant);
+        let mut effects = Effects::new(1);
+        consumers.settle_grant(0, &grant, 7, &mut effects);
+        assert!(matches!(
+            effects.take_events().as_slice(),
+            [(_, SessionEvent::CreditState { delivery_count: 102, credit: 1, available: 7, drain: false, .. })]
+        ));
+        let drain = CreditGrant { drain: true, echo: false, ..grant };
+        consumers.grant(&drain);
+        consumers.settle_grant(0, &drain, 0, &mut effects);
+        assert!(matches!(
+            effects.take_events().as_slice(),
+            [(_, SessionEvent::CreditState { delivery_count: 103, credit: 0, drain: true, .. })]
+        ));
+        assert_eq!(consumers.grant(&CreditGrant { consumer: 99, ..grant }), None);
+    }
+
+    #[test]
+    fn a_full_channel_gate_is_given_back_when_there_is_nothing_to_deliver() {
+        let q = queue();
+        let (session, _rx) = SessionSink::new(1, 0);
+        let gate = Gate::new(1);
+        let mut consumers = Consumers::default();
+        let mut c = spec(10, &session, 1, 0);
+        c.channel_limit = Some(Arc::clone(&gate));
+        consumers.add(c);
+        let index = consumers.reserve_next(&q);
+        assert_eq!(index, Some(0));
+        assert_eq!(consumers.reserve_next(&q), None, "the gate is full");
+        consumers.unreserve(0);
+        assert_eq!(consumers.reserve_next(&q), Some(0));
+    }
+}

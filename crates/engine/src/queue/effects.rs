@@ -1,0 +1,141 @@
+//! What one pass of a queue produces for the world outside it: events for sessions
+//! (deliveries, confirmations, credit, cancellations), messages that left the queue other
+//! than by acknowledgement (for dead lettering), and log records with the confirmations that
+//! wait for them. The queue's state collects them; the task sends them after each pass.
+
+use std::sync::Arc;
+
+use charon_model::{DeathReason, Message};
+use charon_store::segment_log::Record;
+
+use super::ConfirmTo;
+use super::journal::Journal;
+use crate::session::{SessionEvent, SessionSink};
+
+/// Messages leaving the queue other than by acknowledgement, for dead lettering.
+pub(crate) type Discarded = Vec<(Arc<Message>, DeathReason)>;
+
+/// Events for sessions, as the task sends them.
+pub(crate) type Events = Vec<(SessionSink, SessionEvent)>;
+
+/// The effects of one pass.
+#[derive(Debug)]
+pub(super) struct Effects {
+    events: Events,
+    discarded: Discarded,
+    journal: Journal,
+}
+
+impl Effects {
+    /// No effects yet, for queue `queue` (the log's key for its records).
+    pub(super) fn new(queue: u64) -> Self {
+        Self { events: Vec::new(), discarded: Vec::new(), journal: Journal::new(queue) }
+    }
+
+    /// An event for a session, sent at the end of the pass.
+    pub(super) fn send(&mut self, session: SessionSink, event: SessionEvent) {
+        self.events.push((session, event));
+    }
+
+    /// A message left the queue unacknowledged, for `reason`: it may be dead-lettered.
+    pub(super) fn discard(&mut self, message: Arc<Message>, reason: DeathReason) {
+        self.discarded.push((message, reason));
+    }
+
+    /// The log records of this pass.
+    pub(super) fn journal(&mut self) -> &mut Journal {
+        &mut self.journal
+    }
+
+    /// Whether the journal persists anything.
+    pub(super) fn journal_ref(&self) -> &Journal {
+        &self.journal
+    }
+
+    /// Confirms a publish batch: at once when it wrote nothing to the log (`written_before`
+    /// is the journal's count before the batch), else once the log has synced this pass.
+    pub(super) fn confirm(&mut self, to: ConfirmTo, accepted: Vec<u64>, refused: Vec<u64>, written_before: usize) {
+        if accepted.is_empty() && refused.is_empty() {
+            return;
+        }
+        let event = SessionEvent::Confirms { channel: to.channel, accepted, refused };
+        if self.journal.written() == written_before {
+            self.send(to.session, event);
+        } else {
+            self.journal.hold(to.session, event);
+        }
+    }
+
+    /// Takes the events to send.
+    pub(super) fn take_events(&mut self) -> Events {
+        std::mem::take(&mut self.events)
+    }
+
+    /// Takes the messages to dead-letter.
+    pub(super) fn take_discarded(&mut self) -> Discarded {
+        std::mem::take(&mut self.discarded)
+    }
+
+    /// Takes the log records and the confirmations held for them.
+    pub(super) fn take_journal(&mut self) -> (Vec<Record>, Events) {
+        self.journal.take()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use charon_model::{Body, Properties, Routing};
+
+    use super::super::entry::Entry;
+    use super::*;
+
+    fn persistent() -> Arc<Message> {
+        let mut m = Message::new(Routing::default(), Body::Data("m".into()));
+        m.origin = charon_model::Origin::Amqp091;
+        m.set_properties(Properties { delivery_mode: Some(2), ..Properties::default() });
+        Arc::new(m)
+    }
+
+    #[test]
+    fn a_confirmation_waits_for_the_log_only_when_its_batch_wrote_to_it() {
+        let (session, _rx) = SessionSink::new(1, 0);
+        let to = ConfirmTo { session, channel: 2 };
+        let mut effects = Effects::new(4);
+        effects.confirm(to.clone(), vec![], vec![], 0);
+        assert!(effects.take_events().is_empty(), "nothing to confirm, nothing sent");
+        effects.confirm(to.clone(), vec![1], vec![2], 0);
+        assert!(matches!(
+            effects.take_events().as_slice(),
+            [(_, SessionEvent::Confirms { channel: 2, accepted, refused })] if accepted == &[1] && refused == &[2]
+        ));
+        effects.journal().enable();
+        let before = effects.journal_ref().written();
+        effects.journal().enqueue(&Entry::new(1, persistent(), None, true));
+        effects.confirm(to, vec![3], vec![], before);
+        assert!(effects.take_events().is_empty());
+        let (records, confirms) = effects.take_journal();
+        assert_eq!((records.len(), confirms.len()), (1, 1));
+    }
+
+    #[test]
+    fn discards_and_events_are_taken_in_order() {
+        let (session, _rx) = SessionSink::new(1, 0);
+        let mut effects = Effects::new(1);
+        effects.discard(persistent(), DeathReason::Expired);
+        effects.discard(persistent(), DeathReason::Maxlen);
+        effects.send(session.clone(), SessionEvent::ConsumerCancelled { consumer: 1 });
+        effects.send(session, SessionEvent::ConsumerCancelled { consumer: 2 });
+        let reasons: Vec<DeathReason> = effects.take_discarded().into_iter().map(|(_, r)| r).collect();
+        assert_eq!(reasons, [DeathReason::Expired, DeathReason::Maxlen]);
+        let cancelled: Vec<u64> = effects
+            .take_events()
+            .into_iter()
+            .filter_map(|(_, e)| match e {
+                SessionEvent::ConsumerCancelled { consumer } => Some(consumer),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(cancelled, [1, 2]);
+        assert!(effects.take_discarded().is_empty());
+    }
+}

@@ -1,0 +1,432 @@
+//! A queue's state: the parts that own its messages, consumers, limits and the effects of a
+//! pass, and the operations that move messages between them.
+//!
+//! No channel is awaited here, so the state is testable without a runtime. It is not free of
+//! I/O: a long queue's head is refilled from the message log by the
+//! [`Pager`](super::paging::Pager) — off the queue task, on the runtime's blocking pool, for
+//! dispatch and expiry; on the task only when a `basic.get` or a length limit needs the
+//! messages before it answers — and its paged index lives in a file. Everything meant for
+//! the outside world — session events, dead letters, log records — is collected in
+//! [`Effects`] for the task to send after each pass.
+//!
+//! The parts, each in its own file:
+//! - [`Ready`]: the ready messages, the head in memory and the rest with the pager;
+//! - [`Consumers`]: consumers, their credit and their unsettled deliveries;
+//! - [`Limits`]: TTL, length limits, delivery limit and `x-expires`;
+//! - [`Effects`]: events, dead letters, and the [`Journal`](super::journal::Journal) of log
+//!   records with the confirmations waiting for them.
+
+use std::sync::Arc;
+
+use charon_model::{DeathReason, Message, Table};
+use charon_store::segment_log::{LogReader, Placed, Record, RecoveredQueue};
+
+use super::consumers::Consumers;
+use super::effects::{Discarded, Effects, Events};
+use super::entry::Entry;
+use super::limits::Limits;
+use super::paging::Wait;
+use super::ready::Ready;
+use super::settings::QueueSettings;
+use super::{ConfirmTo, ConsumeSpec, CreditGrant, Enqueue, GetOk, QueueRef, QueueStats, Settle};
+use crate::error::EngineError;
+use crate::session::{ConsumerId, Owner};
+
+/// One queue's state.
+pub(crate) struct QueueState {
+    handle: QueueRef,
+    /// Quorum semantics: delivery counts, limits and returns differ.
+    quorum: bool,
+    /// The task's clock for this pass, ms since epoch.
+    now: i64,
+    /// The sequence number of the next message.
+    next_seq: u64,
+    ready: Ready,
+    consumers: Consumers,
+    limits: Limits,
+    effects: Effects,
+}
+
+impl QueueState {
+    pub(crate) fn new(handle: QueueRef, settings: QueueSettings, now: i64) -> Self {
+        let quorum = handle.config.queue_type == super::QueueType::Quorum;
+        let effects = Effects::new(handle.id);
+        Self {
+            handle,
+            quorum,
+            now,
+            next_seq: 1,
+            ready: Ready::default(),
+            consumers: Consumers::default(),
+            limits: Limits::new(settings, quorum, now),
+            effects,
+        }
+    }
+
+    /// Turns paging on: the broker has a log that long queues can keep their messages in.
+    pub(crate) fn enable_paging(&mut self, reader: LogReader) {
+        self.ready.enable_paging(reader, &self.handle);
+    }
+
+    /// Turns journalling on (the queue is durable and the broker has a store) and restores the
+    /// messages the log recovered for it, in their order (paging must be on: they are read
+    /// back from the log). Sequence numbers continue above anything an earlier run can have
+    /// written (the log's accounting relies on a queue's sequence numbers growing): the larger
+    /// of the last recovered one and the clock in ms × 2^20.
+    pub(crate) fn enable_journal(&mut self, restored: RecoveredQueue) {
+        self.effects.journal().enable();
+        let clock_floor = u64::try_from(self.now).unwrap_or(0) << 20;
+        let last = restored.last().map_or(0, |m| m.seq);
+        self.ready.restore(restored, self.effects.journal(), self.handle.name());
+        self.next_seq = clock_floor.max(last.saturating_add(1));
+    }
+
+    /// The clock for this pass.
+    pub(crate) fn set_now(&mut self, now: i64) {
+        self.now = now;
+    }
+
+    /// The effective settings.
+    pub(crate) fn settings(&self) -> &QueueSettings {
+        self.limits.settings()
+    }
+
+    pub(crate) fn publish(&mut self, items: Vec<Enqueue>, confirm_to: Option<ConfirmTo>) {
+        let mut accepted = Vec::new();
+        let mut refused = Vec::new();
+        let written_before = self.effects.journal_ref().written();
+        for item in items {
+            if self.limits.refuses(&item.message, self.ready.size()) {
+                refused.extend(item.confirm);
+                if self.limits.dead_letters_refused() {
+                    self.effects.discard(item.message, DeathReason::Maxlen);
+                }
+                continue;
+            }
+            let seq = self.next_seq;
+            self.next_seq += 1;
+            let expires_at = self.limits.expiry_of(&item.message, self.now);
+            let persisted = self.effects.journal_ref().persists(&item.message, self.quorum);
+            let entry = Entry::new(seq, item.message, expires_at, persisted);
+            if persisted {
+                self.effects.journal().enqueue(&entry);
+            }
+            self.ready.push(entry, self.consumers.is_empty(), self.effects.journal());
+            accepted.extend(item.confirm);
+            self.enforce_limits();
+        }
+        if let Some(to) = confirm_to {
+            // Held back until the log has synced this pass when anything was written.
+            self.effects.confirm(to, accepted, refused, written_before);
+        }
+    }
+
+    pub(crate) fn consume(&mut self, spec: ConsumeSpec) -> Result<(), EngineError> {
+        if !self.consumers.add(spec) {
+            return Err(EngineError::ExclusiveConsumeUnavailable(self.handle.resource()));
+        }
+        self.limits.used(self.now);
+        Ok(())
+    }
+
+    /// Removes a consumer. Its unacknowledged messages stay with its channel.
+    pub(crate) fn cancel(&mut self, consumer: ConsumerId) -> bool {
+        self.consumers.cancel(consumer)
+    }
+
+    /// Whether an auto-delete queue has lost its last consumer.
+    pub(crate) fn should_auto_delete(&self) -> bool {
+        self.handle.config.auto_delete && self.consumers.had_consumer() && self.consumers.is_empty()
+    }
+
+    pub(crate) fn settle(&mut self, seqs: &[u64], how: Settle) {
+        let mut requeue = Vec::new();
+        let failed = matches!(how, Settle::RequeueFailed);
+        for &seq in seqs {
+            let Some(mut entry) = self.consumers.settle(seq) else {
+                continue;
+            };
+            match how {
+                Settle::Ack => self.effects.journal().removed(&entry),
+                Settle::Requeue | Settle::RequeueFailed => requeue.push(entry),
+                Settle::Discard => {
+                    entry.failed = entry.failed.saturating_add(1);
+                    self.discard(entry, DeathReason::Rejected);
+                }
+                Settle::DiscardUndeliverable => self.discard(entry, DeathReason::Rejected),
+            }
+        }
+        self.requeue(requeue, failed);
+    }
+
+    /// Requeues with AMQP 1.0's `modified` outcome; a quorum queue first merges the
+    /// annotations into each message.
+    pub(crate) fn settle_modified(&mut self, seqs: &[u64], failed: bool, annotations: &Table) {
+        if self.quorum && !annotations.is_empty() {
+            for &seq in seqs {
+                if let Some(entry) = self.consumers.unsettled_mut(seq) {
+                    let mut message = Message::clone(&entry.message);
+                    for (key, value) in annotations.iter() {
+                        message.annotations.insert(key, value.clone());
+                    }
+                    entry.message = Arc::new(message);
+                }
+            }
+        }
+        self.settle(seqs, if failed { Settle::RequeueFailed } else { Settle::Requeue });
+    }
+
+    /// The one exit for messages that leave unacknowledged: dead lettering hooks in here.
+    fn discard(&mut self, entry: Entry, reason: DeathReason) {
+        self.effects.journal().removed(&entry);
+        let message = if self.quorum { super::counts::as_discarded(entry) } else { entry.message };
+        self.effects.discard(message, reason);
+    }
+
+    /// Puts messages back at their original positions, marked redelivered, `failed` saying
+    /// whether the return counts as a failed delivery. A quorum queue dead-letters a message
+    /// returned more often than its delivery limit (4.0.5 counts every return) instead of
+    /// requeueing it.
+    fn requeue(&mut self, mut entries: Vec<Entry>, failed: bool) {
+        entries.sort_by_key(|e| e.seq);
+        for mut entry in entries {
+            entry.returned(failed);
+            if self.limits.past_delivery_limit(entry.returned) {
+                self.discard(entry, DeathReason::DeliveryLimit);
+                continue;
+            }
+            if self.quorum {
+                self.effects.journal().delivered(&entry);
+            }
+            self.ready.insert(entry);
+        }
+    }
+
+    pub(crate) fn get(&mut self, owner: Owner, no_ack: bool) -> Option<GetOk> {
+        self.limits.used(self.now);
+        // A get answers now: what is on disk is read before the answer, not in a later pass.
+        self.expire_head(false, Wait::Yes);
+        if self.head_expired_after(Wait::Yes) {
+            // Its dead-lettering waits for room (see `set_expiry_room`); it is not handed out.
+            return None;
+        }
+        let entry = self.ready.pop(self.now, self.effects.journal(), Wait::Yes)?;
+        let delivery = entry.delivery(self.quorum);
+        if no_ack {
+            self.effects.journal().removed(&entry);
+        } else {
+            self.effects.journal().delivered(&entry);
+            self.consumers.got(entry, owner);
+        }
+        let remaining = u32::try_from(self.ready.len()).unwrap_or(u32::MAX);
+        Some(GetOk { delivery, remaining })
+    }
+
+    pub(crate) fn purge(&mut self) -> u32 {
+        u32::try_from(self.ready.take_all(self.effects.journal())).unwrap_or(u32::MAX)
+    }
+
+    pub(crate) fn stats(&self) -> QueueStats {
+        let count = |n: usize| u32::try_from(n).unwrap_or(u32::MAX);
+        QueueStats {
+            ready: count(self.ready.len()),
+            unacked: count(self.consumers.unacked_len()),
+            consumers: count(self.consumers.len()),
+        }
+    }
+
+    /// A channel went away: drop its consumers and requeue everything it had not settled,
+    /// including deliveries that were still on their way to it. Like a quorum queue's consumer
+    /// going down, this counts as a failed delivery.
+    pub(crate) fn owner_closed(&mut self, owner: Owner) {
+        let entries = self.consumers.owner_closed(owner);
+        self.requeue(entries, true);
+    }
+
+    /// Checks `if-unused` / `if-empty`; on success returns the ready count the delete reports.
+    pub(crate) fn check_delete(&self, if_unused: bool, if_empty: bool) -> Result<u32, EngineError> {
+        if if_unused && !self.consumers.is_empty() {
+            return Err(EngineError::InUse(self.handle.resource()));
+        }
+        if if_empty && self.ready.len() > 0 {
+            return Err(EngineError::NotEmpty(self.handle.resource()));
+        }
+        Ok(self.stats().ready)
+    }
+
+    /// The queue is going away: tell every consumer.
+    pub(crate) fn cancel_all_consumers(&mut self) {
+        self.consumers.cancel_all(&mut self.effects);
+    }
+
+    /// Hands ready messages to consumers that can take them, round-robin, one message at a
+    /// time, and batches each consumer's deliveries into one event.
+    pub(crate) fn dispatch(&mut self) {
+        while self.ready.len() > 0 {
+            let Some(index) = self.consumers.reserve_next(&self.handle) else {
+                break;
+            };
+            let entry =
+                if self.head_expired() { None } else { self.ready.pop(self.now, self.effects.journal(), Wait::No) };
+            let Some(entry) = entry else {
+                // Expired (its dead-lettering waits for room), or the next page is being read
+                // (its completion wakes the queue), or reading it failed; the queue tries
+                // again later.
+                self.consumers.unreserve(index);
+                break;
+            };
+            self.consumers.hand_out(index, entry, self.quorum, self.effects.journal());
+        }
+        self.consumers.flush(&self.handle, &mut self.effects);
+    }
+
+    /// Applies a receiver's flow to a credit-based consumer. A drain runs after dispatch, so
+    /// a waiting message is delivered before the credit is used up.
+    pub(crate) fn credit(&mut self, grant: CreditGrant) {
+        let Some(index) = self.consumers.grant(&grant) else {
+            return;
+        };
+        self.dispatch();
+        let available = u32::try_from(self.ready.len()).unwrap_or(u32::MAX);
+        self.consumers.settle_grant(index, &grant, available, &mut self.effects);
+    }
+
+    /// After an enqueue or a settings change: `drop-head` drops (and dead-letters) the oldest
+    /// messages while over the limit; quorum `reject-publish` starts refusing.
+    fn enforce_limits(&mut self) {
+        while self.limits.drops_head(self.ready.size()) {
+            // Limits hold when the command's answer goes out: the head is read if need be.
+            let Some(entry) = self.ready.pop(self.now, self.effects.journal(), Wait::Yes) else {
+                break;
+            };
+            self.discard(entry, DeathReason::Maxlen);
+        }
+        self.limits.enforced(self.ready.size());
+    }
+
+    /// Ends a quorum queue's refusal once it is back under 80 % of its limit.
+    pub(crate) fn refresh_refusing(&mut self) {
+        self.limits.refresh_refusing(self.ready.size());
+    }
+
+    /// Dead-letters expired messages at the head. `inclusive` also expires messages whose
+    /// deadline is exactly now: a message with TTL 0 survives until the dispatch pass after its
+    /// publish (a consumer that can take it at once gets it) and expires right after.
+    ///
+    /// At most [`QueueState::set_expiry_room`] messages per pass: the rest wait, past their
+    /// deadline but never delivered (see [`QueueState::head_expired`]), until the dead letters
+    /// already made have room in their targets.
+    ///
+    /// Messages of a page being read expire once it is read (its completion wakes the queue).
+    pub(crate) fn expire(&mut self, inclusive: bool) {
+        self.expire_head(inclusive, Wait::No);
+    }
+
+    fn expire_head(&mut self, inclusive: bool, wait: Wait) {
+        let now = self.now;
+        while self.limits.has_expiry_room()
+            && let Some(deadline) = self.ready.head(now, self.effects.journal(), wait).and_then(|e| e.expires_at)
+        {
+            let expired = if inclusive { deadline <= now } else { deadline < now };
+            if !expired {
+                break;
+            }
+            if let Some(entry) = self.ready.pop(now, self.effects.journal(), wait) {
+                self.discard(entry, DeathReason::Expired);
+                self.limits.expired_one();
+            }
+        }
+    }
+
+    /// Bounds what expiry dead-letters until the next pass (see [`Limits::set_expiry_room`]).
+    pub(crate) fn set_expiry_room(&mut self, room: usize) {
+        self.limits.set_expiry_room(room);
+    }
+
+    /// Whether the next ready message's TTL has run out (its expiry waits for room): it must
+    /// not be delivered.
+    pub(crate) fn head_expired(&mut self) -> bool {
+        self.head_expired_after(Wait::No)
+    }
+
+    fn head_expired_after(&mut self, wait: Wait) -> bool {
+        let now = self.now;
+        self.ready
+            .head(now, self.effects.journal(), wait)
+            .and_then(|e| e.expires_at)
+            .is_some_and(|deadline| deadline < now)
+    }
+
+    /// The next moment the queue must act without a command: the head's expiry (unless
+    /// expiry has no room: the outbox's room wakes the queue then), or the deadline of
+    /// `x-expires` when the queue is unused.
+    pub(crate) fn next_deadline(&self) -> Option<i64> {
+        let head = if self.limits.has_expiry_room() { self.ready.head_deadline() } else { None };
+        let unused = self.limits.unused_deadline(self.consumers.is_empty());
+        match (head, unused) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+    }
+
+    /// Whether `x-expires` has run out: the queue is deleted, its messages are not
+    /// dead-lettered.
+    pub(crate) fn has_expired(&self) -> bool {
+        self.limits.unused_deadline(self.consumers.is_empty()).is_some_and(|deadline| deadline <= self.now)
+    }
+
+    /// A declare (also a passive one) counts as use of a classic queue, not of a quorum queue.
+    pub(crate) fn touch(&mut self) {
+        self.limits.declared(self.now);
+    }
+
+    /// Applies new settings (a policy changed): a lowered limit drops the head at once.
+    pub(crate) fn apply_settings(&mut self, settings: QueueSettings) {
+        self.limits.apply(settings, self.now);
+        self.enforce_limits();
+        self.refresh_refusing();
+    }
+
+    /// Takes the places the log reported for messages behind the head.
+    pub(crate) fn placed(&mut self, placed: Vec<Placed>) {
+        self.ready.placed(placed);
+    }
+
+    /// Whether the log's places of this pass's messages are wanted.
+    pub(crate) fn wants_places(&self) -> bool {
+        self.ready.wants_places()
+    }
+
+    /// Whether a non-durable queue wrote spills, which it must drop from the log when it goes.
+    pub(crate) fn spilled_any(&self) -> bool {
+        self.ready.spilled_any()
+    }
+
+    pub(crate) fn take_outbox(&mut self) -> Events {
+        self.effects.take_events()
+    }
+
+    pub(crate) fn take_discarded(&mut self) -> Discarded {
+        self.effects.take_discarded()
+    }
+
+    /// Takes the pass's records and the confirmations that wait for them.
+    pub(crate) fn take_journal(&mut self) -> (Vec<Record>, Events) {
+        self.effects.take_journal()
+    }
+
+    /// The ready messages, for tests that look at the runs.
+    #[cfg(test)]
+    pub(super) fn ready(&self) -> &Ready {
+        &self.ready
+    }
+
+    /// The limits, for tests that look at refusals.
+    #[cfg(test)]
+    pub(super) fn limits(&self) -> &Limits {
+        &self.limits
+    }
+}
+
+#[cfg(test)]
+mod tests;
