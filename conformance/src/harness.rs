@@ -233,6 +233,14 @@ mod tests {
         Shared::new(Box::new(start), deliberate)
     }
 
+    /// The failure of a test that must fail (`Completion` has no `Debug` for `unwrap_err`).
+    fn failure(result: Result<Completion, Failed>) -> Failed {
+        match result {
+            Err(failed) => failed,
+            Ok(_) => panic!("the test passed or was ignored"),
+        }
+    }
+
     fn one(name: &str) -> Planned {
         let mut planned = plan(Some(name));
         assert_eq!(planned.len(), 1, "{name} names one case-run");
@@ -266,7 +274,7 @@ mod tests {
             || Ok(Target::new(RunConfig { url: "amqp://127.0.0.1:1/".to_owned(), ..Default::default() }, ())),
             Deliberate::MustPass,
         );
-        let error = s.run(&one("returns.non_mandatory_dropped_silently")).unwrap_err();
+        let error = failure(s.run(&one("returns.non_mandatory_dropped_silently")));
         let message = error.message().unwrap();
         assert!(message.contains("onnect") || message.contains("refused"), "{message}");
     }
@@ -284,12 +292,12 @@ mod tests {
         );
         let planned = one("returns.non_mandatory_dropped_silently");
         for _ in 0..2 {
-            let error = s.run(&planned).unwrap_err();
+            let error = failure(s.run(&planned));
             assert_eq!(error.message(), Some("the broker did not start: no binary"));
         }
         assert_eq!(starts.load(std::sync::atomic::Ordering::SeqCst), 1);
         let panicking = shared(|| panic!("port taken"), Deliberate::MustPass);
-        let error = panicking.run(&planned).unwrap_err();
+        let error = failure(panicking.run(&planned));
         assert_eq!(error.message(), Some("the broker did not start: starting the broker panicked: port taken"));
     }
 
