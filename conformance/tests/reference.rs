@@ -4,10 +4,10 @@
 //! `CONFORMANCE_URL=amqp://guest:guest@127.0.0.1:5682/ cargo test -p conformance --test reference`
 //!
 //! Filters work as for any test target (`-- dlx.routing`, `-- dlx_routing`, `-- --list`). The
-//! HTTP API and Prometheus are found by RabbitMQ's port convention (AMQP port + 10000,
-//! + 10020). A deliberate difference that fails is reported as ignored, with why. Without
-//! `CONFORMANCE_URL` every test is ignored. (`cargo test` runs the catalogue against Charon
-//! itself through `tests/conformance.rs`.)
+//! HTTP API and Prometheus are found by RabbitMQ's port convention (the AMQP port plus 10000
+//! and plus 10020). A deliberate difference that fails is reported as ignored, with why.
+//! Without `CONFORMANCE_URL` every test is ignored. (`cargo test` runs the catalogue against
+//! Charon itself through `tests/conformance.rs`.)
 
 use conformance::{Harness, RunConfig, Target};
 
