@@ -1,11 +1,12 @@
 //! Selecting cases, running them concurrently with a timeout each, and summarising.
 
-use crate::{broker::Broker, case::Case, cases, ctx::Ctx};
-use futures_util::StreamExt;
-use std::{
-    fmt,
-    time::{Duration, Instant},
+use crate::{
+    case::Case,
+    cases,
+    session::{Planned, Session, plan},
 };
+use futures_util::StreamExt;
+use std::{fmt, time::Duration};
 
 /// How to run the suite.
 ///
@@ -120,30 +121,12 @@ impl Summary {
 
 /// Every case the crate knows, in registry order (unexpanded).
 pub fn all_cases() -> Vec<Case> {
-    cases::all()
-}
-
-/// Expands variants and applies the filter: `(run name, case, variant)`.
-fn selected(filter: Option<&str>) -> Vec<(String, Case, crate::Variant)> {
-    let mut out = Vec::new();
-    for case in all_cases() {
-        for &variant in case.variants {
-            let name = if case.variants.len() > 1 {
-                format!("{}{}", case.name, variant.suffix())
-            } else {
-                case.name.to_owned()
-            };
-            if filter.is_none_or(|f| name.contains(f)) {
-                out.push((name, case, variant));
-            }
-        }
-    }
-    out
+    cases::by_area().into_iter().flat_map(|(_, cases)| cases).collect()
 }
 
 /// Names of the cases a run with this filter would execute.
 pub fn list(filter: Option<&str>) -> Vec<String> {
-    selected(filter).into_iter().map(|(n, _, _)| n).collect()
+    plan(filter).into_iter().map(|p| p.name().to_owned()).collect()
 }
 
 /// Runs the selected cases and returns the summary.
@@ -154,16 +137,8 @@ pub async fn run(config: RunConfig) -> Summary {
 /// Runs the selected cases, calling `on_outcome` as each one finishes (for streaming output).
 pub async fn run_with(config: RunConfig, mut on_outcome: impl FnMut(&CaseOutcome)) -> Summary {
     let mut summary = Summary::default();
-    let broker = match Broker::parse(&config.url) {
-        Ok(mut b) => {
-            if let Some(http) = &config.http_url {
-                b.http = http.trim_end_matches('/').to_owned();
-            }
-            if let Some(metrics) = &config.metrics_url {
-                b.metrics = metrics.clone();
-            }
-            b
-        }
+    let session = match Session::new(&config) {
+        Ok(session) => session,
         Err(e) => {
             let o = CaseOutcome {
                 name: "config.url".to_owned(),
@@ -177,20 +152,13 @@ pub async fn run_with(config: RunConfig, mut on_outcome: impl FnMut(&CaseOutcome
             return summary;
         }
     };
-    let run_id = format!("{:06x}", rand::random::<u32>() & 0xff_ffff);
-    let timeout = config.case_timeout;
     let jobs = config.jobs.max(1);
     // Cases tagged `serial` (they read broker-wide counters) run after all others, one at a time.
-    let (serial, parallel): (Vec<_>, Vec<_>) = selected(config.filter.as_deref())
-        .into_iter()
-        .enumerate()
-        .partition(|(_, (_, case, _))| case.tags.contains(&"serial"));
+    let (serial, parallel): (Vec<_>, Vec<_>) = plan(config.filter.as_deref()).into_iter().partition(Planned::is_serial);
     for (batch, jobs) in [(parallel, jobs), (serial, 1)] {
+        let session = &session;
         let mut stream = futures_util::stream::iter(batch)
-            .map(|(index, (name, case, variant))| {
-                let ctx = Ctx::new(broker.clone(), case.name, index, &run_id, variant);
-                run_one(name, case, ctx, timeout)
-            })
+            .map(|planned| async move { session.run(&planned).await })
             .buffer_unordered(jobs);
         while let Some(outcome) = stream.next().await {
             if outcome.passed() {
@@ -205,63 +173,4 @@ pub async fn run_with(config: RunConfig, mut on_outcome: impl FnMut(&CaseOutcome
         }
     }
     summary
-}
-
-async fn run_one(name: String, case: Case, ctx: Ctx, timeout: Duration) -> CaseOutcome {
-    let start = Instant::now();
-    let handle = tokio::spawn((case.run)(ctx.clone()));
-    let abort = handle.abort_handle();
-    let error = match tokio::time::timeout(timeout, handle).await {
-        Ok(Ok(Ok(()))) => None,
-        Ok(Ok(Err(e))) => Some(e.to_string()),
-        Ok(Err(join)) => Some(format!("case panicked: {join}")),
-        Err(_) => {
-            abort.abort();
-            Some(format!("timed out after {} s", timeout.as_secs()))
-        }
-    };
-    let duration = start.elapsed();
-    cleanup(&ctx).await;
-    CaseOutcome { name, error, duration, deliberate: case.deliberate }
-}
-
-/// Closes the case's amqprs connections and deletes every queue and exchange it named.
-async fn cleanup(ctx: &Ctx) {
-    for conn in ctx.take_amqprs_connections() {
-        if conn.is_open() {
-            let _ = tokio::time::timeout(Duration::from_secs(3), conn.close()).await;
-        }
-    }
-    for policy in ctx.tracked_policies() {
-        let _ = ctx.delete_policy(&policy).await;
-    }
-    let queues = ctx.tracked_queues();
-    let exchanges = ctx.tracked_exchanges();
-    if queues.is_empty() && exchanges.is_empty() {
-        return;
-    }
-    let work = async {
-        let Ok((conn, mut ch)) = ctx.lapin_channel().await else {
-            return;
-        };
-        for q in &queues {
-            if ch.queue_delete(q.as_str().into(), Default::default()).await.is_err() {
-                // A failed delete closes the channel; carry on with a fresh one.
-                match conn.create_channel().await {
-                    Ok(c) => ch = c,
-                    Err(_) => return,
-                }
-            }
-        }
-        for x in &exchanges {
-            if ch.exchange_delete(x.as_str().into(), Default::default()).await.is_err() {
-                match conn.create_channel().await {
-                    Ok(c) => ch = c,
-                    Err(_) => return,
-                }
-            }
-        }
-        let _ = conn.close(200, "cleanup done".into()).await;
-    };
-    let _ = tokio::time::timeout(Duration::from_secs(10), work).await;
 }

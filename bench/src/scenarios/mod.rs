@@ -1,5 +1,5 @@
-//! The named scenarios (`../shared/spec/perf.md`), each a function from a broker to an
-//! [`Outcome`]; [`run`] adds the broker's CPU seconds and peak memory around it.
+//! The named scenarios of `BENCHMARKS.md` (the project's performance goals), each a function
+//! from a broker to an [`Outcome`]; [`run`] adds the broker's CPU seconds and peak memory around it.
 
 mod amqp10;
 mod dead_letter;
@@ -45,7 +45,7 @@ impl Scenario {
             Self::S1a | Self::S1b | Self::S10 => 200_000,
             Self::S3x10 => 100_000,
             Self::S3x100 => 20_000,
-            // perf.md's sizes: 1M expiring or rejected, 10M against a 100k limit.
+            // The goals' sizes: 1M expiring or rejected, 10M against a 100k limit.
             Self::S5 | Self::S6 => 1_000_000,
             Self::S7DropHead | Self::S7Reject => 10_000_000,
             Self::Memory => 1_000_000,

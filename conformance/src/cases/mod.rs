@@ -39,45 +39,51 @@ mod routing_basic;
 mod routing_headers;
 mod routing_topic;
 
-/// Every case, grouped by area.
-pub(crate) fn all() -> Vec<Case> {
-    [
-        exchanges::cases(),
-        routing_basic::cases(),
-        routing_topic::cases(),
-        routing_headers::cases(),
-        queues::cases(),
-        queue_types::cases(),
-        consume::cases(),
-        prefetch::cases(),
-        acks::cases(),
-        confirms::cases(),
-        returns::cases(),
-        properties::cases(),
-        large_bodies::cases(),
-        errors_connection::cases(),
-        nesting::cases(),
-        handshake::cases(),
-        heartbeats::cases(),
-        amqp10_connection::cases(),
-        amqp10_attach::cases(),
-        amqp10_publish::cases(),
-        amqp10_consume::cases(),
-        amqp10_errors::cases(),
-        amqp10_message::cases(),
-        amqp10_framing::cases(),
-        fidelity_to10::cases(),
-        fidelity_to091::cases(),
-        amqp10_management::cases(),
-        amqp10_fe2o3::cases(),
-        amqp10_management_more::cases(),
-        dlx_basic::cases(),
-        dlx_routing::cases(),
-        dlx_history::cases(),
-        dlx_settle::cases(),
-        dlx_limits::cases(),
-        dlx_policy::cases(),
-        dlx_metrics::cases(),
+/// Every case, grouped by area: `(area, cases)`, where the area is the module (the file under
+/// `cases/`) that defines them. A test harness prints it beside each case's name and filters on
+/// it, so `dlx_routing` selects the cases of `dlx_routing.rs`.
+pub(crate) fn by_area() -> Vec<(&'static str, Vec<Case>)> {
+    macro_rules! areas {
+        ($($area:ident),* $(,)?) => {
+            vec![$((stringify!($area), $area::cases())),*]
+        };
+    }
+    areas![
+        exchanges,
+        routing_basic,
+        routing_topic,
+        routing_headers,
+        queues,
+        queue_types,
+        consume,
+        prefetch,
+        acks,
+        confirms,
+        returns,
+        properties,
+        large_bodies,
+        errors_connection,
+        nesting,
+        handshake,
+        heartbeats,
+        amqp10_connection,
+        amqp10_attach,
+        amqp10_publish,
+        amqp10_consume,
+        amqp10_errors,
+        amqp10_message,
+        amqp10_framing,
+        fidelity_to10,
+        fidelity_to091,
+        amqp10_management,
+        amqp10_fe2o3,
+        amqp10_management_more,
+        dlx_basic,
+        dlx_routing,
+        dlx_history,
+        dlx_settle,
+        dlx_limits,
+        dlx_policy,
+        dlx_metrics,
     ]
-    .concat()
 }

@@ -92,7 +92,8 @@ pub struct ExchangeInfo {
     pub name: String,
     /// Type.
     pub kind: ExchangeKind,
-    /// Survives restarts (recorded now; persisted by the store later).
+    /// Survives restarts: with a data directory the vhost writes it to the metadata store
+    /// ([`crate::persist`]) before answering, and restores it at start.
     pub durable: bool,
     /// Deleted when its last binding goes.
     pub auto_delete: bool,
