@@ -12,7 +12,7 @@ use crate::limits::{ConnectionSlot, Limits};
 
 use charon_store::segment_log::{Placed, Record, RecoveredQueue};
 
-use crate::dead_letter::now_ms;
+use crate::clock::now_ms;
 use crate::error::EngineError;
 use crate::persist::Persistence;
 use crate::vhost::VHost;

@@ -10,6 +10,7 @@ use charon_model::{Routing, Table};
 
 use crate::exchange::{Binding, BindingSet, Destination, ExchangeInfo, ExchangeKind};
 use crate::queue::QueueRef;
+use crate::reservation::Reserved;
 
 pub(crate) struct ExchangeEntry {
     pub(crate) info: Arc<ExchangeInfo>,
@@ -35,6 +36,10 @@ pub(crate) struct Topology {
     /// Durable exchanges removed since the vhost last looked (deletes and auto-delete
     /// cascades), for the store to forget.
     pub(crate) removed_durable_exchanges: Vec<String>,
+    /// Names of durable exchanges being declared (their commit is in flight).
+    pub(crate) reserved_exchanges: HashMap<String, Reserved>,
+    /// Names of durable queues being declared (their commit is in flight).
+    pub(crate) reserved_queues: HashMap<String, Reserved>,
 }
 
 impl Topology {

@@ -1,7 +1,7 @@
 //! Dead lettering, at most once, as RabbitMQ 4.0.5 does it (`rabbit_dead_letter:publish/5`).
 //!
-//! A queue hands every message that leaves it other than by acknowledgement to
-//! [`DeadLetterer::dead_letter`] with a [`DeathReason`]. Without a dead-letter exchange, or when
+//! A queue hands every message that leaves it other than by acknowledgement to its
+//! [`DeadLetterSink`] with a [`DeathReason`] and its settings ([`DeadLetterer`]). Without a dead-letter exchange, or when
 //! that exchange does not exist, the message is dropped and counted under the `disabled`
 //! strategy. Otherwise its copy gets one more death in its history, loses its TTL, takes the
 //! dead-letter exchange as its exchange (and the dead-letter routing key, when set, as its only
@@ -10,20 +10,17 @@
 //! it. The queue then forwards the copies through its own outbox ([`crate::queue`]), so a slow
 //! target pushes back on the dead-lettering queue only.
 
+mod sink;
+
 use std::sync::Arc;
-use std::time::{SystemTime, UNIX_EPOCH};
 
 use charon_model::{DeathHistory, DeathReason, DeathRecord, Encoded, Message, Value};
 
+use crate::clock::now_ms;
 use crate::metrics::{DeadLetterCounts, DeadLetterStrategy, count_dead_letter};
 use crate::queue::{QueueRef, QueueType};
-use crate::vhost::VHost;
 
-/// Milliseconds since the Unix epoch.
-#[must_use]
-pub fn now_ms() -> i64 {
-    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
-}
+pub(crate) use sink::DeadLetterSink;
 
 /// A dead-lettered copy on its way to the queues it was routed to.
 #[derive(Debug)]
@@ -32,6 +29,17 @@ pub(crate) struct Forward {
     pub(crate) message: Arc<Message>,
     /// Target queues not yet handed the copy.
     pub(crate) targets: Vec<QueueRef>,
+    /// The batch it belongs to, held for its drop: the last copy of a batch to go (handed to
+    /// all its targets) completes the batch.
+    _batch: Arc<sink::Batch>,
+}
+
+impl Forward {
+    /// A copy in a batch of its own (outbox tests).
+    #[cfg(test)]
+    pub(crate) fn new(message: Arc<Message>, targets: Vec<QueueRef>) -> Self {
+        Self { message, targets, _batch: sink::Batch::new().0 }
+    }
 }
 
 /// What a queue needs to dead-letter its messages.
@@ -50,13 +58,18 @@ pub(crate) struct DeadLetterer<'a> {
 }
 
 impl DeadLetterer<'_> {
-    /// Dead-letters one message: returns the copy and its targets, or `None` when it is dropped
-    /// (no dead-letter exchange, a missing one, no route, or only cyclic routes).
-    pub(crate) fn dead_letter(&self, vhost: &VHost, message: &Message, reason: DeathReason) -> Option<Forward> {
+    /// Dead-letters one message through `sink`: returns the copy and its targets, or `None` when
+    /// it is dropped (no dead-letter exchange, a missing one, no route, or only cyclic routes).
+    fn dead_letter<S: DeadLetterSink + ?Sized>(
+        &self,
+        sink: &S,
+        message: &Message,
+        reason: DeathReason,
+    ) -> Option<(Arc<Message>, Vec<QueueRef>)> {
         let routed = self.exchange.and_then(|exchange| {
             let copy = dead_lettered_copy(message, self.queue, reason, exchange, self.routing_key, now_ms());
             let headers = routing_headers(&copy);
-            vhost.route_dead_letter(exchange, &copy.routing, &headers).map(|targets| (copy, targets))
+            sink.route(exchange, &copy.routing, &headers).map(|targets| (copy, targets))
         });
         let strategy = if routed.is_some() { DeadLetterStrategy::AtMostOnce } else { DeadLetterStrategy::Disabled };
         count_dead_letter(self.queue_type, strategy, reason, self.counts);
@@ -78,7 +91,7 @@ impl DeadLetterer<'_> {
         if targets.is_empty() {
             return None;
         }
-        Some(Forward { message: Arc::new(copy), targets })
+        Some((Arc::new(copy), targets))
     }
 }
 
