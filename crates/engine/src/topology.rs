@@ -162,6 +162,18 @@ impl Topology {
         routed
     }
 
+    /// Routes a dead letter: like [`Self::route`], without the `internal` check the vhost makes
+    /// for publishes (RabbitMQ calls `rabbit_exchange:route` directly). `None` when the exchange
+    /// does not exist.
+    pub(crate) fn route_dead_letter(
+        &self,
+        exchange: &str,
+        routing: &Routing,
+        headers: &Table,
+    ) -> Option<Vec<QueueRef>> {
+        self.exchanges.contains_key(exchange).then(|| self.route(exchange, routing, headers).queues)
+    }
+
     fn route_key(&self, exchange: &str, key: &str, headers: &Table, visited: &mut HashSet<String>, out: &mut Routed) {
         if !visited.insert(exchange.to_owned()) {
             return;

@@ -16,8 +16,10 @@ use std::sync::Arc;
 use charon_model::{DeathReason, Message, Routing, Table};
 use tokio::sync::oneshot;
 
-use super::{DeadLetterer, Forward};
-use crate::queue::QueueRef;
+use super::copy::{dead_lettered_copy, is_cycle, routing_headers};
+use super::counts::{DeadLetterCounts, DeadLetterStrategy, count_dead_letter};
+use crate::clock::now_ms;
+use crate::queue::{QueueRef, QueueType};
 
 /// Where a queue's dead letters are routed: the vhost's exchange graph, as a queue task sees it.
 pub(crate) trait DeadLetterSink: Send + Sync {
@@ -37,6 +39,79 @@ pub(crate) trait DeadLetterSink: Send + Sync {
             .map(|(message, targets)| Forward { message, targets, _batch: Arc::clone(&batch) })
             .collect();
         DeadLettered { forwards, accepted }
+    }
+}
+
+/// A dead-lettered copy on its way to the queues it was routed to.
+#[derive(Debug)]
+pub(crate) struct Forward {
+    /// The copy, shared by all its targets.
+    pub(crate) message: Arc<Message>,
+    /// Target queues not yet handed the copy.
+    pub(crate) targets: Vec<QueueRef>,
+    /// The batch it belongs to, held for its drop: the last copy of a batch to go (handed to
+    /// all its targets) completes the batch.
+    _batch: Arc<Batch>,
+}
+
+impl Forward {
+    /// A copy in a batch of its own (outbox tests).
+    #[cfg(test)]
+    pub(crate) fn new(message: Arc<Message>, targets: Vec<QueueRef>) -> Self {
+        Self { message, targets, _batch: Batch::new().0 }
+    }
+}
+
+/// What a queue needs to dead-letter its messages.
+#[derive(Clone, Debug)]
+pub(crate) struct DeadLetterer<'a> {
+    /// The dead-lettering queue's name.
+    pub(crate) queue: &'a str,
+    /// Its per-queue counts.
+    pub(crate) counts: &'a DeadLetterCounts,
+    /// Its type (metrics label).
+    pub(crate) queue_type: QueueType,
+    /// The dead-letter exchange, if configured.
+    pub(crate) exchange: Option<&'a str>,
+    /// The dead-letter routing key, if configured.
+    pub(crate) routing_key: Option<&'a str>,
+}
+
+impl DeadLetterer<'_> {
+    /// Dead-letters one message through `sink`: returns the copy and its targets, or `None` when
+    /// it is dropped (no dead-letter exchange, a missing one, no route, or only cyclic routes).
+    fn dead_letter<S: DeadLetterSink + ?Sized>(
+        &self,
+        sink: &S,
+        message: &Message,
+        reason: DeathReason,
+    ) -> Option<(Arc<Message>, Vec<QueueRef>)> {
+        let routed = self.exchange.and_then(|exchange| {
+            let copy = dead_lettered_copy(message, self.queue, reason, exchange, self.routing_key, now_ms());
+            let headers = routing_headers(&copy);
+            sink.route(exchange, &copy.routing, &headers).map(|targets| (copy, targets))
+        });
+        let strategy = if routed.is_some() { DeadLetterStrategy::AtMostOnce } else { DeadLetterStrategy::Disabled };
+        count_dead_letter(self.queue_type, strategy, reason, self.counts);
+        let (copy, mut targets) = routed?;
+        if reason != DeathReason::Rejected
+            && let Some(history) = copy.broker.deaths.as_deref()
+        {
+            targets.retain(|target| {
+                let cycle = is_cycle(history, target.name());
+                if cycle {
+                    tracing::warn!(
+                        queue = target.name(),
+                        "message dropped: its death history contains a dead letter cycle without reason 'rejected'"
+                    );
+                }
+                !cycle
+            });
+        }
+        if targets.is_empty() {
+            return None;
+        }
+        Some((Arc::new(copy), targets))
     }
 }
 
@@ -94,8 +169,7 @@ mod tests {
     use tokio::sync::mpsc;
 
     use super::*;
-    use crate::metrics::DeadLetterCounts;
-    use crate::queue::{QueueConfig, QueueHandle, QueueType};
+    use crate::queue::{QueueConfig, QueueHandle};
 
     /// Exchanges by name, each with the queues it routes every message to.
     struct Exchanges(HashMap<&'static str, Vec<QueueRef>>);

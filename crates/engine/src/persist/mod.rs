@@ -126,3 +126,51 @@ impl Persistence {
         self.submit(move |meta| meta.delete_policy(&vhost, &name))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use charon_model::Table;
+    use charon_store::segment_log::LogOptions;
+
+    use super::*;
+    use crate::exchange::ExchangeKind;
+
+    fn store() -> (Arc<Persistence>, tempfile::TempDir) {
+        let dir = tempfile::tempdir().unwrap();
+        let meta = MetaStore::open(&dir.path().join("meta.redb")).unwrap();
+        let (log, _) = MessageLog::open(&dir.path().join("log"), LogOptions::default()).unwrap();
+        (Persistence::new(log, meta), dir)
+    }
+
+    fn queue(id: u64) -> StoredQueue {
+        StoredQueue { vhost: "/".into(), name: "q".into(), id, auto_delete: false, arguments: Table::new() }
+    }
+
+    #[tokio::test]
+    async fn changes_commit_in_the_order_they_were_submitted() {
+        let (store, _dir) = store();
+        // A declare, a delete and a re-declare of the same name, submitted back to back: only
+        // the order of submission keeps the second queue.
+        let done = vec![store.save_queue(queue(1)), store.forget_queue(1, "/", "q"), store.save_queue(queue(2))];
+        MetaDone::all(done).await.unwrap();
+        let ids: Vec<u64> = store.meta().load().unwrap().queues.iter().map(|q| q.id).collect();
+        assert_eq!(ids, [2]);
+    }
+
+    #[tokio::test]
+    async fn a_transient_exchange_needs_no_commit_and_a_durable_one_is_stored() {
+        let (store, _dir) = store();
+        let info = |name: &str, durable| ExchangeInfo {
+            name: name.into(),
+            kind: ExchangeKind::Topic,
+            durable,
+            auto_delete: false,
+            internal: false,
+            arguments: Table::new(),
+        };
+        store.save_exchange("/", &info("t", false)).wait().await.unwrap();
+        store.save_exchange("/", &info("d", true)).wait().await.unwrap();
+        let names: Vec<String> = store.meta().load().unwrap().exchanges.into_iter().map(|e| e.name).collect();
+        assert_eq!(names, ["d"]);
+    }
+}

@@ -29,9 +29,9 @@ use charon_model::{Message, Table};
 use charon_store::segment_log::{Placed, RecoveredQueue};
 use tokio::sync::{mpsc, oneshot};
 
+use crate::dead_letter::counts::DeadLetterCounts;
 use crate::error::{EngineError, Resource};
 use crate::gate::Gate;
-use crate::metrics::DeadLetterCounts;
 use crate::session::{ConsumerId, Delivery, Owner, SessionId, SessionSink};
 
 pub use args::QueueType;

@@ -83,7 +83,8 @@ pub struct DeclareOk {
 /// for the commit.
 pub struct VHost {
     name: String,
-    topology: RwLock<Topology>,
+    /// Shared (weakly) with the dead-letter routes its queues hold.
+    topology: Arc<RwLock<Topology>>,
     /// Bumped under the write lock on every topology change; route caches compare it.
     version: AtomicU64,
     ids: Arc<AtomicU64>,
@@ -121,13 +122,16 @@ impl VHost {
         store: Option<Arc<Persistence>>,
         limits: Arc<Limits>,
     ) -> Arc<Self> {
+        let topology = Arc::new(RwLock::new(Topology::with_standard_exchanges()));
+        let dead_letters: Arc<dyn DeadLetterSink> =
+            Arc::new(dead_letters::DeadLetterRoutes::new(Arc::downgrade(&topology)));
         Arc::new_cyclic(|me| Self {
             name: name.to_owned(),
-            topology: RwLock::new(Topology::with_standard_exchanges()),
+            topology,
             version: AtomicU64::new(1),
             ids,
             me: me.clone(),
-            dead_letters: Arc::new(dead_letters::DeadLetterRoutes(me.clone())),
+            dead_letters,
             policies: RwLock::new(Vec::new()),
             store,
             limits,
@@ -700,8 +704,7 @@ impl VHost {
     /// exchange does not exist.
     #[must_use]
     pub fn route_dead_letter(&self, exchange: &str, routing: &Routing, headers: &Table) -> Option<Vec<QueueRef>> {
-        let topology = self.topology.read();
-        topology.exchanges.contains_key(exchange).then(|| topology.route(exchange, routing, headers).queues)
+        self.topology.read().route_dead_letter(exchange, routing, headers)
     }
 
     /// The bindings from exchange `source` to `destination` (for management APIs).
