@@ -12,8 +12,9 @@ use crate::limits::{ConnectionSlot, Limits};
 
 use charon_store::segment_log::{Placed, Record, RecoveredQueue};
 
-use crate::dead_letter::now_ms;
+use crate::clock::now_ms;
 use crate::error::EngineError;
+pub use crate::node::node_name;
 use crate::persist::Persistence;
 use crate::vhost::VHost;
 
@@ -53,15 +54,6 @@ pub struct User {
     /// Login name.
     pub name: String,
     vhosts: Option<Vec<String>>,
-}
-
-/// `charon@<hostname>`, the way RabbitMQ names its node `rabbit@<hostname>` (health checks and
-/// the management API report it).
-#[must_use]
-pub fn node_name() -> String {
-    let host = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap_or_default();
-    let host = host.trim();
-    format!("charon@{}", if host.is_empty() { "localhost" } else { host })
 }
 
 /// The broker.

@@ -7,6 +7,9 @@
 //!
 //! # Layout
 //! - [`broker`]: users, vhosts, ids.
+//! - [`clock`]: the wall clock in milliseconds (a leaf: everyone reads it).
+//! - [`dead_letter`]: RabbitMQ's dead lettering, and the seam queues hand their dead letters to.
+//! - [`persist`]: the message log and the metadata store, committed off the runtime.
 //! - [`vhost`]: declare/delete/bind/route; the operations adapters call.
 //! - [`topology`] (private): exchanges, queues and bindings behind the vhost's lock.
 //! - [`exchange`]: exchange types and their binding indexes.
@@ -18,15 +21,18 @@
 
 pub mod alarms;
 pub mod broker;
+pub mod clock;
 pub mod dead_letter;
 pub mod error;
 pub mod exchange;
 pub mod gate;
 pub mod limits;
 pub mod metrics;
+mod node;
 pub mod persist;
 pub mod policy;
 pub mod queue;
+mod reservation;
 pub mod route_cache;
 pub mod session;
 mod topology;

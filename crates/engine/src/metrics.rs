@@ -10,85 +10,16 @@
 //! churn would otherwise grow the exposition without bound).
 
 use std::fmt::Write as _;
-use std::sync::atomic::{AtomicU64, Ordering};
 
 use charon_model::DeathReason;
 use metrics::{Unit, counter, describe_counter};
 
 use crate::broker::Broker;
-use crate::queue::QueueType;
+pub use crate::dead_letter::counts::{DeadLetterCounts, DeadLetterStrategy, count_dead_letter};
+use crate::dead_letter::counts::{REASONS, global_name};
 
 /// Per-queue counter: `charon_queue_messages_dead_lettered_total{vhost,queue,reason}`.
 pub const QUEUE_DEAD_LETTERED: &str = "charon_queue_messages_dead_lettered_total";
-
-const REASONS: [DeathReason; 4] =
-    [DeathReason::Maxlen, DeathReason::Expired, DeathReason::Rejected, DeathReason::DeliveryLimit];
-
-/// Messages one queue dead-lettered (or dropped for want of a dead-letter exchange), by reason.
-#[derive(Debug, Default)]
-pub struct DeadLetterCounts([AtomicU64; 4]);
-
-impl DeadLetterCounts {
-    fn slot(&self, reason: DeathReason) -> &AtomicU64 {
-        let [maxlen, expired, rejected, delivery_limit] = &self.0;
-        match reason {
-            DeathReason::Maxlen => maxlen,
-            DeathReason::Expired => expired,
-            DeathReason::Rejected => rejected,
-            DeathReason::DeliveryLimit => delivery_limit,
-        }
-    }
-
-    /// Counts one message.
-    pub fn add(&self, reason: DeathReason) {
-        self.slot(reason).fetch_add(1, Ordering::Relaxed);
-    }
-
-    /// The count for `reason`.
-    #[must_use]
-    pub fn get(&self, reason: DeathReason) -> u64 {
-        self.slot(reason).load(Ordering::Relaxed)
-    }
-}
-
-/// The `dead_letter_strategy` label.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum DeadLetterStrategy {
-    /// No dead-letter exchange configured, or it does not exist: the message was dropped.
-    Disabled,
-    /// Dead-lettered without confirmation.
-    AtMostOnce,
-}
-
-impl DeadLetterStrategy {
-    fn label(self) -> &'static str {
-        match self {
-            Self::Disabled => "disabled",
-            Self::AtMostOnce => "at_most_once",
-        }
-    }
-}
-
-fn global_name(reason: DeathReason) -> &'static str {
-    match reason {
-        DeathReason::Maxlen => "rabbitmq_global_messages_dead_lettered_maxlen_total",
-        DeathReason::Expired => "rabbitmq_global_messages_dead_lettered_expired_total",
-        DeathReason::Rejected => "rabbitmq_global_messages_dead_lettered_rejected_total",
-        DeathReason::DeliveryLimit => "rabbitmq_global_messages_dead_lettered_delivery_limit_total",
-    }
-}
-
-/// Counts one message dead-lettered (or dropped) by a queue.
-pub fn count_dead_letter(
-    queue_type: QueueType,
-    strategy: DeadLetterStrategy,
-    reason: DeathReason,
-    queue: &DeadLetterCounts,
-) {
-    counter!(global_name(reason), "queue_type" => queue_type.module(), "dead_letter_strategy" => strategy.label())
-        .increment(1);
-    queue.add(reason);
-}
 
 /// The per-queue series in Prometheus text format: one line per live queue and reason that
 /// has counted at least one message (a series appears on its first count, as with the facade).

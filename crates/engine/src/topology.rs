@@ -10,6 +10,7 @@ use charon_model::{Routing, Table};
 
 use crate::exchange::{Binding, BindingSet, Destination, ExchangeInfo, ExchangeKind};
 use crate::queue::QueueRef;
+use crate::reservation::Reserved;
 
 pub(crate) struct ExchangeEntry {
     pub(crate) info: Arc<ExchangeInfo>,
@@ -35,6 +36,10 @@ pub(crate) struct Topology {
     /// Durable exchanges removed since the vhost last looked (deletes and auto-delete
     /// cascades), for the store to forget.
     pub(crate) removed_durable_exchanges: Vec<String>,
+    /// Names of durable exchanges being declared (their commit is in flight).
+    pub(crate) reserved_exchanges: HashMap<String, Reserved>,
+    /// Names of durable queues being declared (their commit is in flight).
+    pub(crate) reserved_queues: HashMap<String, Reserved>,
 }
 
 impl Topology {
@@ -155,6 +160,18 @@ impl Topology {
             self.route_key(exchange, key, headers, &mut visited, &mut routed);
         }
         routed
+    }
+
+    /// Routes a dead letter: like [`Self::route`], without the `internal` check the vhost makes
+    /// for publishes (RabbitMQ calls `rabbit_exchange:route` directly). `None` when the exchange
+    /// does not exist.
+    pub(crate) fn route_dead_letter(
+        &self,
+        exchange: &str,
+        routing: &Routing,
+        headers: &Table,
+    ) -> Option<Vec<QueueRef>> {
+        self.exchanges.contains_key(exchange).then(|| self.route(exchange, routing, headers).queues)
     }
 
     fn route_key(&self, exchange: &str, key: &str, headers: &Table, visited: &mut HashSet<String>, out: &mut Routed) {

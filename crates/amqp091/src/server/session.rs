@@ -166,7 +166,7 @@ impl Session {
 
     async fn handle_method(&mut self, channel: u16, method: AMQPClass, conn: &mut Connection) -> MethodResult {
         match method {
-            AMQPClass::Exchange(m) => self.exchange_method(channel, m, conn),
+            AMQPClass::Exchange(m) => self.exchange_method(channel, m, conn).await,
             AMQPClass::Queue(m) => self.queue_method(channel, m, conn).await,
             AMQPClass::Basic(m) => self.basic_method(channel, m, conn).await,
             AMQPClass::Confirm(amq_protocol::protocol::confirm::AMQPMethod::Select(select)) => {

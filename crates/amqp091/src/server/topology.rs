@@ -34,7 +34,7 @@ impl Session {
             .ok_or_else(|| MethodError::new(ReplyCode::NotFound, "no previously declared queue"))
     }
 
-    pub(crate) fn exchange_method(
+    pub(crate) async fn exchange_method(
         &mut self,
         channel: u16,
         method: exchange::AMQPMethod,
@@ -43,15 +43,17 @@ impl Session {
         let vhost = self.vhost()?;
         match method {
             exchange::AMQPMethod::Declare(d) => {
-                vhost.declare_exchange(&ExchangeDeclare {
-                    name: d.exchange.as_str().to_owned(),
-                    kind: d.kind.as_str().to_owned(),
-                    passive: d.passive,
-                    durable: d.durable,
-                    auto_delete: d.auto_delete,
-                    internal: d.internal,
-                    arguments: arguments(&d.arguments),
-                })?;
+                vhost
+                    .declare_exchange(&ExchangeDeclare {
+                        name: d.exchange.as_str().to_owned(),
+                        kind: d.kind.as_str().to_owned(),
+                        passive: d.passive,
+                        durable: d.durable,
+                        auto_delete: d.auto_delete,
+                        internal: d.internal,
+                        arguments: arguments(&d.arguments),
+                    })
+                    .await?;
                 if !d.nowait {
                     conn.send_method(
                         channel,
@@ -60,7 +62,7 @@ impl Session {
                 }
             }
             exchange::AMQPMethod::Delete(d) => {
-                vhost.delete_exchange(d.exchange.as_str(), d.if_unused)?;
+                vhost.delete_exchange(d.exchange.as_str(), d.if_unused).await?;
                 if !d.nowait {
                     conn.send_method(
                         channel,
@@ -70,26 +72,18 @@ impl Session {
             }
             exchange::AMQPMethod::Bind(b) => {
                 let destination = Destination::Exchange(b.destination.as_str().to_owned());
-                vhost.bind(
-                    b.source.as_str(),
-                    destination,
-                    b.routing_key.as_str(),
-                    &arguments(&b.arguments),
-                    self.id,
-                )?;
+                vhost
+                    .bind(b.source.as_str(), destination, b.routing_key.as_str(), &arguments(&b.arguments), self.id)
+                    .await?;
                 if !b.nowait {
                     conn.send_method(channel, &AMQPClass::Exchange(exchange::AMQPMethod::BindOk(exchange::BindOk {})));
                 }
             }
             exchange::AMQPMethod::Unbind(u) => {
                 let destination = Destination::Exchange(u.destination.as_str().to_owned());
-                vhost.unbind(
-                    u.source.as_str(),
-                    destination,
-                    u.routing_key.as_str(),
-                    &arguments(&u.arguments),
-                    self.id,
-                )?;
+                vhost
+                    .unbind(u.source.as_str(), destination, u.routing_key.as_str(), &arguments(&u.arguments), self.id)
+                    .await?;
                 if !u.nowait {
                     conn.send_method(
                         channel,
@@ -146,7 +140,9 @@ impl Session {
                 } else {
                     b.routing_key.as_str().to_owned()
                 };
-                vhost.bind(b.exchange.as_str(), Destination::Queue(name), &key, &arguments(&b.arguments), self.id)?;
+                vhost
+                    .bind(b.exchange.as_str(), Destination::Queue(name), &key, &arguments(&b.arguments), self.id)
+                    .await?;
                 if !b.nowait {
                     conn.send_method(channel, &AMQPClass::Queue(queue::AMQPMethod::BindOk(queue::BindOk {})));
                 }
@@ -158,7 +154,9 @@ impl Session {
                 } else {
                     u.routing_key.as_str().to_owned()
                 };
-                vhost.unbind(u.exchange.as_str(), Destination::Queue(name), &key, &arguments(&u.arguments), self.id)?;
+                vhost
+                    .unbind(u.exchange.as_str(), Destination::Queue(name), &key, &arguments(&u.arguments), self.id)
+                    .await?;
                 conn.send_method(channel, &AMQPClass::Queue(queue::AMQPMethod::UnbindOk(queue::UnbindOk {})));
             }
             queue::AMQPMethod::Purge(p) => {

@@ -109,7 +109,7 @@ impl Session {
                 self.management.exclusive_durable.remove(&name);
                 Ok(("200", message_count(count)))
             }
-            ("PUT", ["exchanges", name]) => put_exchange(&vhost, name, body),
+            ("PUT", ["exchanges", name]) => put_exchange(&vhost, name, body).await,
             ("DELETE", ["exchanges", name]) => {
                 let name = decode(name)?;
                 prohibit_cr_lf(&name)?;
@@ -117,7 +117,7 @@ impl Session {
                     return Err(default_exchange());
                 }
                 prohibit_reserved("exchange", &name, &vhost)?;
-                vhost.delete_exchange(&name, false).map_err(|e| bad(e.to_string()))?;
+                vhost.delete_exchange(&name, false).await.map_err(|e| bad(e.to_string()))?;
                 Ok(("204", Amqp::Null))
             }
             ("POST", ["bindings"]) => {
@@ -127,7 +127,7 @@ impl Session {
                 let key = request.key.unwrap_or_default();
                 binding_checks(&source, &destination)?;
                 let args = sorted(request.arguments);
-                vhost.bind(&source, destination, &key, &args, self.id).map_err(|e| bad(e.to_string()))?;
+                vhost.bind(&source, destination, &key, &args, self.id).await.map_err(|e| bad(e.to_string()))?;
                 Ok(("204", Amqp::Null))
             }
             ("DELETE", ["bindings", segment]) => {
@@ -141,6 +141,7 @@ impl Session {
                 if let Some(binding) = found {
                     vhost
                         .unbind(&source, binding.destination, &binding.key, &binding.arguments, self.id)
+                        .await
                         .map_err(|e| bad(e.to_string()))?;
                 }
                 Ok(("204", Amqp::Null))
@@ -237,7 +238,7 @@ impl Session {
     }
 }
 
-fn put_exchange(vhost: &VHost, segment: &str, body: &Amqp) -> Answer {
+async fn put_exchange(vhost: &VHost, segment: &str, body: &Amqp) -> Answer {
     let name = decode(segment)?;
     let request = decode_exchange(body)?;
     ExchangeKind::parse(&request.kind).map_err(|e| bad(e.to_string()))?;
@@ -257,7 +258,7 @@ fn put_exchange(vhost: &VHost, segment: &str, body: &Amqp) -> Answer {
         internal: request.internal,
         arguments: request.arguments,
     };
-    vhost.declare_exchange(&declare).map_err(|e| match e {
+    vhost.declare_exchange(&declare).await.map_err(|e| match e {
         EngineError::Inequivalent(_) => Status("409", e.to_string()),
         other => bad(other.to_string()),
     })?;

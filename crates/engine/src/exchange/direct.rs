@@ -3,7 +3,7 @@
 
 use std::collections::HashMap;
 
-use super::{Binding, Destination};
+use super::binding::{Binding, Destination};
 
 #[derive(Debug, Default)]
 pub(crate) struct DirectBindings {

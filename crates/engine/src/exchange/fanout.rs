@@ -1,6 +1,6 @@
 //! Fanout exchange bindings: every binding matches, whatever the key.
 
-use super::{Binding, Destination};
+use super::binding::{Binding, Destination};
 
 #[derive(Debug, Default)]
 pub(crate) struct FanoutBindings {

@@ -8,7 +8,7 @@
 
 use charon_model::{Table, Value};
 
-use super::{Binding, Destination};
+use super::binding::{Binding, Destination};
 use crate::error::EngineError;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -4,6 +4,7 @@
 //! map by routing key for direct exchanges (so routing cost does not grow with the number of
 //! bindings), a flat list for fanout, a word trie for topic and a list of matchers for headers.
 
+mod binding;
 mod direct;
 mod fanout;
 mod headers;
@@ -13,6 +14,7 @@ use charon_model::{Table, Value};
 
 use crate::error::EngineError;
 
+pub use binding::{Binding, Destination};
 pub(crate) use direct::DirectBindings;
 pub(crate) use fanout::FanoutBindings;
 pub(crate) use headers::{HeadersBindings, validate as validate_headers_binding};
@@ -55,33 +57,6 @@ impl ExchangeKind {
             Self::Topic => "topic",
             Self::Headers => "headers",
         }
-    }
-}
-
-/// Where a binding leads.
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
-pub enum Destination {
-    /// A queue, by name.
-    Queue(String),
-    /// Another exchange, by name (exchange-to-exchange binding).
-    Exchange(String),
-}
-
-/// One binding of a source exchange.
-#[derive(Clone, Debug, PartialEq)]
-pub struct Binding {
-    /// Where it leads.
-    pub destination: Destination,
-    /// Binding key.
-    pub key: String,
-    /// Binding arguments (meaningful for headers exchanges; part of the binding's identity
-    /// for all types, as in RabbitMQ).
-    pub arguments: Table,
-}
-
-impl Binding {
-    fn same_as(&self, other: &Self) -> bool {
-        self.destination == other.destination && self.key == other.key && self.arguments == other.arguments
     }
 }
 

@@ -4,7 +4,7 @@
 
 use std::collections::HashMap;
 
-use super::{Binding, Destination};
+use super::binding::{Binding, Destination};
 
 /// Splits a key into words as RabbitMQ's `split_topic_key/1` does.
 fn words(key: &str) -> Vec<&str> {

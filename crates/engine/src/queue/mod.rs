@@ -27,6 +27,7 @@ mod effects;
 mod entry;
 mod journal;
 mod limits;
+mod links;
 mod outbox;
 mod paging;
 mod ready;
@@ -34,19 +35,19 @@ pub mod settings;
 mod state;
 mod task;
 
-use std::sync::{Arc, Weak};
+use std::sync::Arc;
 
 use charon_model::{Message, Table};
 use charon_store::segment_log::{Placed, RecoveredQueue};
 use tokio::sync::{mpsc, oneshot};
 
+use crate::dead_letter::counts::DeadLetterCounts;
 use crate::error::{EngineError, Resource};
 use crate::gate::Gate;
-use crate::metrics::DeadLetterCounts;
 use crate::session::{ConsumerId, Delivery, Owner, SessionId, SessionSink};
-use crate::vhost::VHost;
 
 pub use args::QueueType;
+pub(crate) use links::{OnSelfDelete, QueueLinks};
 pub use settings::{Overflow, QueueSettings};
 
 /// A shared reference to a live queue.
@@ -235,12 +236,12 @@ impl QueueHandle {
         id: u64,
         config: QueueConfig,
         settings: QueueSettings,
-        vhost: Weak<VHost>,
+        links: QueueLinks,
         restored: RecoveredQueue,
     ) -> QueueRef {
         let (tx, rx) = mpsc::channel(MAILBOX_CAPACITY);
         let handle = Arc::new(Self::new(id, config, tx));
-        task::spawn(Arc::clone(&handle), rx, settings, vhost, restored);
+        task::spawn(Arc::clone(&handle), rx, settings, links, restored);
         handle
     }
 

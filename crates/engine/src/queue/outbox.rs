@@ -113,7 +113,7 @@ mod tests {
     }
 
     fn forward(targets: &[&QueueRef]) -> Forward {
-        Forward { message: Arc::new(Message::default()), targets: targets.iter().map(|t| Arc::clone(t)).collect() }
+        Forward::new(Arc::new(Message::default()), targets.iter().map(|t| Arc::clone(t)).collect())
     }
 
     fn published(rx: &mut mpsc::Receiver<QueueCmd>) -> Vec<usize> {
@@ -154,9 +154,9 @@ mod tests {
         target.tx.try_send(QueueCmd::Resume).unwrap();
         let mut outbox = Outbox::default();
         let big = Message::new(Default::default(), charon_model::Body::Data(vec![0; LIMIT_BYTES / 2].into()));
-        outbox.push(Forward { message: Arc::new(big.clone()), targets: vec![Arc::clone(&target)] });
+        outbox.push(Forward::new(Arc::new(big.clone()), vec![Arc::clone(&target)]));
         assert_eq!(outbox.room(), LIMIT_MESSAGES - 1);
-        outbox.push(Forward { message: Arc::new(big), targets: vec![Arc::clone(&target)] });
+        outbox.push(Forward::new(Arc::new(big), vec![Arc::clone(&target)]));
         assert_eq!(outbox.room(), 0);
     }
 

@@ -5,7 +5,7 @@
 //! the resulting events. Between passes it waits for the next command, the next deadline (the
 //! head's TTL, `x-expires`), or room in the mailbox of a queue it is dead-lettering to.
 
-use std::sync::{Arc, Weak};
+use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::sync::mpsc;
@@ -13,13 +13,13 @@ use tokio::sync::mpsc;
 use super::outbox::{Outbox, room_in};
 use super::settings::QueueSettings;
 use super::state::QueueState;
-use super::{QueueCmd, QueueRef};
+use super::{OnSelfDelete, QueueCmd, QueueLinks, QueueRef};
 use charon_store::segment_log::{Completion, LogFailure, Placed, Record, RecoveredQueue};
 
-use crate::dead_letter::{DeadLetterer, now_ms};
+use crate::clock::now_ms;
+use crate::dead_letter::{DeadLetterSink, DeadLetterer};
 use crate::persist::Persistence;
 use crate::session::SessionEvent;
-use crate::vhost::VHost;
 
 /// Commands taken from the mailbox per pass: large enough to amortise one dispatch over many
 /// publishes, small enough to keep latency low.
@@ -29,10 +29,10 @@ pub(super) fn spawn(
     handle: QueueRef,
     rx: mpsc::Receiver<QueueCmd>,
     settings: QueueSettings,
-    vhost: Weak<VHost>,
+    links: QueueLinks,
     restored: RecoveredQueue,
 ) {
-    tokio::spawn(run(handle, rx, settings, vhost, restored));
+    tokio::spawn(run(handle, rx, settings, links, restored));
 }
 
 enum Next {
@@ -44,7 +44,10 @@ struct Task {
     handle: QueueRef,
     state: QueueState,
     outbox: Outbox,
-    vhost: Weak<VHost>,
+    /// Routes the queue's dead letters.
+    dead_letters: Arc<dyn DeadLetterSink>,
+    /// Told when the queue deletes itself; taken when it does.
+    on_self_delete: Option<OnSelfDelete>,
     /// The broker's store, when it has one: a durable queue journals its persistent messages
     /// there, and every queue pages out what does not fit in memory.
     store: Option<Arc<Persistence>>,
@@ -54,18 +57,19 @@ async fn run(
     handle: QueueRef,
     mut rx: mpsc::Receiver<QueueCmd>,
     settings: QueueSettings,
-    vhost: Weak<VHost>,
+    links: QueueLinks,
     restored: RecoveredQueue,
 ) {
     let mut state = QueueState::new(Arc::clone(&handle), settings, now_ms());
-    let store = vhost.upgrade().and_then(|v| v.store().cloned());
+    let QueueLinks { store, dead_letters, on_self_delete } = links;
     if let Some(store) = &store {
         state.enable_paging(store.log.reader().clone());
         if handle.config.durable {
             state.enable_journal(restored);
         }
     }
-    let mut task = Task { handle, state, outbox: Outbox::default(), vhost, store };
+    let on_self_delete = Some(on_self_delete);
+    let mut task = Task { handle, state, outbox: Outbox::default(), dead_letters, on_self_delete, store };
     let mut commands = Vec::with_capacity(BATCH);
     let mut blocked: Option<QueueRef> = None;
     'outer: loop {
@@ -92,7 +96,7 @@ async fn run(
             }
         }
         if task.state.should_auto_delete() || task.state.has_expired() {
-            task.forget();
+            task.self_delete();
             task.state.cancel_all_consumers();
             task.finish_pass();
             break;
@@ -176,9 +180,6 @@ impl Task {
         if discarded.is_empty() {
             return;
         }
-        let Some(vhost) = self.vhost.upgrade() else {
-            return;
-        };
         let config = &self.handle.config;
         let settings = self.state.settings();
         let dead_letterer = DeadLetterer {
@@ -188,11 +189,13 @@ impl Task {
             exchange: settings.dead_letter_exchange.as_deref(),
             routing_key: settings.dead_letter_routing_key.as_deref(),
         };
-        for (message, reason) in discarded {
-            if let Some(forward) = dead_letterer.dead_letter(&vhost, &message, reason) {
-                self.outbox.push(forward);
-            }
+        let dead_lettered = self.dead_letters.dead_letter(&dead_letterer, discarded);
+        for forward in dead_lettered.forwards {
+            self.outbox.push(forward);
         }
+        // At most once (RabbitMQ's default strategy): the queue forgets its dead letters once
+        // they are handed over, without waiting for their targets to accept them.
+        drop(dead_lettered.accepted);
     }
 
     /// A non-durable queue that spilled messages is gone: its log records are garbage. (A
@@ -203,9 +206,9 @@ impl Task {
         }
     }
 
-    fn forget(&self) {
-        if let Some(vhost) = self.vhost.upgrade() {
-            vhost.forget_queue(&self.handle);
+    fn self_delete(&mut self) {
+        if let Some(on_self_delete) = self.on_self_delete.take() {
+            on_self_delete(&self.handle);
         }
     }
 }

@@ -1,5 +1,6 @@
 //! A virtual host: the operations protocol adapters call.
 
+mod dead_letters;
 mod policies;
 mod restore;
 
@@ -7,15 +8,18 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Weak};
 
 use charon_model::{Routing, Table, Value};
+use charon_store::meta::StoredQueue;
 use parking_lot::RwLock;
 
+use crate::dead_letter::DeadLetterSink;
 use crate::error::{EngineError, Resource, ResourceKind, quoted};
 use crate::exchange::{Binding, Destination, ExchangeInfo, ExchangeKind};
 use crate::limits::Limits;
-use crate::persist::Persistence;
+use crate::persist::{MetaDone, Persistence};
 use crate::policy::Policy;
 use crate::queue::args::{self, QueueType};
-use crate::queue::{QueueConfig, QueueHandle, QueueRef};
+use crate::queue::{QueueConfig, QueueHandle, QueueLinks, QueueRef};
+use crate::reservation::{Reservation, Reserved, reserve};
 use crate::route_cache::RouteCache;
 use crate::session::SessionId;
 use crate::topology::Topology;
@@ -70,13 +74,23 @@ pub struct DeclareOk {
 }
 
 /// A virtual host.
+///
+/// Its topology and policies sit behind locks that routing takes on every publish and dead
+/// letter, so no lock is ever held across a metadata commit: a change is validated (and a new
+/// name reserved) under the lock, its commit is submitted there (ordering the store's commits as
+/// the changes), the commit is awaited with the lock released, and a durable exchange, queue or
+/// binding is published only once committed. Removals take effect at once; their -ok still waits
+/// for the commit.
 pub struct VHost {
     name: String,
-    topology: RwLock<Topology>,
+    /// Shared (weakly) with the dead-letter routes its queues hold.
+    topology: Arc<RwLock<Topology>>,
     /// Bumped under the write lock on every topology change; route caches compare it.
     version: AtomicU64,
     ids: Arc<AtomicU64>,
     me: Weak<VHost>,
+    /// Where this vhost's queues hand their dead letters.
+    dead_letters: Arc<dyn DeadLetterSink>,
     /// Policies by name.
     policies: RwLock<Vec<Policy>>,
     /// The durable store, when the broker has one.
@@ -108,12 +122,16 @@ impl VHost {
         store: Option<Arc<Persistence>>,
         limits: Arc<Limits>,
     ) -> Arc<Self> {
+        let topology = Arc::new(RwLock::new(Topology::with_standard_exchanges()));
+        let dead_letters: Arc<dyn DeadLetterSink> =
+            Arc::new(dead_letters::DeadLetterRoutes::new(Arc::downgrade(&topology)));
         Arc::new_cyclic(|me| Self {
             name: name.to_owned(),
-            topology: RwLock::new(Topology::with_standard_exchanges()),
+            topology,
             version: AtomicU64::new(1),
             ids,
             me: me.clone(),
+            dead_letters,
             policies: RwLock::new(Vec::new()),
             store,
             limits,
@@ -125,13 +143,50 @@ impl VHost {
         self.store.as_ref()
     }
 
-    /// Tells the store about durable exchanges the last topology change removed.
-    fn forget_removed_exchanges(&self, topology: &mut Topology) {
-        for name in std::mem::take(&mut topology.removed_durable_exchanges) {
-            if let Some(store) = &self.store {
-                store.forget_exchange(&self.name, &name);
-            }
+    /// What a queue task of this vhost is linked to: the store, this vhost's dead-letter
+    /// routes, and the topology it leaves when it deletes itself.
+    pub(crate) fn queue_links(&self) -> QueueLinks {
+        let me = self.me.clone();
+        QueueLinks {
+            store: self.store.clone(),
+            dead_letters: Arc::clone(&self.dead_letters),
+            on_self_delete: Box::new(move |queue| {
+                if let Some(vhost) = me.upgrade() {
+                    // The queue is gone: it need not wait for the store to forget it.
+                    drop(vhost.remove_queue(queue));
+                }
+            }),
         }
+    }
+
+    /// Submits the store's forgetting of the durable exchanges the last topology change
+    /// removed (under the topology lock, so in the order of the changes).
+    fn forget_removed_exchanges(&self, topology: &mut Topology) -> Vec<MetaDone> {
+        let removed = std::mem::take(&mut topology.removed_durable_exchanges);
+        match &self.store {
+            Some(store) => removed.iter().map(|name| store.forget_exchange(&self.name, name)).collect(),
+            None => Vec::new(),
+        }
+    }
+
+    /// Waits for `done` in a task of its own, so that the change is published even when the
+    /// caller goes away meanwhile, then runs `publish` under the topology lock with whether it
+    /// was committed.
+    async fn after_commit(
+        &self,
+        done: MetaDone,
+        publish: impl FnOnce(&Self, &mut Topology, bool) + Send + 'static,
+    ) -> Result<(), EngineError> {
+        let Some(vhost) = self.me.upgrade() else {
+            return Err(EngineError::Store(format!("store failure: vhost '{}' is gone", self.name)));
+        };
+        let committed = tokio::spawn(async move {
+            let result = done.wait().await;
+            let mut topology = vhost.topology.write();
+            publish(&vhost, &mut topology, result.is_ok());
+            result
+        });
+        committed.await.map_err(|e| EngineError::Store(format!("store failure: {e}")))?
     }
 
     /// The vhost's name.
@@ -158,7 +213,7 @@ impl VHost {
     /// RabbitMQ's channel errors: 403 for the default exchange or an `amq.` name, 404 for a
     /// passive declare of a missing exchange, 406 for an unknown type or an inequivalent
     /// redeclare.
-    pub fn declare_exchange(&self, declare: &ExchangeDeclare) -> Result<(), EngineError> {
+    pub async fn declare_exchange(&self, declare: &ExchangeDeclare) -> Result<(), EngineError> {
         if declare.name.is_empty() {
             return Err(EngineError::DefaultExchange);
         }
@@ -169,36 +224,67 @@ impl VHost {
             };
         }
         let kind = ExchangeKind::parse(&declare.kind)?;
-        let mut topology = self.topology.write();
-        if let Some(existing) = topology.exchanges.get(&declare.name) {
-            return self.assert_exchange_equivalent(&existing.info, kind, declare);
+        loop {
+            let step = {
+                let mut topology = self.topology.write();
+                if let Some(existing) = topology.exchanges.get(&declare.name) {
+                    return self.assert_exchange_equivalent(&existing.info, kind, declare);
+                }
+                if let Some(reserved) = topology.reserved_exchanges.get(&declare.name) {
+                    Err(reserved.clone())
+                } else {
+                    if declare.name.starts_with("amq.") {
+                        return Err(EngineError::ReservedName {
+                            kind: ResourceKind::Exchange,
+                            name: declare.name.clone(),
+                        });
+                    }
+                    if let Some(value) = declare.arguments.get("alternate-exchange")
+                        && value.as_str().is_none()
+                    {
+                        return Err(EngineError::Precondition(format!(
+                            "invalid type '{}' for arg 'alternate-exchange' in {}",
+                            value.rabbit_type_name(),
+                            self.exchange_resource(&declare.name)
+                        )));
+                    }
+                    let info = ExchangeInfo {
+                        name: declare.name.clone(),
+                        kind,
+                        durable: declare.durable,
+                        auto_delete: declare.auto_delete,
+                        internal: declare.internal,
+                        arguments: declare.arguments.clone(),
+                    };
+                    let Some(store) = self.store.as_ref().filter(|_| info.durable) else {
+                        topology.add_exchange(info);
+                        self.changed();
+                        return Ok(());
+                    };
+                    let done = store.save_exchange(&self.name, &info);
+                    let (reservation, reserved) = reserve();
+                    topology.reserved_exchanges.insert(info.name.clone(), reserved);
+                    Ok((info, done, reservation))
+                }
+            };
+            let (info, done, reservation) = match step {
+                Ok(committing) => committing,
+                Err(reserved) => {
+                    reserved.wait().await;
+                    continue;
+                }
+            };
+            return self
+                .after_commit(done, move |vhost, topology, committed| {
+                    topology.reserved_exchanges.remove(&info.name);
+                    if committed {
+                        topology.add_exchange(info);
+                        vhost.changed();
+                    }
+                    drop(reservation);
+                })
+                .await;
         }
-        if declare.name.starts_with("amq.") {
-            return Err(EngineError::ReservedName { kind: ResourceKind::Exchange, name: declare.name.clone() });
-        }
-        if let Some(value) = declare.arguments.get("alternate-exchange")
-            && value.as_str().is_none()
-        {
-            return Err(EngineError::Precondition(format!(
-                "invalid type '{}' for arg 'alternate-exchange' in {}",
-                value.rabbit_type_name(),
-                self.exchange_resource(&declare.name)
-            )));
-        }
-        let info = ExchangeInfo {
-            name: declare.name.clone(),
-            kind,
-            durable: declare.durable,
-            auto_delete: declare.auto_delete,
-            internal: declare.internal,
-            arguments: declare.arguments.clone(),
-        };
-        if let Some(store) = &self.store {
-            store.save_exchange(&self.name, &info)?;
-        }
-        topology.add_exchange(info);
-        self.changed();
-        Ok(())
     }
 
     fn assert_exchange_equivalent(
@@ -237,23 +323,27 @@ impl VHost {
     ///
     /// # Errors
     /// 403 for the default and `amq.*` exchanges, 406 when `if_unused` and it has bindings.
-    pub fn delete_exchange(&self, name: &str, if_unused: bool) -> Result<(), EngineError> {
+    pub async fn delete_exchange(&self, name: &str, if_unused: bool) -> Result<(), EngineError> {
         if name.is_empty() {
             return Err(EngineError::DefaultExchange);
         }
         if name.starts_with("amq.") {
             return Err(EngineError::SystemExchange(self.exchange_resource(name)));
         }
-        let mut topology = self.topology.write();
-        if !topology.exchanges.contains_key(name) {
-            return Ok(());
-        }
-        if if_unused && topology.has_bindings_from(name) {
-            return Err(EngineError::InUse(self.exchange_resource(name)));
-        }
-        topology.remove_exchange(name);
-        self.forget_removed_exchanges(&mut topology);
-        self.changed();
+        let forgotten = {
+            let mut topology = self.topology.write();
+            if !topology.exchanges.contains_key(name) {
+                return Ok(());
+            }
+            if if_unused && topology.has_bindings_from(name) {
+                return Err(EngineError::InUse(self.exchange_resource(name)));
+            }
+            topology.remove_exchange(name);
+            self.changed();
+            self.forget_removed_exchanges(&mut topology)
+        };
+        // Forgetting failures are logged by the store; the exchange is gone either way.
+        let _ = MetaDone::all(forgotten).await;
         Ok(())
     }
 
@@ -272,11 +362,27 @@ impl VHost {
         let queue = if declare.passive {
             self.queue(&declare.name, session)?
         } else {
-            match self.create_or_check_queue(declare, session)? {
-                Created::New(name) => {
-                    return Ok(DeclareOk { name, messages: 0, consumers: 0, created: true });
+            loop {
+                match self.create_or_check_queue(declare, session)? {
+                    Created::New(name) => {
+                        return Ok(DeclareOk { name, messages: 0, consumers: 0, created: true });
+                    }
+                    Created::Existing(queue) => break queue,
+                    Created::Reserved(reserved) => reserved.wait().await,
+                    Created::Committing { queue, done, reservation } => {
+                        let name = queue.name().to_owned();
+                        self.after_commit(done, move |vhost, topology, committed| {
+                            topology.reserved_queues.remove(queue.name());
+                            if committed {
+                                topology.queues.insert(queue.name().to_owned(), queue);
+                                vhost.changed();
+                            }
+                            drop(reservation);
+                        })
+                        .await?;
+                        return Ok(DeclareOk { name, messages: 0, consumers: 0, created: true });
+                    }
                 }
-                Created::Existing(queue) => queue,
             }
         };
         let stats = queue.declared().await?;
@@ -325,11 +431,14 @@ impl VHost {
             args::assert_equivalent(&resource, config.queue_type, &config.arguments, &arguments)?;
             return Ok(Created::Existing(Arc::clone(existing)));
         }
+        if let Some(reserved) = topology.reserved_queues.get(&name) {
+            return Ok(Created::Reserved(reserved.clone()));
+        }
         if name.starts_with("amq.") && !declare.name.is_empty() {
             return Err(EngineError::ReservedName { kind: ResourceKind::Queue, name });
         }
         if let Some(max) = self.limits.max_queues(&self.name)
-            && topology.queues.len() as u64 >= max
+            && (topology.queues.len() + topology.reserved_queues.len()) as u64 >= max
         {
             return Err(EngineError::QueueLimit { queue: name, vhost: self.name.clone(), max });
         }
@@ -354,14 +463,26 @@ impl VHost {
             queue_type,
         };
         let id = self.ids.fetch_add(1, Ordering::Relaxed);
-        if let Some(store) = &self.store {
-            store.save_queue(id, &config)?;
-        }
+        let stored = durable.then(|| StoredQueue {
+            vhost: self.name.clone(),
+            name: name.clone(),
+            id,
+            auto_delete: config.auto_delete,
+            arguments: config.arguments.clone(),
+        });
         let settings = self.settings_for(&name, queue_type, &config.arguments);
-        let queue = QueueHandle::spawn(id, config, settings, self.me.clone(), Default::default());
-        topology.queues.insert(name.clone(), queue);
-        self.changed();
-        Ok(Created::New(name))
+        // The task starts now; until the queue is published nobody can reach it, and should its
+        // commit fail, dropping the handle stops it.
+        let queue = QueueHandle::spawn(id, config, settings, self.queue_links(), Default::default());
+        let Some((store, stored)) = self.store.as_ref().zip(stored) else {
+            topology.queues.insert(name.clone(), queue);
+            self.changed();
+            return Ok(Created::New(name));
+        };
+        let done = store.save_queue(stored);
+        let (reservation, reserved) = reserve();
+        topology.reserved_queues.insert(name, reserved);
+        Ok(Created::Committing { queue, done, reservation })
     }
 
     /// Looks up a queue that `session` may use.
@@ -397,29 +518,39 @@ impl VHost {
             Err(other) => return Err(other),
         };
         let count = queue.delete(if_unused, if_empty).await?;
-        self.forget_queue(&queue);
+        self.forget_queue(&queue).await;
         Ok(count)
     }
 
     /// Deletes a queue unconditionally (exclusive queues when their connection closes).
     pub async fn drop_queue(&self, queue: &QueueRef) {
         let _ = queue.delete(false, false).await;
-        self.forget_queue(queue);
+        self.forget_queue(queue).await;
     }
 
-    /// Removes a queue that stopped from the topology, with its bindings.
-    pub(crate) fn forget_queue(&self, queue: &QueueRef) {
+    /// Removes a queue that stopped from the topology, with its bindings, and waits until the
+    /// store forgot it too.
+    async fn forget_queue(&self, queue: &QueueRef) {
+        // Forgetting failures are logged by the store; the queue is gone either way.
+        let _ = MetaDone::all(self.remove_queue(queue)).await;
+    }
+
+    /// Removes a queue that stopped from the topology, with its bindings, and submits the
+    /// store's forgetting of it (returned, to await or not).
+    fn remove_queue(&self, queue: &QueueRef) -> Vec<MetaDone> {
         let mut topology = self.topology.write();
         let same = topology.queues.get(queue.name()).is_some_and(|q| q.id == queue.id);
-        if same {
-            topology.queues.remove(queue.name());
-            topology.remove_bindings_to(&Destination::Queue(queue.name().to_owned()));
-            if let Some(store) = &self.store {
-                store.forget_queue(queue.id, &queue.config);
-            }
-            self.forget_removed_exchanges(&mut topology);
-            self.changed();
+        if !same {
+            return Vec::new();
         }
+        topology.queues.remove(queue.name());
+        topology.remove_bindings_to(&Destination::Queue(queue.name().to_owned()));
+        self.changed();
+        let mut forgotten = self.forget_removed_exchanges(&mut topology);
+        if let Some(store) = self.store.as_ref().filter(|_| queue.config.durable) {
+            forgotten.push(store.forget_queue(queue.id, &self.name, queue.name()));
+        }
+        forgotten
     }
 
     /// Binds `destination` to exchange `source`.
@@ -427,7 +558,7 @@ impl VHost {
     /// # Errors
     /// 403 for the default exchange, 404 for a missing source or destination, 405 for another
     /// connection's exclusive queue, 406 for invalid headers-binding arguments.
-    pub fn bind(
+    pub async fn bind(
         &self,
         source: &str,
         destination: Destination,
@@ -436,28 +567,41 @@ impl VHost {
         session: SessionId,
     ) -> Result<(), EngineError> {
         let binding = self.checked_binding(source, destination, key, arguments, session)?;
-        let mut topology = self.topology.write();
-        self.check_binding_ends(&topology, source, &binding.destination, session)?;
-        if topology.exchanges.get(source).is_some_and(|e| e.info.kind == ExchangeKind::Headers) {
-            crate::exchange::validate_headers_binding(&binding.arguments)?;
-        }
-        if let Some(store) = &self.store
-            && durable_ends(&topology, source, &binding.destination)
-            && !topology.binding_exists(source, &binding)
-        {
-            store.save_binding(&self.name, source, &binding)?;
-        }
-        if topology.bind(source, binding) {
-            self.changed();
-        }
-        Ok(())
+        let (done, ends) = {
+            let mut topology = self.topology.write();
+            self.check_binding_ends(&topology, source, &binding.destination, session)?;
+            if topology.exchanges.get(source).is_some_and(|e| e.info.kind == ExchangeKind::Headers) {
+                crate::exchange::validate_headers_binding(&binding.arguments)?;
+            }
+            let durable = durable_ends(&topology, source, &binding.destination);
+            match self.store.as_ref().filter(|_| durable && !topology.binding_exists(source, &binding)) {
+                Some(store) => {
+                    (store.save_binding(&self.name, source, &binding), Ends::of(&topology, source, &binding))
+                }
+                None => {
+                    if topology.bind(source, binding) {
+                        self.changed();
+                    }
+                    return Ok(());
+                }
+            }
+        };
+        let source = source.to_owned();
+        self.after_commit(done, move |vhost, topology, committed| {
+            // Published only if both ends are still the ones it was validated against: had one
+            // been deleted meanwhile, the store already forgot the binding with it.
+            if committed && ends.is_some_and(|ends| ends.still_in(topology)) && topology.bind(&source, binding) {
+                vhost.changed();
+            }
+        })
+        .await
     }
 
     /// Removes a binding (a missing binding is fine).
     ///
     /// # Errors
     /// As [`Self::bind`], minus argument validation.
-    pub fn unbind(
+    pub async fn unbind(
         &self,
         source: &str,
         destination: Destination,
@@ -466,16 +610,23 @@ impl VHost {
         session: SessionId,
     ) -> Result<(), EngineError> {
         let binding = self.checked_binding(source, destination, key, arguments, session)?;
-        let mut topology = self.topology.write();
-        self.check_binding_ends(&topology, source, &binding.destination, session)?;
-        let durable = durable_ends(&topology, source, &binding.destination);
-        if topology.binding_exists(source, &binding) && topology.unbind(source, &binding) {
-            if let Some(store) = self.store.as_ref().filter(|_| durable) {
-                store.forget_binding(&self.name, source, &binding);
+        let forgotten = {
+            let mut topology = self.topology.write();
+            self.check_binding_ends(&topology, source, &binding.destination, session)?;
+            let durable = durable_ends(&topology, source, &binding.destination);
+            if !(topology.binding_exists(source, &binding) && topology.unbind(source, &binding)) {
+                return Ok(());
             }
-            self.forget_removed_exchanges(&mut topology);
             self.changed();
-        }
+            let mut forgotten = Vec::new();
+            if let Some(store) = self.store.as_ref().filter(|_| durable) {
+                forgotten.push(store.forget_binding(&self.name, source, &binding));
+            }
+            forgotten.extend(self.forget_removed_exchanges(&mut topology));
+            forgotten
+        };
+        // Forgetting failures are logged by the store; the binding is gone either way.
+        let _ = MetaDone::all(forgotten).await;
         Ok(())
     }
 
@@ -553,8 +704,7 @@ impl VHost {
     /// exchange does not exist.
     #[must_use]
     pub fn route_dead_letter(&self, exchange: &str, routing: &Routing, headers: &Table) -> Option<Vec<QueueRef>> {
-        let topology = self.topology.read();
-        topology.exchanges.contains_key(exchange).then(|| topology.route(exchange, routing, headers).queues)
+        self.topology.read().route_dead_letter(exchange, routing, headers)
     }
 
     /// The bindings from exchange `source` to `destination` (for management APIs).
@@ -586,7 +736,47 @@ fn durable_ends(topology: &Topology, source: &str, destination: &Destination) ->
         }
 }
 
+/// What a non-passive queue declare found or did under the topology lock.
 enum Created {
+    /// Created (not durable, or no store): published already.
     New(String),
+    /// There already: checked equivalent.
     Existing(QueueRef),
+    /// Another declare of the name is committing: wait for it, then look again.
+    Reserved(Reserved),
+    /// Created, name reserved, commit submitted: publish once committed.
+    Committing { queue: QueueRef, done: MetaDone, reservation: Reservation },
+}
+
+/// The two ends a durable binding was validated against, to publish it only if they are still
+/// the same exchanges and queue once its commit is done.
+struct Ends {
+    source: Arc<ExchangeInfo>,
+    destination: End,
+}
+
+enum End {
+    Queue(QueueRef),
+    Exchange(Arc<ExchangeInfo>),
+}
+
+impl Ends {
+    fn of(topology: &Topology, source: &str, binding: &Binding) -> Option<Self> {
+        let source = Arc::clone(&topology.exchanges.get(source)?.info);
+        let destination = match &binding.destination {
+            Destination::Queue(name) => End::Queue(Arc::clone(topology.queues.get(name)?)),
+            Destination::Exchange(name) => End::Exchange(Arc::clone(&topology.exchanges.get(name)?.info)),
+        };
+        Some(Self { source, destination })
+    }
+
+    fn still_in(&self, topology: &Topology) -> bool {
+        let exchange_is =
+            |info: &Arc<ExchangeInfo>| topology.exchanges.get(&info.name).is_some_and(|e| Arc::ptr_eq(&e.info, info));
+        exchange_is(&self.source)
+            && match &self.destination {
+                End::Queue(queue) => topology.queues.get(queue.name()).is_some_and(|q| Arc::ptr_eq(q, queue)),
+                End::Exchange(info) => exchange_is(info),
+            }
+    }
 }

@@ -2,6 +2,7 @@
 //! policy changes (RabbitMQ applies policies to existing queues at runtime).
 
 use charon_model::Table;
+use charon_store::meta::StoredPolicy;
 
 use super::VHost;
 use crate::error::EngineError;
@@ -15,8 +16,17 @@ impl VHost {
     /// # Errors
     /// When the durable store cannot record it (nothing changes).
     pub async fn set_policy(&self, policy: Policy) -> Result<bool, EngineError> {
+        // Committed first, then applied, as before; the commit runs on the metadata writer.
         if let Some(store) = self.store() {
-            store.save_policy(self.name(), &policy)?;
+            let stored = StoredPolicy {
+                vhost: self.name().to_owned(),
+                name: policy.name.clone(),
+                pattern: policy.pattern.clone(),
+                apply_to: policy.apply_to.as_str().to_owned(),
+                priority: policy.priority,
+                definition: policy.definition.clone(),
+            };
+            store.save_policy(stored).wait().await?;
         }
         let created = {
             let mut policies = self.policies.write();
@@ -39,19 +49,22 @@ impl VHost {
 
     /// Removes a policy; false when there was none of that name.
     pub async fn delete_policy(&self, name: &str) -> bool {
-        let removed = {
+        let forgotten = {
             let mut policies = self.policies.write();
             let before = policies.len();
             policies.retain(|p| p.name != name);
-            before != policies.len()
+            // Submitted under the lock, so that the store forgets in the order of the removals.
+            (before != policies.len()).then(|| self.store().map(|store| store.forget_policy(self.name(), name)))
         };
-        if removed {
-            if let Some(store) = self.store() {
-                store.forget_policy(self.name(), name);
-            }
-            self.reapply_policies().await;
+        let Some(forgotten) = forgotten else {
+            return false;
+        };
+        if let Some(done) = forgotten {
+            // A failure is logged by the store; the policy is gone either way.
+            let _ = done.wait().await;
         }
-        removed
+        self.reapply_policies().await;
+        true
     }
 
     /// Every policy, by name.

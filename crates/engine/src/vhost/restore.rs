@@ -62,7 +62,7 @@ impl VHost {
             let settings = self.settings_for(&stored.name, queue_type, &config.arguments);
             let restored = messages.remove(&stored.id).unwrap_or_default();
             tracing::info!(queue = stored.name, vhost = self.name, messages = restored.len(), "queue recovered");
-            let queue = QueueHandle::spawn(stored.id, config, settings, self.me.clone(), restored);
+            let queue = QueueHandle::spawn(stored.id, config, settings, self.queue_links(), restored);
             topology.queues.insert(stored.name.clone(), queue);
         }
         for stored in snapshot.bindings.iter().filter(|b| mine(&b.vhost)) {

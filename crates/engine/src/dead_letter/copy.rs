@@ -1,86 +1,7 @@
-//! Dead lettering, at most once, as RabbitMQ 4.0.5 does it (`rabbit_dead_letter:publish/5`).
-//!
-//! A queue hands every message that leaves it other than by acknowledgement to
-//! [`DeadLetterer::dead_letter`] with a [`DeathReason`]. Without a dead-letter exchange, or when
-//! that exchange does not exist, the message is dropped and counted under the `disabled`
-//! strategy. Otherwise its copy gets one more death in its history, loses its TTL, takes the
-//! dead-letter exchange as its exchange (and the dead-letter routing key, when set, as its only
-//! routing key), is routed through the exchange graph (internal exchanges allowed, alternate
-//! exchanges honoured), and goes to every target queue except those where the cycle rule drops
-//! it. The queue then forwards the copies through its own outbox ([`crate::queue`]), so a slow
-//! target pushes back on the dead-lettering queue only.
-
-use std::sync::Arc;
-use std::time::{SystemTime, UNIX_EPOCH};
+//! The dead-lettered copy of a message and RabbitMQ's cycle rule (`rabbit_dead_letter` and
+//! `mc:is_death_cycle/2` in 4.0.5): pure functions of the message and its death history.
 
 use charon_model::{DeathHistory, DeathReason, DeathRecord, Encoded, Message, Value};
-
-use crate::metrics::{DeadLetterCounts, DeadLetterStrategy, count_dead_letter};
-use crate::queue::{QueueRef, QueueType};
-use crate::vhost::VHost;
-
-/// Milliseconds since the Unix epoch.
-#[must_use]
-pub fn now_ms() -> i64 {
-    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
-}
-
-/// A dead-lettered copy on its way to the queues it was routed to.
-#[derive(Debug)]
-pub(crate) struct Forward {
-    /// The copy, shared by all its targets.
-    pub(crate) message: Arc<Message>,
-    /// Target queues not yet handed the copy.
-    pub(crate) targets: Vec<QueueRef>,
-}
-
-/// What a queue needs to dead-letter its messages.
-#[derive(Clone, Debug)]
-pub(crate) struct DeadLetterer<'a> {
-    /// The dead-lettering queue's name.
-    pub(crate) queue: &'a str,
-    /// Its per-queue counts.
-    pub(crate) counts: &'a DeadLetterCounts,
-    /// Its type (metrics label).
-    pub(crate) queue_type: QueueType,
-    /// The dead-letter exchange, if configured.
-    pub(crate) exchange: Option<&'a str>,
-    /// The dead-letter routing key, if configured.
-    pub(crate) routing_key: Option<&'a str>,
-}
-
-impl DeadLetterer<'_> {
-    /// Dead-letters one message: returns the copy and its targets, or `None` when it is dropped
-    /// (no dead-letter exchange, a missing one, no route, or only cyclic routes).
-    pub(crate) fn dead_letter(&self, vhost: &VHost, message: &Message, reason: DeathReason) -> Option<Forward> {
-        let routed = self.exchange.and_then(|exchange| {
-            let copy = dead_lettered_copy(message, self.queue, reason, exchange, self.routing_key, now_ms());
-            let headers = routing_headers(&copy);
-            vhost.route_dead_letter(exchange, &copy.routing, &headers).map(|targets| (copy, targets))
-        });
-        let strategy = if routed.is_some() { DeadLetterStrategy::AtMostOnce } else { DeadLetterStrategy::Disabled };
-        count_dead_letter(self.queue_type, strategy, reason, self.counts);
-        let (copy, mut targets) = routed?;
-        if reason != DeathReason::Rejected
-            && let Some(history) = copy.broker.deaths.as_deref()
-        {
-            targets.retain(|target| {
-                let cycle = is_cycle(history, target.name());
-                if cycle {
-                    tracing::warn!(
-                        queue = target.name(),
-                        "message dropped: its death history contains a dead letter cycle without reason 'rejected'"
-                    );
-                }
-                !cycle
-            });
-        }
-        if targets.is_empty() {
-            return None;
-        }
-        Some(Forward { message: Arc::new(copy), targets })
-    }
-}
 
 /// The copy of `message` that leaves `queue` for the dead-letter exchange.
 #[must_use]
@@ -131,7 +52,7 @@ pub fn dead_lettered_copy(
 
 /// The headers a headers exchange sees for a dead letter: the message's own headers plus the
 /// `x-first-death-*` and `x-last-death-*` fields (RabbitMQ routes on its annotations too).
-fn routing_headers(message: &Message) -> charon_model::Table {
+pub(super) fn routing_headers(message: &Message) -> charon_model::Table {
     let mut headers = message.headers.clone();
     if let Some(history) = message.broker.deaths.as_deref() {
         for (key, value) in history.summary_fields() {

@@ -1,0 +1,18 @@
+//! Dead lettering, at most once, as RabbitMQ 4.0.5 does it (`rabbit_dead_letter:publish/5`).
+//!
+//! A queue hands every message that leaves it other than by acknowledgement to its dead-letter
+//! sink ([`sink`]) with the reason and its dead-letter settings. Without a dead-letter exchange, or when
+//! that exchange does not exist, the message is dropped and counted under the `disabled`
+//! strategy. Otherwise its copy gets one more death in its history, loses its TTL, takes the
+//! dead-letter exchange as its exchange (and the dead-letter routing key, when set, as its only
+//! routing key), is routed through the exchange graph (internal exchanges allowed, alternate
+//! exchanges honoured), and goes to every target queue except those where the cycle rule drops
+//! it. The queue then forwards the copies through its own outbox ([`crate::queue`]), so a slow
+//! target pushes back on the dead-lettering queue only.
+
+mod copy;
+pub(crate) mod counts;
+mod sink;
+
+pub use copy::{dead_lettered_copy, is_cycle};
+pub(crate) use sink::{DeadLetterSink, DeadLetterer, Forward};

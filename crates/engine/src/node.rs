@@ -1,0 +1,24 @@
+//! The node's name, as RabbitMQ's health checks, limits texts and management API report it.
+//!
+//! A leaf module: the broker and the limits both name the node.
+
+/// `charon@<hostname>`, the way RabbitMQ names its node `rabbit@<hostname>` (health checks and
+/// the management API report it).
+#[must_use]
+pub fn node_name() -> String {
+    let host = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap_or_default();
+    let host = host.trim();
+    format!("charon@{}", if host.is_empty() { "localhost" } else { host })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_node_is_charon_at_the_host() {
+        let name = node_name();
+        let host = name.strip_prefix("charon@").unwrap();
+        assert!(!host.is_empty() && !host.contains(char::is_whitespace), "{name}");
+    }
+}
