@@ -4,15 +4,20 @@
 //! deliveries across all its consumers) and a connection's outbound backlog (deliveries handed
 //! to the connection but not yet written to its socket, which bounds memory for slow or no-ack
 //! consumers). Queues take units before delivering; the owner gives them back. A queue that
-//! finds a gate full registers itself and is sent [`crate::queue::QueueCmd::Resume`] when units
-//! come back, so nobody polls.
+//! finds a gate full registers itself as a [`Waiter`] and is resumed when units come back, so
+//! nobody polls. Waiters are a trait here, not queue handles, so the gate depends on nothing in
+//! the engine (queues use gates; a gate only needs to wake them).
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 
 use parking_lot::Mutex;
 
-use crate::queue::QueueRef;
+/// Someone to wake when units come back (a queue, which then runs a dispatch pass).
+pub trait Waiter: Send + Sync + std::fmt::Debug {
+    /// Called once per registration, after units were released.
+    fn resume(&self);
+}
 
 /// A counting gate. A limit of 0 means unlimited.
 #[derive(Debug, Default)]
@@ -20,7 +25,7 @@ pub struct Gate {
     limit: AtomicU32,
     used: AtomicU32,
     has_waiters: AtomicBool,
-    waiters: Mutex<Vec<QueueRef>>,
+    waiters: Mutex<Vec<Arc<dyn Waiter>>>,
 }
 
 impl Gate {
@@ -70,15 +75,16 @@ impl Gate {
         }
     }
 
-    /// Takes one unit, or registers `queue` to be resumed when room appears.
-    pub fn acquire_or_wait(&self, queue: &QueueRef) -> bool {
+    /// Takes one unit, or registers `waiter` to be resumed when room appears.
+    pub fn acquire_or_wait<W: Waiter + 'static>(&self, waiter: &Arc<W>) -> bool {
         if self.try_acquire() {
             return true;
         }
         {
             let mut waiters = self.waiters.lock();
-            if !waiters.iter().any(|w| Arc::ptr_eq(w, queue)) {
-                waiters.push(Arc::clone(queue));
+            let address = Arc::as_ptr(waiter).cast::<()>();
+            if !waiters.iter().any(|w| std::ptr::eq(Arc::as_ptr(w).cast::<()>(), address)) {
+                waiters.push(Arc::clone(waiter) as Arc<dyn Waiter>);
             }
             self.has_waiters.store(true, Ordering::SeqCst);
         }
@@ -115,8 +121,49 @@ impl Gate {
             self.has_waiters.store(false, Ordering::SeqCst);
             std::mem::take(&mut *waiters)
         };
-        for queue in waiters {
-            queue.resume();
+        for waiter in waiters {
+            waiter.resume();
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::AtomicUsize;
+
+    use super::*;
+
+    #[derive(Debug, Default)]
+    struct Counting(AtomicUsize);
+
+    impl Waiter for Counting {
+        fn resume(&self) {
+            self.0.fetch_add(1, Ordering::SeqCst);
+        }
+    }
+
+    #[test]
+    fn a_full_gate_registers_a_waiter_once_and_resumes_it_once_on_release() {
+        let gate = Gate::new(1);
+        let waiter = Arc::new(Counting::default());
+        assert!(gate.acquire_or_wait(&waiter));
+        assert!(!gate.acquire_or_wait(&waiter));
+        assert!(!gate.acquire_or_wait(&waiter), "still full; registered only once");
+        gate.release(1);
+        assert_eq!(waiter.0.load(Ordering::SeqCst), 1);
+        gate.release(1);
+        assert_eq!(waiter.0.load(Ordering::SeqCst), 1, "a release with nobody waiting wakes nobody");
+        assert_eq!(gate.used(), 0);
+    }
+
+    #[test]
+    fn growing_the_limit_wakes_waiters_and_zero_means_unlimited() {
+        let gate = Gate::new(1);
+        let waiter = Arc::new(Counting::default());
+        assert!(gate.try_acquire());
+        assert!(!gate.acquire_or_wait(&waiter));
+        gate.set_limit(0);
+        assert_eq!(waiter.0.load(Ordering::SeqCst), 1);
+        assert!((0..100).all(|_| gate.try_acquire()));
     }
 }

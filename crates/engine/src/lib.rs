@@ -11,13 +11,17 @@
 //! - [`dead_letter`]: RabbitMQ's dead lettering, and the seam queues hand their dead letters to.
 //! - [`persist`]: the message log and the metadata store, committed off the runtime.
 //! - [`vhost`]: declare/delete/bind/route; the operations adapters call.
-//! - [`topology`] (private): exchanges, queues and bindings behind the vhost's lock.
+//! - `topology` (private): exchanges, queues and bindings behind the vhost's lock.
 //! - [`exchange`]: exchange types and their binding indexes.
 //! - [`queue`]: one task per queue; its state as owned parts (ready messages, consumers,
 //!   limits, effects); declare-argument validation.
 //! - [`route_cache`]: per-publisher routing cache validated by a topology version.
 //! - [`gate`]: shared capacity (global prefetch, connection outbound backlog).
 //! - [`session`]: the events queues send to connections.
+//! - [`alarms`], [`limits`]: memory/disk alarms; vhost, user and connection limits.
+//! - [`policy`]: RabbitMQ policies and how they apply to queues.
+//! - [`metrics`]: counters the Prometheus endpoint renders.
+//! - [`error`]: the engine's errors, with RabbitMQ's texts.
 
 pub mod alarms;
 pub mod broker;

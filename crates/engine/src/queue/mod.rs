@@ -64,7 +64,8 @@ pub struct QueueConfig {
     pub name: String,
     /// Virtual host.
     pub vhost: String,
-    /// Survives restarts (recorded now; persisted by the store later).
+    /// Survives restarts: with a data directory the vhost commits it to the metadata store
+    /// (`crate::persist`) before answering, and restores it at start.
     pub durable: bool,
     /// Deleted when its last consumer goes (after having had one).
     pub auto_delete: bool,
@@ -382,5 +383,11 @@ impl QueueHandle {
         }
         self.placements.lock().extend(placed);
         self.resume();
+    }
+}
+
+impl crate::gate::Waiter for QueueHandle {
+    fn resume(&self) {
+        QueueHandle::resume(self);
     }
 }
