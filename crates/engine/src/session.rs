@@ -11,7 +11,7 @@ use charon_model::Message;
 use tokio::sync::mpsc;
 
 use crate::gate::Gate;
-use crate::queue::QueueRef;
+use crate::queue::handle::QueueRef;
 
 /// Identifies a client connection for the lifetime of the broker.
 pub type SessionId = u64;

@@ -19,7 +19,8 @@ use tokio::sync::oneshot;
 use super::copy::{dead_lettered_copy, is_cycle, routing_headers};
 use super::counts::{DeadLetterCounts, DeadLetterStrategy, count_dead_letter};
 use crate::clock::now_ms;
-use crate::queue::{QueueRef, QueueType};
+use crate::queue::args::QueueType;
+use crate::queue::handle::QueueRef;
 
 /// Where a queue's dead letters are routed: the vhost's exchange graph, as a queue task sees it.
 pub(crate) trait DeadLetterSink: Send + Sync {

@@ -7,8 +7,9 @@ use std::sync::Arc;
 
 use super::effects::Effects;
 use super::entry::Entry;
+use super::handle::QueueRef;
 use super::journal::Journal;
-use super::{ConsumeSpec, CreditGrant, QueueRef};
+use super::requests::{ConsumeSpec, CreditGrant};
 use crate::session::{ConsumerId, Delivery, Owner, SessionEvent};
 
 /// One consumer and what it has been handed.
@@ -261,7 +262,9 @@ mod tests {
     use charon_model::{Body, Message, Routing, Table};
     use tokio::sync::mpsc;
 
-    use super::super::{QueueConfig, QueueHandle, QueueType};
+    use super::super::args::QueueType;
+    use super::super::handle::QueueHandle;
+    use super::super::requests::QueueConfig;
     use super::*;
     use crate::gate::Gate;
     use crate::session::SessionSink;

@@ -15,26 +15,24 @@ use std::sync::Arc;
 
 use charon_model::Message;
 
-use super::entry::Entry;
-
 /// The message to hand to a consumer: the stored one, or for a message that came back before,
 /// a copy carrying its return count.
-pub(super) fn as_delivered(entry: &Entry) -> Arc<Message> {
-    if entry.returned == 0 {
-        return Arc::clone(&entry.message);
+pub(super) fn as_delivered(message: &Arc<Message>, returned: u32) -> Arc<Message> {
+    if returned == 0 {
+        return Arc::clone(message);
     }
-    let mut copy = Message::clone(&entry.message);
-    copy.broker.acquired_count = entry.returned;
+    let mut copy = Message::clone(message);
+    copy.broker.acquired_count = returned;
     Arc::new(copy)
 }
 
 /// The message leaving the queue other than by acknowledgement, carrying its failed deliveries.
-pub(super) fn as_discarded(entry: Entry) -> Arc<Message> {
-    if entry.failed == 0 {
-        return entry.message;
+pub(super) fn as_discarded(message: Arc<Message>, failed: u32) -> Arc<Message> {
+    if failed == 0 {
+        return message;
     }
-    let mut message = Arc::unwrap_or_clone(entry.message);
-    message.broker.delivery_count = message.broker.delivery_count.saturating_add(entry.failed);
+    let mut message = Arc::unwrap_or_clone(message);
+    message.broker.delivery_count = message.broker.delivery_count.saturating_add(failed);
     Arc::new(message)
 }
 
@@ -43,6 +41,7 @@ mod tests {
     use bytes::Bytes;
     use charon_model::{Body, Encoded, Origin, Routing};
 
+    use super::super::entry::Entry;
     use super::*;
 
     fn entry(origin: Origin, returned: u32, failed: u32) -> Entry {
@@ -67,14 +66,14 @@ mod tests {
     #[test]
     fn first_delivery_is_the_stored_message() {
         let e = entry(Origin::Amqp091, 0, 0);
-        assert!(Arc::ptr_eq(&as_delivered(&e), &e.message));
+        assert!(Arc::ptr_eq(&as_delivered(&e.message, e.returned), &e.message));
     }
 
     #[test]
     fn redeliveries_carry_their_return_count_whatever_the_publishing_protocol() {
         for origin in [Origin::Amqp091, Origin::Amqp10] {
             let e = entry(origin, 2, 1);
-            let m = as_delivered(&e);
+            let m = as_delivered(&e.message, e.returned);
             assert_eq!(m.broker.acquired_count, 2);
             // Nothing protocol-specific changes: the received encoding still matches.
             assert_eq!(
@@ -91,9 +90,9 @@ mod tests {
         let mut m = Message::clone(&e.message);
         m.broker.delivery_count = 2;
         e.message = Arc::new(m);
-        assert_eq!(as_discarded(e).broker.delivery_count, 5);
+        assert_eq!(as_discarded(e.message, e.failed).broker.delivery_count, 5);
         let e = entry(Origin::Amqp10, 1, 0);
         let stored = Arc::clone(&e.message);
-        assert!(Arc::ptr_eq(&as_discarded(e), &stored));
+        assert!(Arc::ptr_eq(&as_discarded(e.message, e.failed), &stored));
     }
 }

@@ -8,8 +8,8 @@ use std::sync::Arc;
 use charon_model::{DeathReason, Message};
 use charon_store::segment_log::Record;
 
-use super::ConfirmTo;
 use super::journal::Journal;
+use super::requests::ConfirmTo;
 use crate::session::{SessionEvent, SessionSink};
 
 /// Messages leaving the queue other than by acknowledgement, for dead lettering.

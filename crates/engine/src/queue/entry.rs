@@ -9,7 +9,7 @@ use std::sync::Arc;
 
 use charon_model::Message;
 
-use super::paging::Packed;
+use super::paging::packed::Packed;
 use crate::session::Delivery;
 
 /// A message in the queue.
@@ -55,7 +55,11 @@ impl Entry {
     pub(super) fn delivery(&self, quorum: bool) -> Delivery {
         Delivery {
             seq: self.seq,
-            message: if quorum { super::counts::as_delivered(self) } else { Arc::clone(&self.message) },
+            message: if quorum {
+                super::counts::as_delivered(&self.message, self.returned)
+            } else {
+                Arc::clone(&self.message)
+            },
             redelivered: self.redelivered,
             delivery_count: if quorum { self.failed } else { 0 },
         }

@@ -5,7 +5,7 @@
 
 use std::sync::Arc;
 
-use super::QueueRef;
+use super::handle::QueueRef;
 use crate::dead_letter::DeadLetterSink;
 use crate::persist::Persistence;
 

@@ -14,7 +14,9 @@ use std::sync::Arc;
 
 use tokio::sync::mpsc::error::TrySendError;
 
-use super::{Enqueue, QueueCmd, QueueRef};
+use super::command::QueueCmd;
+use super::handle::QueueRef;
+use super::requests::Enqueue;
 use crate::dead_letter::Forward;
 
 /// Forwards handed to one target in one mailbox command at most.
@@ -95,7 +97,9 @@ mod tests {
     use charon_model::{Message, Table};
     use tokio::sync::mpsc;
 
-    use super::super::{QueueConfig, QueueHandle, QueueType};
+    use super::super::args::QueueType;
+    use super::super::handle::QueueHandle;
+    use super::super::requests::QueueConfig;
     use super::*;
 
     fn queue(id: u64, capacity: usize) -> (QueueRef, mpsc::Receiver<QueueCmd>) {

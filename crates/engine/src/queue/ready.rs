@@ -7,8 +7,8 @@ use std::collections::VecDeque;
 
 use charon_store::segment_log::{LogReader, Placed, RecoveredQueue};
 
-use super::QueueRef;
 use super::entry::Entry;
+use super::handle::QueueRef;
 use super::journal::Journal;
 use super::limits::{Size, body_size};
 use super::paging::{IDLE_RESIDENT_MESSAGES, Pager, RESIDENT_BYTES, RESIDENT_MESSAGES, Wait};

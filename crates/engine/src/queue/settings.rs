@@ -4,7 +4,7 @@
 
 use charon_model::{Table, Value};
 
-use super::QueueType;
+use super::args::QueueType;
 
 /// RabbitMQ's default quorum-queue delivery limit (`?DEFAULT_DELIVERY_LIMIT`, since 4.0).
 pub const DEFAULT_DELIVERY_LIMIT: u64 = 20;

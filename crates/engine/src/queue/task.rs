@@ -10,10 +10,12 @@ use std::time::Duration;
 
 use tokio::sync::mpsc;
 
+use super::command::QueueCmd;
+use super::handle::QueueRef;
+use super::links::{OnSelfDelete, QueueLinks};
 use super::outbox::{Outbox, room_in};
 use super::settings::QueueSettings;
 use super::state::QueueState;
-use super::{OnSelfDelete, QueueCmd, QueueLinks, QueueRef};
 use charon_store::segment_log::{Completion, LogFailure, Placed, Record, RecoveredQueue};
 
 use crate::clock::now_ms;

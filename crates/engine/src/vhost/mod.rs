@@ -18,7 +18,7 @@ use crate::limits::Limits;
 use crate::persist::{MetaDone, Persistence};
 use crate::policy::Policy;
 use crate::queue::args::{self, QueueType};
-use crate::queue::{QueueConfig, QueueHandle, QueueLinks, QueueRef};
+use crate::queue::{QueueConfig, QueueLinks, QueueRef};
 use crate::reservation::{Reservation, Reserved, reserve};
 use crate::route_cache::RouteCache;
 use crate::session::SessionId;
@@ -473,7 +473,7 @@ impl VHost {
         let settings = self.settings_for(&name, queue_type, &config.arguments);
         // The task starts now; until the queue is published nobody can reach it, and should its
         // commit fail, dropping the handle stops it.
-        let queue = QueueHandle::spawn(id, config, settings, self.queue_links(), Default::default());
+        let queue = crate::queue::spawn(id, config, settings, self.queue_links(), Default::default());
         let Some((store, stored)) = self.store.as_ref().zip(stored) else {
             topology.queues.insert(name.clone(), queue);
             self.changed();

@@ -11,8 +11,8 @@ use charon_store::segment_log::RecoveredQueue;
 use super::VHost;
 use crate::exchange::{Binding, Destination, ExchangeInfo, ExchangeKind};
 use crate::policy::Policy;
+use crate::queue::QueueConfig;
 use crate::queue::args::queue_type_of;
-use crate::queue::{QueueConfig, QueueHandle};
 
 impl VHost {
     /// Restores this vhost's part of `snapshot`, taking each restored queue's messages out of
@@ -62,7 +62,7 @@ impl VHost {
             let settings = self.settings_for(&stored.name, queue_type, &config.arguments);
             let restored = messages.remove(&stored.id).unwrap_or_default();
             tracing::info!(queue = stored.name, vhost = self.name, messages = restored.len(), "queue recovered");
-            let queue = QueueHandle::spawn(stored.id, config, settings, self.queue_links(), restored);
+            let queue = crate::queue::spawn(stored.id, config, settings, self.queue_links(), restored);
             topology.queues.insert(stored.name.clone(), queue);
         }
         for stored in snapshot.bindings.iter().filter(|b| mine(&b.vhost)) {

@@ -18,6 +18,7 @@
 //! the queue before the old segment is deleted, so a read that finds the segment gone is
 //! retried after the queue has taken its placements.
 
+pub(super) mod packed;
 mod run;
 
 use std::collections::VecDeque;
@@ -28,10 +29,11 @@ use charon_store::segment_log::{LogReader, Place, Placed, ReadError, RecoveredMe
 
 use charon_model::Message;
 
-use super::QueueRef;
 use super::entry::Entry;
+use super::handle::QueueRef;
 use super::journal::Journal;
 use super::limits::body_size;
+use packed::{Packed, PagedEntry};
 use run::PagedRun;
 
 /// Ready messages kept whole in memory before new ones wait on disk, while the queue has
@@ -51,75 +53,6 @@ const REFILL_BYTES: u64 = 2 * 1024 * 1024;
 const PREFETCH_BELOW: usize = 256;
 /// How long to wait before reading again after a read failed, ms.
 const RETRY_MS: i64 = 200;
-/// Marks a paged message as a spill (transient) in [`PagedEntry::len`].
-const SPILL_BIT: u32 = 1 << 31;
-
-/// A place in the log, packed for entries that keep one.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(super) struct Packed {
-    segment: u32,
-    offset: u32,
-    len: u32,
-}
-
-impl Packed {
-    /// `None` for places beyond what the packed form holds (such messages stay in memory).
-    pub(super) fn new(place: Place) -> Option<Self> {
-        let len = place.len;
-        (len & SPILL_BIT == 0).then_some(())?;
-        Some(Self { segment: u32::try_from(place.segment).ok()?, offset: u32::try_from(place.offset).ok()?, len })
-    }
-
-    fn place(self) -> Place {
-        Place { segment: u64::from(self.segment), offset: u64::from(self.offset), len: self.len }
-    }
-}
-
-/// A ready message that is only in the log: 32 bytes.
-#[derive(Clone, Copy, Debug)]
-pub(super) struct PagedEntry {
-    seq: u64,
-    /// TTL deadline, ms since the epoch; `i64::MAX` for none.
-    expires_at: i64,
-    segment: u32,
-    offset: u32,
-    /// The framed record length; [`SPILL_BIT`] set for a spill.
-    len: u32,
-    /// Its size as length limits count it.
-    size: u32,
-}
-
-impl PagedEntry {
-    fn of(seq: u64, expires_at: Option<i64>, place: Packed, spilled: bool, size: u64) -> Option<Self> {
-        Some(Self {
-            seq,
-            expires_at: expires_at.unwrap_or(i64::MAX),
-            segment: place.segment,
-            offset: place.offset,
-            len: place.len | if spilled { SPILL_BIT } else { 0 },
-            size: u32::try_from(size).ok()?,
-        })
-    }
-
-    fn spilled(&self) -> bool {
-        self.len & SPILL_BIT != 0
-    }
-
-    /// Compaction moved the message to `place`.
-    fn moved_to(&mut self, place: Packed) {
-        let spilled = if self.spilled() { SPILL_BIT } else { 0 };
-        (self.segment, self.offset, self.len) = (place.segment, place.offset, place.len | spilled);
-    }
-
-    fn place(&self) -> Place {
-        Packed { segment: self.segment, offset: self.offset, len: self.len & !SPILL_BIT }.place()
-    }
-
-    fn expires_at(&self) -> Option<i64> {
-        (self.expires_at != i64::MAX).then_some(self.expires_at)
-    }
-}
-
 /// The runs behind the head, for a queue on a broker with a log.
 #[derive(Debug)]
 pub(super) struct Pager {

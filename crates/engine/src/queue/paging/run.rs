@@ -12,7 +12,7 @@ use std::fs::{File, OpenOptions};
 use std::os::unix::fs::FileExt;
 use std::path::Path;
 
-use super::{Packed, PagedEntry};
+use super::packed::{Packed, PagedEntry};
 
 /// Entries per chunk read or written at once (32 KiB): each end of the run holds at most one
 /// chunk in memory.

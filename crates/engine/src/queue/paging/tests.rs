@@ -9,9 +9,11 @@ use charon_store::segment_log::{LogOptions, MessageLog, Record};
 use tokio::sync::mpsc;
 
 use super::*;
+use crate::queue::args::QueueType;
+use crate::queue::handle::QueueHandle;
+use crate::queue::requests::{ConsumeSpec, Enqueue, QueueConfig};
 use crate::queue::settings::QueueSettings;
 use crate::queue::state::QueueState;
-use crate::queue::{ConsumeSpec, Enqueue, QueueConfig, QueueHandle, QueueType};
 use crate::session::{Owner, SessionSink};
 
 /// A queue on a real log in a temporary directory; the test plays the task's part of handing

@@ -24,11 +24,12 @@ use charon_store::segment_log::{LogReader, Placed, Record, RecoveredQueue};
 use super::consumers::Consumers;
 use super::effects::{Discarded, Effects, Events};
 use super::entry::Entry;
+use super::handle::QueueRef;
 use super::limits::Limits;
 use super::paging::Wait;
 use super::ready::Ready;
+use super::requests::{ConfirmTo, ConsumeSpec, CreditGrant, Enqueue, GetOk, QueueStats, Settle};
 use super::settings::QueueSettings;
-use super::{ConfirmTo, ConsumeSpec, CreditGrant, Enqueue, GetOk, QueueRef, QueueStats, Settle};
 use crate::error::EngineError;
 use crate::session::{ConsumerId, Owner};
 
@@ -49,7 +50,7 @@ pub(crate) struct QueueState {
 
 impl QueueState {
     pub(crate) fn new(handle: QueueRef, settings: QueueSettings, now: i64) -> Self {
-        let quorum = handle.config.queue_type == super::QueueType::Quorum;
+        let quorum = handle.config.queue_type == super::args::QueueType::Quorum;
         let effects = Effects::new(handle.id);
         Self {
             handle,
@@ -179,7 +180,8 @@ impl QueueState {
     /// The one exit for messages that leave unacknowledged: dead lettering hooks in here.
     fn discard(&mut self, entry: Entry, reason: DeathReason) {
         self.effects.journal().removed(&entry);
-        let message = if self.quorum { super::counts::as_discarded(entry) } else { entry.message };
+        let message =
+            if self.quorum { super::counts::as_discarded(entry.message, entry.failed) } else { entry.message };
         self.effects.discard(message, reason);
     }
 

@@ -5,7 +5,9 @@
 use charon_model::{Body, Properties, Routing, Table};
 use tokio::sync::mpsc;
 
-use super::super::{QueueConfig, QueueHandle, QueueType};
+use super::super::args::QueueType;
+use super::super::handle::QueueHandle;
+use super::super::requests::QueueConfig;
 use super::*;
 use crate::gate::Gate;
 use crate::queue::settings::Overflow;

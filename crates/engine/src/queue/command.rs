@@ -1,0 +1,46 @@
+//! The mailbox protocol between a [`super::QueueHandle`] and its task.
+
+use charon_model::Table;
+use tokio::sync::oneshot;
+
+use super::requests::{ConfirmTo, ConsumeSpec, CreditGrant, Enqueue, GetOk, QueueStats, Settle};
+use super::settings::QueueSettings;
+use crate::error::EngineError;
+use crate::session::{ConsumerId, Owner};
+
+/// One command to a queue task.
+pub(crate) enum QueueCmd {
+    Publish {
+        items: Vec<Enqueue>,
+        confirm_to: Option<ConfirmTo>,
+    },
+    Consume(Box<ConsumeSpec>, oneshot::Sender<Result<(), EngineError>>),
+    Cancel(ConsumerId, oneshot::Sender<bool>),
+    Settle {
+        seqs: Vec<u64>,
+        how: Settle,
+    },
+    SettleModified {
+        seqs: Vec<u64>,
+        failed: bool,
+        annotations: Table,
+    },
+    Get {
+        owner: Owner,
+        no_ack: bool,
+        reply: oneshot::Sender<Option<GetOk>>,
+    },
+    Purge(oneshot::Sender<u32>),
+    Stats(oneshot::Sender<QueueStats>),
+    /// Stats for a (re)declare, which also counts as use for `x-expires`.
+    Declared(oneshot::Sender<QueueStats>),
+    Settings(QueueSettings),
+    OwnerClosed(Owner),
+    Delete {
+        if_unused: bool,
+        if_empty: bool,
+        reply: oneshot::Sender<Result<u32, EngineError>>,
+    },
+    Resume,
+    Credit(CreditGrant),
+}

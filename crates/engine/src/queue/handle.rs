@@ -1,0 +1,186 @@
+//! A live queue as the rest of the broker sees it: its identity and declared properties, and
+//! async methods that send [`QueueCmd`]s to its task.
+
+use std::sync::Arc;
+
+use charon_model::Table;
+use charon_store::segment_log::Placed;
+use tokio::sync::{mpsc, oneshot};
+
+use super::command::QueueCmd;
+use super::requests::{ConfirmTo, ConsumeSpec, CreditGrant, Enqueue, GetOk, QueueConfig, QueueStats, Settle};
+use super::settings::QueueSettings;
+use crate::dead_letter::counts::DeadLetterCounts;
+use crate::error::{EngineError, Resource};
+use crate::session::{ConsumerId, Owner, SessionId};
+
+/// A shared reference to a live queue.
+pub type QueueRef = Arc<QueueHandle>;
+
+/// A live queue as seen from outside its task.
+#[derive(Debug)]
+pub struct QueueHandle {
+    /// Broker-unique id; distinguishes a queue from a later one with the same name.
+    pub id: u64,
+    /// Declared properties.
+    pub config: QueueConfig,
+    /// Messages this queue dead-lettered or dropped, by reason (per-queue metrics; they go
+    /// away with the queue).
+    pub dead_lettered: DeadLetterCounts,
+    /// Where the log wrote messages waiting to leave memory (or compaction moved paged ones);
+    /// filled by the log's writer thread, taken by the task at its next pass.
+    pub(crate) placements: parking_lot::Mutex<Vec<Placed>>,
+    pub(super) tx: mpsc::Sender<QueueCmd>,
+}
+
+impl QueueHandle {
+    /// A handle on the mailbox `tx`; the task is started separately.
+    pub(crate) fn new(id: u64, config: QueueConfig, tx: mpsc::Sender<QueueCmd>) -> Self {
+        Self { id, config, dead_lettered: DeadLetterCounts::default(), placements: parking_lot::Mutex::default(), tx }
+    }
+
+    /// Queue name.
+    #[must_use]
+    pub fn name(&self) -> &str {
+        &self.config.name
+    }
+
+    /// The queue as an error-text resource.
+    #[must_use]
+    pub fn resource(&self) -> Resource {
+        Resource::queue(&self.config.vhost, &self.config.name)
+    }
+
+    /// Whether `session` may use the queue (exclusive queues belong to one connection).
+    ///
+    /// # Errors
+    /// RESOURCE_LOCKED when another connection owns it.
+    pub fn check_access(&self, session: SessionId) -> Result<(), EngineError> {
+        match self.config.exclusive_owner {
+            Some(owner) if owner != session => Err(EngineError::ExclusiveLocked(self.resource())),
+            _ => Ok(()),
+        }
+    }
+
+    async fn send(&self, cmd: QueueCmd) -> Result<(), EngineError> {
+        self.tx.send(cmd).await.map_err(|_| EngineError::NotFound(self.resource()))
+    }
+
+    async fn call<T>(&self, make: impl FnOnce(oneshot::Sender<T>) -> QueueCmd) -> Result<T, EngineError> {
+        let (reply, rx) = oneshot::channel();
+        self.send(make(reply)).await?;
+        rx.await.map_err(|_| EngineError::NotFound(self.resource()))
+    }
+
+    /// Enqueues messages. Waits while the queue's mailbox is full, which is how a slow queue
+    /// pushes back on its publishers. Returns false if the queue is gone.
+    pub async fn publish(&self, items: Vec<Enqueue>, confirm_to: Option<ConfirmTo>) -> bool {
+        self.send(QueueCmd::Publish { items, confirm_to }).await.is_ok()
+    }
+
+    /// Adds a consumer.
+    ///
+    /// # Errors
+    /// ACCESS_REFUSED when exclusivity conflicts; NOT_FOUND when the queue is gone.
+    pub async fn consume(&self, spec: ConsumeSpec) -> Result<(), EngineError> {
+        self.call(|reply| QueueCmd::Consume(Box::new(spec), reply)).await?
+    }
+
+    /// Removes a consumer; its unacknowledged messages stay with their channel. Every delivery
+    /// the queue made to it was sent before this returns. False if it did not exist.
+    pub async fn cancel(&self, consumer: ConsumerId) -> bool {
+        self.call(|reply| QueueCmd::Cancel(consumer, reply)).await.unwrap_or(false)
+    }
+
+    /// Settles delivered messages by sequence number.
+    pub async fn settle(&self, seqs: Vec<u64>, how: Settle) {
+        let _ = self.send(QueueCmd::Settle { seqs, how }).await;
+    }
+
+    /// Requeues delivered messages with AMQP 1.0's `modified` outcome, counting a failed
+    /// delivery when `failed`. A quorum queue merges `annotations` into the stored messages, so
+    /// they stay with them from then on; a classic queue ignores them (RabbitMQ 4.0.5).
+    pub async fn settle_modified(&self, seqs: Vec<u64>, failed: bool, annotations: Table) {
+        let _ = self.send(QueueCmd::SettleModified { seqs, failed, annotations }).await;
+    }
+
+    /// Takes one message (`basic.get`).
+    ///
+    /// # Errors
+    /// NOT_FOUND when the queue is gone.
+    pub async fn get(&self, owner: Owner, no_ack: bool) -> Result<Option<GetOk>, EngineError> {
+        self.call(|reply| QueueCmd::Get { owner, no_ack, reply }).await
+    }
+
+    /// Removes all ready messages, returning how many.
+    ///
+    /// # Errors
+    /// NOT_FOUND when the queue is gone.
+    pub async fn purge(&self) -> Result<u32, EngineError> {
+        self.call(QueueCmd::Purge).await
+    }
+
+    /// Current counters.
+    ///
+    /// # Errors
+    /// NOT_FOUND when the queue is gone.
+    pub async fn stats(&self) -> Result<QueueStats, EngineError> {
+        self.call(QueueCmd::Stats).await
+    }
+
+    /// Counters for a declare: like [`Self::stats`], and the declare counts as use of the
+    /// queue (it resets the `x-expires` timer, as in RabbitMQ).
+    ///
+    /// # Errors
+    /// NOT_FOUND when the queue is gone.
+    pub async fn declared(&self) -> Result<QueueStats, EngineError> {
+        self.call(QueueCmd::Declared).await
+    }
+
+    /// Applies new effective settings (a policy was set or removed).
+    pub async fn apply_settings(&self, settings: QueueSettings) {
+        let _ = self.send(QueueCmd::Settings(settings)).await;
+    }
+
+    /// A channel or link went away: its consumers are removed and its unsettled messages
+    /// requeued.
+    pub async fn owner_closed(&self, owner: Owner) {
+        let _ = self.send(QueueCmd::OwnerClosed(owner)).await;
+    }
+
+    /// Asks the queue to stop; used by the vhost, which also removes it from the topology.
+    pub(crate) async fn delete(&self, if_unused: bool, if_empty: bool) -> Result<u32, EngineError> {
+        match self.call(|reply| QueueCmd::Delete { if_unused, if_empty, reply }).await {
+            Ok(result) => result,
+            // Already gone: deleting it again is not an error, as in RabbitMQ.
+            Err(EngineError::NotFound(_)) => Ok(0),
+            Err(other) => Err(other),
+        }
+    }
+
+    /// Applies a 1.0 receiver's credit to a consumer link.
+    pub async fn credit(&self, grant: CreditGrant) {
+        let _ = self.send(QueueCmd::Credit(grant)).await;
+    }
+
+    /// Nudges a queue waiting on a [`Gate`]. Never blocks: a full mailbox means the queue will
+    /// run a dispatch pass anyway.
+    pub(crate) fn resume(&self) {
+        let _ = self.tx.try_send(QueueCmd::Resume);
+    }
+
+    /// Hands the queue places of its messages in the log (from the log's writer thread).
+    pub(crate) fn placed(&self, placed: Vec<Placed>) {
+        if placed.is_empty() {
+            return;
+        }
+        self.placements.lock().extend(placed);
+        self.resume();
+    }
+}
+
+impl crate::gate::Waiter for QueueHandle {
+    fn resume(&self) {
+        QueueHandle::resume(self);
+    }
+}

@@ -1,0 +1,127 @@
+//! What callers hand a queue and what it answers: the values its [`super::QueueHandle`]
+//! methods take and return. Plain data, so the state machine and the adapters share them
+//! without depending on the handle or the task.
+
+use std::sync::Arc;
+
+use charon_model::{Message, Table};
+
+use super::args::QueueType;
+use crate::gate::Gate;
+use crate::session::{ConsumerId, Delivery, Owner, SessionId, SessionSink};
+
+/// Declared properties of a queue.
+#[derive(Clone, Debug)]
+pub struct QueueConfig {
+    /// Name.
+    pub name: String,
+    /// Virtual host.
+    pub vhost: String,
+    /// Survives restarts: with a data directory the vhost commits it to the metadata store
+    /// (`crate::persist`) before answering, and restores it at start.
+    pub durable: bool,
+    /// Deleted when its last consumer goes (after having had one).
+    pub auto_delete: bool,
+    /// The connection that owns an exclusive queue.
+    pub exclusive_owner: Option<SessionId>,
+    /// Declare arguments (with `x-queue-type` filled in, as RabbitMQ stores them).
+    pub arguments: Table,
+    /// Type.
+    pub queue_type: QueueType,
+}
+
+/// A publish as a queue receives it.
+#[derive(Debug)]
+pub struct Enqueue {
+    /// The message, shared with every other queue it was routed to.
+    pub message: Arc<Message>,
+    /// The publisher's confirm sequence number, when it wants a confirmation.
+    pub confirm: Option<u64>,
+}
+
+/// Where to send confirmations for a batch.
+#[derive(Clone, Debug)]
+pub struct ConfirmTo {
+    /// Publisher's connection.
+    pub session: SessionSink,
+    /// Publisher's channel (or link).
+    pub channel: u32,
+}
+
+/// A new consumer.
+#[derive(Clone, Debug)]
+pub struct ConsumeSpec {
+    /// Broker-unique id.
+    pub id: ConsumerId,
+    /// The channel it belongs to.
+    pub owner: Owner,
+    /// Where deliveries go.
+    pub session: SessionSink,
+    /// Deliveries are settled on sending.
+    pub no_ack: bool,
+    /// Maximum unacknowledged deliveries for this consumer (0 = unlimited).
+    pub prefetch: u32,
+    /// AMQP 1.0 link credit: when set, the consumer receives only as many messages as it was
+    /// granted (starting from no credit), and this is the link's initial delivery-count.
+    pub link_credit: Option<u32>,
+    /// Shared limit across the channel's consumers (0.9.1 `basic.qos global=true`).
+    pub channel_limit: Option<Arc<Gate>>,
+    /// Wants to be the only consumer.
+    pub exclusive: bool,
+    /// Consume arguments.
+    pub arguments: Table,
+}
+
+/// How to settle delivered messages.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Settle {
+    /// Done with them.
+    Ack,
+    /// Put them back where they were, marked redelivered.
+    Requeue,
+    /// Put them back, counting a failed delivery (AMQP 1.0 `modified{delivery-failed}`): a
+    /// quorum queue's AMQP 1.0 delivery-count grows by one.
+    RequeueFailed,
+    /// Refused: removed, and dead-lettered as `rejected` where configured. Counts as a failed
+    /// delivery (0.9.1 reject/nack requeue=false, AMQP 1.0 `rejected`): a quorum queue's dead
+    /// letter carries the grown delivery-count (4.0.5's `discard` with delivery_failed=true).
+    Discard,
+    /// AMQP 1.0 `modified{undeliverable-here=true}` without delivery-failed: discarded like
+    /// [`Settle::Discard`], but not counted as a failed delivery.
+    DiscardUndeliverable,
+}
+
+/// Answer to `basic.get`.
+#[derive(Debug)]
+pub struct GetOk {
+    /// The message.
+    pub delivery: Delivery,
+    /// Ready messages left behind it.
+    pub remaining: u32,
+}
+
+/// Queue counters.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct QueueStats {
+    /// Ready messages.
+    pub ready: u32,
+    /// Delivered, not yet settled.
+    pub unacked: u32,
+    /// Consumers.
+    pub consumers: u32,
+}
+
+/// A 1.0 receiver's flow for a consumer link, as the queue applies it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CreditGrant {
+    /// The consumer.
+    pub consumer: ConsumerId,
+    /// The receiver's delivery-count (what it has seen), or the link's initial count.
+    pub delivery_count: u32,
+    /// Credit relative to that delivery-count.
+    pub link_credit: u32,
+    /// Use up the credit: send what is available, then advance the delivery-count.
+    pub drain: bool,
+    /// Report the resulting link state even without drain.
+    pub echo: bool,
+}
