@@ -53,9 +53,6 @@ pub(crate) async fn accept_loop(
 }
 
 async fn handle(mut stream: TcpStream, broker: Arc<Broker>, settings: Arc<Settings>, shutdown: watch::Receiver<bool>) {
-    if let Err(error) = stream.set_nodelay(true) {
-        tracing::debug!(%error, "TCP_NODELAY failed");
-    }
     let mut header = [0u8; 8];
     match tokio::time::timeout(HEADER_TIMEOUT, stream.read_exact(&mut header)).await {
         Ok(Ok(_)) => {}

@@ -1,12 +1,12 @@
-//! The connection task: socket, timers, engine events and shutdown around the sans-IO
-//! [`Connection`].
+//! The 0.9.1 connection as [`charon_net`] drives it: the sans-IO [`Connection`] with the
+//! broker [`Session`] that answers its events, and RabbitMQ's publisher blocking.
 
 use std::sync::Arc;
 use std::time::Instant;
 
 use bytes::BytesMut;
-use charon_engine::{Broker, SessionSink};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use charon_engine::{Alarms, Broker, SessionEvent, SessionSink};
+use charon_net::{AlarmStep, Protocol, drive};
 use tokio::net::TcpStream;
 use tokio::sync::watch;
 use tracing::Instrument;
@@ -14,14 +14,10 @@ use tracing::Instrument;
 use super::session::Session;
 use crate::proto::{Connection, ConnectionConfig, ConnectionState, ReplyCode};
 
-/// Read buffer size: large reads mean one syscall for many small frames.
-const READ_CHUNK: usize = 64 * 1024;
-/// Stop reading while this much output waits for the socket (a client that does not read).
-const OUTPUT_HIGH_WATER: usize = 1024 * 1024;
-/// Stop taking deliveries from queues while this much output is pending.
-const DELIVERY_HIGH_WATER: usize = 256 * 1024;
 /// Deliveries a connection may have in flight towards its socket.
 const OUTBOUND_WINDOW: u32 = 2048;
+/// Engine events taken per wake-up.
+const EVENT_BATCH: usize = 256;
 
 /// Settings for 0.9.1 connections.
 #[derive(Clone, Debug, Default)]
@@ -37,122 +33,106 @@ pub async fn serve(stream: TcpStream, broker: Arc<Broker>, config: ServerConfig,
     let id = broker.next_id();
     let peer = stream.peer_addr().map(|a| a.to_string()).unwrap_or_default();
     let span = tracing::info_span!("amqp091", conn = id, peer);
-    run(stream, broker, config, shutdown, id).instrument(span).await;
-}
-
-async fn run(
-    stream: TcpStream,
-    broker: Arc<Broker>,
-    config: ServerConfig,
-    mut shutdown: watch::Receiver<bool>,
-    id: u64,
-) {
-    let (mut reader, mut writer) = stream.into_split();
-    let mut alarms = broker.alarms();
-    // Whether this connection stopped being read at a held publish: `Some(true)` with
-    // connection.blocked sent (an alarm), `Some(false)` without (the store behind).
-    let mut blocked: Option<bool> = None;
+    let alarms = broker.alarms();
     let (sink, inbox) = SessionSink::new(id, OUTBOUND_WINDOW);
-    let mut session = Session::new(id, broker, sink, inbox);
-    let mut conn = Connection::new(config.connection, Instant::now());
-    let mut input = BytesMut::with_capacity(READ_CHUNK);
-    let mut pending = BytesMut::new();
-    let mut events = Vec::with_capacity(256);
-    let mut eof = false;
-    loop {
-        while let Some(event) = conn.poll_event() {
-            session.handle_event(event, &mut conn).await;
-        }
-        session.flush_publishes(&mut conn).await;
-        if pending.is_empty() {
-            pending = conn.output().split();
-        } else if !conn.output().is_empty() {
-            let more = conn.output().split();
-            pending.extend_from_slice(&more);
-        }
-        if conn.state() == ConnectionState::Closed && pending.is_empty() {
-            break;
-        }
-        if eof && pending.is_empty() {
-            break;
-        }
-        // RabbitMQ's memory and disk alarms: a connection that publishes while one is on is
-        // blocked (connection.blocked, and its socket is no longer read, the publish waiting
-        // in the buffer) until it clears; connections that only consume or ack go on. A store
-        // behind its publishers holds them the same way, without connection.blocked (flow).
-        let current = *alarms.borrow();
-        let hold = current.hold_publishes();
-        conn.hold_publishes(hold);
-        let alarm = current.any();
-        if hold && conn.stopped_at_publish() && (blocked.is_none() || (alarm && blocked == Some(false))) {
-            blocked = Some(alarm);
-            conn.block(alarm.then(|| current.blocked_reason()));
-            continue;
-        }
-        if !hold && (blocked.is_some() || conn.stopped_at_publish()) {
-            if blocked.take().is_some() {
-                conn.unblock(Instant::now());
-            }
-            // The held publish is already in the buffer: no read will bring it again.
-            let mut login = session.login();
-            conn.handle_input(&mut input, Instant::now(), &mut login);
-            continue;
-        }
-        let deadline = conn.poll_timeout().map(tokio::time::Instant::from_std);
-        let reading =
-            !eof && blocked.is_none() && pending.len() < OUTPUT_HIGH_WATER && conn.state() != ConnectionState::Closed;
-        let taking_events = pending.len() < DELIVERY_HIGH_WATER;
-        tokio::select! {
-            _ = alarms.changed() => {}
-            changed = shutdown.changed(), if !*shutdown.borrow() => {
-                if changed.is_ok() && *shutdown.borrow() {
-                    let text = "broker forced connection closure with reason 'shutdown'";
-                    conn.close(ReplyCode::ConnectionForced, text, (0, 0), Instant::now());
-                }
-            }
-            read = reader.read_buf(&mut input), if reading => {
-                match read {
-                    Ok(0) | Err(_) => eof = true,
-                    Ok(_) => {
-                        let mut login = session.login();
-                        conn.handle_input(&mut input, Instant::now(), &mut login);
-                        if input.capacity() - input.len() < 4096 {
-                            input.reserve(READ_CHUNK);
-                        }
-                    }
-                }
-            }
-            written = writer.write(&pending), if !pending.is_empty() => {
-                match written {
-                    Ok(n) => {
-                        let _ = pending.split_to(n);
-                        conn.on_written(Instant::now());
-                    }
-                    Err(_) => break,
-                }
-            }
-            n = session.inbox.recv_many(&mut events, 256), if taking_events => {
-                if n == 0 {
-                    break;
-                }
-                for event in events.drain(..) {
-                    session.handle_engine_event(event, &mut conn);
-                }
-                session.emit_confirms(&mut conn);
-            }
-            () = sleep_until(deadline), if deadline.is_some() => {
-                conn.handle_timeout(Instant::now());
-            }
-        }
-    }
-    let _ = writer.shutdown().await;
-    session.close_all().await;
-    tracing::debug!("connection closed");
+    let protocol = Amqp091 {
+        session: Session::new(id, broker, sink, inbox),
+        conn: Connection::new(config.connection, Instant::now()),
+        blocked: None,
+        events: Vec::with_capacity(EVENT_BATCH),
+    };
+    drive(stream, protocol, alarms, shutdown).instrument(span).await;
 }
 
-async fn sleep_until(deadline: Option<tokio::time::Instant>) {
-    match deadline {
-        Some(at) => tokio::time::sleep_until(at).await,
-        None => std::future::pending().await,
+/// One 0.9.1 connection: protocol core and broker session.
+struct Amqp091 {
+    conn: Connection,
+    session: Session,
+    /// Whether this connection stopped being read at a held publish: `Some(true)` with
+    /// connection.blocked sent (an alarm), `Some(false)` without (the store behind).
+    blocked: Option<bool>,
+    events: Vec<SessionEvent>,
+}
+
+impl Protocol for Amqp091 {
+    type Alarm = Alarms;
+
+    async fn on_input(&mut self, input: &mut BytesMut, now: Instant) {
+        let mut login = self.session.login();
+        self.conn.handle_input(input, now, &mut login);
+    }
+
+    async fn act(&mut self) {
+        while let Some(event) = self.conn.poll_event() {
+            self.session.handle_event(event, &mut self.conn).await;
+        }
+        self.session.flush_publishes(&mut self.conn).await;
+    }
+
+    /// RabbitMQ's memory and disk alarms: a connection that publishes while one is on is
+    /// blocked (connection.blocked, and its socket is no longer read, the publish waiting in
+    /// the buffer) until it clears; connections that only consume or ack go on. A store behind
+    /// its publishers holds them the same way, without connection.blocked (flow).
+    fn on_alarm(&mut self, alarms: &Alarms, now: Instant) -> AlarmStep {
+        let hold = alarms.hold_publishes();
+        self.conn.hold_publishes(hold);
+        let alarm = alarms.any();
+        let blocked = self.blocked;
+        if hold && self.conn.stopped_at_publish() && (blocked.is_none() || (alarm && blocked == Some(false))) {
+            self.blocked = Some(alarm);
+            self.conn.block(alarm.then(|| alarms.blocked_reason()));
+            return AlarmStep::Again;
+        }
+        if !hold && (blocked.is_some() || self.conn.stopped_at_publish()) {
+            if self.blocked.take().is_some() {
+                self.conn.unblock(now);
+            }
+            return AlarmStep::Refeed;
+        }
+        AlarmStep::Wait
+    }
+
+    async fn engine_events(&mut self) -> bool {
+        if self.session.inbox.recv_many(&mut self.events, EVENT_BATCH).await == 0 {
+            return false;
+        }
+        for event in self.events.drain(..) {
+            self.session.handle_engine_event(event, &mut self.conn);
+        }
+        self.session.emit_confirms(&mut self.conn);
+        true
+    }
+
+    fn reading(&self) -> bool {
+        self.blocked.is_none()
+    }
+
+    fn output(&mut self) -> &mut BytesMut {
+        self.conn.output()
+    }
+
+    fn on_written(&mut self, now: Instant) {
+        self.conn.on_written(now);
+    }
+
+    fn poll_timeout(&self) -> Option<Instant> {
+        self.conn.poll_timeout()
+    }
+
+    fn on_timeout(&mut self, now: Instant) {
+        self.conn.handle_timeout(now);
+    }
+
+    fn on_shutdown(&mut self, now: Instant) {
+        let text = "broker forced connection closure with reason 'shutdown'";
+        self.conn.close(ReplyCode::ConnectionForced, text, (0, 0), now);
+    }
+
+    fn is_closed(&self) -> bool {
+        self.conn.state() == ConnectionState::Closed
+    }
+
+    async fn finish(&mut self) {
+        self.session.close_all().await;
     }
 }

@@ -6,6 +6,7 @@
 
 mod frame;
 mod generate;
+pub(crate) mod hot;
 mod length;
 mod message;
 mod nesting;

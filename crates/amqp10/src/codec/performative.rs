@@ -13,6 +13,9 @@ use super::{DecodeError, decode_exact, encoded_len};
 /// # Errors
 /// [`DecodeError`] when the body does not start with a decodable performative.
 pub fn decode_performative(body: &Bytes) -> Result<(Performative, Bytes), DecodeError> {
+    if let Some((performative, len)) = super::hot::decode_hot(body) {
+        return Ok((performative, body.slice(len..)));
+    }
     let len = encoded_len(body)?;
     let performative = decode_exact::<Performative>(body.get(..len).ok_or(DecodeError::Truncated)?)?;
     Ok((performative, body.slice(len..)))

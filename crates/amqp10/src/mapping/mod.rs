@@ -2,6 +2,7 @@
 //! `mc_amqpl` (0.9.1 side) conversions. The table lives in `docs/fidelity.md`.
 
 mod ingest;
+mod plain;
 mod render;
 mod sections;
 

@@ -6,6 +6,7 @@ use charon_model::{Body, DeathHistory, Encoded, Message, MessageId, Origin, Valu
 use serde_amqp::Value as Amqp;
 use serde_amqp::primitives::{OrderedMap, Symbol, Timestamp};
 
+use super::plain::plain_sections;
 use super::sections::{APPLICATION_PROPERTIES, DATA, HEADER, MESSAGE_ANNOTATIONS, PROPERTIES, composite, push_section};
 use crate::codec::value::to_amqp;
 
@@ -198,14 +199,21 @@ fn converted_bare(message: &Message, out: &mut Vec<u8>) {
     }
 }
 
+/// The header and message annotations of any message, built as values and encoded.
+pub(super) fn general_sections(out: &mut Vec<u8>, message: &Message, facts: DeliveryFacts) {
+    push_section(out, HEADER, header_section(message, facts));
+    let annotations = annotations(message);
+    if !annotations.is_empty() {
+        push_section(out, MESSAGE_ANNOTATIONS, Amqp::Map(annotations));
+    }
+}
+
 /// The transfer payload for a 1.0 consumer.
 #[must_use]
 pub fn for_consumer(message: &Message, facts: DeliveryFacts) -> Vec<u8> {
     let mut out = Vec::with_capacity(64 + message.body_len());
-    push_section(&mut out, HEADER, header_section(message, facts));
-    let annotations = annotations(message);
-    if !annotations.is_empty() {
-        push_section(&mut out, MESSAGE_ANNOTATIONS, Amqp::Map(annotations));
+    if !plain_sections(&mut out, message, facts) {
+        general_sections(&mut out, message, facts);
     }
     match &message.encoded {
         Encoded::Amqp10Bare(bare) => out.extend_from_slice(bare),

@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 use bytes::{Buf, Bytes, BytesMut};
 use charon_model::MAX_DEPTH;
 use fe2o3_amqp_types::definitions::Error;
-use fe2o3_amqp_types::performatives::{Close, Performative};
+use fe2o3_amqp_types::performatives::{Close, Disposition, Flow, Performative};
 use fe2o3_amqp_types::primitives::{Array, Symbol};
 use fe2o3_amqp_types::sasl::{SaslCode, SaslMechanisms, SaslOutcome};
 use serde::Serialize;
@@ -17,7 +17,7 @@ use super::errors::error;
 use super::session::Session;
 use super::{Event, Failure, Host};
 use crate::codec::{
-    DecodeError, FRAME_TYPE_AMQP, FRAME_TYPE_SASL, FrameError, decode_performative, encode_value, parse_frame,
+    DecodeError, FRAME_TYPE_AMQP, FRAME_TYPE_SASL, FrameError, decode_performative, encode_value, hot, parse_frame,
     write_frame, write_heartbeat,
 };
 
@@ -193,6 +193,20 @@ impl Connection {
 
     pub(super) fn send_performative<T: Serialize>(&mut self, channel: u16, performative: &T) {
         self.send_frame(FRAME_TYPE_AMQP, channel, performative, &[]);
+    }
+
+    /// A flow, encoded by hand when it can be (see [`hot`]).
+    pub(super) fn send_flow(&mut self, channel: u16, flow: &Flow) {
+        if !hot::put_flow(&mut self.out, channel, flow) {
+            self.send_performative(channel, flow);
+        }
+    }
+
+    /// A disposition, encoded by hand when it can be (see [`hot`]).
+    pub(super) fn send_disposition(&mut self, channel: u16, disposition: &Disposition) {
+        if !hot::put_disposition(&mut self.out, channel, disposition) {
+            self.send_performative(channel, disposition);
+        }
     }
 
     fn finish(&mut self) {

@@ -12,6 +12,7 @@ use super::erlang::{NO_TRACE, unexpected_frame};
 use super::errors::error;
 use super::link::{Link, LinkRole, Partial};
 use super::{Event, Failure};
+use crate::codec::hot;
 
 /// RabbitMQ's `?INITIAL_OUTGOING_TRANSFER_ID` (close to wrap-around on purpose).
 const INITIAL_OUTGOING_ID: u32 = u32::MAX - 3;
@@ -40,7 +41,7 @@ pub(super) struct Session {
     handle_max: u32,
     pub(super) next_delivery_id: u32,
     /// Transfer frames waiting for the client to open its incoming window.
-    blocked: VecDeque<Vec<u8>>,
+    blocked: VecDeque<Bytes>,
     /// We ended the session with an error and wait for the client's end.
     pub(super) ending: bool,
 }
@@ -311,7 +312,7 @@ impl Connection {
     fn session_only_flow(&mut self, channel: u16) {
         if let Some(session) = self.sessions.get(&channel) {
             let flow = session.session_flow(empty_flow());
-            self.send_performative(channel, &flow);
+            self.send_flow(channel, &flow);
         }
     }
 
@@ -335,7 +336,7 @@ impl Connection {
         flow.drain = drain;
         flow.available = available;
         let flow = session.session_flow(flow);
-        self.send_performative(channel, &flow);
+        self.send_flow(channel, &flow);
     }
 
     /// Accepts an attach with our reply; for a publisher link also grants credit.
@@ -428,18 +429,31 @@ impl Connection {
         delivery_id: u32,
         state: fe2o3_amqp_types::messaging::DeliveryState,
     ) {
+        self.settle_incoming_range(channel, delivery_id, delivery_id, state);
+    }
+
+    /// Settles the deliveries `first..=last` the client sent us with one disposition, as
+    /// RabbitMQ settles consecutive delivery ids with the same outcome (`last` left out when
+    /// it is `first`).
+    pub fn settle_incoming_range(
+        &mut self,
+        channel: u16,
+        first: u32,
+        last: u32,
+        state: fe2o3_amqp_types::messaging::DeliveryState,
+    ) {
         if !self.sessions.contains_key(&channel) {
             return;
         }
         let disposition = Disposition {
             role: Role::Receiver,
-            first: delivery_id,
-            last: None,
+            first,
+            last: (last != first).then_some(last),
             settled: true,
             state: Some(state),
             batchable: false,
         };
-        self.send_performative(channel, &disposition);
+        self.send_disposition(channel, &disposition);
     }
 
     /// Answers a disposition for deliveries we sent (settling our side): the client's
@@ -455,7 +469,7 @@ impl Connection {
             return;
         }
         let disposition = Disposition { role: Role::Sender, first, last, settled: true, state, batchable: false };
-        self.send_performative(channel, &disposition);
+        self.send_disposition(channel, &disposition);
     }
 
     /// Sends the flow state of a consumer link: after a drain, or as an echo.
@@ -492,6 +506,22 @@ impl Connection {
         link.delivery_count = link.delivery_count.wrapping_add(1);
         let delivery_id = session.next_delivery_id;
         session.next_delivery_id = session.next_delivery_id.wrapping_add(1);
+        // The common case, one frame with a short tag, is written straight into the output.
+        if let Some(len) = hot::transfer_len(handle, delivery_id, tag, false)
+            && message.len() + len + 8 <= max_frame
+        {
+            let direct = session.remote_incoming_window > 0 && session.blocked.is_empty();
+            if direct {
+                session.remote_incoming_window -= 1;
+                session.next_outgoing_id = session.next_outgoing_id.wrapping_add(1);
+                hot::put_transfer(&mut self.out, channel, handle, delivery_id, tag, settled, false, message);
+            } else {
+                let mut frame = BytesMut::with_capacity(8 + len + message.len());
+                hot::put_transfer(&mut frame, channel, handle, delivery_id, tag, settled, false, message);
+                session.blocked.push_back(frame.freeze());
+            }
+            return Some(delivery_id);
+        }
         let first = Transfer {
             handle: Handle(handle),
             delivery_id: Some(delivery_id),
@@ -506,7 +536,7 @@ impl Connection {
             batchable: false,
         };
         let whole = transfer_bytes(&first);
-        let mut frames: Vec<Vec<u8>> = Vec::new();
+        let mut frames: Vec<Bytes> = Vec::new();
         if message.len() + whole.len() + 8 <= max_frame {
             frames.push(frame_bytes(channel, &whole, message));
         } else {
@@ -527,7 +557,7 @@ impl Connection {
         Some(delivery_id)
     }
 
-    fn push_transfer_frame(&mut self, channel: u16, frame: Vec<u8>) {
+    fn push_transfer_frame(&mut self, channel: u16, frame: Bytes) {
         let Some(session) = self.sessions.get_mut(&channel) else {
             return;
         };
@@ -561,8 +591,8 @@ impl Connection {
     }
 }
 
-fn frame_bytes(channel: u16, performative: &[u8], payload: &[u8]) -> Vec<u8> {
+fn frame_bytes(channel: u16, performative: &[u8], payload: &[u8]) -> Bytes {
     let mut out = BytesMut::with_capacity(8 + performative.len() + payload.len());
     crate::codec::write_frame(&mut out, crate::codec::FRAME_TYPE_AMQP, channel, performative, payload);
-    out.to_vec()
+    out.freeze()
 }

@@ -617,3 +617,82 @@ fn an_attach_nested_four_thousand_deep_is_a_decode_error_and_the_limit_itself_de
         }
     }
 }
+
+/// A harness with a consumer link (we send) on channel 1, handle 3.
+fn attached_consumer() -> Harness {
+    let mut h = Harness::opened();
+    let mut attach = attach_sender(3, "/queues/q");
+    attach.role = Role::Receiver;
+    h.send(&frame(FRAME_TYPE_AMQP, 1, &attach, &[]));
+    h.events();
+    h.conn.attach(1, Attach { role: Role::Sender, ..attach });
+    h.output();
+    h
+}
+
+#[test]
+fn a_small_message_is_one_transfer_frame_as_serde_amqp_would_write_it() {
+    let mut h = attached_consumer();
+    assert_eq!(h.conn.send_transfer(1, 3, &[0, 0, 0, 9], false, b"body"), Some(0));
+    assert_eq!(h.conn.send_transfer(1, 3, &[], true, b"next"), Some(1));
+    let mut first = transfer(3, false);
+    first.delivery_id = Some(0);
+    first.delivery_tag = Some(serde_bytes::ByteBuf::from(vec![0, 0, 0, 9]));
+    first.message_format = Some(0);
+    first.settled = Some(false);
+    let mut second = first.clone();
+    second.delivery_id = Some(1);
+    second.delivery_tag = Some(serde_bytes::ByteBuf::from(Vec::new()));
+    second.settled = Some(true);
+    let mut expected = frame(FRAME_TYPE_AMQP, 1, &first, b"body");
+    expected.extend(frame(FRAME_TYPE_AMQP, 1, &second, b"next"));
+    assert_eq!(h.output().to_vec(), expected);
+}
+
+#[test]
+fn transfers_wait_for_the_clients_session_window_in_order() {
+    let mut h = attached_consumer();
+    // The client opens a window of one transfer, counted from our first transfer id.
+    let mut window = link_flow(3);
+    window.handle = None;
+    window.link_credit = None;
+    window.delivery_count = None;
+    window.next_incoming_id = Some(u32::MAX - 3);
+    window.incoming_window = 1;
+    h.send(&frame(FRAME_TYPE_AMQP, 1, &window, &[]));
+    let _ = h.performatives();
+    for body in [&b"one"[..], b"two", b"three"] {
+        h.conn.send_transfer(1, 3, &[], true, body);
+    }
+    let sent = |h: &mut Harness| {
+        h.performatives()
+            .into_iter()
+            .filter_map(|(_, p)| if let Performative::Transfer(t) = p { t.delivery_id } else { None })
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(sent(&mut h), vec![0]);
+    assert_eq!(h.conn.blocked_transfers(), 2);
+    window.incoming_window = 3;
+    h.send(&frame(FRAME_TYPE_AMQP, 1, &window, &[]));
+    assert_eq!(sent(&mut h), vec![1, 2]);
+    assert_eq!(h.conn.blocked_transfers(), 0);
+}
+
+#[test]
+fn a_range_of_publishes_settles_in_one_disposition() {
+    let mut h = attached_publisher();
+    let _ = h.performatives();
+    let accepted = || fe2o3_amqp_types::messaging::DeliveryState::Accepted(fe2o3_amqp_types::messaging::Accepted {});
+    h.conn.settle_incoming_range(1, 5, 7, accepted());
+    h.conn.settle_incoming(1, 9, accepted());
+    let dispositions: Vec<_> = h
+        .performatives()
+        .into_iter()
+        .filter_map(|(_, p)| if let Performative::Disposition(d) = p { Some(d) } else { None })
+        .map(|d| (d.role, d.first, d.last, d.settled, d.state))
+        .collect();
+    assert_eq!(
+        dispositions,
+        vec![(Role::Receiver, 5, Some(7), true, Some(accepted())), (Role::Receiver, 9, None, true, Some(accepted())),]
+    );
+}

@@ -2,6 +2,8 @@
 //! `/management` link pair. Refusals follow RabbitMQ 4.0.5: an address that does not exist or
 //! cannot be parsed ends the whole session.
 
+use std::sync::Arc;
+
 use fe2o3_amqp_types::definitions::{ReceiverSettleMode, Role, SenderSettleMode};
 use fe2o3_amqp_types::messaging::{Outcome, Released, Source, TargetArchetype};
 use fe2o3_amqp_types::performatives::Attach;
@@ -111,7 +113,7 @@ impl Session {
             properties: None,
             ..attach.clone()
         };
-        self.links.insert((channel, handle), LinkState::Publisher { target });
+        self.links.insert((channel, handle), LinkState::Publisher { target: Arc::new(target) });
         conn.attach(channel, reply);
         conn.grant_initial_credit(channel, handle, attach.initial_delivery_count.unwrap_or(0));
         Ok(())

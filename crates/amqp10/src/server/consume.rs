@@ -48,11 +48,15 @@ fn modified_annotations(state: Option<&DeliveryState>) -> Option<Table> {
     (!table.is_empty()).then_some(table)
 }
 
-/// A delivery tag for a queue sequence number: 4 bytes while it fits, as RabbitMQ does.
-fn delivery_tag(seq: u64) -> Vec<u8> {
+/// A delivery tag for a queue sequence number: 4 bytes while it fits, as RabbitMQ does
+/// (the tag's bytes and their count, without allocating).
+fn delivery_tag(seq: u64) -> ([u8; 8], usize) {
     match u32::try_from(seq) {
-        Ok(small) => small.to_be_bytes().to_vec(),
-        Err(_) => seq.to_be_bytes().to_vec(),
+        Ok(small) => {
+            let [a, b, c, d] = small.to_be_bytes();
+            ([a, b, c, d, 0, 0, 0, 0], 4)
+        }
+        Err(_) => (seq.to_be_bytes(), 8),
     }
 }
 
@@ -77,8 +81,9 @@ impl Session {
                 let facts =
                     DeliveryFacts { redelivered: delivery.redelivered, delivery_count: delivery.delivery_count };
                 let payload = for_consumer(&delivery.message, facts);
-                let tag = if settled { Vec::new() } else { delivery_tag(delivery.seq) };
-                let Some(delivery_id) = conn.send_transfer(channel, handle, &tag, settled, &payload) else {
+                let (tag, len) = if settled { ([0; 8], 0) } else { delivery_tag(delivery.seq) };
+                let tag = tag.get(..len).unwrap_or_default();
+                let Some(delivery_id) = conn.send_transfer(channel, handle, tag, settled, &payload) else {
                     break;
                 };
                 if !settled {
@@ -92,6 +97,13 @@ impl Session {
         outbound.release(count);
     }
 
+    /// Hands batched settlements to their queues, in the order they were made.
+    pub(crate) async fn flush_settles(&mut self) {
+        for (queue, how, seqs) in self.settles.take() {
+            queue.settle(seqs, how).await;
+        }
+    }
+
     #[allow(clippy::too_many_arguments)]
     pub(crate) async fn on_credit(
         &mut self,
@@ -103,6 +115,7 @@ impl Session {
         echo: bool,
         conn: &mut Connection,
     ) {
+        self.flush_settles().await;
         match self.links.get(&(channel, handle)) {
             Some(LinkState::Consumer { queue, consumer, .. }) => {
                 let grant = CreditGrant {
@@ -161,8 +174,11 @@ impl Session {
         }
         for (_, (queue, seqs)) in by_queue {
             match &annotations {
-                Some(table) => queue.settle_modified(seqs, how == Settle::RequeueFailed, table.clone()).await,
-                None => queue.settle(seqs, how).await,
+                Some(table) => {
+                    self.flush_settles().await;
+                    queue.settle_modified(seqs, how == Settle::RequeueFailed, table.clone()).await;
+                }
+                None => self.settles.add(queue, how, seqs),
             }
         }
         if !settled {
@@ -183,6 +199,12 @@ mod tests {
             undeliverable_here: undeliverable,
             message_annotations: None,
         })
+    }
+
+    #[test]
+    fn delivery_tags_take_four_bytes_while_the_sequence_fits() {
+        assert_eq!(delivery_tag(7), ([0, 0, 0, 7, 0, 0, 0, 0], 4));
+        assert_eq!(delivery_tag(1 << 32), ([0, 0, 0, 1, 0, 0, 0, 0], 8));
     }
 
     #[test]

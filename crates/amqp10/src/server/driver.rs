@@ -4,8 +4,8 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use bytes::BytesMut;
-use charon_engine::{Broker, SessionSink};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use charon_engine::{Alarms, Broker, SessionEvent, SessionSink};
+use charon_net::{AlarmStep, Protocol, drive};
 use tokio::net::TcpStream;
 use tokio::sync::watch;
 use tracing::Instrument;
@@ -13,10 +13,10 @@ use tracing::Instrument;
 use super::session::Session;
 use crate::proto::{Config, Connection, State, error};
 
-const READ_CHUNK: usize = 64 * 1024;
-const OUTPUT_HIGH_WATER: usize = 1024 * 1024;
-const DELIVERY_HIGH_WATER: usize = 256 * 1024;
+/// Deliveries a connection may have in flight towards its socket.
 const OUTBOUND_WINDOW: u32 = 2048;
+/// Engine events taken per wake-up.
+const EVENT_BATCH: usize = 256;
 
 /// Settings for AMQP 1.0 connections.
 #[derive(Clone, Debug, Default)]
@@ -33,109 +33,107 @@ pub async fn serve(stream: TcpStream, broker: Arc<Broker>, config: ServerConfig,
     let id = broker.next_id();
     let peer = stream.peer_addr().map(|a| a.to_string()).unwrap_or_default();
     let span = tracing::info_span!("amqp10", conn = id, peer);
-    run(stream, broker, config, shutdown, id).instrument(span).await;
+    let alarms = broker.alarms();
+    let (sink, inbox) = SessionSink::new(id, OUTBOUND_WINDOW);
+    let protocol = Amqp10 {
+        conn: Connection::new(config.connection, config.anonymous_user.is_some(), Instant::now()),
+        session: Session::new(id, broker, sink, inbox),
+        anonymous_user: config.anonymous_user,
+        events: Vec::with_capacity(EVENT_BATCH),
+    };
+    drive(stream, protocol, alarms, shutdown).instrument(span).await;
 }
 
-async fn run(
-    stream: TcpStream,
-    broker: Arc<Broker>,
-    config: ServerConfig,
-    mut shutdown: watch::Receiver<bool>,
-    id: u64,
-) {
-    let (mut reader, mut writer) = stream.into_split();
-    let mut alarms = broker.alarms();
-    let (sink, inbox) = SessionSink::new(id, OUTBOUND_WINDOW);
-    let mut session = Session::new(id, broker, sink, inbox);
-    let mut conn = Connection::new(config.connection.clone(), config.anonymous_user.is_some(), Instant::now());
-    let mut input = BytesMut::with_capacity(READ_CHUNK);
-    let mut pending = BytesMut::new();
-    let mut events = Vec::with_capacity(256);
-    let mut eof = false;
-    loop {
-        while let Some(event) = conn.poll_event() {
-            session.handle_event(event, &mut conn).await;
-        }
-        session.flush_publishes(&mut conn).await;
-        if pending.is_empty() {
-            pending = conn.output().split();
-        } else if !conn.output().is_empty() {
-            let more = conn.output().split();
-            pending.extend_from_slice(&more);
-        }
-        if (conn.state() == State::Closed || eof) && pending.is_empty() {
-            break;
-        }
-        // RabbitMQ's memory and disk alarms over 1.0 (and a store behind its publishers):
-        // senders get no new link credit until they clear; what they hold is still accepted.
-        let alarm = alarms.borrow().hold_publishes();
-        if alarm != conn.publishing_paused() {
-            conn.set_publishing_paused(alarm);
-            continue;
-        }
-        let deadline = conn.poll_timeout().map(tokio::time::Instant::from_std);
-        let reading = !eof && pending.len() < OUTPUT_HIGH_WATER && conn.state() != State::Closed;
-        let taking_events = pending.len() < DELIVERY_HIGH_WATER && conn.blocked_transfers() < OUTBOUND_WINDOW as usize;
-        tokio::select! {
-            _ = alarms.changed() => {}
-            changed = shutdown.changed(), if !*shutdown.borrow() => {
-                if changed.is_ok() && *shutdown.borrow() {
-                    let err = error("amqp:connection:forced", "broker forced connection closure with reason 'shutdown'");
-                    conn.close(Some(err), Instant::now());
-                }
-            }
-            read = reader.read_buf(&mut input), if reading => {
-                match read {
-                    Ok(0) | Err(_) => eof = true,
-                    Ok(_) => {
-                        // Acknowledge at once, not after the kernel's delayed-ACK timer: a
-                        // client with Nagle's algorithm on (fe2o3-amqp's default) holds each
-                        // small frame until the one before is acknowledged, and S10 ran at 4.7k
-                        // msg/s instead of 66k. Linux clears the flag as it goes, hence once per
-                        // read (a read batch, not a message).
-                        #[cfg(target_os = "linux")]
-                        let _ = reader.as_ref().set_quickack(true);
-                        feed(&mut conn, &mut session, &mut input, config.anonymous_user.as_deref()).await;
-                        if input.capacity() - input.len() < 4096 {
-                            input.reserve(READ_CHUNK);
-                        }
-                    }
-                }
-            }
-            written = writer.write(&pending), if !pending.is_empty() => {
-                match written {
-                    Ok(n) => {
-                        let _ = pending.split_to(n);
-                        conn.on_written(Instant::now());
-                    }
-                    Err(_) => break,
-                }
-            }
-            n = session.inbox.recv_many(&mut events, 256), if taking_events => {
-                if n == 0 {
-                    break;
-                }
-                for event in events.drain(..) {
-                    session.handle_engine_event(event, &mut conn);
-                }
-            }
-            () = sleep_until(deadline), if deadline.is_some() => {
-                conn.handle_timeout(Instant::now());
-            }
-        }
+/// One AMQP 1.0 connection: protocol core and broker session.
+struct Amqp10 {
+    conn: Connection,
+    session: Session,
+    anonymous_user: Option<String>,
+    events: Vec<SessionEvent>,
+}
+
+impl Protocol for Amqp10 {
+    type Alarm = Alarms;
+
+    async fn on_input(&mut self, input: &mut BytesMut, now: Instant) {
+        feed(&mut self.conn, &mut self.session, input, self.anonymous_user.as_deref(), now).await;
     }
-    let _ = writer.shutdown().await;
-    session.close_all().await;
-    tracing::debug!("connection closed");
+
+    async fn act(&mut self) {
+        while let Some(event) = self.conn.poll_event() {
+            self.session.handle_event(event, &mut self.conn).await;
+        }
+        self.session.flush_publishes(&mut self.conn).await;
+    }
+
+    /// RabbitMQ's memory and disk alarms over 1.0 (and a store behind its publishers):
+    /// senders get no new link credit until they clear; what they hold is still accepted.
+    fn on_alarm(&mut self, alarms: &Alarms, _now: Instant) -> AlarmStep {
+        let hold = alarms.hold_publishes();
+        if hold == self.conn.publishing_paused() {
+            return AlarmStep::Wait;
+        }
+        self.conn.set_publishing_paused(hold);
+        AlarmStep::Again
+    }
+
+    async fn engine_events(&mut self) -> bool {
+        if self.session.inbox.recv_many(&mut self.events, EVENT_BATCH).await == 0 {
+            return false;
+        }
+        for event in self.events.drain(..) {
+            self.session.handle_engine_event(event, &mut self.conn);
+        }
+        true
+    }
+
+    fn taking_events(&self) -> bool {
+        self.conn.blocked_transfers() < OUTBOUND_WINDOW as usize
+    }
+
+    fn output(&mut self) -> &mut BytesMut {
+        self.conn.output()
+    }
+
+    fn on_written(&mut self, now: Instant) {
+        self.conn.on_written(now);
+    }
+
+    fn poll_timeout(&self) -> Option<Instant> {
+        self.conn.poll_timeout()
+    }
+
+    fn on_timeout(&mut self, now: Instant) {
+        self.conn.handle_timeout(now);
+    }
+
+    fn on_shutdown(&mut self, now: Instant) {
+        let err = error("amqp:connection:forced", "broker forced connection closure with reason 'shutdown'");
+        self.conn.close(Some(err), now);
+    }
+
+    fn is_closed(&self) -> bool {
+        self.conn.state() == State::Closed
+    }
+
+    async fn finish(&mut self) {
+        self.session.close_all().await;
+    }
 }
 
 /// Feeds the protocol engine one frame at a time, acting on each frame's events before the
 /// next: a client may pipeline an attach and a flow for the new link in one write (Qpid Proton
 /// does), and the flow is only valid once the attach has been answered.
-async fn feed(conn: &mut Connection, session: &mut Session, input: &mut BytesMut, anonymous: Option<&str>) {
+async fn feed(
+    conn: &mut Connection,
+    session: &mut Session,
+    input: &mut BytesMut,
+    anonymous: Option<&str>,
+    now: Instant,
+) {
     while let Some(len) = next_unit(input).filter(|&len| len < input.len()) {
         let mut unit = input.split_to(len);
-        conn.handle_input(&mut unit, Instant::now(), &mut session.login(anonymous));
+        conn.handle_input(&mut unit, now, &mut session.login(anonymous));
         if !unit.is_empty() {
             unit.unsplit(input.split());
             *input = unit;
@@ -145,7 +143,7 @@ async fn feed(conn: &mut Connection, session: &mut Session, input: &mut BytesMut
             session.handle_event(event, conn).await;
         }
     }
-    conn.handle_input(input, Instant::now(), &mut session.login(anonymous));
+    conn.handle_input(input, now, &mut session.login(anonymous));
 }
 
 /// Length of the protocol header or whole frame at the start of `input`, if it is complete.
@@ -155,13 +153,6 @@ fn next_unit(input: &[u8]) -> Option<usize> {
     }
     let size = usize::try_from(u32::from_be_bytes(input.get(..4)?.try_into().ok()?)).ok()?;
     (size >= 8 && size <= input.len()).then_some(size)
-}
-
-async fn sleep_until(deadline: Option<tokio::time::Instant>) {
-    match deadline {
-        Some(at) => tokio::time::sleep_until(at).await,
-        None => std::future::pending().await,
-    }
 }
 
 #[cfg(test)]

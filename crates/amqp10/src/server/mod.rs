@@ -16,5 +16,6 @@ mod management_body;
 mod management_http;
 mod publish;
 mod session;
+mod settles;
 
 pub use driver::{ServerConfig, serve};

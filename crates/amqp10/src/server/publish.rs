@@ -31,6 +31,37 @@ pub(crate) struct PendingBatch {
     items: Vec<Enqueue>,
 }
 
+/// Consecutive publishes settled with the same outcome: one disposition.
+#[derive(Debug)]
+struct Settled {
+    channel: u16,
+    first: u32,
+    last: u32,
+    refused: bool,
+}
+
+impl Settled {
+    fn new(done: &PendingPublish) -> Self {
+        Self { channel: done.channel, first: done.delivery_id, last: done.delivery_id, refused: done.refused }
+    }
+
+    /// Whether `done` is the next delivery id on the same channel with the same outcome.
+    fn extends(&self, done: &PendingPublish) -> bool {
+        done.channel == self.channel && done.refused == self.refused && done.delivery_id == self.last.wrapping_add(1)
+    }
+
+    fn send(self, conn: &mut Connection) {
+        // RabbitMQ 4.0.5 rejects a message a queue refused (reject-publish) with no error
+        // condition (later releases add amqp:resource-limit-exceeded).
+        let state = if self.refused {
+            DeliveryState::Rejected(Rejected { error: None })
+        } else {
+            DeliveryState::Accepted(Accepted {})
+        };
+        conn.settle_incoming_range(self.channel, self.first, self.last, state);
+    }
+}
+
 /// Why an anonymous-terminus message could not be addressed.
 struct AddressError {
     condition: &'static str,
@@ -51,7 +82,7 @@ impl Session {
     ) {
         match self.links.get(&(channel, handle)) {
             Some(LinkState::Publisher { target }) => {
-                let target = target.clone();
+                let target = Arc::clone(target);
                 self.publish(channel, handle, delivery_id, delivery_tag, settled, &target, payload, conn).await;
             }
             Some(LinkState::ManagementRequests { pair }) => {
@@ -204,8 +235,9 @@ impl Session {
         }
     }
 
-    /// Hands batched publishes to their queues.
+    /// Hands batched settlements and publishes to their queues.
     pub(crate) async fn flush_publishes(&mut self, conn: &mut Connection) {
+        self.flush_settles().await;
         for batch in std::mem::take(&mut self.batches) {
             let seqs: Vec<u64> = batch.items.iter().filter_map(|i| i.confirm).collect();
             let confirm_to = (!seqs.is_empty()).then(|| ConfirmTo { session: self.sink.clone(), channel: 0 });
@@ -215,9 +247,11 @@ impl Session {
         }
     }
 
-    /// Queues answered for publishes: settle those every queue answered for.
+    /// Queues answered for publishes: settle those every queue answered for, consecutive
+    /// delivery ids with the same outcome in one disposition.
     pub(crate) fn confirmed(&mut self, accepted: &[u64], refused: &[u64], conn: &mut Connection) {
         let answers = accepted.iter().map(|s| (*s, true)).chain(refused.iter().map(|s| (*s, false)));
+        let mut run: Option<Settled> = None;
         for (seq, ok) in answers {
             let Some(pending) = self.publishes.get_mut(&seq) else {
                 continue;
@@ -230,14 +264,36 @@ impl Session {
             let Some(done) = self.publishes.remove(&seq) else {
                 continue;
             };
-            // RabbitMQ 4.0.5 rejects a message a queue refused (reject-publish) with no error
-            // condition (later releases add amqp:resource-limit-exceeded).
-            let state = if done.refused {
-                DeliveryState::Rejected(Rejected { error: None })
-            } else {
-                DeliveryState::Accepted(Accepted {})
-            };
-            conn.settle_incoming(done.channel, done.delivery_id, state);
+            match run.as_mut() {
+                Some(current) if current.extends(&done) => current.last = done.delivery_id,
+                _ => {
+                    if let Some(finished) = run.replace(Settled::new(&done)) {
+                        finished.send(conn);
+                    }
+                }
+            }
         }
+        if let Some(finished) = run {
+            finished.send(conn);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn done(channel: u16, delivery_id: u32, refused: bool) -> PendingPublish {
+        PendingPublish { channel, delivery_id, remaining: 0, refused }
+    }
+
+    #[test]
+    fn a_run_grows_only_by_the_next_id_on_its_channel_with_its_outcome() {
+        let run = Settled::new(&done(1, u32::MAX, false));
+        assert!(run.extends(&done(1, 0, false)));
+        assert!(!run.extends(&done(1, 1, false)));
+        assert!(!run.extends(&done(2, 0, false)));
+        assert!(!run.extends(&done(1, 0, true)));
+        assert_eq!((run.channel, run.first, run.last, run.refused), (1, u32::MAX, u32::MAX, false));
     }
 }

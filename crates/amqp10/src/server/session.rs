@@ -12,13 +12,15 @@ use tokio::sync::mpsc;
 use super::address::TargetAddress;
 use super::management::ManagementPairs;
 use super::publish::{PendingBatch, PendingPublish};
+use super::settles::Settles;
 use crate::proto::{Connection, Event, Host, error};
 
 /// What a link is for.
 #[derive(Debug)]
 pub(crate) enum LinkState {
-    /// The client publishes to this target.
-    Publisher { target: TargetAddress },
+    /// The client publishes to this target (shared: each transfer takes it while the session
+    /// is borrowed mutably, and a clone per message would copy its strings).
+    Publisher { target: Arc<TargetAddress> },
     /// The client consumes from this queue.
     Consumer {
         queue: QueueRef,
@@ -56,6 +58,8 @@ pub(crate) struct Session {
     pub(crate) publishes: HashMap<u64, PendingPublish>,
     pub(crate) next_publish: u64,
     pub(crate) batches: Vec<PendingBatch>,
+    /// Settlements of deliveries made in this wake-up, handed to queues together.
+    pub(crate) settles: Settles,
     pub(crate) route_cache: RouteCache,
     pub(crate) management: ManagementPairs,
 }
@@ -125,6 +129,7 @@ impl Session {
             publishes: HashMap::new(),
             next_publish: 1,
             batches: Vec::new(),
+            settles: Settles::default(),
             route_cache: RouteCache::new(),
             management: ManagementPairs::default(),
         }
@@ -180,6 +185,7 @@ impl Session {
     /// plain returns. (When its session or connection goes instead, [`Self::link_gone`] returns
     /// them as failed deliveries, as a quorum queue counts a consumer going down.)
     async fn return_unsettled(&mut self, channel: u16, handle: u32) {
+        self.flush_settles().await;
         let mut by_queue: HashMap<u64, (QueueRef, Vec<u64>)> = HashMap::new();
         self.unsettled.retain(|(c, _), out| {
             let mine = *c == channel && out.handle == handle;
@@ -215,6 +221,7 @@ impl Session {
 
     /// The connection ended.
     pub(crate) async fn close_all(&mut self) {
+        self.flush_settles().await;
         let keys: Vec<(u16, u32)> = self.links.keys().copied().collect();
         for (channel, handle) in keys {
             self.link_gone(channel, handle).await;

@@ -1,0 +1,233 @@
+//! The driver around a line protocol over a real socket pair.
+
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use bytes::{Buf, BytesMut};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::{mpsc, watch};
+
+use crate::{AlarmStep, Protocol, drive};
+
+/// What the line protocol saw, for the assertions.
+#[derive(Debug, Default)]
+struct Seen {
+    input_calls: usize,
+    refeeds: usize,
+    timeouts: usize,
+    finished: bool,
+}
+
+/// Echoes each complete line upper-cased; `quit` closes. While the alarm is on it stops at a
+/// line starting with `pub` and reads no more, as a held publisher.
+struct Lines {
+    out: BytesMut,
+    closed: bool,
+    held: bool,
+    stopped: bool,
+    events: mpsc::UnboundedReceiver<String>,
+    deadline: Option<Instant>,
+    seen: Arc<Mutex<Seen>>,
+}
+
+impl Lines {
+    fn new(events: mpsc::UnboundedReceiver<String>, seen: Arc<Mutex<Seen>>) -> Self {
+        Self { out: BytesMut::new(), closed: false, held: false, stopped: false, events, deadline: None, seen }
+    }
+
+    fn feed(&mut self, input: &mut BytesMut) {
+        while let Some(end) = input.iter().position(|b| *b == b'\n') {
+            if self.held && input.starts_with(b"pub") {
+                self.stopped = true;
+                return;
+            }
+            let line = input.split_to(end + 1);
+            if line.as_ref() == b"quit\n" {
+                self.out.extend_from_slice(b"BYE\n");
+                self.closed = true;
+                input.clear();
+                return;
+            }
+            self.out.extend_from_slice(&line.to_ascii_uppercase());
+        }
+    }
+}
+
+impl Protocol for Lines {
+    type Alarm = bool;
+
+    async fn on_input(&mut self, input: &mut BytesMut, _now: Instant) {
+        if let Ok(mut seen) = self.seen.lock() {
+            seen.input_calls += 1;
+        }
+        self.feed(input);
+    }
+
+    async fn act(&mut self) {}
+
+    fn on_alarm(&mut self, alarm: &bool, now: Instant) -> AlarmStep {
+        self.held = *alarm;
+        if self.stopped && !self.held {
+            self.stopped = false;
+            if let Ok(mut seen) = self.seen.lock() {
+                seen.refeeds += 1;
+            }
+            self.deadline = Some(now);
+            return AlarmStep::Refeed;
+        }
+        AlarmStep::Wait
+    }
+
+    async fn engine_events(&mut self) -> bool {
+        match self.events.recv().await {
+            Some(text) => {
+                self.out.extend_from_slice(text.as_bytes());
+                true
+            }
+            None => false,
+        }
+    }
+
+    fn reading(&self) -> bool {
+        !self.stopped
+    }
+
+    fn output(&mut self) -> &mut BytesMut {
+        &mut self.out
+    }
+
+    fn on_written(&mut self, _now: Instant) {}
+
+    fn poll_timeout(&self) -> Option<Instant> {
+        self.deadline
+    }
+
+    fn on_timeout(&mut self, _now: Instant) {
+        self.deadline = None;
+        self.out.extend_from_slice(b"TICK\n");
+        if let Ok(mut seen) = self.seen.lock() {
+            seen.timeouts += 1;
+        }
+    }
+
+    fn on_shutdown(&mut self, _now: Instant) {
+        self.out.extend_from_slice(b"SHUTDOWN\n");
+        self.closed = true;
+    }
+
+    fn is_closed(&self) -> bool {
+        self.closed
+    }
+
+    async fn finish(&mut self) {
+        if let Ok(mut seen) = self.seen.lock() {
+            seen.finished = true;
+        }
+    }
+}
+
+struct Running {
+    client: TcpStream,
+    task: tokio::task::JoinHandle<()>,
+    events: mpsc::UnboundedSender<String>,
+    alarm: watch::Sender<bool>,
+    shutdown: watch::Sender<bool>,
+    seen: Arc<Mutex<Seen>>,
+}
+
+async fn start() -> Running {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let client = TcpStream::connect(listener.local_addr().unwrap()).await.unwrap();
+    let (server, _) = listener.accept().await.unwrap();
+    let (events, inbox) = mpsc::unbounded_channel();
+    let (alarm, alarms) = watch::channel(false);
+    let (shutdown, stop) = watch::channel(false);
+    let seen = Arc::new(Mutex::new(Seen::default()));
+    let protocol = Lines::new(inbox, Arc::clone(&seen));
+    let task = tokio::spawn(drive(server, protocol, alarms, stop));
+    Running { client, task, events, alarm, shutdown, seen }
+}
+
+/// Reads until `want` bytes arrived.
+async fn read_exactly(client: &mut TcpStream, want: usize) -> Vec<u8> {
+    let mut got = vec![0; want];
+    tokio::time::timeout(Duration::from_secs(5), client.read_exact(&mut got)).await.unwrap().unwrap();
+    got
+}
+
+#[tokio::test]
+async fn a_pipelined_batch_is_one_input_call_and_the_socket_closes_after_the_last_bytes() {
+    let mut run = start().await;
+    run.client.write_all(b"one\ntwo\nthr").await.unwrap();
+    assert_eq!(read_exactly(&mut run.client, 8).await, b"ONE\nTWO\n");
+    run.client.write_all(b"ee\nquit\n").await.unwrap();
+    assert_eq!(read_exactly(&mut run.client, 10).await, b"THREE\nBYE\n");
+    let mut rest = Vec::new();
+    run.client.read_to_end(&mut rest).await.unwrap();
+    assert!(rest.is_empty());
+    tokio::time::timeout(Duration::from_secs(5), run.task).await.unwrap().unwrap();
+    let seen = run.seen.lock().unwrap();
+    assert!(seen.finished);
+    assert!(seen.input_calls <= 3, "{} input calls for two writes", seen.input_calls);
+}
+
+#[tokio::test]
+async fn engine_events_and_timers_write_output() {
+    let mut run = start().await;
+    run.events.send("DELIVERY\n".to_owned()).unwrap();
+    assert_eq!(read_exactly(&mut run.client, 9).await, b"DELIVERY\n");
+    drop(run.events);
+    // The engine dropped the mailbox: the connection ends.
+    tokio::time::timeout(Duration::from_secs(5), run.task).await.unwrap().unwrap();
+    assert!(run.seen.lock().unwrap().finished);
+}
+
+#[tokio::test]
+async fn shutdown_closes_the_protocol_way() {
+    let mut run = start().await;
+    // Once the driver waits, and before it ever ran.
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    run.shutdown.send(true).unwrap();
+    assert_eq!(read_exactly(&mut run.client, 9).await, b"SHUTDOWN\n");
+    tokio::time::timeout(Duration::from_secs(5), run.task).await.unwrap().unwrap();
+    let mut early = start().await;
+    early.shutdown.send(true).unwrap();
+    assert_eq!(read_exactly(&mut early.client, 9).await, b"SHUTDOWN\n");
+    tokio::time::timeout(Duration::from_secs(5), early.task).await.unwrap().unwrap();
+}
+
+#[tokio::test]
+async fn a_held_publish_is_fed_again_when_the_alarm_clears() {
+    let mut run = start().await;
+    run.alarm.send(true).unwrap();
+    run.client.write_all(b"ok\n").await.unwrap();
+    assert_eq!(read_exactly(&mut run.client, 3).await, b"OK\n");
+    run.client.write_all(b"pub 1\nafter\n").await.unwrap();
+    // Held: nothing comes back until the alarm clears.
+    let mut byte = [0u8; 1];
+    let early = tokio::time::timeout(Duration::from_millis(200), run.client.read(&mut byte)).await;
+    assert!(early.is_err(), "output while held");
+    run.alarm.send(false).unwrap();
+    // The buffered lines are fed again (no new read brings them), then the timer it set fires.
+    assert_eq!(read_exactly(&mut run.client, 17).await, b"PUB 1\nAFTER\nTICK\n");
+    let seen = run.seen.lock().unwrap();
+    assert_eq!(seen.refeeds, 1);
+    assert_eq!(seen.timeouts, 1);
+    drop(seen);
+    run.task.abort();
+}
+
+#[test]
+fn take_output_appends_behind_pending() {
+    let mut pending = BytesMut::from(&b"ab"[..]);
+    let mut output = BytesMut::from(&b"cd"[..]);
+    crate::driver::take_output(&mut pending, &mut output);
+    assert_eq!(&pending[..], b"abcd");
+    assert!(output.is_empty());
+    pending.advance(4);
+    output.extend_from_slice(b"ef");
+    crate::driver::take_output(&mut pending, &mut output);
+    assert_eq!(&pending[..], b"ef");
+    assert!(output.is_empty());
+}
