@@ -14,7 +14,7 @@
 // Nesting beyond the model's limit is refused rather than followed (RabbitMQ recurses without
 // limit; Charon refuses such frames with `amqp:decode-error` before they get here).
 use charon_model::MAX_DEPTH;
-use charon_model::erlang::parsed_binary as binary;
+use charon_model::erlang::parsed_binary;
 
 /// Column at which `~tp` starts in `Unexpected frame ~tp`.
 const UNEXPECTED_COLUMN: usize = 17;
@@ -276,7 +276,7 @@ impl Term {
         match self {
             Self::Raw(s) => s.clone(),
             Self::Number(tag, n) => format!("{{{tag},{n}}}"),
-            Self::Bytes(tag, b) => format!("{{{tag},{}}}", binary(b)),
+            Self::Bytes(tag, b) => format!("{{{tag},{}}}", parsed_binary(b)),
             Self::List(items) => {
                 format!("{{list,[{}]}}", items.iter().map(Self::render).collect::<Vec<_>>().join(","))
             }
