@@ -1,6 +1,8 @@
 //! AMQP 0.9.1 for Charon.
 //!
 //! - [`codec`]: frames, methods, content-header properties and field tables.
+//! - `mapping`: between 0.9.1 messages and the model (publish in, content properties out), the
+//!   counterpart of `charon_amqp10::mapping`.
 //! - [`proto`]: the sans-IO connection state machine (handshake, tuning, heartbeats, channel
 //!   lifecycle, content assembly, protocol errors). It consumes bytes and produces bytes and
 //!   events; it never touches a socket or a clock it was not given.
@@ -8,5 +10,6 @@
 //!   methods against the engine.
 
 pub mod codec;
+mod mapping;
 pub mod proto;
 pub mod server;

@@ -8,6 +8,7 @@
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
+use charon_model::erlang;
 use charon_store::meta::StoredLimit;
 use parking_lot::{Mutex, RwLock};
 
@@ -86,9 +87,8 @@ impl Limits {
     /// A limit the scope does not know (RabbitMQ's validation text), or a store failure.
     pub async fn set(&self, scope: LimitScope, name: &str, limit: &str, value: i64) -> Result<(), EngineError> {
         if !scope.known().contains(&limit) {
-            return Err(EngineError::Precondition(format!(
-                "Unrecognised terms [{{<<\"{limit}\">>,{value}}}] in limits"
-            )));
+            let term = erlang::tuple(&[erlang::text(limit), value.to_string()]);
+            return Err(EngineError::Precondition(format!("Unrecognised terms [{term}] in limits")));
         }
         let stored = StoredLimit { scope: scope.as_str().into(), name: name.into(), limit: limit.into(), value };
         self.persist(move |store| store.meta().put_limit(&stored)).await?;

@@ -2,7 +2,7 @@
 //! (`rabbit_policy.erl`, `rabbit_policies.erl`). Validation texts are RabbitMQ 4.0.5's, as its
 //! HTTP API returns them.
 
-use charon_model::{Table, Value};
+use charon_model::{Table, Value, erlang};
 use regex::Regex;
 
 use crate::queue::QueueType;
@@ -121,24 +121,6 @@ fn one_of(value: &Value, allowed: &[&str]) -> bool {
     is_text(value) && value.as_str().is_some_and(|s| allowed.contains(&s))
 }
 
-/// A JSON-born value as Erlang's `~tp` prints the term RabbitMQ decoded it to.
-#[must_use]
-pub fn erlang_term(value: &Value) -> String {
-    match value {
-        Value::LongStr(_) | Value::String(_) => format!("<<\"{}\">>", value.as_str().unwrap_or_default()),
-        Value::I64(n) => n.to_string(),
-        Value::F64(f) => format!("{f:?}"),
-        Value::Bool(b) => b.to_string(),
-        Value::Null => "null".to_owned(),
-        Value::List(items) => format!("[{}]", items.iter().map(erlang_term).collect::<Vec<_>>().join(",")),
-        Value::Table(table) => format!(
-            "#{{{}}}",
-            table.iter().map(|(k, v)| format!("<<\"{k}\">> => {}", erlang_term(v))).collect::<Vec<_>>().join(",")
-        ),
-        other => format!("{other:?}"),
-    }
-}
-
 impl Policy {
     /// Validates a policy as RabbitMQ does, in its order: apply-to, pattern, then the
     /// definition (empty, unknown keys, then each key's check).
@@ -162,7 +144,7 @@ impl Policy {
         let unknown: Vec<String> = definition
             .iter()
             .filter(|(key, _)| !VALIDATORS.iter().any(|(known, _, _)| known == key))
-            .map(|(key, value)| format!("{{<<\"{key}\">>,{}}}", erlang_term(value)))
+            .map(|(key, value)| erlang::tuple(&[erlang::text(key), erlang::term(value)]))
             .collect();
         if !unknown.is_empty() {
             return Err(format!("[{}] are not recognised policy settings", unknown.join(",")));
@@ -171,7 +153,7 @@ impl Policy {
             if let Some(value) = definition.get(key)
                 && !check(value)
             {
-                return Err(format!("{} {text}", erlang_term(value)));
+                return Err(format!("{} {text}", erlang::term(value)));
             }
         }
         Ok(Self { name: name.to_owned(), pattern: pattern.to_owned(), apply_to, priority, definition, regex })

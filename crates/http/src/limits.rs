@@ -116,7 +116,7 @@ async fn put(
         None => return Err(ApiError::bad_request("[{key_missing,value}]")),
         Some(value) => value.as_i64().ok_or_else(|| {
             let shown = match value {
-                JsonValue::String(s) => format!("<<\"{s}\">>"),
+                JsonValue::String(s) => charon_model::erlang::text(s),
                 other => other.to_string(),
             };
             invalid(format!("{limit} should be a number, actually was {shown}"))

@@ -96,7 +96,7 @@ pub(crate) async fn put(
             return Err(invalid(reason));
         }
         other => {
-            let shown = other.flatten().as_ref().map(charon_engine::policy::erlang_term).unwrap_or_default();
+            let shown = other.flatten().as_ref().map(charon_model::erlang::term).unwrap_or_default();
             return Err(invalid(format!("definition must be a dictionary: {shown}")));
         }
     };

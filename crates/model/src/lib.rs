@@ -15,10 +15,12 @@
 //! - [`death`]: the death history RabbitMQ keeps per `{queue, reason}`.
 //! - [`message`]: the message itself, its routing facts and the raw encodings kept for
 //!   same-protocol pass-through.
+//! - [`erlang`]: Erlang term printing, for the RabbitMQ texts clients see.
 //!
 //! This crate does no I/O and knows no wire format.
 
 pub mod death;
+pub mod erlang;
 pub mod message;
 pub mod properties;
 pub mod value;

@@ -5,14 +5,12 @@
 //! here so it could be replaced; content-header properties and field tables use our own codec
 //! that keeps header order.
 
-mod erlang;
 mod frame;
 mod method;
 mod method_tables;
 mod properties;
 mod table;
 
-pub use erlang::ErlangText;
 pub use frame::{
     FRAME_BODY, FRAME_END, FRAME_HEADER, FRAME_HEARTBEAT, FRAME_METHOD, FrameError, RawFrame, parse_frame,
 };
@@ -32,25 +30,4 @@ pub enum CodecError {
     /// Tables or arrays nested deeper than the model's [`charon_model::MAX_DEPTH`].
     #[error("field tables nested deeper than {} levels", charon_model::MAX_DEPTH)]
     TooDeep,
-}
-
-/// Renders bytes as Erlang's `~tp` prints a binary, which RabbitMQ's frame-error texts embed:
-/// `<<"text">>` when printable, `<<1,2,3>>` otherwise.
-#[must_use]
-pub fn erlang_binary(bytes: &[u8]) -> String {
-    let printable = !bytes.is_empty() && bytes.iter().all(|b| (0x20..0x7f).contains(b));
-    if printable {
-        let text: String = bytes
-            .iter()
-            .map(|&b| match b {
-                b'"' => "\\\"".to_owned(),
-                b'\\' => "\\\\".to_owned(),
-                other => char::from(other).to_string(),
-            })
-            .collect();
-        format!("<<\"{text}\">>")
-    } else {
-        let items: Vec<String> = bytes.iter().map(u8::to_string).collect();
-        format!("<<{}>>", items.join(","))
-    }
 }

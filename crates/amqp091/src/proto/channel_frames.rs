@@ -3,14 +3,13 @@
 
 use amq_protocol::protocol::{AMQPClass, basic, channel};
 use bytes::BytesMut;
+use charon_model::erlang;
 
 use super::channel::{Assembly, ChannelSlot, PartialContent, Phase};
 use super::connection::{Connection, HardError, qos_prefetch_size, unexpected_frame, well_formed};
 use super::reply::ReplyCode;
 use super::{Event, Host, PublishCommand};
-use crate::codec::{
-    FRAME_HEADER, FRAME_HEARTBEAT, FRAME_METHOD, RawFrame, decode_method, decode_properties, erlang_binary,
-};
+use crate::codec::{FRAME_HEADER, FRAME_HEARTBEAT, FRAME_METHOD, RawFrame, decode_method, decode_properties};
 
 impl Connection {
     pub(super) fn handle_channel_frame(&mut self, frame: RawFrame, host: &mut dyn Host) -> Result<(), HardError> {
@@ -153,7 +152,7 @@ impl Connection {
         let payload = frame.payload;
         let header = payload.get(..12).unwrap_or_default();
         if header.len() < 12 {
-            return Err(HardError::new(ReplyCode::FrameError, format!("cannot decode {}", erlang_binary(&payload)))
+            return Err(HardError::new(ReplyCode::FrameError, format!("cannot decode {}", erlang::binary(&payload)))
                 .during((60, 40)));
         }
         let class = u16::from_be_bytes([header.first().copied().unwrap_or(0), header.get(1).copied().unwrap_or(0)]);
@@ -178,7 +177,7 @@ impl Connection {
         let properties = decode_properties(&raw_properties).map_err(|_| {
             HardError::new(
                 ReplyCode::SyntaxError,
-                format!("cannot decode properties {}", erlang_binary(&raw_properties)),
+                format!("cannot decode properties {}", erlang::binary(&raw_properties)),
             )
             .during((60, 40))
         })?;

@@ -6,13 +6,14 @@ use std::time::{Duration, Instant};
 use amq_protocol::protocol::{AMQPClass, channel, connection};
 use amq_protocol::types::{AMQPValue, FieldTable, LongString};
 use bytes::{BufMut, Bytes, BytesMut};
+use charon_model::erlang::{self, ErlangText};
 
 use super::channel::{Assembly, ChannelSlot, Phase};
 use super::reply::{ReplyCode, reply_text};
 use super::{ClientCapabilities, Event, Host};
 use crate::codec::{
-    ErlangText, FRAME_BODY, FRAME_END, FRAME_HEADER, FRAME_HEARTBEAT, FRAME_METHOD, FrameError, MethodError, RawFrame,
-    decode_method, encode_method, encode_properties, erlang_binary, parse_frame,
+    FRAME_BODY, FRAME_END, FRAME_HEADER, FRAME_HEARTBEAT, FRAME_METHOD, FrameError, MethodError, RawFrame,
+    decode_method, encode_method, encode_properties, parse_frame,
 };
 
 /// The smallest frame size AMQP 0.9.1 allows; also the limit before tuning.
@@ -529,7 +530,7 @@ impl Connection {
             Ok(method) => Ok(Some(method)),
             Err(MethodError::Unknown { .. }) => Ok(None),
             Err(MethodError::Malformed { class, method }) => {
-                let fields = erlang_binary(frame.payload.get(4..).unwrap_or_default());
+                let fields = erlang::binary(frame.payload.get(4..).unwrap_or_default());
                 Err(HardError::new(ReplyCode::FrameError, format!("cannot decode {fields}")).during((class, method)))
             }
         }

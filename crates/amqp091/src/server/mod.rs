@@ -4,12 +4,11 @@
 //! - [`driver`]: the task's I/O loop (socket, timers, engine events, shutdown).
 //! - `session`: per-connection broker state and event dispatch.
 //! - `channel`: per-channel bookkeeping (delivery tags, confirms, prefetch).
-//! - `topology`, `basic`, `publish`, `deliver`: method handlers by area.
+//! - `topology`, `basic`, `publish`, `deliver`: method handlers by area; the message
+//!   conversions they use live in `crate::mapping`.
 
 mod basic;
 mod channel;
-mod convert;
-mod deaths;
 mod deliver;
 pub mod driver;
 mod publish;

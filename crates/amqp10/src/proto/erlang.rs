@@ -11,11 +11,10 @@
 //! Only the parser's behaviour is modelled (which bytes it accepts and the exception it raises
 //! otherwise), not its code.
 
-use std::fmt::Write as _;
-
 // Nesting beyond the model's limit is refused rather than followed (RabbitMQ recurses without
 // limit; Charon refuses such frames with `amqp:decode-error` before they get here).
 use charon_model::MAX_DEPTH;
+use charon_model::erlang::parsed_binary;
 
 /// Column at which `~tp` starts in `Unexpected frame ~tp`.
 const UNEXPECTED_COLUMN: usize = 17;
@@ -277,7 +276,7 @@ impl Term {
         match self {
             Self::Raw(s) => s.clone(),
             Self::Number(tag, n) => format!("{{{tag},{n}}}"),
-            Self::Bytes(tag, b) => format!("{{{tag},{}}}", binary(b)),
+            Self::Bytes(tag, b) => format!("{{{tag},{}}}", parsed_binary(b)),
             Self::List(items) => {
                 format!("{{list,[{}]}}", items.iter().map(Self::render).collect::<Vec<_>>().join(","))
             }
@@ -287,31 +286,6 @@ impl Term {
             ),
             Self::Described(d, v) => format!("{{described,{},{}}}", d.render(), v.render()),
         }
-    }
-}
-
-/// An Erlang binary: `<<"text">>` when printable, `<<1,2,3>>` otherwise.
-fn binary(bytes: &[u8]) -> String {
-    if bytes.iter().all(|b| (0x20..0x7f).contains(b)) {
-        let mut out = String::from("<<\"");
-        for b in bytes {
-            if *b == b'"' || *b == b'\\' {
-                out.push('\\');
-            }
-            out.push(char::from(*b));
-        }
-        out.push_str("\">>");
-        out
-    } else {
-        let mut out = String::from("<<");
-        for (i, b) in bytes.iter().enumerate() {
-            if i > 0 {
-                out.push(',');
-            }
-            let _ = write!(out, "{b}");
-        }
-        out.push_str(">>");
-        out
     }
 }
 

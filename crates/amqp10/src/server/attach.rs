@@ -11,6 +11,7 @@ use fe2o3_amqp_types::primitives::{Array, Symbol};
 use serde_amqp::Value as Amqp;
 
 use charon_engine::{ConsumeSpec, EngineError, ErrorKind};
+use charon_model::erlang;
 
 use super::address::{TargetAddress, parse_source, parse_target, v1_refusal};
 use super::session::{LinkState, Session, link_owner};
@@ -42,7 +43,7 @@ fn is_paired(attach: &Attach) -> bool {
 
 /// The Erlang `~tp` rendering RabbitMQ puts in "Attach rejected" texts.
 fn erlang_binary_term(tag: &str, address: &str) -> String {
-    format!("{{{tag},<<\"{address}\">>}}")
+    erlang::tuple(&[tag, &erlang::text(address)])
 }
 
 impl Session {

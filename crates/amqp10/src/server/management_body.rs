@@ -6,6 +6,7 @@
 use std::collections::HashMap;
 
 use charon_engine::Destination;
+use charon_model::erlang;
 use charon_model::{Table, Value};
 use serde_amqp::Value as Amqp;
 use serde_amqp::primitives::OrderedMap;
@@ -263,11 +264,14 @@ pub(super) fn parse_target(uri: &str) -> Result<Target, Status> {
                 let hex: String = uri.get(i + 1..).unwrap_or_default().chars().take(2).collect();
                 if hex.chars().count() == 2 && !hex.chars().all(|h| h.is_ascii_hexdigit()) {
                     let bytes = format!("%{hex}");
-                    return Err(refuse(format!("invalid_percent_encoding {}", binary_term(bytes.as_bytes()))));
+                    return Err(refuse(format!(
+                        "invalid_percent_encoding {}",
+                        erlang::unicode_binary(bytes.as_bytes())
+                    )));
                 }
             }
             c if allowed(c, part == 0) => {}
-            c => return Err(refuse(format!("invalid_uri {}", char_term(c)))),
+            c => return Err(refuse(format!("invalid_uri {}", erlang::char_string(c)))),
         }
     }
     let without_fragment = uri.split('#').next().unwrap_or_default();
@@ -403,8 +407,8 @@ pub(super) fn parse_binding_segment(segment: &str) -> Option<(String, Destinatio
 /// A value as RabbitMQ's AMQP 1.0 codec represents it, printed like Erlang's `~tp` on one line
 /// (`{utf8,<<"bla">>}`, `{ulong,1}`, `true`, `null`).
 pub(super) fn term(value: &Amqp) -> String {
-    let tagged = |tag: &str, v: String| format!("{{{tag},{v}}}");
-    let list = |items: &mut dyn Iterator<Item = String>| format!("[{}]", items.collect::<Vec<_>>().join(","));
+    let tagged = |tag: &str, v: String| erlang::tuple(&[tag, &v]);
+    let list = |items: &mut dyn Iterator<Item = String>| erlang::list(items);
     match value {
         Amqp::Null => "null".to_owned(),
         Amqp::Bool(b) => b.to_string(),
@@ -416,60 +420,18 @@ pub(super) fn term(value: &Amqp) -> String {
         Amqp::Short(n) => tagged("short", n.to_string()),
         Amqp::Int(n) => tagged("int", n.to_string()),
         Amqp::Long(n) => tagged("long", n.to_string()),
-        Amqp::Float(f) => tagged("float", erlang_float(f64::from(f.into_inner()))),
-        Amqp::Double(f) => tagged("double", erlang_float(f.into_inner())),
+        Amqp::Float(f) => tagged("float", erlang::float(f64::from(f.into_inner()))),
+        Amqp::Double(f) => tagged("double", erlang::float(f.into_inner())),
         Amqp::Char(c) => tagged("char", u32::from(*c).to_string()),
         Amqp::Timestamp(t) => tagged("timestamp", t.milliseconds().to_string()),
-        Amqp::Uuid(u) => tagged("uuid", binary_term(u.as_inner())),
-        Amqp::Binary(b) => tagged("binary", binary_term(b.as_ref())),
-        Amqp::String(s) => tagged("utf8", binary_term(s.as_bytes())),
-        Amqp::Symbol(s) => tagged("symbol", binary_term(s.as_str().as_bytes())),
+        Amqp::Uuid(u) => tagged("uuid", erlang::unicode_binary(u.as_inner())),
+        Amqp::Binary(b) => tagged("binary", erlang::unicode_binary(b.as_ref())),
+        Amqp::String(s) => tagged("utf8", erlang::unicode_binary(s.as_bytes())),
+        Amqp::Symbol(s) => tagged("symbol", erlang::unicode_binary(s.as_str().as_bytes())),
         Amqp::List(items) => tagged("list", list(&mut items.iter().map(term))),
-        Amqp::Map(m) => tagged("map", list(&mut m.iter().map(|(k, v)| format!("{{{},{}}}", term(k), term(v))))),
+        Amqp::Map(m) => tagged("map", list(&mut m.iter().map(|(k, v)| erlang::tuple(&[term(k), term(v)])))),
         Amqp::Array(items) => format!("{{array,{}}}", list(&mut items.0.iter().map(term))),
         other => format!("{other:?}"),
-    }
-}
-
-fn erlang_float(f: f64) -> String {
-    let s = format!("{f:?}");
-    if s.contains('e') && !s.contains('.') { s.replacen('e', ".0e", 1) } else { s }
-}
-
-/// Whether Erlang's `io_lib` prints `c` as part of a string.
-fn printable(c: char) -> bool {
-    matches!(c, '\n' | '\r' | '\t' | '\u{b}' | '\u{8}' | '\u{c}' | '\u{1b}')
-        || (c >= ' ' && !('\u{7f}'..'\u{a0}').contains(&c))
-}
-
-fn escape(c: char) -> String {
-    match c {
-        '"' => "\\\"".to_owned(),
-        '\\' => "\\\\".to_owned(),
-        '\n' => "\\n".to_owned(),
-        '\r' => "\\r".to_owned(),
-        '\t' => "\\t".to_owned(),
-        '\u{b}' => "\\v".to_owned(),
-        '\u{8}' => "\\b".to_owned(),
-        '\u{c}' => "\\f".to_owned(),
-        '\u{1b}' => "\\e".to_owned(),
-        other => other.to_string(),
-    }
-}
-
-/// A one-character string as `~tp` prints it: `"é"`, or `[127]` when not printable.
-fn char_term(c: char) -> String {
-    if printable(c) { format!("\"{}\"", escape(c)) } else { format!("[{}]", u32::from(c)) }
-}
-
-/// A binary as `~tp` prints it: `<<"text">>`, `<<"é"/utf8>>` or `<<1,2>>`.
-fn binary_term(bytes: &[u8]) -> String {
-    match std::str::from_utf8(bytes) {
-        Ok(s) if !s.is_empty() && s.chars().all(printable) => {
-            let body: String = s.chars().map(escape).collect();
-            if s.is_ascii() { format!("<<\"{body}\">>") } else { format!("<<\"{body}\"/utf8>>") }
-        }
-        _ => format!("<<{}>>", bytes.iter().map(u8::to_string).collect::<Vec<_>>().join(",")),
     }
 }
 

@@ -6,7 +6,7 @@
 //! to be present. Values compare as Erlang terms do: integers by value whatever their width,
 //! strings by their bytes.
 
-use charon_model::{Table, Value};
+use charon_model::{Table, Value, erlang};
 
 use super::binding::{Binding, Destination};
 use crate::error::EngineError;
@@ -40,10 +40,7 @@ pub(crate) fn validate(arguments: &Table) -> Result<(), EngineError> {
         Some(Value::LongStr(_) | Value::String(_)) => match arguments.get("x-match").and_then(Value::as_str) {
             Some("all" | "any" | "all-with-x" | "any-with-x") => Ok(()),
             _ => {
-                let shown = arguments
-                    .get("x-match")
-                    .and_then(Value::as_str)
-                    .map_or_else(String::new, |s| format!("<<\"{s}\">>"));
+                let shown = arguments.get("x-match").and_then(Value::as_str).map_or_else(String::new, erlang::text);
                 Err(EngineError::Precondition(format!(
                     "Invalid x-match field value {shown}; expected all, any, all-with-x, or any-with-x"
                 )))
@@ -57,11 +54,10 @@ pub(crate) fn validate(arguments: &Table) -> Result<(), EngineError> {
     }
 }
 
+/// Booleans and integers as Erlang prints them; any other type as before this printed through
+/// [`erlang`] (its Rust debug form), so the text stays what clients have seen.
 fn erlang_term(value: &Value) -> String {
-    match value {
-        Value::Bool(b) => b.to_string(),
-        other => other.as_i64().map_or_else(|| format!("{other:?}"), |i| i.to_string()),
-    }
+    if matches!(value, Value::Bool(_)) || value.as_i64().is_some() { erlang::term(value) } else { format!("{value:?}") }
 }
 
 /// Whether two header values are equal as Erlang terms.

@@ -1,7 +1,7 @@
 //! Queue declare arguments: validation and equivalence, with RabbitMQ 4.0.5's texts
 //! (`rabbit_amqqueue:check_declare_arguments/3`, `rabbit_misc:assert_args_equivalence/4`).
 
-use charon_model::{Table, Value};
+use charon_model::{Table, Value, erlang};
 
 use crate::error::{EngineError, Resource};
 
@@ -148,9 +148,9 @@ fn is_string(value: &Value) -> bool {
 
 fn check_expiry(n: i64) -> Result<(), String> {
     if n < 0 {
-        Err(format!("{{value_negative,{n}}}"))
+        Err(erlang::tuple(&["value_negative", &n.to_string()]))
     } else if n > MAX_EXPIRY_MS {
-        Err(format!("{{value_too_large,{n}}}"))
+        Err(erlang::tuple(&["value_too_large", &n.to_string()]))
     } else {
         Ok(())
     }
@@ -170,7 +170,7 @@ fn check_message_ttl(value: &Value, _: &Table) -> Result<(), String> {
 
 fn check_non_negative(value: &Value, _: &Table) -> Result<(), String> {
     let n = integer(value)?;
-    if n < 0 { Err(format!("{{value_negative,{n}}}")) } else { Ok(()) }
+    if n < 0 { Err(erlang::tuple(&["value_negative", &n.to_string()])) } else { Ok(()) }
 }
 
 fn check_positive(value: &Value, args: &Table) -> Result<(), String> {
@@ -181,11 +181,11 @@ fn check_positive(value: &Value, args: &Table) -> Result<(), String> {
 fn check_max_priority(value: &Value, args: &Table) -> Result<(), String> {
     check_non_negative(value, args)?;
     let n = integer(value)?;
-    if n > 255 { Err(format!("{{max_value_exceeded,{n}}}")) } else { Ok(()) }
+    if n > 255 { Err(erlang::tuple(&["max_value_exceeded", &n.to_string()])) } else { Ok(()) }
 }
 
 fn unacceptable(value: &Value) -> String {
-    format!("{{unacceptable_type,{}}}", value.rabbit_type_name())
+    erlang::tuple(&["unacceptable_type", value.rabbit_type_name()])
 }
 
 fn check_dlx(value: &Value, _: &Table) -> Result<(), String> {

@@ -35,7 +35,7 @@ impl ErlangText {
 
     /// Appends a binary as `~tp` prints it.
     pub fn binary(&mut self, bytes: &[u8]) -> &mut Self {
-        let flat = super::erlang_binary(bytes);
+        let flat = super::binary(bytes);
         let col = self.column();
         if flat.len() < LINE.saturating_sub(col) || is_printable(bytes) {
             return self.push(&flat);
