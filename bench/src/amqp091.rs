@@ -86,19 +86,7 @@ pub(crate) async fn publish(
         .map(|seq| {
             let properties = properties.clone();
             async move {
-                // At a fixed rate the send time is the scheduled one, so a stalled broker
-                // shows as latency rather than as a slower sender (no coordinated omission).
-                let sent = match interval_ns {
-                    Some(interval) => {
-                        let scheduled = seq * interval;
-                        let now = seqs::since(epoch);
-                        if scheduled > now + 1_000_000 {
-                            tokio::time::sleep(Duration::from_nanos(scheduled - now)).await;
-                        }
-                        scheduled
-                    }
-                    None => seqs::since(epoch),
-                };
+                let sent = seqs::send_time(seq, interval_ns, epoch).await;
                 let body = seqs::body(seq, sent);
                 let options = BasicPublishOptions::default();
                 channel.basic_publish(exchange.into(), key.into(), options, &body, properties).await

@@ -5,7 +5,7 @@
 
 use std::collections::BTreeSet;
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use amqprs::callbacks::ChannelCallback;
 use amqprs::channel::{BasicPublishArguments, Channel, ConfirmSelectArguments};
@@ -86,17 +86,7 @@ pub(crate) async fn publish(url: &str, exchange: &str, key: &str, spec: Publish,
     properties.with_delivery_mode(if spec.persistent { 2 } else { 1 });
     let interval_ns = spec.rate.map(|rate| 1_000_000_000 / rate.max(1));
     for seq in 0..spec.messages {
-        let sent = match interval_ns {
-            Some(interval) => {
-                let scheduled = seq * interval;
-                let now = seqs::since(epoch);
-                if scheduled > now + 1_000_000 {
-                    tokio::time::sleep(Duration::from_nanos(scheduled - now)).await;
-                }
-                scheduled
-            }
-            None => seqs::since(epoch),
-        };
+        let sent = seqs::send_time(seq, interval_ns, epoch).await;
         if let Some(confirms) = &confirms {
             confirms.window.acquire().await.context("confirm window")?.forget();
             if let Ok(mut outstanding) = confirms.outstanding.lock() {

@@ -22,6 +22,20 @@ pub(crate) fn read(body: &[u8]) -> Option<(u64, u64)> {
     Some((seq, sent))
 }
 
+/// When message `seq` is sent, in nanoseconds since `epoch`: at full speed (`interval_ns` is
+/// `None`) now; at a fixed rate its scheduled time, after sleeping until then. The scheduled
+/// time, not the actual one, so a stalled broker shows as latency rather than as a slower
+/// sender (no coordinated omission).
+pub(crate) async fn send_time(seq: u64, interval_ns: Option<u64>, epoch: Instant) -> u64 {
+    let Some(interval) = interval_ns else { return since(epoch) };
+    let scheduled = seq * interval;
+    let now = since(epoch);
+    if scheduled > now + 1_000_000 {
+        tokio::time::sleep(std::time::Duration::from_nanos(scheduled - now)).await;
+    }
+    scheduled
+}
+
 /// Nanoseconds since `epoch`.
 pub(crate) fn since(epoch: Instant) -> u64 {
     u64::try_from(epoch.elapsed().as_nanos()).unwrap_or(u64::MAX)
