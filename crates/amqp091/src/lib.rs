@@ -1,5 +1,7 @@
 //! AMQP 0.9.1 for Charon.
 //!
+//! - [`codec`] and [`proto`]: re-exported from `charon-amqp091-proto`, the sans-IO half (a
+//!   crate without tokio or the engine).
 //! - [`codec`]: frames, methods, content-header properties and field tables.
 //! - `mapping`: between 0.9.1 messages and the model (publish in, content properties out), the
 //!   counterpart of `charon_amqp10::mapping`.
@@ -9,7 +11,7 @@
 //! - [`server`]: the adapter that runs one connection as a tokio task, executing channel
 //!   methods against the engine.
 
-pub mod codec;
+pub use charon_amqp091_proto::{codec, proto};
+
 mod mapping;
-pub mod proto;
 pub mod server;

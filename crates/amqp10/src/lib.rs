@@ -1,5 +1,7 @@
 //! AMQP 1.0 for Charon.
 //!
+//! - [`codec`] and [`proto`]: re-exported from `charon-amqp10-proto`, the sans-IO half (a crate
+//!   without tokio or the engine).
 //! - [`codec`]: frames, performatives, message sections and values (types from
 //!   `fe2o3-amqp-types`, encoding by `serde_amqp`, framing and splitting ours).
 //! - [`mapping`]: between 1.0 messages and the model, as RabbitMQ 4 converts them
@@ -10,7 +12,7 @@
 //! - [`server`]: the adapter that runs one connection as a tokio task, turning links into
 //!   engine publishes and consumers and serving the `/management` node.
 
-pub mod codec;
+pub use charon_amqp10_proto::{codec, proto};
+
 pub mod mapping;
-pub mod proto;
 pub mod server;

@@ -55,7 +55,7 @@ fn decode_whole(bytes: &[u8]) -> Result<serde_amqp::Value, DecodeError> {
 /// broker down: nesting and counts are checked first ([`nesting`]: serde_amqp recurses without
 /// a bound, and a stack overflow is no panic to catch), and a panic inside the third-party
 /// decoder becomes a decode error.
-pub(crate) fn decode_exact<T: serde::de::DeserializeOwned>(bytes: &[u8]) -> Result<T, DecodeError> {
+pub fn decode_exact<T: serde::de::DeserializeOwned>(bytes: &[u8]) -> Result<T, DecodeError> {
     nesting::check(bytes)?;
     let result = std::panic::catch_unwind(|| serde_amqp::from_slice::<T>(bytes));
     match result {
