@@ -14,9 +14,9 @@ use charon_store::segment_log::{Placed, Record, RecoveredQueue};
 
 use crate::clock::now_ms;
 use crate::error::EngineError;
-pub use crate::node::node_name;
 use crate::persist::Persistence;
 use crate::vhost::VHost;
+pub use charon_model::node_name;
 
 /// A configured user.
 #[derive(Clone, Debug, PartialEq, Eq)]

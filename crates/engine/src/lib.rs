@@ -32,7 +32,6 @@ pub mod exchange;
 pub mod gate;
 pub mod limits;
 pub mod metrics;
-mod node;
 pub mod persist;
 pub mod policy;
 pub mod queue;

@@ -179,7 +179,7 @@ impl Limits {
         if let Some(max) = max.filter(|max| open >= *max) {
             return Err(EngineError::LimitReached(format!(
                 "number of channels opened for user '{}' has reached the maximum allowed user limit of ({max})",
-                crate::node::node_name()
+                charon_model::node_name()
             )));
         }
         *counts.user_channels.entry(user.to_owned()).or_default() += 1;

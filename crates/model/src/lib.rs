@@ -16,16 +16,20 @@
 //! - [`message`]: the message itself, its routing facts and the raw encodings kept for
 //!   same-protocol pass-through.
 //! - [`erlang`]: Erlang term printing, for the RabbitMQ texts clients see.
+//! - [`node`]: the node's name (`charon@<host>`), one for every crate that reports it.
 //!
-//! This crate does no I/O and knows no wire format.
+//! This crate knows no wire format and does no I/O, except that [`node_name`] reads the host
+//! name.
 
 pub mod death;
 pub mod erlang;
 pub mod message;
+pub mod node;
 pub mod properties;
 pub mod value;
 
 pub use death::{Death, DeathEvent, DeathHistory, DeathReason, DeathRecord};
 pub use message::{Body, BrokerAnnotations, DELIVERY_COUNT_KEY, Encoded, Message, Origin, Routing};
+pub use node::node_name;
 pub use properties::{MessageId, Properties};
 pub use value::{MAX_DEPTH, Table, Value};

@@ -60,13 +60,6 @@ pub struct Config {
     pub container_id: String,
 }
 
-/// `charon@<hostname>`, the way RabbitMQ names its node `rabbit@<hostname>`.
-fn node_name() -> String {
-    let host = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap_or_default();
-    let host = host.trim();
-    format!("charon@{}", if host.is_empty() { "localhost" } else { host })
-}
-
 impl Default for Config {
     fn default() -> Self {
         Self {
@@ -76,7 +69,7 @@ impl Default for Config {
             max_message_size: 16_777_216,
             product: "RabbitMQ".to_owned(),
             version: "4.0.5".to_owned(),
-            container_id: node_name(),
+            container_id: charon_model::node_name(),
         }
     }
 }

@@ -1,6 +1,6 @@
-//! The node's name, as RabbitMQ's health checks, limits texts and management API report it.
-//!
-//! A leaf module: the broker and the limits both name the node.
+//! The node's name, as RabbitMQ's health checks, limits texts, management API and AMQP 1.0
+//! container id report it. Here, in the model every crate depends on, so that the engine and
+//! the sans-IO 1.0 core (which depends on no engine) name the node one way.
 
 /// `charon@<hostname>`, the way RabbitMQ names its node `rabbit@<hostname>` (health checks and
 /// the management API report it).
