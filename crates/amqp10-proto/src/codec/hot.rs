@@ -205,6 +205,23 @@ pub(crate) fn put_flow(out: &mut BytesMut, channel: u16, flow: &Flow) -> bool {
     true
 }
 
+/// A flow with every field absent or zero, for the session and its links to fill in.
+pub(crate) fn empty_flow() -> Flow {
+    Flow {
+        next_incoming_id: None,
+        incoming_window: 0,
+        next_outgoing_id: 0,
+        outgoing_window: 0,
+        handle: None,
+        delivery_count: None,
+        link_credit: None,
+        available: None,
+        drain: false,
+        echo: false,
+        properties: None,
+    }
+}
+
 /// Reads the fields of a described list one by one.
 struct Reader<'a> {
     bytes: &'a [u8],
@@ -412,22 +429,6 @@ mod tests {
         }
     }
 
-    fn flow() -> Flow {
-        Flow {
-            next_incoming_id: None,
-            incoming_window: 0,
-            next_outgoing_id: 0,
-            outgoing_window: 0,
-            handle: None,
-            delivery_count: None,
-            link_credit: None,
-            available: None,
-            drain: false,
-            echo: false,
-            properties: None,
-        }
-    }
-
     const NUMBERS: [u32; 6] = [0, 1, 255, 256, 70_000, u32::MAX];
 
     #[test]
@@ -481,9 +482,9 @@ mod tests {
 
     #[test]
     fn flows_are_written_as_serde_amqp_writes_them() {
-        let mut cases = vec![flow()];
+        let mut cases = vec![empty_flow()];
         for n in NUMBERS {
-            let mut link = flow();
+            let mut link = empty_flow();
             link.next_incoming_id = Some(n);
             link.incoming_window = 400;
             link.next_outgoing_id = n.wrapping_sub(3);
@@ -518,7 +519,7 @@ mod tests {
             let mut batchable = transfer(n, n, b"", false, false);
             batchable.batchable = true;
             bodies.push(encode_value(&batchable));
-            let mut f = flow();
+            let mut f = empty_flow();
             f.next_incoming_id = Some(n);
             f.handle = Some(Handle(n));
             f.link_credit = Some(n);
@@ -554,7 +555,7 @@ mod tests {
         // null for a required field, an attach.
         let mut with_state = transfer(1, 1, b"t", false, false);
         with_state.state = Some(DeliveryState::Accepted(Accepted {}));
-        let mut with_properties = flow();
+        let mut with_properties = empty_flow();
         with_properties.properties = Some(Default::default());
         for body in [
             encode_value(&with_state),

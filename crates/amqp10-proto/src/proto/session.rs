@@ -75,22 +75,6 @@ impl Session {
     }
 }
 
-fn empty_flow() -> Flow {
-    Flow {
-        next_incoming_id: None,
-        incoming_window: 0,
-        next_outgoing_id: 0,
-        outgoing_window: 0,
-        handle: None,
-        delivery_count: None,
-        link_credit: None,
-        available: None,
-        drain: false,
-        echo: false,
-        properties: None,
-    }
-}
-
 impl Connection {
     /// A begin. On a channel whose session runs, that session cannot handle it and ends; a
     /// session we ended already is gone for RabbitMQ, so the begin starts a new one.
@@ -311,7 +295,7 @@ impl Connection {
 
     fn session_only_flow(&mut self, channel: u16) {
         if let Some(session) = self.sessions.get(&channel) {
-            let flow = session.session_flow(empty_flow());
+            let flow = session.session_flow(crate::codec::hot::empty_flow());
             self.send_flow(channel, &flow);
         }
     }
@@ -329,7 +313,7 @@ impl Connection {
         let Some(session) = self.sessions.get(&channel) else {
             return;
         };
-        let mut flow = empty_flow();
+        let mut flow = crate::codec::hot::empty_flow();
         flow.handle = Some(Handle(handle));
         flow.delivery_count = Some(delivery_count);
         flow.link_credit = Some(link_credit);
