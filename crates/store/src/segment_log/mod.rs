@@ -101,6 +101,21 @@ pub enum Record {
     },
 }
 
+impl Record {
+    /// Whether a crash may not lose this record once its batch completed: an enqueue (its
+    /// publisher is confirmed), a queue's deletion, and delivery counts that bound a quorum
+    /// queue's redeliveries. Removals, plain delivery marks and spills may be lost: the
+    /// message comes back, none is lost.
+    #[must_use]
+    pub fn needs_sync(&self) -> bool {
+        match self {
+            Self::Enqueue { .. } | Self::DropQueue { .. } => true,
+            Self::Delivered { returned, failed, .. } => *returned > 0 || *failed > 0,
+            Self::Remove { .. } | Self::Spill { .. } | Self::Released { .. } => false,
+        }
+    }
+}
+
 /// Where a record lies: its segment, and the offset and length of the framed record there.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Place {
@@ -342,8 +357,9 @@ impl MessageLog {
         Ok((log, replayed.recovery))
     }
 
-    /// Hands records to the writer; `done` runs on the writer thread once an `fdatasync`
-    /// covers them all (or with an error if the log was closed).
+    /// Hands records to the writer; `done` runs on the writer thread once they are written,
+    /// after an `fdatasync` if any of them [needs one](Record::needs_sync) (or with an error if
+    /// the log was closed).
     pub fn append(&self, records: Vec<Record>, done: Option<Completion>) {
         let bytes = payload_bytes(&records);
         if bytes > 0 {

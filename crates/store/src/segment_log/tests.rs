@@ -524,3 +524,40 @@ fn the_writers_backlog_is_reported_past_its_marks() {
     writer_idle(&log);
     assert!(rx.try_recv().is_err(), "told once each way");
 }
+
+#[test]
+fn only_records_a_crash_may_not_lose_are_synced() {
+    let dir = tempfile::tempdir().unwrap();
+    {
+        let (log, _) = open(dir.path());
+        append_synced(&log, vec![enqueue(1, 0, b"kept"), enqueue(1, 1, b"acked"), enqueue(1, 2, b"counted")]);
+        let syncs = log.syncs();
+        append_synced(&log, vec![Record::Remove { queue: 1, seq: 1 }]);
+        append_synced(&log, vec![Record::Delivered { queue: 1, seq: 0, returned: 0, failed: 0 }]);
+        assert_eq!(log.syncs(), syncs, "removals and plain delivery marks are written unsynced");
+        append_synced(&log, vec![Record::Delivered { queue: 1, seq: 2, returned: 1, failed: 2 }]);
+        assert_eq!(log.syncs(), syncs + 1, "quorum counts are synced");
+        append_synced(&log, vec![Record::Remove { queue: 1, seq: 2 }]);
+        assert_eq!(log.syncs(), syncs + 1);
+        log.close().unwrap();
+        assert_eq!(log.syncs(), syncs + 2, "closing syncs what was left unsynced");
+    }
+    let (log, recovery) = open(dir.path());
+    assert_eq!(seqs(&recovery, 1), [0]);
+    assert_eq!(payloads(&log, &recovery.queues[&1]), ["kept"]);
+}
+
+#[test]
+fn a_segment_is_synced_whole_before_the_next_starts() {
+    let dir = tempfile::tempdir().unwrap();
+    let options = LogOptions { segment_bytes: 256, fault: None };
+    let (log, _) = MessageLog::open(dir.path(), options).unwrap();
+    append_synced(&log, vec![enqueue(1, 0, b"a message long enough to fill the segment quickly")]);
+    let syncs = log.syncs();
+    append_synced(&log, vec![Record::Remove { queue: 1, seq: 0 }]);
+    assert_eq!(log.syncs(), syncs);
+    let last_before = segment_files(dir.path()).unwrap().last().unwrap().0;
+    append_synced(&log, vec![enqueue(1, 1, &[b'x'; 200])]);
+    assert!(segment_files(dir.path()).unwrap().last().unwrap().0 > last_before, "the enqueue rolled over");
+    assert_eq!(log.syncs(), syncs + 2, "the unsynced removal is synced at the roll, then the enqueue");
+}
