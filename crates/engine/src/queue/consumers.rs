@@ -2,7 +2,7 @@
 //! message (round-robin within prefetch, the channel's and connection's windows, and AMQP 1.0
 //! link credit), and which messages are out with whom.
 
-use std::collections::HashMap;
+use foldhash::HashMap;
 use std::sync::Arc;
 
 use super::effects::Effects;
@@ -79,6 +79,8 @@ pub(super) struct Consumers {
     next: usize,
     /// Whether the queue ever had a consumer (auto-delete waits for the first).
     had_consumer: bool,
+    /// Deliveries not yet settled, by the queue's sequence number (its own numbers, so
+    /// foldhash rather than SipHash: nothing a client chooses is hashed here).
     unacked: HashMap<u64, Unacked>,
 }
 
