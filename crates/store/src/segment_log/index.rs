@@ -8,7 +8,9 @@
 //! two per message), and only delivered messages — a consumer's unacknowledged window — have
 //! an entry of their own.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
+
+use foldhash::HashMap;
 
 use roaring::RoaringTreemap;
 
@@ -25,7 +27,8 @@ pub(super) struct SegmentCounts {
 pub(super) struct Index {
     /// Every existing segment, oldest first.
     pub(super) segments: BTreeMap<u64, SegmentCounts>,
-    /// Per queue, per segment, the sequence numbers live there.
+    /// Per queue, per segment, the sequence numbers live there. (foldhash: the keys are the
+    /// broker's own queue ids and sequence numbers, touched for every record.)
     queues: HashMap<u64, BTreeMap<u64, RoaringTreemap>>,
     /// `(returned, failed)` of live messages that were delivered.
     delivered: HashMap<(u64, u64), (u32, u32)>,
