@@ -7,4 +7,4 @@ mod render;
 mod sections;
 
 pub use ingest::to_model;
-pub use render::{DeliveryFacts, for_consumer};
+pub use render::{DeliveryFacts, for_consumer, render_for_consumer};

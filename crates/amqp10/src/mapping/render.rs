@@ -212,14 +212,20 @@ pub(super) fn general_sections(out: &mut Vec<u8>, message: &Message, facts: Deli
 #[must_use]
 pub fn for_consumer(message: &Message, facts: DeliveryFacts) -> Vec<u8> {
     let mut out = Vec::with_capacity(64 + message.body_len());
-    if !plain_sections(&mut out, message, facts) {
-        general_sections(&mut out, message, facts);
+    render_for_consumer(&mut out, message, facts);
+    out
+}
+
+/// Appends the transfer payload for a 1.0 consumer to `out` (a connection renders every
+/// delivery into one buffer it reuses, rather than allocating one per message).
+pub fn render_for_consumer(out: &mut Vec<u8>, message: &Message, facts: DeliveryFacts) {
+    if !plain_sections(out, message, facts) {
+        general_sections(out, message, facts);
     }
     match &message.encoded {
         Encoded::Amqp10Bare(bare) => out.extend_from_slice(bare),
-        _ => converted_bare(message, &mut out),
+        _ => converted_bare(message, out),
     }
-    out
 }
 
 #[cfg(test)]

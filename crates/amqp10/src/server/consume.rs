@@ -8,8 +8,8 @@ use charon_model::Table;
 use fe2o3_amqp_types::messaging::DeliveryState;
 
 use super::attach::INITIAL_DELIVERY_COUNT;
-use super::session::{LinkState, Outgoing, Session};
-use crate::mapping::{DeliveryFacts, for_consumer};
+use super::session::{LinkState, Outgoing, RENDER_BUFFER_KEPT, Session};
+use crate::mapping::{DeliveryFacts, render_for_consumer};
 use crate::proto::Connection;
 
 /// What an outcome does to the message (`rabbit_amqp_session:settle_op_from_outcome/1`):
@@ -80,10 +80,11 @@ impl Session {
             for delivery in items {
                 let facts =
                     DeliveryFacts { redelivered: delivery.redelivered, delivery_count: delivery.delivery_count };
-                let payload = for_consumer(&delivery.message, facts);
+                self.rendered.clear();
+                render_for_consumer(&mut self.rendered, &delivery.message, facts);
                 let (tag, len) = if settled { ([0; 8], 0) } else { delivery_tag(delivery.seq) };
                 let tag = tag.get(..len).unwrap_or_default();
-                let Some(delivery_id) = conn.send_transfer(channel, handle, tag, settled, &payload) else {
+                let Some(delivery_id) = conn.send_transfer(channel, handle, tag, settled, &self.rendered) else {
                     break;
                 };
                 if !settled {
@@ -93,6 +94,9 @@ impl Session {
                     );
                 }
             }
+        }
+        if self.rendered.capacity() > RENDER_BUFFER_KEPT {
+            self.rendered = Vec::new();
         }
         outbound.release(count);
     }

@@ -68,7 +68,13 @@ pub(crate) struct Session {
     pub(crate) settles: Settles,
     pub(crate) route_cache: RouteCache,
     pub(crate) management: ManagementPairs,
+    /// The payload of the delivery being sent, reused for every delivery (kept at most
+    /// [`RENDER_BUFFER_KEPT`] long).
+    pub(crate) rendered: Vec<u8>,
 }
+
+/// The longest render buffer a connection keeps between deliveries.
+pub(crate) const RENDER_BUFFER_KEPT: usize = 64 * 1024;
 
 /// Checks logins and vhost access during SASL and open.
 pub(crate) struct Login<'a> {
@@ -138,6 +144,7 @@ impl Session {
             settles: Settles::default(),
             route_cache: RouteCache::new(),
             management: ManagementPairs::default(),
+            rendered: Vec::new(),
         }
     }
 
