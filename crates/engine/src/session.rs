@@ -1,5 +1,12 @@
 //! How queues talk back to the connections that use them.
 //!
+//! This module sits below both: queues name a connection only through the [`SessionSink`]
+//! and the ids here, and connections (the protocol adapters' sessions) use queues. It names no
+//! queue type: a [`SessionEvent::Deliveries`] says which consumer the messages are for, and the
+//! connection settles them through the queue it subscribed that consumer to (it holds that
+//! queue anyway, to cancel the consumer). So the queue module, whose commands carry a
+//! [`SessionSink`], does not depend back on this one.
+//!
 //! Each client connection owns one unbounded event channel. Queues push deliveries, consumer
 //! cancellations and publish confirmations into it; the connection's task drains it in batches.
 //! Unbounded is safe because every producer is bounded elsewhere: deliveries by prefetch and the
@@ -11,7 +18,6 @@ use charon_model::Message;
 use tokio::sync::mpsc;
 
 use crate::gate::Gate;
-use crate::queue::handle::QueueRef;
 
 /// Identifies a client connection for the lifetime of the broker.
 pub type SessionId = u64;
@@ -46,12 +52,11 @@ pub struct Delivery {
 /// What a queue tells a connection.
 #[derive(Debug)]
 pub enum SessionEvent {
-    /// Messages for one consumer, in queue order.
+    /// Messages for one consumer, in queue order. They are settled through the queue the
+    /// consumer was subscribed to.
     Deliveries {
         /// The consumer.
         consumer: ConsumerId,
-        /// The queue they come from (for settlement).
-        queue: QueueRef,
         /// The messages.
         items: Vec<Delivery>,
     },

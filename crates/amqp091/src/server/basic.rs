@@ -96,8 +96,8 @@ impl Session {
         queue.consume(spec).await?;
         let state = self.channel(channel)?;
         state.touch(&queue);
-        state.consumers.insert(tag.clone(), super::channel::ChannelConsumer { id, queue });
-        self.consumers.insert(id, ConsumerRoute { channel, tag: Arc::from(tag.as_str()), no_ack: c.no_ack });
+        state.consumers.insert(tag.clone(), super::channel::ChannelConsumer { id, queue: Arc::clone(&queue) });
+        self.consumers.insert(id, ConsumerRoute { channel, tag: Arc::from(tag.as_str()), no_ack: c.no_ack, queue });
         if !c.nowait {
             let ok = basic::ConsumeOk { consumer_tag: tag.into() };
             conn.send_method(channel, &AMQPClass::Basic(basic::AMQPMethod::ConsumeOk(ok)));

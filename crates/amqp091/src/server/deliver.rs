@@ -1,6 +1,8 @@
 //! Messages out: `basic.deliver` to consumers and the content of any message sent to a client.
 
-use charon_engine::{ConsumerId, Delivery, QueueRef};
+use std::sync::Arc;
+
+use charon_engine::{ConsumerId, Delivery};
 use charon_model::Message;
 
 use super::channel::PendingAck;
@@ -17,14 +19,9 @@ pub(crate) fn send_content(conn: &mut Connection, channel: u16, message: &Messag
 }
 
 impl Session {
-    /// Writes deliveries for one consumer, assigning delivery tags.
-    pub(crate) fn deliver(
-        &mut self,
-        consumer: ConsumerId,
-        queue: &QueueRef,
-        items: Vec<Delivery>,
-        conn: &mut Connection,
-    ) {
+    /// Writes deliveries for one consumer, assigning delivery tags; they are settled through
+    /// the queue the consumer was subscribed to.
+    pub(crate) fn deliver(&mut self, consumer: ConsumerId, items: Vec<Delivery>, conn: &mut Connection) {
         let count = u32::try_from(items.len()).unwrap_or(u32::MAX);
         // Room in the connection's outbound window comes back whatever happens below.
         let outbound = self.sink.outbound.clone();
@@ -34,7 +31,7 @@ impl Session {
             for delivery in items {
                 let tag = state.tag();
                 if !route.no_ack {
-                    let pending = PendingAck { queue: std::sync::Arc::clone(queue), seq: delivery.seq, consumed: true };
+                    let pending = PendingAck { queue: Arc::clone(&route.queue), seq: delivery.seq, consumed: true };
                     state.unacked.push(tag, pending);
                 }
                 let message = &delivery.message;

@@ -21,6 +21,8 @@ pub(crate) struct ConsumerRoute {
     pub(crate) channel: u16,
     pub(crate) tag: Arc<str>,
     pub(crate) no_ack: bool,
+    /// The queue it consumes from, which its deliveries are settled through.
+    pub(crate) queue: QueueRef,
 }
 
 pub(crate) struct Session {
@@ -237,7 +239,7 @@ impl Session {
     /// Acts on one engine event.
     pub(crate) fn handle_engine_event(&mut self, event: SessionEvent, conn: &mut Connection) {
         match event {
-            SessionEvent::Deliveries { consumer, queue, items } => self.deliver(consumer, &queue, items, conn),
+            SessionEvent::Deliveries { consumer, items } => self.deliver(consumer, items, conn),
             SessionEvent::ConsumerCancelled { consumer } => self.consumer_cancelled(consumer, conn),
             SessionEvent::CreditState { .. } => {}
             SessionEvent::Confirms { channel, accepted, refused } => {

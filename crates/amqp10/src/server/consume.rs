@@ -2,6 +2,7 @@
 //! (RabbitMQ's `settle_op_from_outcome/1`).
 
 use std::collections::HashMap;
+use std::sync::Arc;
 
 use charon_engine::{ConsumerId, CreditGrant, Delivery, QueueRef, Settle};
 use charon_model::Table;
@@ -61,22 +62,17 @@ fn delivery_tag(seq: u64) -> ([u8; 8], usize) {
 }
 
 impl Session {
-    /// Sends deliveries for one consumer.
-    pub(crate) fn deliver(
-        &mut self,
-        consumer: ConsumerId,
-        queue: &QueueRef,
-        items: Vec<Delivery>,
-        conn: &mut Connection,
-    ) {
+    /// Sends deliveries for one consumer; unsettled ones are settled later through the queue
+    /// its link consumes from.
+    pub(crate) fn deliver(&mut self, consumer: ConsumerId, items: Vec<Delivery>, conn: &mut Connection) {
         let count = u32::try_from(items.len()).unwrap_or(u32::MAX);
         let outbound = self.sink.outbound.clone();
         let link = self.consumers.get(&consumer).copied();
-        let settled = link.and_then(|key| match self.links.get(&key) {
-            Some(LinkState::Consumer { settled, .. }) => Some(*settled),
+        let state = link.and_then(|key| match self.links.get(&key) {
+            Some(LinkState::Consumer { queue, settled, .. }) => Some((Arc::clone(queue), *settled)),
             _ => None,
         });
-        if let (Some((channel, handle)), Some(settled)) = (link, settled) {
+        if let (Some((channel, handle)), Some((queue, settled))) = (link, state) {
             for delivery in items {
                 let facts =
                     DeliveryFacts { redelivered: delivery.redelivered, delivery_count: delivery.delivery_count };
@@ -90,7 +86,7 @@ impl Session {
                 if !settled {
                     self.unsettled.insert(
                         (channel, delivery_id),
-                        Outgoing { queue: std::sync::Arc::clone(queue), seq: delivery.seq, handle },
+                        Outgoing { queue: Arc::clone(&queue), seq: delivery.seq, handle },
                     );
                 }
             }

@@ -244,7 +244,7 @@ impl Session {
     /// Acts on one engine event.
     pub(crate) fn handle_engine_event(&mut self, event: SessionEvent, conn: &mut Connection) {
         match event {
-            SessionEvent::Deliveries { consumer, queue, items } => self.deliver(consumer, &queue, items, conn),
+            SessionEvent::Deliveries { consumer, items } => self.deliver(consumer, items, conn),
             SessionEvent::ConsumerCancelled { consumer } => {
                 if let Some((channel, handle)) = self.consumers.remove(&consumer) {
                     self.links.remove(&(channel, handle));

@@ -170,7 +170,8 @@ mod tests {
     use tokio::sync::mpsc;
 
     use super::*;
-    use crate::queue::{QueueConfig, QueueHandle};
+    use crate::queue::handle::QueueHandle;
+    use crate::queue::requests::QueueConfig;
 
     /// Exchanges by name, each with the queues it routes every message to.
     struct Exchanges(HashMap<&'static str, Vec<QueueRef>>);

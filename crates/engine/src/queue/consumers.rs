@@ -3,7 +3,6 @@
 //! link credit), and which messages are out with whom.
 
 use foldhash::HashMap;
-use std::sync::Arc;
 
 use super::effects::Effects;
 use super::entry::Entry;
@@ -208,16 +207,13 @@ impl Consumers {
     }
 
     /// Sends each consumer's deliveries of this pass as one event.
-    pub(super) fn flush(&mut self, queue: &QueueRef, effects: &mut Effects) {
+    pub(super) fn flush(&mut self, effects: &mut Effects) {
         for consumer in &mut self.list {
             if consumer.batch.is_empty() {
                 continue;
             }
-            let event = SessionEvent::Deliveries {
-                consumer: consumer.spec.id,
-                queue: Arc::clone(queue),
-                items: std::mem::take(&mut consumer.batch),
-            };
+            let event =
+                SessionEvent::Deliveries { consumer: consumer.spec.id, items: std::mem::take(&mut consumer.batch) };
             effects.send(consumer.spec.session.clone(), event);
         }
     }
@@ -261,6 +257,8 @@ impl Consumers {
 
 #[cfg(test)]
 mod tests {
+    use std::sync::Arc;
+
     use charon_model::{Body, Message, Routing, Table};
     use tokio::sync::mpsc;
 
@@ -313,7 +311,7 @@ mod tests {
             consumers.hand_out(index, entry(seq), false, &mut journal);
         }
         let mut effects = Effects::new(1);
-        consumers.flush(queue, &mut effects);
+        consumers.flush(&mut effects);
         effects
             .take_events()
             .into_iter()

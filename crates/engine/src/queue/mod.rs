@@ -33,7 +33,7 @@ mod links;
 mod outbox;
 mod paging;
 mod ready;
-mod requests;
+pub(crate) mod requests;
 pub mod settings;
 mod state;
 mod task;

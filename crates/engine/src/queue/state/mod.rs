@@ -279,7 +279,7 @@ impl QueueState {
             };
             self.consumers.hand_out(index, entry, self.quorum, self.effects.journal());
         }
-        self.consumers.flush(&self.handle, &mut self.effects);
+        self.consumers.flush(&mut self.effects);
     }
 
     /// Applies a receiver's flow to a credit-based consumer. A drain runs after dispatch, so
