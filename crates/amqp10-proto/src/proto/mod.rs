@@ -12,7 +12,6 @@ mod connection;
 mod erlang;
 mod errors;
 mod link;
-mod login;
 mod session;
 
 use bytes::Bytes;
