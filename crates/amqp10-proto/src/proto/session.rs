@@ -336,7 +336,7 @@ impl Session {
     }
 }
 
-/// `session_flow` with a link's fields filled in.
+/// A session flow ([`Session::flow`]) with a link's fields filled in.
 fn with_link(
     mut flow: Flow,
     handle: u32,

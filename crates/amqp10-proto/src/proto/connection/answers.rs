@@ -1,4 +1,4 @@
-//! The broker's answers to the connection's [`Event`](crate::proto::Event)s: accepting and
+//! The broker's answers to the connection's [`Event`]s: accepting and
 //! detaching links, granting credit, sending messages and dispositions, ending sessions.
 //! Each finds the session, lets it keep its books, and writes what it returns.
 
