@@ -12,7 +12,6 @@ mod connection;
 mod erlang;
 mod errors;
 mod link;
-mod login;
 mod session;
 
 use bytes::Bytes;
@@ -53,7 +52,7 @@ pub enum Event {
     /// A session ended (by the client, or by us with an error): forget its links.
     SessionEnded(u16),
     /// The client wants to attach a link. Answer with [`Connection::attach`] or refuse with
-    /// [`Connection::refuse_attach`] / [`Connection::end_session`].
+    /// [`Connection::end_session`] (or attach and then [`Connection::detach`] with an error).
     Attach {
         /// Session channel.
         channel: u16,

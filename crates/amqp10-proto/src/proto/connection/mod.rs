@@ -1,5 +1,13 @@
 //! The connection: protocol headers, SASL, open/close, heartbeats, and dispatch of frames to
 //! sessions.
+//!
+//! Its fields are private to this module and its children: [`login`] (SASL and open),
+//! [`session_frames`] (what the client sends on a session) and [`answers`] (the broker's
+//! answers to events). Per-session state and rules live in [`Session`] and [`super::link`].
+
+mod answers;
+mod login;
+mod session_frames;
 
 use std::collections::{HashMap, VecDeque};
 use std::time::{Duration, Instant};
@@ -28,7 +36,7 @@ const SASL_HEADER: &[u8; 8] = b"AMQP\x03\x01\x00\x00";
 /// Frame limit before open (RabbitMQ's `?INITIAL_MAX_FRAME_SIZE`).
 const INITIAL_MAX_FRAME_SIZE: u32 = 8192;
 /// The smallest max-frame-size a client may ask for.
-pub(super) const MIN_MAX_FRAME_SIZE: u32 = 512;
+const MIN_MAX_FRAME_SIZE: u32 = 512;
 /// RabbitMQ's silent-close delay for failed handshakes.
 const SILENT_CLOSE_DELAY: Duration = Duration::from_secs(3);
 /// How long we wait for the client's close after sending ours on an open connection
@@ -94,28 +102,28 @@ pub enum State {
 /// One AMQP 1.0 connection, without I/O. See [`crate::proto`].
 #[derive(Debug)]
 pub struct Connection {
-    pub(super) config: Config,
-    pub(super) state: State,
-    pub(super) out: BytesMut,
-    pub(super) events: VecDeque<Event>,
-    pub(super) sessions: HashMap<u16, Session>,
+    config: Config,
+    state: State,
+    out: BytesMut,
+    events: VecDeque<Event>,
+    sessions: HashMap<u16, Session>,
     /// Frames the client accepts from us.
-    pub(super) remote_max_frame_size: usize,
-    pub(super) incoming_max_frame_size: u32,
-    pub(super) channel_max: u16,
+    remote_max_frame_size: usize,
+    incoming_max_frame_size: u32,
+    channel_max: u16,
     /// Send something at least this often (half the client's idle-time-out).
-    pub(super) send_interval: Option<Duration>,
-    pub(super) last_read: Instant,
-    pub(super) last_write: Instant,
-    pub(super) deadline: Option<Instant>,
-    pub(super) username: String,
-    pub(super) input_dead: bool,
+    send_interval: Option<Duration>,
+    last_read: Instant,
+    last_write: Instant,
+    deadline: Option<Instant>,
+    username: String,
+    input_dead: bool,
     /// ANONYMOUS is offered.
-    pub(super) anonymous: bool,
+    anonymous: bool,
     /// A login was refused: the `auth` outcome goes out when the silent-close delay ends.
-    pub(super) refused_login: bool,
+    refused_login: bool,
     /// Publisher links get no new credit (the broker's disk alarm is on).
-    pub(super) publishing_paused: bool,
+    publishing_paused: bool,
 }
 
 impl Connection {
@@ -179,24 +187,22 @@ impl Connection {
         self.events.pop_front()
     }
 
-    pub(super) fn send_frame<T: Serialize>(&mut self, kind: u8, channel: u16, performative: &T, payload: &[u8]) {
+    fn send_frame<T: Serialize>(&mut self, kind: u8, channel: u16, performative: &T, payload: &[u8]) {
         let bytes = encode_value(performative);
         write_frame(&mut self.out, kind, channel, &bytes, payload);
     }
 
-    pub(super) fn send_performative<T: Serialize>(&mut self, channel: u16, performative: &T) {
+    fn send_performative<T: Serialize>(&mut self, channel: u16, performative: &T) {
         self.send_frame(FRAME_TYPE_AMQP, channel, performative, &[]);
     }
 
     /// A flow, encoded by hand when it can be (see [`hot`]).
-    pub(super) fn send_flow(&mut self, channel: u16, flow: &Flow) {
-        if !hot::put_flow(&mut self.out, channel, flow) {
-            self.send_performative(channel, flow);
-        }
+    fn send_flow(&mut self, channel: u16, flow: &Flow) {
+        write_flow(&mut self.out, channel, flow);
     }
 
     /// A disposition, encoded by hand when it can be (see [`hot`]).
-    pub(super) fn send_disposition(&mut self, channel: u16, disposition: &Disposition) {
+    fn send_disposition(&mut self, channel: u16, disposition: &Disposition) {
         if !hot::put_disposition(&mut self.out, channel, disposition) {
             self.send_performative(channel, disposition);
         }
@@ -212,7 +218,7 @@ impl Connection {
         }
     }
 
-    pub(super) fn close_silently(&mut self, now: Instant) {
+    fn close_silently(&mut self, now: Instant) {
         self.input_dead = true;
         self.state = State::Closing;
         self.deadline = Some(now + SILENT_CLOSE_DELAY);
@@ -446,7 +452,7 @@ impl Connection {
     /// the frame is ignored, as RabbitMQ ignores frames for channels it does not know.
     fn session_crash(&mut self, channel: u16, text: String) -> Result<(), Failure> {
         match self.sessions.get(&channel) {
-            Some(session) if !session.ending && self.state == State::Open => {
+            Some(session) if !session.is_ending() && self.state == State::Open => {
                 Err(Failure::Session(channel, error("amqp:internal-error", text)))
             }
             _ => Ok(()),
@@ -485,7 +491,7 @@ impl Connection {
             (State::Open, Performative::Open(_)) => Err(reader_error("function_clause")),
             (State::Open, Performative::Begin(begin)) => self.on_begin(channel, &begin, body),
             (State::Open, other) => {
-                let ending = self.sessions.get(&channel).map(|s| s.ending);
+                let ending = self.sessions.get(&channel).map(Session::is_ending);
                 match ending {
                     // RabbitMQ ignores frames for channels without a session.
                     None => Ok(()),
@@ -523,6 +529,14 @@ impl Connection {
                 Err(Failure::Connection(error("amqp:internal-error", "Unexpected frame")))
             }
         }
+    }
+}
+
+/// Writes a flow, encoded by hand when it can be (see [`hot`]); a free function so that it
+/// can write while a session is borrowed.
+fn write_flow(out: &mut BytesMut, channel: u16, flow: &Flow) {
+    if !hot::put_flow(out, channel, flow) {
+        write_frame(out, FRAME_TYPE_AMQP, channel, &encode_value(flow), &[]);
     }
 }
 

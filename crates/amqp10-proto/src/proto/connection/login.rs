@@ -9,10 +9,10 @@ use fe2o3_amqp_types::primitives::{Array, OrderedMap, Symbol};
 use fe2o3_amqp_types::sasl::{SaslCode, SaslOutcome};
 use serde_amqp::Value as Amqp;
 
-use super::{Event, Failure, Host};
 use crate::codec::{FRAME_TYPE_SASL, SaslFrame, decode_sasl};
+use crate::proto::{Event, Failure, Host};
 
-use super::connection::{Connection, MIN_MAX_FRAME_SIZE, State};
+use super::{Connection, MIN_MAX_FRAME_SIZE, State};
 
 impl Connection {
     pub(super) fn handle_sasl(&mut self, body: &Bytes, now: Instant, host: &mut dyn Host) -> Result<(), Failure> {
