@@ -6,7 +6,9 @@
 //! which the session may hold as bytes until the client's window opens, go straight into the
 //! output buffer the connection lends it, so that sending a message allocates nothing.
 
-use std::collections::{HashMap, HashSet, VecDeque};
+use std::collections::{HashSet, VecDeque};
+
+use foldhash::{HashMap, HashMapExt};
 
 use bytes::{Bytes, BytesMut};
 use fe2o3_amqp_types::definitions::Handle;
@@ -32,6 +34,7 @@ pub(super) type Received = (Event, Option<Flow>);
 #[derive(Debug)]
 pub(super) struct Session {
     channel: u16,
+    /// By handle (at most `handle-max`, so foldhash: looked up for every transfer).
     links: HashMap<u32, Link>,
     /// Handles we detached whose client has not answered with its own detach yet. Until it
     /// does, the handle stays in use (2.6.4): a flow or transfer the client sent before our

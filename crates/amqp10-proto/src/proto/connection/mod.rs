@@ -9,7 +9,9 @@ mod answers;
 mod login;
 mod session_frames;
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::VecDeque;
+
+use foldhash::{HashMap, HashMapExt};
 use std::time::{Duration, Instant};
 
 use bytes::{Buf, Bytes, BytesMut};
@@ -106,6 +108,7 @@ pub struct Connection {
     state: State,
     out: BytesMut,
     events: VecDeque<Event>,
+    /// By channel (foldhash: looked up for every frame).
     sessions: HashMap<u16, Session>,
     /// Frames the client accepts from us.
     remote_max_frame_size: usize,

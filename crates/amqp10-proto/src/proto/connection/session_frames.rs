@@ -2,7 +2,7 @@
 //! disposition): each goes to its [`Session`], and what the session returns is written out or
 //! queued for the broker.
 
-use std::collections::HashMap;
+use foldhash::HashMap;
 
 use bytes::Bytes;
 use fe2o3_amqp_types::definitions::Role;
