@@ -151,7 +151,8 @@ impl Ready {
     }
 
     /// Restores messages the log recovered: the head read back now, the rest left on disk
-    /// (paging must be on: they are read back from the log).
+    /// (paging must be on: they are read back from the log). This reads the disk: the queue
+    /// task runs it on the blocking pool before it takes its first command.
     pub(super) fn restore(&mut self, restored: RecoveredQueue, journal: &mut Journal, queue_name: &str) {
         if restored.is_empty() {
             return;

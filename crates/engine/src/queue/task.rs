@@ -4,6 +4,13 @@
 //! [`QueueState`], expires the head, dispatches, dead-letters what left the queue, and sends
 //! the resulting events. Between passes it waits for the next command, the next deadline (the
 //! head's TTL, `x-expires`), or room in the mailbox of a queue it is dead-lettering to.
+//!
+//! The task never reads or writes the log itself: a durable queue's recovered messages are
+//! restored on the blocking pool before the first command, and paged messages are read there
+//! too. When a command cannot be answered without the message being read — a `basic.get`
+//! on an empty head, a drop-head over a limit — the task waits for that read, neither
+//! answering early nor letting a later command overtake: the rest of the batch stays parked
+//! and the pass's effects are held until the read is done.
 
 use std::collections::VecDeque;
 use std::sync::Arc;
@@ -366,3 +373,6 @@ fn drain_after_stop(rx: &mut mpsc::Receiver<QueueCmd>) {
         }
     }
 }
+
+#[cfg(test)]
+mod tests;

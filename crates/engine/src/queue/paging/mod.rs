@@ -252,12 +252,7 @@ impl Pager {
     /// the queue is woken then, and [`Self::reading`] tells a caller that cannot answer
     /// without the messages to wait for it. A message whose segment is gone or unreadable for now stops the refill until `now` is
     /// past a pause; one that cannot be decoded is dropped (its exit recorded in `journal`).
-    pub(super) fn refill(
-        &mut self,
-        head: &mut VecDeque<Entry>,
-        now: i64,
-        journal: &mut Journal,
-    ) -> Refilled {
+    pub(super) fn refill(&mut self, head: &mut VecDeque<Entry>, now: i64, journal: &mut Journal) -> Refilled {
         let mut refilled = Refilled::default();
         if self.paged.is_empty() {
             while head.len() < REFILL_MESSAGES {
@@ -325,6 +320,9 @@ impl Pager {
             places.push(paged.place());
             bytes += u64::from(paged.size);
         }
+        if seqs.is_empty() {
+            return;
+        }
         let Ok(runtime) = tokio::runtime::Handle::try_current() else {
             let read = read_back(&self.reader, &places);
             self.apply(seqs, read, head, now, journal, into);
@@ -381,7 +379,7 @@ impl Pager {
 
     /// Whether a read is running off the queue task: the head stays empty until it is done.
     pub(super) fn reading(&self) -> bool {
-        self.in_flight.is_some()
+        self.in_flight.is_some() && !self.paged.is_empty()
     }
 
     /// Restores messages the log recovered: the head (every message that had been delivered,

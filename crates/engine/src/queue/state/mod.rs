@@ -399,10 +399,7 @@ impl QueueState {
     /// not be delivered.
     pub(crate) fn head_expired(&mut self) -> bool {
         let now = self.now;
-        self.ready
-            .head(now, self.effects.journal())
-            .and_then(|e| e.expires_at)
-            .is_some_and(|deadline| deadline < now)
+        self.ready.head(now, self.effects.journal()).and_then(|e| e.expires_at).is_some_and(|deadline| deadline < now)
     }
 
     /// The next moment the queue must act without a command: the head's expiry (unless
