@@ -1,4 +1,4 @@
-#![allow(clippy::unwrap_used, clippy::indexing_slicing)]
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing)]
 
 //! The queue task on a current-thread runtime, whose one worker is the test's thread: every
 //! file read or write noted there ([`probe`]) would be I/O on a runtime worker. The blocking
@@ -81,9 +81,9 @@ async fn publish(queue: &QueueRef, range: std::ops::Range<usize>) {
     assert!(queue.publish(items, Some(ConfirmTo { session, channel: 1 })).await);
     let mut confirmed = 0;
     while confirmed < range.len() {
-        match tokio::time::timeout(Duration::from_secs(10), events.recv()).await.unwrap().unwrap() {
-            SessionEvent::Confirms { accepted, .. } => confirmed += accepted.len(),
-            _ => {}
+        let event = tokio::time::timeout(Duration::from_secs(10), events.recv()).await.unwrap().unwrap();
+        if let SessionEvent::Confirms { accepted, .. } = event {
+            confirmed += accepted.len();
         }
     }
 }
