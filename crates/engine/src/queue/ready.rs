@@ -11,7 +11,7 @@ use super::entry::Entry;
 use super::handle::QueueRef;
 use super::journal::Journal;
 use super::limits::{Size, body_size};
-use super::paging::{IDLE_RESIDENT_MESSAGES, Pager, RESIDENT_BYTES, RESIDENT_MESSAGES, Wait};
+use super::paging::{IDLE_RESIDENT_MESSAGES, Pager, RESIDENT_BYTES, RESIDENT_MESSAGES};
 
 /// The ready messages of a queue.
 #[derive(Debug, Default)]
@@ -71,12 +71,12 @@ impl Ready {
         self.head.insert(at, entry);
     }
 
-    /// Takes the next ready message, refilling the head first when it ran dry (see [`Wait`]:
-    /// without waiting, none may come back while the next page is being read), and reading
-    /// the next page ahead when the head runs low.
-    pub(super) fn pop(&mut self, now: i64, journal: &mut Journal, wait: Wait) -> Option<Entry> {
+    /// Takes the next ready message, refilling the head first when it ran dry (none comes
+    /// back while the next page is being read: see [`Self::awaiting_read`]), and reading the
+    /// next page ahead when the head runs low.
+    pub(super) fn pop(&mut self, now: i64, journal: &mut Journal) -> Option<Entry> {
         if self.head.is_empty() {
-            self.refill(now, journal, wait);
+            self.refill(now, journal);
         }
         let entry = self.head.pop_front()?;
         let size = body_size(&entry.message);
@@ -91,11 +91,22 @@ impl Ready {
     }
 
     /// The next ready message, refilling the head first if need be (see [`Self::pop`]).
-    pub(super) fn head(&mut self, now: i64, journal: &mut Journal, wait: Wait) -> Option<&Entry> {
+    pub(super) fn head(&mut self, now: i64, journal: &mut Journal) -> Option<&Entry> {
         if self.head.is_empty() {
-            self.refill(now, journal, wait);
+            self.refill(now, journal);
         }
         self.head.front()
+    }
+
+    /// Whether the next ready message is being read off the queue task: the head is empty
+    /// though messages are ready, and the read's completion wakes the queue.
+    pub(super) fn awaiting_read(&self) -> bool {
+        self.head.is_empty() && self.pager.as_ref().is_some_and(Pager::reading)
+    }
+
+    /// Signalled whenever a read made off the queue task is done; `None` without paging.
+    pub(super) fn read_signal(&self) -> Option<std::sync::Arc<tokio::sync::Notify>> {
+        self.pager.as_ref().map(Pager::signal)
     }
 
     /// The TTL deadline of the next ready message (without reading it), or when to read again
@@ -140,7 +151,8 @@ impl Ready {
     }
 
     /// Restores messages the log recovered: the head read back now, the rest left on disk
-    /// (paging must be on: they are read back from the log).
+    /// (paging must be on: they are read back from the log). This reads the disk: the queue
+    /// task runs it on the blocking pool before it takes its first command.
     pub(super) fn restore(&mut self, restored: RecoveredQueue, journal: &mut Journal, queue_name: &str) {
         if restored.is_empty() {
             return;
@@ -155,9 +167,9 @@ impl Ready {
     }
 
     /// Refills the empty head from the pager.
-    fn refill(&mut self, now: i64, journal: &mut Journal, wait: Wait) {
+    fn refill(&mut self, now: i64, journal: &mut Journal) {
         if let Some(pager) = &mut self.pager {
-            let refilled = pager.refill(&mut self.head, now, journal, wait);
+            let refilled = pager.refill(&mut self.head, now, journal);
             self.head_bytes += refilled.head_bytes;
             self.bytes = self.bytes.saturating_sub(refilled.lost_bytes);
         }
@@ -228,7 +240,7 @@ mod tests {
         for seq in [2, 4, 6] {
             ready.push(entry(seq, "m"), false, &mut journal);
         }
-        let first = ready.pop(0, &mut journal, Wait::No).unwrap();
+        let first = ready.pop(0, &mut journal).unwrap();
         assert_eq!(first.seq, 2);
         ready.insert(entry(5, "m"));
         ready.insert(first);
@@ -246,7 +258,7 @@ mod tests {
         ready.push(e, false, &mut journal);
         ready.push(entry(2, "m"), false, &mut journal);
         assert_eq!(ready.head_deadline(), Some(50));
-        assert_eq!(ready.head(0, &mut journal, Wait::No).map(|e| e.seq), Some(1));
+        assert_eq!(ready.head(0, &mut journal).map(|e| e.seq), Some(1));
         assert_eq!(ready.take_all(&mut journal), 2);
         assert_eq!(ready.size(), Size::default());
         assert_eq!(ready.head_deadline(), None);

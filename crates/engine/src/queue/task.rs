@@ -4,7 +4,15 @@
 //! [`QueueState`], expires the head, dispatches, dead-letters what left the queue, and sends
 //! the resulting events. Between passes it waits for the next command, the next deadline (the
 //! head's TTL, `x-expires`), or room in the mailbox of a queue it is dead-lettering to.
+//!
+//! The task never reads or writes the log itself: a durable queue's recovered messages are
+//! restored on the blocking pool before the first command, and paged messages are read there
+//! too. When a command cannot be answered without the message being read — a `basic.get`
+//! on an empty head, a drop-head over a limit — the task waits for that read, neither
+//! answering early nor letting a later command overtake: the rest of the batch stays parked
+//! and the pass's effects are held until the read is done.
 
+use std::collections::VecDeque;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -15,7 +23,7 @@ use super::handle::QueueRef;
 use super::links::{OnSelfDelete, QueueLinks};
 use super::outbox::{Outbox, room_in};
 use super::settings::QueueSettings;
-use super::state::QueueState;
+use super::state::{QueueState, ReadPending};
 use charon_store::segment_log::{Completion, LogFailure, Placed, Record, RecoveredQueue};
 
 use crate::clock::now_ms;
@@ -26,6 +34,9 @@ use crate::session::SessionEvent;
 /// Commands taken from the mailbox per pass: large enough to amortise one dispatch over many
 /// publishes, small enough to keep latency low.
 const BATCH: usize = 64;
+/// How often a queue waiting for a read looks again even if no completion woke it (one always
+/// should: this only bounds the cost of a missed wake-up).
+const READ_RECHECK: Duration = Duration::from_secs(1);
 
 pub(super) fn spawn(
     handle: QueueRef,
@@ -37,8 +48,12 @@ pub(super) fn spawn(
     tokio::spawn(run(handle, rx, settings, links, restored));
 }
 
-enum Next {
-    Continue,
+/// What applying a command did.
+enum Applied {
+    Done,
+    /// The command needs the message being read off the task (a `basic.get` when the head is
+    /// empty): it is applied again, before anything after it, once the read is done.
+    WaitForRead(QueueCmd),
     Stop,
 }
 
@@ -62,40 +77,65 @@ async fn run(
     links: QueueLinks,
     restored: RecoveredQueue,
 ) {
-    let mut state = QueueState::new(Arc::clone(&handle), settings, now_ms());
     let QueueLinks { store, dead_letters, on_self_delete } = links;
-    if let Some(store) = &store {
-        state.enable_paging(store.log.reader().clone());
-        if handle.config.durable {
-            state.enable_journal(restored);
-        }
-    }
+    let Some(state) = start_state(&handle, settings, store.as_ref(), restored).await else {
+        return;
+    };
+    let reads = state.read_signal();
     let on_self_delete = Some(on_self_delete);
     let mut task = Task { handle, state, outbox: Outbox::default(), dead_letters, on_self_delete, store };
-    let mut commands = Vec::with_capacity(BATCH);
+    let mut received = Vec::with_capacity(BATCH);
+    // Commands taken from the mailbox and not yet applied: the rest of a batch while the queue
+    // waits for a read (see `Applied::WaitForRead`). Never more than one batch.
+    let mut commands: VecDeque<QueueCmd> = VecDeque::with_capacity(BATCH);
     let mut blocked: Option<QueueRef> = None;
+    let mut waiting_for_read = false;
     'outer: loop {
-        let deadline = task.state.next_deadline().map(|at| {
-            let wait = u64::try_from(at.saturating_sub(now_ms())).unwrap_or(0);
-            tokio::time::Instant::now() + Duration::from_millis(wait)
-        });
-        tokio::select! {
-            received = rx.recv_many(&mut commands, BATCH) => {
-                if received == 0 {
-                    break;
-                }
+        if let (true, Some(reads)) = (waiting_for_read, &reads) {
+            // Nothing is taken from the mailbox meanwhile: publishers wait, as for a slow queue.
+            // (The completion also puts a `Resume` in the mailbox, which may be full.)
+            tokio::select! {
+                () = reads.notified() => {}
+                () = tokio::time::sleep(READ_RECHECK) => {}
             }
-            () = sleep_until(deadline), if deadline.is_some() => {}
-            () = wait_for_room(blocked.as_ref()), if blocked.is_some() => {}
+        } else {
+            let deadline = task.state.next_deadline().map(|at| {
+                let wait = u64::try_from(at.saturating_sub(now_ms())).unwrap_or(0);
+                tokio::time::Instant::now() + Duration::from_millis(wait)
+            });
+            tokio::select! {
+                count = rx.recv_many(&mut received, BATCH) => {
+                    if count == 0 {
+                        break;
+                    }
+                }
+                () = sleep_until(deadline), if deadline.is_some() => {}
+                () = wait_for_room(blocked.as_ref()), if blocked.is_some() => {}
+            }
+            commands.extend(received.drain(..));
         }
         task.state.set_now(now_ms());
         let placed = std::mem::take(&mut *task.handle.placements.lock());
         task.state.placed(placed);
-        for command in commands.drain(..) {
-            if let Next::Stop = apply(&mut task.state, command) {
-                task.finish_pass();
-                break 'outer;
+        waiting_for_read = task.state.make_owed_drops();
+        while !waiting_for_read && let Some(command) = commands.pop_front() {
+            match apply(&mut task.state, command) {
+                Applied::Done => waiting_for_read = task.state.owes_drops(),
+                Applied::WaitForRead(command) => {
+                    commands.push_front(command);
+                    waiting_for_read = true;
+                }
+                Applied::Stop => {
+                    task.finish_pass();
+                    break 'outer;
+                }
             }
+        }
+        if waiting_for_read {
+            // The pass goes on once the read is done: what it produced so far (confirmations,
+            // dead letters, events) is held so that nothing goes out ahead of the answer or
+            // the drops being waited for.
+            continue;
         }
         if task.state.should_auto_delete() || task.state.has_expired() {
             task.self_delete();
@@ -126,6 +166,41 @@ async fn run(
         });
     }
     tracing::debug!(queue = task.handle.name(), "queue stopped");
+}
+
+/// The queue's state at start. A durable queue with messages recovered from the log reads its
+/// head back (and writes the rest's paged index) on the blocking pool, not on a runtime
+/// worker; commands wait in the mailbox meanwhile, so the first of them sees every recovered
+/// message, in order. `None` if that restore panicked (the queue does not start).
+async fn start_state(
+    handle: &QueueRef,
+    settings: QueueSettings,
+    store: Option<&Arc<Persistence>>,
+    restored: RecoveredQueue,
+) -> Option<QueueState> {
+    let mut state = QueueState::new(Arc::clone(handle), settings, now_ms());
+    let Some(store) = store else {
+        return Some(state);
+    };
+    state.enable_paging(store.log.reader().clone());
+    if !handle.config.durable {
+        return Some(state);
+    }
+    if restored.is_empty() {
+        state.enable_journal(restored);
+        return Some(state);
+    }
+    let restoring = tokio::task::spawn_blocking(move || {
+        state.enable_journal(restored);
+        state
+    });
+    match restoring.await {
+        Ok(state) => Some(state),
+        Err(error) => {
+            tracing::error!(queue = handle.name(), %error, "restoring the queue's messages failed");
+            None
+        }
+    }
 }
 
 impl Task {
@@ -215,7 +290,7 @@ impl Task {
     }
 }
 
-fn apply(state: &mut QueueState, command: QueueCmd) -> Next {
+fn apply(state: &mut QueueState, command: QueueCmd) -> Applied {
     match command {
         QueueCmd::Publish { items, confirm_to } => state.publish(items, confirm_to),
         QueueCmd::Consume(spec, reply) => {
@@ -232,9 +307,12 @@ fn apply(state: &mut QueueState, command: QueueCmd) -> Next {
         }
         QueueCmd::Settle { seqs, how } => state.settle(&seqs, how),
         QueueCmd::SettleModified { seqs, failed, annotations } => state.settle_modified(&seqs, failed, &annotations),
-        QueueCmd::Get { owner, no_ack, reply } => {
-            let _ = reply.send(state.get(owner, no_ack));
-        }
+        QueueCmd::Get { owner, no_ack, reply } => match state.try_get(owner, no_ack) {
+            Ok(got) => {
+                let _ = reply.send(got);
+            }
+            Err(ReadPending) => return Applied::WaitForRead(QueueCmd::Get { owner, no_ack, reply }),
+        },
         QueueCmd::Purge(reply) => {
             let _ = reply.send(state.purge());
         }
@@ -251,7 +329,7 @@ fn apply(state: &mut QueueState, command: QueueCmd) -> Next {
             Ok(count) => {
                 state.cancel_all_consumers();
                 let _ = reply.send(Ok(count));
-                return Next::Stop;
+                return Applied::Stop;
             }
             Err(e) => {
                 let _ = reply.send(Err(e));
@@ -260,7 +338,7 @@ fn apply(state: &mut QueueState, command: QueueCmd) -> Next {
         QueueCmd::Resume => {}
         QueueCmd::Credit(grant) => state.credit(grant),
     }
-    Next::Continue
+    Applied::Done
 }
 
 async fn sleep_until(deadline: Option<tokio::time::Instant>) {
@@ -295,3 +373,6 @@ fn drain_after_stop(rx: &mut mpsc::Receiver<QueueCmd>) {
         }
     }
 }
+
+#[cfg(test)]
+mod tests;

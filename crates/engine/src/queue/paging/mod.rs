@@ -19,10 +19,13 @@
 //! retried after the queue has taken its placements.
 
 pub(super) mod packed;
+pub(super) mod probe;
 mod run;
 
 use std::collections::VecDeque;
 use std::sync::Arc;
+
+use tokio::sync::Notify;
 
 use charon_store::codec::decode_message;
 use charon_store::segment_log::{LogReader, Place, Placed, ReadError, RecoveredMessage, RecoveredQueue};
@@ -68,7 +71,38 @@ pub(super) struct Pager {
     /// A read of the first paged messages running on the runtime's blocking pool.
     in_flight: Option<InFlight>,
     /// Woken when a read in flight is done, so that its queue takes the messages.
-    wake: Option<QueueRef>,
+    wake: Wake,
+}
+
+/// Wakes a queue when a read made off its task is done: a `resume` in its mailbox for a queue
+/// that is taking commands, and a signal for one that waits for the read before it takes more
+/// (a `basic.get` or a drop-head that needs the message being read; see the queue task). The
+/// signal keeps one wake-up when nobody waits for it yet, so none is lost.
+#[derive(Clone, Debug)]
+pub(super) struct Wake {
+    queue: QueueRef,
+    signal: Arc<Notify>,
+}
+
+impl Wake {
+    fn new(queue: &QueueRef) -> Self {
+        Self { queue: Arc::clone(queue), signal: Arc::new(Notify::new()) }
+    }
+
+    fn wake(&self) {
+        self.signal.notify_one();
+        self.queue.resume();
+    }
+}
+
+/// Wakes its queue when dropped: at the end of a read off the task, also one that panicked, so
+/// a queue waiting for the read never waits forever.
+struct WakeOnDrop(Wake);
+
+impl Drop for WakeOnDrop {
+    fn drop(&mut self) {
+        self.0.wake();
+    }
 }
 
 /// Paged messages read back and decoded, in the order asked for.
@@ -82,17 +116,6 @@ struct InFlight {
     /// The sequence numbers read, from the front of the run when the read started.
     seqs: Vec<u64>,
     done: std::sync::mpsc::Receiver<Read>,
-}
-
-/// Whether a refill may leave the head empty while a read runs off the task (dispatch and
-/// the task's expiry: the read's completion wakes the queue) or must have the messages now
-/// (`basic.get` and length limits, whose answers cannot wait for a later pass).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(super) enum Wait {
-    /// Leave the head empty until the read is done.
-    No,
-    /// Wait for the read (or read on the queue task).
-    Yes,
 }
 
 /// What a refill brought into the head.
@@ -126,8 +149,13 @@ impl Pager {
             spilled_any: false,
             queue: queue.name().to_owned(),
             in_flight: None,
-            wake: Some(Arc::clone(queue)),
+            wake: Wake::new(queue),
         }
+    }
+
+    /// Signalled whenever a read made off the queue task is done.
+    pub(super) fn signal(&self) -> Arc<Notify> {
+        Arc::clone(&self.wake.signal)
     }
 
     /// Messages behind the head.
@@ -220,17 +248,11 @@ impl Pager {
     }
 
     /// Refills the empty `head`: from `paged`, else from `incoming`. A read of `paged` runs
-    /// off the queue task, and with [`Wait::No`] the head stays empty until it is done (the
-    /// queue is woken then); with [`Wait::Yes`] the messages are there when this returns.
-    /// A message whose segment is gone or unreadable for now stops the refill until `now` is
+    /// off the queue task (when there is a runtime) and the head stays empty until it is done:
+    /// the queue is woken then, and [`Self::reading`] tells a caller that cannot answer
+    /// without the messages to wait for it. A message whose segment is gone or unreadable for now stops the refill until `now` is
     /// past a pause; one that cannot be decoded is dropped (its exit recorded in `journal`).
-    pub(super) fn refill(
-        &mut self,
-        head: &mut VecDeque<Entry>,
-        now: i64,
-        journal: &mut Journal,
-        wait: Wait,
-    ) -> Refilled {
+    pub(super) fn refill(&mut self, head: &mut VecDeque<Entry>, now: i64, journal: &mut Journal) -> Refilled {
         let mut refilled = Refilled::default();
         if self.paged.is_empty() {
             while head.len() < REFILL_MESSAGES {
@@ -242,9 +264,9 @@ impl Pager {
             }
             return refilled;
         }
-        self.collect(head, now, journal, wait, &mut refilled);
+        self.collect(head, now, journal, &mut refilled);
         if head.is_empty() && self.in_flight.is_none() {
-            self.start_read(head, now, journal, wait, &mut refilled);
+            self.start_read(head, now, journal, &mut refilled);
         }
         refilled
     }
@@ -256,52 +278,34 @@ impl Pager {
         if head.len() >= PREFETCH_BELOW || self.paged.is_empty() {
             return refilled;
         }
-        self.collect(head, now, journal, Wait::No, &mut refilled);
+        self.collect(head, now, journal, &mut refilled);
         if self.in_flight.is_none() && tokio::runtime::Handle::try_current().is_ok() {
-            self.start_read(head, now, journal, Wait::No, &mut refilled);
+            self.start_read(head, now, journal, &mut refilled);
         }
         refilled
     }
 
-    /// Takes the result of the read in flight, if it is done (or, with [`Wait::Yes`], once it
-    /// is).
-    fn collect(
-        &mut self,
-        head: &mut VecDeque<Entry>,
-        now: i64,
-        journal: &mut Journal,
-        wait: Wait,
-        into: &mut Refilled,
-    ) {
+    /// Takes the result of the read in flight, if it is done. Never waits: the queue task
+    /// must not block on the disk.
+    fn collect(&mut self, head: &mut VecDeque<Entry>, now: i64, journal: &mut Journal, into: &mut Refilled) {
         let Some(flight) = self.in_flight.take() else {
             return;
         };
-        let read = match wait {
-            Wait::Yes => flight.done.recv().ok(),
-            Wait::No => match flight.done.try_recv() {
-                Ok(read) => Some(read),
-                Err(std::sync::mpsc::TryRecvError::Empty) => {
-                    self.in_flight = Some(flight);
-                    return;
-                }
-                Err(std::sync::mpsc::TryRecvError::Disconnected) => None,
-            },
+        let read = match flight.done.try_recv() {
+            Ok(read) => read,
+            Err(std::sync::mpsc::TryRecvError::Empty) => {
+                self.in_flight = Some(flight);
+                return;
+            }
+            // The read panicked: the front is read again by the next refill.
+            Err(std::sync::mpsc::TryRecvError::Disconnected) => return,
         };
-        if let Some(read) = read {
-            self.apply(flight.seqs, read, head, now, journal, into);
-        }
+        self.apply(flight.seqs, read, head, now, journal, into);
     }
 
-    /// Reads the next page: on the blocking pool when there is a runtime and the caller can
-    /// wait for a later pass, here otherwise.
-    fn start_read(
-        &mut self,
-        head: &mut VecDeque<Entry>,
-        now: i64,
-        journal: &mut Journal,
-        wait: Wait,
-        into: &mut Refilled,
-    ) {
+    /// Reads the next page: on the blocking pool when there is a runtime (always, in the
+    /// broker: the queue task never reads the disk), here otherwise (tests of the state alone).
+    fn start_read(&mut self, head: &mut VecDeque<Entry>, now: i64, journal: &mut Journal, into: &mut Refilled) {
         if self.retry_at.is_some_and(|at| at > now) {
             return;
         }
@@ -316,21 +320,21 @@ impl Pager {
             places.push(paged.place());
             bytes += u64::from(paged.size);
         }
-        let runtime = tokio::runtime::Handle::try_current().ok().filter(|_| wait == Wait::No);
-        let Some(runtime) = runtime else {
+        if seqs.is_empty() {
+            return;
+        }
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
             let read = read_back(&self.reader, &places);
             self.apply(seqs, read, head, now, journal, into);
             return;
         };
         let (done, rx) = std::sync::mpsc::sync_channel(1);
         let reader = self.reader.clone();
-        let wake = self.wake.clone();
+        let wake = WakeOnDrop(self.wake.clone());
         drop(runtime.spawn_blocking(move || {
+            let _wake = wake;
             // The queue may be gone by now; then nobody wants the messages.
             let _ = done.send(read_back(&reader, &places));
-            if let Some(queue) = wake {
-                queue.resume();
-            }
         }));
         self.in_flight = Some(InFlight { seqs, done: rx });
     }
@@ -373,10 +377,9 @@ impl Pager {
         }
     }
 
-    /// Whether a read is running off the queue task.
-    #[cfg(test)]
+    /// Whether a read is running off the queue task: the head stays empty until it is done.
     pub(super) fn reading(&self) -> bool {
-        self.in_flight.is_some()
+        self.in_flight.is_some() && !self.paged.is_empty()
     }
 
     /// Restores messages the log recovered: the head (every message that had been delivered,
@@ -395,6 +398,7 @@ impl Pager {
         }
         let places: Vec<Place> = window.iter().map(|m| m.place).collect();
         let mut unreadable = Vec::new();
+        probe::note_io();
         for (recovered, result) in window.into_iter().zip(self.reader.read(&places)) {
             match result.map_err(ReadFailure::Read).and_then(decode) {
                 Ok(message) => {
@@ -448,6 +452,7 @@ fn decode(payload: bytes::Bytes) -> Result<Arc<Message>, ReadFailure> {
 /// Reads messages at `places` from the log and decodes them (the disk and CPU work of a
 /// refill, done on the blocking pool).
 fn read_back(reader: &LogReader, places: &[Place]) -> Read {
+    probe::note_io();
     reader.read(places).into_iter().map(|result| result.map_err(ReadFailure::Read).and_then(decode)).collect()
 }
 

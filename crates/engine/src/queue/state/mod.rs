@@ -1,11 +1,14 @@
 //! A queue's state: the parts that own its messages, consumers, limits and the effects of a
 //! pass, and the operations that move messages between them.
 //!
-//! No channel is awaited here, so the state is testable without a runtime. It is not free of
-//! I/O: a long queue's head is refilled from the message log by the
-//! [`Pager`](super::paging::Pager) — off the queue task, on the runtime's blocking pool, for
-//! dispatch and expiry; on the task only when a `basic.get` or a length limit needs the
-//! messages before it answers — and its paged index lives in a file. Everything meant for
+//! No channel is awaited here, so the state is testable without a runtime. A long queue's head
+//! is refilled from the message log by the [`Pager`](super::paging::Pager), off the queue
+//! task, on the runtime's blocking pool (on the caller's thread only when there is no runtime,
+//! as in tests of the state alone). While a read runs, the head stays empty: dispatch and
+//! expiry simply wait for the read's completion to wake the queue, and the operations that
+//! must answer with the message being read — a `basic.get`, a drop-head — say so
+//! ([`ReadPending`], [`QueueState::owes_drops`]) so that the task waits before it goes on
+//! with the next command. Everything meant for
 //! the outside world — session events, dead letters, log records — is collected in
 //! [`Effects`] for the task to send after each pass.
 //!
@@ -26,12 +29,16 @@ use super::effects::{Discarded, Effects, Events};
 use super::entry::Entry;
 use super::handle::QueueRef;
 use super::limits::Limits;
-use super::paging::Wait;
 use super::ready::Ready;
 use super::requests::{ConfirmTo, ConsumeSpec, CreditGrant, Enqueue, GetOk, QueueStats, Settle};
 use super::settings::QueueSettings;
 use crate::error::EngineError;
 use crate::session::{ConsumerId, Owner};
+
+/// The next ready message is being read off the queue task: the operation answered nothing
+/// and is to be asked again once the read is done ([`QueueState::read_signal`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct ReadPending;
 
 /// One queue's state.
 pub(crate) struct QueueState {
@@ -204,15 +211,21 @@ impl QueueState {
         }
     }
 
-    pub(crate) fn get(&mut self, owner: Owner, no_ack: bool) -> Option<GetOk> {
+    /// `basic.get`: the next ready message, or `None` when there is none. Fails with
+    /// [`ReadPending`], having answered nothing, when the next message is being read off the
+    /// task: the answer is only known once it is (a get must not come back empty while
+    /// messages are ready). Messages that expired at the head on the way are dead-lettered
+    /// either way, as they would be by the next pass.
+    pub(crate) fn try_get(&mut self, owner: Owner, no_ack: bool) -> Result<Option<GetOk>, ReadPending> {
         self.limits.used(self.now);
-        // A get answers now: what is on disk is read before the answer, not in a later pass.
-        self.expire_head(false, Wait::Yes);
-        if self.head_expired_after(Wait::Yes) {
+        self.expire_head(false);
+        if self.head_expired() {
             // Its dead-lettering waits for room (see `set_expiry_room`); it is not handed out.
-            return None;
+            return Ok(None);
         }
-        let entry = self.ready.pop(self.now, self.effects.journal(), Wait::Yes)?;
+        let Some(entry) = self.ready.pop(self.now, self.effects.journal()) else {
+            return if self.ready.awaiting_read() { Err(ReadPending) } else { Ok(None) };
+        };
         let delivery = entry.delivery(self.quorum);
         if no_ack {
             self.effects.journal().removed(&entry);
@@ -221,7 +234,19 @@ impl QueueState {
             self.consumers.got(entry, owner);
         }
         let remaining = u32::try_from(self.ready.len()).unwrap_or(u32::MAX);
-        Some(GetOk { delivery, remaining })
+        Ok(Some(GetOk { delivery, remaining }))
+    }
+
+    /// [`Self::try_get`], waiting for a read in flight as the task does.
+    #[cfg(test)]
+    pub(crate) fn get(&mut self, owner: Owner, no_ack: bool) -> Option<GetOk> {
+        for _ in 0..10_000 {
+            match self.try_get(owner, no_ack) {
+                Ok(got) => return got,
+                Err(ReadPending) => std::thread::sleep(std::time::Duration::from_millis(1)),
+            }
+        }
+        panic!("the read never completed");
     }
 
     pub(crate) fn purge(&mut self) -> u32 {
@@ -268,8 +293,7 @@ impl QueueState {
             let Some(index) = self.consumers.reserve_next(&self.handle) else {
                 break;
             };
-            let entry =
-                if self.head_expired() { None } else { self.ready.pop(self.now, self.effects.journal(), Wait::No) };
+            let entry = if self.head_expired() { None } else { self.ready.pop(self.now, self.effects.journal()) };
             let Some(entry) = entry else {
                 // Expired (its dead-lettering waits for room), or the next page is being read
                 // (its completion wakes the queue), or reading it failed; the queue tries
@@ -294,16 +318,42 @@ impl QueueState {
     }
 
     /// After an enqueue or a settings change: `drop-head` drops (and dead-letters) the oldest
-    /// messages while over the limit; quorum `reject-publish` starts refusing.
+    /// messages while over the limit; quorum `reject-publish` starts refusing. A drop that
+    /// needs a message being read off the task waits for it: the queue then owes drops (see
+    /// [`Self::owes_drops`]) and the task makes them before anything else.
     fn enforce_limits(&mut self) {
         while self.limits.drops_head(self.ready.size()) {
-            // Limits hold when the command's answer goes out: the head is read if need be.
-            let Some(entry) = self.ready.pop(self.now, self.effects.journal(), Wait::Yes) else {
+            let Some(entry) = self.ready.pop(self.now, self.effects.journal()) else {
                 break;
             };
             self.discard(entry, DeathReason::Maxlen);
         }
         self.limits.enforced(self.ready.size());
+    }
+
+    /// Whether `drop-head` has messages left to drop that are being read off the task. Limits
+    /// hold when a command's answer goes out (a publisher's confirmation comes after the dead
+    /// letters of what its publish dropped), so the task holds the pass — its events, its
+    /// dead letters, the next commands — until the drops are made ([`Self::make_owed_drops`]).
+    /// Dropping later rather than after each message of a publish drops the same messages:
+    /// whatever is over the limit is the oldest, and stays so as more arrive.
+    pub(crate) fn owes_drops(&self) -> bool {
+        self.limits.drops_head(self.ready.size()) && self.ready.awaiting_read()
+    }
+
+    /// Makes the drops the queue owes, as far as the reads allow; returns whether it still owes
+    /// some.
+    pub(crate) fn make_owed_drops(&mut self) -> bool {
+        if self.limits.drops_head(self.ready.size()) {
+            self.enforce_limits();
+        }
+        self.owes_drops()
+    }
+
+    /// Signalled whenever a read made off the queue task is done (the task waits on it while
+    /// a get or drops wait for a read); `None` when the queue does not page.
+    pub(crate) fn read_signal(&self) -> Option<Arc<tokio::sync::Notify>> {
+        self.ready.read_signal()
     }
 
     /// Ends a quorum queue's refusal once it is back under 80 % of its limit.
@@ -321,19 +371,19 @@ impl QueueState {
     ///
     /// Messages of a page being read expire once it is read (its completion wakes the queue).
     pub(crate) fn expire(&mut self, inclusive: bool) {
-        self.expire_head(inclusive, Wait::No);
+        self.expire_head(inclusive);
     }
 
-    fn expire_head(&mut self, inclusive: bool, wait: Wait) {
+    fn expire_head(&mut self, inclusive: bool) {
         let now = self.now;
         while self.limits.has_expiry_room()
-            && let Some(deadline) = self.ready.head(now, self.effects.journal(), wait).and_then(|e| e.expires_at)
+            && let Some(deadline) = self.ready.head(now, self.effects.journal()).and_then(|e| e.expires_at)
         {
             let expired = if inclusive { deadline <= now } else { deadline < now };
             if !expired {
                 break;
             }
-            if let Some(entry) = self.ready.pop(now, self.effects.journal(), wait) {
+            if let Some(entry) = self.ready.pop(now, self.effects.journal()) {
                 self.discard(entry, DeathReason::Expired);
                 self.limits.expired_one();
             }
@@ -348,15 +398,8 @@ impl QueueState {
     /// Whether the next ready message's TTL has run out (its expiry waits for room): it must
     /// not be delivered.
     pub(crate) fn head_expired(&mut self) -> bool {
-        self.head_expired_after(Wait::No)
-    }
-
-    fn head_expired_after(&mut self, wait: Wait) -> bool {
         let now = self.now;
-        self.ready
-            .head(now, self.effects.journal(), wait)
-            .and_then(|e| e.expires_at)
-            .is_some_and(|deadline| deadline < now)
+        self.ready.head(now, self.effects.journal()).and_then(|e| e.expires_at).is_some_and(|deadline| deadline < now)
     }
 
     /// The next moment the queue must act without a command: the head's expiry (unless

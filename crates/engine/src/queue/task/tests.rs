@@ -1,0 +1,219 @@
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing)]
+
+//! The queue task on a current-thread runtime, whose one worker is the test's thread: every
+//! file read or write noted there ([`probe`]) would be I/O on a runtime worker. The blocking
+//! pool has one thread, which a test can hold ([`Gate`]) to keep a read from finishing.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::BytesMut;
+use charon_model::{Body, Message, Properties, Routing, Table};
+use charon_store::meta::MetaStore;
+use charon_store::segment_log::{LogOptions, MessageLog, Record, RecoveredQueue};
+use tokio::sync::oneshot;
+
+use super::super::command::QueueCmd;
+use super::super::paging::IDLE_RESIDENT_MESSAGES;
+use super::super::paging::probe;
+use super::super::{ConfirmTo, Enqueue, QueueConfig, QueueLinks, QueueRef, QueueSettings, QueueType};
+use crate::dead_letter::DeadLetterSink;
+use crate::persist::Persistence;
+use crate::session::{Owner, SessionEvent, SessionSink};
+
+/// Dead letters go nowhere.
+struct NoRoutes;
+
+impl DeadLetterSink for NoRoutes {
+    fn route(&self, _exchange: &str, _routing: &Routing, _headers: &Table) -> Option<Vec<QueueRef>> {
+        None
+    }
+}
+
+const OWNER: Owner = Owner { session: 1, channel: 1 };
+/// Messages behind the head, on disk.
+const PAGED: usize = 3_000;
+
+fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_current_thread().enable_all().max_blocking_threads(1).build().unwrap()
+}
+
+fn message(i: usize) -> Message {
+    let mut m = Message::new(Routing::default(), Body::Data(format!("message {i}").into()));
+    m.origin = charon_model::Origin::Amqp091;
+    m.set_properties(Properties { delivery_mode: Some(2), ..Properties::default() });
+    m
+}
+
+fn body(got: &super::super::GetOk) -> String {
+    String::from_utf8(got.delivery.message.body.bytes().to_vec()).unwrap()
+}
+
+fn store(dir: &std::path::Path) -> (Arc<Persistence>, std::collections::HashMap<u64, RecoveredQueue>) {
+    let (log, recovery) = MessageLog::open(&dir.join("log"), LogOptions::default()).unwrap();
+    (Persistence::new(log, MetaStore::open(&dir.join("meta.redb")).unwrap()), recovery.queues)
+}
+
+fn spawn(id: u64, settings: QueueSettings, store: &Arc<Persistence>, restored: RecoveredQueue) -> QueueRef {
+    let config = QueueConfig {
+        name: format!("q{id}"),
+        vhost: "/".into(),
+        durable: true,
+        auto_delete: false,
+        exclusive_owner: None,
+        arguments: Table::new(),
+        queue_type: QueueType::Classic,
+    };
+    let links = QueueLinks {
+        store: Some(Arc::clone(store)),
+        dead_letters: Arc::new(NoRoutes),
+        on_self_delete: Box::new(|_| {}),
+    };
+    super::super::spawn(id, config, settings, links, restored)
+}
+
+/// Publishes `range` as persistent messages and waits for their confirmation: the log has
+/// then placed them, and the queue takes the places at its next command.
+async fn publish(queue: &QueueRef, range: std::ops::Range<usize>) {
+    let (session, mut events) = SessionSink::new(1, 0);
+    let items: Vec<Enqueue> =
+        range.clone().map(|i| Enqueue { message: Arc::new(message(i)), confirm: Some(i as u64) }).collect();
+    assert!(queue.publish(items, Some(ConfirmTo { session, channel: 1 })).await);
+    let mut confirmed = 0;
+    while confirmed < range.len() {
+        let event = tokio::time::timeout(Duration::from_secs(10), events.recv()).await.unwrap().unwrap();
+        if let SessionEvent::Confirms { accepted, .. } = event {
+            confirmed += accepted.len();
+        }
+    }
+}
+
+/// Holds the blocking pool's one thread until opened: reads off the task wait behind it.
+struct Gate(std::sync::mpsc::Sender<()>);
+
+impl Gate {
+    fn close() -> Self {
+        let (open, wait) = std::sync::mpsc::channel();
+        drop(tokio::task::spawn_blocking(move || wait.recv()));
+        Self(open)
+    }
+
+    fn open(self) {
+        self.0.send(()).unwrap();
+    }
+}
+
+/// Sends a command without waiting for its answer.
+async fn send(queue: &QueueRef, command: QueueCmd) {
+    queue.tx.send(command).await.ok().unwrap();
+}
+
+async fn get_all(queue: &QueueRef) -> Vec<String> {
+    let mut got = Vec::new();
+    while let Some(ok) = queue.get(OWNER, true).await.unwrap() {
+        got.push(body(&ok));
+    }
+    got
+}
+
+fn bodies(range: std::ops::Range<usize>) -> Vec<String> {
+    range.map(|i| format!("message {i}")).collect()
+}
+
+#[test]
+fn a_durable_queue_restores_off_the_runtime_thread_and_its_first_get_sees_every_message_in_order() {
+    let dir = tempfile::tempdir().unwrap();
+    let total = 1_024 + PAGED;
+    {
+        let (log, _) = MessageLog::open(&dir.path().join("log"), LogOptions::default()).unwrap();
+        let records = (0..total)
+            .map(|i| {
+                let mut payload = BytesMut::new();
+                charon_store::codec::encode_message(&message(i), &mut payload);
+                let size = u32::try_from(format!("message {i}").len()).unwrap();
+                Record::Enqueue { queue: 7, seq: i as u64 + 1, expires_at: None, size, payload: payload.freeze() }
+            })
+            .collect();
+        let (tx, rx) = std::sync::mpsc::channel();
+        log.append(records, Some(Box::new(move |r| tx.send(r.is_ok()).unwrap())));
+        assert!(rx.recv_timeout(Duration::from_secs(10)).unwrap());
+        log.close().unwrap();
+    }
+    let (store, mut recovered) = store(dir.path());
+    let restored = recovered.remove(&7).unwrap();
+    assert_eq!(restored.len(), total);
+    runtime().block_on(async {
+        let before = probe::io_on_this_thread();
+        let queue = spawn(7, QueueSettings::default(), &store, restored);
+        assert_eq!(queue.stats().await.unwrap().ready, u32::try_from(total).unwrap(), "all there at the first command");
+        assert_eq!(get_all(&queue).await, bodies(0..total), "every message once, in order");
+        assert_eq!(probe::io_on_this_thread(), before, "no file I/O on the runtime thread");
+    });
+}
+
+#[test]
+fn a_get_that_needs_the_page_being_read_waits_for_it_and_the_next_command_waits_behind_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let (store, _) = store(dir.path());
+    let total = IDLE_RESIDENT_MESSAGES + PAGED;
+    runtime().block_on(async {
+        let queue = spawn(8, QueueSettings::default(), &store, RecoveredQueue::default());
+        publish(&queue, 0..total).await;
+        let before = probe::io_on_this_thread();
+        let gate = Gate::close();
+        // The head is served; the next page's read waits behind the gate.
+        for i in 0..IDLE_RESIDENT_MESSAGES {
+            let got = queue.get(OWNER, true).await.unwrap().unwrap();
+            assert_eq!(body(&got), format!("message {i}"));
+        }
+        let (reply, mut got) = oneshot::channel();
+        send(&queue, QueueCmd::Get { owner: OWNER, no_ack: true, reply }).await;
+        let (reply, mut stats) = oneshot::channel();
+        send(&queue, QueueCmd::Stats(reply)).await;
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        assert!(got.try_recv().is_err(), "the get is not answered (nor answered empty) before the read is done");
+        assert!(stats.try_recv().is_err(), "nor does the next command overtake it");
+        gate.open();
+        let got = got.await.unwrap().expect("the next message, not get-empty");
+        assert_eq!(body(&got), format!("message {IDLE_RESIDENT_MESSAGES}"));
+        assert_eq!(stats.await.unwrap().ready, u32::try_from(total - IDLE_RESIDENT_MESSAGES - 1).unwrap());
+        assert_eq!(get_all(&queue).await, bodies(IDLE_RESIDENT_MESSAGES + 1..total));
+        assert_eq!(probe::io_on_this_thread(), before, "no file I/O on the runtime thread");
+    });
+}
+
+#[test]
+fn drops_that_need_the_page_being_read_hold_the_confirmation_and_the_next_commands_until_it_is_done() {
+    let dir = tempfile::tempdir().unwrap();
+    let (store, _) = store(dir.path());
+    let total = IDLE_RESIDENT_MESSAGES + PAGED;
+    runtime().block_on(async {
+        let queue = spawn(9, QueueSettings::default(), &store, RecoveredQueue::default());
+        publish(&queue, 0..total).await;
+        let before = probe::io_on_this_thread();
+        let gate = Gate::close();
+        for _ in 0..IDLE_RESIDENT_MESSAGES {
+            queue.get(OWNER, true).await.unwrap().unwrap();
+        }
+        // A policy lowers the limit below what is on disk: drop-head must drop paged messages.
+        let limit = 100;
+        queue.apply_settings(QueueSettings { max_length: Some(limit), ..QueueSettings::default() }).await;
+        let (session, mut events) = SessionSink::new(1, 0);
+        let item = Enqueue { message: Arc::new(message(total)), confirm: Some(1) };
+        assert!(queue.publish(vec![item], Some(ConfirmTo { session, channel: 1 })).await);
+        let (reply, mut stats) = oneshot::channel();
+        send(&queue, QueueCmd::Stats(reply)).await;
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        assert!(events.try_recv().is_err(), "no confirmation while the queue is over its limit");
+        assert!(stats.try_recv().is_err(), "the next command waits for the drops");
+        gate.open();
+        assert_eq!(stats.await.unwrap().ready, u32::try_from(limit).unwrap());
+        let confirmed = tokio::time::timeout(Duration::from_secs(10), events.recv()).await.unwrap().unwrap();
+        assert!(matches!(confirmed, SessionEvent::Confirms { accepted, .. } if accepted == [1]));
+        // The newest messages are kept, in order.
+        let mut expected = bodies(total + 1 - usize::try_from(limit).unwrap()..total);
+        expected.push(format!("message {total}"));
+        assert_eq!(get_all(&queue).await, expected);
+        assert_eq!(probe::io_on_this_thread(), before, "no file I/O on the runtime thread");
+    });
+}
