@@ -10,10 +10,20 @@ use charon_store::segment_log::Record;
 
 use super::journal::Journal;
 use super::requests::ConfirmTo;
+use super::unconfirmed::Removal;
 use crate::session::{SessionEvent, SessionSink};
 
-/// Messages leaving the queue other than by acknowledgement, for dead lettering.
-pub(crate) type Discarded = Vec<(Arc<Message>, DeathReason)>;
+/// A message leaving the queue other than by acknowledgement, for dead lettering: why, and how
+/// its log record goes once the dead letter is safe (`None`: it never had one in this queue).
+#[derive(Debug)]
+pub(crate) struct Discard {
+    pub(crate) message: Arc<Message>,
+    pub(crate) reason: DeathReason,
+    pub(crate) removal: Option<Removal>,
+}
+
+/// Messages leaving the queue other than by acknowledgement, in order.
+pub(crate) type Discarded = Vec<Discard>;
 
 /// Events for sessions, as the task sends them.
 pub(crate) type Events = Vec<(SessionSink, SessionEvent)>;
@@ -37,9 +47,10 @@ impl Effects {
         self.events.push((session, event));
     }
 
-    /// A message left the queue unacknowledged, for `reason`: it may be dead-lettered.
-    pub(super) fn discard(&mut self, message: Arc<Message>, reason: DeathReason) {
-        self.discarded.push((message, reason));
+    /// A message left the queue unacknowledged, for `reason`: it may be dead-lettered. Its log
+    /// record (`removal`) is removed by the task once the dead letter is safe.
+    pub(super) fn discard(&mut self, message: Arc<Message>, reason: DeathReason, removal: Option<Removal>) {
+        self.discarded.push(Discard { message, reason, removal });
     }
 
     /// The log records of this pass.
@@ -121,11 +132,11 @@ mod tests {
     fn discards_and_events_are_taken_in_order() {
         let (session, _rx) = SessionSink::new(1, 0);
         let mut effects = Effects::new(1);
-        effects.discard(persistent(), DeathReason::Expired);
-        effects.discard(persistent(), DeathReason::Maxlen);
+        effects.discard(persistent(), DeathReason::Expired, None);
+        effects.discard(persistent(), DeathReason::Maxlen, None);
         effects.send(session.clone(), SessionEvent::ConsumerCancelled { consumer: 1 });
         effects.send(session, SessionEvent::ConsumerCancelled { consumer: 2 });
-        let reasons: Vec<DeathReason> = effects.take_discarded().into_iter().map(|(_, r)| r).collect();
+        let reasons: Vec<DeathReason> = effects.take_discarded().into_iter().map(|d| d.reason).collect();
         assert_eq!(reasons, [DeathReason::Expired, DeathReason::Maxlen]);
         let cancelled: Vec<u64> = effects
             .take_events()

@@ -37,6 +37,7 @@ pub(crate) mod requests;
 pub mod settings;
 mod state;
 mod task;
+mod unconfirmed;
 
 use std::sync::Arc;
 

@@ -6,8 +6,10 @@
 //! dead-letter storm therefore slows only the queue that causes it, and two queues
 //! dead-lettering into each other cannot deadlock. Messages held here are whole, even those the
 //! queue had paged out, so expiry — the one source the queue drives itself — stops while the
-//! outbox is full ([`Outbox::room`]). At-least-once dead lettering will keep forwards here until
-//! their targets confirm them.
+//! outbox is full ([`Outbox::room`]). A copy whose source waits for its targets (see
+//! `unconfirmed.rs`) is published with its confirm number, and the confirms come back to the
+//! source's own inbox; a target that is gone will never confirm, so its numbers are handed back
+//! at once.
 
 use std::collections::VecDeque;
 use std::sync::Arc;
@@ -16,7 +18,7 @@ use tokio::sync::mpsc::error::TrySendError;
 
 use super::command::QueueCmd;
 use super::handle::QueueRef;
-use super::requests::Enqueue;
+use super::requests::{ConfirmTo, Enqueue};
 use crate::dead_letter::Forward;
 
 /// Forwards handed to one target in one mailbox command at most.
@@ -26,14 +28,21 @@ const LIMIT_MESSAGES: usize = 4096;
 /// Body bytes of the dead letters waiting here before expiry stops making more.
 const LIMIT_BYTES: usize = 16 * 1024 * 1024;
 
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub(super) struct Outbox {
     pending: VecDeque<Forward>,
     /// Body bytes of `pending`.
     bytes: usize,
+    /// Where the targets confirm copies that carry a confirm number.
+    confirm_to: ConfirmTo,
 }
 
 impl Outbox {
+    /// An empty outbox whose targets confirm to `confirm_to`.
+    pub(super) fn new(confirm_to: ConfirmTo) -> Self {
+        Self { pending: VecDeque::new(), bytes: 0, confirm_to }
+    }
+
     pub(super) fn push(&mut self, forward: Forward) {
         self.bytes += forward.message.body.len();
         self.pending.push_back(forward);
@@ -46,8 +55,9 @@ impl Outbox {
     }
 
     /// Hands as many forwards to their targets as their mailboxes take, in order. Returns the
-    /// target that is full, if any: nothing more moves until it has room.
-    pub(super) fn pump(&mut self) -> Option<QueueRef> {
+    /// target that is full, if any (nothing more moves until it has room), and the confirm
+    /// numbers of copies whose target is gone.
+    pub(super) fn pump(&mut self, gone: &mut Vec<u64>) -> Option<QueueRef> {
         loop {
             let target = self.pending.front()?.targets.first()?.clone();
             // The run of forwards, from the front, whose next target is this queue.
@@ -57,15 +67,21 @@ impl Outbox {
                 .take(BATCH)
                 .take_while(|f| f.targets.first().is_some_and(|t| t.id == target.id))
                 .count();
-            let items = self
+            let items: Vec<Enqueue> = self
                 .pending
                 .iter()
                 .take(run)
-                .map(|f| Enqueue { message: Arc::clone(&f.message), confirm: None })
+                .map(|f| Enqueue { message: Arc::clone(&f.message), confirm: f.confirm })
                 .collect();
-            match target.tx.try_send(QueueCmd::Publish { items, confirm_to: None }) {
+            let confirm_to = items.iter().any(|i| i.confirm.is_some()).then(|| self.confirm_to.clone());
+            match target.tx.try_send(QueueCmd::Publish { items, confirm_to }) {
+                Ok(()) => self.advance(run),
                 // A deleted target simply does not get its copies, as in RabbitMQ.
-                Ok(()) | Err(TrySendError::Closed(_)) => self.advance(run),
+                Err(TrySendError::Closed(QueueCmd::Publish { items, .. })) => {
+                    gone.extend(items.iter().filter_map(|i| i.confirm));
+                    self.advance(run);
+                }
+                Err(TrySendError::Closed(_)) => self.advance(run),
                 Err(TrySendError::Full(_)) => return Some(target),
             }
         }
@@ -101,6 +117,7 @@ mod tests {
     use super::super::handle::QueueHandle;
     use super::super::requests::QueueConfig;
     use super::*;
+    use crate::session::{SessionEvent, SessionSink};
 
     fn queue(id: u64, capacity: usize) -> (QueueRef, mpsc::Receiver<QueueCmd>) {
         let (tx, rx) = mpsc::channel(capacity);
@@ -117,7 +134,23 @@ mod tests {
     }
 
     fn forward(targets: &[&QueueRef]) -> Forward {
-        Forward::new(Arc::new(Message::default()), targets.iter().map(|t| Arc::clone(t)).collect())
+        Forward {
+            message: Arc::new(Message::default()),
+            targets: targets.iter().map(|t| Arc::clone(t)).collect(),
+            confirm: None,
+        }
+    }
+
+    fn outbox() -> (Outbox, mpsc::UnboundedReceiver<SessionEvent>) {
+        let (session, inbox) = SessionSink::new(99, 0);
+        (Outbox::new(ConfirmTo { session, channel: 0 }), inbox)
+    }
+
+    /// Pumps once; the full target's id and the numbers handed back for gone targets.
+    fn pump(outbox: &mut Outbox) -> (Option<u64>, Vec<u64>) {
+        let mut gone = Vec::new();
+        let full = outbox.pump(&mut gone).map(|q| q.id);
+        (full, gone)
     }
 
     fn published(rx: &mut mpsc::Receiver<QueueCmd>) -> Vec<usize> {
@@ -135,18 +168,18 @@ mod tests {
         let (a, mut rx_a) = queue(1, 8);
         let (b, mut rx_b) = queue(2, 1);
         b.tx.try_send(QueueCmd::Resume).unwrap();
-        let mut outbox = Outbox::default();
+        let (mut outbox, _inbox) = outbox();
         for _ in 0..3 {
             outbox.push(forward(&[&a, &b]));
         }
         outbox.push(forward(&[&b]));
         // a takes the run of three in one command; b is full, so everything waits for it.
-        assert_eq!(outbox.pump().map(|q| q.id), Some(2));
+        assert_eq!(pump(&mut outbox).0, Some(2));
         assert_eq!(published(&mut rx_a), [3]);
         assert_eq!(published(&mut rx_b), Vec::<usize>::new());
         assert_eq!(outbox.room(), LIMIT_MESSAGES - 4);
         // Room again: b gets its four copies in one command, in order.
-        assert_eq!(outbox.pump().map(|q| q.id), None);
+        assert_eq!(pump(&mut outbox).0, None);
         assert_eq!(published(&mut rx_b), [4]);
         assert!(outbox.pending.is_empty());
         assert_eq!(outbox.room(), LIMIT_MESSAGES);
@@ -156,11 +189,16 @@ mod tests {
     fn bodies_waiting_past_the_byte_limit_leave_expiry_no_room() {
         let (target, _rx) = queue(1, 1);
         target.tx.try_send(QueueCmd::Resume).unwrap();
-        let mut outbox = Outbox::default();
+        let (mut outbox, _inbox) = outbox();
         let big = Message::new(Default::default(), charon_model::Body::Data(vec![0; LIMIT_BYTES / 2].into()));
-        outbox.push(Forward::new(Arc::new(big.clone()), vec![Arc::clone(&target)]));
+        let big_forward = |message: &Message| Forward {
+            message: Arc::new(message.clone()),
+            targets: vec![Arc::clone(&target)],
+            confirm: None,
+        };
+        outbox.push(big_forward(&big));
         assert_eq!(outbox.room(), LIMIT_MESSAGES - 1);
-        outbox.push(Forward::new(Arc::new(big), vec![Arc::clone(&target)]));
+        outbox.push(big_forward(&big));
         assert_eq!(outbox.room(), 0);
     }
 
@@ -168,9 +206,69 @@ mod tests {
     fn a_deleted_target_is_skipped() {
         let (a, rx_a) = queue(1, 8);
         drop(rx_a);
-        let mut outbox = Outbox::default();
+        let (mut outbox, _inbox) = outbox();
         outbox.push(forward(&[&a]));
-        assert_eq!(outbox.pump().map(|q| q.id), None);
+        assert_eq!(pump(&mut outbox).0, None);
         assert!(outbox.pending.is_empty());
+    }
+}
+
+#[cfg(test)]
+mod confirm_tests {
+    use charon_model::{Message, Table};
+    use tokio::sync::mpsc;
+
+    use super::super::args::QueueType;
+    use super::super::handle::QueueHandle;
+    use super::super::requests::QueueConfig;
+    use super::*;
+    use crate::session::SessionSink;
+
+    fn queue(id: u64) -> (QueueRef, mpsc::Receiver<QueueCmd>) {
+        let (tx, rx) = mpsc::channel(8);
+        let config = QueueConfig {
+            name: format!("q{id}"),
+            vhost: "/".into(),
+            durable: true,
+            auto_delete: false,
+            exclusive_owner: None,
+            arguments: Table::new(),
+            queue_type: QueueType::Classic,
+        };
+        (Arc::new(QueueHandle::new(id, config, tx)), rx)
+    }
+
+    #[test]
+    fn copies_with_a_confirm_number_ask_their_target_to_confirm_to_the_source() {
+        let (session, _inbox) = SessionSink::new(42, 0);
+        let mut outbox = Outbox::new(ConfirmTo { session, channel: 0 });
+        let (target, mut rx) = queue(1);
+        for confirm in [Some(5), None] {
+            outbox.push(Forward { message: Arc::new(Message::default()), targets: vec![Arc::clone(&target)], confirm });
+        }
+        let mut gone = Vec::new();
+        assert!(outbox.pump(&mut gone).is_none());
+        assert!(gone.is_empty());
+        let Ok(QueueCmd::Publish { items, confirm_to }) = rx.try_recv() else { panic!("one publish") };
+        assert_eq!(items.iter().map(|i| i.confirm).collect::<Vec<_>>(), [Some(5), None]);
+        assert_eq!(confirm_to.map(|to| to.session.id), Some(42));
+    }
+
+    #[test]
+    fn a_gone_target_hands_the_numbers_back() {
+        let (session, _inbox) = SessionSink::new(42, 0);
+        let mut outbox = Outbox::new(ConfirmTo { session, channel: 0 });
+        let (gone_target, rx) = queue(1);
+        drop(rx);
+        let (live, mut live_rx) = queue(2);
+        outbox.push(Forward {
+            message: Arc::new(Message::default()),
+            targets: vec![Arc::clone(&gone_target), Arc::clone(&live)],
+            confirm: Some(7),
+        });
+        let mut gone = Vec::new();
+        assert!(outbox.pump(&mut gone).is_none());
+        assert_eq!(gone, [7], "the deleted target answers at once; the live one confirms itself");
+        assert!(matches!(live_rx.try_recv(), Ok(QueueCmd::Publish { confirm_to: Some(_), .. })));
     }
 }

@@ -11,6 +11,9 @@
 //! on an empty head, a drop-head over a limit — the task waits for that read, neither
 //! answering early nor letting a later command overtake: the rest of the batch stays parked
 //! and the pass's effects are held until the read is done.
+//!
+//! A persisted message that dies keeps its log record until every queue its dead letter went
+//! to confirmed the copy (`unconfirmed.rs`): the confirms come back to the task's own inbox.
 
 use std::collections::VecDeque;
 use std::sync::Arc;
@@ -22,14 +25,16 @@ use super::command::QueueCmd;
 use super::handle::QueueRef;
 use super::links::{OnSelfDelete, QueueLinks};
 use super::outbox::{Outbox, room_in};
+use super::requests::ConfirmTo;
 use super::settings::QueueSettings;
 use super::state::{QueueState, ReadPending};
+use super::unconfirmed::Unconfirmed;
 use charon_store::segment_log::{Completion, LogFailure, Placed, Record, RecoveredQueue};
 
 use crate::clock::now_ms;
-use crate::dead_letter::{DeadLetterSink, DeadLetterer};
+use crate::dead_letter::{DeadLetterSink, DeadLetterer, Forward};
 use crate::persist::Persistence;
-use crate::session::SessionEvent;
+use crate::session::{SessionEvent, SessionSink};
 
 /// Commands taken from the mailbox per pass: large enough to amortise one dispatch over many
 /// publishes, small enough to keep latency low.
@@ -61,6 +66,8 @@ struct Task {
     handle: QueueRef,
     state: QueueState,
     outbox: Outbox,
+    /// Dead letters whose log record waits for their targets' confirms.
+    unconfirmed: Unconfirmed,
     /// Routes the queue's dead letters.
     dead_letters: Arc<dyn DeadLetterSink>,
     /// Told when the queue deletes itself; taken when it does.
@@ -83,7 +90,13 @@ async fn run(
     };
     let reads = state.read_signal();
     let on_self_delete = Some(on_self_delete);
-    let mut task = Task { handle, state, outbox: Outbox::default(), dead_letters, on_self_delete, store };
+    // Where the targets of this queue's dead letters confirm them (the id is the queue's own:
+    // nothing but this task reads it).
+    let (confirm_sink, mut confirms) = SessionSink::new(handle.id, 0);
+    let outbox = Outbox::new(ConfirmTo { session: confirm_sink, channel: 0 });
+    let unconfirmed = Unconfirmed::default();
+    let mut task = Task { handle, state, outbox, unconfirmed, dead_letters, on_self_delete, store };
+    let mut confirmed = Vec::new();
     let mut received = Vec::with_capacity(BATCH);
     // Commands taken from the mailbox and not yet applied: the rest of a batch while the queue
     // waits for a read (see `Applied::WaitForRead`). Never more than one batch.
@@ -111,8 +124,14 @@ async fn run(
                 }
                 () = sleep_until(deadline), if deadline.is_some() => {}
                 () = wait_for_room(blocked.as_ref()), if blocked.is_some() => {}
+                _ = confirms.recv_many(&mut confirmed, BATCH) => {}
             }
             commands.extend(received.drain(..));
+        }
+        for event in confirmed.drain(..) {
+            if let SessionEvent::Confirms { accepted, refused, .. } = event {
+                task.targets_answered(accepted.into_iter().chain(refused));
+            }
         }
         task.state.set_now(now_ms());
         let placed = std::mem::take(&mut *task.handle.placements.lock());
@@ -154,11 +173,11 @@ async fn run(
     // Dead letters still waiting for room in their targets are delivered after the queue is
     // gone: they left it before it was deleted.
     let mut outbox = task.outbox;
-    if let Some(mut target) = outbox.pump() {
+    if let Some(mut target) = outbox.pump(&mut Vec::new()) {
         tokio::spawn(async move {
             loop {
                 room_in(&target).await;
-                match outbox.pump() {
+                match outbox.pump(&mut Vec::new()) {
                     Some(next) => target = next,
                     None => break,
                 }
@@ -211,7 +230,9 @@ impl Task {
     /// `dlx.policy.max_length_min` saw them overtaken when the machine was busy).
     fn finish_pass(&mut self) -> Option<QueueRef> {
         self.dead_letter();
-        let blocked = self.outbox.pump();
+        let mut gone = Vec::new();
+        let blocked = self.outbox.pump(&mut gone);
+        self.targets_answered(gone);
         for (session, event) in self.state.take_outbox() {
             session.send(event);
         }
@@ -266,13 +287,31 @@ impl Task {
             exchange: settings.dead_letter_exchange.as_deref(),
             routing_key: settings.dead_letter_routing_key.as_deref(),
         };
-        let dead_lettered = self.dead_letters.dead_letter(&dead_letterer, discarded);
-        for forward in dead_lettered.forwards {
-            self.outbox.push(forward);
+        let mut remove_now = Vec::new();
+        for discard in discarded {
+            let routed = dead_letterer.dead_letter(&*self.dead_letters, &discard.message, discard.reason);
+            // A persisted message's record stays until every target has its copy on disk;
+            // anything else leaves the log now.
+            let wait = discard.removal.filter(|r| r.persisted && routed.is_some());
+            if wait.is_none() {
+                remove_now.extend(discard.removal);
+            }
+            if let Some((message, targets)) = routed {
+                let confirm = wait.map(|removal| self.unconfirmed.track(removal, targets.len()));
+                self.outbox.push(Forward { message, targets, confirm });
+            }
         }
-        // At most once (RabbitMQ's default strategy): the queue forgets its dead letters once
-        // they are handed over, without waiting for their targets to accept them.
-        drop(dead_lettered.accepted);
+        for removal in remove_now {
+            self.state.remove_from_log(removal);
+        }
+    }
+
+    /// Targets answered for the copies `numbers` (or are gone): the log records of the
+    /// messages all whose targets have answered are removed in this pass.
+    fn targets_answered(&mut self, numbers: impl IntoIterator<Item = u64>) {
+        for removal in self.unconfirmed.answered(numbers) {
+            self.state.remove_from_log(removal);
+        }
     }
 
     /// A non-durable queue that spilled messages is gone: its log records are garbage. (A

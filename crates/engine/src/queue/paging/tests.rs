@@ -173,7 +173,7 @@ fn length_limits_purge_and_requeues_see_the_paged_messages() {
     assert_eq!(f.state.stats().ready, u32::try_from(IDLE_RESIDENT_MESSAGES + 100).unwrap());
     let dropped = f.state.take_discarded();
     assert_eq!(dropped.len(), 200);
-    assert!(dropped.iter().all(|(_, reason)| *reason == DeathReason::Maxlen));
+    assert!(dropped.iter().all(|d| d.reason == DeathReason::Maxlen));
     // A requeued message goes back before the paged ones.
     let owner = Owner { session: 1, channel: 1 };
     let first = f.state.get(owner, false).unwrap();
@@ -203,9 +203,9 @@ fn paged_messages_expire_at_the_head_in_order() {
     f.state.expire(false);
     let expired = f.state.take_discarded();
     assert_eq!(expired.len(), IDLE_RESIDENT_MESSAGES + OVER);
-    let last = expired.last().map(|(m, _)| String::from_utf8(m.body.bytes().to_vec()).unwrap());
+    let last = expired.last().map(|d| String::from_utf8(d.message.body.bytes().to_vec()).unwrap());
     assert_eq!(last, Some(format!("message {}", IDLE_RESIDENT_MESSAGES + OVER - 1)));
-    assert!(expired.iter().all(|(_, reason)| *reason == DeathReason::Expired));
+    assert!(expired.iter().all(|d| d.reason == DeathReason::Expired));
     assert_eq!(f.state.stats().ready, 0);
 }
 

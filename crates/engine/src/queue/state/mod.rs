@@ -32,6 +32,7 @@ use super::limits::Limits;
 use super::ready::Ready;
 use super::requests::{ConfirmTo, ConsumeSpec, CreditGrant, Enqueue, GetOk, QueueStats, Settle};
 use super::settings::QueueSettings;
+use super::unconfirmed::Removal;
 use crate::error::EngineError;
 use crate::session::{ConsumerId, Owner};
 
@@ -107,7 +108,7 @@ impl QueueState {
             if self.limits.refuses(&item.message, self.ready.size()) {
                 refused.extend(item.confirm);
                 if self.limits.dead_letters_refused() {
-                    self.effects.discard(item.message, DeathReason::Maxlen);
+                    self.effects.discard(item.message, DeathReason::Maxlen, None);
                 }
                 continue;
             }
@@ -184,12 +185,19 @@ impl QueueState {
         self.settle(seqs, if failed { Settle::RequeueFailed } else { Settle::Requeue });
     }
 
-    /// The one exit for messages that leave unacknowledged: dead lettering hooks in here.
+    /// The one exit for messages that leave unacknowledged: dead lettering hooks in here. The
+    /// message's log record is removed by the task once its dead letter is safe
+    /// ([`Self::remove_from_log`]).
     fn discard(&mut self, entry: Entry, reason: DeathReason) {
-        self.effects.journal().removed(&entry);
+        let removal = Removal { seq: entry.seq, persisted: entry.persisted, spilled: entry.spilled };
         let message =
             if self.quorum { super::counts::as_discarded(entry.message, entry.failed) } else { entry.message };
-        self.effects.discard(message, reason);
+        self.effects.discard(message, reason, Some(removal));
+    }
+
+    /// Removes the log record of a message that left the queue (see [`Self::discard`]).
+    pub(crate) fn remove_from_log(&mut self, removal: Removal) {
+        self.effects.journal().left(removal.seq, removal.persisted, removal.spilled);
     }
 
     /// Puts messages back at their original positions, marked redelivered, `failed` saying

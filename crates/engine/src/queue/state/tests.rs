@@ -77,7 +77,11 @@ fn bodies(state: &QueueState) -> Vec<String> {
 }
 
 fn discarded(state: &mut QueueState) -> Vec<(String, DeathReason)> {
-    state.take_discarded().into_iter().map(|(m, r)| (String::from_utf8_lossy(m.body.bytes()).into_owned(), r)).collect()
+    state
+        .take_discarded()
+        .into_iter()
+        .map(|d| (String::from_utf8_lossy(d.message.body.bytes()).into_owned(), d.reason))
+        .collect()
 }
 
 /// Publishes each message in its own batch, returning (accepted, refused) confirm numbers.
@@ -175,7 +179,7 @@ fn discard_goes_through_the_dead_letter_seam() {
     let owner = Owner { session: 1, channel: 1 };
     let got = s.get(owner, false).unwrap();
     s.settle(&[got.delivery.seq], Settle::Discard);
-    assert_eq!(s.take_discarded().iter().map(|(_, r)| *r).collect::<Vec<_>>(), [DeathReason::Rejected]);
+    assert_eq!(s.take_discarded().iter().map(|d| d.reason).collect::<Vec<_>>(), [DeathReason::Rejected]);
     assert_eq!(s.stats(), QueueStats { ready: 0, unacked: 0, consumers: 0 });
 }
 
@@ -402,14 +406,14 @@ fn a_quorum_discard_counts_a_failed_delivery_unless_only_undeliverable() {
     let second = s.get(owner, false).unwrap();
     s.settle(&[first.delivery.seq], Settle::Discard);
     s.settle(&[second.delivery.seq], Settle::DiscardUndeliverable);
-    let counts: Vec<u32> = s.take_discarded().iter().map(|(m, _)| m.broker.delivery_count).collect();
+    let counts: Vec<u32> = s.take_discarded().iter().map(|d| d.message.broker.delivery_count).collect();
     assert_eq!(counts, [1, 0]);
     // Classic queues keep no count.
     let mut c = state(QueueType::Classic, QueueSettings::default());
     publish(&mut c, vec![ttl_msg("m", None, 1)]);
     let got = c.get(owner, false).unwrap();
     c.settle(&[got.delivery.seq], Settle::Discard);
-    assert_eq!(c.take_discarded().first().map(|(m, _)| m.broker.delivery_count), Some(0));
+    assert_eq!(c.take_discarded().first().map(|d| d.message.broker.delivery_count), Some(0));
 }
 
 #[test]

@@ -217,3 +217,77 @@ fn drops_that_need_the_page_being_read_hold_the_confirmation_and_the_next_comman
         assert_eq!(probe::io_on_this_thread(), before, "no file I/O on the runtime thread");
     });
 }
+
+/// Dead letters go to one queue whose mailbox the test holds: it sees the copies and decides
+/// when they are confirmed.
+struct ToHeldQueue(QueueRef);
+
+impl DeadLetterSink for ToHeldQueue {
+    fn route(&self, _exchange: &str, _routing: &Routing, _headers: &Table) -> Option<Vec<QueueRef>> {
+        Some(vec![Arc::clone(&self.0)])
+    }
+}
+
+/// The sequence numbers of queue `id` that a restart would recover from the log as it is now
+/// (read from a copy, so the running log is left alone).
+fn recoverable(dir: &std::path::Path, id: u64) -> Vec<u64> {
+    let copy = tempfile::tempdir().unwrap();
+    for entry in std::fs::read_dir(dir.join("log")).unwrap() {
+        let entry = entry.unwrap();
+        std::fs::copy(entry.path(), copy.path().join(entry.file_name())).unwrap();
+    }
+    let (log, recovery) = MessageLog::open(copy.path(), LogOptions::default()).unwrap();
+    drop(log);
+    recovery.queues.get(&id).map(|q| q.iter().map(|m| m.seq).collect()).unwrap_or_default()
+}
+
+#[test]
+fn a_dead_lettered_message_stays_in_the_log_until_its_target_confirmed_the_copy() {
+    let dir = tempfile::tempdir().unwrap();
+    let (store, _) = store(dir.path());
+    runtime().block_on(async {
+        let (target_tx, mut target_rx) = tokio::sync::mpsc::channel(8);
+        let target_config = QueueConfig {
+            name: "dlq".into(),
+            vhost: "/".into(),
+            durable: true,
+            auto_delete: false,
+            exclusive_owner: None,
+            arguments: Table::new(),
+            queue_type: QueueType::Classic,
+        };
+        let target = Arc::new(super::super::QueueHandle::new(20, target_config, target_tx));
+        let config = QueueConfig {
+            name: "src".into(),
+            vhost: "/".into(),
+            durable: true,
+            auto_delete: false,
+            exclusive_owner: None,
+            arguments: Table::new(),
+            queue_type: QueueType::Classic,
+        };
+        let links = QueueLinks {
+            store: Some(Arc::clone(&store)),
+            dead_letters: Arc::new(ToHeldQueue(target)),
+            on_self_delete: Box::new(|_| {}),
+        };
+        let settings = QueueSettings { dead_letter_exchange: Some("dlx".into()), ..QueueSettings::default() };
+        let source = super::super::spawn(21, config, settings, links, RecoveredQueue::default());
+        publish(&source, 0..1).await;
+        let seq = source.get(OWNER, false).await.unwrap().unwrap().delivery.seq;
+        source.settle(vec![seq], super::super::Settle::Discard).await;
+        let Some(QueueCmd::Publish { items, confirm_to: Some(confirm_to) }) = target_rx.recv().await else {
+            panic!("the copy goes to the target with a confirm request");
+        };
+        let number = items[0].confirm.expect("the copy carries its confirm number");
+        // Everything the source wrote for the discard is in the log once a later publish is
+        // confirmed: the message is still recoverable there.
+        publish(&source, 1..2).await;
+        assert!(recoverable(dir.path(), 21).contains(&seq), "removed before the target had the copy");
+        confirm_to.session.send(SessionEvent::Confirms { channel: 0, accepted: vec![number], refused: vec![] });
+        publish(&source, 2..3).await;
+        let left = recoverable(dir.path(), 21);
+        assert!(!left.contains(&seq), "removed once the target confirmed: {left:?}");
+        assert_eq!(left.len(), 2, "the two later messages");
+    });
+}
