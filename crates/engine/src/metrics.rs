@@ -56,7 +56,7 @@ fn escape_label(value: &str) -> String {
 }
 
 /// Describes the counters and creates, at zero, every global series RabbitMQ 4.0.5 exports at
-/// start-up (at-least-once series included, though Charon does not implement that strategy yet).
+/// start-up (at-least-once series included).
 pub fn register() {
     let help = [
         (DeathReason::Maxlen, "Total number of messages dead-lettered due to overflow drop-head or reject-publish-dlx"),

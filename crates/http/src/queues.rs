@@ -4,7 +4,7 @@ use std::sync::Arc;
 
 use axum::Json;
 use axum::extract::{Extension, Path, State};
-use charon_engine::{Broker, QueueRef, User, VHost};
+use charon_engine::{Broker, QueueRef, QueueType, User, VHost};
 use serde_json::{Value as JsonValue, json};
 
 use crate::error::ApiError;
@@ -14,7 +14,7 @@ async fn render(vhost: &VHost, queue: &QueueRef) -> Option<JsonValue> {
     let stats = queue.stats().await.ok()?;
     let config = &queue.config;
     let policy = vhost.queue_policy(queue);
-    Some(json!({
+    let mut rendered = json!({
         "name": config.name,
         "vhost": config.vhost,
         "durable": config.durable,
@@ -24,12 +24,20 @@ async fn render(vhost: &VHost, queue: &QueueRef) -> Option<JsonValue> {
         "type": config.queue_type.as_str(),
         "state": "running",
         "consumers": stats.consumers,
-        "messages": u64::from(stats.ready) + u64::from(stats.unacked),
+        "messages": u64::from(stats.ready) + u64::from(stats.unacked) + u64::from(stats.dead_letters_pending),
         "messages_ready": stats.ready,
         "messages_unacknowledged": stats.unacked,
         "policy": policy.as_ref().map(|p| p.name.clone()),
         "effective_policy_definition": policy.map_or_else(|| json!({}), |p| table_to_json(&p.definition)),
-    }))
+    });
+    // Quorum queues report their at-least-once dead letters waiting for their targets, as
+    // RabbitMQ 4.0.5 does (`messages_dlx`); they are in `messages`, not in `messages_ready`.
+    if config.queue_type == QueueType::Quorum
+        && let Some(fields) = rendered.as_object_mut()
+    {
+        fields.insert("messages_dlx".into(), stats.dead_letters_pending.into());
+    }
+    Some(rendered)
 }
 
 async fn render_all(vhost: &VHost) -> Vec<JsonValue> {

@@ -122,3 +122,40 @@ async fn alarm_health_checks_answer_as_rabbitmq() {
     assert_eq!(body["reason"], "There are alarms in effect on the node");
     assert_eq!(body["alarms"], serde_json::json!([{"node": node, "resource": "memory"}]));
 }
+
+#[tokio::test]
+async fn a_quorum_queue_shows_its_waiting_at_least_once_dead_letters_as_messages_dlx() {
+    let broker = Broker::new(BrokerConfig::default());
+    let user = broker.authenticate("guest", "guest").unwrap();
+    let vhost = broker.open_vhost(&user, "/").unwrap();
+    let mut arguments = Table::new();
+    for (key, value) in [
+        ("x-queue-type", "quorum"),
+        ("x-dead-letter-strategy", "at-least-once"),
+        ("x-overflow", "reject-publish"),
+        ("x-dead-letter-exchange", ""),
+        ("x-dead-letter-routing-key", "nowhere"),
+    ] {
+        arguments.insert(key, charon_model::Value::long_str(value));
+    }
+    let declare = QueueDeclare {
+        name: "qq".into(),
+        passive: false,
+        durable: true,
+        exclusive: false,
+        auto_delete: false,
+        arguments,
+    };
+    vhost.declare_queue(&declare, 1).await.unwrap();
+    let queue = vhost.queue("qq", 1).unwrap();
+    assert!(queue.publish(vec![Enqueue { message: Arc::new(Message::default()), confirm: None }], None).await);
+    let owner = charon_engine::Owner { session: 1, channel: 1 };
+    let seq = queue.get(owner, false).await.unwrap().unwrap().delivery.seq;
+    queue.settle(vec![seq], charon_engine::Settle::Discard).await;
+    let (_, got) = call(&broker, "GET", "/api/queues/%2F/qq", "").await;
+    assert_eq!(
+        (got["messages"].clone(), got["messages_ready"].clone(), got["messages_dlx"].clone()),
+        (1.into(), 0.into(), 1.into()),
+        "{got}"
+    );
+}

@@ -47,6 +47,8 @@ pub enum DeadLetterStrategy {
     Disabled,
     /// Dead-lettered without confirmation.
     AtMostOnce,
+    /// Kept until every target confirmed (quorum queues, RabbitMQ's `at-least-once`).
+    AtLeastOnce,
 }
 
 impl DeadLetterStrategy {
@@ -54,6 +56,7 @@ impl DeadLetterStrategy {
         match self {
             Self::Disabled => "disabled",
             Self::AtMostOnce => "at_most_once",
+            Self::AtLeastOnce => "at_least_once",
         }
     }
 }
@@ -77,4 +80,15 @@ pub fn count_dead_letter(
     counter!(global_name(reason), "queue_type" => queue_type.module(), "dead_letter_strategy" => strategy.label())
         .increment(1);
     queue.add(reason);
+}
+
+/// Counts one at-least-once dead letter that every target confirmed
+/// (`rabbitmq_global_messages_dead_lettered_confirmed_total`).
+pub(crate) fn count_confirmed() {
+    counter!(
+        "rabbitmq_global_messages_dead_lettered_confirmed_total",
+        "queue_type" => QueueType::Quorum.module(),
+        "dead_letter_strategy" => DeadLetterStrategy::AtLeastOnce.label()
+    )
+    .increment(1);
 }

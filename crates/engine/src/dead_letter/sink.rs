@@ -53,42 +53,66 @@ pub(crate) struct DeadLetterer<'a> {
 }
 
 impl DeadLetterer<'_> {
-    /// Dead-letters one message through `sink` (RabbitMQ 4.0.5's `rabbit_dead_letter:publish/5`):
-    /// returns the copy and its targets, or `None` when it is dropped (no dead-letter exchange,
-    /// a missing one, no route, or only cyclic routes).
+    /// Dead-letters one message through `sink` (RabbitMQ 4.0.5's `rabbit_dead_letter:publish/5`),
+    /// counting it at most once (or `disabled`): returns the copy and its targets, or `None`
+    /// when it is dropped (no dead-letter exchange, a missing one, no route, or only cyclic
+    /// routes).
     pub(crate) fn dead_letter<S: DeadLetterSink + ?Sized>(
         &self,
         sink: &S,
         message: &Message,
         reason: DeathReason,
     ) -> Option<(Arc<Message>, Vec<QueueRef>)> {
-        let routed = self.exchange.and_then(|exchange| {
-            let copy = dead_lettered_copy(message, self.queue, reason, exchange, self.routing_key, now_ms());
-            let headers = routing_headers(&copy);
-            sink.route(exchange, &copy.routing, &headers).map(|targets| (copy, targets))
+        let routed = self.copy(message, reason).and_then(|copy| {
+            let targets =
+                self.exchange.and_then(|exchange| sink.route(exchange, &copy.routing, &routing_headers(&copy)));
+            targets.map(|targets| (copy, targets))
         });
         let strategy = if routed.is_some() { DeadLetterStrategy::AtMostOnce } else { DeadLetterStrategy::Disabled };
         count_dead_letter(self.queue_type, strategy, reason, self.counts);
-        let (copy, mut targets) = routed?;
-        if reason != DeathReason::Rejected
-            && let Some(history) = copy.broker.deaths.as_deref()
-        {
-            targets.retain(|target| {
-                let cycle = is_cycle(history, target.name());
-                if cycle {
-                    tracing::warn!(
-                        queue = target.name(),
-                        "message dropped: its death history contains a dead letter cycle without reason 'rejected'"
-                    );
-                }
-                !cycle
-            });
-        }
-        if targets.is_empty() {
-            return None;
-        }
-        Some((Arc::new(copy), targets))
+        let (copy, targets) = routed?;
+        let targets = without_cycles(&copy, reason, targets);
+        (!targets.is_empty()).then(|| (Arc::new(copy), targets))
     }
+
+    /// The dead-lettered copy of `message` (one more death, no TTL, the dead-letter exchange
+    /// and routing key), or `None` without a dead-letter exchange.
+    pub(crate) fn copy(&self, message: &Message, reason: DeathReason) -> Option<Message> {
+        let exchange = self.exchange?;
+        Some(dead_lettered_copy(message, self.queue, reason, exchange, self.routing_key, now_ms()))
+    }
+
+    /// The queues `copy` goes to now (the cycle rule applied); empty when its exchange is
+    /// missing or routes it nowhere.
+    pub(crate) fn route<S: DeadLetterSink + ?Sized>(
+        &self,
+        sink: &S,
+        copy: &Message,
+        reason: DeathReason,
+    ) -> Vec<QueueRef> {
+        let targets = self.exchange.and_then(|exchange| sink.route(exchange, &copy.routing, &routing_headers(copy)));
+        without_cycles(copy, reason, targets.unwrap_or_default())
+    }
+}
+
+/// Drops the targets the cycle rule excludes: a queue already in the copy's death history,
+/// unless the message was rejected (RabbitMQ logs each).
+fn without_cycles(copy: &Message, reason: DeathReason, mut targets: Vec<QueueRef>) -> Vec<QueueRef> {
+    if reason != DeathReason::Rejected
+        && let Some(history) = copy.broker.deaths.as_deref()
+    {
+        targets.retain(|target| {
+            let cycle = is_cycle(history, target.name());
+            if cycle {
+                tracing::warn!(
+                    queue = target.name(),
+                    "message dropped: its death history contains a dead letter cycle without reason 'rejected'"
+                );
+            }
+            !cycle
+        });
+    }
+    targets
 }
 
 #[cfg(test)]

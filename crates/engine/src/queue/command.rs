@@ -43,4 +43,7 @@ pub(crate) enum QueueCmd {
     },
     Resume,
     Credit(CreditGrant),
+    /// A binding or a queue was added in the vhost: at-least-once dead letters nobody could
+    /// take are tried again.
+    TopologyChanged,
 }

@@ -163,6 +163,12 @@ impl QueueHandle {
         let _ = self.send(QueueCmd::Credit(grant)).await;
     }
 
+    /// Tells a queue the exchange graph grew (see [`QueueCmd::TopologyChanged`]). Never blocks:
+    /// a full mailbox means the queue runs a pass anyway, and its retry timer stays.
+    pub(crate) fn topology_changed(&self) {
+        let _ = self.tx.try_send(QueueCmd::TopologyChanged);
+    }
+
     /// Nudges a queue waiting on a [`Gate`]. Never blocks: a full mailbox means the queue will
     /// run a dispatch pass anyway.
     pub(crate) fn resume(&self) {

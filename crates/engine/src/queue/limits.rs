@@ -37,6 +37,15 @@ pub(super) struct Size {
     pub(super) bytes: u64,
 }
 
+/// Ready messages and at-least-once dead letters both count against a quorum queue's limits.
+impl std::ops::Add for Size {
+    type Output = Self;
+
+    fn add(self, other: Self) -> Self {
+        Self { count: self.count + other.count, bytes: self.bytes + other.bytes }
+    }
+}
+
 /// A queue's effective settings and the state its limits keep.
 #[derive(Debug)]
 pub(super) struct Limits {

@@ -24,6 +24,7 @@ pub mod args;
 mod command;
 mod consumers;
 mod counts;
+mod dlx_pending;
 mod effects;
 mod entry;
 pub(crate) mod handle;

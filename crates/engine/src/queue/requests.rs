@@ -109,6 +109,9 @@ pub struct QueueStats {
     pub unacked: u32,
     /// Consumers.
     pub consumers: u32,
+    /// At-least-once dead letters waiting for their targets (RabbitMQ's `messages_dlx`): not
+    /// ready, but counted in `messages`.
+    pub dead_letters_pending: u32,
 }
 
 /// A 1.0 receiver's flow for a consumer link, as the queue applies it.

@@ -51,6 +51,10 @@ pub struct QueueSettings {
     pub delivery_limit: Option<u64>,
     /// Delete the queue after this many ms unused.
     pub expires: Option<u64>,
+    /// RabbitMQ's at-least-once dead lettering is in effect: a quorum queue with the
+    /// `at-least-once` strategy, a dead-letter exchange and `reject-publish` (with `drop-head`
+    /// RabbitMQ falls back to at-most-once).
+    pub at_least_once: bool,
 }
 
 /// How an argument and a policy value of the same setting combine when both are set.
@@ -144,8 +148,14 @@ impl QueueSettings {
         let overflow = if quorum && overflow == Overflow::RejectPublishDlx { Overflow::DropHead } else { overflow };
         let delivery_limit = if quorum { resolve_delivery_limit(arguments, policy) } else { None };
         let min = |key| non_negative(resolve_integer(arguments, policy, key, Precedence::Min));
+        let dead_letter_exchange = resolve_text(arguments, policy, "dead-letter-exchange", Precedence::Argument);
+        let strategy = resolve_text(arguments, policy, "dead-letter-strategy", Precedence::Argument);
+        let at_least_once = quorum
+            && strategy.as_deref() == Some("at-least-once")
+            && dead_letter_exchange.is_some()
+            && overflow == Overflow::RejectPublish;
         Self {
-            dead_letter_exchange: resolve_text(arguments, policy, "dead-letter-exchange", Precedence::Argument),
+            dead_letter_exchange,
             dead_letter_routing_key: resolve_text(arguments, policy, "dead-letter-routing-key", Precedence::Argument),
             message_ttl: min("message-ttl"),
             max_length: min("max-length"),
@@ -153,6 +163,7 @@ impl QueueSettings {
             overflow,
             delivery_limit,
             expires: min("expires"),
+            at_least_once,
         }
     }
 
@@ -189,6 +200,29 @@ mod tests {
         assert_eq!(s.dead_letter_routing_key.as_deref(), Some("policy-key"));
         assert_eq!((s.message_ttl, s.max_length), (Some(1000), Some(10)));
         assert_eq!(s.delivery_limit, None);
+    }
+
+    #[test]
+    fn at_least_once_needs_a_quorum_queue_a_dead_letter_exchange_and_reject_publish() {
+        let full = [
+            ("x-dead-letter-strategy", Value::long_str("at-least-once")),
+            ("x-dead-letter-exchange", Value::long_str("dlx")),
+            ("x-overflow", Value::long_str("reject-publish")),
+        ];
+        assert!(QueueSettings::resolve(QueueType::Quorum, &table(&full), None).at_least_once);
+        assert!(!QueueSettings::resolve(QueueType::Classic, &table(&full), None).at_least_once);
+        for missing in 0..full.len() {
+            let args: Vec<_> =
+                full.iter().enumerate().filter(|(i, _)| *i != missing).map(|(_, kv)| kv.clone()).collect();
+            assert!(!QueueSettings::resolve(QueueType::Quorum, &table(&args), None).at_least_once, "without {missing}");
+        }
+        // The strategy by policy; the queue's argument wins over it.
+        let args = table(&full[1..]);
+        let policy = table(&[("dead-letter-strategy", Value::long_str("at-least-once"))]);
+        assert!(QueueSettings::resolve(QueueType::Quorum, &args, Some(&policy)).at_least_once);
+        let mut most = full.to_vec();
+        most[0].1 = Value::long_str("at-most-once");
+        assert!(!QueueSettings::resolve(QueueType::Quorum, &table(&most), Some(&policy)).at_least_once);
     }
 
     #[test]

@@ -22,6 +22,7 @@ use std::time::Duration;
 use tokio::sync::mpsc;
 
 use super::command::QueueCmd;
+use super::dlx_pending::NUMBER_BIT as DLX_NUMBER_BIT;
 use super::handle::QueueRef;
 use super::links::{OnSelfDelete, QueueLinks};
 use super::outbox::{Outbox, room_in};
@@ -130,7 +131,8 @@ async fn run(
         }
         for event in confirmed.drain(..) {
             if let SessionEvent::Confirms { accepted, refused, .. } = event {
-                task.targets_answered(accepted.into_iter().chain(refused));
+                task.answers(accepted, true);
+                task.answers(refused, false);
             }
         }
         task.state.set_now(now_ms());
@@ -230,9 +232,12 @@ impl Task {
     /// `dlx.policy.max_length_min` saw them overtaken when the machine was busy).
     fn finish_pass(&mut self) -> Option<QueueRef> {
         self.dead_letter();
+        self.forward_at_least_once();
         let mut gone = Vec::new();
         let blocked = self.outbox.pump(&mut gone);
-        self.targets_answered(gone);
+        // A deleted target never confirms: a crash-safe forward is done with it, an
+        // at-least-once letter waits for a route that exists.
+        self.answers(gone, false);
         for (session, event) in self.state.take_outbox() {
             session.send(event);
         }
@@ -306,11 +311,53 @@ impl Task {
         }
     }
 
-    /// Targets answered for the copies `numbers` (or are gone): the log records of the
-    /// messages all whose targets have answered are removed in this pass.
-    fn targets_answered(&mut self, numbers: impl IntoIterator<Item = u64>) {
-        for removal in self.unconfirmed.answered(numbers) {
+    /// Targets answered for the copies `numbers` (`accepted`, or refused / gone). A
+    /// crash-safe forward counts any answer: the log records of messages all whose targets
+    /// answered are removed in this pass. An at-least-once letter leaves only once every
+    /// target accepted it.
+    fn answers(&mut self, numbers: Vec<u64>, accepted: bool) {
+        let (at_least_once, crash_safe): (Vec<u64>, Vec<u64>) =
+            numbers.into_iter().partition(|n| n & DLX_NUMBER_BIT != 0);
+        for number in at_least_once {
+            self.state.dlx_answered(number, accepted);
+        }
+        for removal in self.unconfirmed.answered(crash_safe) {
             self.state.remove_from_log(removal);
+        }
+    }
+
+    /// Forwards the at-least-once dead letters that are due, one copy per target that does
+    /// not have it yet, each with its own confirm number.
+    fn forward_at_least_once(&mut self) {
+        let due = self.state.dlx_due();
+        if due.is_empty() {
+            return;
+        }
+        let config = &self.handle.config;
+        let settings = self.state.settings().clone();
+        let dead_letterer = DeadLetterer {
+            queue: &config.name,
+            counts: &self.handle.dead_lettered,
+            queue_type: config.queue_type,
+            exchange: settings.dead_letter_exchange.as_deref(),
+            routing_key: settings.dead_letter_routing_key.as_deref(),
+        };
+        for letter in due {
+            let copy = letter.copy.or_else(|| dead_letterer.copy(&letter.message, letter.reason).map(Arc::new));
+            let targets = copy.as_ref().map_or_else(Vec::new, |copy| {
+                let mut targets = dead_letterer.route(&*self.dead_letters, copy, letter.reason);
+                targets.retain(|t| !letter.confirmed.contains(&t.id));
+                targets
+            });
+            let Some(copy) = copy.filter(|_| !targets.is_empty()) else {
+                self.state.dlx_unroutable(letter.id);
+                continue;
+            };
+            for target in targets {
+                let number = self.state.dlx_sent(letter.id, &copy, target.id);
+                let forward = Forward { message: Arc::clone(&copy), targets: vec![target], confirm: Some(number) };
+                self.outbox.push(forward);
+            }
         }
     }
 
@@ -375,6 +422,7 @@ fn apply(state: &mut QueueState, command: QueueCmd) -> Applied {
             }
         },
         QueueCmd::Resume => {}
+        QueueCmd::TopologyChanged => state.topology_changed(),
         QueueCmd::Credit(grant) => state.credit(grant),
     }
     Applied::Done

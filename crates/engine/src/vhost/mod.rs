@@ -199,6 +199,16 @@ impl VHost {
         self.version.fetch_add(1, Ordering::Release);
     }
 
+    /// The exchange graph grew (an exchange, a queue or a binding was added): besides
+    /// [`Self::changed`], quorum queues try their stuck at-least-once dead letters again, which
+    /// may have a route now (RabbitMQ waits for a policy change or its 180 s timer).
+    fn grew(&self, topology: &Topology) {
+        self.changed();
+        for queue in topology.queues.values().filter(|q| q.config.queue_type == QueueType::Quorum) {
+            queue.topology_changed();
+        }
+    }
+
     fn exchange_resource(&self, name: &str) -> Resource {
         Resource::exchange(&self.name, name)
     }
@@ -258,7 +268,7 @@ impl VHost {
                     };
                     let Some(store) = self.store.as_ref().filter(|_| info.durable) else {
                         topology.add_exchange(info);
-                        self.changed();
+                        self.grew(&topology);
                         return Ok(());
                     };
                     let done = store.save_exchange(&self.name, &info);
@@ -279,7 +289,7 @@ impl VHost {
                     topology.reserved_exchanges.remove(&info.name);
                     if committed {
                         topology.add_exchange(info);
-                        vhost.changed();
+                        vhost.grew(topology);
                     }
                     drop(reservation);
                 })
@@ -375,7 +385,7 @@ impl VHost {
                             topology.reserved_queues.remove(queue.name());
                             if committed {
                                 topology.queues.insert(queue.name().to_owned(), queue);
-                                vhost.changed();
+                                vhost.grew(topology);
                             }
                             drop(reservation);
                         })
@@ -476,7 +486,7 @@ impl VHost {
         let queue = crate::queue::spawn(id, config, settings, self.queue_links(), Default::default());
         let Some((store, stored)) = self.store.as_ref().zip(stored) else {
             topology.queues.insert(name.clone(), queue);
-            self.changed();
+            self.grew(&topology);
             return Ok(Created::New(name));
         };
         let done = store.save_queue(stored);
@@ -580,7 +590,7 @@ impl VHost {
                 }
                 None => {
                     if topology.bind(source, binding) {
-                        self.changed();
+                        self.grew(&topology);
                     }
                     return Ok(());
                 }
@@ -591,7 +601,7 @@ impl VHost {
             // Published only if both ends are still the ones it was validated against: had one
             // been deleted meanwhile, the store already forgot the binding with it.
             if committed && ends.is_some_and(|ends| ends.still_in(topology)) && topology.bind(&source, binding) {
-                vhost.changed();
+                vhost.grew(topology);
             }
         })
         .await

@@ -25,6 +25,7 @@ use charon_model::{DeathReason, Message, Table};
 use charon_store::segment_log::{LogReader, Placed, Record, RecoveredQueue};
 
 use super::consumers::Consumers;
+use super::dlx_pending::{DlxPending, Due};
 use super::effects::{Discarded, Effects, Events};
 use super::entry::Entry;
 use super::handle::QueueRef;
@@ -33,6 +34,7 @@ use super::ready::Ready;
 use super::requests::{ConfirmTo, ConsumeSpec, CreditGrant, Enqueue, GetOk, QueueStats, Settle};
 use super::settings::QueueSettings;
 use super::unconfirmed::Removal;
+use crate::dead_letter::counts::{DeadLetterStrategy, count_confirmed, count_dead_letter};
 use crate::error::EngineError;
 use crate::session::{ConsumerId, Owner};
 
@@ -54,7 +56,16 @@ pub(crate) struct QueueState {
     consumers: Consumers,
     limits: Limits,
     effects: Effects,
+    /// At-least-once dead letters waiting for their targets.
+    dlx: DlxPending,
+    /// When stuck at-least-once dead letters are tried again, ms since epoch.
+    dlx_retry_at: Option<i64>,
 }
+
+/// How long at-least-once dead letters that could not be forwarded wait before they are tried
+/// again without a topology or policy change (RabbitMQ's
+/// `dead_letter_worker_publisher_confirm_timeout`, 180 s).
+const DLX_RETRY_MS: i64 = 180_000;
 
 impl QueueState {
     pub(crate) fn new(handle: QueueRef, settings: QueueSettings, now: i64) -> Self {
@@ -69,6 +80,8 @@ impl QueueState {
             consumers: Consumers::default(),
             limits: Limits::new(settings, quorum, now),
             effects,
+            dlx: DlxPending::default(),
+            dlx_retry_at: None,
         }
     }
 
@@ -188,10 +201,17 @@ impl QueueState {
     /// The one exit for messages that leave unacknowledged: dead lettering hooks in here. The
     /// message's log record is removed by the task once its dead letter is safe
     /// ([`Self::remove_from_log`]).
-    fn discard(&mut self, entry: Entry, reason: DeathReason) {
+    fn discard(&mut self, mut entry: Entry, reason: DeathReason) {
         let removal = Removal { seq: entry.seq, persisted: entry.persisted, spilled: entry.spilled };
         let message =
             if self.quorum { super::counts::as_discarded(entry.message, entry.failed) } else { entry.message };
+        if self.limits.settings().at_least_once {
+            let (queue_type, counts) = (self.handle.config.queue_type, &self.handle.dead_lettered);
+            count_dead_letter(queue_type, DeadLetterStrategy::AtLeastOnce, reason, counts);
+            entry.message = message;
+            self.dlx.hold(entry, reason);
+            return;
+        }
         self.effects.discard(message, reason, Some(removal));
     }
 
@@ -267,6 +287,7 @@ impl QueueState {
             ready: count(self.ready.len()),
             unacked: count(self.consumers.unacked_len()),
             consumers: count(self.consumers.len()),
+            dead_letters_pending: u32::try_from(self.dlx.size().count).unwrap_or(u32::MAX),
         }
     }
 
@@ -366,7 +387,7 @@ impl QueueState {
 
     /// Ends a quorum queue's refusal once it is back under 80 % of its limit.
     pub(crate) fn refresh_refusing(&mut self) {
-        self.limits.refresh_refusing(self.ready.size());
+        self.limits.refresh_refusing(self.ready.size() + self.dlx.size());
     }
 
     /// Dead-letters expired messages at the head. `inclusive` also expires messages whose
@@ -416,10 +437,7 @@ impl QueueState {
     pub(crate) fn next_deadline(&self) -> Option<i64> {
         let head = if self.limits.has_expiry_room() { self.ready.head_deadline() } else { None };
         let unused = self.limits.unused_deadline(self.consumers.is_empty());
-        match (head, unused) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
-        }
+        [head, unused, self.dlx_retry_at].into_iter().flatten().min()
     }
 
     /// Whether `x-expires` has run out: the queue is deleted, its messages are not
@@ -434,10 +452,73 @@ impl QueueState {
     }
 
     /// Applies new settings (a policy changed): a lowered limit drops the head at once.
+    /// Leaving at-least-once dead lettering deletes the dead letters still waiting, as RabbitMQ
+    /// 4.0.5 does (`rabbit_fifo_dlx:switch_from`); staying in it tries them again at once.
     pub(crate) fn apply_settings(&mut self, settings: QueueSettings) {
+        let at_least_once = settings.at_least_once;
         self.limits.apply(settings, self.now);
+        if at_least_once {
+            self.dlx.retry_all();
+        } else {
+            let deleted = self.dlx.take_all();
+            if !deleted.is_empty() {
+                tracing::info!(queue = self.handle.name(), count = deleted.len(), "Deleted dead-lettered messages");
+            }
+            for entry in deleted {
+                self.effects.journal().removed(&entry);
+            }
+            self.dlx_retry_at = None;
+        }
         self.enforce_limits();
         self.refresh_refusing();
+    }
+
+    /// The exchange graph changed (a binding or a queue was added): stuck at-least-once dead
+    /// letters are tried again at once rather than at the next timer.
+    pub(crate) fn topology_changed(&mut self) {
+        self.dlx.retry_all();
+    }
+
+    /// At-least-once dead letters due for an attempt (all of them when the retry timer fired).
+    pub(crate) fn dlx_due(&mut self) -> Vec<Due> {
+        if self.dlx_retry_at.is_some_and(|at| at <= self.now) {
+            self.dlx_retry_at = None;
+            self.dlx.retry_all();
+        }
+        if self.dlx.any_due() { self.dlx.due() } else { Vec::new() }
+    }
+
+    /// The copy of dead letter `id` goes to target queue `target`: its confirm number.
+    pub(crate) fn dlx_sent(&mut self, id: u64, copy: &Arc<Message>, target: u64) -> u64 {
+        self.dlx.sent(id, copy, target)
+    }
+
+    /// Dead letter `id` has nowhere to go now: it waits for the next attempt (or is done, if
+    /// targets confirmed it before).
+    pub(crate) fn dlx_unroutable(&mut self, id: u64) {
+        match self.dlx.unroutable(id) {
+            Some(entry) => self.dlx_done(&entry),
+            None => self.retry_dlx_later(),
+        }
+    }
+
+    /// A target answered an at-least-once copy.
+    pub(crate) fn dlx_answered(&mut self, number: u64, accepted: bool) {
+        if let Some(entry) = self.dlx.answered(number, accepted) {
+            self.dlx_done(&entry);
+        } else if !accepted {
+            self.retry_dlx_later();
+        }
+    }
+
+    fn dlx_done(&mut self, entry: &Entry) {
+        count_confirmed();
+        self.effects.journal().removed(entry);
+        self.refresh_refusing();
+    }
+
+    fn retry_dlx_later(&mut self) {
+        self.dlx_retry_at.get_or_insert(self.now.saturating_add(DLX_RETRY_MS));
     }
 
     /// Takes the places the log reported for messages behind the head.

@@ -1,0 +1,129 @@
+//! RabbitMQ's at-least-once dead lettering (issue 16): a quorum queue with the `at-least-once`
+//! strategy and `reject-publish` keeps a dead letter nobody can take — not ready, counted as
+//! pending — until a route exists, then hands it over; leaving the strategy deletes what waits.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing)]
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use charon_engine::{Broker, BrokerConfig, Owner, QueueDeclare, QueueRef, Settle, VHost};
+use charon_model::{Body, Message, Routing, Table, Value};
+
+const OWNER: Owner = Owner { session: 1, channel: 1 };
+
+fn table(pairs: &[(&str, Value)]) -> Table {
+    let mut table = Table::new();
+    for (key, value) in pairs {
+        table.insert(*key, value.clone());
+    }
+    table
+}
+
+fn declare(name: &str, arguments: Table) -> QueueDeclare {
+    QueueDeclare { name: name.into(), durable: true, arguments, ..QueueDeclare::default() }
+}
+
+fn source_args(strategy: &str, overflow: &str) -> Table {
+    table(&[
+        ("x-queue-type", Value::long_str("quorum")),
+        ("x-dead-letter-strategy", Value::long_str(strategy)),
+        ("x-overflow", Value::long_str(overflow)),
+        ("x-dead-letter-exchange", Value::long_str("")),
+        ("x-dead-letter-routing-key", Value::long_str("dlq")),
+    ])
+}
+
+/// Publishes one message to `queue` and rejects it (requeue = false).
+async fn publish_and_reject(queue: &QueueRef, body: &str) {
+    let routing = Routing { exchange: String::new(), routing_key: queue.name().into(), ..Routing::default() };
+    let message = Arc::new(Message::new(routing, Body::Data(body.to_owned().into())));
+    assert!(queue.publish(vec![charon_engine::Enqueue { message, confirm: None }], None).await);
+    let got = queue.get(OWNER, false).await.unwrap().expect("the message");
+    queue.settle(vec![got.delivery.seq], Settle::Discard).await;
+}
+
+/// The source's pending dead letters once the queue has settled down.
+async fn pending(queue: &QueueRef) -> (u32, u32) {
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    let stats = queue.stats().await.unwrap();
+    (stats.ready, stats.dead_letters_pending)
+}
+
+async fn setup() -> (Arc<Broker>, Arc<VHost>) {
+    let broker = Broker::new(BrokerConfig::default());
+    let user = broker.authenticate("guest", "guest").unwrap();
+    let vhost = broker.open_vhost(&user, "/").unwrap();
+    (broker, vhost)
+}
+
+#[tokio::test]
+async fn an_unroutable_dead_letter_waits_in_the_source_until_its_queue_is_declared() {
+    let (_broker, vhost) = setup().await;
+    vhost.declare_queue(&declare("src", source_args("at-least-once", "reject-publish")), 1).await.unwrap();
+    let source = vhost.queue("src", 1).unwrap();
+    publish_and_reject(&source, "m1").await;
+    assert_eq!(pending(&source).await, (0, 1), "not ready, not lost: pending");
+    assert_eq!(source.get(OWNER, true).await.unwrap().map(|g| g.delivery.seq), None, "never delivered");
+    // The dead-letter queue appears: the letter goes there at once, not after a timer.
+    vhost.declare_queue(&declare("dlq", Table::new()), 1).await.unwrap();
+    let dlq = vhost.queue("dlq", 1).unwrap();
+    assert_eq!(pending(&source).await, (0, 0));
+    let got = dlq.get(OWNER, true).await.unwrap().expect("the dead letter");
+    assert_eq!(got.delivery.message.body.bytes().as_ref(), b"m1");
+    let deaths = got.delivery.message.broker.deaths.as_deref().expect("its death");
+    assert_eq!(deaths.entries[0].queue, "src");
+}
+
+#[tokio::test]
+async fn a_full_target_keeps_the_letter_until_a_retry_finds_room() {
+    let (_broker, vhost) = setup().await;
+    let full = table(&[("x-max-length", Value::I64(0)), ("x-overflow", Value::long_str("reject-publish"))]);
+    vhost.declare_queue(&declare("dlq", full), 1).await.unwrap();
+    vhost.declare_queue(&declare("src", source_args("at-least-once", "reject-publish")), 1).await.unwrap();
+    let source = vhost.queue("src", 1).unwrap();
+    publish_and_reject(&source, "m1").await;
+    assert_eq!(pending(&source).await, (0, 1), "refused by the full target: kept");
+    // The target is replaced by one with room; the new queue makes the source try again.
+    vhost.delete_queue("dlq", 1, false, false).await.unwrap();
+    vhost.declare_queue(&declare("dlq", Table::new()), 1).await.unwrap();
+    assert_eq!(pending(&source).await, (0, 0));
+    assert!(vhost.queue("dlq", 1).unwrap().get(OWNER, true).await.unwrap().is_some());
+}
+
+#[tokio::test]
+async fn with_drop_head_or_at_most_once_the_dead_letter_is_dropped_as_before() {
+    let (_broker, vhost) = setup().await;
+    for (name, strategy, overflow) in [("a", "at-least-once", "drop-head"), ("b", "at-most-once", "reject-publish")] {
+        let mut args = source_args(strategy, overflow);
+        args.insert("x-dead-letter-routing-key", Value::long_str(&format!("dlq-{name}")));
+        vhost.declare_queue(&declare(name, args), 1).await.unwrap();
+        let source = vhost.queue(name, 1).unwrap();
+        publish_and_reject(&source, "m").await;
+        assert_eq!(pending(&source).await, (0, 0), "{strategy} with {overflow}: dropped, nothing pending");
+    }
+}
+
+#[tokio::test]
+async fn a_policy_switching_the_strategy_away_deletes_the_waiting_letters() {
+    let (_broker, vhost) = setup().await;
+    // The strategy comes from a policy; the queue's own arguments set the rest.
+    let mut args = source_args("at-least-once", "reject-publish");
+    args.remove("x-dead-letter-strategy");
+    vhost.declare_queue(&declare("src", args), 1).await.unwrap();
+    let set = |strategy: &str| {
+        let definition = table(&[("dead-letter-strategy", Value::long_str(strategy))]);
+        charon_engine::Policy::new("dl", "^src$", "queues", 0, definition).unwrap()
+    };
+    vhost.set_policy(set("at-least-once")).await.unwrap();
+    let source = vhost.queue("src", 1).unwrap();
+    publish_and_reject(&source, "m1").await;
+    publish_and_reject(&source, "m2").await;
+    assert_eq!(pending(&source).await, (0, 2));
+    vhost.set_policy(set("at-most-once")).await.unwrap();
+    assert_eq!(pending(&source).await, (0, 0), "RabbitMQ 4.0.5 deletes them (switch_from)");
+    // Nothing comes back when the route appears later.
+    vhost.declare_queue(&declare("dlq", Table::new()), 1).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    assert!(vhost.queue("dlq", 1).unwrap().get(OWNER, true).await.unwrap().is_none());
+}
