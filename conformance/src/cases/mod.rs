@@ -15,6 +15,7 @@ mod amqp10_message;
 mod amqp10_publish;
 mod confirms;
 mod consume;
+mod dlx_at_least_once;
 mod dlx_basic;
 mod dlx_history;
 mod dlx_limits;
@@ -85,5 +86,6 @@ pub(crate) fn by_area() -> Vec<(&'static str, Vec<Case>)> {
         dlx_limits,
         dlx_policy,
         dlx_metrics,
+        dlx_at_least_once,
     ]
 }

@@ -1,0 +1,96 @@
+//! At-least-once dead lettering of quorum queues (rabbitmq-dlx.md §5): a dead letter nobody can
+//! take stays in its source — counted in `messages` and `messages_dlx`, not ready — and is
+//! forwarded once a route exists and the source is asked to retry (a policy change: RabbitMQ
+//! 4.0.5 retries then, or after 180 s; Charon also when a binding is added). With `drop-head`
+//! the strategy falls back to at-most-once.
+
+use std::time::Duration;
+
+use crate::dlx_kit::{self as dk, text};
+use crate::lapin_kit as lk;
+use crate::wire::{Consumer, Publisher, Settle};
+use crate::{Case, CaseError, CaseResult, Ctx, QueueKind, Variant, case_v, check_eq};
+
+const QUORUM_091: [Variant; 1] = [Variant::AMQP091.on(QueueKind::Quorum)];
+
+pub(crate) fn cases() -> Vec<Case> {
+    vec![
+        case_v!(
+            "dlx.at_least_once.unroutable_waits_in_source",
+            "quorum, at-least-once, reject-publish: a rejected message with no route stays in the source (messages 1, ready 0, messages_dlx 1) and reaches the DLQ once it is bound and a policy change retries",
+            &QUORUM_091,
+            ["dlx"],
+            unroutable_waits
+        ),
+        case_v!(
+            "dlx.at_least_once.drop_head_is_at_most_once",
+            "quorum, at-least-once with drop-head (the default overflow): a rejected message with no route is dropped, nothing waits",
+            &QUORUM_091,
+            ["dlx"],
+            drop_head_falls_back
+        ),
+    ]
+}
+
+/// Declares the DLX, the DLQ (not bound yet) and the quorum source with `at-least-once` and
+/// `overflow`; publishes `m1` and rejects it.
+async fn reject_unroutable(ctx: &Ctx, overflow: &str) -> Result<(dk::Setup, lapin::Connection), CaseError> {
+    let (conn, ch) = ctx.lapin_channel().await?;
+    let dlx = ctx.exchange("dlx");
+    let options = lapin::options::ExchangeDeclareOptions::default();
+    let no_args = lapin::types::FieldTable::default();
+    ch.exchange_declare(dlx.as_str().into(), lapin::ExchangeKind::Direct, options, no_args).await?;
+    let (source, dlq) = (ctx.queue("src"), ctx.queue("dlq"));
+    lk::declare_queue(&ch, &dlq).await?;
+    let arguments = dk::args(&[
+        ("x-dead-letter-exchange", text(&dlx)),
+        ("x-dead-letter-strategy", text("at-least-once")),
+        ("x-overflow", text(overflow)),
+    ]);
+    dk::declare_typed(ctx, &ch, &source, arguments).await?;
+    let mut publisher = Publisher::open(ctx, &conn).await?;
+    publisher.publish("", &source, b"m1").await?;
+    publisher.close().await;
+    let mut consumer = Consumer::open(ctx, &conn, &source, 1).await?;
+    let d = consumer.next().await?;
+    consumer.settle(&d, Settle::Reject).await?;
+    consumer.close().await;
+    let (conn2, ch2) = ctx.lapin_channel().await?;
+    Ok((dk::Setup { conn: conn2, ch: ch2, source, dlx, dlq }, conn))
+}
+
+/// Waits (RabbitMQ refreshes its counters every 5 s) for the source's `messages_dlx`.
+async fn expect_dlx_count(ctx: &Ctx, queue: &str, expected: u64) -> CaseResult {
+    lk::eventually(Duration::from_secs(15), &format!("messages_dlx {expected} in {queue}"), || async {
+        let info = ctx.queue_info(queue).await?;
+        Ok(info.get("messages_dlx").and_then(serde_json::Value::as_u64) == Some(expected))
+    })
+    .await
+}
+
+async fn unroutable_waits(ctx: Ctx) -> CaseResult {
+    let (s, _conn) = reject_unroutable(&ctx, "reject-publish").await?;
+    ctx.expect_queue_counts(&s.source, (1, 0, 0)).await?;
+    expect_dlx_count(&ctx, &s.source, 1).await?;
+    check_eq!(dk::ready(&s.ch, &s.dlq).await?, 0, "nothing routed yet");
+    lk::bind(&s.ch, &s.dlq, &s.dlx, &s.source, lapin::types::FieldTable::default()).await?;
+    // RabbitMQ 4.0.5 retries on a policy change (rabbit_fifo_dlx:update_config).
+    ctx.set_policy(&format!("^{}$", s.source), "queues", 0, r#"{"dead-letter-strategy":"at-least-once"}"#).await?;
+    dk::eventually_ready(&s.ch, &s.dlq, 1).await?;
+    ctx.expect_queue_counts(&s.source, (0, 0, 0)).await?;
+    let got = super::dlx_basic::take(&ctx, &s.conn, &s.dlq, 1).await?;
+    let deaths: Vec<(String, String)> = got[0].deaths.iter().map(|d| (d.queue.clone(), d.reason.clone())).collect();
+    check_eq!(deaths, vec![(s.source.clone(), "rejected".to_owned())], "death history");
+    Ok(())
+}
+
+async fn drop_head_falls_back(ctx: Ctx) -> CaseResult {
+    let (s, _conn) = reject_unroutable(&ctx, "drop-head").await?;
+    ctx.expect_queue_counts(&s.source, (0, 0, 0)).await?;
+    expect_dlx_count(&ctx, &s.source, 0).await?;
+    lk::bind(&s.ch, &s.dlq, &s.dlx, &s.source, lapin::types::FieldTable::default()).await?;
+    ctx.set_policy(&format!("^{}$", s.source), "queues", 0, r#"{"dead-letter-strategy":"at-least-once"}"#).await?;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    check_eq!(dk::ready(&s.ch, &s.dlq).await?, 0, "dropped at most once, nothing waited");
+    Ok(())
+}
