@@ -79,7 +79,8 @@ async fn unroutable_waits(ctx: Ctx) -> CaseResult {
     dk::eventually_ready(&s.ch, &s.dlq, 1).await?;
     ctx.expect_queue_counts(&s.source, (0, 0, 0)).await?;
     let got = super::dlx_basic::take(&ctx, &s.conn, &s.dlq, 1).await?;
-    let deaths: Vec<(String, String)> = got[0].deaths.iter().map(|d| (d.queue.clone(), d.reason.clone())).collect();
+    let deaths: Vec<(String, String)> =
+        got.iter().flat_map(|r| &r.deaths).map(|d| (d.queue.clone(), d.reason.clone())).collect();
     check_eq!(deaths, vec![(s.source.clone(), "rejected".to_owned())], "death history");
     Ok(())
 }
