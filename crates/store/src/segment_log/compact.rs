@@ -112,6 +112,9 @@ impl Writer {
             if let Some((returned, failed)) = self.index.delivery(queue, seq) {
                 moved.push(Record::Delivered { queue, seq, returned, failed });
             }
+            if let Some(reason) = self.index.dead_letter_reason(queue, seq) {
+                moved.push(Record::DeadLettered { queue, seq, reason });
+            }
         }
         moved
     }

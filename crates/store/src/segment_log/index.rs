@@ -32,6 +32,8 @@ pub(super) struct Index {
     queues: HashMap<u64, BTreeMap<u64, RoaringTreemap>>,
     /// `(returned, failed)` of live messages that were delivered.
     delivered: HashMap<(u64, u64), (u32, u32)>,
+    /// The reason of live messages waiting as at-least-once dead letters.
+    dead_lettered: HashMap<(u64, u64), u8>,
 }
 
 impl Index {
@@ -71,6 +73,18 @@ impl Index {
         self.delivered.get(&(queue, seq)).copied()
     }
 
+    /// Why a live message waits as an at-least-once dead letter, if it does.
+    pub(super) fn dead_letter_reason(&self, queue: u64, seq: u64) -> Option<u8> {
+        self.dead_lettered.get(&(queue, seq)).copied()
+    }
+
+    /// Records that a live message waits as an at-least-once dead letter.
+    pub(super) fn dead_lettered(&mut self, queue: u64, seq: u64, reason: u8) {
+        if self.segment_of(queue, seq).is_some() {
+            self.dead_lettered.insert((queue, seq), reason);
+        }
+    }
+
     /// Records a delivery of a live message.
     pub(super) fn delivered(&mut self, queue: u64, seq: u64, returned: u32, failed: u32) {
         if self.segment_of(queue, seq).is_some() {
@@ -84,6 +98,7 @@ impl Index {
             self.release(queue, seq, segment);
         }
         self.delivered.remove(&(queue, seq));
+        self.dead_lettered.remove(&(queue, seq));
     }
 
     fn release(&mut self, queue: u64, seq: u64, segment: u64) {
@@ -114,6 +129,7 @@ impl Index {
             }
         }
         self.delivered.retain(|(q, _), _| *q != queue);
+        self.dead_lettered.retain(|(q, _), _| *q != queue);
     }
 
     /// Compresses the bitmaps of a segment no new message goes to: a queue's messages there are

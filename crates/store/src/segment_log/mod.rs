@@ -76,6 +76,16 @@ pub enum Record {
         /// Failed deliveries (quorum queues).
         failed: u32,
     },
+    /// The message died in an at-least-once queue and waits there for its dead letter's
+    /// targets (RabbitMQ's quorum `at-least-once`): recovered as waiting, never as ready.
+    DeadLettered {
+        /// Queue id.
+        queue: u64,
+        /// Sequence number.
+        seq: u64,
+        /// Why it died (the engine's code for the reason).
+        reason: u8,
+    },
     /// The queue was deleted with all its messages.
     DropQueue {
         /// Queue id.
@@ -109,7 +119,7 @@ impl Record {
     #[must_use]
     pub fn needs_sync(&self) -> bool {
         match self {
-            Self::Enqueue { .. } | Self::DropQueue { .. } => true,
+            Self::Enqueue { .. } | Self::DropQueue { .. } | Self::DeadLettered { .. } => true,
             Self::Delivered { returned, failed, .. } => *returned > 0 || *failed > 0,
             Self::Remove { .. } | Self::Spill { .. } | Self::Released { .. } => false,
         }
@@ -151,6 +161,9 @@ pub struct RecoveredMessage {
     pub place: Place,
     /// Whether it had been handed to a consumer.
     pub delivered: bool,
+    /// It died in an at-least-once queue and waits for its dead letter's targets, for this
+    /// reason (see [`Record::DeadLettered`]).
+    pub dead_lettered: Option<u8>,
     /// Times it came back.
     pub returned: u32,
     /// Failed deliveries.

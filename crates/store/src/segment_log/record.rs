@@ -18,6 +18,7 @@ const REMOVE: u8 = 2;
 const DELIVERED: u8 = 3;
 const DROP_QUEUE: u8 = 4;
 const SPILL: u8 = 5;
+const DEAD_LETTERED: u8 = 6;
 
 /// Appends one framed record and returns its framed length (0 for [`Record::Released`],
 /// which is never written).
@@ -64,6 +65,12 @@ pub(super) fn put_record(out: &mut BytesMut, record: &Record) -> usize {
         Record::DropQueue { queue } => {
             out.put_u8(DROP_QUEUE);
             out.put_u64_le(*queue);
+        }
+        Record::DeadLettered { queue, seq, reason } => {
+            out.put_u8(DEAD_LETTERED);
+            out.put_u64_le(*queue);
+            out.put_u64_le(*seq);
+            out.put_u8(*reason);
         }
     }
     let payload_len = out.len() - start - FRAME_LEN;
@@ -148,6 +155,10 @@ fn decode(mut p: Bytes) -> Option<Record> {
         DROP_QUEUE => {
             need(&p, 8)?;
             Record::DropQueue { queue: p.get_u64_le() }
+        }
+        DEAD_LETTERED => {
+            need(&p, 17)?;
+            Record::DeadLettered { queue: p.get_u64_le(), seq: p.get_u64_le(), reason: p.get_u8() }
         }
         SPILL => {
             need(&p, 16)?;

@@ -121,8 +121,16 @@ impl ReplayState {
                 } else {
                     self.index.moved(queue, seq, place.segment);
                 }
-                let message =
-                    RecoveredMessage { seq, expires_at, size, place, delivered: false, returned: 0, failed: 0 };
+                let message = RecoveredMessage {
+                    seq,
+                    expires_at,
+                    size,
+                    place,
+                    delivered: false,
+                    dead_lettered: None,
+                    returned: 0,
+                    failed: 0,
+                };
                 replay.enqueued(message);
             }
             Record::Remove { queue, seq } => {
@@ -138,6 +146,12 @@ impl ReplayState {
                     message.failed = failed;
                 }
                 self.index.delivered(queue, seq, returned, failed);
+            }
+            Record::DeadLettered { queue, seq, reason } => {
+                if let Some(message) = self.queues.get_mut(&queue).and_then(|r| r.find(seq)) {
+                    message.dead_lettered = Some(reason);
+                }
+                self.index.dead_lettered(queue, seq, reason);
             }
             Record::DropQueue { queue } => {
                 self.queues.remove(&queue);
@@ -264,7 +278,16 @@ mod tests {
 
     fn message(seq: u64) -> RecoveredMessage {
         let place = Place { segment: 1, offset: seq, len: 10 };
-        RecoveredMessage { seq, expires_at: None, size: 1, place, delivered: false, returned: 0, failed: 0 }
+        RecoveredMessage {
+            seq,
+            expires_at: None,
+            size: 1,
+            place,
+            delivered: false,
+            dead_lettered: None,
+            returned: 0,
+            failed: 0,
+        }
     }
 
     #[test]

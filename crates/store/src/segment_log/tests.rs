@@ -63,6 +63,7 @@ fn every_record_kind_survives_a_reopen() {
                 Record::Remove { queue: 1, seq: 12 },
                 enqueue(3, 1, b"dropped"),
                 Record::DropQueue { queue: 3 },
+                Record::DeadLettered { queue: 2, seq: 1, reason: 3 },
             ],
         );
         log.close().unwrap();
@@ -75,8 +76,10 @@ fn every_record_kind_survives_a_reopen() {
     );
     assert_eq!(payloads(&log, q1), ["a", "b"]);
     assert_eq!(seqs(&recovery, 2), vec![1]);
+    assert_eq!(recovery.queues[&2].iter().next().unwrap().dead_lettered, Some(3));
+    assert!(q1.iter().all(|m| m.dead_lettered.is_none()));
     assert!(!recovery.queues.contains_key(&3));
-    assert_eq!(recovery.records, 8);
+    assert_eq!(recovery.records, 9);
 }
 
 #[test]
@@ -560,4 +563,27 @@ fn a_segment_is_synced_whole_before_the_next_starts() {
     append_synced(&log, vec![enqueue(1, 1, &[b'x'; 200])]);
     assert!(segment_files(dir.path()).unwrap().last().unwrap().0 > last_before, "the enqueue rolled over");
     assert_eq!(log.syncs(), syncs + 2, "the unsynced removal is synced at the roll, then the enqueue");
+}
+
+#[test]
+fn compaction_keeps_a_waiting_dead_letter_waiting() {
+    let dir = tempfile::tempdir().unwrap();
+    let options = LogOptions { segment_bytes: 1024, fault: None };
+    {
+        let (log, _) = MessageLog::open(dir.path(), options.clone()).unwrap();
+        log.set_relocation_listener(Box::new(|_| {}));
+        append_placed(&log, vec![enqueue(1, 0, b"waits"), Record::DeadLettered { queue: 1, seq: 0, reason: 2 }]);
+        // Churn through later segments so that compaction moves the first one's live message.
+        for seq in 1..200 {
+            append_placed(&log, vec![enqueue(1, seq, b"churn churn churn churn churn churn churn churn churn churn")]);
+            append_placed(&log, vec![Record::Remove { queue: 1, seq }]);
+        }
+        writer_idle_until_settled(&log);
+        let first = segment_files(dir.path()).unwrap().first().unwrap().0;
+        assert!(first > 1, "compaction moved the waiting message out of segment 1");
+        log.close().unwrap();
+    }
+    let (_log, recovery) = MessageLog::open(dir.path(), options).unwrap();
+    assert_eq!(seqs(&recovery, 1), [0]);
+    assert_eq!(recovery.queues[&1].iter().next().unwrap().dead_lettered, Some(2));
 }

@@ -203,6 +203,7 @@ impl Writer {
                     self.index.delivered(queue, seq, returned, failed)
                 }
                 Record::DropQueue { queue } => self.index.dropped(queue),
+                Record::DeadLettered { queue, seq, reason } => self.index.dead_lettered(queue, seq, reason),
             }
         }
         let segment = self.segment;
