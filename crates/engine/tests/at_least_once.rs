@@ -127,3 +127,45 @@ async fn a_policy_switching_the_strategy_away_deletes_the_waiting_letters() {
     tokio::time::sleep(Duration::from_millis(50)).await;
     assert!(vhost.queue("dlq", 1).unwrap().get(OWNER, true).await.unwrap().is_none());
 }
+
+/// A broker on `dir`'s store, with what the log recovered; the store too, to close its log.
+fn open_stored(dir: &std::path::Path) -> (Arc<Broker>, Arc<charon_engine::persist::Persistence>) {
+    use charon_store::meta::MetaStore;
+    use charon_store::segment_log::{LogOptions, MessageLog};
+    let meta = MetaStore::open(&dir.join("meta.redb")).unwrap();
+    let (log, recovery) = MessageLog::open(&dir.join("log"), LogOptions::default()).unwrap();
+    let persistence = charon_engine::persist::Persistence::new(log, meta);
+    let broker = Broker::with_store(BrokerConfig::default(), Arc::clone(&persistence), recovery.queues).unwrap();
+    (broker, persistence)
+}
+
+#[test]
+fn a_waiting_dead_letter_waits_again_after_a_restart_and_is_never_ready() {
+    let dir = tempfile::tempdir().unwrap();
+    {
+        let runtime = tokio::runtime::Runtime::new().unwrap();
+        runtime.block_on(async {
+            let (broker, persistence) = open_stored(dir.path());
+            let user = broker.authenticate("guest", "guest").unwrap();
+            let vhost = broker.open_vhost(&user, "/").unwrap();
+            vhost.declare_queue(&declare("src", source_args("at-least-once", "reject-publish")), 1).await.unwrap();
+            let source = vhost.queue("src", 1).unwrap();
+            publish_and_reject(&source, "m1").await;
+            assert_eq!(pending(&source).await, (0, 1));
+            persistence.log.close().unwrap();
+        });
+    }
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    runtime.block_on(async {
+        let (broker, _persistence) = open_stored(dir.path());
+        let user = broker.authenticate("guest", "guest").unwrap();
+        let vhost = broker.open_vhost(&user, "/").unwrap();
+        let source = vhost.queue("src", 1).unwrap();
+        assert_eq!(pending(&source).await, (0, 1), "recovered waiting, not ready");
+        assert!(source.get(OWNER, true).await.unwrap().is_none(), "never delivered");
+        vhost.declare_queue(&declare("dlq", Table::new()), 1).await.unwrap();
+        assert_eq!(pending(&source).await, (0, 0));
+        let got = vhost.queue("dlq", 1).unwrap().get(OWNER, true).await.unwrap().expect("the dead letter");
+        assert_eq!(got.delivery.message.body.bytes().as_ref(), b"m1");
+    });
+}

@@ -14,7 +14,7 @@
 //!   (any queue on a broker with a log); its exit writes `Released`.
 
 use bytes::{Bytes, BytesMut};
-use charon_model::Message;
+use charon_model::{DeathReason, Message};
 use charon_store::codec::encode_message;
 use charon_store::segment_log::Record;
 
@@ -91,6 +91,14 @@ impl Journal {
         }
     }
 
+    /// A persisted message died in an at-least-once queue and waits there for its dead
+    /// letter's targets: a restart recovers it waiting, not ready.
+    pub(super) fn dead_lettered(&mut self, entry: &Entry, reason: DeathReason) {
+        if entry.persisted {
+            self.records.push(Record::DeadLettered { queue: self.queue, seq: entry.seq, reason: reason_code(reason) });
+        }
+    }
+
     /// A message left the queue for good.
     pub(super) fn removed(&mut self, entry: &Entry) {
         self.left(entry.seq, entry.persisted, entry.spilled);
@@ -126,8 +134,34 @@ impl Journal {
     }
 }
 
+/// The log's code for a death reason (the store keeps it as a byte).
+fn reason_code(reason: DeathReason) -> u8 {
+    match reason {
+        DeathReason::Rejected => 1,
+        DeathReason::Expired => 2,
+        DeathReason::Maxlen => 3,
+        DeathReason::DeliveryLimit => 4,
+    }
+}
+
+/// The death reason a log code stands for.
+pub(super) fn reason_of(code: u8) -> Option<DeathReason> {
+    [DeathReason::Rejected, DeathReason::Expired, DeathReason::Maxlen, DeathReason::DeliveryLimit]
+        .into_iter()
+        .find(|reason| reason_code(*reason) == code)
+}
+
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn every_death_reason_has_a_log_code_that_reads_back() {
+        use charon_model::DeathReason::*;
+        for reason in [Rejected, Expired, Maxlen, DeliveryLimit] {
+            assert_eq!(super::reason_of(super::reason_code(reason)), Some(reason));
+        }
+        assert_eq!(super::reason_of(0), None);
+    }
+
     use std::sync::Arc;
 
     use charon_model::{Body, Origin, Properties, Routing};
@@ -151,6 +185,7 @@ mod tests {
                 Record::DropQueue { queue } => ("drop", *queue, 0),
                 Record::Spill { queue, seq, .. } => ("spill", *queue, *seq),
                 Record::Released { queue, seq } => ("released", *queue, *seq),
+                Record::DeadLettered { queue, seq, .. } => ("dead-lettered", *queue, *seq),
             })
             .collect()
     }

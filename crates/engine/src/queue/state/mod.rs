@@ -22,13 +22,15 @@
 use std::sync::Arc;
 
 use charon_model::{DeathReason, Message, Table};
-use charon_store::segment_log::{LogReader, Placed, Record, RecoveredQueue};
+use charon_store::codec::decode_message;
+use charon_store::segment_log::{LogReader, Place, Placed, Record, RecoveredQueue};
 
 use super::consumers::Consumers;
 use super::dlx_pending::{DlxPending, Due};
 use super::effects::{Discarded, Effects, Events};
 use super::entry::Entry;
 use super::handle::QueueRef;
+use super::journal::reason_of;
 use super::limits::Limits;
 use super::ready::Ready;
 use super::requests::{ConfirmTo, ConsumeSpec, CreditGrant, Enqueue, GetOk, QueueStats, Settle};
@@ -60,6 +62,8 @@ pub(crate) struct QueueState {
     dlx: DlxPending,
     /// When stuck at-least-once dead letters are tried again, ms since epoch.
     dlx_retry_at: Option<i64>,
+    /// Reads the log (restore), once paging is on.
+    reader: Option<LogReader>,
 }
 
 /// How long at-least-once dead letters that could not be forwarded wait before they are tried
@@ -82,11 +86,13 @@ impl QueueState {
             effects,
             dlx: DlxPending::default(),
             dlx_retry_at: None,
+            reader: None,
         }
     }
 
     /// Turns paging on: the broker has a log that long queues can keep their messages in.
     pub(crate) fn enable_paging(&mut self, reader: LogReader) {
+        self.reader = Some(reader.clone());
         self.ready.enable_paging(reader, &self.handle);
     }
 
@@ -99,8 +105,37 @@ impl QueueState {
         self.effects.journal().enable();
         let clock_floor = u64::try_from(self.now).unwrap_or(0) << 20;
         let last = restored.last().map_or(0, |m| m.seq);
+        let restored = self.restore_waiting(restored);
         self.ready.restore(restored, self.effects.journal(), self.handle.name());
         self.next_seq = clock_floor.max(last.saturating_add(1));
+    }
+
+    /// Messages that were waiting as at-least-once dead letters wait again (and are forwarded
+    /// at once); if the queue left the strategy meanwhile they are deleted, as a switch deletes
+    /// them. Returns the rest. Runs with the restore, off the runtime's workers.
+    fn restore_waiting(&mut self, restored: RecoveredQueue) -> RecoveredQueue {
+        if !restored.iter().any(|m| m.dead_lettered.is_some()) {
+            return restored;
+        }
+        let (waiting, rest): (Vec<_>, Vec<_>) = restored.into_iter().partition(|m| m.dead_lettered.is_some());
+        let places: Vec<Place> = waiting.iter().map(|m| m.place).collect();
+        let read = self.reader.as_ref().map(|reader| reader.read(&places)).unwrap_or_default();
+        let at_least_once = self.limits.settings().at_least_once;
+        let mut read = read.into_iter();
+        for recovered in waiting {
+            let message = read.next().and_then(Result::ok).and_then(|bytes| decode_message(bytes).ok());
+            let reason = recovered.dead_lettered.and_then(reason_of);
+            match (message, reason) {
+                (Some(message), Some(reason)) if at_least_once => {
+                    let mut entry = Entry::new(recovered.seq, Arc::new(message), recovered.expires_at, true);
+                    (entry.returned, entry.failed) = (recovered.returned, recovered.failed);
+                    self.dlx.hold(entry, reason);
+                    self.dlx_retry_at = Some(self.now);
+                }
+                _ => self.effects.journal().left(recovered.seq, true, false),
+            }
+        }
+        RecoveredQueue::from(rest)
     }
 
     /// The clock for this pass.
@@ -209,6 +244,7 @@ impl QueueState {
             let (queue_type, counts) = (self.handle.config.queue_type, &self.handle.dead_lettered);
             count_dead_letter(queue_type, DeadLetterStrategy::AtLeastOnce, reason, counts);
             entry.message = message;
+            self.effects.journal().dead_lettered(&entry, reason);
             self.dlx.hold(entry, reason);
             return;
         }

@@ -127,6 +127,7 @@ fn kinds(records: &[Record]) -> Vec<&'static str> {
             Record::DropQueue { .. } => "drop",
             Record::Spill { .. } => "spill",
             Record::Released { .. } => "released",
+            Record::DeadLettered { .. } => "dead-lettered",
         })
         .collect()
 }
