@@ -6,7 +6,8 @@
 //!    limits work on — up to [`RESIDENT_MESSAGES`] ([`IDLE_RESIDENT_MESSAGES`] while nobody
 //!    consumes) or [`RESIDENT_BYTES`] of bodies;
 //! 2. `paged`: messages that are only in the log, 32 bytes each ([`PagedEntry`]), and only
-//!    the two ends of the run in memory ([`run`]: the middle is in an index file);
+//!    the two ends of the run (and the chunk after the front) in memory ([`run`]: the middle
+//!    is in an index file, read and written off the queue task by [`disk`]);
 //! 3. `incoming`: messages that arrived while the queue was long, still in memory until the
 //!    log says where it wrote them. Persistent messages of durable queues are written anyway;
 //!    the others are written as spills (no sync; never recovered). Once placed, they move to

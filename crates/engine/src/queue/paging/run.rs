@@ -149,6 +149,9 @@ impl PagedRun {
         rest = later;
         // The chunks.
         for chunk in &mut self.chunks {
+            if rest.is_empty() {
+                break;
+            }
             let split = rest.partition_point(|&(seq, _)| seq <= chunk.last);
             let (now, later) = rest.split_at(split);
             rest = later;
@@ -214,7 +217,7 @@ impl PagedRun {
     /// (it would be read straight back), it was relocated meanwhile (written again), or the
     /// write failed (they stay).
     fn written(&mut self, id: u64, ok: bool) {
-        let Some(at) = self.chunks.iter().position(|c| c.id == id) else {
+        let Some(at) = self.position(id) else {
             return;
         };
         let Some(chunk) = self.chunks.get_mut(at) else {
@@ -238,7 +241,7 @@ impl PagedRun {
     /// or, if it failed, lost to this run (their messages stay in the log and come back at
     /// the next restart if persistent).
     fn read(&mut self, id: u64, entries: std::io::Result<Vec<PagedEntry>>) {
-        let Some(at) = self.chunks.iter().position(|c| c.id == id) else {
+        let Some(at) = self.position(id) else {
             return;
         };
         match entries {
@@ -257,6 +260,11 @@ impl PagedRun {
                 }
             }
         }
+    }
+
+    /// Where chunk `id` is in the list, if still there (ids grow along the list).
+    fn position(&self, id: u64) -> Option<usize> {
+        self.chunks.binary_search_by_key(&id, |c| c.id).ok()
     }
 
     /// Refills the empty front with the next chunk if it is at hand (else with the back), and
