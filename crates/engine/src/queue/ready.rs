@@ -24,6 +24,8 @@ pub(super) struct Ready {
     head_bytes: u64,
     /// The ready messages behind the head, when the broker has a log to page them to.
     pager: Option<Pager>,
+    /// Messages a purge that waits for the paged run to be read back has removed so far.
+    taken: usize,
 }
 
 impl Ready {
@@ -118,19 +120,24 @@ impl Ready {
         }
     }
 
-    /// Removes every ready message, recording each exit; returns how many there were.
-    pub(super) fn take_all(&mut self, journal: &mut Journal) -> usize {
-        let mut count = 0;
+    /// Removes every ready message, oldest first, recording each exit; returns how many there
+    /// were, or `None` when the rest of the paged run is being read back off the queue task:
+    /// then call again once the read is done (see [`Self::awaiting_read`]) and the count goes on.
+    pub(super) fn take_all(&mut self, journal: &mut Journal) -> Option<usize> {
         for entry in std::mem::take(&mut self.head) {
             journal.removed(&entry);
-            count += 1;
+            self.taken += 1;
         }
         if let Some(pager) = &mut self.pager {
-            count += pager.take_all(journal);
+            let (count, all) = pager.take_all(journal);
+            self.taken += count;
+            if !all {
+                return None;
+            }
         }
         self.bytes = 0;
         self.head_bytes = 0;
-        count
+        Some(std::mem::take(&mut self.taken))
     }
 
     /// Takes the places the log reported for messages behind the head.
@@ -259,7 +266,7 @@ mod tests {
         ready.push(entry(2, "m"), false, &mut journal);
         assert_eq!(ready.head_deadline(), Some(50));
         assert_eq!(ready.head(0, &mut journal).map(|e| e.seq), Some(1));
-        assert_eq!(ready.take_all(&mut journal), 2);
+        assert_eq!(ready.take_all(&mut journal), Some(2));
         assert_eq!(ready.size(), Size::default());
         assert_eq!(ready.head_deadline(), None);
         assert_eq!(journal.written(), 1, "only the persisted one is in the log");

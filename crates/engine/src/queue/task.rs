@@ -399,9 +399,12 @@ fn apply(state: &mut QueueState, command: QueueCmd) -> Applied {
             }
             Err(ReadPending) => return Applied::WaitForRead(QueueCmd::Get { owner, no_ack, reply }),
         },
-        QueueCmd::Purge(reply) => {
-            let _ = reply.send(state.purge());
-        }
+        QueueCmd::Purge(reply) => match state.try_purge() {
+            Ok(count) => {
+                let _ = reply.send(count);
+            }
+            Err(ReadPending) => return Applied::WaitForRead(QueueCmd::Purge(reply)),
+        },
         QueueCmd::Stats(reply) => {
             let _ = reply.send(state.stats());
         }

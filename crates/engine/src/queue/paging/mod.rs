@@ -6,7 +6,8 @@
 //!    limits work on — up to [`RESIDENT_MESSAGES`] ([`IDLE_RESIDENT_MESSAGES`] while nobody
 //!    consumes) or [`RESIDENT_BYTES`] of bodies;
 //! 2. `paged`: messages that are only in the log, 32 bytes each ([`PagedEntry`]), and only
-//!    the two ends of the run in memory ([`run`]: the middle is in an index file);
+//!    the two ends of the run (and the chunk after the front) in memory ([`run`]: the middle
+//!    is in an index file, read and written off the queue task by [`disk`]);
 //! 3. `incoming`: messages that arrived while the queue was long, still in memory until the
 //!    log says where it wrote them. Persistent messages of durable queues are written anyway;
 //!    the others are written as spills (no sync; never recovered). Once placed, they move to
@@ -18,6 +19,7 @@
 //! the queue before the old segment is deleted, so a read that finds the segment gone is
 //! retried after the queue has taken its placements.
 
+mod disk;
 pub(super) mod packed;
 pub(super) mod probe;
 mod run;
@@ -140,7 +142,9 @@ impl Pager {
     /// The pager of queue `queue`, woken through its handle when a read is done. Reads run on
     /// the runtime's blocking pool when there is a runtime, on the caller's thread otherwise.
     pub(super) fn new(reader: LogReader, queue: &QueueRef) -> Self {
-        let paged = PagedRun::new(reader.directory(), queue.id.to_string());
+        let wake = Wake::new(queue);
+        let on_read = wake.clone();
+        let paged = PagedRun::new(reader.directory(), queue.id.to_string(), Arc::new(move || on_read.wake()));
         Self {
             reader,
             paged,
@@ -149,7 +153,7 @@ impl Pager {
             spilled_any: false,
             queue: queue.name().to_owned(),
             in_flight: None,
-            wake: Wake::new(queue),
+            wake,
         }
     }
 
@@ -176,7 +180,7 @@ impl Pager {
     /// The TTL deadline of the first message (the head being empty), or when to read again
     /// after a failed read.
     pub(super) fn head_deadline(&self) -> Option<i64> {
-        if self.in_flight.is_some() {
+        if self.in_flight.is_some() || self.paged.loading() {
             // The read's completion wakes the queue; its messages' deadlines count from then.
             return None;
         }
@@ -187,26 +191,32 @@ impl Pager {
         }
     }
 
-    /// Removes every message, recording each exit; returns how many there were.
-    pub(super) fn take_all(&mut self, journal: &mut Journal) -> usize {
+    /// Removes every message, oldest first, recording each exit; returns how many it removed
+    /// and whether that was all. When it was not, the rest of the paged run is being read
+    /// back (off the queue task, which this wakes once done): call again then.
+    pub(super) fn take_all(&mut self, journal: &mut Journal) -> (usize, bool) {
         // A page being read is of no use now.
         self.in_flight = None;
         let mut count = 0;
-        self.paged.take_each(|paged| {
+        let all = self.paged.take_each(|paged| {
             journal.left(paged.seq, !paged.spilled(), paged.spilled());
             count += 1;
         });
+        if !all {
+            return (count, false);
+        }
         for entry in std::mem::take(&mut self.incoming) {
             journal.removed(&entry);
             count += 1;
         }
-        count
+        (count, true)
     }
 
     /// Takes the places the log reported: messages waiting in `incoming` get theirs (and leave
     /// memory, in order, as far as the run is placed); paged messages compaction moved get
     /// their new ones.
     pub(super) fn placed(&mut self, placed: Vec<Placed>) {
+        self.paged.poll();
         let mut moved = Vec::new();
         for Placed { seq, place, .. } in placed {
             let Some(packed) = Packed::new(place) else {
@@ -253,6 +263,7 @@ impl Pager {
     /// without the messages to wait for it. A message whose segment is gone or unreadable for now stops the refill until `now` is
     /// past a pause; one that cannot be decoded is dropped (its exit recorded in `journal`).
     pub(super) fn refill(&mut self, head: &mut VecDeque<Entry>, now: i64, journal: &mut Journal) -> Refilled {
+        self.paged.poll();
         let mut refilled = Refilled::default();
         if self.paged.is_empty() {
             while head.len() < REFILL_MESSAGES {
@@ -278,6 +289,7 @@ impl Pager {
         if head.len() >= PREFETCH_BELOW || self.paged.is_empty() {
             return refilled;
         }
+        self.paged.poll();
         self.collect(head, now, journal, &mut refilled);
         if self.in_flight.is_none() && tokio::runtime::Handle::try_current().is_ok() {
             self.start_read(head, now, journal, &mut refilled);
@@ -377,9 +389,10 @@ impl Pager {
         }
     }
 
-    /// Whether a read is running off the queue task: the head stays empty until it is done.
+    /// Whether a read is running off the queue task (of messages, or of the paged run's
+    /// front): the head stays empty until it is done.
     pub(super) fn reading(&self) -> bool {
-        self.in_flight.is_some() && !self.paged.is_empty()
+        (self.in_flight.is_some() || self.paged.loading()) && !self.paged.is_empty()
     }
 
     /// Restores messages the log recovered: the head (every message that had been delivered,

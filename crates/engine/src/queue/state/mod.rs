@@ -313,8 +313,24 @@ impl QueueState {
         panic!("the read never completed");
     }
 
+    /// Removes every ready message; returns how many there were. A purge that reaches paged
+    /// entries still being read back off the task answers [`ReadPending`]: what it removed so
+    /// far is counted, and asking again once the read is done goes on where it stopped.
+    pub(crate) fn try_purge(&mut self) -> Result<u32, ReadPending> {
+        let count = self.ready.take_all(self.effects.journal()).ok_or(ReadPending)?;
+        Ok(u32::try_from(count).unwrap_or(u32::MAX))
+    }
+
+    /// [`Self::try_purge`], waiting for the reads as the task does.
+    #[cfg(test)]
     pub(crate) fn purge(&mut self) -> u32 {
-        u32::try_from(self.ready.take_all(self.effects.journal())).unwrap_or(u32::MAX)
+        for _ in 0..10_000 {
+            match self.try_purge() {
+                Ok(count) => return count,
+                Err(ReadPending) => std::thread::sleep(std::time::Duration::from_millis(1)),
+            }
+        }
+        panic!("the read never completed");
     }
 
     pub(crate) fn stats(&self) -> QueueStats {

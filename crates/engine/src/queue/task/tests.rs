@@ -291,3 +291,49 @@ fn a_dead_lettered_message_stays_in_the_log_until_its_target_confirmed_the_copy(
         assert_eq!(left.len(), 2, "the two later messages");
     });
 }
+
+#[test]
+fn a_purge_of_a_run_several_chunks_long_waits_for_its_reads_off_the_runtime_thread_and_removes_every_message() {
+    let dir = tempfile::tempdir().unwrap();
+    let (store, _) = store(dir.path());
+    // Over five chunks of paged index (1024 entries each) behind the head.
+    let total = IDLE_RESIDENT_MESSAGES + 5 * 1_024 + 300;
+    runtime().block_on(async {
+        let queue = spawn(10, QueueSettings::default(), &store, RecoveredQueue::default());
+        let before = probe::io_on_this_thread();
+        publish(&queue, 0..total).await;
+        // The queue takes the places (and writes its index chunks) at its next command.
+        assert_eq!(queue.stats().await.unwrap().ready, u32::try_from(total).unwrap());
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        let gate = Gate::close();
+        let (reply, mut purged) = oneshot::channel();
+        send(&queue, QueueCmd::Purge(reply)).await;
+        let (reply, mut stats) = oneshot::channel();
+        send(&queue, QueueCmd::Stats(reply)).await;
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        assert!(purged.try_recv().is_err(), "the purge waits for the index chunks on disk");
+        assert!(stats.try_recv().is_err(), "and the next command waits behind it");
+        gate.open();
+        assert_eq!(purged.await.unwrap(), u32::try_from(total).unwrap(), "every message counted once");
+        assert_eq!(stats.await.unwrap().ready, 0);
+        // Every purged message left the log; the queue works on.
+        publish(&queue, total..total + 3).await;
+        assert_eq!(recoverable(dir.path(), 10).len(), 3, "only the three published after the purge");
+        assert_eq!(get_all(&queue).await, bodies(total..total + 3));
+        assert_eq!(probe::io_on_this_thread(), before, "no file I/O on the runtime thread");
+    });
+}
+
+#[test]
+fn gets_read_a_run_several_chunks_long_back_in_order_off_the_runtime_thread() {
+    let dir = tempfile::tempdir().unwrap();
+    let (store, _) = store(dir.path());
+    let total = IDLE_RESIDENT_MESSAGES + 4 * 1_024 + 77;
+    runtime().block_on(async {
+        let queue = spawn(11, QueueSettings::default(), &store, RecoveredQueue::default());
+        let before = probe::io_on_this_thread();
+        publish(&queue, 0..total).await;
+        assert_eq!(get_all(&queue).await, bodies(0..total), "every message once, in order");
+        assert_eq!(probe::io_on_this_thread(), before, "no file I/O on the runtime thread");
+    });
+}
