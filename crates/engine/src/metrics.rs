@@ -20,6 +20,9 @@ use crate::dead_letter::counts::{REASONS, global_name};
 
 /// Per-queue counter: `charon_queue_messages_dead_lettered_total{vhost,queue,reason}`.
 pub const QUEUE_DEAD_LETTERED: &str = "charon_queue_messages_dead_lettered_total";
+/// Per-queue gauge: `charon_queue_dead_letters_pending{vhost,queue}`, quorum queues only (the
+/// only ones whose dead letters wait, RabbitMQ's at-least-once).
+pub const QUEUE_DEAD_LETTERS_PENDING: &str = "charon_queue_dead_letters_pending";
 
 /// The per-queue series in Prometheus text format: one line per live queue and reason that
 /// has counted at least one message (a series appears on its first count, as with the facade).
@@ -29,10 +32,23 @@ pub fn render_queue_counters(broker: &Broker) -> String {
         "# HELP {QUEUE_DEAD_LETTERED} Messages dead-lettered (or dropped) per queue and reason\n\
          # TYPE {QUEUE_DEAD_LETTERED} counter\n"
     );
+    let mut pending = format!(
+        "# HELP {QUEUE_DEAD_LETTERS_PENDING} At-least-once dead letters waiting in the queue for their targets\n\
+         # TYPE {QUEUE_DEAD_LETTERS_PENDING} gauge\n"
+    );
     for vhost in broker.vhosts() {
         let mut queues = vhost.queues();
         queues.sort_by(|a, b| a.name().cmp(b.name()));
         for queue in queues {
+            if queue.config.queue_type == crate::queue::QueueType::Quorum {
+                let waiting = queue.dead_letters_pending.load(std::sync::atomic::Ordering::Relaxed);
+                let _ = writeln!(
+                    pending,
+                    "{QUEUE_DEAD_LETTERS_PENDING}{{vhost=\"{}\",queue=\"{}\"}} {waiting}",
+                    escape_label(vhost.name()),
+                    escape_label(queue.name())
+                );
+            }
             for reason in REASONS {
                 let count = queue.dead_lettered.get(reason);
                 if count > 0 {
@@ -47,6 +63,7 @@ pub fn render_queue_counters(broker: &Broker) -> String {
             }
         }
     }
+    out.push_str(&pending);
     out
 }
 

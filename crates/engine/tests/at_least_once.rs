@@ -59,16 +59,20 @@ async fn setup() -> (Arc<Broker>, Arc<VHost>) {
 
 #[tokio::test]
 async fn an_unroutable_dead_letter_waits_in_the_source_until_its_queue_is_declared() {
-    let (_broker, vhost) = setup().await;
+    let (broker, vhost) = setup().await;
     vhost.declare_queue(&declare("src", source_args("at-least-once", "reject-publish")), 1).await.unwrap();
     let source = vhost.queue("src", 1).unwrap();
     publish_and_reject(&source, "m1").await;
     assert_eq!(pending(&source).await, (0, 1), "not ready, not lost: pending");
+    let gauge = |value: u32| format!("charon_queue_dead_letters_pending{{vhost=\"/\",queue=\"src\"}} {value}\n");
+    let metrics = charon_engine::metrics::render_queue_counters(&broker);
+    assert!(metrics.contains(&gauge(1)), "{metrics}");
     assert_eq!(source.get(OWNER, true).await.unwrap().map(|g| g.delivery.seq), None, "never delivered");
     // The dead-letter queue appears: the letter goes there at once, not after a timer.
     vhost.declare_queue(&declare("dlq", Table::new()), 1).await.unwrap();
     let dlq = vhost.queue("dlq", 1).unwrap();
     assert_eq!(pending(&source).await, (0, 0));
+    assert!(charon_engine::metrics::render_queue_counters(&broker).contains(&gauge(0)));
     let got = dlq.get(OWNER, true).await.unwrap().expect("the dead letter");
     assert_eq!(got.delivery.message.body.bytes().as_ref(), b"m1");
     let deaths = got.delivery.message.broker.deaths.as_deref().expect("its death");

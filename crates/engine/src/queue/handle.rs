@@ -27,6 +27,9 @@ pub struct QueueHandle {
     /// Messages this queue dead-lettered or dropped, by reason (per-queue metrics; they go
     /// away with the queue).
     pub dead_lettered: DeadLetterCounts,
+    /// At-least-once dead letters waiting in this queue for their targets, as of its last pass
+    /// (the `charon_queue_dead_letters_pending` gauge).
+    pub dead_letters_pending: std::sync::atomic::AtomicU64,
     /// Where the log wrote messages waiting to leave memory (or compaction moved paged ones);
     /// filled by the log's writer thread, taken by the task at its next pass.
     pub(crate) placements: parking_lot::Mutex<Vec<Placed>>,
@@ -36,7 +39,14 @@ pub struct QueueHandle {
 impl QueueHandle {
     /// A handle on the mailbox `tx`; the task is started separately.
     pub(crate) fn new(id: u64, config: QueueConfig, tx: mpsc::Sender<QueueCmd>) -> Self {
-        Self { id, config, dead_lettered: DeadLetterCounts::default(), placements: parking_lot::Mutex::default(), tx }
+        Self {
+            id,
+            config,
+            dead_lettered: DeadLetterCounts::default(),
+            dead_letters_pending: std::sync::atomic::AtomicU64::new(0),
+            placements: parking_lot::Mutex::default(),
+            tx,
+        }
     }
 
     /// Queue name.

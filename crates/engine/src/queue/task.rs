@@ -243,6 +243,8 @@ impl Task {
         }
         self.write_journal();
         self.state.set_expiry_room(self.outbox.room());
+        let pending = u64::from(self.state.stats().dead_letters_pending);
+        self.handle.dead_letters_pending.store(pending, std::sync::atomic::Ordering::Relaxed);
         blocked
     }
 
