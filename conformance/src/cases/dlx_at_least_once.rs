@@ -23,6 +23,13 @@ pub(crate) fn cases() -> Vec<Case> {
             unroutable_waits
         ),
         case_v!(
+            "dlx.at_least_once.switch_away_deletes_waiting",
+            "a waiting at-least-once dead letter is deleted when a policy turns the overflow to drop-head (leaving the strategy): messages 0, nothing reaches the DLQ later",
+            &QUORUM_091,
+            ["dlx"],
+            switch_away_deletes
+        ),
+        case_v!(
             "dlx.at_least_once.drop_head_is_at_most_once",
             "quorum, at-least-once with drop-head (the default overflow): a rejected message with no route is dropped, nothing waits",
             &QUORUM_091,
@@ -93,5 +100,19 @@ async fn drop_head_falls_back(ctx: Ctx) -> CaseResult {
     ctx.set_policy(&format!("^{}$", s.source), "queues", 0, r#"{"dead-letter-strategy":"at-least-once"}"#).await?;
     tokio::time::sleep(Duration::from_millis(500)).await;
     check_eq!(dk::ready(&s.ch, &s.dlq).await?, 0, "dropped at most once, nothing waited");
+    Ok(())
+}
+
+async fn switch_away_deletes(ctx: Ctx) -> CaseResult {
+    let (s, _conn) = reject_unroutable(&ctx, "reject-publish").await?;
+    ctx.expect_queue_counts(&s.source, (1, 0, 0)).await?;
+    // A quorum queue's overflow policy wins over its argument: this leaves at-least-once.
+    ctx.set_policy(&format!("^{}$", s.source), "queues", 0, r#"{"overflow":"drop-head"}"#).await?;
+    ctx.expect_queue_counts(&s.source, (0, 0, 0)).await?;
+    expect_dlx_count(&ctx, &s.source, 0).await?;
+    lk::bind(&s.ch, &s.dlq, &s.dlx, &s.source, lapin::types::FieldTable::default()).await?;
+    ctx.set_policy(&format!("^{}$", s.source), "queues", 1, r#"{"overflow":"drop-head","max-length":10}"#).await?;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    check_eq!(dk::ready(&s.ch, &s.dlq).await?, 0, "the deleted letter never arrives");
     Ok(())
 }

@@ -15,6 +15,7 @@ use crate::dlx_kit::{self as dk, long, text};
 use crate::lapin_kit as lk;
 use crate::{Case, CaseError, CaseResult, Ctx, QueueKind, Variant, case, case_v, check, check_eq};
 
+const QUORUM_091: [Variant; 1] = [Variant::AMQP091.on(QueueKind::Quorum)];
 const QUEUE_TYPES: [&str; 2] = ["rabbit_classic_queue", "rabbit_quorum_queue"];
 
 pub(crate) fn cases() -> Vec<Case> {
@@ -59,6 +60,13 @@ pub(crate) fn cases() -> Vec<Case> {
             &Variant::BOTH_QUEUES,
             ["dlx", "serial"],
             at_most_once
+        ),
+        case_v!(
+            "dlx.metrics.at_least_once_counted",
+            "quorum, at-least-once, reject-publish, a bound DLQ: 3 rejects count under rejected{at_least_once} and, once the DLQ confirmed them, confirmed{at_least_once}; nothing under at_most_once",
+            &QUORUM_091,
+            ["dlx", "serial"],
+            at_least_once
         ),
         case_v!(
             "dlx.metrics.missing_dlx_counts_disabled",
@@ -268,6 +276,21 @@ async fn at_most_once(ctx: Ctx) -> CaseResult {
         expected.extend([1, 0]);
     }
     watch.expect(&ctx, &expected).await
+}
+
+async fn at_least_once(ctx: Ctx) -> CaseResult {
+    let keys = [("rejected", "at_least_once"), ("confirmed", "at_least_once"), ("rejected", "at_most_once")];
+    let strategy = [("x-dead-letter-strategy", text("at-least-once")), ("x-overflow", text("reject-publish"))];
+    let s = dk::setup(&ctx, &strategy).await?;
+    let watch = Watch::new(&ctx, &keys).await?;
+    publish_all(&ctx, &s.conn, &s.source, &["1", "2", "3"]).await?;
+    let mut t = Taker::open(&ctx, &s.conn, &s.source, 10).await?;
+    for g in t.next_n(3).await? {
+        t.settle(&g, How::Reject).await?;
+    }
+    t.close().await;
+    dk::eventually_ready(&s.ch, &s.dlq, 3).await?;
+    watch.expect(&ctx, &[3, 3, 0]).await
 }
 
 async fn missing_dlx(ctx: Ctx) -> CaseResult {
