@@ -211,64 +211,36 @@ mod tests {
         assert_eq!(pump(&mut outbox).0, None);
         assert!(outbox.pending.is_empty());
     }
-}
-
-#[cfg(test)]
-mod confirm_tests {
-    use charon_model::{Message, Table};
-    use tokio::sync::mpsc;
-
-    use super::super::args::QueueType;
-    use super::super::handle::QueueHandle;
-    use super::super::requests::QueueConfig;
-    use super::*;
-    use crate::session::SessionSink;
-
-    fn queue(id: u64) -> (QueueRef, mpsc::Receiver<QueueCmd>) {
-        let (tx, rx) = mpsc::channel(8);
-        let config = QueueConfig {
-            name: format!("q{id}"),
-            vhost: "/".into(),
-            durable: true,
-            auto_delete: false,
-            exclusive_owner: None,
-            arguments: Table::new(),
-            queue_type: QueueType::Classic,
-        };
-        (Arc::new(QueueHandle::new(id, config, tx)), rx)
-    }
 
     #[test]
     fn copies_with_a_confirm_number_ask_their_target_to_confirm_to_the_source() {
-        let (session, _inbox) = SessionSink::new(42, 0);
-        let mut outbox = Outbox::new(ConfirmTo { session, channel: 0 });
-        let (target, mut rx) = queue(1);
+        let (mut outbox, _inbox) = outbox();
+        let (target, mut rx) = queue(1, 8);
         for confirm in [Some(5), None] {
             outbox.push(Forward { message: Arc::new(Message::default()), targets: vec![Arc::clone(&target)], confirm });
         }
-        let mut gone = Vec::new();
-        assert!(outbox.pump(&mut gone).is_none());
-        assert!(gone.is_empty());
+        assert_eq!(pump(&mut outbox), (None, vec![]));
         let Ok(QueueCmd::Publish { items, confirm_to }) = rx.try_recv() else { panic!("one publish") };
         assert_eq!(items.iter().map(|i| i.confirm).collect::<Vec<_>>(), [Some(5), None]);
-        assert_eq!(confirm_to.map(|to| to.session.id), Some(42));
+        assert_eq!(confirm_to.map(|to| to.session.id), Some(99));
     }
 
     #[test]
     fn a_gone_target_hands_the_numbers_back() {
-        let (session, _inbox) = SessionSink::new(42, 0);
-        let mut outbox = Outbox::new(ConfirmTo { session, channel: 0 });
-        let (gone_target, rx) = queue(1);
+        let (mut outbox, _inbox) = outbox();
+        let (gone_target, rx) = queue(1, 8);
         drop(rx);
-        let (live, mut live_rx) = queue(2);
+        let (live, mut live_rx) = queue(2, 8);
         outbox.push(Forward {
             message: Arc::new(Message::default()),
             targets: vec![Arc::clone(&gone_target), Arc::clone(&live)],
             confirm: Some(7),
         });
-        let mut gone = Vec::new();
-        assert!(outbox.pump(&mut gone).is_none());
-        assert_eq!(gone, [7], "the deleted target answers at once; the live one confirms itself");
+        assert_eq!(
+            pump(&mut outbox),
+            (None, vec![7]),
+            "the deleted target answers at once; the live one confirms itself"
+        );
         assert!(matches!(live_rx.try_recv(), Ok(QueueCmd::Publish { confirm_to: Some(_), .. })));
     }
 }

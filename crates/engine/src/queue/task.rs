@@ -285,15 +285,7 @@ impl Task {
         if discarded.is_empty() {
             return;
         }
-        let config = &self.handle.config;
-        let settings = self.state.settings();
-        let dead_letterer = DeadLetterer {
-            queue: &config.name,
-            counts: &self.handle.dead_lettered,
-            queue_type: config.queue_type,
-            exchange: settings.dead_letter_exchange.as_deref(),
-            routing_key: settings.dead_letter_routing_key.as_deref(),
-        };
+        let dead_letterer = dead_letterer(&self.handle, self.state.settings());
         let mut remove_now = Vec::new();
         for discard in discarded {
             let routed = dead_letterer.dead_letter(&*self.dead_letters, &discard.message, discard.reason);
@@ -335,15 +327,9 @@ impl Task {
         if due.is_empty() {
             return;
         }
-        let config = &self.handle.config;
+        // A copy of the settings: the loop below also changes the state they belong to.
         let settings = self.state.settings().clone();
-        let dead_letterer = DeadLetterer {
-            queue: &config.name,
-            counts: &self.handle.dead_lettered,
-            queue_type: config.queue_type,
-            exchange: settings.dead_letter_exchange.as_deref(),
-            routing_key: settings.dead_letter_routing_key.as_deref(),
-        };
+        let dead_letterer = dead_letterer(&self.handle, &settings);
         for letter in due {
             let copy = letter.copy.or_else(|| dead_letterer.copy(&letter.message, letter.reason).map(Arc::new));
             let targets = copy.as_ref().map_or_else(Vec::new, |copy| {
@@ -375,6 +361,17 @@ impl Task {
         if let Some(on_self_delete) = self.on_self_delete.take() {
             on_self_delete(&self.handle);
         }
+    }
+}
+
+/// What dead-lettering from this queue needs, with its current settings.
+fn dead_letterer<'a>(handle: &'a QueueRef, settings: &'a QueueSettings) -> DeadLetterer<'a> {
+    DeadLetterer {
+        queue: &handle.config.name,
+        counts: &handle.dead_lettered,
+        queue_type: handle.config.queue_type,
+        exchange: settings.dead_letter_exchange.as_deref(),
+        routing_key: settings.dead_letter_routing_key.as_deref(),
     }
 }
 
