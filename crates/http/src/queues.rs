@@ -36,6 +36,7 @@ async fn render(vhost: &VHost, queue: &QueueRef) -> Option<JsonValue> {
         && let Some(fields) = rendered.as_object_mut()
     {
         fields.insert("messages_dlx".into(), stats.dead_letters_pending.into());
+        fields.insert("message_bytes_dlx".into(), stats.dead_letters_pending_bytes.into());
     }
     Some(rendered)
 }

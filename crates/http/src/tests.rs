@@ -148,7 +148,8 @@ async fn a_quorum_queue_shows_its_waiting_at_least_once_dead_letters_as_messages
     };
     vhost.declare_queue(&declare, 1).await.unwrap();
     let queue = vhost.queue("qq", 1).unwrap();
-    assert!(queue.publish(vec![Enqueue { message: Arc::new(Message::default()), confirm: None }], None).await);
+    let message = Message::new(charon_model::Routing::default(), charon_model::Body::Data("hello".into()));
+    assert!(queue.publish(vec![Enqueue { message: Arc::new(message), confirm: None }], None).await);
     let owner = charon_engine::Owner { session: 1, channel: 1 };
     let seq = queue.get(owner, false).await.unwrap().unwrap().delivery.seq;
     queue.settle(vec![seq], charon_engine::Settle::Discard).await;
@@ -158,4 +159,5 @@ async fn a_quorum_queue_shows_its_waiting_at_least_once_dead_letters_as_messages
         (1.into(), 0.into(), 1.into()),
         "{got}"
     );
+    assert_eq!(got["message_bytes_dlx"], 5, "the body's bytes: {got}");
 }

@@ -112,6 +112,8 @@ pub struct QueueStats {
     /// At-least-once dead letters waiting for their targets (RabbitMQ's `messages_dlx`): not
     /// ready, but counted in `messages`.
     pub dead_letters_pending: u32,
+    /// Their body bytes (RabbitMQ's `message_bytes_dlx`).
+    pub dead_letters_pending_bytes: u64,
 }
 
 /// A 1.0 receiver's flow for a consumer link, as the queue applies it.

@@ -340,6 +340,7 @@ impl QueueState {
             unacked: count(self.consumers.unacked_len()),
             consumers: count(self.consumers.len()),
             dead_letters_pending: u32::try_from(self.dlx.size().count).unwrap_or(u32::MAX),
+            dead_letters_pending_bytes: self.dlx.size().bytes,
         }
     }
 

@@ -181,7 +181,10 @@ fn discard_goes_through_the_dead_letter_seam() {
     let got = s.get(owner, false).unwrap();
     s.settle(&[got.delivery.seq], Settle::Discard);
     assert_eq!(s.take_discarded().iter().map(|d| d.reason).collect::<Vec<_>>(), [DeathReason::Rejected]);
-    assert_eq!(s.stats(), QueueStats { ready: 0, unacked: 0, consumers: 0, dead_letters_pending: 0 });
+    assert_eq!(
+        s.stats(),
+        QueueStats { ready: 0, unacked: 0, consumers: 0, dead_letters_pending: 0, dead_letters_pending_bytes: 0 }
+    );
 }
 
 #[test]
