@@ -36,7 +36,9 @@ fn global(reason: &str, strategy: &str) -> String {
 }
 
 fn per_queue(queue: &str, reason: &str) -> String {
-    format!("{PER_QUEUE}{{vhost=\"/\",queue=\"{queue}\",reason=\"{reason}\"}}")
+    // metrics-src has a dead-letter exchange (at_most_once); the odd queue drops (disabled).
+    let strategy = if queue == "metrics-src" { "at_most_once" } else { "disabled" };
+    format!("{PER_QUEUE}{{vhost=\"/\",queue=\"{queue}\",reason=\"{reason}\",strategy=\"{strategy}\"}}")
 }
 
 async fn declare(channel: &Channel, name: &str, args: &[(&str, AMQPValue)]) {

@@ -16,9 +16,10 @@ use metrics::{Unit, counter, describe_counter};
 
 use crate::broker::Broker;
 pub use crate::dead_letter::counts::{DeadLetterCounts, DeadLetterStrategy, count_dead_letter};
-use crate::dead_letter::counts::{REASONS, global_name};
+use crate::dead_letter::counts::{REASONS, STRATEGIES, global_name};
 
-/// Per-queue counter: `charon_queue_messages_dead_lettered_total{vhost,queue,reason}`.
+/// Per-queue counter: `charon_queue_messages_dead_lettered_total{vhost,queue,reason,strategy}`
+/// (`strategy` as RabbitMQ's `dead_letter_strategy` label: `disabled` counts drops).
 pub const QUEUE_DEAD_LETTERED: &str = "charon_queue_messages_dead_lettered_total";
 /// Per-queue gauge: `charon_queue_dead_letters_pending{vhost,queue}`, quorum queues only (the
 /// only ones whose dead letters wait, RabbitMQ's at-least-once).
@@ -50,15 +51,18 @@ pub fn render_queue_counters(broker: &Broker) -> String {
                 );
             }
             for reason in REASONS {
-                let count = queue.dead_lettered.get(reason);
-                if count > 0 {
-                    let _ = writeln!(
-                        out,
-                        "{QUEUE_DEAD_LETTERED}{{vhost=\"{}\",queue=\"{}\",reason=\"{}\"}} {count}",
-                        escape_label(vhost.name()),
-                        escape_label(queue.name()),
-                        reason.as_str()
-                    );
+                for strategy in STRATEGIES {
+                    let count = queue.dead_lettered.get(strategy, reason);
+                    if count > 0 {
+                        let _ = writeln!(
+                            out,
+                            "{QUEUE_DEAD_LETTERED}{{vhost=\"{}\",queue=\"{}\",reason=\"{}\",strategy=\"{}\"}} {count}",
+                            escape_label(vhost.name()),
+                            escape_label(queue.name()),
+                            reason.as_str(),
+                            strategy.label()
+                        );
+                    }
                 }
             }
         }

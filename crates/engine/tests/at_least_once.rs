@@ -67,6 +67,8 @@ async fn an_unroutable_dead_letter_waits_in_the_source_until_its_queue_is_declar
     let gauge = |value: u32| format!("charon_queue_dead_letters_pending{{vhost=\"/\",queue=\"src\"}} {value}\n");
     let metrics = charon_engine::metrics::render_queue_counters(&broker);
     assert!(metrics.contains(&gauge(1)), "{metrics}");
+    let counted = "charon_queue_messages_dead_lettered_total{vhost=\"/\",queue=\"src\",reason=\"rejected\",strategy=\"at_least_once\"} 1\n";
+    assert!(metrics.contains(counted), "{metrics}");
     assert_eq!(source.get(OWNER, true).await.unwrap().map(|g| g.delivery.seq), None, "never delivered");
     // The dead-letter queue appears: the letter goes there at once, not after a timer.
     vhost.declare_queue(&declare("dlq", Table::new()), 1).await.unwrap();

@@ -13,30 +13,41 @@ use crate::queue::args::QueueType;
 pub(crate) const REASONS: [DeathReason; 4] =
     [DeathReason::Maxlen, DeathReason::Expired, DeathReason::Rejected, DeathReason::DeliveryLimit];
 
-/// Messages one queue dead-lettered (or dropped for want of a dead-letter exchange), by reason.
+/// The strategies a queue's counts are kept under, in order.
+pub(crate) const STRATEGIES: [DeadLetterStrategy; 3] =
+    [DeadLetterStrategy::Disabled, DeadLetterStrategy::AtMostOnce, DeadLetterStrategy::AtLeastOnce];
+
+/// Messages one queue dead-lettered (or dropped for want of a dead-letter exchange), by reason
+/// and strategy.
 #[derive(Debug, Default)]
-pub struct DeadLetterCounts([AtomicU64; 4]);
+pub struct DeadLetterCounts([[AtomicU64; 3]; 4]);
 
 impl DeadLetterCounts {
-    fn slot(&self, reason: DeathReason) -> &AtomicU64 {
+    fn slot(&self, strategy: DeadLetterStrategy, reason: DeathReason) -> &AtomicU64 {
         let [maxlen, expired, rejected, delivery_limit] = &self.0;
-        match reason {
+        let by_strategy = match reason {
             DeathReason::Maxlen => maxlen,
             DeathReason::Expired => expired,
             DeathReason::Rejected => rejected,
             DeathReason::DeliveryLimit => delivery_limit,
+        };
+        let [disabled, at_most_once, at_least_once] = by_strategy;
+        match strategy {
+            DeadLetterStrategy::Disabled => disabled,
+            DeadLetterStrategy::AtMostOnce => at_most_once,
+            DeadLetterStrategy::AtLeastOnce => at_least_once,
         }
     }
 
     /// Counts one message.
-    pub fn add(&self, reason: DeathReason) {
-        self.slot(reason).fetch_add(1, Ordering::Relaxed);
+    pub fn add(&self, strategy: DeadLetterStrategy, reason: DeathReason) {
+        self.slot(strategy, reason).fetch_add(1, Ordering::Relaxed);
     }
 
-    /// The count for `reason`.
+    /// The count for `reason` under `strategy`.
     #[must_use]
-    pub fn get(&self, reason: DeathReason) -> u64 {
-        self.slot(reason).load(Ordering::Relaxed)
+    pub fn get(&self, strategy: DeadLetterStrategy, reason: DeathReason) -> u64 {
+        self.slot(strategy, reason).load(Ordering::Relaxed)
     }
 }
 
@@ -79,7 +90,7 @@ pub fn count_dead_letter(
 ) {
     counter!(global_name(reason), "queue_type" => queue_type.module(), "dead_letter_strategy" => strategy.label())
         .increment(1);
-    queue.add(reason);
+    queue.add(strategy, reason);
 }
 
 /// Counts one at-least-once dead letter that every target confirmed
