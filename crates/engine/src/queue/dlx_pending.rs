@@ -58,6 +58,8 @@ pub(super) struct DlxPending {
     numbers: HashMap<u64, (u64, u64)>,
     next_number: u64,
     bytes: u64,
+    /// Letters marked due: a queue passes with nothing due without looking at its letters.
+    due: usize,
 }
 
 impl DlxPending {
@@ -68,6 +70,7 @@ impl DlxPending {
         let letter =
             Letter { entry, reason, copy: None, confirmed: Vec::new(), outstanding: 0, refused: false, due: true };
         self.letters.insert(self.next_id, letter);
+        self.due += 1;
     }
 
     /// The letters as length limits and `messages` count them.
@@ -77,20 +80,25 @@ impl DlxPending {
 
     /// Whether any letter waits for an attempt.
     pub(super) fn any_due(&self) -> bool {
-        self.letters.values().any(|l| l.due)
+        self.due > 0
     }
 
     /// Makes every letter not waiting for an answer due again (the topology or the policy
     /// changed, or the retry timer fired).
     pub(super) fn retry_all(&mut self) {
-        for letter in self.letters.values_mut().filter(|l| l.outstanding == 0) {
+        for letter in self.letters.values_mut().filter(|l| l.outstanding == 0 && !l.due) {
             letter.due = true;
+            self.due += 1;
         }
     }
 
     /// Takes the letters due for an attempt, oldest first; each stays held until
     /// [`Self::sent`] / [`Self::unroutable`] says what came of it.
     pub(super) fn due(&mut self) -> Vec<Due> {
+        if self.due == 0 {
+            return Vec::new();
+        }
+        self.due = 0;
         let mut due = Vec::new();
         for (&id, letter) in self.letters.iter_mut().filter(|(_, l)| l.due) {
             letter.due = false;
@@ -148,6 +156,7 @@ impl DlxPending {
     pub(super) fn take_all(&mut self) -> Vec<Entry> {
         self.numbers.clear();
         self.bytes = 0;
+        self.due = 0;
         std::mem::take(&mut self.letters).into_values().map(|l| l.entry).collect()
     }
 
