@@ -587,3 +587,22 @@ fn compaction_keeps_a_waiting_dead_letter_waiting() {
     assert_eq!(seqs(&recovery, 1), [0]);
     assert_eq!(recovery.queues[&1].iter().next().unwrap().dead_lettered, Some(2));
 }
+
+#[test]
+fn a_dead_lettered_record_one_byte_short_is_invalid_not_misread() {
+    use bytes::{BufMut, BytesMut};
+
+    use super::record::{Next, next_record, put_record};
+    let mut out = BytesMut::new();
+    let record = Record::DeadLettered { queue: 7, seq: 9, reason: 2 };
+    let len = put_record(&mut out, &record);
+    assert_eq!(len, 8 + 1 + 8 + 8 + 1);
+    assert!(matches!(next_record(&out.clone().freeze()), Next::Record(r, l) if r == record && l == len));
+    // The same record without its reason byte, framed with a matching CRC.
+    let payload = &out[8..len - 1];
+    let mut short = BytesMut::new();
+    short.put_u32_le(u32::try_from(payload.len()).unwrap());
+    short.put_u32_le(crc32fast::hash(payload));
+    short.put_slice(payload);
+    assert!(matches!(next_record(&short.freeze()), Next::Invalid(_)));
+}
