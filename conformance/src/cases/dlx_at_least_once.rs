@@ -23,6 +23,18 @@ pub(crate) fn cases() -> Vec<Case> {
             unroutable_waits
         ),
         case_v!(
+            "dlx.at_least_once.refused_by_full_target_waits",
+            "a dead letter the full DLQ (reject-publish, max-length 0) refuses waits in the source; once the DLQ is replaced by one with room and a policy change retries, it arrives",
+            &QUORUM_091,
+            ["dlx"],
+            refused_waits
+        )
+        .deliberate(
+            "Charon retries a letter its target refused as soon as a queue, exchange or binding is added (the \
+             replaced DLQ here) or a policy changes; RabbitMQ 4.0.5 resends a refused letter only after its \
+             180 s confirm timeout (observed: nothing within 5 s of the new DLQ and a policy change)",
+        ),
+        case_v!(
             "dlx.at_least_once.switch_away_deletes_waiting",
             "a waiting at-least-once dead letter is deleted when a policy turns the overflow to drop-head (leaving the strategy): messages 0, nothing reaches the DLQ later",
             &QUORUM_091,
@@ -108,11 +120,47 @@ async fn switch_away_deletes(ctx: Ctx) -> CaseResult {
     ctx.expect_queue_counts(&s.source, (1, 0, 0)).await?;
     // A quorum queue's overflow policy wins over its argument: this leaves at-least-once.
     ctx.set_policy(&format!("^{}$", s.source), "queues", 0, r#"{"overflow":"drop-head"}"#).await?;
+    // `messages` includes the waiting letters: 0 means it was deleted (RabbitMQ's counters
+    // refresh every 5 s, so the case checks once, within its 15 s).
     ctx.expect_queue_counts(&s.source, (0, 0, 0)).await?;
-    expect_dlx_count(&ctx, &s.source, 0).await?;
     lk::bind(&s.ch, &s.dlq, &s.dlx, &s.source, lapin::types::FieldTable::default()).await?;
     ctx.set_policy(&format!("^{}$", s.source), "queues", 1, r#"{"overflow":"drop-head","max-length":10}"#).await?;
     tokio::time::sleep(Duration::from_millis(500)).await;
     check_eq!(dk::ready(&s.ch, &s.dlq).await?, 0, "the deleted letter never arrives");
+    Ok(())
+}
+
+async fn refused_waits(ctx: Ctx) -> CaseResult {
+    let (conn, ch) = ctx.lapin_channel().await?;
+    let dlx = ctx.exchange("dlx");
+    let options = lapin::options::ExchangeDeclareOptions::default();
+    let no_args = lapin::types::FieldTable::default();
+    ch.exchange_declare(dlx.as_str().into(), lapin::ExchangeKind::Direct, options, no_args.clone()).await?;
+    let (source, dlq) = (ctx.queue("src"), ctx.queue("dlq"));
+    let full = dk::args(&[("x-max-length", dk::long(0)), ("x-overflow", text("reject-publish"))]);
+    ch.queue_declare(dlq.as_str().into(), lapin::options::QueueDeclareOptions::default(), full).await?;
+    lk::bind(&ch, &dlq, &dlx, &source, no_args.clone()).await?;
+    let arguments = dk::args(&[
+        ("x-dead-letter-exchange", text(&dlx)),
+        ("x-dead-letter-strategy", text("at-least-once")),
+        ("x-overflow", text("reject-publish")),
+    ]);
+    dk::declare_typed(&ctx, &ch, &source, arguments).await?;
+    let mut publisher = Publisher::open(&ctx, &conn).await?;
+    publisher.publish("", &source, b"m1").await?;
+    publisher.close().await;
+    let mut consumer = Consumer::open(&ctx, &conn, &source, 1).await?;
+    let d = consumer.next().await?;
+    consumer.settle(&d, Settle::Reject).await?;
+    consumer.close().await;
+    ctx.expect_queue_counts(&source, (1, 0, 0)).await?;
+    expect_dlx_count(&ctx, &source, 1).await?;
+    check_eq!(dk::ready(&ch, &dlq).await?, 0, "the full DLQ took nothing");
+    // The DLQ is replaced by one with room; a policy change makes the source retry.
+    ch.queue_delete(dlq.as_str().into(), lapin::options::QueueDeleteOptions::default()).await?;
+    lk::queue_bound(&ch, &dlq, &dlx, &source).await?;
+    ctx.set_policy(&format!("^{source}$"), "queues", 0, r#"{"dead-letter-strategy":"at-least-once"}"#).await?;
+    dk::eventually_ready(&ch, &dlq, 1).await?;
+    ctx.expect_queue_counts(&source, (0, 0, 0)).await?;
     Ok(())
 }
