@@ -188,3 +188,31 @@ fn a_waiting_dead_letter_waits_again_after_a_restart_and_is_never_ready() {
         assert_eq!(got.delivery.message.body.bytes().as_ref(), b"m1");
     });
 }
+
+#[tokio::test]
+async fn waiting_dead_letters_count_against_the_length_limit() {
+    let (_broker, vhost) = setup().await;
+    let mut args = source_args("at-least-once", "reject-publish");
+    args.insert("x-max-length", Value::I64(1));
+    vhost.declare_queue(&declare("src", args), 1).await.unwrap();
+    let source = vhost.queue("src", 1).unwrap();
+    publish_and_reject(&source, "waits").await;
+    assert_eq!(counts(&source, (0, 1)).await, (0, 1));
+    // One ready message more puts the queue over its limit of one: the next publish is refused.
+    let (session, mut events) = charon_engine::SessionSink::new(1, 0);
+    for confirm in 1..=2u64 {
+        let routing = Routing { exchange: String::new(), routing_key: "src".into(), ..Routing::default() };
+        let message = Arc::new(Message::new(routing, Body::Data("m".into())));
+        let to = charon_engine::ConfirmTo { session: session.clone(), channel: 1 };
+        assert!(source.publish(vec![charon_engine::Enqueue { message, confirm: Some(confirm) }], Some(to)).await);
+    }
+    let mut answers = Vec::new();
+    while answers.len() < 2 {
+        if let charon_engine::SessionEvent::Confirms { accepted, refused, .. } = events.recv().await.unwrap() {
+            answers.extend(accepted.into_iter().map(|n| (n, true)));
+            answers.extend(refused.into_iter().map(|n| (n, false)));
+        }
+    }
+    answers.sort_unstable();
+    assert_eq!(answers, [(1, true), (2, false)], "the waiting letter counted: 1 ready + 1 waiting > 1");
+}

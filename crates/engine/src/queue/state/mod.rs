@@ -410,7 +410,8 @@ impl QueueState {
             };
             self.discard(entry, DeathReason::Maxlen);
         }
-        self.limits.enforced(self.ready.size());
+        // At-least-once dead letters waiting here count too (RabbitMQ's `messages`).
+        self.limits.enforced(self.ready.size() + self.dlx.size());
     }
 
     /// Whether `drop-head` has messages left to drop that are being read off the task. Limits
