@@ -62,6 +62,10 @@ pub(crate) struct Cli {
     /// Default 16777216 (16 MiB); at most 536870912 (512 MiB), as RabbitMQ allows.
     #[arg(long)]
     max_message_size: Option<u64>,
+    /// Keep dead letters RabbitMQ drops silently (missing DLX, no route, cycle, full target) in
+    /// each vhost's `amq.charon.dead-letters` queue. Default true.
+    #[arg(long)]
+    dead_letter_fallback: Option<bool>,
 }
 
 /// A user in the configuration file.
@@ -91,6 +95,7 @@ struct FileConfig {
     channel_max: Option<u16>,
     frame_max: Option<u32>,
     max_message_size: Option<u64>,
+    dead_letter_fallback: Option<bool>,
 }
 
 /// A size in bytes in the configuration file: a number, or a string with RabbitMQ's units.
@@ -159,6 +164,7 @@ pub(crate) struct Config {
     pub(crate) channel_max: u16,
     pub(crate) frame_max: u32,
     pub(crate) max_message_size: u64,
+    pub(crate) dead_letter_fallback: bool,
 }
 
 impl Config {
@@ -239,6 +245,7 @@ impl Config {
         if !(1..=MAX_MESSAGE_SIZE_LIMIT).contains(&max_message_size) {
             bail!("max_message_size must be 1 to {MAX_MESSAGE_SIZE_LIMIT}, got {max_message_size}");
         }
+        let dead_letter_fallback = cli.dead_letter_fallback.or(file.dead_letter_fallback).unwrap_or(true);
         Ok(Self {
             listen,
             users,
@@ -253,6 +260,7 @@ impl Config {
             channel_max,
             frame_max,
             max_message_size,
+            dead_letter_fallback,
         })
     }
 
@@ -278,7 +286,11 @@ impl Config {
     }
 
     pub(crate) fn broker_config(&self) -> BrokerConfig {
-        BrokerConfig { users: self.users.clone(), vhosts: self.vhosts.clone() }
+        BrokerConfig {
+            users: self.users.clone(),
+            vhosts: self.vhosts.clone(),
+            dead_letter_fallback: self.dead_letter_fallback,
+        }
     }
 }
 
@@ -303,6 +315,21 @@ mod tests {
         );
         assert_eq!(config.anonymous_user, None);
         assert_eq!(config.data_dir, PathBuf::from("./data"));
+    }
+
+    #[test]
+    fn the_dead_letter_fallback_is_on_unless_the_flag_or_the_file_turns_it_off() {
+        assert!(Config::resolve(&cli(&[]), FileConfig::default()).unwrap().dead_letter_fallback);
+        let file: FileConfig = toml::from_str("dead_letter_fallback = false").unwrap();
+        assert!(!Config::resolve(&cli(&[]), file.clone()).unwrap().dead_letter_fallback);
+        let config = Config::resolve(&cli(&["--dead-letter-fallback", "true"]), file).unwrap();
+        assert!(config.dead_letter_fallback, "the flag wins");
+        assert!(
+            !Config::resolve(&cli(&["--dead-letter-fallback", "false"]), FileConfig::default())
+                .unwrap()
+                .broker_config()
+                .dead_letter_fallback
+        );
     }
 
     #[test]

@@ -36,6 +36,9 @@ pub struct BrokerConfig {
     pub users: Vec<UserConfig>,
     /// Virtual hosts created at start.
     pub vhosts: Vec<String>,
+    /// Keep the dead letters RabbitMQ drops silently in each vhost's fallback queue
+    /// (`amq.charon.dead-letters`, see [`crate::dead_letter::FALLBACK_QUEUE`]).
+    pub dead_letter_fallback: bool,
 }
 
 impl Default for BrokerConfig {
@@ -44,6 +47,7 @@ impl Default for BrokerConfig {
         Self {
             users: vec![UserConfig { name: "guest".into(), password: "guest".into(), vhosts: None }],
             vhosts: vec!["/".into()],
+            dead_letter_fallback: true,
         }
     }
 }
@@ -70,15 +74,21 @@ pub struct Broker {
 }
 
 impl Broker {
-    /// Creates the broker with its users and vhosts.
+    /// Creates the broker with its users and vhosts, without a store. Must run inside the
+    /// runtime (the fallback queues start their tasks).
     #[must_use]
     pub fn new(config: BrokerConfig) -> Arc<Self> {
         let ids = Arc::new(AtomicU64::new(1));
         let limits = Limits::restore(None, &[]);
+        let fallback = config.dead_letter_fallback;
         let vhosts = config
             .vhosts
             .iter()
-            .map(|name| (name.clone(), VHost::new(name, Arc::clone(&ids), None, Arc::clone(&limits))))
+            .map(|name| {
+                let vhost = VHost::new(name, Arc::clone(&ids), None, Arc::clone(&limits), fallback);
+                vhost.ensure_fallback_queue();
+                (name.clone(), vhost)
+            })
             .collect();
         let users = config.users.into_iter().map(|u| (u.name.clone(), u)).collect();
         Arc::new(Self { users, vhosts: RwLock::new(vhosts), ids, resources: Arc::default(), limits })
@@ -111,8 +121,15 @@ impl Broker {
         let limits = Limits::restore(Some(Arc::clone(&store)), &snapshot.limits);
         let mut vhosts = HashMap::new();
         for name in names {
-            let vhost = VHost::new(&name, Arc::clone(&ids), Some(Arc::clone(&store)), Arc::clone(&limits));
+            let vhost = VHost::new(
+                &name,
+                Arc::clone(&ids),
+                Some(Arc::clone(&store)),
+                Arc::clone(&limits),
+                config.dead_letter_fallback,
+            );
             vhost.restore(&snapshot, &mut messages);
+            vhost.ensure_fallback_queue();
             vhosts.insert(name, vhost);
         }
         let orphans: Vec<Record> = messages.into_keys().map(|queue| Record::DropQueue { queue }).collect();

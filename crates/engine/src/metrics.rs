@@ -25,6 +25,10 @@ pub const QUEUE_DEAD_LETTERED: &str = "charon_queue_messages_dead_lettered_total
 /// only ones whose dead letters wait, RabbitMQ's at-least-once).
 pub const QUEUE_DEAD_LETTERS_PENDING: &str = "charon_queue_dead_letters_pending";
 
+/// Dead letters dropped where RabbitMQ drops them silently (and kept in the fallback queue when
+/// it is on): `charon_dead_letters_dropped_total{vhost,queue,drop_reason}`.
+pub const DEAD_LETTERS_DROPPED: &str = "charon_dead_letters_dropped_total";
+
 /// The per-queue series in Prometheus text format: one line per live queue and reason that
 /// has counted at least one message (a series appears on its first count, as with the facade).
 #[must_use]
@@ -68,6 +72,22 @@ pub fn render_queue_counters(broker: &Broker) -> String {
         }
     }
     out.push_str(&pending);
+    let _ = writeln!(
+        out,
+        "# HELP {DEAD_LETTERS_DROPPED} Dead letters RabbitMQ would drop silently, by the queue they died in and why\n\
+         # TYPE {DEAD_LETTERS_DROPPED} counter"
+    );
+    for vhost in broker.vhosts() {
+        for (queue, reason, count) in vhost.dropped_dead_letters() {
+            let _ = writeln!(
+                out,
+                "{DEAD_LETTERS_DROPPED}{{vhost=\"{}\",queue=\"{}\",drop_reason=\"{}\"}} {count}",
+                escape_label(vhost.name()),
+                escape_label(&queue),
+                reason.as_str()
+            );
+        }
+    }
     out
 }
 
@@ -173,8 +193,8 @@ mod resource_tests {
     use super::*;
     use crate::BrokerConfig;
 
-    #[test]
-    fn alarm_families_follow_the_alarms() {
+    #[tokio::test]
+    async fn alarm_families_follow_the_alarms() {
         let broker = Broker::new(BrokerConfig::default());
         let text = render_resources(&broker);
         assert!(text.contains(

@@ -8,11 +8,14 @@
 //! routing key), is routed through the exchange graph (internal exchanges allowed, alternate
 //! exchanges honoured), and goes to every target queue except those where the cycle rule drops
 //! it. The queue then forwards the copies through its own outbox ([`crate::queue`]), so a slow
-//! target pushes back on the dead-lettering queue only.
+//! target pushes back on the dead-lettering queue only. What RabbitMQ would drop silently goes
+//! to the vhost's fallback queue instead ([`drops`]).
 
 mod copy;
 pub(crate) mod counts;
+mod drops;
 mod sink;
 
 pub use copy::{dead_lettered_copy, is_cycle};
-pub(crate) use sink::{DeadLetterSink, DeadLetterer, Forward};
+pub use drops::{DROP_REASON_ANNOTATION, DROP_REASON_HEADER, DropReason, Drops, FALLBACK_QUEUE, marked_dropped};
+pub(crate) use sink::{DeadLetterSink, DeadLetterer, Forward, Outcome};

@@ -13,9 +13,11 @@ use charon_model::{DeathReason, Message, Routing, Table};
 
 use super::copy::{dead_lettered_copy, is_cycle, routing_headers};
 use super::counts::{DeadLetterCounts, DeadLetterStrategy, count_dead_letter};
+use super::drops::DropReason;
 use crate::clock::now_ms;
 use crate::queue::args::QueueType;
 use crate::queue::handle::QueueRef;
+use crate::queue::requests::ConfirmTo;
 
 /// Where a queue's dead letters are routed: the vhost's exchange graph, as a queue task sees it.
 pub(crate) trait DeadLetterSink: Send + Sync {
@@ -23,6 +25,23 @@ pub(crate) trait DeadLetterSink: Send + Sync {
     /// `internal` check (RabbitMQ calls `rabbit_exchange:route` directly); `None` when the
     /// exchange does not exist.
     fn route(&self, exchange: &str, routing: &Routing, headers: &Table) -> Option<Vec<QueueRef>>;
+
+    /// A dead letter of `queue` was dropped where RabbitMQ drops it silently: counts and logs
+    /// it, and returns the fallback queue to keep it in (`None` when the fallback is off, or
+    /// when `queue` is the fallback queue itself).
+    fn dropped(&self, queue: &str, reason: DropReason) -> Option<QueueRef>;
+}
+
+/// What became of a dead letter.
+#[derive(Debug)]
+pub(crate) enum Outcome {
+    /// The copy goes to these queues.
+    Routed(Arc<Message>, Vec<QueueRef>),
+    /// The queue has no dead-letter exchange: the message is discarded, as its owner chose.
+    Discarded,
+    /// RabbitMQ would drop it silently: the copy (its death recorded) and why. (Boxed: a
+    /// rare outcome, and the others are small.)
+    Dropped(Box<Message>, DropReason),
 }
 
 /// A dead-lettered copy on its way to the queues it was routed to.
@@ -35,6 +54,17 @@ pub(crate) struct Forward {
     /// The number each target confirms the copy with, when the source waits for that before
     /// removing the message from the log.
     pub(crate) confirm: Option<u64>,
+    /// Where the confirm goes when not to the forwarding queue itself: a queue that refused a
+    /// dead letter passes it on to the fallback queue with the source's own confirm number, so
+    /// the source still learns when the copy is safe.
+    pub(crate) reply_to: Option<ConfirmTo>,
+}
+
+impl Forward {
+    /// A copy for `targets`, confirmed (if `confirm`) to the forwarding queue.
+    pub(crate) fn new(message: Arc<Message>, targets: Vec<QueueRef>, confirm: Option<u64>) -> Self {
+        Self { message, targets, confirm, reply_to: None }
+    }
 }
 
 /// What a queue needs to dead-letter its messages.
@@ -54,25 +84,32 @@ pub(crate) struct DeadLetterer<'a> {
 
 impl DeadLetterer<'_> {
     /// Dead-letters one message through `sink` (RabbitMQ 4.0.5's `rabbit_dead_letter:publish/5`),
-    /// counting it at most once (or `disabled`): returns the copy and its targets, or `None`
-    /// when it is dropped (no dead-letter exchange, a missing one, no route, or only cyclic
-    /// routes).
+    /// counting it at most once (or `disabled`): the copy and its targets, or why it is not
+    /// routed (no dead-letter exchange; a missing one, no route, or only cyclic routes).
     pub(crate) fn dead_letter<S: DeadLetterSink + ?Sized>(
         &self,
         sink: &S,
         message: &Message,
         reason: DeathReason,
-    ) -> Option<(Arc<Message>, Vec<QueueRef>)> {
-        let routed = self.copy(message, reason).and_then(|copy| {
-            let targets =
-                self.exchange.and_then(|exchange| sink.route(exchange, &copy.routing, &routing_headers(&copy)));
-            targets.map(|targets| (copy, targets))
-        });
-        let strategy = if routed.is_some() { DeadLetterStrategy::AtMostOnce } else { DeadLetterStrategy::Disabled };
+    ) -> Outcome {
+        let Some(copy) = self.copy(message, reason) else {
+            count_dead_letter(self.queue_type, DeadLetterStrategy::Disabled, reason, self.counts);
+            return Outcome::Discarded;
+        };
+        let targets = self.exchange.and_then(|exchange| sink.route(exchange, &copy.routing, &routing_headers(&copy)));
+        let strategy = if targets.is_some() { DeadLetterStrategy::AtMostOnce } else { DeadLetterStrategy::Disabled };
         count_dead_letter(self.queue_type, strategy, reason, self.counts);
-        let (copy, targets) = routed?;
+        let Some(targets) = targets else {
+            return Outcome::Dropped(Box::new(copy), DropReason::NoDlx);
+        };
+        if targets.is_empty() {
+            return Outcome::Dropped(Box::new(copy), DropReason::Unroutable);
+        }
         let targets = without_cycles(&copy, reason, targets);
-        (!targets.is_empty()).then(|| (Arc::new(copy), targets))
+        if targets.is_empty() {
+            return Outcome::Dropped(Box::new(copy), DropReason::Cycle);
+        }
+        Outcome::Routed(Arc::new(copy), targets)
     }
 
     /// The dead-lettered copy of `message` (one more death, no TTL, the dead-letter exchange
@@ -133,6 +170,10 @@ mod tests {
         fn route(&self, exchange: &str, _routing: &Routing, _headers: &Table) -> Option<Vec<QueueRef>> {
             self.0.get(exchange).cloned()
         }
+
+        fn dropped(&self, _queue: &str, _reason: DropReason) -> Option<QueueRef> {
+            None
+        }
     }
 
     fn queue(id: u64, name: &str) -> QueueRef {
@@ -164,7 +205,9 @@ mod tests {
         let sink = Exchanges(HashMap::from([("dlx", vec![Arc::clone(&a), Arc::clone(&b)])]));
         let counts = DeadLetterCounts::default();
         let (message, reason) = letter("k1");
-        let (copy, targets) = from(&counts, Some("dlx")).dead_letter(&sink, &message, reason).unwrap();
+        let Outcome::Routed(copy, targets) = from(&counts, Some("dlx")).dead_letter(&sink, &message, reason) else {
+            panic!("not routed");
+        };
         assert_eq!(targets.iter().map(|t| t.id).collect::<Vec<_>>(), [1, 2]);
         assert_eq!((copy.routing.exchange.as_str(), copy.routing.routing_key.as_str()), ("dlx", "dl"));
         let deaths = copy.broker.deaths.as_deref().unwrap();
@@ -172,13 +215,31 @@ mod tests {
     }
 
     #[test]
-    fn a_letter_without_a_dead_letter_exchange_or_route_is_dropped() {
-        let sink = Exchanges(HashMap::from([("empty", Vec::new())]));
+    fn a_letter_without_a_dead_letter_exchange_or_route_is_not_routed_and_says_why() {
+        let src = queue(3, "src");
+        let sink = Exchanges(HashMap::from([("empty", Vec::new()), ("loop", vec![src])]));
         let counts = DeadLetterCounts::default();
-        // No dead-letter exchange configured, one that does not exist, and one with no route.
-        for exchange in [None, Some("missing"), Some("empty")] {
-            let (message, reason) = letter("k");
-            assert!(from(&counts, exchange).dead_letter(&sink, &message, reason).is_none());
+        let (message, reason) = letter("k");
+        assert!(matches!(from(&counts, None).dead_letter(&sink, &message, reason), Outcome::Discarded));
+        // A dead letter that already died in `src` (expired) and is routed back only there.
+        let (message, reason) = letter("k");
+        let Outcome::Dropped(died_once, _) = from(&counts, Some("missing")).dead_letter(&sink, &message, reason) else {
+            panic!("not dropped");
+        };
+        let cases = [(Some("missing"), &message, DropReason::NoDlx), (Some("empty"), &message, DropReason::Unroutable)];
+        for (exchange, message, why) in cases {
+            let Outcome::Dropped(copy, reason) = from(&counts, exchange).dead_letter(&sink, message, reason) else {
+                panic!("not dropped");
+            };
+            assert_eq!(reason, why);
+            assert_eq!(copy.broker.deaths.as_deref().map(|h| h.entries.len()), Some(1), "its death is recorded");
         }
+        let outcome = from(&counts, Some("loop")).dead_letter(&sink, &died_once, DeathReason::Expired);
+        assert!(matches!(outcome, Outcome::Dropped(_, DropReason::Cycle)));
+        // Rejected letters are exempt from the cycle rule.
+        assert!(matches!(
+            from(&counts, Some("loop")).dead_letter(&sink, &died_once, DeathReason::Rejected),
+            Outcome::Routed(..)
+        ));
     }
 }

@@ -25,6 +25,15 @@ pub(crate) struct Discard {
 /// Messages leaving the queue other than by acknowledgement, in order.
 pub(crate) type Discarded = Vec<Discard>;
 
+/// A dead letter this queue refused (full, `reject-publish`), which RabbitMQ drops silently:
+/// the task passes it on to the fallback queue, with the source's confirm number so that the
+/// source removes its message only once the fallback has the copy.
+#[derive(Debug)]
+pub(crate) struct RefusedDeadLetter {
+    pub(crate) message: Arc<Message>,
+    pub(crate) confirm: Option<(ConfirmTo, u64)>,
+}
+
 /// Events for sessions, as the task sends them.
 pub(crate) type Events = Vec<(SessionSink, SessionEvent)>;
 
@@ -33,13 +42,19 @@ pub(crate) type Events = Vec<(SessionSink, SessionEvent)>;
 pub(super) struct Effects {
     events: Events,
     discarded: Discarded,
+    refused_dead_letters: Vec<RefusedDeadLetter>,
     journal: Journal,
 }
 
 impl Effects {
     /// No effects yet, for queue `queue` (the log's key for its records).
     pub(super) fn new(queue: u64) -> Self {
-        Self { events: Vec::new(), discarded: Vec::new(), journal: Journal::new(queue) }
+        Self {
+            events: Vec::new(),
+            discarded: Vec::new(),
+            refused_dead_letters: Vec::new(),
+            journal: Journal::new(queue),
+        }
     }
 
     /// An event for a session, sent at the end of the pass.
@@ -51,6 +66,11 @@ impl Effects {
     /// record (`removal`) is removed by the task once the dead letter is safe.
     pub(super) fn discard(&mut self, message: Arc<Message>, reason: DeathReason, removal: Option<Removal>) {
         self.discarded.push(Discard { message, reason, removal });
+    }
+
+    /// A dead letter was refused (the queue is full): it is passed on, not answered.
+    pub(super) fn refused_dead_letter(&mut self, message: Arc<Message>, confirm: Option<(ConfirmTo, u64)>) {
+        self.refused_dead_letters.push(RefusedDeadLetter { message, confirm });
     }
 
     /// The log records of this pass.
@@ -85,6 +105,11 @@ impl Effects {
     /// Takes the messages to dead-letter.
     pub(super) fn take_discarded(&mut self) -> Discarded {
         std::mem::take(&mut self.discarded)
+    }
+
+    /// Takes the dead letters refused in this pass.
+    pub(super) fn take_refused_dead_letters(&mut self) -> Vec<RefusedDeadLetter> {
+        std::mem::take(&mut self.refused_dead_letters)
     }
 
     /// Takes the log records and the confirmations held for them.

@@ -20,6 +20,7 @@ use super::command::QueueCmd;
 use super::handle::QueueRef;
 use super::requests::{ConfirmTo, Enqueue};
 use crate::dead_letter::Forward;
+use crate::session::SessionEvent;
 
 /// Forwards handed to one target in one mailbox command at most.
 const BATCH: usize = 64;
@@ -59,13 +60,16 @@ impl Outbox {
     /// numbers of copies whose target is gone.
     pub(super) fn pump(&mut self, gone: &mut Vec<u64>) -> Option<QueueRef> {
         loop {
-            let target = self.pending.front()?.targets.first()?.clone();
-            // The run of forwards, from the front, whose next target is this queue.
+            let first = self.pending.front()?;
+            let target = first.targets.first()?.clone();
+            let reply = reply_key(first);
+            // The run of forwards, from the front, whose next target is this queue and whose
+            // confirms go to the same place.
             let run = self
                 .pending
                 .iter()
                 .take(BATCH)
-                .take_while(|f| f.targets.first().is_some_and(|t| t.id == target.id))
+                .take_while(|f| f.targets.first().is_some_and(|t| t.id == target.id) && reply_key(f) == reply)
                 .count();
             let items: Vec<Enqueue> = self
                 .pending
@@ -73,12 +77,25 @@ impl Outbox {
                 .take(run)
                 .map(|f| Enqueue { message: Arc::clone(&f.message), confirm: f.confirm })
                 .collect();
-            let confirm_to = items.iter().any(|i| i.confirm.is_some()).then(|| self.confirm_to.clone());
+            let reply_to = first.reply_to.clone();
+            let confirm_to = items.iter().any(|i| i.confirm.is_some()).then(|| match &reply_to {
+                Some(to) => to.clone(),
+                None => self.confirm_to.clone(),
+            });
             match target.tx.try_send(QueueCmd::Publish { items, confirm_to }) {
                 Ok(()) => self.advance(run),
                 // A deleted target simply does not get its copies, as in RabbitMQ.
                 Err(TrySendError::Closed(QueueCmd::Publish { items, .. })) => {
-                    gone.extend(items.iter().filter_map(|i| i.confirm));
+                    let numbers = items.iter().filter_map(|i| i.confirm);
+                    match reply_to {
+                        // Someone else's numbers: they hear of the refusal themselves.
+                        Some(to) => to.session.send(SessionEvent::Confirms {
+                            channel: to.channel,
+                            accepted: Vec::new(),
+                            refused: numbers.collect(),
+                        }),
+                        None => gone.extend(numbers),
+                    }
                     self.advance(run);
                 }
                 Err(TrySendError::Closed(_)) => self.advance(run),
@@ -101,6 +118,11 @@ impl Outbox {
             }
         }
     }
+}
+
+/// Forwards whose confirms go to the same place share a publish.
+fn reply_key(forward: &Forward) -> Option<(crate::session::SessionId, u32)> {
+    forward.reply_to.as_ref().map(|to| (to.session.id, to.channel))
 }
 
 /// Resolves when `target` has room in its mailbox (or is gone).
@@ -134,11 +156,7 @@ mod tests {
     }
 
     fn forward(targets: &[&QueueRef]) -> Forward {
-        Forward {
-            message: Arc::new(Message::default()),
-            targets: targets.iter().map(|t| Arc::clone(t)).collect(),
-            confirm: None,
-        }
+        Forward::new(Arc::new(Message::default()), targets.iter().map(|t| Arc::clone(t)).collect(), None)
     }
 
     fn outbox() -> (Outbox, mpsc::UnboundedReceiver<SessionEvent>) {
@@ -191,11 +209,7 @@ mod tests {
         target.tx.try_send(QueueCmd::Resume).unwrap();
         let (mut outbox, _inbox) = outbox();
         let big = Message::new(Default::default(), charon_model::Body::Data(vec![0; LIMIT_BYTES / 2].into()));
-        let big_forward = |message: &Message| Forward {
-            message: Arc::new(message.clone()),
-            targets: vec![Arc::clone(&target)],
-            confirm: None,
-        };
+        let big_forward = |message: &Message| Forward::new(Arc::new(message.clone()), vec![Arc::clone(&target)], None);
         outbox.push(big_forward(&big));
         assert_eq!(outbox.room(), LIMIT_MESSAGES - 1);
         outbox.push(big_forward(&big));
@@ -217,7 +231,7 @@ mod tests {
         let (mut outbox, _inbox) = outbox();
         let (target, mut rx) = queue(1, 8);
         for confirm in [Some(5), None] {
-            outbox.push(Forward { message: Arc::new(Message::default()), targets: vec![Arc::clone(&target)], confirm });
+            outbox.push(Forward::new(Arc::new(Message::default()), vec![Arc::clone(&target)], confirm));
         }
         assert_eq!(pump(&mut outbox), (None, vec![]));
         let Ok(QueueCmd::Publish { items, confirm_to }) = rx.try_recv() else { panic!("one publish") };
@@ -231,16 +245,51 @@ mod tests {
         let (gone_target, rx) = queue(1, 8);
         drop(rx);
         let (live, mut live_rx) = queue(2, 8);
-        outbox.push(Forward {
-            message: Arc::new(Message::default()),
-            targets: vec![Arc::clone(&gone_target), Arc::clone(&live)],
-            confirm: Some(7),
-        });
+        outbox.push(Forward::new(
+            Arc::new(Message::default()),
+            vec![Arc::clone(&gone_target), Arc::clone(&live)],
+            Some(7),
+        ));
         assert_eq!(
             pump(&mut outbox),
             (None, vec![7]),
             "the deleted target answers at once; the live one confirms itself"
         );
         assert!(matches!(live_rx.try_recv(), Ok(QueueCmd::Publish { confirm_to: Some(_), .. })));
+    }
+
+    #[test]
+    fn a_passed_on_copy_is_confirmed_to_its_source_not_to_the_forwarding_queue() {
+        let (mut outbox, _own) = outbox();
+        let (source, mut source_inbox) = SessionSink::new(7, 0);
+        let (target, mut rx) = queue(1, 8);
+        let mut passed_on = Forward::new(Arc::new(Message::default()), vec![Arc::clone(&target)], Some(3));
+        passed_on.reply_to = Some(ConfirmTo { session: source, channel: 2 });
+        outbox.push(Forward::new(Arc::new(Message::default()), vec![Arc::clone(&target)], Some(5)));
+        outbox.push(passed_on);
+        assert_eq!(pump(&mut outbox), (None, vec![]));
+        // Two publishes: the forwarding queue's own copy, then the passed-on one.
+        let confirms: Vec<_> = std::iter::from_fn(|| rx.try_recv().ok())
+            .filter_map(|cmd| match cmd {
+                QueueCmd::Publish { items, confirm_to } => {
+                    Some((items[0].confirm, confirm_to.map(|to| (to.session.id, to.channel))))
+                }
+                _ => None,
+            })
+            .collect();
+        assert_eq!(confirms, [(Some(5), Some((99, 0))), (Some(3), Some((7, 2)))]);
+        // A gone target refuses a passed-on copy to its source directly.
+        let (gone, rx) = queue(2, 8);
+        drop(rx);
+        let (source, mut source_inbox2) = SessionSink::new(8, 0);
+        let mut passed_on = Forward::new(Arc::new(Message::default()), vec![gone], Some(4));
+        passed_on.reply_to = Some(ConfirmTo { session: source, channel: 1 });
+        outbox.push(passed_on);
+        assert_eq!(pump(&mut outbox), (None, vec![]));
+        let Ok(SessionEvent::Confirms { channel, accepted, refused }) = source_inbox2.try_recv() else {
+            panic!("a refusal")
+        };
+        assert_eq!((channel, accepted, refused), (1, vec![], vec![4]));
+        assert!(source_inbox.try_recv().is_err());
     }
 }

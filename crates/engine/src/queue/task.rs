@@ -19,6 +19,7 @@ use std::collections::VecDeque;
 use std::sync::Arc;
 use std::time::Duration;
 
+use charon_model::Message;
 use tokio::sync::mpsc;
 
 use super::command::QueueCmd;
@@ -33,7 +34,7 @@ use super::unconfirmed::Unconfirmed;
 use charon_store::segment_log::{Completion, LogFailure, Placed, Record, RecoveredQueue};
 
 use crate::clock::now_ms;
-use crate::dead_letter::{DeadLetterSink, DeadLetterer, Forward};
+use crate::dead_letter::{DeadLetterSink, DeadLetterer, DropReason, Forward, Outcome, marked_dropped};
 use crate::persist::Persistence;
 use crate::session::{SessionEvent, SessionSink};
 
@@ -232,6 +233,7 @@ impl Task {
     /// `dlx.policy.max_length_min` saw them overtaken when the machine was busy).
     fn finish_pass(&mut self) -> Option<QueueRef> {
         self.dead_letter();
+        self.pass_on_refused_dead_letters();
         self.forward_at_least_once();
         let mut gone = Vec::new();
         let blocked = self.outbox.pump(&mut gone);
@@ -288,7 +290,14 @@ impl Task {
         let dead_letterer = dead_letterer(&self.handle, self.state.settings());
         let mut remove_now = Vec::new();
         for discard in discarded {
-            let routed = dead_letterer.dead_letter(&*self.dead_letters, &discard.message, discard.reason);
+            let routed = match dead_letterer.dead_letter(&*self.dead_letters, &discard.message, discard.reason) {
+                Outcome::Routed(message, targets) => Some((message, targets)),
+                Outcome::Discarded => None,
+                Outcome::Dropped(copy, why) => self
+                    .dead_letters
+                    .dropped(self.handle.name(), why)
+                    .map(|fallback| (Arc::new(marked_dropped(*copy, why)), vec![fallback])),
+            };
             // A persisted message's record stays until every target has its copy on disk;
             // anything else leaves the log now.
             let wait = discard.removal.filter(|r| r.persisted && routed.is_some());
@@ -297,11 +306,38 @@ impl Task {
             }
             if let Some((message, targets)) = routed {
                 let confirm = wait.map(|removal| self.unconfirmed.track(removal, targets.len()));
-                self.outbox.push(Forward { message, targets, confirm });
+                self.outbox.push(Forward::new(message, targets, confirm));
             }
         }
         for removal in remove_now {
             self.state.remove_from_log(removal);
+        }
+    }
+
+    /// Passes the dead letters this queue refused (full, `reject-publish`) on to the fallback
+    /// queue, confirmed to their source; without a fallback (or when this is it) the source
+    /// hears of the refusal, as in RabbitMQ.
+    fn pass_on_refused_dead_letters(&mut self) {
+        for refused in self.state.take_refused_dead_letters() {
+            let died_in =
+                refused.message.broker.deaths.as_deref().map_or(self.handle.name(), |h| h.last.queue.as_str());
+            let fallback = self.dead_letters.dropped(died_in, DropReason::TargetFull);
+            match fallback.filter(|f| f.id != self.handle.id) {
+                Some(fallback) => {
+                    let copy = marked_dropped(Message::clone(&refused.message), DropReason::TargetFull);
+                    let (reply_to, confirm) = refused.confirm.unzip();
+                    let mut forward = Forward::new(Arc::new(copy), vec![fallback], confirm);
+                    forward.reply_to = reply_to;
+                    self.outbox.push(forward);
+                }
+                None => {
+                    if let Some((to, number)) = refused.confirm {
+                        let refusal =
+                            SessionEvent::Confirms { channel: to.channel, accepted: Vec::new(), refused: vec![number] };
+                        to.session.send(refusal);
+                    }
+                }
+            }
         }
     }
 
@@ -343,7 +379,7 @@ impl Task {
             };
             for target in targets {
                 let number = self.state.dlx_sent(letter.id, &copy, target.id);
-                let forward = Forward { message: Arc::clone(&copy), targets: vec![target], confirm: Some(number) };
+                let forward = Forward::new(Arc::clone(&copy), vec![target], Some(number));
                 self.outbox.push(forward);
             }
         }

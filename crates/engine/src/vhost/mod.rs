@@ -11,7 +11,7 @@ use charon_model::{Routing, Table, Value};
 use charon_store::meta::StoredQueue;
 use parking_lot::RwLock;
 
-use crate::dead_letter::DeadLetterSink;
+use crate::dead_letter::{DeadLetterSink, Drops, FALLBACK_QUEUE};
 use crate::error::{EngineError, Resource, ResourceKind, quoted};
 use crate::exchange::{Binding, Destination, ExchangeInfo, ExchangeKind};
 use crate::limits::Limits;
@@ -97,6 +97,10 @@ pub struct VHost {
     store: Option<Arc<Persistence>>,
     /// The broker's limits (`max-queues` is checked here).
     limits: Arc<Limits>,
+    /// Dead letters dropped where RabbitMQ drops them silently, shared with the routes.
+    drops: Arc<Drops>,
+    /// Whether such dead letters are kept in the fallback queue.
+    fallback: bool,
 }
 
 impl std::fmt::Debug for VHost {
@@ -121,10 +125,16 @@ impl VHost {
         ids: Arc<AtomicU64>,
         store: Option<Arc<Persistence>>,
         limits: Arc<Limits>,
+        fallback: bool,
     ) -> Arc<Self> {
         let topology = Arc::new(RwLock::new(Topology::with_standard_exchanges()));
-        let dead_letters: Arc<dyn DeadLetterSink> =
-            Arc::new(dead_letters::DeadLetterRoutes::new(Arc::downgrade(&topology)));
+        let drops = Arc::new(Drops::default());
+        let dead_letters: Arc<dyn DeadLetterSink> = Arc::new(dead_letters::DeadLetterRoutes::new(
+            name,
+            Arc::downgrade(&topology),
+            Arc::clone(&drops),
+            fallback,
+        ));
         Arc::new_cyclic(|me| Self {
             name: name.to_owned(),
             topology,
@@ -135,6 +145,8 @@ impl VHost {
             policies: RwLock::new(Vec::new()),
             store,
             limits,
+            drops,
+            fallback,
         })
     }
 
@@ -373,7 +385,7 @@ impl VHost {
             self.queue(&declare.name, session)?
         } else {
             loop {
-                match self.create_or_check_queue(declare, session)? {
+                match self.create_or_check_queue(declare, session, Declarer::Client)? {
                     Created::New(name) => {
                         return Ok(DeclareOk { name, messages: 0, consumers: 0, created: true });
                     }
@@ -382,12 +394,7 @@ impl VHost {
                     Created::Committing { queue, done, reservation } => {
                         let name = queue.name().to_owned();
                         self.after_commit(done, move |vhost, topology, committed| {
-                            topology.reserved_queues.remove(queue.name());
-                            if committed {
-                                topology.queues.insert(queue.name().to_owned(), queue);
-                                vhost.grew(topology);
-                            }
-                            drop(reservation);
+                            vhost.publish_queue(topology, queue, committed, reservation);
                         })
                         .await?;
                         return Ok(DeclareOk { name, messages: 0, consumers: 0, created: true });
@@ -404,7 +411,22 @@ impl VHost {
         })
     }
 
-    fn create_or_check_queue(&self, declare: &QueueDeclare, session: SessionId) -> Result<Created, EngineError> {
+    /// Publishes a durable queue once its commit is done (drops it if the commit failed).
+    fn publish_queue(&self, topology: &mut Topology, queue: QueueRef, committed: bool, reservation: Reservation) {
+        topology.reserved_queues.remove(queue.name());
+        if committed {
+            topology.queues.insert(queue.name().to_owned(), queue);
+            self.grew(topology);
+        }
+        drop(reservation);
+    }
+
+    fn create_or_check_queue(
+        &self,
+        declare: &QueueDeclare,
+        session: SessionId,
+        declarer: Declarer,
+    ) -> Result<Created, EngineError> {
         let mut arguments = declare.arguments.clone();
         if !arguments.contains("x-queue-type") {
             arguments.insert("x-queue-type", Value::long_str(QueueType::Classic.as_str()));
@@ -425,6 +447,11 @@ impl VHost {
         let durable = declare.durable && !declare.exclusive;
         let resource = self.queue_resource(&name);
 
+        // Before looking for an existing queue, as RabbitMQ's `check_name` comes first: even
+        // an existing `amq.` queue cannot be declared other than passively.
+        if name.starts_with("amq.") && !declare.name.is_empty() && declarer == Declarer::Client {
+            return Err(EngineError::ReservedName { kind: ResourceKind::Queue, name });
+        }
         let mut topology = self.topology.write();
         if let Some(existing) = topology.queues.get(&name) {
             let config = &existing.config;
@@ -444,11 +471,11 @@ impl VHost {
         if let Some(reserved) = topology.reserved_queues.get(&name) {
             return Ok(Created::Reserved(reserved.clone()));
         }
-        if name.starts_with("amq.") && !declare.name.is_empty() {
-            return Err(EngineError::ReservedName { kind: ResourceKind::Queue, name });
-        }
+        // The broker's own queues do not count against the vhost's limit.
+        let own = usize::from(topology.queues.contains_key(FALLBACK_QUEUE));
         if let Some(max) = self.limits.max_queues(&self.name)
-            && (topology.queues.len() + topology.reserved_queues.len()) as u64 >= max
+            && declarer == Declarer::Client
+            && (topology.queues.len() + topology.reserved_queues.len()).saturating_sub(own) as u64 >= max
         {
             return Err(EngineError::QueueLimit { queue: name, vhost: self.name.clone(), max });
         }
@@ -747,6 +774,13 @@ fn durable_ends(topology: &Topology, source: &str, destination: &Destination) ->
 }
 
 /// What a non-passive queue declare found or did under the topology lock.
+/// Who declares a queue: clients may not use the reserved `amq.` prefix, the broker does.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Declarer {
+    Client,
+    Broker,
+}
+
 enum Created {
     /// Created (not durable, or no store): published already.
     New(String),

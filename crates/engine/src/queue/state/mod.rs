@@ -26,8 +26,8 @@ use charon_store::codec::decode_message;
 use charon_store::segment_log::{LogReader, Place, Placed, Record, RecoveredQueue};
 
 use super::consumers::Consumers;
-use super::dlx_pending::{DlxPending, Due};
-use super::effects::{Discarded, Effects, Events};
+use super::dlx_pending::{DlxPending, Due, NUMBER_BIT as DLX_NUMBER_BIT};
+use super::effects::{Discarded, Effects, Events, RefusedDeadLetter};
 use super::entry::Entry;
 use super::handle::QueueRef;
 use super::journal::reason_of;
@@ -154,9 +154,14 @@ impl QueueState {
         let written_before = self.effects.journal_ref().written();
         for item in items {
             if self.limits.refuses(&item.message, self.ready.size()) {
-                refused.extend(item.confirm);
                 if self.limits.dead_letters_refused() {
+                    refused.extend(item.confirm);
                     self.effects.discard(item.message, DeathReason::Maxlen, None);
+                } else if passed_on_when_refused(&item) {
+                    let confirm = confirm_to.as_ref().zip(item.confirm).map(|(to, n)| (to.clone(), n));
+                    self.effects.refused_dead_letter(item.message, confirm);
+                } else {
+                    refused.extend(item.confirm);
                 }
                 continue;
             }
@@ -598,6 +603,11 @@ impl QueueState {
         self.effects.take_discarded()
     }
 
+    /// Takes the dead letters this queue refused in the pass (see [`passed_on_when_refused`]).
+    pub(crate) fn take_refused_dead_letters(&mut self) -> Vec<RefusedDeadLetter> {
+        self.effects.take_refused_dead_letters()
+    }
+
     /// Takes the pass's records and the confirmations that wait for them.
     pub(crate) fn take_journal(&mut self) -> (Vec<Record>, Events) {
         self.effects.take_journal()
@@ -614,6 +624,13 @@ impl QueueState {
     pub(super) fn limits(&self) -> &Limits {
         &self.limits
     }
+}
+
+/// Whether a refused message is passed on to the fallback queue rather than refused to its
+/// publisher: a dead letter (only the broker gives a message a death history) whose source does
+/// not keep it anyway (RabbitMQ's at-least-once letters wait in their quorum queue).
+fn passed_on_when_refused(item: &Enqueue) -> bool {
+    item.message.broker.deaths.is_some() && item.confirm.is_none_or(|n| n & DLX_NUMBER_BIT == 0)
 }
 
 #[cfg(test)]

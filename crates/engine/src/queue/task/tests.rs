@@ -17,7 +17,7 @@ use super::super::command::QueueCmd;
 use super::super::paging::IDLE_RESIDENT_MESSAGES;
 use super::super::paging::probe;
 use super::super::{ConfirmTo, Enqueue, QueueConfig, QueueLinks, QueueRef, QueueSettings, QueueType};
-use crate::dead_letter::DeadLetterSink;
+use crate::dead_letter::{DeadLetterSink, DropReason};
 use crate::persist::Persistence;
 use crate::session::{Owner, SessionEvent, SessionSink};
 
@@ -26,6 +26,10 @@ struct NoRoutes;
 
 impl DeadLetterSink for NoRoutes {
     fn route(&self, _exchange: &str, _routing: &Routing, _headers: &Table) -> Option<Vec<QueueRef>> {
+        None
+    }
+
+    fn dropped(&self, _queue: &str, _reason: DropReason) -> Option<QueueRef> {
         None
     }
 }
@@ -219,12 +223,21 @@ fn drops_that_need_the_page_being_read_hold_the_confirmation_and_the_next_comman
 }
 
 /// Dead letters go to one queue whose mailbox the test holds: it sees the copies and decides
-/// when they are confirmed.
-struct ToHeldQueue(QueueRef);
+/// when they are confirmed. Routed there, or (`routed` false) routed nowhere and kept there as
+/// the fallback queue.
+struct ToHeldQueue {
+    queue: QueueRef,
+    routed: bool,
+}
 
 impl DeadLetterSink for ToHeldQueue {
     fn route(&self, _exchange: &str, _routing: &Routing, _headers: &Table) -> Option<Vec<QueueRef>> {
-        Some(vec![Arc::clone(&self.0)])
+        Some(if self.routed { vec![Arc::clone(&self.queue)] } else { Vec::new() })
+    }
+
+    fn dropped(&self, _queue: &str, reason: DropReason) -> Option<QueueRef> {
+        assert_eq!(reason, DropReason::Unroutable);
+        (!self.routed).then(|| Arc::clone(&self.queue))
     }
 }
 
@@ -243,6 +256,15 @@ fn recoverable(dir: &std::path::Path, id: u64) -> Vec<u64> {
 
 #[test]
 fn a_dead_lettered_message_stays_in_the_log_until_its_target_confirmed_the_copy() {
+    stays_in_the_log_until_confirmed(true);
+}
+
+#[test]
+fn an_unroutable_dead_letter_stays_in_the_log_until_the_fallback_queue_confirmed_the_copy() {
+    stays_in_the_log_until_confirmed(false);
+}
+
+fn stays_in_the_log_until_confirmed(routed: bool) {
     let dir = tempfile::tempdir().unwrap();
     let (store, _) = store(dir.path());
     runtime().block_on(async {
@@ -268,7 +290,7 @@ fn a_dead_lettered_message_stays_in_the_log_until_its_target_confirmed_the_copy(
         };
         let links = QueueLinks {
             store: Some(Arc::clone(&store)),
-            dead_letters: Arc::new(ToHeldQueue(target)),
+            dead_letters: Arc::new(ToHeldQueue { queue: target, routed }),
             on_self_delete: Box::new(|_| {}),
         };
         let settings = QueueSettings { dead_letter_exchange: Some("dlx".into()), ..QueueSettings::default() };
@@ -280,6 +302,8 @@ fn a_dead_lettered_message_stays_in_the_log_until_its_target_confirmed_the_copy(
             panic!("the copy goes to the target with a confirm request");
         };
         let number = items[0].confirm.expect("the copy carries its confirm number");
+        let drop_reason = items[0].message.headers.get(crate::dead_letter::DROP_REASON_HEADER).cloned();
+        assert_eq!(drop_reason, (!routed).then(|| charon_model::Value::long_str("unroutable")));
         // Everything the source wrote for the discard is in the log once a later publish is
         // confirmed: the message is still recoverable there.
         publish(&source, 1..2).await;
