@@ -16,6 +16,7 @@ mod amqp10_publish;
 mod confirms;
 mod consume;
 mod dlx_at_least_once;
+mod dlx_fallback;
 mod dlx_basic;
 mod dlx_history;
 mod dlx_limits;
@@ -87,5 +88,6 @@ pub(crate) fn by_area() -> Vec<(&'static str, Vec<Case>)> {
         dlx_policy,
         dlx_metrics,
         dlx_at_least_once,
+        dlx_fallback,
     ]
 }

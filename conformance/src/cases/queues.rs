@@ -21,6 +21,11 @@ pub(crate) fn cases() -> Vec<Case> {
         case!("queue.declare.server_named", "an empty queue name gets a server-generated amq.gen- name", server_named),
         case!("queue.declare.amq_prefix_403", "declaring a queue named amq.* is refused with 403", amq_prefix),
         case!(
+            "queue.declare.existing_server_named_403",
+            "redeclaring an existing server-named amq.gen- queue by its name (not passively) is refused with 403; a passive declare finds it",
+            redeclare_server_named
+        ),
+        case!(
             "queue.passive.missing_404",
             "passive declare of a missing queue closes the channel with 404",
             passive_missing
@@ -126,6 +131,28 @@ async fn amq_prefix(ctx: Ctx) -> CaseResult {
         &mut ev,
         403,
         &format!("ACCESS_REFUSED - queue name '{q}' contains reserved prefix 'amq.*'"),
+        50,
+        10,
+    )
+    .await
+}
+
+async fn redeclare_server_named(ctx: Ctx) -> CaseResult {
+    let conn = ctx.amqprs().await?;
+    let (ch, _ev) = ak::channel(&conn).await?;
+    let (name, _, _) = ch
+        .queue_declare(QueueDeclareArguments::exclusive_server_named())
+        .await?
+        .ok_or_else(|| CaseError::new("no declare-ok"))?;
+    ctx.track_queue(&name);
+    let found = ch.queue_declare(passive(&name)).await?.ok_or_else(|| CaseError::new("no declare-ok"))?;
+    check_eq!(&found.0, &name, "the passive declare names the queue");
+    let (ch2, mut ev2) = ak::channel(&conn).await?;
+    ak::expect_call_close(
+        ch2.queue_declare(QueueDeclareArguments::new(&name).exclusive(true).finish()),
+        &mut ev2,
+        403,
+        &format!("ACCESS_REFUSED - queue name '{name}' contains reserved prefix 'amq.*'"),
         50,
         10,
     )
