@@ -66,6 +66,11 @@ pub(crate) struct Cli {
     /// each vhost's `amq.charon.dead-letters` queue. Default true.
     #[arg(long)]
     dead_letter_fallback: Option<bool>,
+    /// `at-least-once`: every queue with a dead-letter exchange keeps a dead letter until its
+    /// targets confirmed it (Charon's guarantee; a `charon-dead-letter-guarantee` policy
+    /// overrides it per queue). Default `at-most-once`, RabbitMQ's behaviour.
+    #[arg(long)]
+    dead_letter_guarantee: Option<String>,
 }
 
 /// A user in the configuration file.
@@ -96,6 +101,7 @@ struct FileConfig {
     frame_max: Option<u32>,
     max_message_size: Option<u64>,
     dead_letter_fallback: Option<bool>,
+    dead_letter_guarantee: Option<String>,
 }
 
 /// A size in bytes in the configuration file: a number, or a string with RabbitMQ's units.
@@ -165,6 +171,7 @@ pub(crate) struct Config {
     pub(crate) frame_max: u32,
     pub(crate) max_message_size: u64,
     pub(crate) dead_letter_fallback: bool,
+    pub(crate) dead_letter_guarantee: bool,
 }
 
 impl Config {
@@ -246,6 +253,11 @@ impl Config {
             bail!("max_message_size must be 1 to {MAX_MESSAGE_SIZE_LIMIT}, got {max_message_size}");
         }
         let dead_letter_fallback = cli.dead_letter_fallback.or(file.dead_letter_fallback).unwrap_or(true);
+        let dead_letter_guarantee = match cli.dead_letter_guarantee.clone().or(file.dead_letter_guarantee).as_deref() {
+            None | Some("at-most-once") => false,
+            Some("at-least-once") => true,
+            Some(other) => bail!("dead_letter_guarantee must be at-most-once or at-least-once, got {other:?}"),
+        };
         Ok(Self {
             listen,
             users,
@@ -261,6 +273,7 @@ impl Config {
             frame_max,
             max_message_size,
             dead_letter_fallback,
+            dead_letter_guarantee,
         })
     }
 
@@ -290,6 +303,7 @@ impl Config {
             users: self.users.clone(),
             vhosts: self.vhosts.clone(),
             dead_letter_fallback: self.dead_letter_fallback,
+            dead_letter_guarantee: self.dead_letter_guarantee,
         }
     }
 }
@@ -330,6 +344,17 @@ mod tests {
                 .broker_config()
                 .dead_letter_fallback
         );
+    }
+
+    #[test]
+    fn the_dead_letter_guarantee_is_rabbitmqs_unless_asked_for() {
+        assert!(!Config::resolve(&cli(&[]), FileConfig::default()).unwrap().broker_config().dead_letter_guarantee);
+        let file: FileConfig = toml::from_str("dead_letter_guarantee = \"at-least-once\"").unwrap();
+        assert!(Config::resolve(&cli(&[]), file.clone()).unwrap().broker_config().dead_letter_guarantee);
+        let flag = cli(&["--dead-letter-guarantee", "at-most-once"]);
+        assert!(!Config::resolve(&flag, file).unwrap().dead_letter_guarantee, "the flag wins");
+        let bad = Config::resolve(&cli(&["--dead-letter-guarantee", "always"]), FileConfig::default());
+        assert!(bad.unwrap_err().to_string().contains("at-most-once or at-least-once"));
     }
 
     #[test]

@@ -120,7 +120,7 @@ async fn acked(ch: &lapin::Channel, queue: &str, body: &[u8]) -> Result<bool, Ca
 }
 
 async fn waiting_counts_against_max_length(ctx: Ctx) -> CaseResult {
-    let (conn, ch) = ctx.lapin_channel().await?;
+    let (_conn, ch) = ctx.lapin_channel().await?;
     let dlx = ctx.exchange("dlx");
     let options = lapin::options::ExchangeDeclareOptions::default();
     let no_args = lapin::types::FieldTable::default();

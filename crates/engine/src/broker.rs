@@ -15,7 +15,7 @@ use charon_store::segment_log::{Placed, Record, RecoveredQueue};
 use crate::clock::now_ms;
 use crate::error::EngineError;
 use crate::persist::Persistence;
-use crate::vhost::VHost;
+use crate::vhost::{DeadLetterOptions, VHost};
 pub use charon_model::node_name;
 
 /// A configured user.
@@ -39,6 +39,9 @@ pub struct BrokerConfig {
     /// Keep the dead letters RabbitMQ drops silently in each vhost's fallback queue
     /// (`amq.charon.dead-letters`, see [`crate::dead_letter::FALLBACK_QUEUE`]).
     pub dead_letter_fallback: bool,
+    /// Charon's at-least-once dead lettering for every queue with a dead-letter exchange (a
+    /// `charon-dead-letter-guarantee` policy overrides it per queue).
+    pub dead_letter_guarantee: bool,
 }
 
 impl Default for BrokerConfig {
@@ -48,7 +51,14 @@ impl Default for BrokerConfig {
             users: vec![UserConfig { name: "guest".into(), password: "guest".into(), vhosts: None }],
             vhosts: vec!["/".into()],
             dead_letter_fallback: true,
+            dead_letter_guarantee: false,
         }
+    }
+}
+
+impl BrokerConfig {
+    fn dead_letter_options(&self) -> DeadLetterOptions {
+        DeadLetterOptions { fallback: self.dead_letter_fallback, guarantee: self.dead_letter_guarantee }
     }
 }
 
@@ -80,12 +90,12 @@ impl Broker {
     pub fn new(config: BrokerConfig) -> Arc<Self> {
         let ids = Arc::new(AtomicU64::new(1));
         let limits = Limits::restore(None, &[]);
-        let fallback = config.dead_letter_fallback;
+        let options = config.dead_letter_options();
         let vhosts = config
             .vhosts
             .iter()
             .map(|name| {
-                let vhost = VHost::new(name, Arc::clone(&ids), None, Arc::clone(&limits), fallback);
+                let vhost = VHost::new(name, Arc::clone(&ids), None, Arc::clone(&limits), options);
                 vhost.ensure_fallback_queue();
                 (name.clone(), vhost)
             })
@@ -126,7 +136,7 @@ impl Broker {
                 Arc::clone(&ids),
                 Some(Arc::clone(&store)),
                 Arc::clone(&limits),
-                config.dead_letter_fallback,
+                config.dead_letter_options(),
             );
             vhost.restore(&snapshot, &mut messages);
             vhost.ensure_fallback_queue();

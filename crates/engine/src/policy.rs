@@ -107,6 +107,18 @@ const VALIDATORS: &[Validator] = &[
     ),
     ("initial-cluster-size", |v| at_least(v, 0), "is not a valid cluster size"),
     ("max-age", is_text, "is not a valid max age"),
+    // Charon's own keys (docs/dead-lettering.md): accepted in policies only.
+    (
+        crate::queue::settings::GUARANTEE_KEY,
+        |v| one_of(v, &["at-most-once", "at-least-once"]),
+        "is not a valid dead letter guarantee",
+    ),
+    (crate::queue::settings::PENDING_MAX_KEY, |v| at_least(v, 1), "is not a valid maximum of pending dead letters"),
+    (
+        crate::queue::settings::PENDING_MAX_BYTES_KEY,
+        |v| at_least(v, 1),
+        "is not a valid maximum of pending dead-letter bytes",
+    ),
 ];
 
 fn is_text(value: &Value) -> bool {

@@ -94,11 +94,12 @@ pub fn count_dead_letter(
 }
 
 /// Counts one at-least-once dead letter that every target confirmed
-/// (`rabbitmq_global_messages_dead_lettered_confirmed_total`).
-pub(crate) fn count_confirmed() {
+/// (`rabbitmq_global_messages_dead_lettered_confirmed_total`; a classic queue's only under
+/// Charon's guarantee).
+pub(crate) fn count_confirmed(queue_type: QueueType) {
     counter!(
         "rabbitmq_global_messages_dead_lettered_confirmed_total",
-        "queue_type" => QueueType::Quorum.module(),
+        "queue_type" => queue_type.module(),
         "dead_letter_strategy" => DeadLetterStrategy::AtLeastOnce.label()
     )
     .increment(1);

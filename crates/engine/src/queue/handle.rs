@@ -7,6 +7,7 @@ use charon_model::Table;
 use charon_store::segment_log::Placed;
 use tokio::sync::{mpsc, oneshot};
 
+use super::admission::Admission;
 use super::command::QueueCmd;
 use super::requests::{ConfirmTo, ConsumeSpec, CreditGrant, Enqueue, GetOk, QueueConfig, QueueStats, Settle};
 use super::settings::QueueSettings;
@@ -33,6 +34,9 @@ pub struct QueueHandle {
     /// Where the log wrote messages waiting to leave memory (or compaction moved paged ones);
     /// filled by the log's writer thread, taken by the task at its next pass.
     pub(crate) placements: parking_lot::Mutex<Vec<Placed>>,
+    /// Closed while the queue holds its publishers back (Charon's dead-letter guarantee at
+    /// its bound).
+    pub admission: Admission,
     pub(super) tx: mpsc::Sender<QueueCmd>,
 }
 
@@ -45,6 +49,7 @@ impl QueueHandle {
             dead_lettered: DeadLetterCounts::default(),
             dead_letters_pending: std::sync::atomic::AtomicU64::new(0),
             placements: parking_lot::Mutex::default(),
+            admission: Admission::default(),
             tx,
         }
     }
@@ -83,8 +88,10 @@ impl QueueHandle {
     }
 
     /// Enqueues messages. Waits while the queue's mailbox is full, which is how a slow queue
-    /// pushes back on its publishers. Returns false if the queue is gone.
+    /// pushes back on its publishers, and while the queue holds them back ([`Admission`]).
+    /// Returns false if the queue is gone.
     pub async fn publish(&self, items: Vec<Enqueue>, confirm_to: Option<ConfirmTo>) -> bool {
+        self.admission.admitted().await;
         self.send(QueueCmd::Publish { items, confirm_to }).await.is_ok()
     }
 

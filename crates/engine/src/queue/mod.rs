@@ -20,6 +20,7 @@
 //! an acknowledgement goes through `QueueState::discard`, where dead lettering hooks in. Dead
 //! letters on their way to their targets wait in the task's [`outbox`].
 
+mod admission;
 pub mod args;
 mod command;
 mod consumers;
@@ -45,6 +46,7 @@ use std::sync::Arc;
 use charon_store::segment_log::RecoveredQueue;
 use tokio::sync::mpsc;
 
+pub use admission::Admission;
 pub use args::QueueType;
 pub use handle::{QueueHandle, QueueRef};
 pub(crate) use links::QueueLinks;

@@ -55,7 +55,41 @@ pub struct QueueSettings {
     /// `at-least-once` strategy, a dead-letter exchange and `reject-publish` (with `drop-head`
     /// RabbitMQ falls back to at-most-once).
     pub at_least_once: bool,
+    /// Charon's guarantee (not RabbitMQ's): any queue with a dead-letter exchange, in every
+    /// overflow mode, keeps a dead letter until its targets confirmed it, when the
+    /// `charon-dead-letter-guarantee` policy or the broker's default asks for `at-least-once`.
+    /// Its waiting letters do not count against the length limits; [`Self::pending_max`]
+    /// bounds them instead. Off while [`Self::at_least_once`] (RabbitMQ's rules) applies.
+    pub guaranteed: bool,
+    /// Waiting dead letters (messages, body bytes) above which a guaranteed queue holds its
+    /// publishers back (`charon-dead-letter-pending-max`, `charon-dead-letter-pending-max-bytes`).
+    pub pending_max: Bound,
 }
+
+/// A bound on messages and body bytes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Bound {
+    /// Messages.
+    pub messages: u64,
+    /// Body bytes.
+    pub bytes: u64,
+}
+
+/// The default bound on a guaranteed queue's waiting dead letters: they stay in memory.
+pub const DEFAULT_PENDING_MAX: Bound = Bound { messages: 100_000, bytes: 128 << 20 };
+
+impl Default for Bound {
+    fn default() -> Self {
+        DEFAULT_PENDING_MAX
+    }
+}
+
+/// The policy key for Charon's guarantee (`at-least-once` or `at-most-once`).
+pub const GUARANTEE_KEY: &str = "charon-dead-letter-guarantee";
+/// The policy keys bounding a guaranteed queue's waiting dead letters.
+pub const PENDING_MAX_KEY: &str = "charon-dead-letter-pending-max";
+/// See [`PENDING_MAX_KEY`].
+pub const PENDING_MAX_BYTES_KEY: &str = "charon-dead-letter-pending-max-bytes";
 
 /// How an argument and a policy value of the same setting combine when both are set.
 #[derive(Clone, Copy)]
@@ -136,9 +170,10 @@ fn non_negative(value: Option<i64>) -> Option<u64> {
 }
 
 impl QueueSettings {
-    /// Merges a queue's arguments with the definition of the policy that applies to it.
+    /// Merges a queue's arguments with the definition of the policy that applies to it;
+    /// `guarantee_default` is the broker's `dead_letter_guarantee` (a policy overrides it).
     #[must_use]
-    pub fn resolve(queue_type: QueueType, arguments: &Table, policy: Option<&Table>) -> Self {
+    pub fn resolve(queue_type: QueueType, arguments: &Table, policy: Option<&Table>, guarantee_default: bool) -> Self {
         let quorum = queue_type == QueueType::Quorum;
         let overflow_rule = if quorum { Precedence::Policy } else { Precedence::Argument };
         let overflow = resolve_text(arguments, policy, "overflow", overflow_rule)
@@ -154,6 +189,17 @@ impl QueueSettings {
             && strategy.as_deref() == Some("at-least-once")
             && dead_letter_exchange.is_some()
             && overflow == Overflow::RejectPublish;
+        let charon = |key: &str| policy.and_then(|p| p.get(key));
+        let guarantee =
+            charon(GUARANTEE_KEY).and_then(Value::as_str).map_or(guarantee_default, |g| g == "at-least-once");
+        let guaranteed = guarantee && !at_least_once && dead_letter_exchange.is_some();
+        let bound = |key: &str, default: u64| {
+            charon(key).and_then(Value::as_i64).and_then(|n| u64::try_from(n).ok()).unwrap_or(default)
+        };
+        let pending_max = Bound {
+            messages: bound(PENDING_MAX_KEY, DEFAULT_PENDING_MAX.messages),
+            bytes: bound(PENDING_MAX_BYTES_KEY, DEFAULT_PENDING_MAX.bytes),
+        };
         Self {
             dead_letter_exchange,
             dead_letter_routing_key: resolve_text(arguments, policy, "dead-letter-routing-key", Precedence::Argument),
@@ -164,7 +210,16 @@ impl QueueSettings {
             delivery_limit,
             expires: min("expires"),
             at_least_once,
+            guaranteed,
+            pending_max,
         }
+    }
+
+    /// Whether a dead letter waits in the queue until its targets confirmed it (RabbitMQ's
+    /// at-least-once or Charon's guarantee).
+    #[must_use]
+    pub fn keeps_dead_letters(&self) -> bool {
+        self.at_least_once || self.guaranteed
     }
 
     /// Whether a length limit is set.
@@ -195,7 +250,7 @@ mod tests {
             ("message-ttl", Value::I64(1000)),
             ("max-length", Value::I64(20)),
         ]);
-        let s = QueueSettings::resolve(QueueType::Classic, &args, Some(&policy));
+        let s = QueueSettings::resolve(QueueType::Classic, &args, Some(&policy), false);
         assert_eq!(s.dead_letter_exchange.as_deref(), Some("arg-dlx"));
         assert_eq!(s.dead_letter_routing_key.as_deref(), Some("policy-key"));
         assert_eq!((s.message_ttl, s.max_length), (Some(1000), Some(10)));
@@ -209,52 +264,93 @@ mod tests {
             ("x-dead-letter-exchange", Value::long_str("dlx")),
             ("x-overflow", Value::long_str("reject-publish")),
         ];
-        assert!(QueueSettings::resolve(QueueType::Quorum, &table(&full), None).at_least_once);
-        assert!(!QueueSettings::resolve(QueueType::Classic, &table(&full), None).at_least_once);
+        assert!(QueueSettings::resolve(QueueType::Quorum, &table(&full), None, false).at_least_once);
+        assert!(!QueueSettings::resolve(QueueType::Classic, &table(&full), None, false).at_least_once);
         for missing in 0..full.len() {
             let args: Vec<_> =
                 full.iter().enumerate().filter(|(i, _)| *i != missing).map(|(_, kv)| kv.clone()).collect();
-            assert!(!QueueSettings::resolve(QueueType::Quorum, &table(&args), None).at_least_once, "without {missing}");
+            assert!(
+                !QueueSettings::resolve(QueueType::Quorum, &table(&args), None, false).at_least_once,
+                "without {missing}"
+            );
         }
         // The strategy by policy; the queue's argument wins over it.
         let args = table(&full[1..]);
         let policy = table(&[("dead-letter-strategy", Value::long_str("at-least-once"))]);
-        assert!(QueueSettings::resolve(QueueType::Quorum, &args, Some(&policy)).at_least_once);
+        assert!(QueueSettings::resolve(QueueType::Quorum, &args, Some(&policy), false).at_least_once);
         let mut most = full.to_vec();
         most[0].1 = Value::long_str("at-most-once");
-        assert!(!QueueSettings::resolve(QueueType::Quorum, &table(&most), Some(&policy)).at_least_once);
+        assert!(!QueueSettings::resolve(QueueType::Quorum, &table(&most), Some(&policy), false).at_least_once);
     }
 
     #[test]
     fn overflow_argument_wins_on_classic_policy_wins_on_quorum() {
         let args = table(&[("x-overflow", Value::long_str("reject-publish"))]);
         let policy = table(&[("overflow", Value::long_str("reject-publish-dlx"))]);
-        assert_eq!(QueueSettings::resolve(QueueType::Classic, &args, Some(&policy)).overflow, Overflow::RejectPublish);
+        assert_eq!(
+            QueueSettings::resolve(QueueType::Classic, &args, Some(&policy), false).overflow,
+            Overflow::RejectPublish
+        );
         // Quorum: the policy wins, and reject-publish-dlx means drop-head there.
-        assert_eq!(QueueSettings::resolve(QueueType::Quorum, &args, Some(&policy)).overflow, Overflow::DropHead);
+        assert_eq!(QueueSettings::resolve(QueueType::Quorum, &args, Some(&policy), false).overflow, Overflow::DropHead);
     }
 
     #[test]
     fn a_non_integer_delivery_limit_is_never_reached() {
         let args = table(&[("x-delivery-limit", Value::long_str("abc"))]);
-        assert_eq!(QueueSettings::resolve(QueueType::Quorum, &args, None).delivery_limit, None);
+        assert_eq!(QueueSettings::resolve(QueueType::Quorum, &args, None, false).delivery_limit, None);
         // With a policy: the smaller wins (any number is smaller), unless one is negative.
         let policy = table(&[("delivery-limit", Value::I64(5))]);
-        assert_eq!(QueueSettings::resolve(QueueType::Quorum, &args, Some(&policy)).delivery_limit, Some(5));
+        assert_eq!(QueueSettings::resolve(QueueType::Quorum, &args, Some(&policy), false).delivery_limit, Some(5));
         let policy = table(&[("delivery-limit", Value::I64(-1))]);
-        assert_eq!(QueueSettings::resolve(QueueType::Quorum, &args, Some(&policy)).delivery_limit, None);
+        assert_eq!(QueueSettings::resolve(QueueType::Quorum, &args, Some(&policy), false).delivery_limit, None);
     }
 
     #[test]
     fn quorum_delivery_limit_defaults_to_20_and_negative_means_unlimited() {
         let none = Table::new();
-        assert_eq!(QueueSettings::resolve(QueueType::Quorum, &none, None).delivery_limit, Some(20));
+        assert_eq!(QueueSettings::resolve(QueueType::Quorum, &none, None, false).delivery_limit, Some(20));
         let args = table(&[("x-delivery-limit", Value::I32(-1))]);
-        assert_eq!(QueueSettings::resolve(QueueType::Quorum, &args, None).delivery_limit, None);
+        assert_eq!(QueueSettings::resolve(QueueType::Quorum, &args, None, false).delivery_limit, None);
         let policy = table(&[("delivery-limit", Value::I64(3))]);
         // Either negative: the larger wins.
-        assert_eq!(QueueSettings::resolve(QueueType::Quorum, &args, Some(&policy)).delivery_limit, Some(3));
+        assert_eq!(QueueSettings::resolve(QueueType::Quorum, &args, Some(&policy), false).delivery_limit, Some(3));
         let args = table(&[("x-delivery-limit", Value::I32(5))]);
-        assert_eq!(QueueSettings::resolve(QueueType::Quorum, &args, Some(&policy)).delivery_limit, Some(3));
+        assert_eq!(QueueSettings::resolve(QueueType::Quorum, &args, Some(&policy), false).delivery_limit, Some(3));
+    }
+
+    #[test]
+    fn charons_guarantee_needs_a_dead_letter_exchange_comes_from_the_policy_or_the_default_and_yields_to_rabbitmqs() {
+        let dlx = table(&[("x-dead-letter-exchange", Value::long_str("dlx"))]);
+        let on = table(&[(GUARANTEE_KEY, Value::long_str("at-least-once"))]);
+        let off = table(&[(GUARANTEE_KEY, Value::long_str("at-most-once"))]);
+        assert!(!QueueSettings::resolve(QueueType::Classic, &dlx, None, false).guaranteed);
+        assert!(QueueSettings::resolve(QueueType::Classic, &dlx, Some(&on), false).guaranteed);
+        assert!(QueueSettings::resolve(QueueType::Classic, &dlx, None, true).guaranteed, "the broker default");
+        assert!(!QueueSettings::resolve(QueueType::Classic, &dlx, Some(&off), true).guaranteed, "the policy wins");
+        assert!(!QueueSettings::resolve(QueueType::Classic, &Table::new(), Some(&on), true).guaranteed, "no DLX");
+        // Every overflow mode of a quorum queue too, except where RabbitMQ's own rules apply.
+        let quorum =
+            table(&[("x-dead-letter-exchange", Value::long_str("dlx")), ("x-overflow", Value::long_str("drop-head"))]);
+        let s = QueueSettings::resolve(QueueType::Quorum, &quorum, Some(&on), false);
+        assert!(s.guaranteed && s.keeps_dead_letters() && !s.at_least_once);
+        let rabbit = table(&[
+            ("x-dead-letter-exchange", Value::long_str("dlx")),
+            ("x-overflow", Value::long_str("reject-publish")),
+            ("x-dead-letter-strategy", Value::long_str("at-least-once")),
+        ]);
+        let s = QueueSettings::resolve(QueueType::Quorum, &rabbit, Some(&on), true);
+        assert!(s.at_least_once && !s.guaranteed);
+        // The bound on waiting letters: policy keys, else the default.
+        assert_eq!(QueueSettings::resolve(QueueType::Classic, &dlx, None, true).pending_max, DEFAULT_PENDING_MAX);
+        let bounded = table(&[
+            (GUARANTEE_KEY, Value::long_str("at-least-once")),
+            (PENDING_MAX_KEY, Value::I64(10)),
+            (PENDING_MAX_BYTES_KEY, Value::I64(1000)),
+        ]);
+        assert_eq!(
+            QueueSettings::resolve(QueueType::Classic, &dlx, Some(&bounded), false).pending_max,
+            Bound { messages: 10, bytes: 1000 }
+        );
     }
 }

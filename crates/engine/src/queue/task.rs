@@ -247,6 +247,7 @@ impl Task {
         self.state.set_expiry_room(self.outbox.room());
         let pending = u64::from(self.state.stats().dead_letters_pending);
         self.handle.dead_letters_pending.store(pending, std::sync::atomic::Ordering::Relaxed);
+        self.handle.admission.set_closed(self.state.holds_publishers());
         blocked
     }
 

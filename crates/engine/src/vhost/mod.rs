@@ -73,6 +73,15 @@ pub struct DeclareOk {
     pub created: bool,
 }
 
+/// The broker's dead-lettering options a vhost applies to its queues.
+#[derive(Clone, Copy, Debug)]
+pub struct DeadLetterOptions {
+    /// Keep what RabbitMQ drops silently in the fallback queue.
+    pub fallback: bool,
+    /// Charon's at-least-once guarantee by default.
+    pub guarantee: bool,
+}
+
 /// A virtual host.
 ///
 /// Its topology and policies sit behind locks that routing takes on every publish and dead
@@ -101,6 +110,9 @@ pub struct VHost {
     drops: Arc<Drops>,
     /// Whether such dead letters are kept in the fallback queue.
     fallback: bool,
+    /// The broker's `dead_letter_guarantee`: Charon's at-least-once for every queue with a
+    /// dead-letter exchange unless a policy says otherwise.
+    dead_letter_guarantee: bool,
 }
 
 impl std::fmt::Debug for VHost {
@@ -125,8 +137,9 @@ impl VHost {
         ids: Arc<AtomicU64>,
         store: Option<Arc<Persistence>>,
         limits: Arc<Limits>,
-        fallback: bool,
+        dead_letters: DeadLetterOptions,
     ) -> Arc<Self> {
+        let DeadLetterOptions { fallback, guarantee: dead_letter_guarantee } = dead_letters;
         let topology = Arc::new(RwLock::new(Topology::with_standard_exchanges()));
         let drops = Arc::new(Drops::default());
         let dead_letters: Arc<dyn DeadLetterSink> = Arc::new(dead_letters::DeadLetterRoutes::new(
@@ -147,6 +160,7 @@ impl VHost {
             limits,
             drops,
             fallback,
+            dead_letter_guarantee,
         })
     }
 
@@ -212,11 +226,13 @@ impl VHost {
     }
 
     /// The exchange graph grew (an exchange, a queue or a binding was added): besides
-    /// [`Self::changed`], quorum queues try their stuck at-least-once dead letters again, which
-    /// may have a route now (RabbitMQ waits for a policy change or its 180 s timer).
+    /// [`Self::changed`], queues with dead letters waiting (RabbitMQ's at-least-once, Charon's
+    /// guarantee) try them again, as they may have a route now (RabbitMQ waits for a policy
+    /// change or its 180 s timer).
     fn grew(&self, topology: &Topology) {
         self.changed();
-        for queue in topology.queues.values().filter(|q| q.config.queue_type == QueueType::Quorum) {
+        let waiting = |q: &&QueueRef| q.dead_letters_pending.load(Ordering::Relaxed) > 0;
+        for queue in topology.queues.values().filter(waiting) {
             queue.topology_changed();
         }
     }

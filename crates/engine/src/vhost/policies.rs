@@ -90,7 +90,7 @@ impl VHost {
     pub(crate) fn settings_for(&self, name: &str, queue_type: QueueType, arguments: &Table) -> QueueSettings {
         let policies = self.policies.read();
         let policy = effective(policies.iter(), name, queue_type);
-        QueueSettings::resolve(queue_type, arguments, policy.map(|p| &p.definition))
+        QueueSettings::resolve(queue_type, arguments, policy.map(|p| &p.definition), self.dead_letter_guarantee)
     }
 
     async fn reapply_policies(&self) {

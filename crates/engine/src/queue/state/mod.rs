@@ -31,7 +31,7 @@ use super::effects::{Discarded, Effects, Events, RefusedDeadLetter};
 use super::entry::Entry;
 use super::handle::QueueRef;
 use super::journal::reason_of;
-use super::limits::Limits;
+use super::limits::{Limits, Size};
 use super::ready::Ready;
 use super::requests::{ConfirmTo, ConsumeSpec, CreditGrant, Enqueue, GetOk, QueueStats, Settle};
 use super::settings::QueueSettings;
@@ -70,6 +70,9 @@ pub(crate) struct QueueState {
 /// again without a topology or policy change (RabbitMQ's
 /// `dead_letter_worker_publisher_confirm_timeout`, 180 s).
 const DLX_RETRY_MS: i64 = 180_000;
+/// The same under Charon's guarantee: a full target may have room again without any change
+/// to the topology, and its publishers may be waiting for these letters to leave.
+const GUARANTEE_RETRY_MS: i64 = 5_000;
 
 impl QueueState {
     pub(crate) fn new(handle: QueueRef, settings: QueueSettings, now: i64) -> Self {
@@ -120,13 +123,15 @@ impl QueueState {
         let (waiting, rest): (Vec<_>, Vec<_>) = restored.into_iter().partition(|m| m.dead_lettered.is_some());
         let places: Vec<Place> = waiting.iter().map(|m| m.place).collect();
         let read = self.reader.as_ref().map(|reader| reader.read(&places)).unwrap_or_default();
-        let at_least_once = self.limits.settings().at_least_once;
+        // A quorum queue that left RabbitMQ's strategy deletes them, as a switch does; a
+        // classic queue only ever kept them under Charon's guarantee, which promised them.
+        let keep = self.limits.settings().keeps_dead_letters() || !self.quorum;
         let mut read = read.into_iter();
         for recovered in waiting {
             let message = read.next().and_then(Result::ok).and_then(|bytes| decode_message(bytes).ok());
             let reason = recovered.dead_lettered.and_then(reason_of);
             match (message, reason) {
-                (Some(message), Some(reason)) if at_least_once => {
+                (Some(message), Some(reason)) if keep => {
                     let mut entry = Entry::new(recovered.seq, Arc::new(message), recovered.expires_at, true);
                     (entry.returned, entry.failed) = (recovered.returned, recovered.failed);
                     self.dlx.hold(entry, reason);
@@ -245,7 +250,7 @@ impl QueueState {
         let removal = Removal { seq: entry.seq, persisted: entry.persisted, spilled: entry.spilled };
         let message =
             if self.quorum { super::counts::as_discarded(entry.message, entry.failed) } else { entry.message };
-        if self.limits.settings().at_least_once {
+        if self.limits.settings().keeps_dead_letters() {
             let (queue_type, counts) = (self.handle.config.queue_type, &self.handle.dead_lettered);
             count_dead_letter(queue_type, DeadLetterStrategy::AtLeastOnce, reason, counts);
             entry.message = message;
@@ -415,8 +420,7 @@ impl QueueState {
             };
             self.discard(entry, DeathReason::Maxlen);
         }
-        // At-least-once dead letters waiting here count too (RabbitMQ's `messages`).
-        self.limits.enforced(self.ready.size() + self.dlx.size());
+        self.limits.enforced(self.ready.size() + self.counted_dead_letters());
     }
 
     /// Whether `drop-head` has messages left to drop that are being read off the task. Limits
@@ -446,7 +450,23 @@ impl QueueState {
 
     /// Ends a quorum queue's refusal once it is back under 80 % of its limit.
     pub(crate) fn refresh_refusing(&mut self) {
-        self.limits.refresh_refusing(self.ready.size() + self.dlx.size());
+        self.limits.refresh_refusing(self.ready.size() + self.counted_dead_letters());
+    }
+
+    /// The waiting dead letters the length limits count: RabbitMQ's at-least-once letters are
+    /// in `messages` and count; Charon's guarantee bounds its own separately
+    /// ([`Self::holds_publishers`]).
+    fn counted_dead_letters(&self) -> Size {
+        if self.limits.settings().at_least_once { self.dlx.size() } else { Size::default() }
+    }
+
+    /// Whether a queue under Charon's guarantee has as many dead letters waiting as its bound
+    /// allows: its publishers are held back until some are confirmed.
+    pub(crate) fn holds_publishers(&self) -> bool {
+        let settings = self.limits.settings();
+        let waiting = self.dlx.size();
+        settings.guaranteed
+            && (waiting.count >= settings.pending_max.messages || waiting.bytes >= settings.pending_max.bytes)
     }
 
     /// Dead-letters expired messages at the head. `inclusive` also expires messages whose
@@ -511,14 +531,14 @@ impl QueueState {
     }
 
     /// Applies new settings (a policy changed): a lowered limit drops the head at once.
-    /// Leaving at-least-once dead lettering deletes the dead letters still waiting, as RabbitMQ
-    /// 4.0.5 does (`rabbit_fifo_dlx:switch_from`); staying in it tries them again at once.
+    /// Leaving RabbitMQ's at-least-once dead lettering deletes the dead letters still waiting,
+    /// as RabbitMQ 4.0.5 does (`rabbit_fifo_dlx:switch_from`); letters kept under Charon's
+    /// guarantee stay until delivered, whatever the new settings (they were promised). Letters
+    /// that stay are tried again at once.
     pub(crate) fn apply_settings(&mut self, settings: QueueSettings) {
-        let at_least_once = settings.at_least_once;
+        let leaves_rabbit = self.limits.settings().at_least_once && !settings.keeps_dead_letters();
         self.limits.apply(settings, self.now);
-        if at_least_once {
-            self.dlx.retry_all();
-        } else {
+        if leaves_rabbit {
             let deleted = self.dlx.take_all();
             if !deleted.is_empty() {
                 tracing::info!(queue = self.handle.name(), count = deleted.len(), "Deleted dead-lettered messages");
@@ -527,6 +547,8 @@ impl QueueState {
                 self.effects.journal().removed(&entry);
             }
             self.dlx_retry_at = None;
+        } else {
+            self.dlx.retry_all();
         }
         self.enforce_limits();
         self.refresh_refusing();
@@ -571,13 +593,14 @@ impl QueueState {
     }
 
     fn dlx_done(&mut self, entry: &Entry) {
-        count_confirmed();
+        count_confirmed(self.handle.config.queue_type);
         self.effects.journal().removed(entry);
         self.refresh_refusing();
     }
 
     fn retry_dlx_later(&mut self) {
-        self.dlx_retry_at.get_or_insert(self.now.saturating_add(DLX_RETRY_MS));
+        let wait = if self.limits.settings().at_least_once { DLX_RETRY_MS } else { GUARANTEE_RETRY_MS };
+        self.dlx_retry_at.get_or_insert(self.now.saturating_add(wait));
     }
 
     /// Takes the places the log reported for messages behind the head.

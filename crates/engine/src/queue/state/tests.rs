@@ -311,6 +311,7 @@ fn quorum_reject_publish_accepts_the_crossing_message_then_refuses_until_80_perc
         .into_iter()
         .collect(),
         None,
+        false,
     );
     assert_eq!(settings.overflow, Overflow::DropHead);
 }
