@@ -122,12 +122,23 @@ async fn drain(ch: &Channel, queue: &str) -> BTreeSet<u64> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn twenty_kill_9_cycles_lose_no_dead_letter() {
+    kill_9_cycles(&[]).await;
+}
+
+/// The same under Charon's guarantee: every dead letter waits in its source (journalled as
+/// such) until its target confirmed it, and a restart finds the waiting ones again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn twenty_kill_9_cycles_lose_no_dead_letter_under_the_guarantee() {
+    kill_9_cycles(&["--dead-letter-guarantee", "at-least-once"]).await;
+}
+
+async fn kill_9_cycles(args: &[&str]) {
     let data = tempfile::tempdir().unwrap();
     let next_id = Arc::new(Mutex::new(0u64));
     let expiring = Arc::new(Mutex::new(BTreeSet::new()));
     let rejected = Arc::new(Mutex::new(BTreeSet::new()));
     for cycle in 0..CYCLES {
-        let mut charon = support::Charon::start_on(data.path(), &[]);
+        let mut charon = support::Charon::start_on(data.path(), args);
         {
             let conn = connect(charon.port).await.expect("connect");
             declare(&conn.create_channel().await.unwrap()).await;
@@ -147,7 +158,7 @@ async fn twenty_kill_9_cycles_lose_no_dead_letter() {
             }
         }
     }
-    let charon = support::Charon::start_on(data.path(), &[]);
+    let charon = support::Charon::start_on(data.path(), args);
     let conn = connect(charon.port).await.expect("connect");
     let ch = conn.create_channel().await.unwrap();
     // What is left in the expiring queue expires within its 20 ms TTL after the restart.
