@@ -9,9 +9,13 @@
 //! exchanges honoured), and goes to every target queue except those where the cycle rule drops
 //! it. The queue then forwards the copies through its own outbox ([`crate::queue`]), so a slow
 //! target pushes back on the dead-lettering queue only.
+//!
+//! Every death, dead-lettered or dropped, is also reported to the vhost's dead-letter event
+//! stream ([`events`]) when something listens to it.
 
 mod copy;
 pub(crate) mod counts;
+pub mod events;
 mod sink;
 
 pub use copy::{dead_lettered_copy, is_cycle};

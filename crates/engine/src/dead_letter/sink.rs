@@ -13,6 +13,8 @@ use charon_model::{DeathReason, Message, Routing, Table};
 
 use super::copy::{dead_lettered_copy, is_cycle, routing_headers};
 use super::counts::{DeadLetterCounts, DeadLetterStrategy, count_dead_letter};
+use super::events::event::Death;
+use super::events::{DeadLetterEvents, DropReason};
 use crate::clock::now_ms;
 use crate::queue::args::QueueType;
 use crate::queue::handle::QueueRef;
@@ -23,6 +25,11 @@ pub(crate) trait DeadLetterSink: Send + Sync {
     /// `internal` check (RabbitMQ calls `rabbit_exchange:route` directly); `None` when the
     /// exchange does not exist.
     fn route(&self, exchange: &str, routing: &Routing, headers: &Table) -> Option<Vec<QueueRef>>;
+
+    /// The vhost's dead-letter event stream, told of every death (none by default).
+    fn events(&self) -> Option<&DeadLetterEvents> {
+        None
+    }
 }
 
 /// A dead-lettered copy on its way to the queues it was routed to.
@@ -70,9 +77,46 @@ impl DeadLetterer<'_> {
         });
         let strategy = if routed.is_some() { DeadLetterStrategy::AtMostOnce } else { DeadLetterStrategy::Disabled };
         count_dead_letter(self.queue_type, strategy, reason, self.counts);
-        let (copy, targets) = routed?;
+        let Some((copy, targets)) = routed else {
+            self.report(sink, message, reason, Some(DropReason::NoDlx));
+            return None;
+        };
+        let routed_somewhere = !targets.is_empty();
         let targets = without_cycles(&copy, reason, targets);
+        let dropped = match (routed_somewhere, targets.is_empty()) {
+            (false, _) => Some(DropReason::Unroutable),
+            (true, true) => Some(DropReason::Cycle),
+            (true, false) => None,
+        };
+        self.report(sink, message, reason, dropped);
         (!targets.is_empty()).then(|| (Arc::new(copy), targets))
+    }
+
+    /// Reports the deaths of messages an at-least-once queue now keeps as dead letters (once
+    /// each, when they die: not at every attempt to forward them).
+    pub(crate) fn report_held<S: DeadLetterSink + ?Sized>(&self, sink: &S, held: &[(Arc<Message>, DeathReason)]) {
+        for (message, reason) in held {
+            self.report(sink, message, *reason, None);
+        }
+    }
+
+    /// Tells the vhost's event stream of one death (a flag check when nothing listens).
+    fn report<S: DeadLetterSink + ?Sized>(
+        &self,
+        sink: &S,
+        message: &Message,
+        reason: DeathReason,
+        drop_reason: Option<DropReason>,
+    ) {
+        if let Some(events) = sink.events() {
+            events.offer(Death {
+                queue: self.queue,
+                message,
+                reason,
+                dead_letter_exchange: self.exchange,
+                drop_reason,
+            });
+        }
     }
 
     /// The dead-lettered copy of `message` (one more death, no TTL, the dead-letter exchange

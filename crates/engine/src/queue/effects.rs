@@ -28,18 +28,23 @@ pub(crate) type Discarded = Vec<Discard>;
 /// Events for sessions, as the task sends them.
 pub(crate) type Events = Vec<(SessionSink, SessionEvent)>;
 
+/// Messages an at-least-once queue kept as dead letters, with why they died (for the
+/// dead-letter event stream).
+pub(crate) type Held = Vec<(Arc<Message>, DeathReason)>;
+
 /// The effects of one pass.
 #[derive(Debug)]
 pub(super) struct Effects {
     events: Events,
     discarded: Discarded,
+    held: Held,
     journal: Journal,
 }
 
 impl Effects {
     /// No effects yet, for queue `queue` (the log's key for its records).
     pub(super) fn new(queue: u64) -> Self {
-        Self { events: Vec::new(), discarded: Vec::new(), journal: Journal::new(queue) }
+        Self { events: Vec::new(), discarded: Vec::new(), held: Vec::new(), journal: Journal::new(queue) }
     }
 
     /// An event for a session, sent at the end of the pass.
@@ -51,6 +56,11 @@ impl Effects {
     /// record (`removal`) is removed by the task once the dead letter is safe.
     pub(super) fn discard(&mut self, message: Arc<Message>, reason: DeathReason, removal: Option<Removal>) {
         self.discarded.push(Discard { message, reason, removal });
+    }
+
+    /// A message died and the queue keeps it as an at-least-once dead letter.
+    pub(super) fn held(&mut self, message: Arc<Message>, reason: DeathReason) {
+        self.held.push((message, reason));
     }
 
     /// The log records of this pass.
@@ -85,6 +95,11 @@ impl Effects {
     /// Takes the messages to dead-letter.
     pub(super) fn take_discarded(&mut self) -> Discarded {
         std::mem::take(&mut self.discarded)
+    }
+
+    /// Takes the messages kept as at-least-once dead letters in this pass.
+    pub(super) fn take_held(&mut self) -> Held {
+        std::mem::take(&mut self.held)
     }
 
     /// Takes the log records and the confirmations held for them.

@@ -232,6 +232,7 @@ impl Task {
     /// `dlx.policy.max_length_min` saw them overtaken when the machine was busy).
     fn finish_pass(&mut self) -> Option<QueueRef> {
         self.dead_letter();
+        self.report_held();
         self.forward_at_least_once();
         let mut gone = Vec::new();
         let blocked = self.outbox.pump(&mut gone);
@@ -302,6 +303,14 @@ impl Task {
         }
         for removal in remove_now {
             self.state.remove_from_log(removal);
+        }
+    }
+
+    /// Reports the pass's at-least-once deaths to the dead-letter event stream.
+    fn report_held(&mut self) {
+        let held = self.state.take_held();
+        if !held.is_empty() {
+            dead_letterer(&self.handle, self.state.settings()).report_held(&*self.dead_letters, &held);
         }
     }
 

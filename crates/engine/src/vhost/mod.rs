@@ -12,6 +12,7 @@ use charon_store::meta::StoredQueue;
 use parking_lot::RwLock;
 
 use crate::dead_letter::DeadLetterSink;
+use crate::dead_letter::events::{BUFFER_CAPACITY, DeadLetterEvents};
 use crate::error::{EngineError, Resource, ResourceKind, quoted};
 use crate::exchange::{Binding, Destination, ExchangeInfo, ExchangeKind};
 use crate::limits::Limits;
@@ -91,6 +92,8 @@ pub struct VHost {
     me: Weak<VHost>,
     /// Where this vhost's queues hand their dead letters.
     dead_letters: Arc<dyn DeadLetterSink>,
+    /// The dead-letter event stream its queues report deaths to.
+    events: Arc<DeadLetterEvents>,
     /// Policies by name.
     policies: RwLock<Vec<Policy>>,
     /// The durable store, when the broker has one.
@@ -123,8 +126,11 @@ impl VHost {
         limits: Arc<Limits>,
     ) -> Arc<Self> {
         let topology = Arc::new(RwLock::new(Topology::with_standard_exchanges()));
+        let listened = topology.read().events_listened();
+        let event_routes = Arc::new(dead_letters::DeadLetterRoutes::new(Arc::downgrade(&topology), None));
+        let events = Arc::new(DeadLetterEvents::new(name, listened, BUFFER_CAPACITY, event_routes));
         let dead_letters: Arc<dyn DeadLetterSink> =
-            Arc::new(dead_letters::DeadLetterRoutes::new(Arc::downgrade(&topology)));
+            Arc::new(dead_letters::DeadLetterRoutes::new(Arc::downgrade(&topology), Some(Arc::clone(&events))));
         Arc::new_cyclic(|me| Self {
             name: name.to_owned(),
             topology,
@@ -132,6 +138,7 @@ impl VHost {
             ids,
             me: me.clone(),
             dead_letters,
+            events,
             policies: RwLock::new(Vec::new()),
             store,
             limits,
@@ -193,6 +200,12 @@ impl VHost {
     #[must_use]
     pub fn name(&self) -> &str {
         &self.name
+    }
+
+    /// The vhost's dead-letter event stream (its counters).
+    #[must_use]
+    pub fn dead_letter_events(&self) -> &DeadLetterEvents {
+        &self.events
     }
 
     fn changed(&self) {

@@ -27,7 +27,7 @@ use charon_store::segment_log::{LogReader, Place, Placed, Record, RecoveredQueue
 
 use super::consumers::Consumers;
 use super::dlx_pending::{DlxPending, Due};
-use super::effects::{Discarded, Effects, Events};
+use super::effects::{Discarded, Effects, Events, Held};
 use super::entry::Entry;
 use super::handle::QueueRef;
 use super::journal::reason_of;
@@ -243,6 +243,7 @@ impl QueueState {
         if self.limits.settings().at_least_once {
             let (queue_type, counts) = (self.handle.config.queue_type, &self.handle.dead_lettered);
             count_dead_letter(queue_type, DeadLetterStrategy::AtLeastOnce, reason, counts);
+            self.effects.held(Arc::clone(&message), reason);
             entry.message = message;
             self.effects.journal().dead_lettered(&entry, reason);
             self.dlx.hold(entry, reason);
@@ -596,6 +597,11 @@ impl QueueState {
 
     pub(crate) fn take_discarded(&mut self) -> Discarded {
         self.effects.take_discarded()
+    }
+
+    /// The messages this pass kept as at-least-once dead letters, with why they died.
+    pub(crate) fn take_held(&mut self) -> Held {
+        self.effects.take_held()
     }
 
     /// Takes the pass's records and the confirmations that wait for them.
