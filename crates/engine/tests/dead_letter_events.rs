@@ -100,6 +100,15 @@ async fn expired_and_rejected_deaths_emit_events_with_their_drop_reasons() {
     publish(&declare(&vhost, "nowhere", nowhere).await, "n-1").await;
     let (_, event) = next_event(&events).await;
     assert_eq!((event["queue"].as_str(), event["drop_reason"].as_str()), (Some("nowhere"), Some("unroutable")));
+    // A dead-letter exchange that does not exist counts as none.
+    let missing = table(&[("x-dead-letter-exchange", Value::long_str("missing")), ("x-message-ttl", Value::I64(0))]);
+    publish(&declare(&vhost, "missing-dlx", missing).await, "m-1").await;
+    let (_, event) = next_event(&events).await;
+    assert_eq!(
+        (event["queue"].as_str(), event["drop_reason"].as_str(), event["dead_letter_exchange"].as_str()),
+        (Some("missing-dlx"), Some("no-dlx"), Some("missing"))
+    );
+
     // Dead-lettered back to itself on expiry: only the cycle rule removed the target.
     let cycle = table(&[
         ("x-dead-letter-exchange", Value::long_str("")),
@@ -113,7 +122,7 @@ async fn expired_and_rejected_deaths_emit_events_with_their_drop_reasons() {
         (event["queue"].as_str(), event["drop_reason"].as_str(), event["count"].as_u64()),
         (Some("cycle"), Some("cycle"), Some(1))
     );
-    assert_eq!(vhost.dead_letter_events().built(), 4);
+    assert_eq!(vhost.dead_letter_events().built(), 5);
 }
 
 #[tokio::test]
