@@ -24,13 +24,17 @@ pub const QUEUE_DEAD_LETTERED: &str = "charon_queue_messages_dead_lettered_total
 /// Per-queue gauge: `charon_queue_dead_letters_pending{vhost,queue}`, quorum queues only (the
 /// only ones whose dead letters wait, RabbitMQ's at-least-once).
 pub const QUEUE_DEAD_LETTERS_PENDING: &str = "charon_queue_dead_letters_pending";
+/// Per-vhost counter: `charon_dead_letter_events_dropped_total{vhost}`, dead-letter events
+/// dropped because the vhost's event buffer was full.
+pub const DEAD_LETTER_EVENTS_DROPPED: &str = "charon_dead_letter_events_dropped_total";
 
 /// Dead letters dropped where RabbitMQ drops them silently (and kept in the fallback queue when
 /// it is on): `charon_dead_letters_dropped_total{vhost,queue,drop_reason}`.
 pub const DEAD_LETTERS_DROPPED: &str = "charon_dead_letters_dropped_total";
 
 /// The per-queue series in Prometheus text format: one line per live queue and reason that
-/// has counted at least one message (a series appears on its first count, as with the facade).
+/// has counted at least one message (a series appears on its first count, as with the facade),
+/// then each vhost's dropped dead-letter events (every vhost, zero included).
 #[must_use]
 pub fn render_queue_counters(broker: &Broker) -> String {
     let mut out = format!(
@@ -41,7 +45,17 @@ pub fn render_queue_counters(broker: &Broker) -> String {
         "# HELP {QUEUE_DEAD_LETTERS_PENDING} At-least-once dead letters waiting in the queue for their targets\n\
          # TYPE {QUEUE_DEAD_LETTERS_PENDING} gauge\n"
     );
+    let mut events = format!(
+        "# HELP {DEAD_LETTER_EVENTS_DROPPED} Dead-letter events dropped because the event buffer was full\n\
+         # TYPE {DEAD_LETTER_EVENTS_DROPPED} counter\n"
+    );
     for vhost in broker.vhosts() {
+        let _ = writeln!(
+            events,
+            "{DEAD_LETTER_EVENTS_DROPPED}{{vhost=\"{}\"}} {}",
+            escape_label(vhost.name()),
+            vhost.dead_letter_events().dropped()
+        );
         let mut queues = vhost.queues();
         queues.sort_by(|a, b| a.name().cmp(b.name()));
         for queue in queues {
@@ -88,6 +102,7 @@ pub fn render_queue_counters(broker: &Broker) -> String {
             );
         }
     }
+    out.push_str(&events);
     out
 }
 

@@ -5,9 +5,11 @@
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use charon_model::{Routing, Table};
 
+use crate::dead_letter::events::EVENTS_EXCHANGE;
 use crate::exchange::{Binding, BindingSet, Destination, ExchangeInfo, ExchangeKind};
 use crate::queue::QueueRef;
 use crate::reservation::Reserved;
@@ -40,6 +42,9 @@ pub(crate) struct Topology {
     pub(crate) reserved_exchanges: HashMap<String, Reserved>,
     /// Names of durable queues being declared (their commit is in flight).
     pub(crate) reserved_queues: HashMap<String, Reserved>,
+    /// Whether [`EVENTS_EXCHANGE`] has a binding, kept here as bindings change and read
+    /// without the lock by the queues that report deaths to it.
+    events_listened: Arc<AtomicBool>,
 }
 
 impl Topology {
@@ -53,17 +58,31 @@ impl Topology {
             ("amq.topic", ExchangeKind::Topic),
             ("amq.headers", ExchangeKind::Headers),
             ("amq.match", ExchangeKind::Headers),
+            (EVENTS_EXCHANGE, ExchangeKind::Topic),
         ] {
             topology.add_exchange(ExchangeInfo {
                 name: name.to_owned(),
                 kind,
                 durable: true,
                 auto_delete: false,
-                internal: false,
+                // Only the broker publishes dead-letter events.
+                internal: name == EVENTS_EXCHANGE,
                 arguments: Table::new(),
             });
         }
         topology
+    }
+
+    /// The flag that says whether [`EVENTS_EXCHANGE`] has a binding.
+    pub(crate) fn events_listened(&self) -> Arc<AtomicBool> {
+        Arc::clone(&self.events_listened)
+    }
+
+    /// Refreshes [`Self::events_listened`] after bindings from `source` changed.
+    fn bindings_changed(&self, source: &str) {
+        if source == EVENTS_EXCHANGE {
+            self.events_listened.store(self.has_bindings_from(EVENTS_EXCHANGE), Ordering::Relaxed);
+        }
     }
 
     pub(crate) fn add_exchange(&mut self, info: ExchangeInfo) {
@@ -85,6 +104,7 @@ impl Topology {
             return false;
         }
         self.sources.entry(destination).or_default().insert(source.to_owned());
+        self.bindings_changed(source);
         true
     }
 
@@ -104,6 +124,7 @@ impl Topology {
                 self.sources.remove(&binding.destination);
             }
         }
+        self.bindings_changed(source);
         self.collect_auto_deleted(source);
         true
     }
@@ -121,6 +142,7 @@ impl Topology {
             if let Some(entry) = self.exchanges.get_mut(source) {
                 entry.bindings.remove_destination(destination);
             }
+            self.bindings_changed(source);
         }
         for source in &sources {
             self.collect_auto_deleted(source);
@@ -214,5 +236,32 @@ impl Topology {
 fn push_unique(queues: &mut Vec<QueueRef>, queue: &QueueRef) {
     if !queues.iter().any(|q| Arc::ptr_eq(q, queue)) {
         queues.push(Arc::clone(queue));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_event_exchange_is_internal_and_its_listened_flag_follows_its_bindings() {
+        let mut topology = Topology::with_standard_exchanges();
+        let info = &topology.exchanges.get(EVENTS_EXCHANGE).map(|e| Arc::clone(&e.info)).unwrap();
+        assert_eq!((info.kind, info.durable, info.internal), (ExchangeKind::Topic, true, true));
+        let listened = topology.events_listened();
+        let binding = |queue: &str| Binding {
+            destination: Destination::Queue(queue.into()),
+            key: "#".into(),
+            arguments: Table::new(),
+        };
+        assert!(topology.bind("amq.topic", binding("a")));
+        assert!(!listened.load(Ordering::Relaxed), "other exchanges do not count");
+        assert!(topology.bind(EVENTS_EXCHANGE, binding("a")));
+        assert!(topology.bind(EVENTS_EXCHANGE, binding("b")));
+        assert!(listened.load(Ordering::Relaxed));
+        assert!(topology.unbind(EVENTS_EXCHANGE, &binding("a")));
+        assert!(listened.load(Ordering::Relaxed), "b still listens");
+        topology.remove_bindings_to(&Destination::Queue("b".into()));
+        assert!(!listened.load(Ordering::Relaxed), "the queue went with its binding");
     }
 }

@@ -1,4 +1,7 @@
-//! RabbitMQ 4 "v2" addresses (`rabbit_amqp_session:parse_target_v2_string/1`).
+//! RabbitMQ 4 "v2" addresses (`rabbit_amqp_session:parse_target_v2_string/1`), and Charon's
+//! one extension: the dead-letter event exchange as a source.
+
+use charon_engine::dead_letter::events::EVENTS_EXCHANGE;
 
 /// Where a target address sends messages.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -60,6 +63,27 @@ pub(crate) fn parse_source(address: &str) -> Option<String> {
     match address.strip_prefix("/queues/") {
         Some("") | None => None,
         Some(queue) => percent_decode(queue),
+    }
+}
+
+/// The binding key of a source address on the dead-letter event exchange, a Charon extension
+/// (docs/dead-letter-events.md): `/exchanges/amq.charon.dead-letter-events` binds `#`,
+/// `/exchanges/amq.charon.dead-letter-events/:binding-key` that key. `None` for every other
+/// address, and for an empty or malformed key: RabbitMQ 4.0.5 refuses every `/exchanges/`
+/// source, and so does Charon for any other exchange.
+pub(crate) fn parse_event_source(address: &str) -> Option<String> {
+    let rest = address.strip_prefix("/exchanges/")?;
+    let (exchange, key) = match rest.split_once('/') {
+        Some((exchange, key)) => (exchange, Some(key)),
+        None => (rest, None),
+    };
+    if percent_decode(exchange)? != EVENTS_EXCHANGE {
+        return None;
+    }
+    match key {
+        None => Some("#".to_owned()),
+        Some("") => None,
+        Some(key) => percent_decode(key),
     }
 }
 
@@ -136,6 +160,20 @@ mod tests {
         assert_eq!(v1_refusal("/queue", true), "{amqp_address_v1_not_permitted,{utf8,<<\"/queue\">>}}");
         assert_eq!(v1_refusal("q1", false), "{amqp_address_v1_not_permitted,{utf8,<<\"q1\">>}}");
         assert_eq!(v1_refusal("/amq/queue/q", false), "{amqp_address_v1_not_permitted,{utf8,<<\"/amq/queue/q\">>}}");
+    }
+
+    #[test]
+    fn the_event_exchange_is_a_source_with_an_optional_binding_key() {
+        assert_eq!(parse_event_source("/exchanges/amq.charon.dead-letter-events"), Some("#".into()));
+        assert_eq!(
+            parse_event_source("/exchanges/amq.charon.dead-letter-events/rejected.%23"),
+            Some("rejected.#".into())
+        );
+        assert_eq!(parse_event_source("/exchanges/amq.charon.dead-letter-events/*.orders"), Some("*.orders".into()));
+        assert_eq!(parse_event_source("/exchanges/amq.charon.dead-letter-events/"), None);
+        assert_eq!(parse_event_source("/exchanges/amq.topic"), None);
+        assert_eq!(parse_event_source("/exchanges/amq.topic/#"), None);
+        assert_eq!(parse_event_source("/queues/amq.charon.dead-letter-events"), None);
     }
 
     #[test]

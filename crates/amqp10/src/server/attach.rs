@@ -1,5 +1,5 @@
-//! Attaching links: publishers to v2 targets, consumers to `/queues/:queue`, and the
-//! `/management` link pair. Refusals follow RabbitMQ 4.0.5: an address that does not exist or
+//! Attaching links: publishers to v2 targets, consumers to `/queues/:queue` (and, a Charon
+//! extension, to the dead-letter event exchange), and the `/management` link pair. Refusals follow RabbitMQ 4.0.5: an address that does not exist or
 //! cannot be parsed ends the whole session.
 
 use std::sync::Arc;
@@ -10,10 +10,11 @@ use fe2o3_amqp_types::performatives::Attach;
 use fe2o3_amqp_types::primitives::{Array, Symbol};
 use serde_amqp::Value as Amqp;
 
-use charon_engine::{ConsumeSpec, EngineError, ErrorKind};
-use charon_model::erlang;
+use charon_engine::dead_letter::events::EVENTS_EXCHANGE;
+use charon_engine::{ConsumeSpec, Destination, EngineError, ErrorKind, QueueDeclare, QueueRef, VHost};
+use charon_model::{Table, erlang};
 
-use super::address::{TargetAddress, parse_source, parse_target, v1_refusal};
+use super::address::{TargetAddress, parse_event_source, parse_source, parse_target, v1_refusal};
 use super::session::{LinkState, Session, link_owner};
 use crate::proto::Connection;
 
@@ -175,22 +176,35 @@ impl Session {
             conn.attach(channel, reply);
             return Ok(());
         }
-        let queue_name = match address.as_deref() {
-            None => return Err(("amqp:invalid-field", "Attach rejected: {bad_address,undefined}".to_owned())),
-            Some(text) if text.starts_with("/queues/") => parse_source(text).ok_or_else(|| {
+        let event_key = address.as_deref().and_then(parse_event_source);
+        let queue_name = match (address.as_deref(), &event_key) {
+            (_, Some(_)) => String::new(),
+            (None, None) => {
+                return Err(("amqp:invalid-field", "Attach rejected: {bad_address,undefined}".to_owned()));
+            }
+            (Some(text), None) if text.starts_with("/queues/") => parse_source(text).ok_or_else(|| {
                 let term = format!("{{bad_address,{{utf8,<<\"{text}\">>}}}}");
                 ("amqp:invalid-field", format!("Attach rejected: {term}"))
             })?,
-            Some(text) => return Err(("amqp:invalid-field", format!("Attach rejected: {}", v1_refusal(text, false)))),
+            (Some(text), None) => {
+                return Err(("amqp:invalid-field", format!("Attach rejected: {}", v1_refusal(text, false))));
+            }
         };
         let vhost = self.vhost.clone().ok_or(("amqp:internal-error", "no vhost".to_owned()))?;
-        let queue = vhost.queue(&queue_name, self.id).map_err(|e| match e.kind() {
-            ErrorKind::ResourceLocked => (
-                "amqp:resource-locked",
-                format!("cannot obtain exclusive access to locked queue '{queue_name}' in vhost '{}'", vhost.name()),
-            ),
-            _ => ("amqp:not-found", e.to_string()),
-        })?;
+        let queue = match &event_key {
+            Some(key) => self.event_queue(&vhost, key).await?,
+            None => vhost.queue(&queue_name, self.id).map_err(|e| match e.kind() {
+                ErrorKind::ResourceLocked => (
+                    "amqp:resource-locked",
+                    format!(
+                        "cannot obtain exclusive access to locked queue '{queue_name}' in vhost '{}'",
+                        vhost.name()
+                    ),
+                ),
+                _ => ("amqp:not-found", e.to_string()),
+            })?,
+        };
+        let temporary = event_key.is_some();
         let settled = attach.snd_settle_mode == SenderSettleMode::Settled;
         let consumer = self.broker.next_id();
         let spec = ConsumeSpec {
@@ -204,7 +218,12 @@ impl Session {
             exclusive: false,
             arguments: charon_model::Table::new(),
         };
-        queue.consume(spec).await.map_err(|e| ("amqp:internal-error", e.to_string()))?;
+        if let Err(e) = queue.consume(spec).await {
+            if temporary {
+                vhost.drop_queue(&queue).await;
+            }
+            return Err(("amqp:internal-error", e.to_string()));
+        }
         let mut source: Source = attach.source.as_deref().cloned().unwrap_or_default();
         source.default_outcome = Some(Outcome::Released(Released {}));
         source.outcomes = Some(Array::from(vec![
@@ -225,9 +244,32 @@ impl Session {
             properties: None,
             ..attach.clone()
         };
-        self.links.insert((channel, handle), LinkState::Consumer { queue, consumer, settled });
+        self.links.insert((channel, handle), LinkState::Consumer { queue, consumer, settled, temporary });
         self.consumers.insert(consumer, (channel, handle));
         conn.attach(channel, reply);
         Ok(())
+    }
+
+    /// The queue a dead-letter event source link consumes from: server-named, exclusive to
+    /// this connection, auto-delete, bound to the event exchange with `key`; the link deletes
+    /// it when it goes (docs/dead-letter-events.md).
+    async fn event_queue(&self, vhost: &VHost, key: &str) -> Result<QueueRef, (&'static str, String)> {
+        let refused = |e: EngineError| {
+            let condition = match (&e, e.kind()) {
+                (EngineError::QueueLimit { .. }, _) => "amqp:resource-limit-exceeded",
+                (_, ErrorKind::AccessRefused) => "amqp:unauthorized-access",
+                _ => "amqp:internal-error",
+            };
+            (condition, e.to_string())
+        };
+        let declare = QueueDeclare { exclusive: true, auto_delete: true, ..QueueDeclare::default() };
+        let declared = vhost.declare_queue(&declare, self.id).await.map_err(refused)?;
+        let queue = vhost.queue(&declared.name, self.id).map_err(refused)?;
+        let destination = Destination::Queue(declared.name);
+        if let Err(e) = vhost.bind(EVENTS_EXCHANGE, destination, key, &Table::new(), self.id).await {
+            vhost.drop_queue(&queue).await;
+            return Err(refused(e));
+        }
+        Ok(queue)
     }
 }

@@ -30,6 +30,9 @@ pub(crate) enum LinkState {
         consumer: ConsumerId,
         /// Deliveries are sent settled (at most once).
         settled: bool,
+        /// The queue was made for this link (a dead-letter event source): it is deleted when
+        /// the link goes.
+        temporary: bool,
     },
     /// The request half of a management link pair.
     ManagementRequests { pair: String },
@@ -219,11 +222,14 @@ impl Session {
             return;
         };
         match state {
-            LinkState::Consumer { queue, consumer, .. } => {
+            LinkState::Consumer { queue, consumer, temporary, .. } => {
                 self.consumers.remove(&consumer);
                 self.unsettled.retain(|(c, _), out| !(*c == channel && out.handle == handle));
                 queue.cancel(consumer).await;
                 queue.owner_closed(link_owner(self.id, channel, handle)).await;
+                if let Some(vhost) = self.vhost.clone().filter(|_| temporary) {
+                    vhost.drop_queue(&queue).await;
+                }
             }
             LinkState::ManagementRequests { pair } | LinkState::ManagementResponses { pair } => {
                 self.management.forget(&pair, channel, handle);

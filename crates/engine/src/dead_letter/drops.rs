@@ -27,7 +27,8 @@ const LOG_EVERY_MS: i64 = 60_000;
 /// Why RabbitMQ would have dropped a dead letter.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum DropReason {
-    /// The configured dead-letter exchange does not exist.
+    /// The configured dead-letter exchange does not exist (in dead-letter events also: none
+    /// is configured; such a queue's drops are not kept or counted as drops).
     NoDlx,
     /// The dead-letter exchange routed the letter to no queue.
     Unroutable,

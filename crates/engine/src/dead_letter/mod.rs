@@ -10,10 +10,14 @@
 //! it. The queue then forwards the copies through its own outbox ([`crate::queue`]), so a slow
 //! target pushes back on the dead-lettering queue only. What RabbitMQ would drop silently goes
 //! to the vhost's fallback queue instead ([`drops`]).
+//!
+//! Every death, dead-lettered or dropped, is also reported to the vhost's dead-letter event
+//! stream ([`events`]) when something listens to it.
 
 mod copy;
 pub(crate) mod counts;
 mod drops;
+pub mod events;
 mod sink;
 
 pub use copy::{dead_lettered_copy, is_cycle};

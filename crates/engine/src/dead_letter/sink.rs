@@ -14,6 +14,8 @@ use charon_model::{DeathReason, Message, Routing, Table};
 use super::copy::{dead_lettered_copy, is_cycle, routing_headers};
 use super::counts::{DeadLetterCounts, DeadLetterStrategy, count_dead_letter};
 use super::drops::DropReason;
+use super::events::DeadLetterEvents;
+use super::events::event::Death;
 use crate::clock::now_ms;
 use crate::queue::args::QueueType;
 use crate::queue::handle::QueueRef;
@@ -30,6 +32,11 @@ pub(crate) trait DeadLetterSink: Send + Sync {
     /// it, and returns the fallback queue to keep it in (`None` when the fallback is off, or
     /// when `queue` is the fallback queue itself).
     fn dropped(&self, queue: &str, reason: DropReason) -> Option<QueueRef>;
+
+    /// The vhost's dead-letter event stream, told of every death (none by default).
+    fn events(&self) -> Option<&DeadLetterEvents> {
+        None
+    }
 }
 
 /// What became of a dead letter.
@@ -94,22 +101,51 @@ impl DeadLetterer<'_> {
     ) -> Outcome {
         let Some(copy) = self.copy(message, reason) else {
             count_dead_letter(self.queue_type, DeadLetterStrategy::Disabled, reason, self.counts);
+            self.report(sink, message, reason, Some(DropReason::NoDlx));
             return Outcome::Discarded;
         };
         let targets = self.exchange.and_then(|exchange| sink.route(exchange, &copy.routing, &routing_headers(&copy)));
         let strategy = if targets.is_some() { DeadLetterStrategy::AtMostOnce } else { DeadLetterStrategy::Disabled };
         count_dead_letter(self.queue_type, strategy, reason, self.counts);
-        let Some(targets) = targets else {
-            return Outcome::Dropped(Box::new(copy), DropReason::NoDlx);
+        let drop_reason = match &targets {
+            None => Some(DropReason::NoDlx),
+            Some(targets) if targets.is_empty() => Some(DropReason::Unroutable),
+            Some(_) => None,
         };
-        if targets.is_empty() {
-            return Outcome::Dropped(Box::new(copy), DropReason::Unroutable);
+        let targets = targets.map(|targets| without_cycles(&copy, reason, targets)).unwrap_or_default();
+        let drop_reason = drop_reason.or_else(|| targets.is_empty().then_some(DropReason::Cycle));
+        self.report(sink, message, reason, drop_reason);
+        match drop_reason {
+            Some(why) => Outcome::Dropped(Box::new(copy), why),
+            None => Outcome::Routed(Arc::new(copy), targets),
         }
-        let targets = without_cycles(&copy, reason, targets);
-        if targets.is_empty() {
-            return Outcome::Dropped(Box::new(copy), DropReason::Cycle);
+    }
+
+    /// Reports the deaths of messages an at-least-once queue now keeps as dead letters (once
+    /// each, when they die: not at every attempt to forward them).
+    pub(crate) fn report_held<S: DeadLetterSink + ?Sized>(&self, sink: &S, held: &[(Arc<Message>, DeathReason)]) {
+        for (message, reason) in held {
+            self.report(sink, message, *reason, None);
         }
-        Outcome::Routed(Arc::new(copy), targets)
+    }
+
+    /// Tells the vhost's event stream of one death (a flag check when nothing listens).
+    fn report<S: DeadLetterSink + ?Sized>(
+        &self,
+        sink: &S,
+        message: &Message,
+        reason: DeathReason,
+        drop_reason: Option<DropReason>,
+    ) {
+        if let Some(events) = sink.events() {
+            events.offer(Death {
+                queue: self.queue,
+                message,
+                reason,
+                dead_letter_exchange: self.exchange,
+                drop_reason,
+            });
+        }
     }
 
     /// The dead-lettered copy of `message` (one more death, no TTL, the dead-letter exchange

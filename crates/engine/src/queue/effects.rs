@@ -37,12 +37,17 @@ pub(crate) struct RefusedDeadLetter {
 /// Events for sessions, as the task sends them.
 pub(crate) type Events = Vec<(SessionSink, SessionEvent)>;
 
+/// Messages an at-least-once queue kept as dead letters, with why they died (for the
+/// dead-letter event stream).
+pub(crate) type Held = Vec<(Arc<Message>, DeathReason)>;
+
 /// The effects of one pass.
 #[derive(Debug)]
 pub(super) struct Effects {
     events: Events,
     discarded: Discarded,
     refused_dead_letters: Vec<RefusedDeadLetter>,
+    held: Held,
     journal: Journal,
 }
 
@@ -53,6 +58,7 @@ impl Effects {
             events: Vec::new(),
             discarded: Vec::new(),
             refused_dead_letters: Vec::new(),
+            held: Vec::new(),
             journal: Journal::new(queue),
         }
     }
@@ -71,6 +77,11 @@ impl Effects {
     /// A dead letter was refused (the queue is full): it is passed on, not answered.
     pub(super) fn refused_dead_letter(&mut self, message: Arc<Message>, confirm: Option<(ConfirmTo, u64)>) {
         self.refused_dead_letters.push(RefusedDeadLetter { message, confirm });
+    }
+
+    /// A message died and the queue keeps it as an at-least-once dead letter.
+    pub(super) fn held(&mut self, message: Arc<Message>, reason: DeathReason) {
+        self.held.push((message, reason));
     }
 
     /// The log records of this pass.
@@ -110,6 +121,11 @@ impl Effects {
     /// Takes the dead letters refused in this pass.
     pub(super) fn take_refused_dead_letters(&mut self) -> Vec<RefusedDeadLetter> {
         std::mem::take(&mut self.refused_dead_letters)
+    }
+
+    /// Takes the messages kept as at-least-once dead letters in this pass.
+    pub(super) fn take_held(&mut self) -> Held {
+        std::mem::take(&mut self.held)
     }
 
     /// Takes the log records and the confirmations held for them.

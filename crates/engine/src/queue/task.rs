@@ -233,6 +233,7 @@ impl Task {
     /// `dlx.policy.max_length_min` saw them overtaken when the machine was busy).
     fn finish_pass(&mut self) -> Option<QueueRef> {
         self.dead_letter();
+        self.report_held();
         self.pass_on_refused_dead_letters();
         self.forward_at_least_once();
         let mut gone = Vec::new();
@@ -339,6 +340,14 @@ impl Task {
                     }
                 }
             }
+        }
+    }
+
+    /// Reports the pass's at-least-once deaths to the dead-letter event stream.
+    fn report_held(&mut self) {
+        let held = self.state.take_held();
+        if !held.is_empty() {
+            dead_letterer(&self.handle, self.state.settings()).report_held(&*self.dead_letters, &held);
         }
     }
 

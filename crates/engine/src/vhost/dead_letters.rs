@@ -8,6 +8,7 @@ use parking_lot::RwLock;
 
 use super::{Created, Declarer, QueueDeclare, VHost};
 use crate::clock::now_ms;
+use crate::dead_letter::events::DeadLetterEvents;
 use crate::dead_letter::{DeadLetterSink, DropReason, Drops, FALLBACK_QUEUE};
 use crate::queue::QueueRef;
 use crate::topology::Topology;
@@ -17,19 +18,29 @@ use crate::topology::Topology;
 const FALLBACK_MAX_LENGTH: i64 = 1_000_000;
 const FALLBACK_MAX_LENGTH_BYTES: i64 = 1 << 30;
 
-/// Routes dead letters through a vhost's topology. Holds it weakly: the topology holds the
-/// queues, whose tasks hold this.
+/// Routes dead letters through a vhost's topology, and reports deaths to its event stream.
+/// Holds the topology weakly: the topology holds the queues, whose tasks hold this.
 pub(super) struct DeadLetterRoutes {
     vhost: String,
     topology: Weak<RwLock<Topology>>,
     drops: Arc<Drops>,
     /// Whether dropped dead letters go to the fallback queue.
     fallback: bool,
+    events: Option<Arc<DeadLetterEvents>>,
 }
 
 impl DeadLetterRoutes {
-    pub(super) fn new(vhost: &str, topology: Weak<RwLock<Topology>>, drops: Arc<Drops>, fallback: bool) -> Self {
-        Self { vhost: vhost.to_owned(), topology, drops, fallback }
+    /// Routes through `topology`, counting drops in `drops`, keeping them in the fallback queue
+    /// if `fallback`, and reporting deaths to `events` (the event stream's own publisher routes
+    /// without).
+    pub(super) fn new(
+        vhost: &str,
+        topology: Weak<RwLock<Topology>>,
+        drops: Arc<Drops>,
+        fallback: bool,
+        events: Option<Arc<DeadLetterEvents>>,
+    ) -> Self {
+        Self { vhost: vhost.to_owned(), topology, drops, fallback, events }
     }
 }
 
@@ -44,6 +55,10 @@ impl DeadLetterSink for DeadLetterRoutes {
             .flatten();
         self.drops.count(&self.vhost, queue, reason, fallback.is_some(), now_ms());
         fallback
+    }
+
+    fn events(&self) -> Option<&DeadLetterEvents> {
+        self.events.as_deref()
     }
 }
 
@@ -91,7 +106,7 @@ mod tests {
     #[test]
     fn routes_through_the_topology_while_it_lives() {
         let topology = Arc::new(RwLock::new(Topology::with_standard_exchanges()));
-        let routes = DeadLetterRoutes::new("/", Arc::downgrade(&topology), Arc::default(), true);
+        let routes = DeadLetterRoutes::new("/", Arc::downgrade(&topology), Arc::default(), true, None);
         let routing = Routing { exchange: "amq.direct".into(), routing_key: "k".into(), ..Routing::default() };
         // An existing exchange without bindings routes nowhere; a missing one is `None`.
         assert_eq!(routes.route("amq.direct", &routing, &Table::new()).map(|q| q.len()), Some(0));

@@ -11,6 +11,7 @@ use charon_model::{Routing, Table, Value};
 use charon_store::meta::StoredQueue;
 use parking_lot::RwLock;
 
+use crate::dead_letter::events::{BUFFER_CAPACITY, DeadLetterEvents};
 use crate::dead_letter::{DeadLetterSink, Drops, FALLBACK_QUEUE};
 use crate::error::{EngineError, Resource, ResourceKind, quoted};
 use crate::exchange::{Binding, Destination, ExchangeInfo, ExchangeKind};
@@ -100,6 +101,8 @@ pub struct VHost {
     me: Weak<VHost>,
     /// Where this vhost's queues hand their dead letters.
     dead_letters: Arc<dyn DeadLetterSink>,
+    /// The dead-letter event stream its queues report deaths to.
+    events: Arc<DeadLetterEvents>,
     /// Policies by name.
     policies: RwLock<Vec<Policy>>,
     /// The durable store, when the broker has one.
@@ -142,11 +145,17 @@ impl VHost {
         let DeadLetterOptions { fallback, guarantee: dead_letter_guarantee } = dead_letters;
         let topology = Arc::new(RwLock::new(Topology::with_standard_exchanges()));
         let drops = Arc::new(Drops::default());
+        let listened = topology.read().events_listened();
+        // The event stream's own publisher routes without reporting, keeping or counting.
+        let event_routes =
+            Arc::new(dead_letters::DeadLetterRoutes::new(name, Arc::downgrade(&topology), Arc::default(), false, None));
+        let events = Arc::new(DeadLetterEvents::new(name, listened, BUFFER_CAPACITY, event_routes));
         let dead_letters: Arc<dyn DeadLetterSink> = Arc::new(dead_letters::DeadLetterRoutes::new(
             name,
             Arc::downgrade(&topology),
             Arc::clone(&drops),
             fallback,
+            Some(Arc::clone(&events)),
         ));
         Arc::new_cyclic(|me| Self {
             name: name.to_owned(),
@@ -155,6 +164,7 @@ impl VHost {
             ids,
             me: me.clone(),
             dead_letters,
+            events,
             policies: RwLock::new(Vec::new()),
             store,
             limits,
@@ -219,6 +229,12 @@ impl VHost {
     #[must_use]
     pub fn name(&self) -> &str {
         &self.name
+    }
+
+    /// The vhost's dead-letter event stream (its counters).
+    #[must_use]
+    pub fn dead_letter_events(&self) -> &DeadLetterEvents {
+        &self.events
     }
 
     fn changed(&self) {

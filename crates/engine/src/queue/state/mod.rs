@@ -27,7 +27,7 @@ use charon_store::segment_log::{LogReader, Place, Placed, Record, RecoveredQueue
 
 use super::consumers::Consumers;
 use super::dlx_pending::{DlxPending, Due, NUMBER_BIT as DLX_NUMBER_BIT};
-use super::effects::{Discarded, Effects, Events, RefusedDeadLetter};
+use super::effects::{Discarded, Effects, Events, Held, RefusedDeadLetter};
 use super::entry::Entry;
 use super::handle::QueueRef;
 use super::journal::reason_of;
@@ -253,6 +253,7 @@ impl QueueState {
         if self.limits.settings().keeps_dead_letters() {
             let (queue_type, counts) = (self.handle.config.queue_type, &self.handle.dead_lettered);
             count_dead_letter(queue_type, DeadLetterStrategy::AtLeastOnce, reason, counts);
+            self.effects.held(Arc::clone(&message), reason);
             entry.message = message;
             self.effects.journal().dead_lettered(&entry, reason);
             self.dlx.hold(entry, reason);
@@ -629,6 +630,11 @@ impl QueueState {
     /// Takes the dead letters this queue refused in the pass (see [`passed_on_when_refused`]).
     pub(crate) fn take_refused_dead_letters(&mut self) -> Vec<RefusedDeadLetter> {
         self.effects.take_refused_dead_letters()
+    }
+
+    /// The messages this pass kept as at-least-once dead letters, with why they died.
+    pub(crate) fn take_held(&mut self) -> Held {
+        self.effects.take_held()
     }
 
     /// Takes the pass's records and the confirmations that wait for them.
