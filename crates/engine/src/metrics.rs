@@ -21,9 +21,13 @@ use crate::dead_letter::counts::{REASONS, STRATEGIES, global_name};
 /// Per-queue counter: `charon_queue_messages_dead_lettered_total{vhost,queue,reason,strategy}`
 /// (`strategy` as RabbitMQ's `dead_letter_strategy` label: `disabled` counts drops).
 pub const QUEUE_DEAD_LETTERED: &str = "charon_queue_messages_dead_lettered_total";
-/// Per-queue gauge: `charon_queue_dead_letters_pending{vhost,queue}`, quorum queues only (the
-/// only ones whose dead letters wait, RabbitMQ's at-least-once).
+/// Per-queue gauge: `charon_queue_dead_letters_pending{vhost,queue}`, the dead letters waiting
+/// in the queue for their targets (RabbitMQ's at-least-once, Charon's guarantee).
 pub const QUEUE_DEAD_LETTERS_PENDING: &str = "charon_queue_dead_letters_pending";
+/// Per-queue gauge: `charon_queue_oldest_message_age_seconds{vhost,queue}`, how long the
+/// oldest ready message has been in the queue (to within a second; 0 when none is ready;
+/// after a restart counted from the restart).
+pub const QUEUE_OLDEST_MESSAGE_AGE: &str = "charon_queue_oldest_message_age_seconds";
 /// Per-vhost counter: `charon_dead_letter_events_dropped_total{vhost}`, dead-letter events
 /// dropped because the vhost's event buffer was full.
 pub const DEAD_LETTER_EVENTS_DROPPED: &str = "charon_dead_letter_events_dropped_total";
@@ -45,6 +49,11 @@ pub fn render_queue_counters(broker: &Broker) -> String {
         "# HELP {QUEUE_DEAD_LETTERS_PENDING} At-least-once dead letters waiting in the queue for their targets\n\
          # TYPE {QUEUE_DEAD_LETTERS_PENDING} gauge\n"
     );
+    let mut oldest = format!(
+        "# HELP {QUEUE_OLDEST_MESSAGE_AGE} Age of the oldest ready message in the queue\n\
+         # TYPE {QUEUE_OLDEST_MESSAGE_AGE} gauge\n"
+    );
+    let now = crate::clock::now_ms();
     let mut events = format!(
         "# HELP {DEAD_LETTER_EVENTS_DROPPED} Dead-letter events dropped because the event buffer was full\n\
          # TYPE {DEAD_LETTER_EVENTS_DROPPED} counter\n"
@@ -59,15 +68,12 @@ pub fn render_queue_counters(broker: &Broker) -> String {
         let mut queues = vhost.queues();
         queues.sort_by(|a, b| a.name().cmp(b.name()));
         for queue in queues {
-            if queue.config.queue_type == crate::queue::QueueType::Quorum {
-                let waiting = queue.dead_letters_pending.load(std::sync::atomic::Ordering::Relaxed);
-                let _ = writeln!(
-                    pending,
-                    "{QUEUE_DEAD_LETTERS_PENDING}{{vhost=\"{}\",queue=\"{}\"}} {waiting}",
-                    escape_label(vhost.name()),
-                    escape_label(queue.name())
-                );
-            }
+            let labels = format!("vhost=\"{}\",queue=\"{}\"", escape_label(vhost.name()), escape_label(queue.name()));
+            let waiting = queue.dead_letters_pending.load(std::sync::atomic::Ordering::Relaxed);
+            let _ = writeln!(pending, "{QUEUE_DEAD_LETTERS_PENDING}{{{labels}}} {waiting}");
+            let arrived = queue.oldest_ready_at.load(std::sync::atomic::Ordering::Relaxed);
+            let age = if arrived == 0 { 0.0 } else { now.saturating_sub(arrived).max(0) as f64 / 1000.0 };
+            let _ = writeln!(oldest, "{QUEUE_OLDEST_MESSAGE_AGE}{{{labels}}} {age}");
             for reason in REASONS {
                 for strategy in STRATEGIES {
                     let count = queue.dead_lettered.get(strategy, reason);
@@ -86,6 +92,7 @@ pub fn render_queue_counters(broker: &Broker) -> String {
         }
     }
     out.push_str(&pending);
+    out.push_str(&oldest);
     let _ = writeln!(
         out,
         "# HELP {DEAD_LETTERS_DROPPED} Dead letters RabbitMQ would drop silently, by the queue they died in and why\n\

@@ -31,6 +31,9 @@ pub struct QueueHandle {
     /// At-least-once dead letters waiting in this queue for their targets, as of its last pass
     /// (the `charon_queue_dead_letters_pending` gauge).
     pub dead_letters_pending: std::sync::atomic::AtomicU64,
+    /// When its oldest ready message arrived, ms since epoch (0: none), as of its last pass
+    /// (the `charon_queue_oldest_message_age_seconds` gauge).
+    pub oldest_ready_at: std::sync::atomic::AtomicI64,
     /// Where the log wrote messages waiting to leave memory (or compaction moved paged ones);
     /// filled by the log's writer thread, taken by the task at its next pass.
     pub(crate) placements: parking_lot::Mutex<Vec<Placed>>,
@@ -48,6 +51,7 @@ impl QueueHandle {
             config,
             dead_lettered: DeadLetterCounts::default(),
             dead_letters_pending: std::sync::atomic::AtomicU64::new(0),
+            oldest_ready_at: std::sync::atomic::AtomicI64::new(0),
             placements: parking_lot::Mutex::default(),
             admission: Admission::default(),
             tx,

@@ -22,6 +22,7 @@
 
 mod admission;
 pub mod args;
+mod arrivals;
 mod command;
 mod consumers;
 mod counts;

@@ -100,6 +100,14 @@ impl Ready {
         self.head.front()
     }
 
+    /// The sequence number of the next ready message, when known without reading it.
+    pub(super) fn head_seq(&self) -> Option<u64> {
+        match self.head.front() {
+            Some(entry) => Some(entry.seq),
+            None => self.pager.as_ref()?.first_seq(),
+        }
+    }
+
     /// Whether the next ready message is being read off the queue task: the head is empty
     /// though messages are ready, and the read's completion wakes the queue.
     pub(super) fn awaiting_read(&self) -> bool {

@@ -249,6 +249,8 @@ impl Task {
         let pending = u64::from(self.state.stats().dead_letters_pending);
         self.handle.dead_letters_pending.store(pending, std::sync::atomic::Ordering::Relaxed);
         self.handle.admission.set_closed(self.state.holds_publishers());
+        let oldest = self.state.oldest_ready_at().unwrap_or(0);
+        self.handle.oldest_ready_at.store(oldest, std::sync::atomic::Ordering::Relaxed);
         blocked
     }
 

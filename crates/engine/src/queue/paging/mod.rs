@@ -177,6 +177,14 @@ impl Pager {
         self.incoming.push_back(entry);
     }
 
+    /// The sequence number of the first message, when known without reading it.
+    pub(super) fn first_seq(&self) -> Option<u64> {
+        if self.in_flight.is_some() || self.paged.loading() {
+            return None;
+        }
+        self.paged.front().map(|p| p.seq).or_else(|| self.incoming.front().map(|e| e.seq))
+    }
+
     /// The TTL deadline of the first message (the head being empty), or when to read again
     /// after a failed read.
     pub(super) fn head_deadline(&self) -> Option<i64> {

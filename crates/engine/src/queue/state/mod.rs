@@ -25,6 +25,7 @@ use charon_model::{DeathReason, Message, Table};
 use charon_store::codec::decode_message;
 use charon_store::segment_log::{LogReader, Place, Placed, Record, RecoveredQueue};
 
+use super::arrivals::Arrivals;
 use super::consumers::Consumers;
 use super::dlx_pending::{DlxPending, Due, NUMBER_BIT as DLX_NUMBER_BIT};
 use super::effects::{Discarded, Effects, Events, Held, RefusedDeadLetter};
@@ -64,6 +65,8 @@ pub(crate) struct QueueState {
     dlx_retry_at: Option<i64>,
     /// Reads the log (restore), once paging is on.
     reader: Option<LogReader>,
+    /// When the ready messages arrived, roughly (the oldest one's age).
+    arrivals: Arrivals,
 }
 
 /// How long at-least-once dead letters that could not be forwarded wait before they are tried
@@ -90,6 +93,7 @@ impl QueueState {
             dlx: DlxPending::default(),
             dlx_retry_at: None,
             reader: None,
+            arrivals: Arrivals::default(),
         }
     }
 
@@ -109,6 +113,10 @@ impl QueueState {
         let clock_floor = u64::try_from(self.now).unwrap_or(0) << 20;
         let last = restored.last().map_or(0, |m| m.seq);
         let restored = self.restore_waiting(restored);
+        // Their arrival is not in the log: their age counts from the restart.
+        if let Some(first) = restored.iter().next() {
+            self.arrivals.arrived(first.seq, self.now);
+        }
         self.ready.restore(restored, self.effects.journal(), self.handle.name());
         self.next_seq = clock_floor.max(last.saturating_add(1));
     }
@@ -172,6 +180,7 @@ impl QueueState {
             }
             let seq = self.next_seq;
             self.next_seq += 1;
+            self.arrivals.arrived(seq, self.now);
             let expires_at = self.limits.expiry_of(&item.message, self.now);
             let persisted = self.effects.journal_ref().persists(&item.message, self.quorum);
             let entry = Entry::new(seq, item.message, expires_at, persisted);
@@ -342,6 +351,11 @@ impl QueueState {
             }
         }
         panic!("the read never completed");
+    }
+
+    /// When the oldest ready message arrived (ms since epoch, to within a second), if any.
+    pub(crate) fn oldest_ready_at(&mut self) -> Option<i64> {
+        self.arrivals.oldest(self.ready.head_seq(), self.ready.len() > 0)
     }
 
     pub(crate) fn stats(&self) -> QueueStats {
