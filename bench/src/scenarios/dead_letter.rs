@@ -38,7 +38,12 @@ struct Topology {
     dlq: String,
 }
 
-async fn topology(target: &Target, tag: &str, source_args: &[(&str, AMQPValue)]) -> Result<Topology> {
+async fn topology(
+    target: &Target,
+    tag: &str,
+    source_durable: bool,
+    source_args: &[(&str, AMQPValue)],
+) -> Result<Topology> {
     let conn = amqp091::connect(&target.url).await?;
     let setup = amqp091::channel(&conn).await?;
     let dlx = format!("bench-dlx-{tag}");
@@ -64,7 +69,7 @@ async fn topology(target: &Target, tag: &str, source_args: &[(&str, AMQPValue)])
         .await?;
     let mut args = vec![("x-dead-letter-exchange", AMQPValue::LongString(dlx.as_str().into()))];
     args.extend(source_args.iter().cloned());
-    amqp091::declare(&setup, &source, false, &args).await?;
+    amqp091::declare(&setup, &source, source_durable, &args).await?;
     Ok(Topology { conn, setup, source, dlq })
 }
 
@@ -121,7 +126,7 @@ impl Topology {
 /// S5: publish into a queue with a 100 ms TTL and no consumer; every message expires into the
 /// DLX. Timed from the first publish until the DLQ holds them all.
 pub(super) async fn ttl(target: &Target, params: Params, tag: &str) -> Result<Outcome> {
-    let topology = topology(target, tag, &[("x-message-ttl", AMQPValue::LongLongInt(TTL_MS))]).await?;
+    let topology = topology(target, tag, false, &[("x-message-ttl", AMQPValue::LongLongInt(TTL_MS))]).await?;
     let epoch = Instant::now();
     let publisher_conn = amqp091::connect(&target.url).await?;
     let publisher = amqp091::channel(&publisher_conn).await?;
@@ -139,7 +144,24 @@ pub(super) async fn ttl(target: &Target, params: Params, tag: &str) -> Result<Ou
 /// S6: fill a queue (confirmed), then 4 consumers nack everything with requeue=false into the
 /// DLX. Timed from the consumers' start until the DLQ holds every message.
 pub(super) async fn reject_storm(target: &Target, params: Params, tag: &str) -> Result<Outcome> {
-    let topology = topology(target, tag, &[]).await?;
+    storm(target, params, topology(target, tag, false, &[]).await?).await
+}
+
+/// S6 from a quorum queue with RabbitMQ's at-least-once dead lettering (`reject-publish`): each
+/// dead letter leaves the source only once the DLQ confirmed it.
+pub(super) async fn reject_storm_at_least_once(target: &Target, params: Params, tag: &str) -> Result<Outcome> {
+    let text = |s: &str| AMQPValue::LongString(s.into());
+    let args = [
+        ("x-queue-type", text("quorum")),
+        ("x-dead-letter-strategy", text("at-least-once")),
+        ("x-overflow", text("reject-publish")),
+    ];
+    let mut outcome = storm(target, params, topology(target, tag, true, &args).await?).await?;
+    outcome.notes.push("quorum source, at-least-once".to_owned());
+    Ok(outcome)
+}
+
+async fn storm(target: &Target, params: Params, topology: Topology) -> Result<Outcome> {
     let publisher_conn = amqp091::connect(&target.url).await?;
     let publisher = amqp091::channel(&publisher_conn).await?;
     let spec = Publish { messages: params.messages, persistent: false, confirms: Some(1000), rate: None };

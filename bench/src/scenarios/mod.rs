@@ -28,6 +28,8 @@ pub(crate) enum Scenario {
     S5,
     /// Reject storm: a full queue nacked (requeue=false) by 4 consumers into a DLX.
     S6,
+    /// S6 from a quorum queue with RabbitMQ's at-least-once strategy and reject-publish.
+    S6Quorum,
     /// `x-max-length` 100k with drop-head under a stream of publishes.
     S7DropHead,
     /// `x-max-length` 100k with reject-publish: the nack rate.
@@ -46,7 +48,7 @@ impl Scenario {
             Self::S3x10 => 100_000,
             Self::S3x100 => 20_000,
             // The goals' sizes: 1M expiring or rejected, 10M against a 100k limit.
-            Self::S5 | Self::S6 => 1_000_000,
+            Self::S5 | Self::S6 | Self::S6Quorum => 1_000_000,
             Self::S7DropHead | Self::S7Reject => 10_000_000,
             Self::Memory => 1_000_000,
         }
@@ -82,6 +84,7 @@ pub(crate) async fn run(target: &Target, scenario: Scenario, params: Params) -> 
         Scenario::S3x100 => fanout::run(target, params, 100, &tag).await,
         Scenario::S5 => dead_letter::ttl(target, params, &tag).await,
         Scenario::S6 => dead_letter::reject_storm(target, params, &tag).await,
+        Scenario::S6Quorum => dead_letter::reject_storm_at_least_once(target, params, &tag).await,
         Scenario::S7DropHead => max_length::drop_head(target, params, &tag).await,
         Scenario::S7Reject => max_length::reject_publish(target, params, &tag).await,
         Scenario::Memory => memory::per_message(target, params, &tag).await,

@@ -18,6 +18,7 @@ mod consume;
 mod dlx_at_least_once;
 mod dlx_basic;
 mod dlx_fallback;
+mod dlx_guarantee;
 mod dlx_history;
 mod dlx_limits;
 mod dlx_metrics;
@@ -89,5 +90,6 @@ pub(crate) fn by_area() -> Vec<(&'static str, Vec<Case>)> {
         dlx_metrics,
         dlx_at_least_once,
         dlx_fallback,
+        dlx_guarantee,
     ]
 }
