@@ -69,7 +69,7 @@ fn keys<V>(entry: &[(String, V)]) -> Vec<&str> {
     entry.iter().map(|(k, _)| k.as_str()).collect()
 }
 
-fn sorted<'a>(mut keys: Vec<&'a str>) -> Vec<&'a str> {
+fn sorted(mut keys: Vec<&str>) -> Vec<&str> {
     keys.sort_unstable();
     keys
 }
