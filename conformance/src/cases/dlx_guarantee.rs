@@ -30,8 +30,7 @@ async fn classic_keeps_unroutable(ctx: Ctx) -> CaseResult {
     let options = lapin::options::ExchangeDeclareOptions::default();
     ch.exchange_declare(dlx.as_str().into(), lapin::ExchangeKind::Direct, options, FieldTable::default()).await?;
     let (source, dlq) = (ctx.queue("src"), ctx.queue("dlq"));
-    ctx.set_policy(&format!("^{source}$"), "queues", 0, r#"{"charon-dead-letter-guarantee":"at-least-once"}"#)
-        .await?;
+    ctx.set_policy(&format!("^{source}$"), "queues", 0, r#"{"charon-dead-letter-guarantee":"at-least-once"}"#).await?;
     lk::declare_queue(&ch, &dlq).await?;
     let arguments = dk::args(&[("x-dead-letter-exchange", text(&dlx))]);
     ch.queue_declare(source.as_str().into(), lapin::options::QueueDeclareOptions::default(), arguments).await?;

@@ -4,6 +4,14 @@
 //! (`mc.erl` `record_death/3`): one record per `{queue, reason}` pair, most recent first, plus
 //! the first and last death. Adapters render it as 0.9.1 `x-death` headers or 1.0
 //! `x-opt-deaths` annotations.
+//!
+//! An entry may also carry what the consumer that refused the message said about it (a
+//! [`DeathCause`], Charon's extension): it always describes the entry's most recent death, so a
+//! death without a cause removes the one an earlier death of the same pair left.
+
+use std::sync::Arc;
+
+use crate::death_cause::DeathCause;
 
 /// Why a message left a queue other than by being acknowledged.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -51,6 +59,9 @@ pub struct Death {
     pub routing_keys: Vec<String>,
     /// The message's own TTL at the first such death, if it had one (never a queue TTL).
     pub original_ttl: Option<u64>,
+    /// What the consumer said when it refused the message the last time it died here for this
+    /// reason; `None` for most deaths (shared: one refusal of many messages is one cause).
+    pub cause: Option<Arc<DeathCause>>,
 }
 
 /// The queue, reason and exchange of a single death event, used for the `x-first-death-*` and
@@ -91,6 +102,8 @@ pub struct DeathRecord<'a> {
     pub ttl: Option<u64>,
     /// Now, in ms since epoch.
     pub now: i64,
+    /// What the refusing consumer said, if anything.
+    pub cause: Option<&'a Arc<DeathCause>>,
 }
 
 impl DeathHistory {
@@ -103,7 +116,8 @@ impl DeathHistory {
     }
 
     /// Records one more death: an existing `{queue, reason}` entry is counted up and moved to
-    /// the front keeping its first values; a new pair is prepended.
+    /// the front keeping its first values, its cause replaced by this death's (removed when
+    /// this one has none); a new pair is prepended.
     pub fn record(&mut self, record: &DeathRecord<'_>) {
         let existing = self.entries.iter().position(|d| d.queue == record.queue && d.reason == record.reason);
         match existing {
@@ -111,6 +125,7 @@ impl DeathHistory {
                 let mut entry = self.entries.remove(index);
                 entry.count += 1;
                 entry.last_time = record.now;
+                entry.cause = record.cause.cloned();
                 self.entries.insert(0, entry);
             }
             None => self.entries.insert(0, Self::fresh_entry(record)),
@@ -151,6 +166,7 @@ impl DeathHistory {
             exchange: record.exchange.to_owned(),
             routing_keys: record.routing_keys.to_vec(),
             original_ttl: record.ttl,
+            cause: record.cause.cloned(),
         }
     }
 }
@@ -160,7 +176,34 @@ mod tests {
     use super::*;
 
     fn rec<'a>(queue: &'a str, reason: DeathReason, keys: &'a [String], now: i64) -> DeathRecord<'a> {
-        DeathRecord { queue, reason, exchange: "", routing_keys: keys, ttl: None, now }
+        DeathRecord { queue, reason, exchange: "", routing_keys: keys, ttl: None, now, cause: None }
+    }
+
+    fn cause(condition: &str) -> Arc<DeathCause> {
+        Arc::new(DeathCause::new(Some(condition.to_owned()), None, None, None).unwrap())
+    }
+
+    fn causes(h: &DeathHistory) -> Vec<(&str, Option<&str>)> {
+        h.entries.iter().map(|d| (d.queue.as_str(), d.cause.as_deref().and_then(DeathCause::condition))).collect()
+    }
+
+    #[test]
+    fn an_entry_keeps_the_cause_of_its_latest_death() {
+        let keys = vec!["k".to_owned()];
+        let (first, second) = (cause("app:first"), cause("app:second"));
+        let mut h =
+            DeathHistory::new(&DeathRecord { cause: Some(&first), ..rec("q1", DeathReason::Rejected, &keys, 1) });
+        assert_eq!(causes(&h), [("q1", Some("app:first"))]);
+        // Another pair has its own cause (here none); the first entry keeps its own.
+        h.record(&rec("q2", DeathReason::Rejected, &keys, 2));
+        assert_eq!(causes(&h), [("q2", None), ("q1", Some("app:first"))]);
+        // The same pair again: the new cause replaces the old one.
+        h.record(&DeathRecord { cause: Some(&second), ..rec("q1", DeathReason::Rejected, &keys, 3) });
+        assert_eq!(causes(&h), [("q1", Some("app:second")), ("q2", None)]);
+        // And a death without a cause removes it: the entry describes its most recent death.
+        h.record(&rec("q1", DeathReason::Rejected, &keys, 4));
+        assert_eq!(causes(&h), [("q1", None), ("q2", None)]);
+        assert_eq!(h.entries.first().map(|d| d.count), Some(3));
     }
 
     #[test]

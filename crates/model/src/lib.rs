@@ -13,6 +13,7 @@
 //! - [`properties`]: the message properties both protocols share (content type, durability,
 //!   expiration, ids, ...).
 //! - [`death`]: the death history RabbitMQ keeps per `{queue, reason}`.
+//! - [`death_cause`]: what a refusing AMQP 1.0 consumer said, kept with a death (an extension).
 //! - [`message`]: the message itself, its routing facts and the raw encodings kept for
 //!   same-protocol pass-through.
 //! - [`erlang`]: Erlang term printing, for the RabbitMQ texts clients see.
@@ -22,6 +23,7 @@
 //! name.
 
 pub mod death;
+pub mod death_cause;
 pub mod erlang;
 pub mod message;
 pub mod node;
@@ -29,6 +31,7 @@ pub mod properties;
 pub mod value;
 
 pub use death::{Death, DeathEvent, DeathHistory, DeathReason, DeathRecord};
+pub use death_cause::DeathCause;
 pub use message::{Body, BrokerAnnotations, DELIVERY_COUNT_KEY, Encoded, Message, Origin, Routing};
 pub use node::node_name;
 pub use properties::{MessageId, Properties};

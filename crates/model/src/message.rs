@@ -1,11 +1,12 @@
 //! The message the engine stores and routes.
 
 use std::borrow::Cow;
-use std::sync::LazyLock;
+use std::sync::{Arc, LazyLock};
 
 use bytes::Bytes;
 
 use crate::death::DeathHistory;
+use crate::death_cause::DeathCause;
 use crate::properties::Properties;
 use crate::value::{Table, Value};
 
@@ -56,6 +57,11 @@ pub struct BrokerAnnotations {
     /// copy it delivers (never on the message it keeps); consumers see it as
     /// [`DELIVERY_COUNT_KEY`], rendered per consumer protocol like the death history.
     pub acquired_count: u32,
+    /// What the consumer that just refused the message said about it: set by the queue as it
+    /// discards the message, moved into the death history when the message is dead-lettered
+    /// (so it is neither stored nor rendered itself). `None` unless an AMQP 1.0 consumer sent
+    /// an error or annotations with its outcome.
+    pub refusal: Option<Arc<DeathCause>>,
 }
 
 /// The 0.9.1 header / 1.0 message annotation that shows a redelivered quorum-queue message's

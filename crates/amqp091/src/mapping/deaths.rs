@@ -1,7 +1,9 @@
 //! A dead-lettered message's history as a 0.9.1 consumer sees it (`mc_amqpl:protocol_state/2`,
 //! `death_table/7`).
 
-use charon_model::{Death, DeathHistory, Table, Value};
+use charon_model::{Death, DeathCause, DeathHistory, Table, Value};
+
+use super::convert::to_091;
 
 /// The headers of a dead-lettered message: `x-death` (replacing any header of that name, such
 /// as one a client published), the `x-first-death-*` / `x-last-death-*` long strings (which
@@ -32,7 +34,30 @@ fn death_table(death: &Death) -> Value {
     table.insert("exchange", Value::long_str(&death.exchange));
     let keys = death.routing_keys.iter().map(|k| Value::long_str(k)).collect();
     table.insert("routing-keys", Value::List(keys));
+    if let Some(cause) = death.cause.as_deref() {
+        cause_fields(&mut table, cause);
+    }
     Value::Table(table)
+}
+
+/// What a refusing AMQP 1.0 consumer said, after RabbitMQ's fields (Charon's extension,
+/// `docs/fidelity.md`): `error-condition` and `error-description` long strings, `error-info`
+/// and `message-annotations` tables, each only when present — an entry without a cause is
+/// exactly RabbitMQ 4.0.5's. The values convert as a 1.0 message's do for 0.9.1.
+fn cause_fields(table: &mut Table, cause: &DeathCause) {
+    if let Some(condition) = cause.condition() {
+        table.insert("error-condition", Value::long_str(condition));
+    }
+    if let Some(description) = cause.description() {
+        table.insert("error-description", Value::long_str(description));
+    }
+    let converted = |t: &Table| Value::Table(t.iter().map(|(k, v)| (k.to_owned(), to_091(v))).collect());
+    if let Some(info) = cause.info() {
+        table.insert("error-info", converted(info));
+    }
+    if let Some(annotations) = cause.annotations() {
+        table.insert("message-annotations", converted(annotations));
+    }
 }
 
 #[cfg(test)]
@@ -51,6 +76,7 @@ mod tests {
             routing_keys: &keys,
             ttl: Some(1),
             now,
+            cause: None,
         };
         let mut history = DeathHistory::new(&record("q", 1_700_000_000_123));
         history.record(&record("q", 1_700_000_005_000));
@@ -89,5 +115,66 @@ mod tests {
                 ("routing-keys", &Value::List(vec![Value::long_str("k"), Value::long_str("cc")])),
             ]
         );
+    }
+
+    #[test]
+    fn a_cause_adds_its_fields_after_rabbitmqs_and_only_when_present() {
+        let keys = vec!["k".to_owned()];
+        let info: Table = [("attempt".to_owned(), Value::U64(3)), ("field".to_owned(), Value::Symbol("price".into()))]
+            .into_iter()
+            .collect();
+        let annotations: Table = [("x-opt-why".to_owned(), Value::String("stale".into()))].into_iter().collect();
+        let cause = std::sync::Arc::new(
+            DeathCause::new(
+                Some("app:bad-payload".into()),
+                Some("schema v2 expected".into()),
+                Some(info),
+                Some(annotations),
+            )
+            .unwrap(),
+        );
+        let record = |cause| DeathRecord {
+            queue: "q",
+            reason: DeathReason::Rejected,
+            exchange: "",
+            routing_keys: &keys,
+            ttl: None,
+            now: 1_000,
+            cause,
+        };
+        let fields = |history: &DeathHistory| {
+            let h = headers_with_deaths(&Table::new(), history);
+            let Some(Value::List(entries)) = h.get("x-death") else { panic!("x-death") };
+            let Some(Value::Table(entry)) = entries.first() else { panic!("entry") };
+            entry.clone()
+        };
+        let entry = fields(&DeathHistory::new(&record(Some(&cause))));
+        let names: Vec<&str> = entry.iter().map(|(k, _)| k).collect();
+        assert_eq!(
+            names,
+            [
+                "count",
+                "reason",
+                "queue",
+                "time",
+                "exchange",
+                "routing-keys",
+                "error-condition",
+                "error-description",
+                "error-info",
+                "message-annotations"
+            ]
+        );
+        assert_eq!(entry.get("error-condition"), Some(&Value::long_str("app:bad-payload")));
+        assert_eq!(entry.get("error-description"), Some(&Value::long_str("schema v2 expected")));
+        // 1.0 values convert for 0.9.1: ulong to long, symbols and strings to long strings.
+        let info: Table = [("attempt".to_owned(), Value::I64(3)), ("field".to_owned(), Value::long_str("price"))]
+            .into_iter()
+            .collect();
+        assert_eq!(entry.get("error-info"), Some(&Value::Table(info)));
+        let annotations: Table = [("x-opt-why".to_owned(), Value::long_str("stale"))].into_iter().collect();
+        assert_eq!(entry.get("message-annotations"), Some(&Value::Table(annotations)));
+        // Without a cause: RabbitMQ's six fields only.
+        assert_eq!(fields(&DeathHistory::new(&record(None))).len(), 6);
     }
 }

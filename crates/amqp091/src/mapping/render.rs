@@ -148,6 +148,7 @@ mod tests {
             routing_keys: &keys,
             ttl: None,
             now: 0,
+            cause: None,
         };
         let mut dead = message(1);
         dead.broker.deaths = Some(Box::new(DeathHistory::new(&record)));

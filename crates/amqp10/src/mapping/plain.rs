@@ -158,6 +158,7 @@ mod tests {
             routing_keys: &[],
             ttl: None,
             now: 0,
+            cause: None,
         };
         dead.broker.deaths = Some(Box::new(DeathHistory::new(&record)));
         let mut from_0_9_1 = message("", "q", Properties::default(), 0);

@@ -2,7 +2,7 @@
 //! by the broker, then the bare message — verbatim when it was published over 1.0, converted
 //! from 0.9.1 properties and headers otherwise (RabbitMQ's `mc_amqpl:convert_to/3`).
 
-use charon_model::{Body, DeathHistory, Encoded, Message, MessageId, Origin, Value};
+use charon_model::{Body, DeathCause, DeathHistory, Encoded, Message, MessageId, Origin, Table, Value};
 use serde_amqp::Value as Amqp;
 use serde_amqp::primitives::{OrderedMap, Symbol, Timestamp};
 
@@ -128,7 +128,8 @@ fn annotations(message: &Message) -> OrderedMap<Amqp, Amqp> {
     map
 }
 
-/// `x-opt-deaths`: an array of maps with symbol keys (`mc_amqp:encode_deaths/1`).
+/// `x-opt-deaths`: an array of maps with symbol keys (`mc_amqp:encode_deaths/1`), plus what a
+/// refusing consumer said when it did (Charon's extension, see [`cause_fields`]).
 fn deaths(history: &DeathHistory) -> Amqp {
     let key = |k: &str| Amqp::Symbol(Symbol::from(k));
     let entries = history
@@ -147,10 +148,41 @@ fn deaths(history: &DeathHistory) -> Amqp {
             entry.insert(key("exchange"), Amqp::String(death.exchange.clone()));
             let keys = death.routing_keys.iter().map(|k| Amqp::String(k.clone())).collect::<Vec<_>>();
             entry.insert(key("routing-keys"), Amqp::Array(keys.into()));
+            if let Some(cause) = death.cause.as_deref() {
+                cause_fields(&mut entry, cause);
+            }
             Amqp::Map(entry)
         })
         .collect::<Vec<_>>();
     Amqp::Array(entries.into())
+}
+
+/// The parts of a death's cause present, after RabbitMQ's fields: `error-condition` (symbol),
+/// `error-description` (string), `error-info` and `message-annotations` (maps with symbol
+/// keys). Absent parts add nothing, so an entry without a cause is exactly RabbitMQ 4.0.5's.
+fn cause_fields(entry: &mut OrderedMap<Amqp, Amqp>, cause: &DeathCause) {
+    let key = |k: &str| Amqp::Symbol(Symbol::from(k));
+    if let Some(condition) = cause.condition() {
+        entry.insert(key("error-condition"), Amqp::Symbol(Symbol::from(condition)));
+    }
+    if let Some(description) = cause.description() {
+        entry.insert(key("error-description"), Amqp::String(description.to_owned()));
+    }
+    if let Some(info) = cause.info() {
+        entry.insert(key("error-info"), symbol_map(info));
+    }
+    if let Some(annotations) = cause.annotations() {
+        entry.insert(key("message-annotations"), symbol_map(annotations));
+    }
+}
+
+/// A table as a map with symbol keys (how 1.0 `fields` and annotations are keyed).
+fn symbol_map(table: &Table) -> Amqp {
+    let mut map = OrderedMap::new();
+    for (k, v) in table.iter() {
+        map.insert(Amqp::Symbol(Symbol::from(k)), to_amqp(v));
+    }
+    Amqp::Map(map)
 }
 
 /// The bare message for a message that did not arrive over 1.0.
@@ -294,6 +326,7 @@ mod tests {
             routing_keys: &keys,
             ttl: Some(60_000),
             now: 1_700_000_000_000,
+            cause: None,
         };
         // As dead lettering leaves it: the history records the TTL, the properties lose it.
         message.broker.deaths = Some(Box::new(DeathHistory::new(&record)));
@@ -383,5 +416,58 @@ mod tests {
         assert!(out.ends_with(&published));
         let again = parse_message(&Bytes::from(out)).unwrap();
         assert_eq!(again.header.and_then(|h| h.first_acquirer), Some(false));
+    }
+
+    /// The `x-opt-deaths` entries of a message, each as `(symbol key, value)` pairs.
+    fn death_entries(message: &Message) -> Vec<Vec<(String, Amqp)>> {
+        let Some(Amqp::Array(entries)) = annotations(message).get(&Amqp::Symbol(Symbol::from("x-opt-deaths"))).cloned()
+        else {
+            panic!("x-opt-deaths")
+        };
+        entries
+            .0
+            .into_iter()
+            .map(|entry| match entry {
+                Amqp::Map(map) => map
+                    .into_iter()
+                    .map(|(k, v)| match k {
+                        Amqp::Symbol(s) => (s.0, v),
+                        other => panic!("key {other:?}"),
+                    })
+                    .collect(),
+                other => panic!("entry {other:?}"),
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_death_shows_its_cause_after_rabbitmqs_fields_and_only_when_present() {
+        let mut message = dead_letter(Origin::Amqp10);
+        let without: Vec<String> = death_entries(&message)[0].iter().map(|(k, _)| k.clone()).collect();
+        assert_eq!(without, ["ttl", "queue", "reason", "count", "first-time", "last-time", "exchange", "routing-keys"]);
+        let info: Table = [("attempt".to_owned(), Value::U64(3))].into_iter().collect();
+        let annotations: Table = [("x-opt-why".to_owned(), Value::String("stale".into()))].into_iter().collect();
+        let cause = DeathCause::new(
+            Some("app:bad-payload".into()),
+            Some("schema v2 expected".into()),
+            Some(info),
+            Some(annotations),
+        );
+        let history = message.broker.deaths.as_deref_mut().unwrap();
+        history.entries[0].cause = cause.map(std::sync::Arc::new);
+        let entry = &death_entries(&message)[0];
+        let (names, values): (Vec<&str>, Vec<&Amqp>) = entry.iter().map(|(k, v)| (k.as_str(), v)).unzip();
+        assert_eq!(names[..8], without.iter().map(String::as_str).collect::<Vec<_>>()[..]);
+        assert_eq!(names[8..], ["error-condition", "error-description", "error-info", "message-annotations"]);
+        let map = |k: &str, v: Amqp| Amqp::Map([(Amqp::Symbol(Symbol::from(k)), v)].into_iter().collect());
+        assert_eq!(
+            values[8..],
+            [
+                &Amqp::Symbol(Symbol::from("app:bad-payload")),
+                &Amqp::String("schema v2 expected".into()),
+                &map("attempt", Amqp::Ulong(3)),
+                &map("x-opt-why", Amqp::String("stale".into())),
+            ]
+        );
     }
 }

@@ -5,8 +5,11 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use charon_engine::{ConsumerId, CreditGrant, Delivery, QueueRef, Settle};
-use charon_model::Table;
+use charon_model::{DeathCause, Table};
 use fe2o3_amqp_types::messaging::DeliveryState;
+use fe2o3_amqp_types::primitives::OrderedMap;
+use serde_amqp::Value as Amqp;
+use serde_amqp::primitives::Symbol;
 
 use super::attach::INITIAL_DELIVERY_COUNT;
 use super::session::{LinkState, Outgoing, RENDER_BUFFER_KEPT, Session};
@@ -41,12 +44,43 @@ fn modified_annotations(state: Option<&DeliveryState>) -> Option<Table> {
         return None;
     };
     let fields = m.message_annotations.as_ref().filter(|_| m.undeliverable_here != Some(true))?;
-    let table: Table = fields
+    let table = x_fields(fields);
+    (!table.is_empty()).then_some(table)
+}
+
+/// The `x-` entries of 1.0 fields as a table.
+fn x_fields(fields: &OrderedMap<Symbol, Amqp>) -> Table {
+    fields
         .iter()
         .filter(|(key, _)| key.as_str().starts_with("x-"))
         .map(|(key, value)| (key.as_str().to_owned(), crate::codec::value::from_amqp(value)))
-        .collect();
-    (!table.is_empty()).then_some(table)
+        .collect()
+}
+
+/// What a discarding outcome says about the message (Charon keeps it with the death, see
+/// `charon_model::death_cause`): the `error` of `rejected` (condition, description, info) or
+/// the `x-` message annotations of `modified{undeliverable-here}`. `None` — the common case,
+/// nothing allocated — when the outcome says nothing or does not discard.
+fn refusal_cause(state: Option<&DeliveryState>) -> Option<Arc<DeathCause>> {
+    let cause = match state? {
+        DeliveryState::Rejected(rejected) => {
+            let error = rejected.error.as_ref()?;
+            let condition = match serde_amqp::to_value(&error.condition) {
+                Ok(Amqp::Symbol(symbol)) => Some(symbol.0),
+                _ => None,
+            };
+            let info = error.info.as_deref().map(|fields| {
+                fields.iter().map(|(k, v)| (k.as_str().to_owned(), crate::codec::value::from_amqp(v))).collect()
+            });
+            DeathCause::new(condition, error.description.clone(), info, None)
+        }
+        DeliveryState::Modified(modified) if modified.undeliverable_here == Some(true) => {
+            let annotations = modified.message_annotations.as_ref().map(x_fields);
+            DeathCause::new(None, None, None, annotations)
+        }
+        _ => None,
+    };
+    cause.map(Arc::new)
 }
 
 /// A delivery tag for a queue sequence number: 4 bytes while it fits, as RabbitMQ does
@@ -164,6 +198,7 @@ impl Session {
         };
         let how = settle_op(state.as_ref());
         let annotations = modified_annotations(state.as_ref());
+        let cause = refusal_cause(state.as_ref());
         let mut by_queue: HashMap<u64, (QueueRef, Vec<u64>)> = HashMap::new();
         let mut sorted = ids;
         sorted.sort_by_key(|id| id.wrapping_sub(first));
@@ -173,12 +208,16 @@ impl Session {
             }
         }
         for (_, (queue, seqs)) in by_queue {
-            match &annotations {
-                Some(table) => {
+            match (&annotations, &cause) {
+                (Some(table), _) => {
                     self.flush_settles().await;
                     queue.settle_modified(seqs, how == Settle::RequeueFailed, table.clone()).await;
                 }
-                None => self.settles.add(queue, how, seqs),
+                (None, Some(cause)) => {
+                    self.flush_settles().await;
+                    queue.settle_refused(seqs, how, Arc::clone(cause)).await;
+                }
+                (None, None) => self.settles.add(queue, how, seqs),
             }
         }
         if !settled {
@@ -218,5 +257,56 @@ mod tests {
         assert_eq!(op(modified(None, Some(true))), Settle::DiscardUndeliverable);
         assert_eq!(op(modified(Some(true), None)), Settle::RequeueFailed);
         assert_eq!(op(modified(None, None)), Settle::Requeue);
+    }
+
+    #[test]
+    fn a_discarding_outcome_keeps_what_the_consumer_said() {
+        use fe2o3_amqp_types::definitions::{AmqpError, Error, ErrorCondition};
+
+        let cause = |s: DeliveryState| refusal_cause(Some(&s)).map(|c| c.as_ref().clone());
+        let info: OrderedMap<Symbol, Amqp> = [(Symbol::from("attempt"), Amqp::Ulong(3))].into_iter().collect();
+        let error = Error {
+            condition: ErrorCondition::Custom(Symbol::from("app:bad-payload")),
+            description: Some("schema v2 expected".into()),
+            info: Some(Box::new(info)),
+        };
+        let expected_info: Table = [("attempt".to_owned(), charon_model::Value::U64(3))].into_iter().collect();
+        assert_eq!(
+            cause(DeliveryState::Rejected(Rejected { error: Some(error) })),
+            DeathCause::new(
+                Some("app:bad-payload".into()),
+                Some("schema v2 expected".into()),
+                Some(expected_info),
+                None
+            )
+        );
+        // A standard condition is kept by its symbol.
+        let internal =
+            Error { condition: ErrorCondition::AmqpError(AmqpError::InternalError), description: None, info: None };
+        let kept = cause(DeliveryState::Rejected(Rejected { error: Some(internal) })).unwrap();
+        assert_eq!(kept.condition(), Some("amqp:internal-error"));
+        // modified{undeliverable-here}: its x- annotations.
+        let annotations: OrderedMap<Symbol, Amqp> =
+            [(Symbol::from("x-opt-why"), Amqp::String("stale".into())), (Symbol::from("reserved"), Amqp::Bool(true))]
+                .into_iter()
+                .collect();
+        let undeliverable = |annotations: Option<OrderedMap<Symbol, Amqp>>, here| {
+            DeliveryState::Modified(Modified {
+                delivery_failed: None,
+                undeliverable_here: here,
+                message_annotations: annotations,
+            })
+        };
+        let expected: Table =
+            [("x-opt-why".to_owned(), charon_model::Value::String("stale".into()))].into_iter().collect();
+        assert_eq!(
+            cause(undeliverable(Some(annotations.clone()), Some(true))),
+            DeathCause::new(None, None, None, Some(expected))
+        );
+        // Nothing said, or an outcome that does not discard: no cause.
+        assert_eq!(cause(DeliveryState::Rejected(Rejected { error: None })), None);
+        assert_eq!(cause(undeliverable(None, Some(true))), None);
+        assert_eq!(cause(undeliverable(Some(annotations), Some(false))), None);
+        assert_eq!(cause(DeliveryState::Released(Released {})), None);
     }
 }

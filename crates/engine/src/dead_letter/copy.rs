@@ -15,6 +15,8 @@ pub fn dead_lettered_copy(
 ) -> Message {
     let mut copy = message.clone();
     let keys = copy.routing.visible_keys();
+    // What the refusing consumer said goes into the history, never further with the message.
+    let refusal = copy.broker.refusal.take();
     let record = DeathRecord {
         queue,
         reason,
@@ -22,6 +24,7 @@ pub fn dead_lettered_copy(
         routing_keys: &keys,
         ttl: copy.properties().ttl,
         now,
+        cause: refusal.as_ref(),
     };
     // A history carried in client headers (`x-death`) is opaque since RabbitMQ 4.0: only the
     // broker's own record counts, and rendering replaces the header.
@@ -109,6 +112,23 @@ mod tests {
         m.broker.acquired_count = 3;
         let copy = dead_lettered_copy(&m, "q", DeathReason::Rejected, "dlx", None, 1);
         assert_eq!((copy.broker.delivery_count, copy.broker.acquired_count), (2, 0));
+    }
+
+    #[test]
+    fn a_refusal_goes_into_the_history_and_the_latest_death_describes_the_entry() {
+        let cause = std::sync::Arc::new(charon_model::DeathCause::new(None, Some("why".into()), None, None).unwrap());
+        let mut refused = message();
+        refused.broker.refusal = Some(std::sync::Arc::clone(&cause));
+        let copy = dead_lettered_copy(&refused, "q", DeathReason::Rejected, "", Some("q"), 1);
+        assert_eq!(copy.broker.refusal, None, "it does not travel further with the message");
+        let entry = |m: &Message| m.broker.deaths.as_deref().unwrap().entries.first().unwrap().cause.clone();
+        assert_eq!(entry(&copy), Some(cause));
+        // Rejected again in the same queue without a word: the entry describes this death.
+        let again = dead_lettered_copy(&copy, "q", DeathReason::Rejected, "", Some("q"), 2);
+        assert_eq!(entry(&again), None);
+        assert_eq!(again.broker.deaths.as_deref().unwrap().entries.first().unwrap().count, 2);
+        // No refusal, no cause.
+        assert_eq!(entry(&dead_lettered_copy(&message(), "q", DeathReason::Rejected, "", None, 1)), None);
     }
 
     #[test]

@@ -1,6 +1,8 @@
 //! The mailbox protocol between a [`super::QueueHandle`] and its task.
 
-use charon_model::Table;
+use std::sync::Arc;
+
+use charon_model::{DeathCause, Table};
 use tokio::sync::oneshot;
 
 use super::requests::{ConfirmTo, ConsumeSpec, CreditGrant, Enqueue, GetOk, QueueStats, Settle};
@@ -24,6 +26,12 @@ pub(crate) enum QueueCmd {
         seqs: Vec<u64>,
         failed: bool,
         annotations: Table,
+    },
+    /// A discarding settle with what the consumer said about the messages.
+    SettleRefused {
+        seqs: Vec<u64>,
+        how: Settle,
+        cause: Arc<DeathCause>,
     },
     Get {
         owner: Owner,

@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use charon_model::Table;
+use charon_model::{DeathCause, Table};
 use charon_store::segment_log::Placed;
 use tokio::sync::{mpsc, oneshot};
 
@@ -123,6 +123,14 @@ impl QueueHandle {
     /// they stay with them from then on; a classic queue ignores them (RabbitMQ 4.0.5).
     pub async fn settle_modified(&self, seqs: Vec<u64>, failed: bool, annotations: Table) {
         let _ = self.send(QueueCmd::SettleModified { seqs, failed, annotations }).await;
+    }
+
+    /// Settles delivered messages like [`Self::settle`], with what the consumer said about them
+    /// (an AMQP 1.0 `rejected` error, the annotations of `modified{undeliverable-here}`): a
+    /// discard records it with the death of each message it dead-letters. Only for what a
+    /// consumer said; a settle without a cause goes through [`Self::settle`], at no cost.
+    pub async fn settle_refused(&self, seqs: Vec<u64>, how: Settle, cause: Arc<DeathCause>) {
+        let _ = self.send(QueueCmd::SettleRefused { seqs, how, cause }).await;
     }
 
     /// Takes one message (`basic.get`).

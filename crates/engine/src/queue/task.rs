@@ -440,6 +440,7 @@ fn apply(state: &mut QueueState, command: QueueCmd) -> Applied {
         }
         QueueCmd::Settle { seqs, how } => state.settle(&seqs, how),
         QueueCmd::SettleModified { seqs, failed, annotations } => state.settle_modified(&seqs, failed, &annotations),
+        QueueCmd::SettleRefused { seqs, how, cause } => state.settle_refused(&seqs, how, &cause),
         QueueCmd::Get { owner, no_ack, reply } => match state.try_get(owner, no_ack) {
             Ok(got) => {
                 let _ = reply.send(got);

@@ -1,10 +1,12 @@
 //! The parts of a [`Message`]: properties (a presence bitmap, then the present fields), tables,
 //! body, routing, broker annotations and the original encoding.
 
+use std::sync::Arc;
+
 use bytes::{BufMut, BytesMut};
 use charon_model::{
-    Body, BrokerAnnotations, Death, DeathEvent, DeathHistory, DeathReason, Encoded, Message, MessageId, Origin,
-    Properties, Routing,
+    Body, BrokerAnnotations, Death, DeathCause, DeathEvent, DeathHistory, DeathReason, Encoded, Message, MessageId,
+    Origin, Properties, Routing, Table,
 };
 
 use super::CodecError;
@@ -89,7 +91,7 @@ pub(super) fn read_message(r: &mut Reader) -> Result<Message, CodecError> {
     let mut message = Message::new(routing, body);
     message.headers = headers;
     message.annotations = annotations;
-    message.broker = BrokerAnnotations { deaths, delivery_count, acquired_count };
+    message.broker = BrokerAnnotations { deaths, delivery_count, acquired_count, refusal: None };
     message.encoded = encoded;
     message.origin = origin;
     message.set_properties(properties);
@@ -271,12 +273,13 @@ fn put_history(out: &mut BytesMut, history: &DeathHistory) {
         put_zigzag(out, d.last_time);
         put_str(out, &d.exchange);
         put_strings(out, &d.routing_keys);
-        match d.original_ttl {
-            None => out.put_u8(0),
-            Some(ttl) => {
-                out.put_u8(1);
-                put_varint(out, ttl);
-            }
+        let flags = u8::from(d.original_ttl.is_some()) * ENTRY_TTL + u8::from(d.cause.is_some()) * ENTRY_CAUSE;
+        out.put_u8(flags);
+        if let Some(ttl) = d.original_ttl {
+            put_varint(out, ttl);
+        }
+        if let Some(cause) = &d.cause {
+            put_cause(out, cause);
         }
     }
     put_event(out, &history.first);
@@ -287,16 +290,70 @@ fn read_history(r: &mut Reader) -> Result<DeathHistory, CodecError> {
     let n = r.count("death entries")?;
     let mut entries = Vec::with_capacity(n);
     for _ in 0..n {
+        let queue = r.string("death queue")?;
+        let reason = read_reason(r)?;
+        let count = r.varint("death count")?;
+        let first_time = r.zigzag("death time")?;
+        let last_time = r.zigzag("death time")?;
+        let exchange = r.string("death exchange")?;
+        let routing_keys = read_strings(r)?;
+        let flags = r.u8("death entry flags")?;
+        if flags & !(ENTRY_TTL | ENTRY_CAUSE) != 0 {
+            return Err(r.error("death entry flags"));
+        }
+        let original_ttl = if flags & ENTRY_TTL != 0 { Some(r.varint("original ttl")?) } else { None };
+        let cause = if flags & ENTRY_CAUSE != 0 { Some(Arc::new(read_cause(r)?)) } else { None };
         entries.push(Death {
-            queue: r.string("death queue")?,
-            reason: read_reason(r)?,
-            count: r.varint("death count")?,
-            first_time: r.zigzag("death time")?,
-            last_time: r.zigzag("death time")?,
-            exchange: r.string("death exchange")?,
-            routing_keys: read_strings(r)?,
-            original_ttl: if r.bool("original ttl")? { Some(r.varint("original ttl")?) } else { None },
+            queue,
+            reason,
+            count,
+            first_time,
+            last_time,
+            exchange,
+            routing_keys,
+            original_ttl,
+            cause,
         });
     }
     Ok(DeathHistory { entries, first: read_event(r)?, last: read_event(r)? })
+}
+
+/// A death entry's flags byte: it has an original TTL. Before causes existed the byte was the
+/// TTL's presence as a bool (0 or 1), so those records read unchanged.
+const ENTRY_TTL: u8 = 1;
+/// A death entry's flags byte: a [`DeathCause`] follows the TTL.
+const ENTRY_CAUSE: u8 = 2;
+
+/// A cause: a byte saying which parts are present (condition, description, info,
+/// annotations, in that bit order), then each present part.
+fn put_cause(out: &mut BytesMut, cause: &DeathCause) {
+    let parts = [
+        cause.condition().is_some(),
+        cause.description().is_some(),
+        cause.info().is_some(),
+        cause.annotations().is_some(),
+    ];
+    out.put_u8(parts.iter().enumerate().fold(0, |bits, (bit, present)| bits | (u8::from(*present) << bit)));
+    for text in [cause.condition(), cause.description()].into_iter().flatten() {
+        put_str(out, text);
+    }
+    for table in [cause.info(), cause.annotations()].into_iter().flatten() {
+        put_table(out, table);
+    }
+}
+
+fn read_cause(r: &mut Reader) -> Result<DeathCause, CodecError> {
+    let parts = r.u8("death cause parts")?;
+    if parts & !0b1111 != 0 {
+        return Err(r.error("death cause parts"));
+    }
+    let has = |bit: u8| parts & (1 << bit) != 0;
+    let text = |r: &mut Reader, bit, what| if has(bit) { r.string(what).map(Some) } else { Ok(None) };
+    let table = |r: &mut Reader, bit| if has(bit) { read_table(r).map(Some) } else { Ok::<Option<Table>, _>(None) };
+    let condition = text(r, 0, "death cause condition")?;
+    let description = text(r, 1, "death cause description")?;
+    let info = table(r, 2)?;
+    let annotations = table(r, 3)?;
+    // Never written empty: a cause that reads as nothing is not what was stored.
+    DeathCause::new(condition, description, info, annotations).ok_or_else(|| r.error("death cause"))
 }

@@ -1,9 +1,11 @@
 #![allow(clippy::unwrap_used, clippy::indexing_slicing)]
 
+use std::sync::Arc;
+
 use bytes::{Bytes, BytesMut};
 use charon_model::{
-    Body, BrokerAnnotations, Death, DeathEvent, DeathHistory, DeathReason, Encoded, Message, MessageId, Origin,
-    Properties, Routing, Table, Value,
+    Body, BrokerAnnotations, Death, DeathCause, DeathEvent, DeathHistory, DeathReason, Encoded, Message, MessageId,
+    Origin, Properties, Routing, Table, Value,
 };
 
 use super::*;
@@ -87,6 +89,7 @@ fn full_message() -> Message {
         exchange: "ex".into(),
         routing_keys: vec!["key".into(), "c1".into()],
         original_ttl: ttl,
+        cause: None,
     };
     let event = |queue: &str, reason| DeathEvent { queue: queue.into(), reason, exchange: "ex".into() };
     m.broker = BrokerAnnotations {
@@ -95,17 +98,38 @@ fn full_message() -> Message {
                 death("q1", DeathReason::Expired, Some(500)),
                 death("q2", DeathReason::Maxlen, None),
                 death("q3", DeathReason::DeliveryLimit, None),
-                death("q4", DeathReason::Rejected, None),
+                Death { cause: Some(full_cause()), ..death("q4", DeathReason::Rejected, Some(7)) },
+                Death { cause: annotations_only(), ..death("q5", DeathReason::Rejected, None) },
             ],
             first: event("q4", DeathReason::Rejected),
             last: event("q1", DeathReason::Expired),
         })),
         delivery_count: 4,
         acquired_count: 7,
+        refusal: None,
     };
     m.encoded = Encoded::Amqp10Bare(Bytes::from_static(b"\x00\x53\x70\x45"));
     m.origin = Origin::Amqp10;
     m
+}
+
+/// A cause with every part, its info holding every value type.
+fn full_cause() -> Arc<DeathCause> {
+    let info = Table(every_value().into_iter().enumerate().map(|(i, v)| (format!("i{i}"), v)).collect());
+    let annotations = Table(vec![("x-opt-why".into(), Value::String("schema".into()))]);
+    let cause = DeathCause::new(
+        Some("app:bad-payload".into()),
+        Some("schema v2 expected".into()),
+        Some(info),
+        Some(annotations),
+    );
+    Arc::new(cause.unwrap())
+}
+
+/// A cause from `modified{undeliverable-here}`: annotations only.
+fn annotations_only() -> Option<Arc<DeathCause>> {
+    let annotations = Table(vec![("x-opt-why".into(), Value::Symbol("retry-budget".into()))]);
+    DeathCause::new(None, None, None, Some(annotations)).map(Arc::new)
 }
 
 fn encode(m: &Message) -> Bytes {
@@ -183,4 +207,98 @@ fn tables_decode_from_the_front_and_leave_the_rest() {
     let mut bytes = out.freeze();
     assert_eq!(decode_table(&mut bytes).unwrap(), table);
     assert_eq!(&bytes[..], b"rest");
+}
+
+#[test]
+fn death_causes_round_trip_and_entries_without_one_stay_as_they_were() {
+    let m = full_message();
+    let back = decode_message(encode(&m)).unwrap();
+    let deaths = back.broker.deaths.as_deref().unwrap();
+    assert_eq!(deaths.entries[3].cause, Some(full_cause()));
+    assert_eq!(deaths.entries[4].cause, annotations_only());
+    assert_eq!(deaths.entries[..3].iter().filter(|d| d.cause.is_some()).count(), 0);
+    // An entry without a cause costs nothing: the bytes are those of the layout before causes.
+    let mut plain = full_message();
+    plain.broker.deaths.as_deref_mut().unwrap().entries.truncate(3);
+    let with_cause = {
+        let mut m = plain.clone();
+        m.broker.deaths.as_deref_mut().unwrap().entries[2].cause = annotations_only();
+        m
+    };
+    let cause_bytes = 1 + 1 + 1 + "x-opt-why".len() + 1 + 1 + "retry-budget".len();
+    assert_eq!(encode(&with_cause).len(), encode(&plain).len() + cause_bytes);
+    // A message on its way to dead lettering keeps its refusal in memory only.
+    let mut refused = plain.clone();
+    refused.broker.refusal = Some(full_cause());
+    assert_eq!(encode(&refused), encode(&plain));
+}
+
+/// A record written before death causes existed (the entry's TTL flag was a bool), byte by
+/// byte: it still decodes, to entries without a cause.
+#[test]
+fn a_death_history_written_before_causes_still_decodes() {
+    let mut old = vec![
+        1, // format version
+        1, // origin: 0.9.1
+        0, // no properties
+        0, // no headers
+        0, // no annotations
+        0, 2, b'h', b'i', // data body "hi"
+        3, b'd', b'l', b'x', // exchange
+        1, b'k', // routing key
+        0, 0, // no CC, no BCC
+        0, 0, // delivery count, acquired count
+        1, // a death history
+        2, // two entries
+    ];
+    // Entry 1: "q1", expired, count 2, first time 1000 (zigzag 2000), last 3000 (6000), exchange "x",
+    // routing keys ["k"], original TTL 500.
+    old.extend([2, b'q', b'1', 1, 2, 0xd0, 0x0f, 0xf0, 0x2e, 1, b'x', 1, 1, b'k', 1, 0xf4, 0x03]);
+    // Entry 2: "q2", rejected, count 1, time 1000, exchange "", no routing keys, no TTL.
+    old.extend([2, b'q', b'2', 0, 1, 0xd0, 0x0f, 0xd0, 0x0f, 0, 0, 0]);
+    // First and last death: queue, reason, exchange.
+    old.extend([2, b'q', b'2', 0, 1, b'x', 2, b'q', b'1', 1, 1, b'x']);
+    old.push(0); // no original encoding
+    let m = decode_message(Bytes::from(old.clone())).unwrap();
+    let deaths = m.broker.deaths.as_deref().unwrap();
+    let entries: Vec<_> = deaths
+        .entries
+        .iter()
+        .map(|d| (d.queue.as_str(), d.reason, d.count, d.first_time, d.last_time, d.original_ttl, d.cause.is_some()))
+        .collect();
+    assert_eq!(
+        entries,
+        [
+            ("q1", DeathReason::Expired, 2, 1000, 3000, Some(500), false),
+            ("q2", DeathReason::Rejected, 1, 1000, 1000, None, false),
+        ]
+    );
+    assert_eq!((deaths.first.queue.as_str(), deaths.last.queue.as_str()), ("q2", "q1"));
+    // The current encoder writes such a history byte for byte as it was.
+    assert_eq!(encode(&m).to_vec(), old);
+}
+
+#[test]
+fn a_corrupt_death_cause_is_an_error() {
+    let mut m = Message::default();
+    let keys = vec!["k".to_owned()];
+    let cause = annotations_only().unwrap();
+    let record = charon_model::DeathRecord {
+        queue: "q",
+        reason: DeathReason::Rejected,
+        exchange: "x",
+        routing_keys: &keys,
+        ttl: None,
+        now: 1,
+        cause: Some(&cause),
+    };
+    m.broker.deaths = Some(Box::new(DeathHistory::new(&record)));
+    let bytes = encode(&m).to_vec();
+    // The entry's flags byte (2: a cause) is followed by the parts byte (8: annotations only).
+    let at = bytes.windows(2).position(|w| w == [2, 8]).unwrap();
+    for (offset, bad) in [(0, 4), (0, 0x82), (1, 0), (1, 0x18)] {
+        let mut corrupt = bytes.clone();
+        corrupt[at + offset] = bad;
+        assert!(decode_message(Bytes::from(corrupt)).is_err(), "byte {offset} = {bad:#x} decoded");
+    }
 }

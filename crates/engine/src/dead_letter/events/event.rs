@@ -2,7 +2,7 @@
 
 use std::fmt::Write as _;
 
-use charon_model::{DeathReason, Message, MessageId};
+use charon_model::{DeathCause, DeathReason, Message, MessageId};
 use serde::Serialize;
 
 pub use crate::dead_letter::drops::DropReason;
@@ -33,8 +33,8 @@ pub struct DeadLetterEvent {
     pub routing_keys: Vec<String>,
     /// When it died, in milliseconds since the Unix epoch.
     pub time: i64,
-    /// The error condition a consumer gave when it rejected the message. The death record
-    /// does not carry one yet: `None` until it does.
+    /// The error condition a 1.0 consumer gave when it rejected the message (`rejected{error}`),
+    /// if it gave one.
     pub error_condition: Option<String>,
 }
 
@@ -86,7 +86,7 @@ impl DeadLetterEvent {
             dead_letter_exchange: dead_letter_exchange.map(str::to_owned),
             routing_keys: message.routing.visible_keys(),
             time: now,
-            error_condition: None,
+            error_condition: message.broker.refusal.as_deref().and_then(DeathCause::condition).map(str::to_owned),
         }
     }
 
@@ -181,6 +181,16 @@ mod tests {
             r#"{"vhost":"/","queue":"orders","reason":"rejected","drop_reason":null,"message_id":"m-1","correlation_id":"42","count":1,"dead_letter_exchange":"dlx","routing_keys":["orders","audit"],"time":1764100000123,"error_condition":null}"#
         );
         assert_eq!(event.routing_key(), "rejected.orders");
+    }
+
+    #[test]
+    fn a_consumers_error_condition_is_reported() {
+        let mut m = message();
+        let cause = DeathCause::new(Some("app:bad-payload".into()), Some("schema v2 expected".into()), None, None);
+        m.broker.refusal = cause.map(std::sync::Arc::new);
+        let event = DeadLetterEvent::new("/", death(&m, None), 1);
+        assert_eq!(event.error_condition.as_deref(), Some("app:bad-payload"));
+        assert!(event.to_json().ends_with(r#""error_condition":"app:bad-payload"}"#), "{}", event.to_json());
     }
 
     #[test]

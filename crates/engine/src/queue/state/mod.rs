@@ -21,7 +21,7 @@
 
 use std::sync::Arc;
 
-use charon_model::{DeathReason, Message, Table};
+use charon_model::{DeathCause, DeathReason, Message, Table};
 use charon_store::codec::decode_message;
 use charon_store::segment_log::{LogReader, Place, Placed, Record, RecoveredQueue};
 
@@ -250,6 +250,20 @@ impl QueueState {
             }
         }
         self.settle(seqs, if failed { Settle::RequeueFailed } else { Settle::Requeue });
+    }
+
+    /// Settles with what the refusing consumer said (`cause`): a discard hands each message to
+    /// dead lettering carrying it (`BrokerAnnotations::refusal`, the message copied when it is
+    /// shared), which records it with the death. Other settles ignore it.
+    pub(crate) fn settle_refused(&mut self, seqs: &[u64], how: Settle, cause: &Arc<DeathCause>) {
+        if matches!(how, Settle::Discard | Settle::DiscardUndeliverable) {
+            for &seq in seqs {
+                if let Some(entry) = self.consumers.unsettled_mut(seq) {
+                    Arc::make_mut(&mut entry.message).broker.refusal = Some(Arc::clone(cause));
+                }
+            }
+        }
+        self.settle(seqs, how);
     }
 
     /// The one exit for messages that leave unacknowledged: dead lettering hooks in here. The

@@ -403,6 +403,34 @@ fn quorum_delivery_count_counts_failed_returns_only() {
 }
 
 #[test]
+fn a_refusal_travels_with_the_discarded_message_only() {
+    let cause = Arc::new(DeathCause::new(Some("app:bad-payload".into()), None, None, None).unwrap());
+    for queue_type in [QueueType::Classic, QueueType::Quorum] {
+        let mut s = state(queue_type, QueueSettings::default());
+        publish(&mut s, (1..=4).map(|n| ttl_msg(&format!("m{n}"), None, n)).collect());
+        let owner = Owner { session: 1, channel: 1 };
+        let seqs: Vec<u64> = (0..4).map(|_| s.get(owner, false).unwrap().delivery.seq).collect();
+        s.settle_refused(&seqs[..2], Settle::Discard, &cause);
+        s.settle_refused(&seqs[2..3], Settle::Requeue, &cause);
+        s.settle(&seqs[3..], Settle::DiscardUndeliverable);
+        let refusals: Vec<(String, bool)> = s
+            .take_discarded()
+            .iter()
+            .map(|d| {
+                (
+                    String::from_utf8_lossy(d.message.body.bytes()).into_owned(),
+                    d.message.broker.refusal == Some(Arc::clone(&cause)),
+                )
+            })
+            .collect();
+        assert_eq!(refusals, [("m1".into(), true), ("m2".into(), true), ("m4".into(), false)], "{queue_type:?}");
+        // A requeue ignores the cause: the message comes back as it was.
+        let again = s.get(owner, false).unwrap();
+        assert_eq!((again.delivery.seq, again.delivery.message.broker.refusal.is_none()), (seqs[2], true));
+    }
+}
+
+#[test]
 fn a_quorum_discard_counts_a_failed_delivery_unless_only_undeliverable() {
     let mut s = state(QueueType::Quorum, QueueSettings::default());
     publish(&mut s, vec![ttl_msg("rejected", None, 1), ttl_msg("undeliverable", None, 2)]);
