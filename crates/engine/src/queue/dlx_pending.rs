@@ -8,7 +8,7 @@
 //! tried again when the topology or the queue's policy changes, and on a timer; targets that
 //! confirmed are not sent it again.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, VecDeque};
 use std::sync::Arc;
 
 use charon_model::{DeathReason, Message};
@@ -58,8 +58,9 @@ pub(super) struct DlxPending {
     numbers: HashMap<u64, (u64, u64)>,
     next_number: u64,
     bytes: u64,
-    /// Letters marked due: a queue passes with nothing due without looking at its letters.
-    due: usize,
+    /// The letters marked due, in the order they became due: a pass looks at these only, not
+    /// at every letter waiting for its targets' answers.
+    due: VecDeque<u64>,
 }
 
 impl DlxPending {
@@ -70,7 +71,7 @@ impl DlxPending {
         let letter =
             Letter { entry, reason, copy: None, confirmed: Vec::new(), outstanding: 0, refused: false, due: true };
         self.letters.insert(self.next_id, letter);
-        self.due += 1;
+        self.due.push_back(self.next_id);
     }
 
     /// The letters as length limits and `messages` count them.
@@ -80,27 +81,31 @@ impl DlxPending {
 
     /// Whether any letter waits for an attempt.
     pub(super) fn any_due(&self) -> bool {
-        self.due > 0
+        !self.due.is_empty()
     }
 
     /// Makes every letter not waiting for an answer due again (the topology or the policy
     /// changed, or the retry timer fired).
     pub(super) fn retry_all(&mut self) {
-        for letter in self.letters.values_mut().filter(|l| l.outstanding == 0 && !l.due) {
+        for (&id, letter) in self.letters.iter_mut().filter(|(_, l)| l.outstanding == 0 && !l.due) {
             letter.due = true;
-            self.due += 1;
+            self.due.push_back(id);
         }
     }
 
     /// Takes the letters due for an attempt, oldest first; each stays held until
     /// [`Self::sent`] / [`Self::unroutable`] says what came of it.
     pub(super) fn due(&mut self) -> Vec<Due> {
-        if self.due == 0 {
-            return Vec::new();
+        let mut ids = std::mem::take(&mut self.due);
+        // New letters come in order; a retry appends older ones after them.
+        if !ids.iter().is_sorted() {
+            ids.make_contiguous().sort_unstable();
         }
-        self.due = 0;
-        let mut due = Vec::new();
-        for (&id, letter) in self.letters.iter_mut().filter(|(_, l)| l.due) {
+        let mut due = Vec::with_capacity(ids.len());
+        for id in ids {
+            let Some(letter) = self.letters.get_mut(&id).filter(|l| l.due) else {
+                continue;
+            };
             letter.due = false;
             letter.refused = false;
             due.push(Due {
@@ -156,7 +161,7 @@ impl DlxPending {
     pub(super) fn take_all(&mut self) -> Vec<Entry> {
         self.numbers.clear();
         self.bytes = 0;
-        self.due = 0;
+        self.due.clear();
         std::mem::take(&mut self.letters).into_values().map(|l| l.entry).collect()
     }
 
