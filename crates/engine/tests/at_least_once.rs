@@ -4,25 +4,13 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing)]
 
+mod support;
+
 use std::sync::Arc;
-use std::time::Duration;
 
-use charon_engine::{Broker, BrokerConfig, Owner, QueueDeclare, QueueRef, Settle, VHost};
+use charon_engine::{Broker, BrokerConfig, VHost};
 use charon_model::{Body, Message, Routing, Table, Value};
-
-const OWNER: Owner = Owner { session: 1, channel: 1 };
-
-fn table(pairs: &[(&str, Value)]) -> Table {
-    let mut table = Table::new();
-    for (key, value) in pairs {
-        table.insert(*key, value.clone());
-    }
-    table
-}
-
-fn declare(name: &str, arguments: Table) -> QueueDeclare {
-    QueueDeclare { name: name.into(), durable: true, arguments, ..QueueDeclare::default() }
-}
+use support::{OWNER, counts, declare, open_stored, publish_and_reject, table};
 
 fn source_args(strategy: &str, overflow: &str) -> Table {
     table(&[
@@ -34,34 +22,8 @@ fn source_args(strategy: &str, overflow: &str) -> Table {
     ])
 }
 
-/// Publishes one message to `queue` and rejects it (requeue = false).
-async fn publish_and_reject(queue: &QueueRef, body: &str) {
-    let routing = Routing { exchange: String::new(), routing_key: queue.name().into(), ..Routing::default() };
-    let message = Arc::new(Message::new(routing, Body::Data(body.to_owned().into())));
-    assert!(queue.publish(vec![charon_engine::Enqueue { message, confirm: None }], None).await);
-    let got = queue.get(OWNER, false).await.unwrap().expect("the message");
-    queue.settle(vec![got.delivery.seq], Settle::Discard).await;
-}
-
-/// Waits (up to 5 s) until `queue` reports `expected` as `(ready, dead letters waiting)`;
-/// returns what it reported last. (Forwarding and the targets' confirms are asynchronous.)
-async fn counts(queue: &QueueRef, expected: (u32, u32)) -> (u32, u32) {
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
-    loop {
-        let stats = queue.stats().await.unwrap();
-        let got = (stats.ready, stats.dead_letters_pending);
-        if got == expected || tokio::time::Instant::now() >= deadline {
-            return got;
-        }
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    }
-}
-
 async fn setup() -> (Arc<Broker>, Arc<VHost>) {
-    let broker = Broker::new(BrokerConfig::default());
-    let user = broker.authenticate("guest", "guest").unwrap();
-    let vhost = broker.open_vhost(&user, "/").unwrap();
-    (broker, vhost)
+    support::broker(BrokerConfig::default())
 }
 
 #[tokio::test]
@@ -142,17 +104,6 @@ async fn a_policy_switching_the_strategy_away_deletes_the_waiting_letters() {
     source.stats().await.unwrap();
     source.stats().await.unwrap();
     assert!(vhost.queue("dlq", 1).unwrap().get(OWNER, true).await.unwrap().is_none());
-}
-
-/// A broker on `dir`'s store, with what the log recovered; the store too, to close its log.
-fn open_stored(dir: &std::path::Path) -> (Arc<Broker>, Arc<charon_engine::persist::Persistence>) {
-    use charon_store::meta::MetaStore;
-    use charon_store::segment_log::{LogOptions, MessageLog};
-    let meta = MetaStore::open(&dir.join("meta.redb")).unwrap();
-    let (log, recovery) = MessageLog::open(&dir.join("log"), LogOptions::default()).unwrap();
-    let persistence = charon_engine::persist::Persistence::new(log, meta);
-    let broker = Broker::with_store(BrokerConfig::default(), Arc::clone(&persistence), recovery.queues).unwrap();
-    (broker, persistence)
 }
 
 #[test]

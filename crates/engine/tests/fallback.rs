@@ -6,43 +6,15 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing)]
 
+mod support;
+
 use std::sync::Arc;
 use std::time::Duration;
 
 use charon_engine::dead_letter::{DROP_REASON_HEADER, FALLBACK_QUEUE};
-use charon_engine::{
-    Broker, BrokerConfig, ConfirmTo, EngineError, Owner, QueueDeclare, QueueRef, SessionEvent, SessionSink, Settle,
-    VHost,
-};
-use charon_model::{Body, DeathReason, Message, Routing, Table, Value};
-
-const OWNER: Owner = Owner { session: 1, channel: 1 };
-
-fn table(pairs: &[(&str, Value)]) -> Table {
-    let mut table = Table::new();
-    for (key, value) in pairs {
-        table.insert(*key, value.clone());
-    }
-    table
-}
-
-fn declare(name: &str, arguments: Table) -> QueueDeclare {
-    QueueDeclare { name: name.into(), durable: true, arguments, ..QueueDeclare::default() }
-}
-
-fn message(queue: &str, body: &str) -> Arc<Message> {
-    let routing = Routing { exchange: String::new(), routing_key: queue.into(), ..Routing::default() };
-    Arc::new(Message::new(routing, Body::Data(body.to_owned().into())))
-}
-
-/// Publishes one message to `queue` and rejects it (requeue = false).
-async fn publish_and_reject(queue: &QueueRef, body: &str) {
-    assert!(
-        queue.publish(vec![charon_engine::Enqueue { message: message(queue.name(), body), confirm: None }], None).await
-    );
-    let got = queue.get(OWNER, false).await.unwrap().expect("the message");
-    queue.settle(vec![got.delivery.seq], Settle::Discard).await;
-}
+use charon_engine::{BrokerConfig, ConfirmTo, EngineError, QueueDeclare, QueueRef, SessionEvent, SessionSink, VHost};
+use charon_model::{DeathReason, Message, Table, Value};
+use support::{OWNER, declare, message, publish_and_reject, table};
 
 /// The next message of `queue`, waiting up to 5 s for one (dead lettering is asynchronous).
 async fn next(queue: &QueueRef) -> Option<Arc<Message>> {
@@ -58,11 +30,8 @@ async fn next(queue: &QueueRef) -> Option<Arc<Message>> {
     }
 }
 
-async fn setup(fallback: bool) -> (Arc<Broker>, Arc<VHost>) {
-    let broker = Broker::new(BrokerConfig { dead_letter_fallback: fallback, ..BrokerConfig::default() });
-    let user = broker.authenticate("guest", "guest").unwrap();
-    let vhost = broker.open_vhost(&user, "/").unwrap();
-    (broker, vhost)
+async fn setup(fallback: bool) -> (Arc<charon_engine::Broker>, Arc<VHost>) {
+    support::broker(BrokerConfig { dead_letter_fallback: fallback, ..BrokerConfig::default() })
 }
 
 fn drop_reason(message: &Message) -> Option<&str> {

@@ -6,57 +6,24 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing)]
 
+mod support;
+
 use std::sync::Arc;
 use std::time::Duration;
 
 use charon_engine::dead_letter::FALLBACK_QUEUE;
-use charon_engine::{Broker, BrokerConfig, Destination, Enqueue, Owner, Policy, QueueDeclare, QueueRef, Settle, VHost};
+use charon_engine::{Broker, BrokerConfig, Destination, Enqueue, Policy, QueueRef, Settle, VHost};
 use charon_model::{Body, Message, Routing, Table, Value};
-
-const OWNER: Owner = Owner { session: 1, channel: 1 };
-
-fn table(pairs: &[(&str, Value)]) -> Table {
-    let mut table = Table::new();
-    for (key, value) in pairs {
-        table.insert(*key, value.clone());
-    }
-    table
-}
-
-fn declare(name: &str, arguments: Table) -> QueueDeclare {
-    QueueDeclare { name: name.into(), durable: true, arguments, ..QueueDeclare::default() }
-}
+use support::{OWNER, counts, declare, open_stored, publish_and_reject as reject_one, table};
 
 fn item(queue: &str, body: &str) -> Vec<Enqueue> {
-    let routing = Routing { exchange: String::new(), routing_key: queue.into(), ..Routing::default() };
-    vec![Enqueue { message: Arc::new(Message::new(routing, Body::Data(body.to_owned().into()))), confirm: None }]
-}
-
-async fn reject_one(queue: &QueueRef, body: &str) {
-    assert!(queue.publish(item(queue.name(), body), None).await);
-    let got = queue.get(OWNER, false).await.unwrap().expect("the message");
-    queue.settle(vec![got.delivery.seq], Settle::Discard).await;
-}
-
-/// Waits (up to 5 s) for `queue` to report `(ready, waiting dead letters)`.
-async fn counts(queue: &QueueRef, expected: (u32, u32)) -> (u32, u32) {
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
-    loop {
-        let stats = queue.stats().await.unwrap();
-        let got = (stats.ready, stats.dead_letters_pending);
-        if got == expected || tokio::time::Instant::now() >= deadline {
-            return got;
-        }
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    }
+    vec![Enqueue { message: support::message(queue, body), confirm: None }]
 }
 
 /// A broker with a `dlx` direct exchange (nothing bound yet) and the guarantee as a policy on
 /// queues named `src*` (`extra` policy keys added).
 async fn setup(extra: &[(&str, Value)]) -> (Arc<Broker>, Arc<VHost>) {
-    let broker = Broker::new(BrokerConfig::default());
-    let user = broker.authenticate("guest", "guest").unwrap();
-    let vhost = broker.open_vhost(&user, "/").unwrap();
+    let (broker, vhost) = support::broker(BrokerConfig::default());
     let exchange = charon_engine::ExchangeDeclare { name: "dlx".into(), kind: "direct".into(), ..Default::default() };
     vhost.declare_exchange(&exchange).await.unwrap();
     let mut definition = table(&[("charon-dead-letter-guarantee", Value::long_str("at-least-once"))]);
@@ -191,9 +158,7 @@ async fn switching_the_guarantee_off_keeps_the_letters_it_promised() {
 
 #[tokio::test]
 async fn the_broker_default_applies_without_a_policy_and_bad_policy_values_are_refused() {
-    let broker = Broker::new(BrokerConfig { dead_letter_guarantee: true, ..BrokerConfig::default() });
-    let user = broker.authenticate("guest", "guest").unwrap();
-    let vhost = broker.open_vhost(&user, "/").unwrap();
+    let (_broker, vhost) = support::broker(BrokerConfig { dead_letter_guarantee: true, ..BrokerConfig::default() });
     let args = table(&[("x-dead-letter-exchange", Value::long_str("missing"))]);
     vhost.declare_queue(&declare("q", args), 1).await.unwrap();
     let queue = vhost.queue("q", 1).unwrap();
@@ -204,17 +169,6 @@ async fn the_broker_default_applies_without_a_policy_and_bad_policy_values_are_r
     assert_eq!(refused, "<<\"always\">> is not a valid dead letter guarantee");
     let bad = table(&[("charon-dead-letter-pending-max", Value::I64(0))]);
     assert!(Policy::new("p", ".*", "queues", 0, bad).unwrap_err().contains("is not a valid maximum of pending"));
-}
-
-/// A broker on `dir`'s store, with what the log recovered; the store too, to close its log.
-fn open_stored(dir: &std::path::Path) -> (Arc<Broker>, Arc<charon_engine::persist::Persistence>) {
-    use charon_store::meta::MetaStore;
-    use charon_store::segment_log::{LogOptions, MessageLog};
-    let meta = MetaStore::open(&dir.join("meta.redb")).unwrap();
-    let (log, recovery) = MessageLog::open(&dir.join("log"), LogOptions::default()).unwrap();
-    let persistence = charon_engine::persist::Persistence::new(log, meta);
-    let broker = Broker::with_store(BrokerConfig::default(), Arc::clone(&persistence), recovery.queues).unwrap();
-    (broker, persistence)
 }
 
 #[test]
