@@ -112,9 +112,7 @@ fn a_waiting_dead_letter_waits_again_after_a_restart_and_is_never_ready() {
     {
         let runtime = tokio::runtime::Runtime::new().unwrap();
         runtime.block_on(async {
-            let (broker, persistence) = open_stored(dir.path());
-            let user = broker.authenticate("guest", "guest").unwrap();
-            let vhost = broker.open_vhost(&user, "/").unwrap();
+            let (_broker, vhost, persistence) = open_stored(dir.path());
             vhost.declare_queue(&declare("src", source_args("at-least-once", "reject-publish")), 1).await.unwrap();
             let source = vhost.queue("src", 1).unwrap();
             publish_and_reject(&source, "m1").await;
@@ -127,9 +125,7 @@ fn a_waiting_dead_letter_waits_again_after_a_restart_and_is_never_ready() {
     }
     let runtime = tokio::runtime::Runtime::new().unwrap();
     runtime.block_on(async {
-        let (broker, _persistence) = open_stored(dir.path());
-        let user = broker.authenticate("guest", "guest").unwrap();
-        let vhost = broker.open_vhost(&user, "/").unwrap();
+        let (_broker, vhost, _persistence) = open_stored(dir.path());
         let source = vhost.queue("src", 1).unwrap();
         assert_eq!(counts(&source, (0, 1)).await, (0, 1), "recovered waiting, not ready");
         assert!(source.get(OWNER, true).await.unwrap().is_none(), "never delivered");

@@ -183,9 +183,7 @@ fn a_classic_queues_waiting_dead_letter_waits_again_after_a_restart() {
     {
         let runtime = tokio::runtime::Runtime::new().unwrap();
         runtime.block_on(async {
-            let (broker, persistence) = open_stored(dir.path());
-            let user = broker.authenticate("guest", "guest").unwrap();
-            let vhost = broker.open_vhost(&user, "/").unwrap();
+            let (_broker, vhost, persistence) = open_stored(dir.path());
             let on = table(&[("charon-dead-letter-guarantee", Value::long_str("at-least-once"))]);
             vhost.set_policy(Policy::new("guarantee", "^src", "queues", 0, on).unwrap()).await.unwrap();
             vhost.declare_queue(&declare("src", source_args(&[])), 1).await.unwrap();
@@ -200,9 +198,7 @@ fn a_classic_queues_waiting_dead_letter_waits_again_after_a_restart() {
     }
     let runtime = tokio::runtime::Runtime::new().unwrap();
     runtime.block_on(async {
-        let (broker, _persistence) = open_stored(dir.path());
-        let user = broker.authenticate("guest", "guest").unwrap();
-        let vhost = broker.open_vhost(&user, "/").unwrap();
+        let (_broker, vhost, _persistence) = open_stored(dir.path());
         let source = vhost.queue("src", 1).unwrap();
         assert_eq!(counts(&source, (0, 1)).await, (0, 1), "recovered waiting, not ready");
         let exchange =

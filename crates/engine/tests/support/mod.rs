@@ -59,13 +59,18 @@ pub(crate) fn broker(config: BrokerConfig) -> (Arc<Broker>, Arc<VHost>) {
     (broker, vhost)
 }
 
-/// A broker on `dir`'s store, with what the log recovered; the store too, to close its log.
-pub(crate) fn open_stored(dir: &std::path::Path) -> (Arc<Broker>, Arc<charon_engine::persist::Persistence>) {
+/// A broker on `dir`'s store, with what the log recovered, its vhost `/`, and the store (to
+/// close its log).
+pub(crate) fn open_stored(
+    dir: &std::path::Path,
+) -> (Arc<Broker>, Arc<VHost>, Arc<charon_engine::persist::Persistence>) {
     use charon_store::meta::MetaStore;
     use charon_store::segment_log::{LogOptions, MessageLog};
     let meta = MetaStore::open(&dir.join("meta.redb")).unwrap();
     let (log, recovery) = MessageLog::open(&dir.join("log"), LogOptions::default()).unwrap();
     let persistence = charon_engine::persist::Persistence::new(log, meta);
     let broker = Broker::with_store(BrokerConfig::default(), Arc::clone(&persistence), recovery.queues).unwrap();
-    (broker, persistence)
+    let user = broker.authenticate("guest", "guest").unwrap();
+    let vhost = broker.open_vhost(&user, "/").unwrap();
+    (broker, vhost, persistence)
 }
