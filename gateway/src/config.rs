@@ -18,7 +18,8 @@ pub(crate) struct Cli {
     /// Address to listen on for AMQP (repeatable). Default 127.0.0.1:5672; port 0 picks one.
     #[arg(long)]
     listen: Vec<String>,
-    /// A user as `name:password` (repeatable). Replaces the default guest user.
+    /// A user as `name:password` (repeatable), tagged `administrator` as RabbitMQ's default
+    /// user is. Replaces the default guest user. Seeds the store on the first start only.
     #[arg(long = "user")]
     users: Vec<String>,
     /// A virtual host to create (repeatable). Default `/`.
@@ -80,6 +81,9 @@ struct FileUser {
     name: String,
     password: String,
     vhosts: Option<Vec<String>>,
+    /// None by default, as `rabbitmqctl add_user` creates a user.
+    #[serde(default)]
+    tags: Vec<String>,
 }
 
 /// The configuration file.
@@ -196,7 +200,7 @@ impl Config {
             match file.users {
                 Some(users) => users
                     .into_iter()
-                    .map(|u| UserConfig { name: u.name, password: u.password, vhosts: u.vhosts })
+                    .map(|u| UserConfig { name: u.name, password: u.password, vhosts: u.vhosts, tags: u.tags })
                     .collect(),
                 None => BrokerConfig::default().users,
             }
@@ -206,7 +210,12 @@ impl Config {
                 let Some((name, password)) = spec.split_once(':') else {
                     bail!("--user expects name:password, got {spec:?}");
                 };
-                users.push(UserConfig { name: name.to_owned(), password: password.to_owned(), vhosts: None });
+                users.push(UserConfig {
+                    name: name.to_owned(),
+                    password: password.to_owned(),
+                    vhosts: None,
+                    tags: vec!["administrator".to_owned()],
+                });
             }
             users
         };

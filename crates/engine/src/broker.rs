@@ -1,4 +1,4 @@
-//! The broker: users, virtual hosts and id allocation.
+//! The broker: users and permissions (through [`Access`]), virtual hosts and id allocation.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -7,6 +7,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use parking_lot::RwLock;
 use tokio::sync::watch;
 
+use crate::access::{Access, AccessError, Account, PasswordHash, Seed, Tags, User, VhostInfo};
 use crate::alarms::{Alarms, Resources};
 use crate::limits::{ConnectionSlot, Limits};
 
@@ -18,23 +19,25 @@ use crate::persist::Persistence;
 use crate::vhost::{DeadLetterOptions, VHost};
 pub use charon_model::node_name;
 
-/// A configured user.
+/// A user the configuration seeds on the first start.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct UserConfig {
     /// Login name.
     pub name: String,
-    /// Password (PLAIN / AMQPLAIN).
+    /// Password (PLAIN / AMQPLAIN), stored salted and hashed.
     pub password: String,
-    /// Vhosts the user may open; `None` means all of them.
+    /// Vhosts the user gets full permissions on; `None` means every configured vhost.
     pub vhosts: Option<Vec<String>>,
+    /// Tags (`administrator`, `monitoring`, `policymaker`, `management`, ...).
+    pub tags: Vec<String>,
 }
 
 /// Everything the broker needs at start.
 #[derive(Clone, Debug)]
 pub struct BrokerConfig {
-    /// Users.
+    /// Users written to the store on the first start (later starts keep the store's).
     pub users: Vec<UserConfig>,
-    /// Virtual hosts created at start.
+    /// Virtual hosts created on the first start.
     pub vhosts: Vec<String>,
     /// Keep the dead letters RabbitMQ drops silently in each vhost's fallback queue
     /// (`amq.charon.dead-letters`, see [`crate::dead_letter::FALLBACK_QUEUE`]).
@@ -48,7 +51,12 @@ impl Default for BrokerConfig {
     /// RabbitMQ's out-of-the-box setup: user `guest`/`guest`, vhost `/`.
     fn default() -> Self {
         Self {
-            users: vec![UserConfig { name: "guest".into(), password: "guest".into(), vhosts: None }],
+            users: vec![UserConfig {
+                name: "guest".into(),
+                password: "guest".into(),
+                vhosts: None,
+                tags: vec!["administrator".into()],
+            }],
             vhosts: vec!["/".into()],
             dead_letter_fallback: true,
             dead_letter_guarantee: false,
@@ -60,21 +68,39 @@ impl BrokerConfig {
     fn dead_letter_options(&self) -> DeadLetterOptions {
         DeadLetterOptions { fallback: self.dead_letter_fallback, guarantee: self.dead_letter_guarantee }
     }
-}
 
-/// An authenticated user.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct User {
-    /// Login name.
-    pub name: String,
-    vhosts: Option<Vec<String>>,
+    /// The users and vhosts to seed, `extra_vhosts` (named by stored topology) included.
+    fn seed(&self, extra_vhosts: &[String]) -> Seed {
+        let users = self
+            .users
+            .iter()
+            .map(|u| {
+                let account = Account::new(
+                    u.name.clone(),
+                    Some(PasswordHash::new(&u.password)),
+                    Tags::new(u.tags.iter().cloned()),
+                );
+                (account, u.vhosts.clone())
+            })
+            .collect();
+        let mut vhosts = self.vhosts.clone();
+        for name in extra_vhosts {
+            if !vhosts.contains(name) {
+                vhosts.push(name.clone());
+            }
+        }
+        Seed { users, vhosts }
+    }
 }
 
 /// The broker.
 #[derive(Debug)]
 pub struct Broker {
-    users: HashMap<String, UserConfig>,
+    access: Access,
     vhosts: RwLock<HashMap<String, Arc<VHost>>>,
+    /// What a vhost created at runtime is built with.
+    store: Option<Arc<Persistence>>,
+    dead_letter_options: DeadLetterOptions,
     ids: Arc<AtomicU64>,
     /// RabbitMQ's memory and disk alarms: publishers are blocked while one is on, and
     /// consumers go on.
@@ -91,17 +117,26 @@ impl Broker {
         let ids = Arc::new(AtomicU64::new(1));
         let limits = Limits::restore(None, &[]);
         let options = config.dead_letter_options();
-        let vhosts = config
-            .vhosts
-            .iter()
-            .map(|name| {
-                let vhost = VHost::new(name, Arc::clone(&ids), None, Arc::clone(&limits), options);
+        // Without a store nothing is read or written: opening cannot fail.
+        let access = Access::open(None, config.seed(&[])).unwrap_or_else(|_| unreachable!("no store, no failure"));
+        let vhosts = access
+            .vhosts()
+            .into_iter()
+            .map(|(name, _)| {
+                let vhost = VHost::new(&name, Arc::clone(&ids), None, Arc::clone(&limits), options);
                 vhost.ensure_fallback_queue();
-                (name.clone(), vhost)
+                (name, vhost)
             })
             .collect();
-        let users = config.users.into_iter().map(|u| (u.name.clone(), u)).collect();
-        Arc::new(Self { users, vhosts: RwLock::new(vhosts), ids, resources: Arc::default(), limits })
+        Arc::new(Self {
+            access,
+            vhosts: RwLock::new(vhosts),
+            store: None,
+            dead_letter_options: options,
+            ids,
+            resources: Arc::default(),
+            limits,
+        })
     }
 
     /// Creates the broker on a durable store: the configured vhosts plus every vhost the store
@@ -121,11 +156,22 @@ impl Broker {
         let stored_max = snapshot.queues.iter().map(|q| q.id).max().unwrap_or(0);
         let clock_floor = u64::try_from(now_ms()).unwrap_or(0) << 20;
         let ids = Arc::new(AtomicU64::new(stored_max.saturating_add(1).max(clock_floor)));
-        let mut names: Vec<String> = config.vhosts.clone();
         let stored_names = snapshot.queues.iter().map(|q| &q.vhost).chain(snapshot.exchanges.iter().map(|e| &e.vhost));
+        let mut topology_names: Vec<String> = Vec::new();
         for name in stored_names.chain(snapshot.policies.iter().map(|p| &p.vhost)) {
-            if !names.contains(name) {
-                names.push(name.clone());
+            if !topology_names.contains(name) {
+                topology_names.push(name.clone());
+            }
+        }
+        // A data directory from before vhosts were stored seeds the vhosts its topology names.
+        let access = Access::open(Some(Arc::clone(&store)), config.seed(&topology_names))?;
+        let mut names: Vec<String> = access.vhosts().into_iter().map(|(name, _)| name).collect();
+        for name in topology_names {
+            if !names.contains(&name) {
+                // Topology whose vhost record is gone (a vhost deletion cut short by a crash):
+                // restored, so that no message is dropped unseen; the operator deletes it.
+                tracing::warn!(vhost = %name, "stored topology names a vhost without a record; restoring it");
+                names.push(name);
             }
         }
         let limits = Limits::restore(Some(Arc::clone(&store)), &snapshot.limits);
@@ -147,8 +193,15 @@ impl Broker {
             tracing::warn!(queues = orphans.len(), "logged messages of unknown queues dropped");
             store.log.append(orphans, None);
         }
-        let users = config.users.into_iter().map(|u| (u.name.clone(), u)).collect();
-        let broker = Arc::new(Self { users, vhosts: RwLock::new(vhosts), ids, resources: Arc::default(), limits });
+        let broker = Arc::new(Self {
+            access,
+            vhosts: RwLock::new(vhosts),
+            store: Some(Arc::clone(&store)),
+            dead_letter_options: config.dead_letter_options(),
+            ids,
+            resources: Arc::default(),
+            limits,
+        });
         let weak = Arc::downgrade(&broker);
         store.log.set_relocation_listener(Box::new(move |placed| {
             if let Some(broker) = weak.upgrade() {
@@ -212,14 +265,62 @@ impl Broker {
     /// Checks a user's password.
     #[must_use]
     pub fn authenticate(&self, name: &str, password: &str) -> Option<User> {
-        let user = self.users.get(name)?;
-        (user.password == password).then(|| User { name: user.name.clone(), vhosts: user.vhosts.clone() })
+        self.access.authenticate(name, password)
     }
 
-    /// A configured user, without a password check (for SASL ANONYMOUS mapped to a user).
+    /// A user, without a password check (SASL ANONYMOUS mapped to a user, a client
+    /// certificate).
     #[must_use]
     pub fn user(&self, name: &str) -> Option<User> {
-        self.users.get(name).map(|u| User { name: u.name.clone(), vhosts: u.vhosts.clone() })
+        self.access.user(name)
+    }
+
+    /// Users, permissions and their checks.
+    #[must_use]
+    pub fn access(&self) -> &Access {
+        &self.access
+    }
+
+    /// Creates a vhost, or updates its description and tags; true when it was created.
+    ///
+    /// # Errors
+    /// A store failure; nothing changed.
+    pub async fn add_vhost(&self, name: &str, info: VhostInfo) -> Result<bool, AccessError> {
+        self.access.put_vhost(name, info).await?;
+        if self.vhosts.read().contains_key(name) {
+            return Ok(false);
+        }
+        let vhost = VHost::new(
+            name,
+            Arc::clone(&self.ids),
+            self.store.clone(),
+            Arc::clone(&self.limits),
+            self.dead_letter_options,
+        );
+        vhost.ensure_fallback_queue();
+        Ok(self.vhosts.write().insert(name.to_owned(), vhost).is_none())
+    }
+
+    /// Deletes a vhost with everything in it: queues and their messages, exchanges, policies,
+    /// limits and every user's permissions there.
+    ///
+    /// # Errors
+    /// No such vhost, or a store failure.
+    pub async fn delete_vhost(&self, name: &str) -> Result<(), AccessError> {
+        // Permissions go first, as RabbitMQ does, so that no new connection opens it meanwhile.
+        if !self.access.has_vhost(name) && !self.vhosts.read().contains_key(name) {
+            return Err(AccessError::NoSuchVhost(name.to_owned()));
+        }
+        self.access.delete_vhost(name).await?;
+        let removed = self.vhosts.write().remove(name);
+        if let Some(vhost) = removed {
+            vhost.tear_down().await;
+        }
+        self.limits
+            .forget(crate::limits::LimitScope::Vhost, name)
+            .await
+            .map_err(|e| AccessError::Store(e.to_string()))?;
+        Ok(())
     }
 
     /// Every vhost, by name.
@@ -236,8 +337,7 @@ impl Broker {
     /// NOT_ALLOWED when the vhost does not exist or the user may not use it.
     pub fn open_vhost(&self, user: &User, name: &str) -> Result<Arc<VHost>, EngineError> {
         let vhost = self.vhosts.read().get(name).cloned().ok_or_else(|| EngineError::VhostNotFound(name.to_owned()))?;
-        let allowed = user.vhosts.as_ref().is_none_or(|list| list.iter().any(|v| v == name));
-        if !allowed {
+        if !self.access.can_open(user, name) {
             return Err(EngineError::VhostAccessRefused { vhost: name.to_owned(), user: user.name.clone() });
         }
         Ok(vhost)

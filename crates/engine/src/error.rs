@@ -155,6 +155,16 @@ pub enum EngineError {
         /// User.
         user: String,
     },
+    /// The user's permissions do not grant this action on this resource.
+    #[error("{action} access to {resource} refused for user '{user}'")]
+    PermissionRefused {
+        /// Configure, write or read.
+        action: crate::access::Action,
+        /// The resource (the default exchange named `amq.default`, as RabbitMQ does).
+        resource: Resource,
+        /// The user.
+        user: String,
+    },
     /// A vhost's `max-queues` refuses a new queue (0.9.1: 406; the 1.0 management node: 403).
     #[error("cannot declare queue '{queue}': queue limit in vhost '{vhost}' ({max}) is reached")]
     QueueLimit {
@@ -191,7 +201,8 @@ impl EngineError {
             | Self::ReservedName { .. }
             | Self::DefaultExchange
             | Self::SystemExchange(_)
-            | Self::InternalExchange(_) => ErrorKind::AccessRefused,
+            | Self::InternalExchange(_)
+            | Self::PermissionRefused { .. } => ErrorKind::AccessRefused,
             Self::InUse(_)
             | Self::NotEmpty(_)
             | Self::Inequivalent(_)

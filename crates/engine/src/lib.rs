@@ -6,7 +6,8 @@
 //! texts and a protocol-neutral [`ErrorKind`].
 //!
 //! # Layout
-//! - [`broker`]: users, vhosts, ids.
+//! - [`access`]: users, tags, passwords and permissions, and the checks made before acting.
+//! - [`broker`]: vhosts, ids; the access registry.
 //! - [`clock`]: the wall clock in milliseconds (a leaf: everyone reads it).
 //! - [`dead_letter`]: RabbitMQ's dead lettering, and the seam queues hand their dead letters to.
 //! - [`persist`]: the message log and the metadata store, committed off the runtime.
@@ -23,6 +24,7 @@
 //! - [`metrics`]: counters the Prometheus endpoint renders.
 //! - [`error`]: the engine's errors, with RabbitMQ's texts.
 
+pub mod access;
 pub mod alarms;
 pub mod broker;
 pub mod clock;
@@ -41,8 +43,9 @@ pub mod session;
 mod topology;
 pub mod vhost;
 
+pub use access::{Access, AccessError, Account, Action, PasswordHash, Permission, Tags, User, VhostInfo};
 pub use alarms::{Alarms, Resources};
-pub use broker::{Broker, BrokerConfig, User, UserConfig};
+pub use broker::{Broker, BrokerConfig, UserConfig};
 pub use error::{EngineError, ErrorKind, Inequivalence, Resource, ResourceKind};
 pub use exchange::{Binding, Destination, ExchangeInfo, ExchangeKind};
 pub use gate::Gate;

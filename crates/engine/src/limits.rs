@@ -116,6 +116,17 @@ impl Limits {
         Ok(true)
     }
 
+    /// Clears every limit of `name` (its vhost or user was deleted).
+    ///
+    /// # Errors
+    /// A store failure.
+    pub async fn forget(&self, scope: LimitScope, name: &str) -> Result<(), EngineError> {
+        for limit in self.get(scope, name).into_keys() {
+            self.clear(scope, name, &limit).await?;
+        }
+        Ok(())
+    }
+
     /// Runs a metadata write off the runtime's workers.
     async fn persist(
         &self,

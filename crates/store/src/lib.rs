@@ -7,7 +7,9 @@
 //!   bytes plus the broker's annotations).
 //! - [`data_dir`]: the data directory — version file and lock file.
 //! - [`meta`]: durable topology and policies in redb.
+//! - [`access`]: durable users, vhosts and permissions, in the same redb file.
 
+pub mod access;
 pub mod codec;
 pub mod data_dir;
 pub mod meta;

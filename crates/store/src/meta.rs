@@ -43,7 +43,7 @@ pub enum MetaError {
     },
 }
 
-fn db_error(what: &'static str) -> impl FnOnce(redb::Error) -> MetaError {
+pub(crate) fn db_error(what: &'static str) -> impl FnOnce(redb::Error) -> MetaError {
     move |source| MetaError::Db { what, source: Box::new(source) }
 }
 
@@ -144,15 +144,15 @@ pub struct MetaSnapshot {
 /// The metadata store.
 #[derive(Debug)]
 pub struct MetaStore {
-    db: Database,
+    pub(crate) db: Database,
 }
 
 /// A stored key and value.
-type Row = (Vec<u8>, Vec<u8>);
+pub(crate) type Row = (Vec<u8>, Vec<u8>);
 
 /// A key of length-prefixed parts, so that names may hold any byte and a prefix of parts
 /// selects everything below it (the bindings of one source, say).
-fn key(parts: &[&str]) -> Vec<u8> {
+pub(crate) fn key(parts: &[&str]) -> Vec<u8> {
     let mut out = Vec::new();
     for part in parts {
         put_str(&mut out, part);
@@ -160,19 +160,19 @@ fn key(parts: &[&str]) -> Vec<u8> {
     out
 }
 
-fn put_str(out: &mut impl BufMut, s: &str) {
+pub(crate) fn put_str(out: &mut impl BufMut, s: &str) {
     out.put_u32_le(u32::try_from(s.len()).unwrap_or(u32::MAX));
     out.put_slice(s.as_bytes());
 }
 
 /// A cursor over a stored record.
-struct Reader {
+pub(crate) struct Reader {
     bytes: Bytes,
     table: &'static str,
 }
 
 impl Reader {
-    fn new(bytes: &[u8], table: &'static str) -> Self {
+    pub(crate) fn new(bytes: &[u8], table: &'static str) -> Self {
         Self { bytes: Bytes::copy_from_slice(bytes), table }
     }
 
@@ -180,7 +180,7 @@ impl Reader {
         MetaError::Corrupt { table: self.table, detail: detail.into() }
     }
 
-    fn u8(&mut self) -> Result<u8, MetaError> {
+    pub(crate) fn u8(&mut self) -> Result<u8, MetaError> {
         if self.bytes.remaining() < 1 {
             return Err(self.corrupt("truncated"));
         }
@@ -194,7 +194,7 @@ impl Reader {
         Ok(self.bytes.get_u64_le())
     }
 
-    fn string(&mut self) -> Result<String, MetaError> {
+    pub(crate) fn string(&mut self) -> Result<String, MetaError> {
         if self.bytes.remaining() < 4 {
             return Err(self.corrupt("truncated string length"));
         }
@@ -221,6 +221,7 @@ impl MetaStore {
         let store = Self { db };
         store.write("create tables", |_| Ok(()))?;
         store.write_limits("create tables", |_| Ok(()))?;
+        store.access().create_tables()?;
         Ok(store)
     }
 

@@ -3,6 +3,7 @@
 mod dead_letters;
 mod policies;
 mod restore;
+mod teardown;
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Weak};

@@ -1,0 +1,29 @@
+//! Deleting a whole vhost: its queues with their messages, its exchanges, its policies.
+
+use super::VHost;
+use crate::persist::MetaDone;
+
+impl VHost {
+    /// Deletes everything the vhost holds, durably: every queue (its messages dropped from
+    /// the log after its record, as a queue delete does), every exchange record, every
+    /// policy. The vhost itself is forgotten by the broker afterwards.
+    pub(crate) async fn tear_down(&self) {
+        for queue in self.queues() {
+            self.drop_queue(&queue).await;
+        }
+        let forgotten: Vec<MetaDone> = {
+            let mut topology = self.topology.write();
+            let names: Vec<String> = topology.exchanges.keys().cloned().collect();
+            topology.exchanges.clear();
+            self.changed();
+            match &self.store {
+                Some(store) => names.iter().map(|name| store.forget_exchange(&self.name, name)).collect(),
+                None => Vec::new(),
+            }
+        };
+        let _ = MetaDone::all(forgotten).await;
+        for policy in self.policies() {
+            self.delete_policy(&policy.name).await;
+        }
+    }
+}
