@@ -43,7 +43,10 @@ pub mod session;
 mod topology;
 pub mod vhost;
 
-pub use access::{Access, AccessError, Account, Action, PasswordHash, Permission, Tags, User, VhostInfo};
+pub use access::{
+    Access, AccessError, Account, Action, HashingAlgorithm, PasswordHash, Permission, Principal, Tags, User, VhostInfo,
+    WriteGrants,
+};
 pub use alarms::{Alarms, Resources};
 pub use broker::{Broker, BrokerConfig, UserConfig};
 pub use error::{EngineError, ErrorKind, Inequivalence, Resource, ResourceKind};

@@ -40,6 +40,12 @@ impl ApiError {
         }
     }
 
+    /// 401 `not_authorised` (RabbitMQ's spelling for an authenticated user the endpoint
+    /// refuses, `rabbit_web_dispatch_access_control:not_authorised/3`).
+    pub(crate) fn not_authorised(reason: &str) -> Self {
+        Self { status: StatusCode::UNAUTHORIZED, error: "not_authorised", reason: reason.to_owned(), escape: true }
+    }
+
     /// 401 `not_authorized`.
     pub(crate) fn not_authorized() -> Self {
         Self {

@@ -9,15 +9,22 @@
 //! - `/api/vhost-limits[/{vhost}[/{limit}]]`, `/api/user-limits[/{user}[/{limit}]]`: GET, PUT
 //!   `{"value": N}`, DELETE, as `set_vhost_limits` / `set_user_limits`.
 //!
-//! Every request needs HTTP basic auth against the broker's users.
+//! - `/api/users[/{user}[/permissions]]`, `/api/whoami`, `/api/vhosts[/{vhost}[/permissions]]`,
+//!   `/api/permissions[/{vhost}/{user}]`: users, vhosts and permissions at runtime.
+//!
+//! Every request needs HTTP basic auth against the broker's users, by a user with a
+//! management tag; each endpoint then applies RabbitMQ's rule for it ([`auth`]).
 
 mod auth;
 mod error;
 mod health;
 pub mod json;
 mod limits;
+mod permissions;
 mod policies;
 mod queues;
+mod users;
+mod vhosts;
 
 use std::sync::Arc;
 
@@ -42,6 +49,18 @@ pub fn router(broker: Arc<Broker>) -> Router {
         .route("/api/user-limits", get(limits::user_all))
         .route("/api/user-limits/{user}", get(limits::user_one))
         .route("/api/user-limits/{user}/{limit}", axum::routing::put(limits::user_put).delete(limits::user_delete))
+        .route("/api/users", get(users::list))
+        .route("/api/users/{user}", get(users::get_one).put(users::put).delete(users::delete))
+        .route("/api/users/{user}/permissions", get(users::permissions))
+        .route("/api/whoami", get(users::whoami))
+        .route("/api/vhosts", get(vhosts::list))
+        .route("/api/vhosts/{vhost}", get(vhosts::get_one).put(vhosts::put).delete(vhosts::delete))
+        .route("/api/vhosts/{vhost}/permissions", get(vhosts::permissions))
+        .route("/api/permissions", get(permissions::list))
+        .route(
+            "/api/permissions/{vhost}/{user}",
+            get(permissions::get_one).put(permissions::put).delete(permissions::delete),
+        )
         .route("/api/health/checks/alarms", get(health::alarms))
         .route("/api/health/checks/local-alarms", get(health::local_alarms))
         .layer(axum::middleware::from_fn_with_state(Arc::clone(&broker), auth::require_user))

@@ -11,6 +11,7 @@ use axum::http::StatusCode;
 use charon_engine::{Broker, LimitScope, User};
 use serde_json::{Value as JsonValue, json};
 
+use crate::auth;
 use crate::error::ApiError;
 
 fn render(scope: LimitScope, name: &str, limits: &BTreeMap<String, i64>) -> JsonValue {
@@ -18,10 +19,10 @@ fn render(scope: LimitScope, name: &str, limits: &BTreeMap<String, i64>) -> Json
     json!({ key: name, "value": limits })
 }
 
-/// The vhost or user named, which must exist (and a vhost be open to the caller).
-fn check_target(broker: &Broker, user: &User, scope: LimitScope, name: &str) -> Result<(), ApiError> {
+/// The vhost or user named, which must exist.
+fn check_target(broker: &Broker, scope: LimitScope, name: &str) -> Result<(), ApiError> {
     let found = match scope {
-        LimitScope::Vhost => broker.open_vhost(user, name).is_ok(),
+        LimitScope::Vhost => broker.vhosts().iter().any(|v| v.name() == name),
         LimitScope::User => broker.user(name).is_some(),
     };
     if found { Ok(()) } else { Err(ApiError::not_found()) }
@@ -44,7 +45,8 @@ pub(crate) async fn vhost_one(
     Extension(user): Extension<User>,
     Path(vhost): Path<String>,
 ) -> Result<Json<JsonValue>, ApiError> {
-    check_target(&broker, &user, LimitScope::Vhost, &vhost)?;
+    auth::vhost_visible(&broker, &user, &vhost)?;
+    check_target(&broker, LimitScope::Vhost, &vhost)?;
     Ok(list(&broker, LimitScope::Vhost, Some(&vhost)))
 }
 
@@ -75,10 +77,9 @@ pub(crate) async fn user_all(State(broker): State<Arc<Broker>>) -> Json<JsonValu
 /// `GET /api/user-limits/{user}`
 pub(crate) async fn user_one(
     State(broker): State<Arc<Broker>>,
-    Extension(user): Extension<User>,
     Path(name): Path<String>,
 ) -> Result<Json<JsonValue>, ApiError> {
-    check_target(&broker, &user, LimitScope::User, &name)?;
+    check_target(&broker, LimitScope::User, &name)?;
     Ok(list(&broker, LimitScope::User, Some(&name)))
 }
 
@@ -109,7 +110,8 @@ async fn put(
     limit: &str,
     body: &[u8],
 ) -> Result<StatusCode, ApiError> {
-    check_target(broker, user, scope, name)?;
+    auth::admin(user)?;
+    check_target(broker, scope, name)?;
     let request: JsonValue = serde_json::from_slice(body).map_err(|_| ApiError::bad_request("not_json"))?;
     let invalid = |reason: String| ApiError::bad_request_verbatim(format!("Validation failed\n\n{reason}\n"));
     let value = match request.get("value") {
@@ -136,7 +138,8 @@ async fn delete(
     name: &str,
     limit: &str,
 ) -> Result<StatusCode, ApiError> {
-    check_target(broker, user, scope, name)?;
+    auth::admin(user)?;
+    check_target(broker, scope, name)?;
     broker.limits().clear(scope, name, limit).await.map_err(|e| ApiError::internal(e.to_string()))?;
     Ok(StatusCode::NO_CONTENT)
 }

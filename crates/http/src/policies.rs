@@ -9,11 +9,19 @@ use axum::http::StatusCode;
 use charon_engine::{Broker, Policy, User, VHost};
 use serde_json::{Value as JsonValue, json};
 
+use crate::auth;
 use crate::error::ApiError;
 use crate::json::{from_json, table_to_json};
 
-fn vhost_of(broker: &Broker, user: &User, name: &str) -> Result<Arc<VHost>, ApiError> {
-    broker.open_vhost(user, name).map_err(|_| ApiError::not_found())
+/// The vhost named, after `check` authorised the user for it; 404 when it does not exist.
+fn vhost_of(
+    broker: &Broker,
+    user: &User,
+    name: &str,
+    check: fn(&Broker, &User, &str) -> Result<(), ApiError>,
+) -> Result<Arc<VHost>, ApiError> {
+    check(broker, user, name)?;
+    broker.vhosts().into_iter().find(|v| v.name() == name).ok_or_else(ApiError::not_found)
 }
 
 fn render(vhost: &str, policy: &Policy) -> JsonValue {
@@ -32,7 +40,7 @@ pub(crate) async fn list_all(State(broker): State<Arc<Broker>>, Extension(user):
     let all = broker
         .vhosts()
         .iter()
-        .filter(|v| broker.open_vhost(&user, v.name()).is_ok())
+        .filter(|v| auth::sees(&broker, &user, v.name()))
         .flat_map(|v| v.policies().iter().map(|p| render(v.name(), p)).collect::<Vec<_>>())
         .collect();
     Json(JsonValue::Array(all))
@@ -44,7 +52,7 @@ pub(crate) async fn list_vhost(
     Extension(user): Extension<User>,
     Path(vhost): Path<String>,
 ) -> Result<Json<JsonValue>, ApiError> {
-    let vhost = vhost_of(&broker, &user, &vhost)?;
+    let vhost = vhost_of(&broker, &user, &vhost, auth::vhost)?;
     Ok(Json(JsonValue::Array(vhost.policies().iter().map(|p| render(vhost.name(), p)).collect())))
 }
 
@@ -54,7 +62,7 @@ pub(crate) async fn get_one(
     Extension(user): Extension<User>,
     Path((vhost, name)): Path<(String, String)>,
 ) -> Result<Json<JsonValue>, ApiError> {
-    let vhost = vhost_of(&broker, &user, &vhost)?;
+    let vhost = vhost_of(&broker, &user, &vhost, auth::policies)?;
     let policy = vhost.policy(&name).ok_or_else(ApiError::not_found)?;
     Ok(Json(render(vhost.name(), &policy)))
 }
@@ -68,7 +76,7 @@ pub(crate) async fn put(
     Path((vhost, name)): Path<(String, String)>,
     body: Bytes,
 ) -> Result<StatusCode, ApiError> {
-    let vhost = vhost_of(&broker, &user, &vhost)?;
+    let vhost = vhost_of(&broker, &user, &vhost, auth::policies)?;
     let request: JsonValue = serde_json::from_slice(&body).map_err(|_| ApiError::bad_request("not_json"))?;
     let field = |key: &str| request.get(key);
     let missing: Vec<String> = ["pattern", "definition"]
@@ -111,6 +119,6 @@ pub(crate) async fn delete(
     Extension(user): Extension<User>,
     Path((vhost, name)): Path<(String, String)>,
 ) -> Result<StatusCode, ApiError> {
-    let vhost = vhost_of(&broker, &user, &vhost)?;
+    let vhost = vhost_of(&broker, &user, &vhost, auth::policies)?;
     if vhost.delete_policy(&name).await { Ok(StatusCode::NO_CONTENT) } else { Err(ApiError::not_found()) }
 }

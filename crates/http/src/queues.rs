@@ -7,6 +7,7 @@ use axum::extract::{Extension, Path, State};
 use charon_engine::{Broker, QueueRef, QueueType, User, VHost};
 use serde_json::{Value as JsonValue, json};
 
+use crate::auth;
 use crate::error::ApiError;
 use crate::json::table_to_json;
 
@@ -54,7 +55,7 @@ async fn render_all(vhost: &VHost) -> Vec<JsonValue> {
 /// `GET /api/queues`
 pub(crate) async fn list_all(State(broker): State<Arc<Broker>>, Extension(user): Extension<User>) -> Json<JsonValue> {
     let mut all = Vec::new();
-    for vhost in broker.vhosts().iter().filter(|v| broker.open_vhost(&user, v.name()).is_ok()) {
+    for vhost in broker.vhosts().iter().filter(|v| auth::sees(&broker, &user, v.name())) {
         all.extend(render_all(vhost).await);
     }
     Json(JsonValue::Array(all))
@@ -66,7 +67,8 @@ pub(crate) async fn list_vhost(
     Extension(user): Extension<User>,
     Path(vhost): Path<String>,
 ) -> Result<Json<JsonValue>, ApiError> {
-    let vhost = broker.open_vhost(&user, &vhost).map_err(|_| ApiError::not_found())?;
+    auth::vhost(&broker, &user, &vhost)?;
+    let vhost = broker.vhosts().into_iter().find(|v| v.name() == vhost).ok_or_else(ApiError::not_found)?;
     Ok(Json(JsonValue::Array(render_all(&vhost).await)))
 }
 
@@ -76,7 +78,8 @@ pub(crate) async fn get_one(
     Extension(user): Extension<User>,
     Path((vhost, name)): Path<(String, String)>,
 ) -> Result<Json<JsonValue>, ApiError> {
-    let vhost = broker.open_vhost(&user, &vhost).map_err(|_| ApiError::not_found())?;
+    auth::vhost(&broker, &user, &vhost)?;
+    let vhost = broker.vhosts().into_iter().find(|v| v.name() == vhost).ok_or_else(ApiError::not_found)?;
     let queue = vhost.queues().into_iter().find(|q| q.name() == name).ok_or_else(ApiError::not_found)?;
     render(&vhost, &queue).await.map(Json).ok_or_else(ApiError::not_found)
 }

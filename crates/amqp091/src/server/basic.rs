@@ -3,7 +3,7 @@
 use std::sync::Arc;
 
 use amq_protocol::protocol::{AMQPClass, basic};
-use charon_engine::{ConsumeSpec, Settle};
+use charon_engine::{Action, ConsumeSpec, Settle};
 use rand::Rng;
 
 use super::channel::{PendingAck, by_queue};
@@ -75,6 +75,7 @@ impl Session {
             ));
         }
         let name = self.queue_name(channel, c.queue.as_str())?;
+        self.authorize(Action::Read, &self.queue_resource(&name))?;
         let vhost = self.vhost()?;
         let queue = vhost.queue(&name, self.id)?;
         let tag = if requested.is_empty() { generated_tag() } else { requested.to_owned() };
@@ -124,6 +125,7 @@ impl Session {
 
     async fn get(&mut self, channel: u16, g: basic::Get, conn: &mut Connection) -> MethodResult {
         let name = self.queue_name(channel, g.queue.as_str())?;
+        self.authorize(Action::Read, &self.queue_resource(&name))?;
         let vhost = self.vhost()?;
         let queue = vhost.queue(&name, self.id)?;
         let owner = self.owner(channel);

@@ -4,7 +4,7 @@
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::Arc;
 
-use charon_engine::{ConsumerId, Gate, QueueRef, RouteCache};
+use charon_engine::{ConsumerId, Gate, QueueRef, RouteCache, WriteGrants};
 
 /// A delivery awaiting the client's ack.
 #[derive(Debug)]
@@ -173,6 +173,8 @@ pub(crate) struct ChannelState {
     pub(crate) global_limit: Arc<Gate>,
     pub(crate) confirms: Option<ConfirmTracker>,
     pub(crate) route_cache: RouteCache,
+    /// Exchanges this channel may publish to, while permissions are unchanged.
+    pub(crate) write_grants: WriteGrants,
     /// For the empty-queue-name shortcuts of 0.9.1.
     pub(crate) last_queue: Option<String>,
     /// Queues this channel consumed or fetched from; told when the channel goes away.
@@ -189,6 +191,7 @@ impl ChannelState {
             global_limit: Gate::new(0),
             confirms: None,
             route_cache: RouteCache::new(),
+            write_grants: WriteGrants::default(),
             last_queue: None,
             queues: Vec::new(),
         }

@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use amq_protocol::protocol::AMQPClass;
 use amq_protocol::protocol::basic::{AMQPMethod, Return};
-use charon_engine::{ConfirmTo, Enqueue, QueueRef};
+use charon_engine::{ConfirmTo, Enqueue, Principal, QueueRef};
 use charon_model::Message;
 
 use super::session::Session;
@@ -55,6 +55,7 @@ impl Session {
     /// Routes one publish and queues it for its queues; unroutable mandatory messages are
     /// returned at once.
     pub(crate) fn publish(&mut self, channel: u16, command: PublishCommand, conn: &mut Connection) -> MethodResult {
+        self.authorize_publish(channel, command.method.exchange.as_str())?;
         let mandatory = command.method.mandatory;
         let message = self.build_message(command)?;
         let vhost = self.vhost()?;
@@ -72,6 +73,19 @@ impl Session {
         for queue in queues.iter() {
             self.batches.push(queue, channel, Enqueue { message: Arc::clone(&message), confirm });
         }
+        Ok(())
+    }
+
+    /// Write on the exchange, checked first as RabbitMQ's `basic.publish` does (before the
+    /// exchange is looked up and `user-id` validated).
+    fn authorize_publish(&mut self, channel: u16, exchange: &str) -> MethodResult {
+        let user = self.user.as_ref().ok_or_else(|| MethodError::new(ReplyCode::InternalError, "no user"))?;
+        let vhost = self.vhost.as_ref().map_or("", |v| v.name());
+        let state = self
+            .channels
+            .get_mut(&channel)
+            .ok_or_else(|| MethodError::new(ReplyCode::ChannelError, "expected 'channel.open'"))?;
+        state.write_grants.check(Principal::new(self.broker.access(), user), vhost, exchange)?;
         Ok(())
     }
 

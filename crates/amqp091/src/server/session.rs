@@ -6,7 +6,8 @@ use std::time::Instant;
 
 use amq_protocol::protocol::AMQPClass;
 use charon_engine::{
-    Broker, ChannelSlot, ConnectionSlot, ConsumerId, Owner, QueueRef, SessionEvent, SessionId, SessionSink, User, VHost,
+    Action, Broker, ChannelSlot, ConnectionSlot, ConsumerId, Owner, Principal, QueueRef, Resource, SessionEvent,
+    SessionId, SessionSink, User, VHost,
 };
 use tokio::sync::mpsc;
 
@@ -121,6 +122,27 @@ impl Session {
     /// The vhost; every channel method runs after `connection.open`, so it is set.
     pub(crate) fn vhost(&self) -> Result<Arc<VHost>, MethodError> {
         self.vhost.clone().ok_or_else(|| MethodError::new(ReplyCode::InternalError, "no vhost"))
+    }
+
+    /// The logged-in user, checked against the broker's permissions.
+    pub(crate) fn principal(&self) -> Result<Principal<'_>, MethodError> {
+        let user = self.user.as_ref().ok_or_else(|| MethodError::new(ReplyCode::InternalError, "no user"))?;
+        Ok(Principal::new(self.broker.access(), user))
+    }
+
+    /// Checks one action on a queue or exchange of this connection's vhost.
+    pub(crate) fn authorize(&self, action: Action, resource: &Resource) -> MethodResult {
+        Ok(self.principal()?.check(action, resource)?)
+    }
+
+    /// A queue of this connection's vhost, to check.
+    pub(crate) fn queue_resource(&self, name: &str) -> Resource {
+        Resource::queue(self.vhost.as_ref().map_or("", |v| v.name()), name)
+    }
+
+    /// An exchange of this connection's vhost, to check.
+    pub(crate) fn exchange_resource(&self, name: &str) -> Resource {
+        Resource::exchange(self.vhost.as_ref().map_or("", |v| v.name()), name)
     }
 
     pub(crate) fn channel(&mut self, channel: u16) -> Result<&mut ChannelState, MethodError> {

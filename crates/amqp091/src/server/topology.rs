@@ -4,7 +4,7 @@ use std::sync::Arc;
 
 use amq_protocol::protocol::{AMQPClass, exchange, queue};
 use amq_protocol::types::FieldTable;
-use charon_engine::{Destination, ExchangeDeclare, QueueDeclare};
+use charon_engine::{Action, Destination, ExchangeDeclare, QueueDeclare};
 use charon_model::Table;
 
 use super::session::Session;
@@ -34,6 +34,17 @@ impl Session {
             .ok_or_else(|| MethodError::new(ReplyCode::NotFound, "no previously declared queue"))
     }
 
+    /// RabbitMQ's `binding_action` checks: write on the destination, then read on the source
+    /// exchange — unless an end is the default exchange, which the engine refuses with
+    /// RabbitMQ's own error first.
+    fn authorize_binding(&self, destination: &charon_engine::Resource, source: &str) -> MethodResult {
+        self.authorize(Action::Write, destination)?;
+        if source.is_empty() || destination.name.is_empty() {
+            return Ok(());
+        }
+        self.authorize(Action::Read, &self.exchange_resource(source))
+    }
+
     pub(crate) async fn exchange_method(
         &mut self,
         channel: u16,
@@ -44,15 +55,18 @@ impl Session {
         match method {
             exchange::AMQPMethod::Declare(d) => {
                 vhost
-                    .declare_exchange(&ExchangeDeclare {
-                        name: d.exchange.as_str().to_owned(),
-                        kind: d.kind.as_str().to_owned(),
-                        passive: d.passive,
-                        durable: d.durable,
-                        auto_delete: d.auto_delete,
-                        internal: d.internal,
-                        arguments: arguments(&d.arguments),
-                    })
+                    .declare_exchange_as(
+                        &ExchangeDeclare {
+                            name: d.exchange.as_str().to_owned(),
+                            kind: d.kind.as_str().to_owned(),
+                            passive: d.passive,
+                            durable: d.durable,
+                            auto_delete: d.auto_delete,
+                            internal: d.internal,
+                            arguments: arguments(&d.arguments),
+                        },
+                        Some(self.principal()?),
+                    )
                     .await?;
                 if !d.nowait {
                     conn.send_method(
@@ -62,6 +76,11 @@ impl Session {
                 }
             }
             exchange::AMQPMethod::Delete(d) => {
+                // The default and `amq.*` exchanges are refused first, as RabbitMQ does.
+                let name = d.exchange.as_str();
+                if !name.is_empty() && !name.starts_with("amq.") {
+                    self.authorize(Action::Configure, &self.exchange_resource(name))?;
+                }
                 vhost.delete_exchange(d.exchange.as_str(), d.if_unused).await?;
                 if !d.nowait {
                     conn.send_method(
@@ -71,6 +90,7 @@ impl Session {
                 }
             }
             exchange::AMQPMethod::Bind(b) => {
+                self.authorize_binding(&self.exchange_resource(b.destination.as_str()), b.source.as_str())?;
                 let destination = Destination::Exchange(b.destination.as_str().to_owned());
                 vhost
                     .bind(b.source.as_str(), destination, b.routing_key.as_str(), &arguments(&b.arguments), self.id)
@@ -80,6 +100,7 @@ impl Session {
                 }
             }
             exchange::AMQPMethod::Unbind(u) => {
+                self.authorize_binding(&self.exchange_resource(u.destination.as_str()), u.source.as_str())?;
                 let destination = Destination::Exchange(u.destination.as_str().to_owned());
                 vhost
                     .unbind(u.source.as_str(), destination, u.routing_key.as_str(), &arguments(&u.arguments), self.id)
@@ -115,7 +136,7 @@ impl Session {
                     auto_delete: d.auto_delete,
                     arguments: arguments(&d.arguments),
                 };
-                let ok = vhost.declare_queue(&declare, self.id).await?;
+                let ok = vhost.declare_queue_as(&declare, self.id, Some(self.principal()?)).await?;
                 if d.exclusive
                     && !d.passive
                     && let Ok(queue) = vhost.queue(&ok.name, self.id)
@@ -135,6 +156,7 @@ impl Session {
             }
             queue::AMQPMethod::Bind(b) => {
                 let name = self.queue_name(channel, b.queue.as_str())?;
+                self.authorize_binding(&self.queue_resource(&name), b.exchange.as_str())?;
                 let key = if b.queue.as_str().is_empty() && b.routing_key.as_str().is_empty() {
                     name.clone()
                 } else {
@@ -149,6 +171,7 @@ impl Session {
             }
             queue::AMQPMethod::Unbind(u) => {
                 let name = self.queue_name(channel, u.queue.as_str())?;
+                self.authorize_binding(&self.queue_resource(&name), u.exchange.as_str())?;
                 let key = if u.queue.as_str().is_empty() && u.routing_key.as_str().is_empty() {
                     name.clone()
                 } else {
@@ -161,6 +184,7 @@ impl Session {
             }
             queue::AMQPMethod::Purge(p) => {
                 let name = self.queue_name(channel, p.queue.as_str())?;
+                self.authorize(Action::Read, &self.queue_resource(&name))?;
                 let count = vhost.queue(&name, self.id)?.purge().await?;
                 if !p.nowait {
                     conn.send_method(
@@ -171,6 +195,7 @@ impl Session {
             }
             queue::AMQPMethod::Delete(d) => {
                 let name = self.queue_name(channel, d.queue.as_str())?;
+                self.authorize(Action::Configure, &self.queue_resource(&name))?;
                 let count = vhost.delete_queue(&name, self.id, d.if_unused, d.if_empty).await?;
                 self.exclusive.retain(|q| q.name() != name);
                 if !d.nowait {

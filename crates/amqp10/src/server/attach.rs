@@ -11,7 +11,9 @@ use fe2o3_amqp_types::primitives::{Array, Symbol};
 use serde_amqp::Value as Amqp;
 
 use charon_engine::dead_letter::events::EVENTS_EXCHANGE;
-use charon_engine::{ConsumeSpec, Destination, EngineError, ErrorKind, QueueDeclare, QueueRef, VHost};
+use charon_engine::{
+    Action, ConsumeSpec, Destination, EngineError, ErrorKind, QueueDeclare, QueueRef, ResourceKind, VHost,
+};
 use charon_model::{Table, erlang};
 
 use super::address::{TargetAddress, parse_event_source, parse_source, parse_target, v1_refusal};
@@ -32,6 +34,11 @@ fn target_address(attach: &Attach) -> Option<Option<String>> {
 
 fn source_address(attach: &Attach) -> Option<String> {
     attach.source.as_deref().and_then(|s| s.address.clone())
+}
+
+/// A permission refusal as the attach error RabbitMQ ends the session with.
+fn unauthorized(error: EngineError) -> (&'static str, String) {
+    ("amqp:unauthorized-access", error.to_string())
 }
 
 fn is_paired(attach: &Attach) -> bool {
@@ -129,7 +136,12 @@ impl Session {
         };
         match target {
             TargetAddress::Anonymous => Ok(()),
-            TargetAddress::Exchange { exchange, .. } => match vhost.exchange(exchange) {
+            // RabbitMQ's `check_exchange/6`: write on the exchange, then the lookup.
+            TargetAddress::Exchange { exchange, .. } => match self
+                .authorize(Action::Write, ResourceKind::Exchange, exchange)
+                .map_err(unauthorized)
+                .map(|()| vhost.exchange(exchange))?
+            {
                 None => Err(("amqp:not-found", format!("no exchange '{exchange}' in vhost '{}'", vhost.name()))),
                 Some(info) if info.internal => Err((
                     "amqp:unauthorized-access",
@@ -137,11 +149,12 @@ impl Session {
                 )),
                 Some(_) => Ok(()),
             },
+            // The queue must exist, then write on the default exchange it is reached through.
             TargetAddress::Queue(queue) => match vhost.queue(queue, self.id) {
                 Err(EngineError::NotFound(_)) => {
                     Err(("amqp:not-found", format!("no queue '{queue}' in vhost '{}'", vhost.name())))
                 }
-                _ => Ok(()),
+                _ => self.authorize(Action::Write, ResourceKind::Exchange, "").map_err(unauthorized),
             },
         }
     }
@@ -191,6 +204,11 @@ impl Session {
             }
         };
         let vhost = self.vhost.clone().ok_or(("amqp:internal-error", "no vhost".to_owned()))?;
+        // An event source reads from the event exchange (the queue is the broker's, made for
+        // this link), checked before the queue is made.
+        if event_key.is_some() {
+            self.authorize(Action::Read, ResourceKind::Exchange, EVENTS_EXCHANGE).map_err(unauthorized)?;
+        }
         let queue = match &event_key {
             Some(key) => self.event_queue(&vhost, key).await?,
             None => vhost.queue(&queue_name, self.id).map_err(|e| match e.kind() {
@@ -204,6 +222,10 @@ impl Session {
                 _ => ("amqp:not-found", e.to_string()),
             })?,
         };
+        // Read on the queue after its lookup, as RabbitMQ's `handle_attach`.
+        if event_key.is_none() {
+            self.authorize(Action::Read, ResourceKind::Queue, &queue_name).map_err(unauthorized)?;
+        }
         let temporary = event_key.is_some();
         let settled = attach.snd_settle_mode == SenderSettleMode::Settled;
         let consumer = self.broker.next_id();

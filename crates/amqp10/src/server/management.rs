@@ -12,6 +12,7 @@ use serde_amqp::descriptor::Descriptor;
 use serde_amqp::primitives::OrderedMap;
 
 use super::management_body::{Status, text};
+use super::management_http::Refusal;
 use super::session::Session;
 use crate::codec::{decode_exact, decode_value, encoded_len};
 use crate::proto::Connection;
@@ -89,9 +90,13 @@ impl Session {
         let target = properties.to.clone().unwrap_or_default();
         let (status, response) = match self.handle_http(&method, &target, &body).await {
             Ok(ok) => ok,
-            Err(Status(status, explanation)) => {
+            Err(Refusal::Status(Status(status, explanation))) => {
                 tracing::warn!(method, target, explanation, "management request failed");
                 (status, Amqp::String(explanation))
+            }
+            Err(Refusal::Unauthorized(description)) => {
+                self.fail_session(channel, "amqp:unauthorized-access", description, conn).await;
+                return;
             }
         };
         let mut message = Vec::new();

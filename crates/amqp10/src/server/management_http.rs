@@ -6,7 +6,9 @@
 
 use std::sync::Arc;
 
-use charon_engine::{Binding, Destination, EngineError, ExchangeDeclare, ExchangeKind, QueueDeclare, VHost};
+use charon_engine::{
+    Action, Binding, Destination, EngineError, ExchangeDeclare, ExchangeKind, QueueDeclare, ResourceKind, VHost,
+};
 use serde_amqp::Value as Amqp;
 use serde_amqp::primitives::Array;
 
@@ -20,7 +22,32 @@ use super::session::Session;
 const NODE: &str = "charon@localhost";
 
 /// A successful answer: status and body.
-type Answer = Result<(&'static str, Amqp), Status>;
+type Answer = Result<(&'static str, Amqp), Refusal>;
+
+/// Why a request got no successful answer.
+#[derive(Debug, PartialEq, Eq)]
+pub(super) enum Refusal {
+    /// An HTTP status and explanation, sent as the response.
+    Status(Status),
+    /// A permission refusal: RabbitMQ's `check_resource_access` raises it inside the session
+    /// process, so the session ends with `amqp:unauthorized-access` and no response is sent.
+    Unauthorized(String),
+}
+
+impl From<Status> for Refusal {
+    fn from(status: Status) -> Self {
+        Self::Status(status)
+    }
+}
+
+/// Engine errors of an operation that checks permissions as it goes (a declare): refusals
+/// end the session, the rest become statuses.
+fn checked(error: EngineError, status: impl FnOnce(EngineError) -> Status) -> Refusal {
+    match error {
+        EngineError::PermissionRefused { .. } => Refusal::Unauthorized(error.to_string()),
+        other => Refusal::Status(status(other)),
+    }
+}
 
 /// `prohibit_reserved_amq/1`.
 fn prohibit_reserved(kind: &str, name: &str, vhost: &VHost) -> Result<(), Status> {
@@ -98,6 +125,7 @@ impl Session {
             ("PUT", ["queues", name]) => self.put_queue(&vhost, name, body).await,
             ("DELETE", ["queues", name, "messages"]) => {
                 let name = decode(name)?;
+                self.permit(Action::Read, ResourceKind::Queue, &name)?;
                 let queue = vhost.queue(&name, self.id).map_err(|e| bad(e.to_string()))?;
                 let count = queue.purge().await.map_err(|e| bad(e.to_string()))?;
                 Ok(("200", message_count(count)))
@@ -105,18 +133,20 @@ impl Session {
             ("DELETE", ["queues", name]) => {
                 let name = decode(name)?;
                 prohibit_cr_lf(&name)?;
+                self.permit(Action::Configure, ResourceKind::Queue, &name)?;
                 let count = vhost.delete_queue(&name, self.id, false, false).await.map_err(|e| bad(e.to_string()))?;
                 self.management.exclusive_durable.remove(&name);
                 Ok(("200", message_count(count)))
             }
-            ("PUT", ["exchanges", name]) => put_exchange(&vhost, name, body).await,
+            ("PUT", ["exchanges", name]) => self.put_exchange(&vhost, name, body).await,
             ("DELETE", ["exchanges", name]) => {
                 let name = decode(name)?;
                 prohibit_cr_lf(&name)?;
                 if name.is_empty() {
-                    return Err(default_exchange());
+                    return Err(default_exchange().into());
                 }
                 prohibit_reserved("exchange", &name, &vhost)?;
+                self.permit(Action::Configure, ResourceKind::Exchange, &name)?;
                 vhost.delete_exchange(&name, false).await.map_err(|e| bad(e.to_string()))?;
                 Ok(("204", Amqp::Null))
             }
@@ -126,6 +156,7 @@ impl Session {
                 let destination = request.destination.ok_or_else(|| bad("missing destination"))?;
                 let key = request.key.unwrap_or_default();
                 binding_checks(&source, &destination)?;
+                self.permit_binding(&source, &destination)?;
                 let args = sorted(request.arguments);
                 vhost.bind(&source, destination, &key, &args, self.id).await.map_err(|e| bad(e.to_string()))?;
                 Ok(("204", Amqp::Null))
@@ -134,6 +165,7 @@ impl Session {
                 let (source, destination, key, hash) = parse_binding_segment(segment)
                     .ok_or_else(|| bad(format!("bad binding path segment '{segment}'")))?;
                 binding_checks(&source, &destination)?;
+                self.permit_binding(&source, &destination)?;
                 let found = vhost
                     .bindings_between(&source, &destination)
                     .into_iter()
@@ -149,20 +181,34 @@ impl Session {
             ("GET", ["bindings"]) => {
                 let query_text = target.split_once('?').map(|(_, q)| q).unwrap_or_default();
                 let (Some(source), Some(key)) = (query.get("src"), query.get("key")) else {
-                    return Err(bad(format!("missing 'src' or 'key' in query: {query_text}")));
+                    return Err(bad(format!("missing 'src' or 'key' in query: {query_text}")).into());
                 };
                 let destination = match (query.get("dste"), query.get("dstq")) {
                     (Some(x), _) => Destination::Exchange(x.clone()),
                     (None, Some(q)) => Destination::Queue(q.clone()),
-                    (None, None) => return Err(bad(format!("missing 'dste' or 'dstq' in query: {query_text}"))),
+                    (None, None) => return Err(bad(format!("missing 'dste' or 'dstq' in query: {query_text}")).into()),
                 };
                 let mut bindings: Vec<Binding> =
                     vhost.bindings_between(source, &destination).into_iter().filter(|b| &b.key == key).collect();
                 bindings.sort_by_cached_key(|b| format!("{:?}", b.arguments));
                 Ok(("200", Amqp::List(bindings.iter().map(|b| binding_map(source, b)).collect())))
             }
-            _ => Err(bad(format!("unsupported request {method} {target}"))),
+            _ => Err(bad(format!("unsupported request {method} {target}")).into()),
         }
+    }
+
+    /// `check_resource_access/4`.
+    fn permit(&self, action: Action, kind: ResourceKind, name: &str) -> Result<(), Refusal> {
+        self.authorize(action, kind, name).map_err(|e| Refusal::Unauthorized(e.to_string()))
+    }
+
+    /// `binding_checks/5`'s permissions: write on the destination, read on the source.
+    fn permit_binding(&self, source: &str, destination: &Destination) -> Result<(), Refusal> {
+        match destination {
+            Destination::Queue(q) => self.permit(Action::Write, ResourceKind::Queue, q)?,
+            Destination::Exchange(x) => self.permit(Action::Write, ResourceKind::Exchange, x)?,
+        }
+        self.permit(Action::Read, ResourceKind::Exchange, source)
     }
 
     async fn queue_info(&self, vhost: &VHost, name: &str) -> Result<Amqp, Status> {
@@ -195,30 +241,33 @@ impl Session {
         let request = decode_queue(body)?;
         let name = decode(segment)?;
         if name.is_empty() {
-            return Err(bad("declare queue with empty name not allowed"));
+            return Err(bad("declare queue with empty name not allowed").into());
         }
         prohibit_cr_lf(&name)?;
         prohibit_reserved("queue", &name, vhost)?;
+        self.permit(Action::Configure, ResourceKind::Queue, &name)?;
         let existing = vhost.queue(&name, self.id);
         if let (Ok(queue), Some(&current)) = (&existing, self.management.exclusive_durable.get(&name))
             && queue.config.exclusive_owner.is_some()
             && current != request.durable
         {
-            return Err(Status(
+            return Err(Refusal::Status(Status(
                 "409",
                 format!(
                     "inequivalent arg 'durable' for queue '{name}' in vhost '{}': received '{}' but current is '{current}'",
                     vhost.name(),
                     request.durable
                 ),
-            ));
+            )));
         }
         if matches!(existing, Err(EngineError::NotFound(_))) {
             // `check_dead_letter_exchange/4`, before the declare.
             if let Some(dlx) = request.arguments.get("x-dead-letter-exchange")
                 && !matches!(dlx, charon_model::Value::LongStr(_))
             {
-                return Err(bad(format!("invalid type '{}' for arg 'x-dead-letter-exchange'", dlx.rabbit_type_name())));
+                return Err(
+                    bad(format!("invalid type '{}' for arg 'x-dead-letter-exchange'", dlx.rabbit_type_name())).into()
+                );
             }
         }
         let declare = QueueDeclare {
@@ -229,7 +278,11 @@ impl Session {
             auto_delete: request.auto_delete,
             arguments: request.arguments,
         };
-        let ok = vhost.declare_queue(&declare, self.id).await.map_err(|e| declare_status(&e))?;
+        // The engine checks the dead-letter rule for a queue it creates.
+        let ok = vhost
+            .declare_queue_as(&declare, self.id, self.principal())
+            .await
+            .map_err(|e| checked(e, |e| declare_status(&e)))?;
         if ok.created && declare.exclusive {
             self.management.exclusive_durable.insert(name.clone(), declare.durable);
         }
@@ -238,31 +291,36 @@ impl Session {
     }
 }
 
-async fn put_exchange(vhost: &VHost, segment: &str, body: &Amqp) -> Answer {
-    let name = decode(segment)?;
-    let request = decode_exchange(body)?;
-    ExchangeKind::parse(&request.kind).map_err(|e| bad(e.to_string()))?;
-    if name.is_empty() {
-        return Err(default_exchange());
+impl Session {
+    async fn put_exchange(&self, vhost: &VHost, segment: &str, body: &Amqp) -> Answer {
+        let name = decode(segment)?;
+        let request = decode_exchange(body)?;
+        ExchangeKind::parse(&request.kind).map_err(|e| bad(e.to_string()))?;
+        if name.is_empty() {
+            return Err(default_exchange().into());
+        }
+        self.permit(Action::Configure, ResourceKind::Exchange, &name)?;
+        if vhost.exchange(&name).is_none() {
+            prohibit_cr_lf(&name)?;
+            prohibit_reserved("exchange", &name, vhost)?;
+        }
+        let declare = ExchangeDeclare {
+            name,
+            kind: request.kind,
+            passive: false,
+            durable: request.durable,
+            auto_delete: request.auto_delete,
+            internal: request.internal,
+            arguments: request.arguments,
+        };
+        vhost.declare_exchange_as(&declare, self.principal()).await.map_err(|e| {
+            checked(e, |e| match e {
+                EngineError::Inequivalent(_) => Status("409", e.to_string()),
+                other => bad(other.to_string()),
+            })
+        })?;
+        Ok(("204", Amqp::Null))
     }
-    if vhost.exchange(&name).is_none() {
-        prohibit_cr_lf(&name)?;
-        prohibit_reserved("exchange", &name, vhost)?;
-    }
-    let declare = ExchangeDeclare {
-        name,
-        kind: request.kind,
-        passive: false,
-        durable: request.durable,
-        auto_delete: request.auto_delete,
-        internal: request.internal,
-        arguments: request.arguments,
-    };
-    vhost.declare_exchange(&declare).await.map_err(|e| match e {
-        EngineError::Inequivalent(_) => Status("409", e.to_string()),
-        other => bad(other.to_string()),
-    })?;
-    Ok(("204", Amqp::Null))
 }
 
 #[cfg(test)]

@@ -4,7 +4,7 @@
 use std::sync::Arc;
 
 use bytes::Bytes;
-use charon_engine::{ConfirmTo, Enqueue, QueueRef};
+use charon_engine::{ConfirmTo, Enqueue, Principal, QueueRef};
 use fe2o3_amqp_types::messaging::{Accepted, DeliveryState, Rejected, Released};
 use fe2o3_amqp_types::primitives::{OrderedMap, Symbol};
 use serde_amqp::Value as Amqp;
@@ -185,6 +185,15 @@ impl Session {
                 return;
             }
         };
+        // An anonymous-terminus message is checked for write on its exchange as it comes
+        // (RabbitMQ's `lookup_target/6`); a refusal ends the session as there.
+        if matches!(target, TargetAddress::Anonymous)
+            && let (Some(user), Some(vhost)) = (self.user.as_ref(), self.vhost.as_ref())
+            && let Err(e) = self.write_grants.check(Principal::new(self.broker.access(), user), vhost.name(), &exchange)
+        {
+            self.fail_session(channel, "amqp:unauthorized-access", e.to_string(), conn).await;
+            return;
+        }
         let message = to_model(&parsed, &exchange, &routing_key);
         if let (Some(claimed), Some(user)) = (&message.properties().user_id, &self.user)
             && claimed.as_ref() != user.name.as_bytes()

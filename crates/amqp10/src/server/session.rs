@@ -7,8 +7,8 @@ use foldhash::HashMap as FastMap;
 use foldhash::HashMapExt;
 
 use charon_engine::{
-    Broker, ConnectionSlot, ConsumerId, Owner, QueueRef, RouteCache, SessionEvent, SessionId, SessionSink, Settle,
-    User, VHost,
+    Action, Broker, ConnectionSlot, ConsumerId, EngineError, Owner, Principal, QueueRef, Resource, ResourceKind,
+    RouteCache, SessionEvent, SessionId, SessionSink, Settle, User, VHost, WriteGrants,
 };
 use tokio::sync::mpsc;
 
@@ -70,6 +70,8 @@ pub(crate) struct Session {
     /// Settlements of deliveries made in this wake-up, handed to queues together.
     pub(crate) settles: Settles,
     pub(crate) route_cache: RouteCache,
+    /// Exchanges anonymous-terminus publishes may go to, while permissions are unchanged.
+    pub(crate) write_grants: WriteGrants,
     pub(crate) management: ManagementPairs,
     /// The payload of the delivery being sent, reused for every delivery (kept at most
     /// [`RENDER_BUFFER_KEPT`] long).
@@ -146,6 +148,7 @@ impl Session {
             batches: Vec::new(),
             settles: Settles::default(),
             route_cache: RouteCache::new(),
+            write_grants: WriteGrants::default(),
             management: ManagementPairs::default(),
             rendered: Vec::new(),
         }
@@ -268,6 +271,20 @@ impl Session {
     }
 
     /// Ends a session with an error and forgets its links.
+    /// Checks one action of the logged-in user on a queue or exchange of its vhost.
+    pub(crate) fn authorize(&self, action: Action, kind: ResourceKind, name: &str) -> Result<(), EngineError> {
+        let (Some(user), Some(vhost)) = (self.user.as_ref(), self.vhost.as_ref()) else {
+            return Err(EngineError::Store("not logged in".to_owned()));
+        };
+        let resource = Resource { kind, vhost: vhost.name().to_owned(), name: name.to_owned() };
+        self.broker.access().authorize(user, action, &resource)
+    }
+
+    /// The logged-in user, for operations that check as they go.
+    pub(crate) fn principal(&self) -> Option<Principal<'_>> {
+        self.user.as_ref().map(|user| Principal::new(self.broker.access(), user))
+    }
+
     pub(crate) async fn fail_session(
         &mut self,
         channel: u16,

@@ -13,8 +13,10 @@ mod action;
 mod error;
 mod password;
 mod permission;
+mod principal;
 mod tags;
 mod user;
+mod write_grants;
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
@@ -29,8 +31,10 @@ pub use action::Action;
 pub use error::AccessError;
 pub use password::{HashingAlgorithm, PasswordHash};
 pub use permission::Permission;
+pub use principal::Principal;
 pub use tags::Tags;
 pub use user::User;
+pub use write_grants::WriteGrants;
 
 use crate::error::{EngineError, Resource, ResourceKind};
 use crate::persist::Persistence;

@@ -12,6 +12,7 @@ use charon_model::{Routing, Table, Value};
 use charon_store::meta::StoredQueue;
 use parking_lot::RwLock;
 
+use crate::access::{Action, Principal};
 use crate::dead_letter::events::{BUFFER_CAPACITY, DeadLetterEvents};
 use crate::dead_letter::{DeadLetterSink, Drops, FALLBACK_QUEUE};
 use crate::error::{EngineError, Resource, ResourceKind, quoted};
@@ -269,6 +270,20 @@ impl VHost {
     /// passive declare of a missing exchange, 406 for an unknown type or an inequivalent
     /// redeclare.
     pub async fn declare_exchange(&self, declare: &ExchangeDeclare) -> Result<(), EngineError> {
+        self.declare_exchange_as(declare, None).await
+    }
+
+    /// Declares (or checks) an exchange for a user, checked where RabbitMQ's channel checks:
+    /// configure on the exchange (a passive declare needs nothing); for a new exchange with an
+    /// `alternate-exchange`, read on it and write on the alternate.
+    ///
+    /// # Errors
+    /// As [`Self::declare_exchange`], and ACCESS_REFUSED.
+    pub async fn declare_exchange_as(
+        &self,
+        declare: &ExchangeDeclare,
+        by: Option<Principal<'_>>,
+    ) -> Result<(), EngineError> {
         if declare.name.is_empty() {
             return Err(EngineError::DefaultExchange);
         }
@@ -279,6 +294,9 @@ impl VHost {
             };
         }
         let kind = ExchangeKind::parse(&declare.kind)?;
+        if let Some(by) = by {
+            by.check(Action::Configure, &self.exchange_resource(&declare.name))?;
+        }
         loop {
             let step = {
                 let mut topology = self.topology.write();
@@ -302,6 +320,12 @@ impl VHost {
                             value.rabbit_type_name(),
                             self.exchange_resource(&declare.name)
                         )));
+                    }
+                    if let (Some(by), Some(alternate)) =
+                        (by, declare.arguments.get("alternate-exchange").and_then(|v| v.as_str()))
+                    {
+                        by.check(Action::Read, &self.exchange_resource(&declare.name))?;
+                        by.check(Action::Write, &self.exchange_resource(alternate))?;
                     }
                     let info = ExchangeInfo {
                         name: declare.name.clone(),
@@ -414,11 +438,27 @@ impl VHost {
     /// 403 for an `amq.` name, 404 for a passive declare of a missing queue, 405 for another
     /// connection's exclusive queue, 406 for invalid or inequivalent arguments and properties.
     pub async fn declare_queue(&self, declare: &QueueDeclare, session: SessionId) -> Result<DeclareOk, EngineError> {
+        self.declare_queue_as(declare, session, None).await
+    }
+
+    /// Declares (or checks) a queue for a user, checked where RabbitMQ's channel checks:
+    /// configure on the queue's name (the generated one for a server-named queue; a passive
+    /// declare needs nothing); for a new queue with a dead-letter exchange, read on the queue
+    /// and write on the exchange — the DLX page's rule.
+    ///
+    /// # Errors
+    /// As [`Self::declare_queue`], and ACCESS_REFUSED.
+    pub async fn declare_queue_as(
+        &self,
+        declare: &QueueDeclare,
+        session: SessionId,
+        by: Option<Principal<'_>>,
+    ) -> Result<DeclareOk, EngineError> {
         let queue = if declare.passive {
             self.queue(&declare.name, session)?
         } else {
             loop {
-                match self.create_or_check_queue(declare, session, Declarer::Client)? {
+                match self.create_or_check_queue(declare, session, Declarer::Client, by)? {
                     Created::New(name) => {
                         return Ok(DeclareOk { name, messages: 0, consumers: 0, created: true });
                     }
@@ -459,6 +499,7 @@ impl VHost {
         declare: &QueueDeclare,
         session: SessionId,
         declarer: Declarer,
+        by: Option<Principal<'_>>,
     ) -> Result<Created, EngineError> {
         let mut arguments = declare.arguments.clone();
         if !arguments.contains("x-queue-type") {
@@ -485,6 +526,9 @@ impl VHost {
         if name.starts_with("amq.") && !declare.name.is_empty() && declarer == Declarer::Client {
             return Err(EngineError::ReservedName { kind: ResourceKind::Queue, name });
         }
+        if let Some(by) = by {
+            by.check(Action::Configure, &resource)?;
+        }
         let mut topology = self.topology.write();
         if let Some(existing) = topology.queues.get(&name) {
             let config = &existing.config;
@@ -503,6 +547,11 @@ impl VHost {
         }
         if let Some(reserved) = topology.reserved_queues.get(&name) {
             return Ok(Created::Reserved(reserved.clone()));
+        }
+        // Only for a queue this declare creates, as RabbitMQ 4.0.5 checks it.
+        if let (Some(by), Some(dlx)) = (by, arguments.get("x-dead-letter-exchange").and_then(|v| v.as_str())) {
+            by.check(Action::Read, &resource)?;
+            by.check(Action::Write, &self.exchange_resource(dlx))?;
         }
         // The broker's own queues do not count against the vhost's limit.
         let own = usize::from(topology.queues.contains_key(FALLBACK_QUEUE));
