@@ -170,6 +170,50 @@ impl Ctx {
         self.api("DELETE", &path, None).await
     }
 
+    /// Creates a user (RabbitMQ's `PUT /api/users/{name}`) with `tags` and these permissions on
+    /// the case's vhost, and returns the broker as seen by it; the runner deletes the user
+    /// after the case. `None` permissions: the user has none on the vhost.
+    pub async fn user_with(
+        &self,
+        tags: &str,
+        permissions: Option<(&str, &str, &str)>,
+    ) -> Result<crate::broker::Broker, CaseError> {
+        let name = self.name("user");
+        let password = format!("{name}-pw");
+        self.track_user(&name);
+        let body = format!(r#"{{"password":{},"tags":{}}}"#, json_string(&password), json_string(tags));
+        let response = self.api("PUT", &format!("/api/users/{}", segment(&name)), Some(&body)).await?;
+        check!(response.status == 201, "PUT user {name}: {} {}", response.status, response.body);
+        if let Some((configure, write, read)) = permissions {
+            let body = format!(
+                r#"{{"configure":{},"write":{},"read":{}}}"#,
+                json_string(configure),
+                json_string(write),
+                json_string(read)
+            );
+            let path = format!("/api/permissions/{}/{}", segment(&self.broker().vhost), segment(&name));
+            let response = self.api("PUT", &path, Some(&body)).await?;
+            check!(response.status == 201, "PUT permissions {name}: {} {}", response.status, response.body);
+        }
+        Ok(self.broker().as_user(&name, &password))
+    }
+
+    /// Deletes a user (errors ignored: cleanup).
+    pub async fn delete_user(&self, name: &str) -> Result<HttpResponse, CaseError> {
+        self.api("DELETE", &format!("/api/users/{}", segment(name)), None).await
+    }
+
+    /// One request to the management API as `as_user`.
+    pub async fn api_as(
+        &self,
+        as_user: &crate::broker::Broker,
+        method: &str,
+        path: &str,
+        body: Option<&str>,
+    ) -> Result<HttpResponse, CaseError> {
+        request(&as_user.http, method, path, (&as_user.user, &as_user.password), body).await
+    }
+
     /// `GET /api/queues/{vhost}/{name}` as JSON.
     pub async fn queue_info(&self, queue: &str) -> Result<serde_json::Value, CaseError> {
         let path = format!("/api/queues/{}/{}", segment(&self.broker().vhost), segment(queue));

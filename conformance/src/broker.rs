@@ -62,6 +62,15 @@ impl Broker {
         format!("{}:{}", self.host, self.port)
     }
 
+    /// The same broker and vhost, logged in as another user (the access-control cases).
+    pub fn as_user(&self, user: &str, password: &str) -> Self {
+        Self { user: user.to_owned(), password: password.to_owned(), url: self.url_with_user(user, password), ..self.clone() }
+    }
+
+    fn url_with_user(&self, user: &str, password: &str) -> String {
+        format!("amqp://{}:{}@{}:{}/{}", encode(user), encode(password), self.host, self.port, encode(&self.vhost))
+    }
+
     /// The same broker URL with other credentials (used by the bad-password cases).
     pub fn url_with_password(&self, password: &str) -> String {
         format!(

@@ -26,6 +26,7 @@ struct Inner {
     queues: Mutex<Vec<String>>,
     exchanges: Mutex<Vec<String>>,
     policies: Mutex<Vec<String>>,
+    users: Mutex<Vec<String>>,
     amqprs: Mutex<Vec<amqprs::connection::Connection>>,
 }
 
@@ -55,6 +56,7 @@ impl Ctx {
                 queues: Mutex::new(Vec::new()),
                 exchanges: Mutex::new(Vec::new()),
                 policies: Mutex::new(Vec::new()),
+                users: Mutex::new(Vec::new()),
                 amqprs: Mutex::new(Vec::new()),
             }),
         }
@@ -114,6 +116,18 @@ impl Ctx {
         if let Ok(mut v) = self.inner.policies.lock() {
             v.push(name.to_owned());
         }
+    }
+
+    /// Registers a user for deletion after the case.
+    pub fn track_user(&self, name: &str) {
+        if let Ok(mut v) = self.inner.users.lock() {
+            v.push(name.to_owned());
+        }
+    }
+
+    /// Users to delete after the case.
+    pub fn tracked_users(&self) -> Vec<String> {
+        self.inner.users.lock().map(|v| v.clone()).unwrap_or_default()
     }
 
     /// Policies to delete after the case.

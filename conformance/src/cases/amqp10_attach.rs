@@ -85,7 +85,12 @@ pub(crate) fn cases() -> Vec<Case> {
 
 /// A raw connection with session 0 begun.
 pub(crate) async fn session(ctx: &Ctx) -> Result<Conn10, CaseError> {
-    let mut c = Conn10::open(ctx.broker()).await?;
+    session_of(ctx.broker()).await
+}
+
+/// A raw connection to `broker` (with its credentials) with session 0 begun.
+pub(crate) async fn session_of(broker: &crate::broker::Broker) -> Result<Conn10, CaseError> {
+    let mut c = Conn10::open(broker).await?;
     c.begin(0).await?;
     Ok(c)
 }

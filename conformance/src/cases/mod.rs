@@ -2,6 +2,7 @@
 
 use crate::case::Case;
 
+mod access;
 mod acks;
 mod amqp10_attach;
 mod amqp10_connection;
@@ -68,6 +69,7 @@ pub(crate) fn by_area() -> Vec<(&'static str, Vec<Case>)> {
         errors_connection,
         nesting,
         handshake,
+        access,
         heartbeats,
         amqp10_connection,
         amqp10_attach,

@@ -160,6 +160,9 @@ impl Session {
             Event::ChannelOpened(channel) => {
                 self.channels.insert(channel, ChannelState::new());
             }
+            // Frames decoded in the same read as a publish the broker then refused can follow
+            // that channel's close: RabbitMQ ignores them until close-ok, and so do we.
+            Event::Method(channel, _) | Event::Publish(channel, _) if !conn.is_channel_open(channel) => {}
             Event::Method(channel, method) => {
                 self.flush_publishes(conn).await;
                 let ids = (method.get_amqp_class_id(), method.get_amqp_method_id());
