@@ -64,7 +64,12 @@ impl Broker {
 
     /// The same broker and vhost, logged in as another user (the access-control cases).
     pub fn as_user(&self, user: &str, password: &str) -> Self {
-        Self { user: user.to_owned(), password: password.to_owned(), url: self.url_with_user(user, password), ..self.clone() }
+        Self {
+            user: user.to_owned(),
+            password: password.to_owned(),
+            url: self.url_with_user(user, password),
+            ..self.clone()
+        }
     }
 
     fn url_with_user(&self, user: &str, password: &str) -> String {

@@ -12,6 +12,9 @@ use serde::Deserialize;
 #[derive(Debug, Parser)]
 #[command(name = "charon", version, about = "Charon: an AMQP 0.9.1 and 1.0 message broker")]
 pub(crate) struct Cli {
+    /// A tool instead of the broker.
+    #[command(subcommand)]
+    pub(crate) command: Option<Command>,
     /// A TOML configuration file.
     #[arg(long, short)]
     config: Option<PathBuf>,
@@ -72,6 +75,14 @@ pub(crate) struct Cli {
     /// overrides it per queue). Default `at-most-once`, RabbitMQ's behaviour.
     #[arg(long)]
     dead_letter_guarantee: Option<String>,
+}
+
+/// The tools the binary runs instead of the broker.
+#[derive(Debug, clap::Subcommand)]
+pub(crate) enum Command {
+    /// rabbitmqctl's user, vhost and permission verbs against a running broker (through its
+    /// management API).
+    Ctl(crate::ctl::CtlArgs),
 }
 
 /// A user in the configuration file.

@@ -2,6 +2,7 @@
 //! the engine and protocol crates.
 
 mod config;
+mod ctl;
 mod listener;
 mod metrics;
 mod resources;
@@ -24,6 +25,18 @@ static GLOBAL: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 
 fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
+    if let Some(config::Command::Ctl(args)) = &cli.command {
+        return match ctl::run(args) {
+            Ok(lines) => {
+                lines.iter().for_each(|line| println!("{line}"));
+                Ok(())
+            }
+            Err(error) => {
+                eprintln!("Error: {error:#}");
+                std::process::exit(1);
+            }
+        };
+    }
     let config = Config::load(&cli)?;
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(&config.log_level));

@@ -7,7 +7,7 @@ use axum::Json;
 use axum::body::Bytes;
 use axum::extract::{Extension, Path, State};
 use axum::http::StatusCode;
-use charon_engine::{Broker, Tags, User, VhostInfo};
+use charon_engine::{Broker, Permission, Tags, User, VhostInfo};
 use serde_json::{Value as JsonValue, json};
 
 use crate::auth;
@@ -51,7 +51,8 @@ pub(crate) async fn get_one(
     info_of(&broker, &name).map(|info| Json(render(&name, &info))).ok_or_else(ApiError::not_found)
 }
 
-/// `PUT /api/vhosts/{vhost}` with optional `description` and `tags`: 201 created, 204
+/// `PUT /api/vhosts/{vhost}` with optional `description` and `tags`: 201 created (and the
+/// creating user granted full permissions there, as RabbitMQ's `put_vhost/6` does), 204
 /// updated. A `default_queue_type` other than classic, and tracing, are refused: Charon does
 /// neither.
 pub(crate) async fn put(
@@ -81,6 +82,9 @@ pub(crate) async fn put(
         Some(_) => return Err(ApiError::bad_request("tags must be a string or a list")),
     };
     let created = broker.add_vhost(&name, VhostInfo { description, tags }).await.map_err(access_error)?;
+    if created {
+        broker.access().set_permission(&name, &user.name, Permission::full()).await.map_err(access_error)?;
+    }
     Ok(if created { StatusCode::CREATED } else { StatusCode::NO_CONTENT })
 }
 

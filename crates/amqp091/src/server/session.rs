@@ -1,6 +1,6 @@
 //! Per-connection broker state, and dispatch of protocol and engine events.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -43,6 +43,8 @@ pub(crate) struct Session {
     pub(crate) batches: PendingBatches,
     /// Events from queues (deliveries, cancellations, confirms).
     pub(crate) inbox: mpsc::UnboundedReceiver<SessionEvent>,
+    /// Channels the broker closed whose close-ok has not come yet.
+    pub(crate) closed_by_broker: HashSet<u16>,
 }
 
 /// Checks logins and vhost access against the broker during the handshake.
@@ -98,6 +100,7 @@ impl Session {
             exclusive: Vec::new(),
             batches: PendingBatches::default(),
             inbox,
+            closed_by_broker: HashSet::new(),
         }
     }
 
@@ -158,11 +161,13 @@ impl Session {
                 tracing::info!(user = username, vhost, "connection opened");
             }
             Event::ChannelOpened(channel) => {
+                self.closed_by_broker.remove(&channel);
                 self.channels.insert(channel, ChannelState::new());
             }
-            // Frames decoded in the same read as a publish the broker then refused can follow
-            // that channel's close: RabbitMQ ignores them until close-ok, and so do we.
-            Event::Method(channel, _) | Event::Publish(channel, _) if !conn.is_channel_open(channel) => {}
+            // Frames decoded in the same read as a method the broker then refused follow that
+            // channel's close: RabbitMQ ignores them until close-ok, and so do we. (A channel
+            // the client closed is different: what it sent before its close is acted on.)
+            Event::Method(channel, _) | Event::Publish(channel, _) if self.closed_by_broker.contains(&channel) => {}
             Event::Method(channel, method) => {
                 self.flush_publishes(conn).await;
                 let ids = (method.get_amqp_class_id(), method.get_amqp_method_id());
@@ -183,6 +188,7 @@ impl Session {
                 self.fail(channel, error, (60, 40), conn).await;
             }
             Event::ChannelClosed(channel) => {
+                self.closed_by_broker.remove(&channel);
                 self.counted_channels.remove(&channel);
                 self.flush_publishes(conn).await;
                 self.channel_gone(channel).await;
@@ -230,6 +236,7 @@ impl Session {
             conn.close(error.code, &error.explanation, ids, Instant::now());
         } else {
             conn.close_channel(channel, error.code, &error.explanation, ids);
+            self.closed_by_broker.insert(channel);
             self.flush_publishes(conn).await;
             self.channel_gone(channel).await;
         }
