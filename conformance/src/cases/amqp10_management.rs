@@ -5,7 +5,7 @@
 //! amqp-value body; responses carry `subject` = status code, `correlation-id` = the request's
 //! message-id, application property `http:response` = `1.1` and an amqp-value body.
 
-use super::amqp10_attach::session;
+use super::amqp10_attach::{session, session_of};
 use crate::{
     Case, CaseError, CaseResult, Ctx, case10, check, check_eq,
     fe2o3_kit::pct,
@@ -29,6 +29,11 @@ pub(crate) fn cases() -> Vec<Case> {
             "amqp10.management.link_pair_attach",
             "the /management link pair attaches (paired=true) and the node grants credit",
             link_pair
+        ),
+        case10!(
+            "amqp10.management.declare_refused_without_configure",
+            "PUT /queues/q by a user without configure on q gets no response: the session ends with amqp:unauthorized-access and RabbitMQ's text (rabbit_amqp_management raises it in the session)",
+            declare_refused_without_configure
         ),
         case10!(
             "amqp10.management.queue_declare",
@@ -92,7 +97,15 @@ fn paired() -> Option<OrderedMap<Symbol, Value>> {
 
 impl Mgmt {
     async fn open(ctx: &Ctx) -> Result<Self, CaseError> {
-        let mut c = session(ctx).await?;
+        Self::attach(session(ctx).await?).await
+    }
+
+    /// The link pair on a connection as another user.
+    async fn open_as(broker: &crate::broker::Broker) -> Result<Self, CaseError> {
+        Self::attach(session_of(broker).await?).await
+    }
+
+    async fn attach(mut c: Conn10) -> Result<Self, CaseError> {
         let name = "management-link-pair";
         // The client terminus addresses of both halves must match: the sender's source and the
         // receiver's target (both null here).
@@ -173,6 +186,34 @@ fn s(v: &str) -> Value {
 
 async fn link_pair(ctx: Ctx) -> CaseResult {
     Mgmt::open(&ctx).await?.close().await
+}
+
+async fn declare_refused_without_configure(ctx: Ctx) -> CaseResult {
+    let user = ctx.user_with("", Some(("^$", ".*", ".*"))).await?;
+    let mut m = Mgmt::open_as(&user).await?;
+    let q = ctx.queue("q");
+    let id = m.next_id;
+    let msg = Msg::new()
+        .prop(prop::MESSAGE_ID, Value::Ulong(id))
+        .prop(prop::TO, Value::String(format!("/queues/{}", pct(&q))))
+        .prop(prop::SUBJECT, Value::String("PUT".to_owned()))
+        .prop(prop::REPLY_TO, Value::String("$me".to_owned()))
+        .value(queue_body(true));
+    m.c.transfer(0, 0, u32::try_from(id).unwrap_or_default(), true, &msg.encode()?).await?;
+    let mut seen = Vec::new();
+    let end = loop {
+        let (ch, p, _) = m.c.next(WAIT).await?;
+        match p {
+            fe2o3_amqp_types::performatives::Performative::End(e) if ch == 0 => {
+                break crate::raw10::link::error_parts(&e.error);
+            }
+            other => seen.push(crate::raw10::conn::short(&other)),
+        }
+    };
+    let text = format!("configure access to queue '{q}' in vhost '{}' refused for user '{}'", user.vhost, user.user);
+    check_eq!(end, ("amqp:unauthorized-access".to_owned(), Some(text)), "end (after {seen:?})");
+    check!(!lk::queue_exists(&ctx.lapin().await?, &q).await?, "nothing declared");
+    m.close().await
 }
 
 async fn queue_declare(ctx: Ctx) -> CaseResult {

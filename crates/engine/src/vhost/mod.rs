@@ -118,6 +118,8 @@ pub struct VHost {
     /// The broker's `dead_letter_guarantee`: Charon's at-least-once for every queue with a
     /// dead-letter exchange unless a policy says otherwise.
     dead_letter_guarantee: bool,
+    /// Set when the vhost is deleted: connections still holding it can create nothing more.
+    deleted: std::sync::atomic::AtomicBool,
 }
 
 impl std::fmt::Debug for VHost {
@@ -173,7 +175,21 @@ impl VHost {
             drops,
             fallback,
             dead_letter_guarantee,
+            deleted: std::sync::atomic::AtomicBool::new(false),
         })
+    }
+
+    /// Refuses changes to a deleted vhost, as RabbitMQ refuses a vhost that is gone (530).
+    fn check_live(&self) -> Result<(), EngineError> {
+        if self.deleted.load(Ordering::Acquire) {
+            return Err(EngineError::VhostNotFound(self.name.clone()));
+        }
+        Ok(())
+    }
+
+    /// Marks the vhost deleted (before its contents go).
+    pub(crate) fn mark_deleted(&self) {
+        self.deleted.store(true, Ordering::Release);
     }
 
     /// The durable store, if any.
@@ -284,6 +300,7 @@ impl VHost {
         declare: &ExchangeDeclare,
         by: Option<Principal<'_>>,
     ) -> Result<(), EngineError> {
+        self.check_live()?;
         if declare.name.is_empty() {
             return Err(EngineError::DefaultExchange);
         }
@@ -454,6 +471,7 @@ impl VHost {
         session: SessionId,
         by: Option<Principal<'_>>,
     ) -> Result<DeclareOk, EngineError> {
+        self.check_live()?;
         let queue = if declare.passive {
             self.queue(&declare.name, session)?
         } else {
@@ -685,6 +703,7 @@ impl VHost {
         arguments: &Table,
         session: SessionId,
     ) -> Result<(), EngineError> {
+        self.check_live()?;
         let binding = self.checked_binding(source, destination, key, arguments, session)?;
         let (done, ends) = {
             let mut topology = self.topology.write();

@@ -6,8 +6,10 @@ use crate::persist::MetaDone;
 impl VHost {
     /// Deletes everything the vhost holds, durably: every queue (its messages dropped from
     /// the log after its record, as a queue delete does), every exchange record, every
-    /// policy. The vhost itself is forgotten by the broker afterwards.
+    /// policy. Connections still open on it can declare and bind nothing more (530, as for a
+    /// vhost that does not exist); the broker forgets the vhost itself.
     pub(crate) async fn tear_down(&self) {
+        self.mark_deleted();
         for queue in self.queues() {
             self.drop_queue(&queue).await;
         }
