@@ -65,6 +65,12 @@ pub(crate) fn cases() -> Vec<Case> {
             amqp10_attach_refused
         ),
         case!(
+            "access.password_hash_import",
+            "a user created with RabbitMQ's exported password_hash (rabbit_password_hashing_sha256, salted) logs in with its password and not with another",
+            ["access"],
+            password_hash_import
+        ),
+        case!(
             "access.management_tags",
             "the management API refuses users without a management tag (401 'Not management user') and user administration to non-administrators (401 'Not administrator user')",
             ["access"],
@@ -237,6 +243,31 @@ async fn amqp10_attach_refused(ctx: Ctx) -> CaseResult {
     let addr = format!("/queues/{q}");
     expect_unauthorized(&user, true, &addr, &plain(refused("write", "exchange", "amq.default", &user))).await?;
     expect_unauthorized(&user, false, &addr, &plain(refused("read", "queue", &q, &user))).await
+}
+
+async fn password_hash_import(ctx: Ctx) -> CaseResult {
+    let name = ctx.name("imported");
+    ctx.track_user(&name);
+    // `rabbitmqctl hash_password test12` with salt 908DC60A (RabbitMQ's documentation example).
+    let body = r#"{"password_hash":"kI3GCqW5JLMJa4iX1lo7X4D6XbYqlLgxIs30+P6tENUV2POR",
+                   "hashing_algorithm":"rabbit_password_hashing_sha256","tags":""}"#;
+    let b = ctx.broker();
+    let response = ctx.api_as(b, "PUT", &format!("/api/users/{name}"), Some(body)).await?;
+    check_eq!(response.status, 201, "PUT user: {}", response.body);
+    let perms = r#"{"configure":".*","write":".*","read":".*"}"#;
+    let path = format!("/api/permissions/{}/{name}", crate::fe2o3_kit::pct(&b.vhost));
+    let response = ctx.api_as(b, "PUT", &path, Some(perms)).await?;
+    check_eq!(response.status, 201, "PUT permissions: {}", response.body);
+    let right = b.as_user(&name, "test12");
+    let conn = Connection::connect(&right.url_with_vhost(&right.vhost), ConnectionProperties::default()).await?;
+    conn.close(200, "bye".into()).await?;
+    let wrong = b.as_user(&name, "test13");
+    let res = Connection::connect(&wrong.url_with_vhost(&wrong.vhost), ConnectionProperties::default()).await;
+    expect_error(
+        res,
+        403,
+        "ACCESS_REFUSED - Login was refused using authentication mechanism PLAIN. For details see the broker logfile.",
+    )
 }
 
 async fn management_tags(ctx: Ctx) -> CaseResult {

@@ -117,8 +117,7 @@ impl Broker {
         let ids = Arc::new(AtomicU64::new(1));
         let limits = Limits::restore(None, &[]);
         let options = config.dead_letter_options();
-        // Without a store nothing is read or written: opening cannot fail.
-        let access = Access::open(None, config.seed(&[])).unwrap_or_else(|_| unreachable!("no store, no failure"));
+        let access = Access::in_memory(config.seed(&[]));
         let vhosts = access
             .vhosts()
             .into_iter()
@@ -164,7 +163,7 @@ impl Broker {
             }
         }
         // A data directory from before vhosts were stored seeds the vhosts its topology names.
-        let access = Access::open(Some(Arc::clone(&store)), config.seed(&topology_names))?;
+        let access = Access::open(Arc::clone(&store), config.seed(&topology_names))?;
         let mut names: Vec<String> = access.vhosts().into_iter().map(|(name, _)| name).collect();
         for name in topology_names {
             if !names.contains(&name) {

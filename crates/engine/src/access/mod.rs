@@ -77,33 +77,32 @@ pub struct Seed {
 }
 
 impl Access {
+    /// Access without a store: the seed is the whole state, and changes last until exit.
+    #[must_use]
+    pub fn in_memory(seed: Seed) -> Self {
+        Self::with_state(State::from_seed(seed), None)
+    }
+
     /// Access from the store: the stored state when it was seeded before, else `seed`,
-    /// written to the store (once: later starts keep what the API changed). Without a store
-    /// the seed is the whole state.
+    /// written to the store (once: later starts keep what the API changed).
     ///
     /// # Errors
     /// When the store cannot be read or written, or holds a user it cannot decode.
-    pub fn open(store: Option<Arc<Persistence>>, seed: Seed) -> Result<Self, EngineError> {
-        let snapshot = match &store {
-            Some(store) => store.meta().access().load().map_err(store_error)?,
-            None => AccessSnapshot::default(),
-        };
+    pub fn open(store: Arc<Persistence>, seed: Seed) -> Result<Self, EngineError> {
+        let snapshot: AccessSnapshot = store.meta().access().load().map_err(store_error)?;
         let state = if snapshot.seeded {
             State::from_snapshot(snapshot)?
         } else {
             let state = State::from_seed(seed);
-            if let Some(store) = &store {
-                let (users, vhosts, permissions) = state.to_stored();
-                store.meta().access().seed(&users, &vhosts, &permissions).map_err(store_error)?;
-            }
+            let (users, vhosts, permissions) = state.to_stored();
+            store.meta().access().seed(&users, &vhosts, &permissions).map_err(store_error)?;
             state
         };
-        Ok(Self {
-            state: RwLock::new(state),
-            store,
-            changes: tokio::sync::Mutex::new(()),
-            generation: AtomicU64::new(0),
-        })
+        Ok(Self::with_state(state, Some(store)))
+    }
+
+    fn with_state(state: State, store: Option<Arc<Persistence>>) -> Self {
+        Self { state: RwLock::new(state), store, changes: tokio::sync::Mutex::new(()), generation: AtomicU64::new(0) }
     }
 
     /// Moves on every change to users or permissions.

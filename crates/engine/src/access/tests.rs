@@ -11,7 +11,7 @@ fn seed() -> Seed {
 
 #[test]
 fn the_seed_grants_full_permissions_on_existing_vhosts_only() {
-    let access = Access::open(None, seed()).unwrap();
+    let access = Access::in_memory(seed());
     let admin = access.authenticate("admin", "pw").unwrap();
     assert!(admin.tags().is_administrator());
     assert!(access.authenticate("admin", "wrong").is_none());
@@ -25,7 +25,7 @@ fn the_seed_grants_full_permissions_on_existing_vhosts_only() {
 
 #[tokio::test]
 async fn checks_follow_the_patterns_and_name_the_default_exchange_as_rabbitmq() {
-    let access = Access::open(None, seed()).unwrap();
+    let access = Access::in_memory(seed());
     let app = access.user("app").unwrap();
     access.set_permission("dev", "app", Permission::new("^app-", "amq.default", "^app-").unwrap()).await.unwrap();
     let before = access.generation();
@@ -44,7 +44,7 @@ async fn checks_follow_the_patterns_and_name_the_default_exchange_as_rabbitmq() 
 
 #[tokio::test]
 async fn changes_name_existing_users_and_vhosts_and_deletes_cascade() {
-    let access = Access::open(None, seed()).unwrap();
+    let access = Access::in_memory(seed());
     let full = Permission::full;
     assert_eq!(access.set_permission("nope", "app", full()).await, Err(AccessError::NoSuchVhost("nope".into())));
     assert_eq!(access.set_permission("/", "ghost", full()).await, Err(AccessError::NoSuchUser("ghost".into())));
@@ -74,7 +74,7 @@ async fn the_store_is_seeded_once_and_then_wins() {
         Persistence::new(log, meta)
     };
     {
-        let access = Access::open(Some(open_store()), seed()).unwrap();
+        let access = Access::open(open_store(), seed()).unwrap();
         access.delete_user("app").await.unwrap();
         access
             .put_user(Account::new("new".into(), Some(PasswordHash::new("n")), Tags::parse("monitoring")))
@@ -83,7 +83,7 @@ async fn the_store_is_seeded_once_and_then_wins() {
         access.set_permission("dev", "new", Permission::new("", "^w", "^r").unwrap()).await.unwrap();
     }
     let other_seed = Seed { users: vec![], vhosts: vec!["ignored".into()] };
-    let access = Access::open(Some(open_store()), other_seed).unwrap();
+    let access = Access::open(open_store(), other_seed).unwrap();
     assert!(access.user("app").is_none(), "deleted, not re-seeded");
     let new = access.authenticate("new", "n").unwrap();
     assert!(new.tags().is_monitor());

@@ -51,7 +51,7 @@ mod tests {
     #[tokio::test]
     async fn a_grant_is_remembered_until_permissions_change() {
         let account = Account::new("u".into(), Some(PasswordHash::new("p")), Tags::default());
-        let access = Access::open(None, Seed { users: vec![(account, None)], vhosts: vec!["/".into()] }).unwrap();
+        let access = Access::in_memory(Seed { users: vec![(account, None)], vhosts: vec!["/".into()] });
         let user = access.user("u").unwrap();
         let mut grants = WriteGrants::default();
         assert!(grants.check(Principal::new(&access, &user), "/", "x").is_ok());
