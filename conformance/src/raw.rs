@@ -453,6 +453,12 @@ impl RawConn {
         Ok(info)
     }
 
+    /// Waits for a `connection.close` the broker forces (320): RabbitMQ drops the socket right
+    /// after sending it, so no close-ok is written.
+    pub async fn expect_forced_close(&mut self) -> Result<CloseInfo, CaseError> {
+        self.wait_close(0, (10, 50)).await
+    }
+
     /// Waits for `channel.close` on `channel` and answers close-ok.
     pub async fn expect_channel_close(&mut self, channel: u16) -> Result<CloseInfo, CaseError> {
         let info = self.wait_close(channel, (20, 40)).await?;

@@ -9,6 +9,7 @@ use tokio::sync::watch;
 
 use crate::access::{Access, AccessError, Account, PasswordHash, Seed, Tags, User, VhostInfo};
 use crate::alarms::{Alarms, Resources};
+use crate::connections::Connections;
 use crate::limits::{ConnectionSlot, Limits};
 
 use charon_store::segment_log::{Placed, Record, RecoveredQueue};
@@ -107,6 +108,8 @@ pub struct Broker {
     resources: Arc<Resources>,
     /// Vhost and user limits, and the connections and channels counted against them.
     limits: Arc<Limits>,
+    /// Open connections by user and vhost.
+    connections: Arc<Connections>,
 }
 
 impl Broker {
@@ -135,6 +138,7 @@ impl Broker {
             ids,
             resources: Arc::default(),
             limits,
+            connections: Arc::default(),
         })
     }
 
@@ -200,6 +204,7 @@ impl Broker {
             ids,
             resources: Arc::default(),
             limits,
+            connections: Arc::default(),
         });
         let weak = Arc::downgrade(&broker);
         store.log.set_relocation_listener(Box::new(move |placed| {
@@ -300,8 +305,26 @@ impl Broker {
         Ok(self.vhosts.write().insert(name.to_owned(), vhost).is_none())
     }
 
+    /// The open connections.
+    #[must_use]
+    pub fn connections(&self) -> &Arc<Connections> {
+        &self.connections
+    }
+
+    /// Deletes a user, its permissions and limits, and closes its connections (`user 'u' is
+    /// deleted`, as RabbitMQ).
+    ///
+    /// # Errors
+    /// No such user, or a store failure.
+    pub async fn delete_user(&self, name: &str) -> Result<(), AccessError> {
+        self.access.delete_user(name).await?;
+        self.connections.close_where(|user, _| user == name, &format!("user '{name}' is deleted"));
+        self.limits.forget(crate::limits::LimitScope::User, name).await.map_err(|e| AccessError::Store(e.to_string()))
+    }
+
     /// Deletes a vhost with everything in it: queues and their messages, exchanges, policies,
-    /// limits and every user's permissions there.
+    /// limits and every user's permissions there; its connections are closed (`vhost 'v' is
+    /// deleted`, as RabbitMQ).
     ///
     /// # Errors
     /// No such vhost, or a store failure.
@@ -311,6 +334,7 @@ impl Broker {
             return Err(AccessError::NoSuchVhost(name.to_owned()));
         }
         self.access.delete_vhost(name).await?;
+        self.connections.close_where(|_, vhost| vhost == name, &format!("vhost '{name}' is deleted"));
         let removed = self.vhosts.write().remove(name);
         if let Some(vhost) = removed {
             vhost.tear_down().await;

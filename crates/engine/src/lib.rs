@@ -8,6 +8,7 @@
 //! # Layout
 //! - [`access`]: users, tags, passwords and permissions, and the checks made before acting.
 //! - [`broker`]: vhosts, ids; the access registry.
+//! - [`connections`]: open connections by user and vhost, closed when either is deleted.
 //! - [`clock`]: the wall clock in milliseconds (a leaf: everyone reads it).
 //! - [`dead_letter`]: RabbitMQ's dead lettering, and the seam queues hand their dead letters to.
 //! - [`persist`]: the message log and the metadata store, committed off the runtime.
@@ -28,6 +29,7 @@ pub mod access;
 pub mod alarms;
 pub mod broker;
 pub mod clock;
+pub mod connections;
 pub mod dead_letter;
 pub mod error;
 pub mod exchange;
@@ -49,6 +51,7 @@ pub use access::{
 };
 pub use alarms::{Alarms, Resources};
 pub use broker::{Broker, BrokerConfig, UserConfig};
+pub use connections::{Connections, Registration};
 pub use error::{EngineError, ErrorKind, Inequivalence, Resource, ResourceKind};
 pub use exchange::{Binding, Destination, ExchangeInfo, ExchangeKind};
 pub use gate::Gate;

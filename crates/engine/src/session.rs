@@ -78,6 +78,12 @@ pub enum SessionEvent {
         /// Whether this answers a drain.
         drain: bool,
     },
+    /// The broker closes the connection (its vhost or user was deleted): 0.9.1 with 320
+    /// CONNECTION_FORCED and `reason`, 1.0 as RabbitMQ 4.0.5 does.
+    ForceClose {
+        /// RabbitMQ's text, e.g. `vhost 'dev' is deleted`.
+        reason: String,
+    },
     /// Outcome of publishes that asked for confirmation.
     Confirms {
         /// Channel (or link) that published.

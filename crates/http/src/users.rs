@@ -111,7 +111,7 @@ pub(crate) async fn put(
     Ok(if created { StatusCode::CREATED } else { StatusCode::NO_CONTENT })
 }
 
-/// `DELETE /api/users/{user}`: 204, or 404.
+/// `DELETE /api/users/{user}`: 204 (its connections are closed), or 404.
 pub(crate) async fn delete(
     State(broker): State<Arc<Broker>>,
     Extension(user): Extension<User>,
@@ -121,12 +121,7 @@ pub(crate) async fn delete(
     if broker.access().account(&name).is_none() {
         return Err(ApiError::not_found());
     }
-    broker.access().delete_user(&name).await.map_err(|e| ApiError::internal(e.to_string()))?;
-    broker
-        .limits()
-        .forget(charon_engine::LimitScope::User, &name)
-        .await
-        .map_err(|e| ApiError::internal(e.to_string()))?;
+    broker.delete_user(&name).await.map_err(|e| ApiError::internal(e.to_string()))?;
     Ok(StatusCode::NO_CONTENT)
 }
 

@@ -6,8 +6,8 @@ use std::time::Instant;
 
 use amq_protocol::protocol::AMQPClass;
 use charon_engine::{
-    Action, Broker, ChannelSlot, ConnectionSlot, ConsumerId, Owner, Principal, QueueRef, Resource, SessionEvent,
-    SessionId, SessionSink, User, VHost,
+    Action, Broker, ChannelSlot, ConnectionSlot, ConsumerId, Owner, Principal, QueueRef, Registration, Resource,
+    SessionEvent, SessionId, SessionSink, User, VHost,
 };
 use tokio::sync::mpsc;
 
@@ -35,6 +35,8 @@ pub(crate) struct Session {
     pub(crate) counted: Option<ConnectionSlot>,
     /// Open channels, counted against the user's `max-channels` until they close.
     pub(crate) counted_channels: HashMap<u16, ChannelSlot>,
+    /// This connection in the broker's registry, once it opened a vhost.
+    pub(crate) tracked: Option<Registration>,
     pub(crate) sink: SessionSink,
     pub(crate) channels: HashMap<u16, ChannelState>,
     pub(crate) consumers: HashMap<ConsumerId, ConsumerRoute>,
@@ -54,6 +56,9 @@ pub(crate) struct Login<'a> {
     pub(crate) vhost: &'a mut Option<Arc<VHost>>,
     pub(crate) counted: &'a mut Option<ConnectionSlot>,
     pub(crate) counted_channels: &'a mut HashMap<u16, ChannelSlot>,
+    /// Where the broker finds this connection to close it (its vhost or user deleted).
+    pub(crate) tracked: &'a mut Option<Registration>,
+    pub(crate) sink: &'a SessionSink,
 }
 
 impl Host for Login<'_> {
@@ -65,6 +70,7 @@ impl Host for Login<'_> {
     fn open_vhost(&mut self, _username: &str, vhost: &str) -> Result<(), String> {
         let user = self.user.as_ref().ok_or_else(|| "not authenticated".to_owned())?;
         let (opened, counted) = self.broker.connect(user, vhost).map_err(|e| e.to_string())?;
+        *self.tracked = Some(self.broker.connections().register(self.sink, &user.name, vhost));
         *self.vhost = Some(opened);
         *self.counted = Some(counted);
         Ok(())
@@ -94,6 +100,7 @@ impl Session {
             vhost: None,
             counted: None,
             counted_channels: HashMap::new(),
+            tracked: None,
             sink,
             channels: HashMap::new(),
             consumers: HashMap::new(),
@@ -115,6 +122,8 @@ impl Session {
             vhost: &mut self.vhost,
             counted: &mut self.counted,
             counted_channels: &mut self.counted_channels,
+            tracked: &mut self.tracked,
+            sink: &self.sink,
         }
     }
 
@@ -274,6 +283,9 @@ impl Session {
             SessionEvent::Deliveries { consumer, items } => self.deliver(consumer, items, conn),
             SessionEvent::ConsumerCancelled { consumer } => self.consumer_cancelled(consumer, conn),
             SessionEvent::CreditState { .. } => {}
+            SessionEvent::ForceClose { reason } => {
+                conn.close(ReplyCode::ConnectionForced, &reason, (0, 0), Instant::now());
+            }
             SessionEvent::Confirms { channel, accepted, refused } => {
                 let Ok(channel) = u16::try_from(channel) else {
                     return;

@@ -7,8 +7,8 @@ use foldhash::HashMap as FastMap;
 use foldhash::HashMapExt;
 
 use charon_engine::{
-    Action, Broker, ConnectionSlot, ConsumerId, EngineError, Owner, Principal, QueueRef, Resource, ResourceKind,
-    RouteCache, SessionEvent, SessionId, SessionSink, Settle, User, VHost, WriteGrants,
+    Action, Broker, ConnectionSlot, ConsumerId, EngineError, Owner, Principal, QueueRef, Registration, Resource,
+    ResourceKind, RouteCache, SessionEvent, SessionId, SessionSink, Settle, User, VHost, WriteGrants,
 };
 use tokio::sync::mpsc;
 
@@ -59,6 +59,8 @@ pub(crate) struct Session {
     /// This connection, counted against its vhost's and user's connection limits (1.0
     /// sessions are not channels: RabbitMQ 4.0.5 does not count them against `max-channels`).
     pub(crate) counted: Option<ConnectionSlot>,
+    /// This connection in the broker's registry, once it opened a vhost.
+    pub(crate) tracked: Option<Registration>,
     pub(crate) sink: SessionSink,
     pub(crate) inbox: mpsc::UnboundedReceiver<SessionEvent>,
     pub(crate) links: FastMap<(u16, u32), LinkState>,
@@ -88,6 +90,9 @@ pub(crate) struct Login<'a> {
     pub(crate) user: &'a mut Option<User>,
     pub(crate) vhost: &'a mut Option<Arc<VHost>>,
     pub(crate) counted: &'a mut Option<ConnectionSlot>,
+    /// Where the broker finds this connection to close it (its vhost or user deleted).
+    pub(crate) tracked: &'a mut Option<Registration>,
+    pub(crate) sink: &'a SessionSink,
 }
 
 impl Host for Login<'_> {
@@ -108,6 +113,7 @@ impl Host for Login<'_> {
         // limit included) with no frame and drops the socket after its silent-close delay.
         match self.broker.connect(user, vhost) {
             Ok((opened, counted)) => {
+                *self.tracked = Some(self.broker.connections().register(self.sink, &user.name, vhost));
                 *self.vhost = Some(opened);
                 *self.counted = Some(counted);
                 Ok(())
@@ -138,6 +144,7 @@ impl Session {
             user: None,
             vhost: None,
             counted: None,
+            tracked: None,
             sink,
             inbox,
             links: FastMap::new(),
@@ -161,6 +168,8 @@ impl Session {
             user: &mut self.user,
             vhost: &mut self.vhost,
             counted: &mut self.counted,
+            tracked: &mut self.tracked,
+            sink: &self.sink,
         }
     }
 
@@ -267,6 +276,12 @@ impl Session {
                 }
             }
             SessionEvent::Confirms { accepted, refused, .. } => self.confirmed(&accepted, &refused, conn),
+            // RabbitMQ 4.0.5 closes with an internal error quoting the reason (observed), not
+            // `amqp:connection:forced` as at shutdown.
+            SessionEvent::ForceClose { reason } => {
+                let description = format!("Connection forced: \"{reason}\"");
+                conn.close(Some(error("amqp:internal-error", description)), std::time::Instant::now());
+            }
         }
     }
 
