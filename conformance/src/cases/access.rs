@@ -90,6 +90,12 @@ pub(crate) fn cases() -> Vec<Case> {
             deleting_a_vhost_closes_its_connections
         ),
         case!(
+            "access.topic_permissions",
+            "topic permissions on a topic exchange: publishing with a routing key the write pattern ({username} filled in) does not match, and binding with a key the read pattern does not match, get 403 'write|read access to topic ...'",
+            ["access"],
+            topic_permissions
+        ),
+        case!(
             "access.management_tags",
             "the management API refuses users without a management tag (401 'Not management user') and user administration to non-administrators (401 'Not administrator user')",
             ["access"],
@@ -360,6 +366,49 @@ async fn deleting_a_vhost_closes_its_connections(ctx: Ctx) -> CaseResult {
     check!(close.text == deleted || close.text == down, "close text: {:?}", close.text);
     check_eq!((close.code, close.class_id, close.method_id), (320, 0, 0), "close code and ids");
     Ok(())
+}
+
+async fn topic_permissions(ctx: Ctx) -> CaseResult {
+    let (x, q) = (ctx.exchange("x"), ctx.queue("q"));
+    let (_admin, admin_ch) = ctx.lapin_channel().await?;
+    let options = lapin::options::ExchangeDeclareOptions::default();
+    admin_ch.exchange_declare(x.as_str().into(), lapin::ExchangeKind::Topic, options, FieldTable::default()).await?;
+    lk::declare_queue(&admin_ch, &q).await?;
+    let user = ctx.user_with("", Some((".*", ".*", ".*"))).await?;
+    let b = ctx.broker();
+    let request = format!(r#"{{"exchange":"{x}","write":"^{{username}}\\.","read":"^public\\."}}"#);
+    let path = format!("/api/topic-permissions/{}/{}", crate::fe2o3_kit::pct(&b.vhost), user.user);
+    let response = ctx.api_as(b, "PUT", &path, Some(&request)).await?;
+    check_eq!(response.status, 201, "PUT topic permissions: {}", response.body);
+    // Binding: the read pattern over the binding key.
+    let (_conn, ch) = channel_of(&user).await?;
+    let bind = |key: &'static str| {
+        let (ch, q, x) = (ch.clone(), q.clone(), x.clone());
+        async move {
+            ch.queue_bind(q.as_str().into(), x.as_str().into(), key.into(), Default::default(), FieldTable::default())
+                .await
+        }
+    };
+    bind("public.#").await?;
+    let refused = format!(
+        "ACCESS_REFUSED - read access to topic 'private.#' in exchange '{x}' in vhost '{}' refused for user '{}'",
+        user.vhost, user.user
+    );
+    expect_error(bind("private.#").await, 403, &refused)?;
+    // Publishing: the write pattern, with {username} filled in, over the routing key.
+    let mut raw = RawConn::open_with_channel(&user).await?;
+    let own = format!("{}.a", user.user);
+    for key in [own.as_str(), "other.a"] {
+        let mut publish = basic_publish(1, &x, key);
+        publish.extend(content_header(1, 1));
+        publish.extend(body(1, b"m"));
+        raw.send(&publish).await?;
+    }
+    let refused = format!(
+        "ACCESS_REFUSED - write access to topic 'other.a' in exchange '{x}' in vhost '{}' refused for user '{}'",
+        user.vhost, user.user
+    );
+    raw.expect_channel_close(1).await?.expect(403, &refused, 60, 40)
 }
 
 async fn management_tags(ctx: Ctx) -> CaseResult {

@@ -165,6 +165,18 @@ pub enum EngineError {
         /// The user.
         user: String,
     },
+    /// The user's topic permissions do not grant this routing key on a topic exchange.
+    #[error("{action} access to topic '{routing_key}' in {exchange} refused for user '{user}'")]
+    TopicRefused {
+        /// Write (publish) or read (bind).
+        action: crate::access::Action,
+        /// The routing or binding key.
+        routing_key: String,
+        /// The topic exchange.
+        exchange: Resource,
+        /// The user.
+        user: String,
+    },
     /// A vhost's `max-queues` refuses a new queue (0.9.1: 406; the 1.0 management node: 403).
     #[error("cannot declare queue '{queue}': queue limit in vhost '{vhost}' ({max}) is reached")]
     QueueLimit {
@@ -202,7 +214,8 @@ impl EngineError {
             | Self::DefaultExchange
             | Self::SystemExchange(_)
             | Self::InternalExchange(_)
-            | Self::PermissionRefused { .. } => ErrorKind::AccessRefused,
+            | Self::PermissionRefused { .. }
+            | Self::TopicRefused { .. } => ErrorKind::AccessRefused,
             Self::InUse(_)
             | Self::NotEmpty(_)
             | Self::Inequivalent(_)

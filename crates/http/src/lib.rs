@@ -10,7 +10,8 @@
 //!   `{"value": N}`, DELETE, as `set_vhost_limits` / `set_user_limits`.
 //!
 //! - `/api/users[/{user}[/permissions]]`, `/api/whoami`, `/api/vhosts[/{vhost}[/permissions]]`,
-//!   `/api/permissions[/{vhost}/{user}]`: users, vhosts and permissions at runtime.
+//!   `/api/permissions[/{vhost}/{user}]`, `/api/topic-permissions[/{vhost}/{user}]`: users,
+//!   vhosts and permissions at runtime.
 //!
 //! Every request needs HTTP basic auth against the broker's users, by a user with a
 //! management tag; each endpoint then applies RabbitMQ's rule for it ([`auth`]).
@@ -23,6 +24,7 @@ mod limits;
 mod permissions;
 mod policies;
 mod queues;
+mod topic_permissions;
 mod users;
 mod vhosts;
 
@@ -60,6 +62,11 @@ pub fn router(broker: Arc<Broker>) -> Router {
         .route(
             "/api/permissions/{vhost}/{user}",
             get(permissions::get_one).put(permissions::put).delete(permissions::delete),
+        )
+        .route("/api/topic-permissions", get(topic_permissions::list))
+        .route(
+            "/api/topic-permissions/{vhost}/{user}",
+            get(topic_permissions::get_one).put(topic_permissions::put).delete(topic_permissions::delete),
         )
         .route("/api/health/checks/alarms", get(health::alarms))
         .route("/api/health/checks/local-alarms", get(health::local_alarms))

@@ -15,6 +15,7 @@ use crate::meta::{MetaError, MetaStore, Reader, Row, db_error, key, put_str};
 const USERS: TableDefinition<&[u8], &[u8]> = TableDefinition::new("users");
 const VHOSTS: TableDefinition<&[u8], &[u8]> = TableDefinition::new("vhosts");
 const PERMISSIONS: TableDefinition<&[u8], &[u8]> = TableDefinition::new("permissions");
+const TOPIC_PERMISSIONS: TableDefinition<&[u8], &[u8]> = TableDefinition::new("topic_permissions");
 const FLAGS: TableDefinition<&str, u8> = TableDefinition::new("flags");
 
 /// The flag set once the configuration's users and vhosts were written.
@@ -60,6 +61,21 @@ pub struct StoredPermission {
     pub read: String,
 }
 
+/// A user's topic permissions on one topic exchange of a vhost: routing-key patterns.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct StoredTopicPermission {
+    /// The vhost.
+    pub vhost: String,
+    /// The user.
+    pub user: String,
+    /// The topic exchange.
+    pub exchange: String,
+    /// Routing keys the user may publish with.
+    pub write: String,
+    /// Binding keys the user may bind (consume) with.
+    pub read: String,
+}
+
 /// Everything stored about access, as read at start.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct AccessSnapshot {
@@ -71,6 +87,8 @@ pub struct AccessSnapshot {
     pub vhosts: Vec<StoredVhost>,
     /// Permissions.
     pub permissions: Vec<StoredPermission>,
+    /// Topic permissions.
+    pub topic_permissions: Vec<StoredTopicPermission>,
 }
 
 /// The access tables of a [`MetaStore`].
@@ -79,7 +97,7 @@ pub struct AccessStore<'a> {
     meta: &'a MetaStore,
 }
 
-type Bytes3<'t> = [redb::Table<'t, &'static [u8], &'static [u8]>; 3];
+type Tables<'t> = [redb::Table<'t, &'static [u8], &'static [u8]>; 4];
 
 impl MetaStore {
     /// The users, vhosts and permissions tables.
@@ -95,16 +113,17 @@ impl AccessStore<'_> {
         self.write("create access tables", |_| Ok(()))
     }
 
-    /// One committed write transaction with users, vhosts and permissions open.
+    /// One committed write transaction with users, vhosts, permissions and topic permissions
+    /// open.
     fn write(
         &self,
         what: &'static str,
-        change: impl FnOnce(&mut Bytes3<'_>) -> Result<(), redb::Error>,
+        change: impl FnOnce(&mut Tables<'_>) -> Result<(), redb::Error>,
     ) -> Result<(), MetaError> {
         let txn = self.meta.db.begin_write().map_err(|e| db_error(what)(e.into()))?;
         {
             let open = |def| txn.open_table(def).map_err(|e| db_error(what)(e.into()));
-            let mut tables = [open(USERS)?, open(VHOSTS)?, open(PERMISSIONS)?];
+            let mut tables = [open(USERS)?, open(VHOSTS)?, open(PERMISSIONS)?, open(TOPIC_PERMISSIONS)?];
             txn.open_table(FLAGS).map_err(|e| db_error(what)(e.into()))?;
             change(&mut tables).map_err(db_error(what))?;
         }
@@ -163,9 +182,10 @@ impl AccessStore<'_> {
     /// When the commit fails.
     pub fn delete_user(&self, name: &str) -> Result<(), MetaError> {
         let k = key(&[name]);
-        self.write("delete user", |[users, _, permissions]| {
+        self.write("delete user", |[users, _, permissions, topics]| {
             users.remove(k.as_slice())?;
-            remove_permissions(permissions, |p| p.user == name)
+            remove_permissions(permissions, |p| p.user == name)?;
+            remove_topic_permissions(topics, |p| p.user == name)
         })
     }
 
@@ -175,7 +195,7 @@ impl AccessStore<'_> {
     /// When the commit fails.
     pub fn put_vhost(&self, vhost: &StoredVhost) -> Result<(), MetaError> {
         let (k, value) = (key(&[&vhost.name]), encode_vhost(vhost));
-        self.write("put vhost", |[_, vhosts, _]| {
+        self.write("put vhost", |[_, vhosts, ..]| {
             vhosts.insert(k.as_slice(), value.as_ref()).map(drop).map_err(Into::into)
         })
     }
@@ -187,9 +207,10 @@ impl AccessStore<'_> {
     /// When the commit fails.
     pub fn delete_vhost(&self, name: &str) -> Result<(), MetaError> {
         let k = key(&[name]);
-        self.write("delete vhost", |[_, vhosts, permissions]| {
+        self.write("delete vhost", |[_, vhosts, permissions, topics]| {
             vhosts.remove(k.as_slice())?;
-            remove_permissions(permissions, |p| p.vhost == name)
+            remove_permissions(permissions, |p| p.vhost == name)?;
+            remove_topic_permissions(topics, |p| p.vhost == name)
         })
     }
 
@@ -199,7 +220,7 @@ impl AccessStore<'_> {
     /// When the commit fails.
     pub fn put_permission(&self, permission: &StoredPermission) -> Result<(), MetaError> {
         let (k, value) = (key(&[&permission.vhost, &permission.user]), encode_permission(permission));
-        self.write("put permission", |[.., permissions]| {
+        self.write("put permission", |[_, _, permissions, _]| {
             permissions.insert(k.as_slice(), value.as_ref()).map(drop).map_err(Into::into)
         })
     }
@@ -210,8 +231,32 @@ impl AccessStore<'_> {
     /// When the commit fails.
     pub fn delete_permission(&self, vhost: &str, user: &str) -> Result<(), MetaError> {
         let k = key(&[vhost, user]);
-        self.write("delete permission", |[.., permissions]| {
+        self.write("delete permission", |[_, _, permissions, _]| {
             permissions.remove(k.as_slice()).map(drop).map_err(Into::into)
+        })
+    }
+
+    /// Records (or replaces) a user's topic permissions on an exchange of a vhost.
+    ///
+    /// # Errors
+    /// When the commit fails.
+    pub fn put_topic_permission(&self, permission: &StoredTopicPermission) -> Result<(), MetaError> {
+        let k = key(&[&permission.vhost, &permission.user, &permission.exchange]);
+        let value = encode_topic_permission(permission);
+        self.write("put topic permission", |[.., topics]| {
+            topics.insert(k.as_slice(), value.as_ref()).map(drop).map_err(Into::into)
+        })
+    }
+
+    /// Forgets a user's topic permissions in a vhost: on one exchange, or all.
+    ///
+    /// # Errors
+    /// When the commit fails.
+    pub fn delete_topic_permissions(&self, vhost: &str, user: &str, exchange: Option<&str>) -> Result<(), MetaError> {
+        self.write("delete topic permissions", |[.., topics]| {
+            remove_topic_permissions(topics, |p| {
+                p.vhost == vhost && p.user == user && exchange.is_none_or(|x| x == p.exchange)
+            })
         })
     }
 
@@ -242,6 +287,9 @@ impl AccessStore<'_> {
         }
         for (_, v) in rows(PERMISSIONS)? {
             snapshot.permissions.push(decode_permission(&v)?);
+        }
+        for (_, v) in rows(TOPIC_PERMISSIONS)? {
+            snapshot.topic_permissions.push(decode_topic_permission(&v)?);
         }
         Ok(snapshot)
     }
@@ -308,6 +356,43 @@ fn decode_permission(raw: &[u8]) -> Result<StoredPermission, MetaError> {
         write: reader.string()?,
         read: reader.string()?,
     })
+}
+
+fn encode_topic_permission(permission: &StoredTopicPermission) -> BytesMut {
+    let mut out = BytesMut::new();
+    for part in [&permission.vhost, &permission.user, &permission.exchange, &permission.write, &permission.read] {
+        put_str(&mut out, part);
+    }
+    out
+}
+
+fn decode_topic_permission(raw: &[u8]) -> Result<StoredTopicPermission, MetaError> {
+    let mut reader = Reader::new(raw, "topic_permissions");
+    Ok(StoredTopicPermission {
+        vhost: reader.string()?,
+        user: reader.string()?,
+        exchange: reader.string()?,
+        write: reader.string()?,
+        read: reader.string()?,
+    })
+}
+
+/// Removes the topic permissions `doomed` selects.
+fn remove_topic_permissions(
+    topics: &mut redb::Table<'_, &'static [u8], &'static [u8]>,
+    doomed: impl Fn(&StoredTopicPermission) -> bool,
+) -> Result<(), redb::Error> {
+    let mut keys = Vec::new();
+    for row in topics.iter()? {
+        let (k, v) = row?;
+        if decode_topic_permission(v.value()).is_ok_and(|p| doomed(&p)) {
+            keys.push(k.value().to_vec());
+        }
+    }
+    for k in keys {
+        topics.remove(k.as_slice())?;
+    }
+    Ok(())
 }
 
 /// Removes the permissions `doomed` selects.
@@ -391,7 +476,19 @@ mod tests {
         for (v, u) in [("v1", "a"), ("v1", "b"), ("v2", "a"), ("v2", "b")] {
             access.put_permission(&permission(v, u)).unwrap();
         }
+        let topic = |v: &str, u: &str, x: &str| StoredTopicPermission {
+            vhost: v.into(),
+            user: u.into(),
+            exchange: x.into(),
+            write: "^w".into(),
+            read: "^r".into(),
+        };
+        for (v, u, x) in [("v1", "a", "t"), ("v2", "b", "t"), ("v2", "b", "u")] {
+            access.put_topic_permission(&topic(v, u, x)).unwrap();
+        }
+        access.delete_topic_permissions("v2", "b", Some("u")).unwrap();
         access.delete_user("a").unwrap();
+        assert_eq!(access.load().unwrap().topic_permissions, vec![topic("v2", "b", "t")]);
         let left: Vec<(String, String)> =
             access.load().unwrap().permissions.into_iter().map(|p| (p.vhost, p.user)).collect();
         assert_eq!(left, [("v1".to_owned(), "b".to_owned()), ("v2".to_owned(), "b".to_owned())]);
@@ -403,5 +500,7 @@ mod tests {
         assert!(!snapshot.seeded, "only seed() sets the flag");
         access.delete_permission("v2", "b").unwrap();
         assert!(access.load().unwrap().permissions.is_empty());
+        access.delete_vhost("v2").unwrap();
+        assert!(access.load().unwrap().topic_permissions.is_empty(), "went with vhost v2");
     }
 }

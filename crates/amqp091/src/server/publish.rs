@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use amq_protocol::protocol::AMQPClass;
 use amq_protocol::protocol::basic::{AMQPMethod, Return};
-use charon_engine::{ConfirmTo, Enqueue, Principal, QueueRef};
+use charon_engine::{Action, ConfirmTo, Enqueue, ExchangeKind, Principal, QueueRef};
 use charon_model::Message;
 
 use super::session::Session;
@@ -55,9 +55,17 @@ impl Session {
     /// Routes one publish and queues it for its queues; unroutable mandatory messages are
     /// returned at once.
     pub(crate) fn publish(&mut self, channel: u16, command: PublishCommand, conn: &mut Connection) -> MethodResult {
-        self.authorize_publish(channel, command.method.exchange.as_str())?;
+        let topic = self.authorize_publish(channel, command.method.exchange.as_str())?;
         let mandatory = command.method.mandatory;
         let message = self.build_message(command)?;
+        if topic {
+            // Every routing key (CC and BCC too), as RabbitMQ's check_write_permitted_on_topics.
+            let principal = self.principal()?;
+            let vhost = self.vhost.as_ref().map_or("", |v| v.name());
+            for key in message.routing.all_keys() {
+                principal.check_topic(Action::Write, vhost, &message.routing.exchange, key)?;
+            }
+        }
         let vhost = self.vhost()?;
         let state = self.channel(channel)?;
         let queues =
@@ -77,16 +85,18 @@ impl Session {
     }
 
     /// Write on the exchange, checked first as RabbitMQ's `basic.publish` does (before the
-    /// exchange is looked up and `user-id` validated).
-    fn authorize_publish(&mut self, channel: u16, exchange: &str) -> MethodResult {
+    /// exchange is looked up and `user-id` validated); true when the routing keys are to be
+    /// checked against topic permissions too.
+    fn authorize_publish(&mut self, channel: u16, exchange: &str) -> Result<bool, MethodError> {
         let user = self.user.as_ref().ok_or_else(|| MethodError::new(ReplyCode::InternalError, "no user"))?;
-        let vhost = self.vhost.as_ref().map_or("", |v| v.name());
+        let vhost = self.vhost.as_ref();
         let state = self
             .channels
             .get_mut(&channel)
             .ok_or_else(|| MethodError::new(ReplyCode::ChannelError, "expected 'channel.open'"))?;
-        state.write_grants.check(Principal::new(self.broker.access(), user), vhost, exchange)?;
-        Ok(())
+        let is_topic = || vhost.and_then(|v| v.exchange(exchange)).is_some_and(|x| x.kind == ExchangeKind::Topic);
+        let name = vhost.map_or("", |v| v.name());
+        Ok(state.write_grants.check(Principal::new(self.broker.access(), user), name, exchange, is_topic)?)
     }
 
     /// Hands batched publishes to their queues (waiting while a queue's mailbox is full).

@@ -4,7 +4,7 @@ use std::sync::Arc;
 
 use amq_protocol::protocol::{AMQPClass, exchange, queue};
 use amq_protocol::types::FieldTable;
-use charon_engine::{Action, Destination, ExchangeDeclare, QueueDeclare};
+use charon_engine::{Action, Destination, ExchangeDeclare, ExchangeKind, QueueDeclare};
 use charon_model::Table;
 
 use super::session::Session;
@@ -36,13 +36,19 @@ impl Session {
 
     /// RabbitMQ's `binding_action` checks: write on the destination, then read on the source
     /// exchange — unless an end is the default exchange, which the engine refuses with
-    /// RabbitMQ's own error first.
-    fn authorize_binding(&self, destination: &charon_engine::Resource, source: &str) -> MethodResult {
+    /// RabbitMQ's own error first — then, on a topic exchange, the binding key against the
+    /// user's topic permissions.
+    fn authorize_binding(&self, destination: &charon_engine::Resource, source: &str, key: &str) -> MethodResult {
         self.authorize(Action::Write, destination)?;
         if source.is_empty() || destination.name.is_empty() {
             return Ok(());
         }
-        self.authorize(Action::Read, &self.exchange_resource(source))
+        self.authorize(Action::Read, &self.exchange_resource(source))?;
+        let vhost = self.vhost()?;
+        if vhost.exchange(source).is_some_and(|x| x.kind == ExchangeKind::Topic) {
+            self.principal()?.check_topic(Action::Read, vhost.name(), source, key)?;
+        }
+        Ok(())
     }
 
     pub(crate) async fn exchange_method(
@@ -90,7 +96,11 @@ impl Session {
                 }
             }
             exchange::AMQPMethod::Bind(b) => {
-                self.authorize_binding(&self.exchange_resource(b.destination.as_str()), b.source.as_str())?;
+                self.authorize_binding(
+                    &self.exchange_resource(b.destination.as_str()),
+                    b.source.as_str(),
+                    b.routing_key.as_str(),
+                )?;
                 let destination = Destination::Exchange(b.destination.as_str().to_owned());
                 vhost
                     .bind(b.source.as_str(), destination, b.routing_key.as_str(), &arguments(&b.arguments), self.id)
@@ -100,7 +110,11 @@ impl Session {
                 }
             }
             exchange::AMQPMethod::Unbind(u) => {
-                self.authorize_binding(&self.exchange_resource(u.destination.as_str()), u.source.as_str())?;
+                self.authorize_binding(
+                    &self.exchange_resource(u.destination.as_str()),
+                    u.source.as_str(),
+                    u.routing_key.as_str(),
+                )?;
                 let destination = Destination::Exchange(u.destination.as_str().to_owned());
                 vhost
                     .unbind(u.source.as_str(), destination, u.routing_key.as_str(), &arguments(&u.arguments), self.id)
@@ -156,12 +170,12 @@ impl Session {
             }
             queue::AMQPMethod::Bind(b) => {
                 let name = self.queue_name(channel, b.queue.as_str())?;
-                self.authorize_binding(&self.queue_resource(&name), b.exchange.as_str())?;
                 let key = if b.queue.as_str().is_empty() && b.routing_key.as_str().is_empty() {
                     name.clone()
                 } else {
                     b.routing_key.as_str().to_owned()
                 };
+                self.authorize_binding(&self.queue_resource(&name), b.exchange.as_str(), &key)?;
                 vhost
                     .bind(b.exchange.as_str(), Destination::Queue(name), &key, &arguments(&b.arguments), self.id)
                     .await?;
@@ -171,12 +185,12 @@ impl Session {
             }
             queue::AMQPMethod::Unbind(u) => {
                 let name = self.queue_name(channel, u.queue.as_str())?;
-                self.authorize_binding(&self.queue_resource(&name), u.exchange.as_str())?;
                 let key = if u.queue.as_str().is_empty() && u.routing_key.as_str().is_empty() {
                     name.clone()
                 } else {
                     u.routing_key.as_str().to_owned()
                 };
+                self.authorize_binding(&self.queue_resource(&name), u.exchange.as_str(), &key)?;
                 vhost
                     .unbind(u.exchange.as_str(), Destination::Queue(name), &key, &arguments(&u.arguments), self.id)
                     .await?;

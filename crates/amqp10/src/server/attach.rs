@@ -206,8 +206,11 @@ impl Session {
         let vhost = self.vhost.clone().ok_or(("amqp:internal-error", "no vhost".to_owned()))?;
         // An event source reads from the event exchange (the queue is the broker's, made for
         // this link), checked before the queue is made.
-        if event_key.is_some() {
+        if let Some(key) = &event_key {
             self.authorize(Action::Read, ResourceKind::Exchange, EVENTS_EXCHANGE).map_err(unauthorized)?;
+            if let Some(principal) = self.principal() {
+                principal.check_topic(Action::Read, vhost.name(), EVENTS_EXCHANGE, key).map_err(unauthorized)?;
+            }
         }
         let queue = match &event_key {
             Some(key) => self.event_queue(&vhost, key).await?,

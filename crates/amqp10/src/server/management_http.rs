@@ -156,7 +156,7 @@ impl Session {
                 let destination = request.destination.ok_or_else(|| bad("missing destination"))?;
                 let key = request.key.unwrap_or_default();
                 binding_checks(&source, &destination)?;
-                self.permit_binding(&source, &destination)?;
+                self.permit_binding(&vhost, &source, &destination, &key)?;
                 let args = sorted(request.arguments);
                 vhost.bind(&source, destination, &key, &args, self.id).await.map_err(|e| bad(e.to_string()))?;
                 Ok(("204", Amqp::Null))
@@ -165,7 +165,7 @@ impl Session {
                 let (source, destination, key, hash) = parse_binding_segment(segment)
                     .ok_or_else(|| bad(format!("bad binding path segment '{segment}'")))?;
                 binding_checks(&source, &destination)?;
-                self.permit_binding(&source, &destination)?;
+                self.permit_binding(&vhost, &source, &destination, &key)?;
                 let found = vhost
                     .bindings_between(&source, &destination)
                     .into_iter()
@@ -202,13 +202,22 @@ impl Session {
         self.authorize(action, kind, name).map_err(|e| Refusal::Unauthorized(e.to_string()))
     }
 
-    /// `binding_checks/5`'s permissions: write on the destination, read on the source.
-    fn permit_binding(&self, source: &str, destination: &Destination) -> Result<(), Refusal> {
+    /// `binding_checks/5`'s permissions: write on the destination, read on the source, then
+    /// the binding key on a topic exchange.
+    fn permit_binding(&self, vhost: &VHost, source: &str, destination: &Destination, key: &str) -> Result<(), Refusal> {
         match destination {
             Destination::Queue(q) => self.permit(Action::Write, ResourceKind::Queue, q)?,
             Destination::Exchange(x) => self.permit(Action::Write, ResourceKind::Exchange, x)?,
         }
-        self.permit(Action::Read, ResourceKind::Exchange, source)
+        self.permit(Action::Read, ResourceKind::Exchange, source)?;
+        if let (Some(principal), Some(info)) = (self.principal(), vhost.exchange(source))
+            && info.kind == ExchangeKind::Topic
+        {
+            principal
+                .check_topic(Action::Read, vhost.name(), source, key)
+                .map_err(|e| Refusal::Unauthorized(e.to_string()))?;
+        }
+        Ok(())
     }
 
     async fn queue_info(&self, vhost: &VHost, name: &str) -> Result<Amqp, Status> {

@@ -4,7 +4,7 @@
 use std::sync::Arc;
 
 use bytes::Bytes;
-use charon_engine::{ConfirmTo, Enqueue, Principal, QueueRef};
+use charon_engine::{Action, ConfirmTo, Enqueue, ExchangeKind, Principal, QueueRef};
 use fe2o3_amqp_types::messaging::{Accepted, DeliveryState, Rejected, Released};
 use fe2o3_amqp_types::primitives::{OrderedMap, Symbol};
 use serde_amqp::Value as Amqp;
@@ -185,16 +185,36 @@ impl Session {
                 return;
             }
         };
-        // An anonymous-terminus message is checked for write on its exchange as it comes
-        // (RabbitMQ's `lookup_target/6`); a refusal ends the session as there.
-        if matches!(target, TargetAddress::Anonymous)
-            && let (Some(user), Some(vhost)) = (self.user.as_ref(), self.vhost.as_ref())
-            && let Err(e) = self.write_grants.check(Principal::new(self.broker.access(), user), vhost.name(), &exchange)
-        {
-            self.fail_session(channel, "amqp:unauthorized-access", e.to_string(), conn).await;
-            return;
-        }
+        // Write on the exchange, as it comes (RabbitMQ's `lookup_target/6` for the anonymous
+        // terminus; a fixed target passed at attach and is remembered); a refusal ends the
+        // session as there.
+        let topic = match (self.user.as_ref(), self.vhost.as_ref()) {
+            (Some(user), Some(vhost)) => {
+                let is_topic = || vhost.exchange(&exchange).is_some_and(|x| x.kind == ExchangeKind::Topic);
+                let principal = Principal::new(self.broker.access(), user);
+                self.write_grants.check(principal, vhost.name(), &exchange, is_topic)
+            }
+            _ => Ok(false),
+        };
+        let topic = match topic {
+            Ok(topic) => topic,
+            Err(e) => {
+                self.fail_session(channel, "amqp:unauthorized-access", e.to_string(), conn).await;
+                return;
+            }
+        };
         let message = to_model(&parsed, &exchange, &routing_key);
+        if topic && let (Some(user), Some(vhost)) = (self.user.as_ref(), self.vhost.as_ref()) {
+            let principal = Principal::new(self.broker.access(), user);
+            let refused = message
+                .routing
+                .all_keys()
+                .find_map(|key| principal.check_topic(Action::Write, vhost.name(), &exchange, key).err());
+            if let Some(e) = refused {
+                self.fail_session(channel, "amqp:unauthorized-access", e.to_string(), conn).await;
+                return;
+            }
+        }
         if let (Some(claimed), Some(user)) = (&message.properties().user_id, &self.user)
             && claimed.as_ref() != user.name.as_bytes()
         {

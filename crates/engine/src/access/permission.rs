@@ -19,18 +19,32 @@ pub struct Permission {
     read: Pattern,
 }
 
+/// One pattern, as given and compiled.
 #[derive(Clone, Debug)]
-struct Pattern {
+pub(super) struct Pattern {
     text: String,
     compiled: Regex,
 }
 
 impl Pattern {
-    fn new(text: &str) -> Result<Self, AccessError> {
-        let effective = if text.is_empty() { "^$" } else { text };
+    pub(super) fn new(text: &str) -> Result<Self, AccessError> {
+        Self::expanded(text, text)
+    }
+
+    /// `text` as given, matching as `effective` (a topic pattern with its variables filled).
+    pub(super) fn expanded(text: &str, effective: &str) -> Result<Self, AccessError> {
+        let effective = if effective.is_empty() { "^$" } else { effective };
         let compiled = Regex::new(effective)
             .map_err(|e| AccessError::BadRequest(format!("invalid regular expression '{text}': {e}")))?;
         Ok(Self { text: text.to_owned(), compiled })
+    }
+
+    pub(super) fn text(&self) -> &str {
+        &self.text
+    }
+
+    pub(super) fn is_match(&self, name: &str) -> bool {
+        self.compiled.is_match(name)
     }
 }
 

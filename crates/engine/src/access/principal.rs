@@ -35,6 +35,26 @@ impl<'a> Principal<'a> {
         self.access.generation()
     }
 
+    /// Checks a routing key on a topic exchange (see [`Access::authorize_topic`]).
+    ///
+    /// # Errors
+    /// ACCESS_REFUSED with RabbitMQ's text.
+    pub fn check_topic(
+        &self,
+        action: Action,
+        vhost: &str,
+        exchange: &str,
+        routing_key: &str,
+    ) -> Result<(), EngineError> {
+        self.access.authorize_topic(self.user, action, vhost, exchange, routing_key)
+    }
+
+    /// Whether routing keys on `exchange` of `vhost` are checked for this user.
+    #[must_use]
+    pub fn has_topic_permission(&self, vhost: &str, exchange: &str) -> bool {
+        self.access.has_topic_permission(self.user, vhost, exchange)
+    }
+
     /// Checks one action on one resource.
     ///
     /// # Errors

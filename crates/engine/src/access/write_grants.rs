@@ -14,30 +14,41 @@ const MAX_EXCHANGES: usize = 16;
 #[derive(Debug, Default)]
 pub struct WriteGrants {
     generation: u64,
-    exchanges: Vec<String>,
+    /// Granted exchanges, each with whether its routing keys are checked (a topic exchange on
+    /// which the user has topic permissions).
+    exchanges: Vec<(String, bool)>,
 }
 
 impl WriteGrants {
-    /// Checks that `principal` may publish to `exchange` of `vhost`.
+    /// Checks that `principal` may publish to `exchange` of `vhost`; returns whether the
+    /// message's routing keys must then be checked ([`Principal::check_topic`]): when the user
+    /// has topic permissions on it and `is_topic` says it is a topic exchange.
     ///
     /// # Errors
     /// ACCESS_REFUSED with RabbitMQ's text (`write access to exchange 'x' in vhost '/' refused
     /// for user 'u'`); a refusal is not remembered.
-    pub fn check(&mut self, principal: Principal<'_>, vhost: &str, exchange: &str) -> Result<(), EngineError> {
+    pub fn check(
+        &mut self,
+        principal: Principal<'_>,
+        vhost: &str,
+        exchange: &str,
+        is_topic: impl FnOnce() -> bool,
+    ) -> Result<bool, EngineError> {
         let generation = principal.generation();
         if generation != self.generation {
             self.exchanges.clear();
             self.generation = generation;
         }
-        if self.exchanges.iter().any(|granted| granted == exchange) {
-            return Ok(());
+        if let Some((_, topic)) = self.exchanges.iter().find(|(granted, _)| granted == exchange) {
+            return Ok(*topic);
         }
         principal.check(Action::Write, &Resource::exchange(vhost, exchange))?;
+        let topic = principal.has_topic_permission(vhost, exchange) && is_topic();
         if self.exchanges.len() >= MAX_EXCHANGES {
             self.exchanges.clear();
         }
-        self.exchanges.push(exchange.to_owned());
-        Ok(())
+        self.exchanges.push((exchange.to_owned(), topic));
+        Ok(topic)
     }
 }
 
@@ -54,17 +65,28 @@ mod tests {
         let access = Access::in_memory(Seed { users: vec![(account, None)], vhosts: vec!["/".into()] });
         let user = access.user("u").unwrap();
         let mut grants = WriteGrants::default();
-        assert!(grants.check(Principal::new(&access, &user), "/", "x").is_ok());
-        assert!(grants.check(Principal::new(&access, &user), "/", "").is_ok());
+        let topic = || true;
+        assert_eq!(grants.check(Principal::new(&access, &user), "/", "x", topic), Ok(false));
+        assert_eq!(grants.check(Principal::new(&access, &user), "/", "", topic), Ok(false));
         access.set_permission("/", "u", Permission::new(".*", "^y$", ".*").unwrap()).await.unwrap();
-        let refused = grants.check(Principal::new(&access, &user), "/", "x").unwrap_err();
+        let refused = grants.check(Principal::new(&access, &user), "/", "x", topic).unwrap_err();
         assert_eq!(refused.to_string(), "write access to exchange 'x' in vhost '/' refused for user 'u'");
-        let refused = grants.check(Principal::new(&access, &user), "/", "").unwrap_err();
+        let refused = grants.check(Principal::new(&access, &user), "/", "", topic).unwrap_err();
         assert_eq!(refused.to_string(), "write access to exchange 'amq.default' in vhost '/' refused for user 'u'");
-        assert!(grants.check(Principal::new(&access, &user), "/", "y").is_ok());
+        assert_eq!(grants.check(Principal::new(&access, &user), "/", "y", topic), Ok(false));
+        // Topic permissions on y: its routing keys are checked from now on, on a topic exchange.
+        access.set_topic_permission("/", "u", "y", "^u\\.", "").await.unwrap();
+        assert_eq!(grants.check(Principal::new(&access, &user), "/", "y", topic), Ok(true));
+        let principal = Principal::new(&access, &user);
+        assert!(principal.check_topic(Action::Write, "/", "y", "u.1").is_ok());
+        let refused = principal.check_topic(Action::Write, "/", "y", "v.1").unwrap_err();
+        assert_eq!(
+            refused.to_string(),
+            "write access to topic 'v.1' in exchange 'y' in vhost '/' refused for user 'u'"
+        );
         for n in 0..40 {
             access.set_permission("/", "u", Permission::full()).await.unwrap();
-            assert!(grants.check(Principal::new(&access, &user), "/", &format!("e{n}")).is_ok());
+            assert_eq!(grants.check(Principal::new(&access, &user), "/", &format!("e{n}"), || false), Ok(false));
         }
         assert!(grants.exchanges.len() <= MAX_EXCHANGES);
     }
