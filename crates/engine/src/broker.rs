@@ -9,6 +9,7 @@ use tokio::sync::watch;
 
 use crate::alarms::{Alarms, Resources};
 use crate::limits::{ConnectionSlot, Limits};
+use crate::login::{LoginConfig, LoginPolicy};
 
 use charon_store::segment_log::{Placed, Record, RecoveredQueue};
 
@@ -42,6 +43,8 @@ pub struct BrokerConfig {
     /// Charon's at-least-once dead lettering for every queue with a dead-letter exchange (a
     /// `charon-dead-letter-guarantee` policy overrides it per queue).
     pub dead_letter_guarantee: bool,
+    /// Who may log in from where, and how failed logins are slowed.
+    pub login: LoginConfig,
 }
 
 impl Default for BrokerConfig {
@@ -52,6 +55,7 @@ impl Default for BrokerConfig {
             vhosts: vec!["/".into()],
             dead_letter_fallback: true,
             dead_letter_guarantee: false,
+            login: LoginConfig::default(),
         }
     }
 }
@@ -81,6 +85,8 @@ pub struct Broker {
     resources: Arc<Resources>,
     /// Vhost and user limits, and the connections and channels counted against them.
     limits: Arc<Limits>,
+    /// `loopback_users`, the failed-login throttle, the certificate login name.
+    login: LoginPolicy,
 }
 
 impl Broker {
@@ -100,8 +106,9 @@ impl Broker {
                 (name.clone(), vhost)
             })
             .collect();
+        let login = LoginPolicy::new(config.login.clone());
         let users = config.users.into_iter().map(|u| (u.name.clone(), u)).collect();
-        Arc::new(Self { users, vhosts: RwLock::new(vhosts), ids, resources: Arc::default(), limits })
+        Arc::new(Self { users, vhosts: RwLock::new(vhosts), ids, resources: Arc::default(), limits, login })
     }
 
     /// Creates the broker on a durable store: the configured vhosts plus every vhost the store
@@ -148,7 +155,8 @@ impl Broker {
             store.log.append(orphans, None);
         }
         let users = config.users.into_iter().map(|u| (u.name.clone(), u)).collect();
-        let broker = Arc::new(Self { users, vhosts: RwLock::new(vhosts), ids, resources: Arc::default(), limits });
+        let login = LoginPolicy::new(config.login.clone());
+        let broker = Arc::new(Self { users, vhosts: RwLock::new(vhosts), ids, resources: Arc::default(), limits, login });
         let weak = Arc::downgrade(&broker);
         store.log.set_relocation_listener(Box::new(move |placed| {
             if let Some(broker) = weak.upgrade() {
@@ -184,6 +192,12 @@ impl Broker {
     #[must_use]
     pub fn limits(&self) -> &Arc<Limits> {
         &self.limits
+    }
+
+    /// The login policy: `loopback_users`, the failed-login throttle, SASL EXTERNAL's name.
+    #[must_use]
+    pub fn login(&self) -> &LoginPolicy {
+        &self.login
     }
 
     /// Opens a vhost for a connection of `user`, counted against the vhost's and the user's
