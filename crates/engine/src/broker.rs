@@ -156,7 +156,8 @@ impl Broker {
         }
         let users = config.users.into_iter().map(|u| (u.name.clone(), u)).collect();
         let login = LoginPolicy::new(config.login.clone());
-        let broker = Arc::new(Self { users, vhosts: RwLock::new(vhosts), ids, resources: Arc::default(), limits, login });
+        let broker =
+            Arc::new(Self { users, vhosts: RwLock::new(vhosts), ids, resources: Arc::default(), limits, login });
         let weak = Arc::downgrade(&broker);
         store.log.set_relocation_listener(Box::new(move |placed| {
             if let Some(broker) = weak.upgrade() {

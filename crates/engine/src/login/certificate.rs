@@ -40,10 +40,8 @@ impl CertificateSubject {
         let common_name = subject.iter_common_name().filter_map(|cn| cn.as_str().ok()).last().map(str::to_owned);
         // RFC 4514: the most specific RDN first, RDNs separated by ",", the values of a
         // multi-valued RDN by "+".
-        let rdns: Vec<String> = subject
-            .iter_rdn()
-            .map(|rdn| rdn.iter().map(attribute).collect::<Vec<_>>().join("+"))
-            .collect();
+        let rdns: Vec<String> =
+            subject.iter_rdn().map(|rdn| rdn.iter().map(attribute).collect::<Vec<_>>().join("+")).collect();
         let distinguished_name = rdns.into_iter().rev().collect::<Vec<_>>().join(",");
         Ok(Self { common_name, distinguished_name })
     }
