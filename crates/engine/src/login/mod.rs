@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 pub use certificate::{CertificateError, CertificateSubject};
 pub use throttle::Throttle;
 
-use crate::broker::User;
+use crate::broker::{Broker, User};
 
 /// Which part of a client certificate's subject SASL EXTERNAL logs in as, as RabbitMQ's
 /// `ssl_cert_login_from`.
@@ -138,6 +138,25 @@ impl LoginPolicy {
     }
 }
 
+/// A SASL EXTERNAL login: the user named by `peer`'s verified client certificate (as the
+/// policy's [`CertLoginFrom`] says), which must exist; refusals are logged and counted as any
+/// failed login.
+#[must_use]
+pub fn external_login(broker: &Broker, peer: &Peer) -> Option<User> {
+    let policy = broker.login();
+    let address = peer.address();
+    let Some(subject) = peer.certificate() else {
+        policy.refuse(address, "EXTERNAL", "", "no client certificate");
+        return None;
+    };
+    let Some(name) = policy.certificate_user(subject) else {
+        let reason = format!("no common name in the certificate subject '{}'", subject.distinguished_name());
+        policy.refuse(address, "EXTERNAL", "", &reason);
+        return None;
+    };
+    policy.admit(address, "EXTERNAL", name, broker.user(name))
+}
+
 /// RabbitMQ's loopback test: 127.0.0.0/8 and ::1, also as IPv4-mapped IPv6.
 #[must_use]
 pub fn is_loopback(address: IpAddr) -> bool {
@@ -190,6 +209,22 @@ mod tests {
         assert!(policy.admit(peer, "PLAIN", "guest", None).is_none());
         let delay = policy.delay(addr("127.0.0.1:4001"));
         assert!(delay > throttle::STEP.mul_f64(1.99) && delay <= throttle::STEP * 2, "{delay:?}");
+    }
+
+    #[tokio::test]
+    async fn external_logins_need_a_certificate_naming_a_user() {
+        let broker = crate::Broker::new(crate::BrokerConfig::default());
+        let local = addr("127.0.0.1:4000");
+        let guest = CertificateSubject::new(Some("guest".into()), "CN=guest".into());
+        assert_eq!(
+            external_login(&broker, &Peer::new(local, Some(guest.clone()))).map(|u| u.name),
+            Some("guest".into())
+        );
+        let stranger = CertificateSubject::new(Some("stranger".into()), "CN=stranger".into());
+        assert_eq!(external_login(&broker, &Peer::new(local, Some(stranger))), None);
+        assert_eq!(external_login(&broker, &Peer::new(local, None)), None);
+        assert_eq!(broker.login().throttle().len(), 1, "refusals count against the address");
+        assert_eq!(external_login(&broker, &Peer::new(addr("192.0.2.1:4000"), Some(guest))), None, "loopback_users");
     }
 
     #[test]
