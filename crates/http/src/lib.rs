@@ -9,7 +9,9 @@
 //! - `/api/vhost-limits[/{vhost}[/{limit}]]`, `/api/user-limits[/{user}[/{limit}]]`: GET, PUT
 //!   `{"value": N}`, DELETE, as `set_vhost_limits` / `set_user_limits`.
 //!
-//! Every request needs HTTP basic auth against the broker's users.
+//! Every request needs HTTP basic auth against the broker's users, under the broker's login
+//! policy (`loopback_users`, the failed-login throttle). [`serve`] serves plain HTTP,
+//! [`serve_tls`] HTTPS.
 
 mod auth;
 mod error;
@@ -18,7 +20,9 @@ pub mod json;
 mod limits;
 mod policies;
 mod queues;
+mod tls;
 
+use std::net::SocketAddr;
 use std::sync::Arc;
 
 use axum::Router;
@@ -26,6 +30,8 @@ use axum::routing::get;
 use charon_engine::Broker;
 use tokio::net::TcpListener;
 use tokio::sync::watch;
+
+pub use tls::serve_tls;
 
 /// The API's routes over `broker`.
 pub fn router(broker: Arc<Broker>) -> Router {
@@ -57,7 +63,7 @@ pub async fn serve(
     broker: Arc<Broker>,
     mut shutdown: watch::Receiver<bool>,
 ) -> std::io::Result<()> {
-    axum::serve(listener, router(broker))
+    axum::serve(listener, router(broker).into_make_service_with_connect_info::<SocketAddr>())
         .with_graceful_shutdown(async move {
             let _ = shutdown.wait_for(|stop| *stop).await;
         })
