@@ -100,13 +100,14 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn failures_slow_every_later_request_from_that_address() {
         let broker = Broker::new(BrokerConfig::default());
-        for _ in 0..3 {
+        for _ in 0..5 {
             assert_eq!(get_from(&broker, "127.0.0.1:5000", BAD).await, StatusCode::UNAUTHORIZED);
         }
+        // Two failures beyond the free three: 2 x 250 ms.
         let started = tokio::time::Instant::now();
         assert_eq!(get_from(&broker, "127.0.0.1:5001", GUEST).await, StatusCode::OK);
         let waited = started.elapsed();
-        assert!(waited >= Duration::from_millis(590), "a good login waited only {waited:?}");
+        assert!(waited >= Duration::from_millis(490), "a good login waited only {waited:?}");
         let started = tokio::time::Instant::now();
         assert_eq!(get_from(&broker, "127.0.0.9:5001", GUEST).await, StatusCode::OK);
         assert!(started.elapsed() < Duration::from_millis(10), "another address is not slowed");

@@ -190,6 +190,9 @@ mod tests {
         assert!(policy.admit(addr("192.0.2.7:4000"), "PLAIN", "guest", guest()).is_none());
         assert!(policy.admit(addr("[2001:db8::1]:4000"), "AMQPLAIN", "guest", guest()).is_none());
         assert_eq!(policy.throttle().len(), 2, "a loopback refusal counts as a failed login");
+        for _ in 0..3 {
+            assert!(policy.admit(addr("192.0.2.7:4000"), "PLAIN", "guest", guest()).is_none());
+        }
         let delay = policy.delay(addr("192.0.2.7:5000"));
         assert!(delay > throttle::STEP.mul_f64(0.99) && delay <= throttle::STEP, "{delay:?}");
     }
@@ -205,8 +208,9 @@ mod tests {
         let policy = LoginPolicy::default();
         let peer = addr("127.0.0.1:4000");
         assert_eq!(policy.delay(peer), Duration::ZERO);
-        assert!(policy.admit(peer, "PLAIN", "guest", None).is_none());
-        assert!(policy.admit(peer, "PLAIN", "guest", None).is_none());
+        for _ in 0..5 {
+            assert!(policy.admit(peer, "PLAIN", "guest", None).is_none());
+        }
         let delay = policy.delay(addr("127.0.0.1:4001"));
         assert!(delay > throttle::STEP.mul_f64(1.99) && delay <= throttle::STEP * 2, "{delay:?}");
     }

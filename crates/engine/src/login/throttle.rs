@@ -1,5 +1,6 @@
 //! Slowing down password guessing: each source address that failed to log in recently waits
-//! before its next login attempt is answered, longer the more it failed.
+//! before its next login attempt is answered, longer the more it failed. A few failures (a
+//! mistyped password, a test suite's refused-login cases) cost nothing.
 //!
 //! The delay is applied to every attempt from that address, successful or not, so a client
 //! cannot cut a slow answer short and read a fast one as success. The table is bounded: when it
@@ -12,8 +13,10 @@ use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
 
-/// The delay added per recent failure.
-pub const STEP: Duration = Duration::from_millis(200);
+/// Recent failures that cost no delay.
+pub const FREE: f64 = 3.0;
+/// The delay added per recent failure beyond [`FREE`].
+pub const STEP: Duration = Duration::from_millis(250);
 /// The longest delay.
 pub const MAX_DELAY: Duration = Duration::from_secs(3);
 /// A failure counts half as much after this long.
@@ -28,6 +31,7 @@ const FORGOTTEN: f64 = 0.05;
 pub struct Throttle {
     entries: Mutex<HashMap<IpAddr, Entry>>,
     capacity: usize,
+    free: f64,
     step: Duration,
     max: Duration,
     half_life: Duration,
@@ -49,23 +53,23 @@ impl Entry {
 
 impl Default for Throttle {
     fn default() -> Self {
-        Self::new(CAPACITY, STEP, MAX_DELAY, HALF_LIFE)
+        Self::new(CAPACITY, FREE, STEP, MAX_DELAY, HALF_LIFE)
     }
 }
 
 impl Throttle {
     /// A throttle remembering at most `capacity` addresses, delaying `step` per recent failure
-    /// up to `max`, failures halving every `half_life`.
+    /// beyond `free` ones, up to `max`, failures halving every `half_life`.
     #[must_use]
-    pub fn new(capacity: usize, step: Duration, max: Duration, half_life: Duration) -> Self {
-        Self { entries: Mutex::new(HashMap::new()), capacity: capacity.max(1), step, max, half_life }
+    pub fn new(capacity: usize, free: f64, step: Duration, max: Duration, half_life: Duration) -> Self {
+        Self { entries: Mutex::new(HashMap::new()), capacity: capacity.max(1), free, step, max, half_life }
     }
 
     /// How long to wait before answering a login attempt from `address` at `now`.
     #[must_use]
     pub fn delay(&self, address: IpAddr, now: Instant) -> Duration {
         let score = self.entries.lock().get(&key(address)).map_or(0.0, |e| e.score_at(now, self.half_life));
-        self.step.mul_f64(score).min(self.max)
+        self.step.mul_f64((score - self.free).max(0.0)).min(self.max)
     }
 
     /// Counts a failed login from `address` at `now`.
@@ -128,7 +132,19 @@ mod tests {
     }
 
     fn throttle(capacity: usize) -> Throttle {
-        Throttle::new(capacity, Duration::from_millis(100), Duration::from_secs(1), Duration::from_secs(10))
+        Throttle::new(capacity, 0.0, Duration::from_millis(100), Duration::from_secs(1), Duration::from_secs(10))
+    }
+
+    #[test]
+    fn the_first_failures_are_free() {
+        let t = Throttle::new(8, 2.0, Duration::from_millis(100), Duration::from_secs(1), Duration::from_secs(10));
+        let now = Instant::now();
+        let a = ip("10.0.0.1");
+        t.record_failure(a, now);
+        t.record_failure(a, now);
+        assert_eq!(t.delay(a, now), Duration::ZERO);
+        t.record_failure(a, now);
+        assert_eq!(t.delay(a, now), Duration::from_millis(100));
     }
 
     #[test]
@@ -206,8 +222,12 @@ mod tests {
     async fn works_with_tokios_paused_clock() {
         let t = Throttle::default();
         let a = ip("10.0.0.1");
-        t.record_failure(a, tokio::time::Instant::now().into_std());
+        for _ in 0..5 {
+            t.record_failure(a, tokio::time::Instant::now().into_std());
+        }
+        assert_eq!(t.delay(a, tokio::time::Instant::now().into_std()), STEP * 2);
         tokio::time::advance(HALF_LIFE).await;
-        assert_eq!(t.delay(a, tokio::time::Instant::now().into_std()), STEP / 2);
+        // 5 failures decayed to 2.5: within the free allowance.
+        assert_eq!(t.delay(a, tokio::time::Instant::now().into_std()), Duration::ZERO);
     }
 }
