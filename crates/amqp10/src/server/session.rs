@@ -109,9 +109,13 @@ impl Host for Login<'_> {
         self.user.as_ref().map(|u| u.name.clone())
     }
 
+    /// ANONYMOUS logs in as the configured user under the same policy as any login: RabbitMQ
+    /// checks `loopback_users` for it too (so, by default, `guest` only from loopback).
     fn anonymous_user(&mut self) -> Option<String> {
         let name = self.anonymous_user?;
-        *self.user = self.broker.user(name);
+        let policy = self.broker.login();
+        *self.delay = policy.delay(self.peer.address());
+        *self.user = policy.admit(self.peer.address(), "ANONYMOUS", name, self.broker.user(name));
         self.user.as_ref().map(|u| u.name.clone())
     }
 
