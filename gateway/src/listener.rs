@@ -132,3 +132,67 @@ async fn refuse<S: AsyncWrite + Unpin>(mut stream: S, reply: [u8; 8]) {
     let _ = stream.write_all(&reply).await;
     let _ = stream.shutdown().await;
 }
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
+mod tests {
+    use charon_engine::BrokerConfig;
+    use fe2o3_amqp::sasl_profile::SaslProfile;
+    use lapin::{Connection, ConnectionProperties};
+
+    use super::*;
+
+    /// A broker whose connections all look as if they came from `peer` (the sockets are on
+    /// loopback; `handle` gets the address it is told, as the accept loop passes the real one).
+    async fn broker_seeing(peer: &str) -> (u16, watch::Sender<bool>) {
+        let broker = Broker::new(BrokerConfig::default());
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let peer: SocketAddr = peer.parse().unwrap();
+        let (stop, shutdown) = watch::channel(false);
+        tokio::spawn(async move {
+            loop {
+                let (stream, _) = listener.accept().await.unwrap();
+                let (broker, shutdown) = (Arc::clone(&broker), shutdown.clone());
+                tokio::spawn(handle(stream, Peer::new(peer, None), broker, Arc::default(), shutdown));
+            }
+        });
+        (port, stop)
+    }
+
+    async fn refusal_091(port: u16, password: &str) -> String {
+        let url = format!("amqp://guest:{password}@127.0.0.1:{port}/%2f");
+        Connection::connect(&url, ConnectionProperties::default())
+            .await
+            .err()
+            .map(|e| e.to_string())
+            .unwrap_or_default()
+    }
+
+    async fn opens_10(port: u16) -> bool {
+        fe2o3_amqp::Connection::builder()
+            .container_id("loopback-test")
+            .hostname("vhost:/")
+            .sasl_profile(SaslProfile::Plain { username: "guest".into(), password: "guest".into() })
+            .open(format!("amqp://127.0.0.1:{port}").as_str())
+            .await
+            .is_ok()
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn guest_from_a_remote_address_is_refused_as_a_wrong_password_on_both_protocols() {
+        let (remote, _stop_remote) = broker_seeing("192.0.2.9:40000").await;
+        let (local, _stop_local) = broker_seeing("127.0.0.1:40000").await;
+        let refused = refusal_091(remote, "guest").await;
+        assert!(
+            refused.contains(
+                "ACCESS_REFUSED - Login was refused using authentication mechanism PLAIN. For details see the broker logfile."
+            ),
+            "{refused}"
+        );
+        assert_eq!(refused, refusal_091(local, "wrong").await, "the same answer as a wrong password");
+        assert!(refusal_091(local, "guest").await.is_empty(), "guest from loopback logs in");
+        assert!(opens_10(local).await);
+        assert!(!opens_10(remote).await, "1.0: refused from a remote address");
+    }
+}
