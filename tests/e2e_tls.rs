@@ -49,6 +49,8 @@ impl Pki {
         for (file, cn) in [("guest", "guest"), ("nobody", "nobody")] {
             let key = KeyPair::generate().unwrap();
             let mut client = CertificateParams::new(Vec::<String>::new()).unwrap();
+            // Subject O=Charon tests, CN=<user> in that order: RFC 4514 `CN=<user>,O=Charon tests`.
+            client.distinguished_name = rcgen::DistinguishedName::new();
             client.distinguished_name.push(DnType::OrganizationName, "Charon tests");
             client.distinguished_name.push(DnType::CommonName, cn);
             client.extended_key_usages = vec![ExtendedKeyUsagePurpose::ClientAuth];
@@ -151,6 +153,11 @@ async fn lapin_publishes_and_gets_over_amqps_and_plain_tcp_still_works() {
     let pki = Pki::new();
     let charon = start(&pki, false, &[]);
     let port = charon.amqps_port.expect("amqps port");
+    // A plain-AMQP client on the amqps port fails its handshake: only it is dropped.
+    let mut confused = TcpStream::connect(("127.0.0.1", port)).await.unwrap();
+    confused.write_all(b"AMQP\x00\x00\x09\x01").await.unwrap();
+    let got = read_some(&mut confused, 64).await;
+    assert!(!got.starts_with(b"\x01\x00\x00"), "no connection.start in clear text: {got:?}");
     let tls = lapin::tcp::OwnedTLSConfig {
         identity: None,
         cert_chain: Some(std::fs::read_to_string(pki.path("ca.pem")).unwrap()),
@@ -236,20 +243,41 @@ async fn amqp10_external_is_offered_with_a_certificate_and_needs_a_known_user() 
     let mut anonymous = tls_connect(&pki.connector(None), port).await.unwrap();
     anonymous.write_all(b"AMQP\x03\x01\x00\x00").await.unwrap();
     assert!(!offer(&read_some(&mut anonymous, 40).await), "EXTERNAL offered without a certificate");
-    let mut nobody = tls_connect(&pki.connector(Some("nobody")), port).await.unwrap();
-    nobody.write_all(b"AMQP\x03\x01\x00\x00").await.unwrap();
-    assert!(offer(&read_some(&mut nobody, 40).await));
+    // CN=nobody names no user: sasl-outcome code 1 (auth), after RabbitMQ's 3 s delay.
+    assert_eq!(external_10(&pki, port, "nobody").await, Some(1));
+    assert_eq!(external_10(&pki, port, "guest").await, Some(0));
+}
+
+/// SASL EXTERNAL over 1.0 at the frame level with the client certificate `client`: the
+/// sasl-outcome code.
+async fn external_10(pki: &Pki, port: u16, client: &str) -> Option<u8> {
+    let mut stream = tls_connect(&pki.connector(Some(client)), port).await.unwrap();
+    stream.write_all(b"AMQP\x03\x01\x00\x00").await.unwrap();
+    let offer = read_some(&mut stream, 40).await;
+    assert!(String::from_utf8_lossy(&offer).contains("EXTERNAL"), "{offer:?}");
     // sasl-init: mechanism EXTERNAL, empty initial response.
     let init: &[u8] = b"\x00\x53\x41\xc0\x0d\x02\xa3\x08EXTERNAL\xa0\x00";
-    let mut frame = ((8 + init.len()) as u32).to_be_bytes().to_vec();
+    let mut frame = u32::try_from(8 + init.len()).unwrap().to_be_bytes().to_vec();
     frame.extend_from_slice(&[2, 1, 0, 0]);
     frame.extend_from_slice(init);
-    nobody.write_all(&frame).await.unwrap();
-    let outcome = read_some(&mut nobody, 64).await;
-    // sasl-outcome (0x44) with code 1 (auth), after RabbitMQ's 3 s delay.
+    stream.write_all(&frame).await.unwrap();
+    let outcome = read_some(&mut stream, 64).await;
     let at = outcome.windows(2).position(|w| w == [0x53, 0x44]).expect("a sasl-outcome");
-    let code = outcome[at + 2..].windows(2).take(4).find(|w| w[0] == 0x50).map(|w| w[1]);
-    assert_eq!(code, Some(1), "{outcome:?}");
+    outcome[at + 2..].windows(2).take(4).find(|w| w[0] == 0x50).map(|w| w[1])
+}
+
+/// `ssl_cert_login_from = distinguished_name`: the user is the certificate's RFC 4514 subject.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn external_can_log_in_as_the_distinguished_name() {
+    let pki = Pki::new();
+    let charon = start(
+        &pki,
+        false,
+        &["--ssl-cert-login-from", "distinguished_name", "--user", "CN=guest,O=Charon tests:unused"],
+    );
+    let port = charon.amqps_port.expect("amqps port");
+    assert_eq!(external_10(&pki, port, "guest").await, Some(0));
+    assert_eq!(external_10(&pki, port, "nobody").await, Some(1));
 }
 
 #[test]
