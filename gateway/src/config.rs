@@ -4,6 +4,7 @@
 use std::path::PathBuf;
 
 use anyhow::{Context, bail};
+use charon_engine::login::{CertLoginFrom, LoginConfig};
 use charon_engine::{BrokerConfig, UserConfig};
 use clap::Parser;
 use serde::Deserialize;
@@ -75,6 +76,40 @@ pub(crate) struct Cli {
     /// overrides it per queue). Default `at-most-once`, RabbitMQ's behaviour.
     #[arg(long)]
     dead_letter_guarantee: Option<String>,
+    /// Server certificate chain (PEM) for amqps and HTTPS. With `--tls-key`, amqps listens on
+    /// 127.0.0.1:5671 and HTTPS on 127.0.0.1:15671 unless told otherwise.
+    #[arg(long)]
+    tls_cert: Option<PathBuf>,
+    /// The certificate's private key (PEM: PKCS#8, PKCS#1 or SEC1).
+    #[arg(long)]
+    tls_key: Option<PathBuf>,
+    /// CA certificates (PEM) that client certificates must chain to (`--tls-verify-peer`).
+    #[arg(long)]
+    tls_ca: Option<PathBuf>,
+    /// Ask amqps clients for a certificate and verify it against `--tls-ca`, as RabbitMQ's
+    /// `ssl_options.verify = verify_peer`. Default false (`verify_none`).
+    #[arg(long)]
+    tls_verify_peer: Option<bool>,
+    /// Refuse amqps clients without a certificate, as RabbitMQ's
+    /// `ssl_options.fail_if_no_peer_cert`. Needs `--tls-verify-peer true`. Default false.
+    #[arg(long)]
+    tls_fail_if_no_peer_cert: Option<bool>,
+    /// Address to listen on for amqps (repeatable). Default 127.0.0.1:5671 when a certificate
+    /// is configured; port 0 picks one.
+    #[arg(long)]
+    tls_listen: Vec<String>,
+    /// Address of the HTTPS management API. Default 127.0.0.1:15671 when a certificate is
+    /// configured.
+    #[arg(long)]
+    https_listen: Option<String>,
+    /// Users that may only log in from loopback addresses, comma-separated (RabbitMQ's
+    /// `loopback_users`). Default `guest`; an empty string allows every user from anywhere.
+    #[arg(long)]
+    loopback_users: Option<String>,
+    /// Which part of a client certificate's subject SASL EXTERNAL logs in as:
+    /// `common_name` (default) or `distinguished_name`, as RabbitMQ's `ssl_cert_login_from`.
+    #[arg(long)]
+    ssl_cert_login_from: Option<String>,
 }
 
 /// The tools the binary runs instead of the broker.
@@ -117,6 +152,15 @@ struct FileConfig {
     max_message_size: Option<u64>,
     dead_letter_fallback: Option<bool>,
     dead_letter_guarantee: Option<String>,
+    tls_cert: Option<PathBuf>,
+    tls_key: Option<PathBuf>,
+    tls_ca: Option<PathBuf>,
+    tls_verify_peer: Option<bool>,
+    tls_fail_if_no_peer_cert: Option<bool>,
+    tls_listen: Option<Vec<String>>,
+    https_listen: Option<String>,
+    loopback_users: Option<Vec<String>>,
+    ssl_cert_login_from: Option<String>,
 }
 
 /// A size in bytes in the configuration file: a number, or a string with RabbitMQ's units.
@@ -187,6 +231,66 @@ pub(crate) struct Config {
     pub(crate) max_message_size: u64,
     pub(crate) dead_letter_fallback: bool,
     pub(crate) dead_letter_guarantee: bool,
+    /// amqps and HTTPS; `None` without a certificate.
+    pub(crate) tls: Option<TlsConfig>,
+    pub(crate) login: LoginConfig,
+}
+
+/// amqps and HTTPS settings.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct TlsConfig {
+    pub(crate) cert: PathBuf,
+    pub(crate) key: PathBuf,
+    pub(crate) ca: Option<PathBuf>,
+    pub(crate) verify_peer: bool,
+    pub(crate) fail_if_no_peer_cert: bool,
+    pub(crate) listen: Vec<String>,
+    pub(crate) https_listen: String,
+}
+
+impl TlsConfig {
+    fn resolve(cli: &Cli, file: &FileConfig) -> anyhow::Result<Option<Self>> {
+        let cert = cli.tls_cert.clone().or_else(|| file.tls_cert.clone());
+        let key = cli.tls_key.clone().or_else(|| file.tls_key.clone());
+        let ca = cli.tls_ca.clone().or_else(|| file.tls_ca.clone());
+        let verify_peer = cli.tls_verify_peer.or(file.tls_verify_peer).unwrap_or(false);
+        let fail_if_no_peer_cert = cli.tls_fail_if_no_peer_cert.or(file.tls_fail_if_no_peer_cert).unwrap_or(false);
+        let listen = if cli.tls_listen.is_empty() { file.tls_listen.clone() } else { Some(cli.tls_listen.clone()) };
+        let https_listen = cli.https_listen.clone().or_else(|| file.https_listen.clone());
+        let (cert, key) = match (cert, key) {
+            (Some(cert), Some(key)) => (cert, key),
+            (None, None) => {
+                let set = [
+                    ("tls_ca", ca.is_some()),
+                    ("tls_verify_peer", verify_peer),
+                    ("tls_fail_if_no_peer_cert", fail_if_no_peer_cert),
+                    ("tls_listen", listen.is_some()),
+                    ("https_listen", https_listen.is_some()),
+                ];
+                if let Some((name, _)) = set.iter().find(|(_, set)| *set) {
+                    bail!("{name} needs a server certificate: set tls_cert and tls_key");
+                }
+                return Ok(None);
+            }
+            (Some(_), None) => bail!("tls_cert needs tls_key"),
+            (None, Some(_)) => bail!("tls_key needs tls_cert"),
+        };
+        if verify_peer && ca.is_none() {
+            bail!("tls_verify_peer needs tls_ca (the CA certificates client certificates are checked against)");
+        }
+        if fail_if_no_peer_cert && !verify_peer {
+            bail!("tls_fail_if_no_peer_cert needs tls_verify_peer = true");
+        }
+        Ok(Some(Self {
+            cert,
+            key,
+            ca,
+            verify_peer,
+            fail_if_no_peer_cert,
+            listen: listen.unwrap_or_else(|| vec!["127.0.0.1:5671".to_owned()]),
+            https_listen: https_listen.unwrap_or_else(|| "127.0.0.1:15671".to_owned()),
+        }))
+    }
 }
 
 impl Config {
@@ -202,6 +306,7 @@ impl Config {
     }
 
     fn resolve(cli: &Cli, file: FileConfig) -> anyhow::Result<Self> {
+        let tls = TlsConfig::resolve(cli, &file)?;
         let listen = if cli.listen.is_empty() {
             file.listen.unwrap_or_else(|| vec!["127.0.0.1:5672".to_owned()])
         } else {
@@ -272,6 +377,16 @@ impl Config {
         if !(1..=MAX_MESSAGE_SIZE_LIMIT).contains(&max_message_size) {
             bail!("max_message_size must be 1 to {MAX_MESSAGE_SIZE_LIMIT}, got {max_message_size}");
         }
+        let loopback_users = match &cli.loopback_users {
+            Some(text) => text.split(',').map(str::trim).filter(|u| !u.is_empty()).map(str::to_owned).collect(),
+            None => file.loopback_users.clone().unwrap_or_else(|| LoginConfig::default().loopback_users),
+        };
+        let cert_login_from = match cli.ssl_cert_login_from.as_deref().or(file.ssl_cert_login_from.as_deref()) {
+            None | Some("common_name") => CertLoginFrom::CommonName,
+            Some("distinguished_name") => CertLoginFrom::DistinguishedName,
+            Some(other) => bail!("ssl_cert_login_from must be common_name or distinguished_name, got {other:?}"),
+        };
+        let login = LoginConfig { loopback_users, cert_login_from };
         let dead_letter_fallback = cli.dead_letter_fallback.or(file.dead_letter_fallback).unwrap_or(true);
         let dead_letter_guarantee = match cli.dead_letter_guarantee.clone().or(file.dead_letter_guarantee).as_deref() {
             None | Some("at-most-once") => false,
@@ -294,6 +409,8 @@ impl Config {
             max_message_size,
             dead_letter_fallback,
             dead_letter_guarantee,
+            tls,
+            login,
         })
     }
 
@@ -324,6 +441,7 @@ impl Config {
             vhosts: self.vhosts.clone(),
             dead_letter_fallback: self.dead_letter_fallback,
             dead_letter_guarantee: self.dead_letter_guarantee,
+            login: self.login.clone(),
         }
     }
 }
@@ -442,6 +560,64 @@ mod tests {
         for bad in [["--channel-max", "0"], ["--frame-max", "4095"], ["--max-message-size", "536870913"]] {
             assert!(Config::resolve(&cli(&bad), FileConfig::default()).is_err(), "{bad:?}");
         }
+    }
+
+    #[test]
+    fn tls_is_off_without_a_certificate_and_defaults_to_rabbitmqs_ports() {
+        assert_eq!(Config::resolve(&cli(&[]), FileConfig::default()).unwrap().tls, None);
+        let file: FileConfig = toml::from_str("tls_cert = \"c.pem\"\ntls_key = \"k.pem\"").unwrap();
+        let tls = Config::resolve(&cli(&[]), file).unwrap().tls.unwrap();
+        assert_eq!((tls.listen, tls.https_listen.as_str()), (vec!["127.0.0.1:5671".to_owned()], "127.0.0.1:15671"));
+        assert!((!tls.verify_peer && !tls.fail_if_no_peer_cert && tls.ca.is_none()));
+        let flags = cli(&[
+            "--tls-cert",
+            "c.pem",
+            "--tls-key",
+            "k.pem",
+            "--tls-ca",
+            "ca.pem",
+            "--tls-verify-peer",
+            "true",
+            "--tls-fail-if-no-peer-cert",
+            "true",
+            "--tls-listen",
+            "0.0.0.0:5671",
+            "--https-listen",
+            "127.0.0.1:0",
+        ]);
+        let tls = Config::resolve(&flags, FileConfig::default()).unwrap().tls.unwrap();
+        assert_eq!(tls.ca, Some(PathBuf::from("ca.pem")));
+        assert!(tls.verify_peer && tls.fail_if_no_peer_cert);
+        assert_eq!((tls.listen, tls.https_listen.as_str()), (vec!["0.0.0.0:5671".to_owned()], "127.0.0.1:0"));
+    }
+
+    #[test]
+    fn tls_settings_that_cannot_work_are_errors() {
+        let bad: [&[&str]; 5] = [
+            &["--tls-cert", "c.pem"],
+            &["--tls-listen", "127.0.0.1:5671"],
+            &["--tls-cert", "c.pem", "--tls-key", "k.pem", "--tls-verify-peer", "true"],
+            &["--tls-cert", "c.pem", "--tls-key", "k.pem", "--tls-fail-if-no-peer-cert", "true"],
+            &["--https-listen", "127.0.0.1:15671"],
+        ];
+        for args in bad {
+            assert!(Config::resolve(&cli(args), FileConfig::default()).is_err(), "{args:?}");
+        }
+    }
+
+    #[test]
+    fn loopback_users_and_cert_login_from() {
+        let config = Config::resolve(&cli(&[]), FileConfig::default()).unwrap();
+        assert_eq!(config.broker_config().login, LoginConfig::default());
+        assert_eq!(config.login.loopback_users, ["guest"]);
+        let file: FileConfig =
+            toml::from_str("loopback_users = []\nssl_cert_login_from = \"distinguished_name\"").unwrap();
+        let config = Config::resolve(&cli(&[]), file.clone()).unwrap();
+        assert!(config.login.loopback_users.is_empty());
+        assert_eq!(config.login.cert_login_from, CertLoginFrom::DistinguishedName);
+        let config = Config::resolve(&cli(&["--loopback-users", "guest, admin"]), file).unwrap();
+        assert_eq!(config.login.loopback_users, ["guest", "admin"]);
+        assert!(Config::resolve(&cli(&["--ssl-cert-login-from", "cn"]), FileConfig::default()).is_err());
     }
 
     #[test]

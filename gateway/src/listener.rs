@@ -1,18 +1,26 @@
-//! Accepting connections and routing each to its protocol by its first eight bytes.
+//! Accepting connections and routing each to its protocol by its first eight bytes, over plain
+//! TCP or, on amqps listeners, after the TLS handshake.
 
+use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
 use charon_amqp091::proto::{Negotiation, negotiate};
 use charon_amqp091::server::{ServerConfig, serve};
 use charon_engine::Broker;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use charon_engine::login::{CertificateSubject, Peer};
+use charon_net::Transport;
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::watch;
 use tokio::task::JoinSet;
+use tokio_rustls::TlsAcceptor;
+use tokio_rustls::server::TlsStream;
 
 /// A client that has not sent its protocol header by then is dropped.
 const HEADER_TIMEOUT: Duration = Duration::from_secs(10);
+/// A client that has not finished its TLS handshake by then is dropped.
+const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 /// How long shutdown waits for connections to finish their close handshake.
 const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
 
@@ -23,8 +31,10 @@ pub(crate) struct Settings {
     pub(crate) amqp10: charon_amqp10::server::ServerConfig,
 }
 
+/// Accepts on `listener` until shutdown; `tls` makes it an amqps listener.
 pub(crate) async fn accept_loop(
     listener: TcpListener,
+    tls: Option<TlsAcceptor>,
     broker: Arc<Broker>,
     settings: Arc<Settings>,
     mut shutdown: watch::Receiver<bool>,
@@ -33,8 +43,14 @@ pub(crate) async fn accept_loop(
     loop {
         tokio::select! {
             accepted = listener.accept() => match accepted {
-                Ok((stream, _)) => {
-                    connections.spawn(handle(stream, Arc::clone(&broker), Arc::clone(&settings), shutdown.clone()));
+                Ok((stream, address)) => {
+                    let (broker, settings, shutdown) = (Arc::clone(&broker), Arc::clone(&settings), shutdown.clone());
+                    match &tls {
+                        None => connections.spawn(handle(stream, Peer::new(address, None), broker, settings, shutdown)),
+                        Some(acceptor) => {
+                            connections.spawn(handle_tls(stream, address, acceptor.clone(), broker, settings, shutdown))
+                        }
+                    };
                 }
                 Err(error) => {
                     tracing::warn!(%error, "accept failed");
@@ -52,22 +68,131 @@ pub(crate) async fn accept_loop(
     }
 }
 
-async fn handle(mut stream: TcpStream, broker: Arc<Broker>, settings: Arc<Settings>, shutdown: watch::Receiver<bool>) {
+/// The TLS handshake, then the connection as on plain TCP. A failed handshake only ends this
+/// connection.
+async fn handle_tls(
+    stream: TcpStream,
+    address: SocketAddr,
+    acceptor: TlsAcceptor,
+    broker: Arc<Broker>,
+    settings: Arc<Settings>,
+    shutdown: watch::Receiver<bool>,
+) {
+    let stream = match tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(stream)).await {
+        Ok(Ok(stream)) => stream,
+        Ok(Err(error)) => {
+            tracing::warn!(peer = %address, %error, "TLS handshake failed");
+            return;
+        }
+        Err(_) => {
+            tracing::warn!(peer = %address, "TLS handshake timed out");
+            return;
+        }
+    };
+    let certificate = peer_certificate(&stream, address);
+    handle(stream, Peer::new(address, certificate), broker, settings, shutdown).await;
+}
+
+/// The subject of the client certificate the handshake verified (the leaf), if any.
+fn peer_certificate(stream: &TlsStream<TcpStream>, address: SocketAddr) -> Option<CertificateSubject> {
+    let leaf = stream.get_ref().1.peer_certificates()?.first()?;
+    match CertificateSubject::from_der(leaf) {
+        Ok(subject) => Some(subject),
+        Err(error) => {
+            tracing::warn!(peer = %address, %error, "client certificate subject unreadable: EXTERNAL not offered");
+            None
+        }
+    }
+}
+
+async fn handle<S>(
+    mut stream: S,
+    peer: Peer,
+    broker: Arc<Broker>,
+    settings: Arc<Settings>,
+    shutdown: watch::Receiver<bool>,
+) where
+    S: Transport + AsyncRead + AsyncWrite + Unpin,
+{
     let mut header = [0u8; 8];
     match tokio::time::timeout(HEADER_TIMEOUT, stream.read_exact(&mut header)).await {
         Ok(Ok(_)) => {}
         _ => return,
     }
     match negotiate(header) {
-        Negotiation::Amqp091 => serve(stream, broker, settings.amqp091.clone(), shutdown).await,
+        Negotiation::Amqp091 => serve(stream, peer, broker, settings.amqp091.clone(), shutdown).await,
         Negotiation::Amqp10Sasl => {
-            charon_amqp10::server::serve(stream, broker, settings.amqp10.clone(), shutdown).await
+            charon_amqp10::server::serve(stream, peer, broker, settings.amqp10.clone(), shutdown).await
         }
         Negotiation::Refuse(reply) => refuse(stream, reply).await,
     }
 }
 
-async fn refuse(mut stream: TcpStream, reply: [u8; 8]) {
+async fn refuse<S: AsyncWrite + Unpin>(mut stream: S, reply: [u8; 8]) {
     let _ = stream.write_all(&reply).await;
     let _ = stream.shutdown().await;
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
+mod tests {
+    use charon_engine::BrokerConfig;
+    use fe2o3_amqp::sasl_profile::SaslProfile;
+    use lapin::{Connection, ConnectionProperties};
+
+    use super::*;
+
+    /// A broker whose connections all look as if they came from `peer` (the sockets are on
+    /// loopback; `handle` gets the address it is told, as the accept loop passes the real one).
+    async fn broker_seeing(peer: &str) -> (u16, watch::Sender<bool>) {
+        let broker = Broker::new(BrokerConfig::default());
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let peer: SocketAddr = peer.parse().unwrap();
+        let (stop, shutdown) = watch::channel(false);
+        tokio::spawn(async move {
+            loop {
+                let (stream, _) = listener.accept().await.unwrap();
+                let (broker, shutdown) = (Arc::clone(&broker), shutdown.clone());
+                tokio::spawn(handle(stream, Peer::new(peer, None), broker, Arc::default(), shutdown));
+            }
+        });
+        (port, stop)
+    }
+
+    async fn refusal_091(port: u16, password: &str) -> String {
+        let url = format!("amqp://guest:{password}@127.0.0.1:{port}/%2f");
+        Connection::connect(&url, ConnectionProperties::default())
+            .await
+            .err()
+            .map(|e| e.to_string())
+            .unwrap_or_default()
+    }
+
+    async fn opens_10(port: u16) -> bool {
+        fe2o3_amqp::Connection::builder()
+            .container_id("loopback-test")
+            .hostname("vhost:/")
+            .sasl_profile(SaslProfile::Plain { username: "guest".into(), password: "guest".into() })
+            .open(format!("amqp://127.0.0.1:{port}").as_str())
+            .await
+            .is_ok()
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn guest_from_a_remote_address_is_refused_as_a_wrong_password_on_both_protocols() {
+        let (remote, _stop_remote) = broker_seeing("192.0.2.9:40000").await;
+        let (local, _stop_local) = broker_seeing("127.0.0.1:40000").await;
+        let refused = refusal_091(remote, "guest").await;
+        assert!(
+            refused.contains(
+                "ACCESS_REFUSED - Login was refused using authentication mechanism PLAIN. For details see the broker logfile."
+            ),
+            "{refused}"
+        );
+        assert_eq!(refused, refusal_091(local, "wrong").await, "the same answer as a wrong password");
+        assert!(refusal_091(local, "guest").await.is_empty(), "guest from loopback logs in");
+        assert!(opens_10(local).await);
+        assert!(!opens_10(remote).await, "1.0: refused from a remote address");
+    }
 }

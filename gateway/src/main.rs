@@ -7,6 +7,7 @@ mod listener;
 mod metrics;
 mod resources;
 mod storage;
+mod tls;
 
 use std::sync::Arc;
 
@@ -46,6 +47,9 @@ fn main() -> anyhow::Result<()> {
 }
 
 async fn run(config: Config) -> anyhow::Result<()> {
+    // Certificates first: a bad file stops the start before anything listens.
+    let acceptors =
+        config.tls.as_ref().map(tls::Acceptors::load).transpose().context("loading the TLS certificates")?;
     let metrics_handle = metrics::install()?;
     let (broker, store, _data_dir) = storage::open(&config)?;
     resources::start(
@@ -67,8 +71,37 @@ async fn run(config: Config) -> anyhow::Result<()> {
         tracing::info!(%local, "listening for AMQP");
         listeners.push(tokio::spawn(listener::accept_loop(
             listener,
+            None,
             Arc::clone(&broker),
             Arc::clone(&settings),
+            shutdown_rx.clone(),
+        )));
+    }
+    let mut https = None;
+    if let (Some(tls), Some(acceptors)) = (&config.tls, &acceptors) {
+        for address in &tls.listen {
+            let listener =
+                tokio::net::TcpListener::bind(address).await.with_context(|| format!("binding amqps to {address}"))?;
+            let local = listener.local_addr().context("reading the bound address")?;
+            // Tests and scripts read this line to learn an ephemeral port.
+            println!("charon: amqps listening on {local}");
+            tracing::info!(%local, "listening for AMQP over TLS");
+            listeners.push(tokio::spawn(listener::accept_loop(
+                listener,
+                Some(acceptors.amqp.clone()),
+                Arc::clone(&broker),
+                Arc::clone(&settings),
+                shutdown_rx.clone(),
+            )));
+        }
+        let listener = tokio::net::TcpListener::bind(&tls.https_listen)
+            .await
+            .with_context(|| format!("binding the HTTPS API to {}", tls.https_listen))?;
+        println!("charon: https listening on {}", listener.local_addr().context("reading the HTTPS address")?);
+        https = Some(tokio::spawn(charon_http::serve_tls(
+            listener,
+            acceptors.https.clone(),
+            Arc::clone(&broker),
             shutdown_rx.clone(),
         )));
     }
@@ -89,6 +122,9 @@ async fn run(config: Config) -> anyhow::Result<()> {
         let _ = handle.await;
     }
     let _ = api.await;
+    if let Some(https) = https {
+        let _ = https.await;
+    }
     let _ = metrics.await;
     store.log.close().context("flushing the message log")?;
     Ok(())

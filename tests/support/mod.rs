@@ -18,6 +18,10 @@ pub struct Charon {
     pub http_port: u16,
     /// The Prometheus port.
     pub prometheus_port: u16,
+    /// The first amqps port, when TLS is configured.
+    pub amqps_port: Option<u16>,
+    /// The HTTPS management API port, when TLS is configured.
+    pub https_port: Option<u16>,
 }
 
 impl Charon {
@@ -73,7 +77,7 @@ impl Charon {
         let (tx, rx) = mpsc::channel();
         std::thread::spawn(move || {
             for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-                for what in ["amqp", "http", "prometheus"] {
+                for what in ["amqp", "amqps", "http", "https", "prometheus"] {
                     if let Some(addr) = line.strip_prefix(&format!("charon: {what} listening on ")) {
                         let port: u16 = addr.rsplit(':').next().and_then(|p| p.parse().ok()).expect("port");
                         let _ = tx.send((what, port));
@@ -83,7 +87,7 @@ impl Charon {
         });
         let mut ports = std::collections::HashMap::new();
         let deadline = std::time::Instant::now() + Duration::from_secs(60);
-        while ports.len() < 3 {
+        while !["amqp", "http", "prometheus"].iter().all(|what| ports.contains_key(what)) {
             match rx.recv_timeout(Duration::from_millis(100)) {
                 Ok((what, port)) => {
                     ports.insert(what, port);
@@ -103,6 +107,8 @@ impl Charon {
             port: ports["amqp"],
             http_port: ports["http"],
             prometheus_port: ports["prometheus"],
+            amqps_port: ports.get("amqps").copied(),
+            https_port: ports.get("https").copied(),
         })
     }
 

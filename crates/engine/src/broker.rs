@@ -11,6 +11,7 @@ use crate::access::{Access, AccessError, Account, PasswordHash, Seed, Tags, User
 use crate::alarms::{Alarms, Resources};
 use crate::connections::Connections;
 use crate::limits::{ConnectionSlot, Limits};
+use crate::login::{LoginConfig, LoginPolicy};
 
 use charon_store::segment_log::{Placed, Record, RecoveredQueue};
 
@@ -46,6 +47,8 @@ pub struct BrokerConfig {
     /// Charon's at-least-once dead lettering for every queue with a dead-letter exchange (a
     /// `charon-dead-letter-guarantee` policy overrides it per queue).
     pub dead_letter_guarantee: bool,
+    /// Who may log in from where, and how failed logins are slowed.
+    pub login: LoginConfig,
 }
 
 impl Default for BrokerConfig {
@@ -61,6 +64,7 @@ impl Default for BrokerConfig {
             vhosts: vec!["/".into()],
             dead_letter_fallback: true,
             dead_letter_guarantee: false,
+            login: LoginConfig::default(),
         }
     }
 }
@@ -110,6 +114,8 @@ pub struct Broker {
     limits: Arc<Limits>,
     /// Open connections by user and vhost.
     connections: Arc<Connections>,
+    /// `loopback_users`, the failed-login throttle, the certificate login name.
+    login: LoginPolicy,
 }
 
 impl Broker {
@@ -130,6 +136,7 @@ impl Broker {
                 (name, vhost)
             })
             .collect();
+        let login = LoginPolicy::new(config.login.clone());
         Arc::new(Self {
             access,
             vhosts: RwLock::new(vhosts),
@@ -139,6 +146,7 @@ impl Broker {
             resources: Arc::default(),
             limits,
             connections: Arc::default(),
+            login,
         })
     }
 
@@ -196,6 +204,7 @@ impl Broker {
             tracing::warn!(queues = orphans.len(), "logged messages of unknown queues dropped");
             store.log.append(orphans, None);
         }
+        let login = LoginPolicy::new(config.login.clone());
         let broker = Arc::new(Self {
             access,
             vhosts: RwLock::new(vhosts),
@@ -205,6 +214,7 @@ impl Broker {
             resources: Arc::default(),
             limits,
             connections: Arc::default(),
+            login,
         });
         let weak = Arc::downgrade(&broker);
         store.log.set_relocation_listener(Box::new(move |placed| {
@@ -241,6 +251,12 @@ impl Broker {
     #[must_use]
     pub fn limits(&self) -> &Arc<Limits> {
         &self.limits
+    }
+
+    /// The login policy: `loopback_users`, the failed-login throttle, SASL EXTERNAL's name.
+    #[must_use]
+    pub fn login(&self) -> &LoginPolicy {
+        &self.login
     }
 
     /// Opens a vhost for a connection of `user`, counted against the vhost's and the user's

@@ -20,6 +20,7 @@
 //! - [`route_cache`]: per-publisher routing cache validated by a topology version.
 //! - [`gate`]: shared capacity (global prefetch, connection outbound backlog).
 //! - [`session`]: the events queues send to connections.
+//! - [`login`]: the login policy (`loopback_users`, the failed-login throttle, SASL EXTERNAL).
 //! - [`alarms`], [`limits`]: memory/disk alarms; vhost, user and connection limits.
 //! - [`policy`]: RabbitMQ policies and how they apply to queues.
 //! - [`metrics`]: counters the Prometheus endpoint renders.
@@ -35,6 +36,7 @@ pub mod error;
 pub mod exchange;
 pub mod gate;
 pub mod limits;
+pub mod login;
 pub mod metrics;
 pub mod persist;
 pub mod policy;

@@ -19,7 +19,7 @@ use fe2o3_amqp_types::definitions::Role;
 struct Guest;
 
 impl charon_amqp091::proto::Host for Guest {
-    fn authenticate(&mut self, username: &str, password: &str) -> bool {
+    fn authenticate(&mut self, _mechanism: &str, username: &str, password: &str) -> bool {
         username == "guest" && password == "guest"
     }
 
@@ -29,7 +29,7 @@ impl charon_amqp091::proto::Host for Guest {
 }
 
 impl charon_amqp10::proto::Host for Guest {
-    fn authenticate(&mut self, username: &str, password: &str) -> bool {
+    fn authenticate(&mut self, _mechanism: &str, username: &str, password: &str) -> bool {
         username == "guest" && password == "guest"
     }
 

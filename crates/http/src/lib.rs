@@ -13,8 +13,10 @@
 //!   `/api/permissions[/{vhost}/{user}]`, `/api/topic-permissions[/{vhost}/{user}]`: users,
 //!   vhosts and permissions at runtime.
 //!
-//! Every request needs HTTP basic auth against the broker's users, by a user with a
-//! management tag; each endpoint then applies RabbitMQ's rule for it ([`auth`]).
+//! Every request needs HTTP basic auth against the broker's users, under the broker's login
+//! policy (`loopback_users`, the failed-login throttle), by a user with a management tag; each
+//! endpoint then applies RabbitMQ's rule for it ([`auth`]). [`serve`] serves plain HTTP,
+//! [`serve_tls`] HTTPS.
 
 mod auth;
 mod error;
@@ -24,10 +26,12 @@ mod limits;
 mod permissions;
 mod policies;
 mod queues;
+mod tls;
 mod topic_permissions;
 mod users;
 mod vhosts;
 
+use std::net::SocketAddr;
 use std::sync::Arc;
 
 use axum::Router;
@@ -35,6 +39,8 @@ use axum::routing::get;
 use charon_engine::Broker;
 use tokio::net::TcpListener;
 use tokio::sync::watch;
+
+pub use tls::serve_tls;
 
 /// The API's routes over `broker`.
 pub fn router(broker: Arc<Broker>) -> Router {
@@ -83,7 +89,7 @@ pub async fn serve(
     broker: Arc<Broker>,
     mut shutdown: watch::Receiver<bool>,
 ) -> std::io::Result<()> {
-    axum::serve(listener, router(broker))
+    axum::serve(listener, router(broker).into_make_service_with_connect_info::<SocketAddr>())
         .with_graceful_shutdown(async move {
             let _ = shutdown.wait_for(|stop| *stop).await;
         })

@@ -1,15 +1,13 @@
 //! The socket loop.
 
-use std::io::ErrorKind;
 use std::time::Instant;
 
 use bytes::{Buf, BytesMut};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::TcpStream;
-use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
+use tokio::io::{AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::sync::watch;
 
 use crate::protocol::{AlarmStep, Protocol};
+use crate::transport::Transport;
 
 /// Read buffer size: one read takes every frame the client pipelined, up to this much.
 pub const READ_CHUNK: usize = 64 * 1024;
@@ -23,18 +21,17 @@ pub const DELIVERY_HIGH_WATER: usize = 256 * 1024;
 /// Each wake-up (a read batch, engine events, a timer) is acted on in full, then everything
 /// it produced goes out in one write: a read of many pipelined frames costs one `read` and
 /// one `write`, not one per frame. `alarms` holds publishers (see [`Protocol::on_alarm`]);
-/// `shutdown` turning true closes the connection the protocol's way.
-pub async fn drive<P: Protocol>(
-    stream: TcpStream,
+/// `shutdown` turning true closes the connection the protocol's way. `stream` is plain TCP or
+/// TLS (see [`Transport`]).
+pub async fn drive<T: Transport, P: Protocol>(
+    stream: T,
     mut protocol: P,
     mut alarms: watch::Receiver<P::Alarm>,
     mut shutdown: watch::Receiver<bool>,
 ) {
-    // Small frames (confirms, dispositions, flows) go out at once: the clients wait for them.
-    if let Err(error) = stream.set_nodelay(true) {
-        tracing::debug!(%error, "TCP_NODELAY failed");
-    }
     let (mut reader, mut writer) = stream.into_split();
+    // Bytes the writer took but may still hold (TLS records): flushed once nothing waits.
+    let mut unflushed = false;
     let mut input = BytesMut::with_capacity(READ_CHUNK);
     let mut pending = BytesMut::new();
     let mut eof = false;
@@ -62,7 +59,7 @@ pub async fn drive<P: Protocol>(
             }
         }
         if !pending.is_empty() {
-            match write_now(&writer, &mut pending) {
+            match write_now::<T>(&writer, &mut pending) {
                 Ok(0) => {}
                 Ok(_) => {
                     protocol.on_written(Instant::now());
@@ -90,7 +87,7 @@ pub async fn drive<P: Protocol>(
                 match read {
                     Ok(0) | Err(_) => eof = true,
                     Ok(_) => {
-                        quickack(&reader);
+                        T::after_read(&reader);
                         protocol.on_input(&mut input, Instant::now()).await;
                         if input.capacity() - input.len() < 4096 {
                             input.reserve(READ_CHUNK);
@@ -98,11 +95,16 @@ pub async fn drive<P: Protocol>(
                     }
                 }
             }
-            written = writer.write(&pending), if !pending.is_empty() => {
+            written = write_or_flush(&mut writer, &pending), if !pending.is_empty() || unflushed => {
                 match written {
                     Ok(n) => {
-                        pending.advance(n);
-                        protocol.on_written(Instant::now());
+                        if pending.is_empty() {
+                            unflushed = false;
+                        } else {
+                            pending.advance(n);
+                            unflushed = T::BUFFERED;
+                            protocol.on_written(Instant::now());
+                        }
                     }
                     Err(_) => break,
                 }
@@ -136,27 +138,18 @@ pub(crate) fn take_output(pending: &mut BytesMut, output: &mut BytesMut) {
 }
 
 /// Writes what the socket takes without waiting; returns the bytes written (0 when it is
-/// full, and the driver then waits for it in its `select!`).
-fn write_now(writer: &OwnedWriteHalf, pending: &mut BytesMut) -> std::io::Result<usize> {
-    match writer.try_write(pending) {
-        Ok(n) => {
-            pending.advance(n);
-            Ok(n)
-        }
-        Err(error) if error.kind() == ErrorKind::WouldBlock => Ok(0),
-        Err(error) => Err(error),
-    }
+/// full, or the transport cannot write without waiting, and the driver then waits for it in
+/// its `select!`).
+fn write_now<T: Transport>(writer: &T::Writer, pending: &mut BytesMut) -> std::io::Result<usize> {
+    let n = T::try_write(writer, pending)?;
+    pending.advance(n);
+    Ok(n)
 }
 
-/// Acknowledges at once, not after the kernel's delayed-ACK timer: a client with Nagle's
-/// algorithm on (fe2o3-amqp's default, and any client that leaves it on) holds each small
-/// frame until the one before is acknowledged, and S10 ran at 4.7k msg/s instead of 66k.
-/// Linux clears the flag as it goes, hence once per read batch (not per frame).
-fn quickack(reader: &OwnedReadHalf) {
-    #[cfg(target_os = "linux")]
-    let _ = reader.as_ref().set_quickack(true);
-    #[cfg(not(target_os = "linux"))]
-    let _ = reader;
+/// Writes some of `pending`, or flushes the writer when nothing is pending (one future, so the
+/// `select!` borrows the writer once). Cancel-safe, as `write` and rustls' `flush` are.
+async fn write_or_flush<W: AsyncWrite + Unpin>(writer: &mut W, pending: &[u8]) -> std::io::Result<usize> {
+    if pending.is_empty() { writer.flush().await.map(|()| 0) } else { writer.write(pending).await }
 }
 
 async fn sleep_until(deadline: Option<tokio::time::Instant>) {

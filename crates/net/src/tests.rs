@@ -231,3 +231,74 @@ fn take_output_appends_behind_pending() {
     assert_eq!(&pending[..], b"ef");
     assert!(output.is_empty());
 }
+
+mod tls {
+    use std::sync::Arc;
+
+    use rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer, ServerName};
+    use tokio_rustls::{TlsAcceptor, TlsConnector};
+
+    use super::*;
+
+    fn provider() -> Arc<rustls::crypto::CryptoProvider> {
+        Arc::new(rustls::crypto::aws_lc_rs::default_provider())
+    }
+
+    /// A server and a client config around a fresh self-signed certificate for `localhost`.
+    fn configs() -> (TlsAcceptor, TlsConnector) {
+        let key = rcgen::KeyPair::generate().unwrap();
+        let cert = rcgen::CertificateParams::new(vec!["localhost".to_owned()]).unwrap().self_signed(&key).unwrap();
+        let der = CertificateDer::from(cert.der().to_vec());
+        let server = rustls::ServerConfig::builder_with_provider(provider())
+            .with_safe_default_protocol_versions()
+            .unwrap()
+            .with_no_client_auth()
+            .with_single_cert(vec![der.clone()], PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(key.serialize_der())))
+            .unwrap();
+        let mut roots = rustls::RootCertStore::empty();
+        roots.add(der).unwrap();
+        let client = rustls::ClientConfig::builder_with_provider(provider())
+            .with_safe_default_protocol_versions()
+            .unwrap()
+            .with_root_certificates(roots)
+            .with_no_client_auth();
+        (TlsAcceptor::from(Arc::new(server)), TlsConnector::from(Arc::new(client)))
+    }
+
+    #[tokio::test]
+    async fn the_driver_runs_over_tls_with_large_output_and_a_clean_close() {
+        let (acceptor, connector) = configs();
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let address = listener.local_addr().unwrap();
+        let (events, inbox) = mpsc::unbounded_channel();
+        let (_alarm, alarms) = watch::channel(false);
+        let (_shutdown, stop) = watch::channel(false);
+        let seen = Arc::new(Mutex::new(Seen::default()));
+        let protocol = Lines::new(inbox, Arc::clone(&seen));
+        let server = tokio::spawn(async move {
+            let (tcp, _) = listener.accept().await.unwrap();
+            let stream = acceptor.accept(tcp).await.unwrap();
+            drive(stream, protocol, alarms, stop).await;
+        });
+        let tcp = TcpStream::connect(address).await.unwrap();
+        let mut client = connector.connect(ServerName::try_from("localhost").unwrap(), tcp).await.unwrap();
+        client.write_all(b"one\ntwo\n").await.unwrap();
+        let mut got = [0u8; 8];
+        tokio::time::timeout(Duration::from_secs(5), client.read_exact(&mut got)).await.unwrap().unwrap();
+        assert_eq!(&got, b"ONE\nTWO\n");
+        // Larger than rustls' buffer and the socket's: written in several records, flushed.
+        let big = "x".repeat(3 * 1024 * 1024) + "\n";
+        events.send(big.clone()).unwrap();
+        // The client reads late: the socket fills and the records wait in rustls' buffer.
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        let mut back = vec![0u8; big.len()];
+        tokio::time::timeout(Duration::from_secs(10), client.read_exact(&mut back)).await.unwrap().unwrap();
+        assert_eq!(back, big.as_bytes());
+        client.write_all(b"quit\n").await.unwrap();
+        let mut rest = Vec::new();
+        tokio::time::timeout(Duration::from_secs(5), client.read_to_end(&mut rest)).await.unwrap().unwrap();
+        assert_eq!(rest, b"BYE\n", "the last bytes arrive before close_notify");
+        tokio::time::timeout(Duration::from_secs(5), server).await.unwrap().unwrap();
+        assert!(seen.lock().unwrap().finished);
+    }
+}

@@ -93,17 +93,24 @@ impl Connection {
             };
         }
         let mechanism = start_ok.mechanism.as_str().to_owned();
-        if mechanism != "PLAIN" && mechanism != "AMQPLAIN" {
+        let external = mechanism == "EXTERNAL" && self.config.sasl_external;
+        if mechanism != "PLAIN" && mechanism != "AMQPLAIN" && !external {
             return Err(HardError::new(
                 ReplyCode::CommandInvalid,
                 format!("unknown authentication mechanism '{mechanism}'"),
             ));
         }
-        let Some((username, password)) = credentials(&mechanism, start_ok.response.as_bytes()) else {
-            return Err(HardError::new(ReplyCode::SyntaxError, "response invalid"));
+        let login = if external {
+            host.authenticate_external()
+        } else {
+            let Some((username, password)) = credentials(&mechanism, start_ok.response.as_bytes()) else {
+                return Err(HardError::new(ReplyCode::SyntaxError, "response invalid"));
+            };
+            host.authenticate(&mechanism, &username, &password).then_some(username)
         };
-        if !host.authenticate(&username, &password) {
-            tracing::warn!(user = username, mechanism, "login refused");
+        let Some(username) = login else {
+            // The host logged the refusal (with the peer's address).
+            tracing::debug!(mechanism, "login refused");
             if self.capabilities.authentication_failure_close {
                 let explanation = format!(
                     "Login was refused using authentication mechanism {mechanism}. For details see the broker logfile."
@@ -114,7 +121,7 @@ impl Connection {
                 self.close_silently(now);
             }
             return Ok(());
-        }
+        };
         self.mechanism = mechanism;
         self.username = username;
         let tune = connection::Tune {

@@ -40,6 +40,9 @@ pub struct ConnectionConfig {
     pub product: String,
     /// `version` server property.
     pub version: String,
+    /// Offer SASL EXTERNAL: set per connection, on TLS connections whose client presented a
+    /// verified certificate (the user name then comes from [`super::Host::authenticate_external`]).
+    pub sasl_external: bool,
 }
 
 impl Default for ConnectionConfig {
@@ -51,6 +54,7 @@ impl Default for ConnectionConfig {
             max_message_size: 16_777_216,
             product: "Charon".to_owned(),
             version: env!("CARGO_PKG_VERSION").to_owned(),
+            sasl_external: false,
         }
     }
 }
@@ -253,10 +257,15 @@ impl Connection {
             version_major: 0,
             version_minor: 9,
             server_properties: props,
-            mechanisms: LongString::from(b"PLAIN AMQPLAIN".to_vec()),
+            mechanisms: LongString::from(self.mechanisms().as_bytes().to_vec()),
             locales: LongString::from(b"en_US".to_vec()),
         };
         self.send_method(0, &AMQPClass::Connection(connection::AMQPMethod::Start(start)));
+    }
+
+    /// The SASL mechanisms offered in `connection.start`.
+    pub(super) fn mechanisms(&self) -> &'static str {
+        if self.config.sasl_external { "PLAIN AMQPLAIN EXTERNAL" } else { "PLAIN AMQPLAIN" }
     }
 
     /// Queues a method frame.

@@ -30,8 +30,13 @@ use crate::codec::DecodedProperties;
 /// What the connection needs from the broker: logins, vhosts, and the user limits checked
 /// before a channel is opened.
 pub trait Host {
-    /// Checks a login; true when accepted.
-    fn authenticate(&mut self, username: &str, password: &str) -> bool;
+    /// Checks a PLAIN or AMQPLAIN login (`mechanism`); true when accepted.
+    fn authenticate(&mut self, mechanism: &str, username: &str, password: &str) -> bool;
+    /// Logs in with SASL EXTERNAL (offered only when [`ConnectionConfig::sasl_external`] is
+    /// set): the user the verified client certificate names, or `None` when refused.
+    fn authenticate_external(&mut self) -> Option<String> {
+        None
+    }
     /// Opens a virtual host for the authenticated user. On refusal returns the NOT_ALLOWED
     /// explanation (e.g. `vhost x not found`).
     ///

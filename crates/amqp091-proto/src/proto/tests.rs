@@ -14,7 +14,7 @@ use crate::codec::{FRAME_BODY, FRAME_END, FRAME_HEADER, FRAME_METHOD, decode_met
 struct TestHost;
 
 impl Host for TestHost {
-    fn authenticate(&mut self, username: &str, password: &str) -> bool {
+    fn authenticate(&mut self, _mechanism: &str, username: &str, password: &str) -> bool {
         username == "guest" && password == "guest"
     }
 
@@ -165,6 +165,80 @@ fn refused_login_closes_with_403_only_for_clients_that_ask() {
     silent.send(&frame(0, start_ok("wrong", false)));
     assert!(silent.connection_close().is_none());
     assert_silent_close_after_three_seconds(&mut silent);
+}
+
+/// The host behind SASL EXTERNAL: the certificate names `cert-user`, or no known user.
+struct CertHost(Option<&'static str>);
+
+impl Host for CertHost {
+    fn authenticate(&mut self, _mechanism: &str, _username: &str, _password: &str) -> bool {
+        false
+    }
+
+    fn authenticate_external(&mut self) -> Option<String> {
+        self.0.map(str::to_owned)
+    }
+
+    fn open_vhost(&mut self, _username: &str, _vhost: &str) -> Result<(), String> {
+        Ok(())
+    }
+}
+
+fn external_start_ok() -> Vec<u8> {
+    let mut caps = FieldTable::default();
+    caps.insert("authentication_failure_close".into(), AMQPValue::Boolean(true));
+    let mut props = FieldTable::default();
+    props.insert("capabilities".into(), AMQPValue::FieldTable(caps));
+    frame(
+        0,
+        AMQPClass::Connection(connection::AMQPMethod::StartOk(connection::StartOk {
+            client_properties: props,
+            mechanism: "EXTERNAL".into(),
+            response: LongString::from(Vec::new()),
+            locale: "en_US".into(),
+        })),
+    )
+}
+
+fn offered_mechanisms(h: &mut Harness) -> String {
+    match h.methods().as_slice() {
+        [(0, AMQPClass::Connection(connection::AMQPMethod::Start(start)))] => {
+            String::from_utf8_lossy(start.mechanisms.as_bytes()).into_owned()
+        }
+        other => panic!("expected start, got {other:?}"),
+    }
+}
+
+#[test]
+fn external_is_offered_and_accepted_only_when_configured() {
+    let now = Instant::now();
+    let config = ConnectionConfig { sasl_external: true, ..ConnectionConfig::default() };
+    let mut h = Harness { conn: Connection::new(config.clone(), now), now };
+    assert_eq!(offered_mechanisms(&mut h), "PLAIN AMQPLAIN EXTERNAL");
+    h.conn.handle_input(&mut BytesMut::from(&external_start_ok()[..]), now, &mut CertHost(Some("cert-user")));
+    assert!(matches!(h.methods().as_slice(), [(0, AMQPClass::Connection(connection::AMQPMethod::Tune(_)))]));
+    h.conn.handle_input(&mut BytesMut::from(&frame(0, tune_ok(131_072, 0))[..]), now, &mut CertHost(None));
+    h.conn.handle_input(&mut BytesMut::from(&frame(0, open("/"))[..]), now, &mut CertHost(None));
+    assert!(matches!(h.events().as_slice(), [Event::Opened { username, .. }] if username == "cert-user"));
+
+    // A certificate naming no known user: refused as a bad password is.
+    let mut refused = Harness { conn: Connection::new(config, now), now };
+    refused.methods();
+    refused.conn.handle_input(&mut BytesMut::from(&external_start_ok()[..]), now, &mut CertHost(None));
+    let (code, text, ..) = refused.connection_close().unwrap();
+    assert_eq!(code, 403);
+    assert_eq!(
+        text,
+        "ACCESS_REFUSED - Login was refused using authentication mechanism EXTERNAL. For details see the broker logfile."
+    );
+
+    // Not offered (no client certificate): an unknown mechanism, dropped silently as any
+    // other handshake error.
+    let mut plain = Harness::new();
+    assert_eq!(offered_mechanisms(&mut plain), "PLAIN AMQPLAIN");
+    plain.conn.handle_input(&mut BytesMut::from(&external_start_ok()[..]), now, &mut CertHost(Some("cert-user")));
+    assert!(plain.events().is_empty());
+    assert_silent_close_after_three_seconds(&mut plain);
 }
 
 /// RabbitMQ drops a failed handshake without a frame, 3 s later.

@@ -2,12 +2,12 @@
 //! broker [`Session`] that answers its events, and RabbitMQ's publisher blocking.
 
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use bytes::BytesMut;
+use charon_engine::login::Peer;
 use charon_engine::{Alarms, Broker, SessionEvent, SessionSink};
-use charon_net::{AlarmStep, Protocol, drive};
-use tokio::net::TcpStream;
+use charon_net::{AlarmStep, Protocol, Transport, drive};
 use tokio::sync::watch;
 use tracing::Instrument;
 
@@ -27,17 +27,26 @@ pub struct ServerConfig {
 }
 
 /// Runs one AMQP 0.9.1 connection whose 8-byte protocol header was already read and
-/// accepted. Returns when the connection is closed. `shutdown` turning true closes it with
-/// 320 CONNECTION_FORCED.
-pub async fn serve(stream: TcpStream, broker: Arc<Broker>, config: ServerConfig, shutdown: watch::Receiver<bool>) {
+/// accepted, over plain TCP or TLS; `peer` is its address and verified client certificate
+/// (SASL EXTERNAL is offered when it has one). Returns when the connection is closed.
+/// `shutdown` turning true closes it with 320 CONNECTION_FORCED.
+pub async fn serve<T: Transport>(
+    stream: T,
+    peer: Peer,
+    broker: Arc<Broker>,
+    mut config: ServerConfig,
+    shutdown: watch::Receiver<bool>,
+) {
     let id = broker.next_id();
-    let peer = stream.peer_addr().map(|a| a.to_string()).unwrap_or_default();
-    let span = tracing::info_span!("amqp091", conn = id, peer);
+    let span = tracing::info_span!("amqp091", conn = id, peer = %peer.address());
     let alarms = broker.alarms();
     let (sink, inbox) = SessionSink::new(id, OUTBOUND_WINDOW);
+    config.connection.sasl_external = peer.certificate().is_some();
     let protocol = Amqp091 {
         session: Session::new(id, broker, sink, inbox),
         conn: Connection::new(config.connection, Instant::now()),
+        peer,
+        login_delay: Duration::ZERO,
         blocked: None,
         events: Vec::with_capacity(EVENT_BATCH),
     };
@@ -48,6 +57,9 @@ pub async fn serve(stream: TcpStream, broker: Arc<Broker>, config: ServerConfig,
 struct Amqp091 {
     conn: Connection,
     session: Session,
+    peer: Peer,
+    /// Set by a login attempt: the failed-login throttle's wait before the answer goes out.
+    login_delay: Duration,
     /// Whether this connection stopped being read at a held publish: `Some(true)` with
     /// connection.blocked sent (an alarm), `Some(false)` without (the store behind).
     blocked: Option<bool>,
@@ -58,8 +70,14 @@ impl Protocol for Amqp091 {
     type Alarm = Alarms;
 
     async fn on_input(&mut self, input: &mut BytesMut, now: Instant) {
-        let mut login = self.session.login();
+        let mut login = self.session.login(&self.peer, &mut self.login_delay);
         self.conn.handle_input(input, now, &mut login);
+        // A login answered in this batch waits here, in this connection's task, before the
+        // driver writes it: the login policy slows addresses that failed recently.
+        let delay = std::mem::take(&mut self.login_delay);
+        if !delay.is_zero() {
+            tokio::time::sleep(delay).await;
+        }
     }
 
     async fn act(&mut self) {

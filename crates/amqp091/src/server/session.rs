@@ -2,9 +2,10 @@
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use amq_protocol::protocol::AMQPClass;
+use charon_engine::login::{Peer, external_login};
 use charon_engine::{
     Action, Broker, ChannelSlot, ConnectionSlot, ConsumerId, Owner, Principal, QueueRef, Registration, Resource,
     SessionEvent, SessionId, SessionSink, User, VHost,
@@ -52,6 +53,10 @@ pub(crate) struct Session {
 /// Checks logins and vhost access against the broker during the handshake.
 pub(crate) struct Login<'a> {
     pub(crate) broker: &'a Broker,
+    /// Who is logging in (address for the login policy, certificate for EXTERNAL).
+    pub(crate) peer: &'a Peer,
+    /// Set by a login attempt: how long the driver waits before its answer goes out.
+    pub(crate) delay: &'a mut Duration,
     pub(crate) user: &'a mut Option<User>,
     pub(crate) vhost: &'a mut Option<Arc<VHost>>,
     pub(crate) counted: &'a mut Option<ConnectionSlot>,
@@ -62,9 +67,18 @@ pub(crate) struct Login<'a> {
 }
 
 impl Host for Login<'_> {
-    fn authenticate(&mut self, username: &str, password: &str) -> bool {
-        *self.user = self.broker.authenticate(username, password);
+    fn authenticate(&mut self, mechanism: &str, username: &str, password: &str) -> bool {
+        let policy = self.broker.login();
+        *self.delay = policy.delay(self.peer.address());
+        let checked = self.broker.authenticate(username, password);
+        *self.user = policy.admit(self.peer.address(), mechanism, username, checked);
         self.user.is_some()
+    }
+
+    fn authenticate_external(&mut self) -> Option<String> {
+        *self.delay = self.broker.login().delay(self.peer.address());
+        *self.user = external_login(self.broker, self.peer);
+        self.user.as_ref().map(|u| u.name.clone())
     }
 
     fn open_vhost(&mut self, _username: &str, vhost: &str) -> Result<(), String> {
@@ -115,9 +129,11 @@ impl Session {
         self.inbox.try_recv().ok()
     }
 
-    pub(crate) fn login(&mut self) -> Login<'_> {
+    pub(crate) fn login<'a>(&'a mut self, peer: &'a Peer, delay: &'a mut Duration) -> Login<'a> {
         Login {
             broker: &self.broker,
+            peer,
+            delay,
             user: &mut self.user,
             vhost: &mut self.vhost,
             counted: &mut self.counted,

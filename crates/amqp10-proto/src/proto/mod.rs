@@ -25,8 +25,13 @@ pub use link::LinkRole;
 
 /// What the connection needs from the broker during SASL and open.
 pub trait Host {
-    /// Checks a PLAIN login.
-    fn authenticate(&mut self, username: &str, password: &str) -> bool;
+    /// Checks a PLAIN or AMQPLAIN login (`mechanism`).
+    fn authenticate(&mut self, mechanism: &str, username: &str, password: &str) -> bool;
+    /// Logs in with SASL EXTERNAL (offered only when [`Config::sasl_external`] is set): the
+    /// user the verified client certificate names, or `None` when refused.
+    fn authenticate_external(&mut self) -> Option<String> {
+        None
+    }
     /// Whether ANONYMOUS is accepted (and as which user).
     fn anonymous_user(&mut self) -> Option<String>;
     /// Opens a vhost for the user. On refusal returns the description for

@@ -19,7 +19,7 @@ use crate::codec::{FRAME_TYPE_AMQP, FRAME_TYPE_SASL, decode_performative, encode
 struct TestHost;
 
 impl Host for TestHost {
-    fn authenticate(&mut self, username: &str, password: &str) -> bool {
+    fn authenticate(&mut self, _mechanism: &str, username: &str, password: &str) -> bool {
         username == "guest" && password == "guest"
     }
     fn anonymous_user(&mut self) -> Option<String> {
@@ -225,6 +225,58 @@ fn anonymous_is_offered_only_when_configured() {
     assert_eq!(sasl_outcome(&mut h), None);
     h.conn.handle_timeout(h.now + Duration::from_secs(3));
     assert_eq!(h.conn.state(), State::Closed);
+}
+
+/// The host behind SASL EXTERNAL: the certificate names `cert-user`, or no known user.
+struct CertHost(Option<&'static str>);
+
+impl Host for CertHost {
+    fn authenticate(&mut self, _mechanism: &str, _username: &str, _password: &str) -> bool {
+        false
+    }
+    fn authenticate_external(&mut self) -> Option<String> {
+        self.0.map(str::to_owned)
+    }
+    fn anonymous_user(&mut self) -> Option<String> {
+        None
+    }
+    fn open_vhost(&mut self, _username: &str, _vhost: &str) -> Result<(), String> {
+        Ok(())
+    }
+}
+
+#[test]
+fn external_is_offered_and_accepted_only_when_configured() {
+    let now = Instant::now();
+    let config = Config { sasl_external: true, ..Config::default() };
+    let mut h = Harness { conn: Connection::new(config.clone(), false, now), now };
+    assert_eq!(offered_mechanisms(&mut h.conn), ["PLAIN", "AMQPLAIN", "EXTERNAL"]);
+    h.conn.handle_input(&mut BytesMut::from(&sasl_init("EXTERNAL", b"")[..]), now, &mut CertHost(Some("cert-user")));
+    assert_eq!(sasl_outcome(&mut h), Some(SaslCode::Ok));
+    h.conn.handle_input(&mut BytesMut::from(&b"AMQP\x00\x01\x00\x00"[..]), now, &mut CertHost(None));
+    h.conn.handle_input(&mut BytesMut::from(&frame(FRAME_TYPE_AMQP, 0, &open(), &[])[..]), now, &mut CertHost(None));
+    assert!(matches!(h.events().as_slice(), [Event::Opened { username, .. }] if username == "cert-user"));
+
+    // No known user: refused as a bad password is (the auth outcome after the delay).
+    let mut refused = Harness { conn: Connection::new(config, false, now), now };
+    refused.output();
+    refused.conn.handle_input(&mut BytesMut::from(&sasl_init("EXTERNAL", b"")[..]), now, &mut CertHost(None));
+    assert_eq!(sasl_outcome(&mut refused), None);
+    refused.conn.handle_timeout(now + Duration::from_secs(3));
+    assert_eq!(sasl_outcome(&mut refused), Some(SaslCode::Auth));
+
+    // Not offered (no client certificate): no outcome, dropped after the delay.
+    let mut plain = Harness::new();
+    plain.output();
+    plain.conn.handle_input(
+        &mut BytesMut::from(&sasl_init("EXTERNAL", b"")[..]),
+        now,
+        &mut CertHost(Some("cert-user")),
+    );
+    assert_eq!(sasl_outcome(&mut plain), None);
+    plain.conn.handle_timeout(plain.now + Duration::from_secs(3));
+    assert_eq!(plain.conn.state(), State::Closed);
+    assert!(!plain.events().iter().any(|e| matches!(e, Event::Opened { .. })));
 }
 
 #[test]

@@ -1,12 +1,12 @@
 //! The connection task around the sans-IO AMQP 1.0 [`Connection`].
 
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use bytes::BytesMut;
+use charon_engine::login::Peer;
 use charon_engine::{Alarms, Broker, SessionEvent, SessionSink};
-use charon_net::{AlarmStep, Protocol, drive};
-use tokio::net::TcpStream;
+use charon_net::{AlarmStep, Protocol, Transport, drive};
 use tokio::sync::watch;
 use tracing::Instrument;
 
@@ -27,18 +27,28 @@ pub struct ServerConfig {
     pub anonymous_user: Option<String>,
 }
 
-/// Runs one AMQP 1.0 connection whose SASL protocol header was already read. Returns when it
-/// is closed; `shutdown` turning true closes it with `amqp:connection:forced`.
-pub async fn serve(stream: TcpStream, broker: Arc<Broker>, config: ServerConfig, shutdown: watch::Receiver<bool>) {
+/// Runs one AMQP 1.0 connection whose SASL protocol header was already read, over plain TCP
+/// or TLS; `peer` is its address and verified client certificate (SASL EXTERNAL is offered
+/// when it has one). Returns when it is closed; `shutdown` turning true closes it with
+/// `amqp:connection:forced`.
+pub async fn serve<T: Transport>(
+    stream: T,
+    peer: Peer,
+    broker: Arc<Broker>,
+    mut config: ServerConfig,
+    shutdown: watch::Receiver<bool>,
+) {
     let id = broker.next_id();
-    let peer = stream.peer_addr().map(|a| a.to_string()).unwrap_or_default();
-    let span = tracing::info_span!("amqp10", conn = id, peer);
+    let span = tracing::info_span!("amqp10", conn = id, peer = %peer.address());
     let alarms = broker.alarms();
     let (sink, inbox) = SessionSink::new(id, OUTBOUND_WINDOW);
+    config.connection.sasl_external = peer.certificate().is_some();
     let protocol = Amqp10 {
         conn: Connection::new(config.connection, config.anonymous_user.is_some(), Instant::now()),
         session: Session::new(id, broker, sink, inbox),
         anonymous_user: config.anonymous_user,
+        peer,
+        login_delay: Duration::ZERO,
         events: Vec::with_capacity(EVENT_BATCH),
     };
     drive(stream, protocol, alarms, shutdown).instrument(span).await;
@@ -49,6 +59,9 @@ struct Amqp10 {
     conn: Connection,
     session: Session,
     anonymous_user: Option<String>,
+    peer: Peer,
+    /// Set by a login attempt: the failed-login throttle's wait before the answer goes out.
+    login_delay: Duration,
     events: Vec<SessionEvent>,
 }
 
@@ -56,7 +69,14 @@ impl Protocol for Amqp10 {
     type Alarm = Alarms;
 
     async fn on_input(&mut self, input: &mut BytesMut, now: Instant) {
-        feed(&mut self.conn, &mut self.session, input, self.anonymous_user.as_deref(), now).await;
+        let login = Credentials { anonymous: self.anonymous_user.as_deref(), peer: &self.peer };
+        feed(&mut self.conn, &mut self.session, input, login, &mut self.login_delay, now).await;
+        // A login answered in this batch waits here, in this connection's task, before the
+        // driver writes it: the login policy slows addresses that failed recently.
+        let delay = std::mem::take(&mut self.login_delay);
+        if !delay.is_zero() {
+            tokio::time::sleep(delay).await;
+        }
     }
 
     async fn act(&mut self) {
@@ -128,12 +148,13 @@ async fn feed(
     conn: &mut Connection,
     session: &mut Session,
     input: &mut BytesMut,
-    anonymous: Option<&str>,
+    login: Credentials<'_>,
+    delay: &mut Duration,
     now: Instant,
 ) {
     while let Some(len) = next_unit(input).filter(|&len| len < input.len()) {
         let mut unit = input.split_to(len);
-        conn.handle_input(&mut unit, now, &mut session.login(anonymous));
+        conn.handle_input(&mut unit, now, &mut session.login(login.anonymous, login.peer, delay));
         if !unit.is_empty() {
             unit.unsplit(input.split());
             *input = unit;
@@ -143,7 +164,14 @@ async fn feed(
             session.handle_event(event, conn).await;
         }
     }
-    conn.handle_input(input, now, &mut session.login(anonymous));
+    conn.handle_input(input, now, &mut session.login(login.anonymous, login.peer, delay));
+}
+
+/// What a login on this connection is checked with.
+#[derive(Clone, Copy)]
+struct Credentials<'a> {
+    anonymous: Option<&'a str>,
+    peer: &'a Peer,
 }
 
 /// Length of the protocol header or whole frame at the start of `input`, if it is complete.

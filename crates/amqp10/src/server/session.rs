@@ -2,10 +2,12 @@
 
 use std::collections::HashMap;
 use std::sync::Arc;
+use std::time::Duration;
 
 use foldhash::HashMap as FastMap;
 use foldhash::HashMapExt;
 
+use charon_engine::login::{Peer, external_login};
 use charon_engine::{
     Action, Broker, ConnectionSlot, ConsumerId, EngineError, Owner, Principal, QueueRef, Registration, Resource,
     ResourceKind, RouteCache, SessionEvent, SessionId, SessionSink, Settle, User, VHost, WriteGrants,
@@ -86,6 +88,10 @@ pub(crate) const RENDER_BUFFER_KEPT: usize = 64 * 1024;
 /// Checks logins and vhost access during SASL and open.
 pub(crate) struct Login<'a> {
     pub(crate) broker: &'a Broker,
+    /// Who is logging in (address for the login policy, certificate for EXTERNAL).
+    pub(crate) peer: &'a Peer,
+    /// Set by a login attempt: how long the driver waits before its answer goes out.
+    pub(crate) delay: &'a mut Duration,
     pub(crate) anonymous_user: Option<&'a str>,
     pub(crate) user: &'a mut Option<User>,
     pub(crate) vhost: &'a mut Option<Arc<VHost>>,
@@ -96,14 +102,27 @@ pub(crate) struct Login<'a> {
 }
 
 impl Host for Login<'_> {
-    fn authenticate(&mut self, username: &str, password: &str) -> bool {
-        *self.user = self.broker.authenticate(username, password);
+    fn authenticate(&mut self, mechanism: &str, username: &str, password: &str) -> bool {
+        let policy = self.broker.login();
+        *self.delay = policy.delay(self.peer.address());
+        let checked = self.broker.authenticate(username, password);
+        *self.user = policy.admit(self.peer.address(), mechanism, username, checked);
         self.user.is_some()
     }
 
+    fn authenticate_external(&mut self) -> Option<String> {
+        *self.delay = self.broker.login().delay(self.peer.address());
+        *self.user = external_login(self.broker, self.peer);
+        self.user.as_ref().map(|u| u.name.clone())
+    }
+
+    /// ANONYMOUS logs in as the configured user under the same policy as any login: RabbitMQ
+    /// checks `loopback_users` for it too (so, by default, `guest` only from loopback).
     fn anonymous_user(&mut self) -> Option<String> {
         let name = self.anonymous_user?;
-        *self.user = self.broker.user(name);
+        let policy = self.broker.login();
+        *self.delay = policy.delay(self.peer.address());
+        *self.user = policy.admit(self.peer.address(), "ANONYMOUS", name, self.broker.user(name));
         self.user.as_ref().map(|u| u.name.clone())
     }
 
@@ -161,9 +180,16 @@ impl Session {
         }
     }
 
-    pub(crate) fn login<'a>(&'a mut self, anonymous_user: Option<&'a str>) -> Login<'a> {
+    pub(crate) fn login<'a>(
+        &'a mut self,
+        anonymous_user: Option<&'a str>,
+        peer: &'a Peer,
+        delay: &'a mut Duration,
+    ) -> Login<'a> {
         Login {
             broker: &self.broker,
+            peer,
+            delay,
             anonymous_user,
             user: &mut self.user,
             vhost: &mut self.vhost,

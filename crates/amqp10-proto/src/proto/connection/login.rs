@@ -1,4 +1,4 @@
-//! Logging in: the SASL exchange (PLAIN, AMQPLAIN, ANONYMOUS when configured) and the
+//! Logging in: the SASL exchange (PLAIN, AMQPLAIN, ANONYMOUS and EXTERNAL when configured) and the
 //! `open` that picks the vhost and the limits, answered as RabbitMQ 4.0.5 answers them.
 
 use std::time::{Duration, Instant};
@@ -28,13 +28,18 @@ impl Connection {
                 self.sasl_done(host.anonymous_user(), now);
                 return Ok(());
             }
+            "EXTERNAL" if self.config.sasl_external => {
+                self.sasl_done(host.authenticate_external(), now);
+                return Ok(());
+            }
             _ => {
                 // RabbitMQ sends no outcome for a mechanism it does not offer.
                 self.close_silently(now);
                 return Ok(());
             }
         };
-        let user = user.filter(|(u, p)| host.authenticate(u, p)).map(|(u, _)| u);
+        let mechanism = init.mechanism.as_str();
+        let user = user.filter(|(u, p)| host.authenticate(mechanism, u, p)).map(|(u, _)| u);
         self.sasl_done(user, now);
         Ok(())
     }

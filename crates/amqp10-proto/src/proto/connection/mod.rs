@@ -68,6 +68,10 @@ pub struct Config {
     /// Container id we announce; like RabbitMQ's cluster name it is `<name>@<host>`, and it is
     /// also sent as the `node` and `cluster_name` open properties.
     pub container_id: String,
+    /// Offer SASL EXTERNAL: set per connection, on TLS connections whose client presented a
+    /// verified certificate (the user name then comes from
+    /// [`crate::proto::Host::authenticate_external`]).
+    pub sasl_external: bool,
 }
 
 impl Default for Config {
@@ -80,6 +84,7 @@ impl Default for Config {
             product: "RabbitMQ".to_owned(),
             version: "4.0.5".to_owned(),
             container_id: charon_model::node_name(),
+            sasl_external: false,
         }
     }
 }
@@ -163,6 +168,9 @@ impl Connection {
         let mut mechanisms = vec![Symbol::from("PLAIN"), Symbol::from("AMQPLAIN")];
         if anonymous {
             mechanisms.push(Symbol::from("ANONYMOUS"));
+        }
+        if conn.config.sasl_external {
+            mechanisms.push(Symbol::from("EXTERNAL"));
         }
         let offer = SaslMechanisms { sasl_server_mechanisms: Array::from(mechanisms) };
         conn.send_frame(FRAME_TYPE_SASL, 0, &offer, &[]);
