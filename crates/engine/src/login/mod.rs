@@ -15,7 +15,8 @@ use std::time::{Duration, Instant};
 pub use certificate::{CertificateError, CertificateSubject};
 pub use throttle::Throttle;
 
-use crate::broker::{Broker, User};
+use crate::access::User;
+use crate::broker::Broker;
 
 /// Which part of a client certificate's subject SASL EXTERNAL logs in as, as RabbitMQ's
 /// `ssl_cert_login_from`.
