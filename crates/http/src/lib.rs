@@ -26,6 +26,7 @@ mod limits;
 mod permissions;
 mod policies;
 mod queues;
+mod request;
 mod tls;
 mod topic_permissions;
 mod users;

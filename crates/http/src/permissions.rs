@@ -11,6 +11,7 @@ use serde_json::{Value as JsonValue, json};
 
 use crate::auth;
 use crate::error::ApiError;
+use crate::request;
 
 fn render(vhost: &str, user: &str, permission: &Permission) -> JsonValue {
     let (configure, write, read) = permission.patterns();
@@ -57,16 +58,8 @@ pub(crate) async fn put(
     if !exists {
         return Err(ApiError::bad_request("vhost_or_user_not_found"));
     }
-    let request: JsonValue = serde_json::from_slice(&body).map_err(|_| ApiError::bad_request("not_json"))?;
-    let missing: Vec<String> = ["configure", "write", "read"]
-        .iter()
-        .filter(|key| request.get(**key).is_none())
-        .map(|key| format!("{{key_missing,{key}}}"))
-        .collect();
-    if !missing.is_empty() {
-        return Err(ApiError::bad_request(format!("[{}]", missing.join(","))));
-    }
-    let pattern = |key: &str| request.get(key).and_then(JsonValue::as_str).unwrap_or_default().to_owned();
+    let request = request::decode(&body, &["configure", "write", "read"])?;
+    let pattern = |key: &str| request::text(&request, key);
     let permission = Permission::new(&pattern("configure"), &pattern("write"), &pattern("read"))
         .map_err(|e| ApiError::bad_request(e.to_string()))?;
     let created = !broker.access().permissions().iter().any(|(v, u, _)| *v == vhost && *u == name);

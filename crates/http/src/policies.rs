@@ -12,6 +12,7 @@ use serde_json::{Value as JsonValue, json};
 use crate::auth;
 use crate::error::ApiError;
 use crate::json::{from_json, table_to_json};
+use crate::request;
 
 /// The vhost named, after `check` authorised the user for it; 404 when it does not exist.
 fn vhost_of(
@@ -77,16 +78,8 @@ pub(crate) async fn put(
     body: Bytes,
 ) -> Result<StatusCode, ApiError> {
     let vhost = vhost_of(&broker, &user, &vhost, auth::policies)?;
-    let request: JsonValue = serde_json::from_slice(&body).map_err(|_| ApiError::bad_request("not_json"))?;
+    let request = request::decode(&body, &["pattern", "definition"])?;
     let field = |key: &str| request.get(key);
-    let missing: Vec<String> = ["pattern", "definition"]
-        .iter()
-        .filter(|key| field(key).is_none())
-        .map(|key| format!("{{key_missing,{key}}}"))
-        .collect();
-    if !missing.is_empty() {
-        return Err(ApiError::bad_request(format!("[{}]", missing.join(","))));
-    }
     let invalid = |reason: String| ApiError::bad_request(format!("Validation failed\n\n{reason}\n"));
     let pattern = field("pattern").and_then(JsonValue::as_str).unwrap_or_default();
     let apply_to = field("apply-to").and_then(JsonValue::as_str).unwrap_or("all");

@@ -13,6 +13,7 @@ use serde_json::{Value as JsonValue, json};
 use crate::auth;
 use crate::error::ApiError;
 use crate::permissions::access_error;
+use crate::request;
 
 /// The topic permissions `keep(vhost, user)` selects.
 pub(crate) fn list_where(broker: &Broker, keep: impl Fn(&str, &str) -> bool) -> Vec<JsonValue> {
@@ -59,16 +60,8 @@ pub(crate) async fn put(
     if broker.access().account(&name).is_none() || !broker.access().has_vhost(&vhost) {
         return Err(ApiError::bad_request("vhost_or_user_not_found"));
     }
-    let request: JsonValue = serde_json::from_slice(&body).map_err(|_| ApiError::bad_request("not_json"))?;
-    let missing: Vec<String> = ["exchange", "write", "read"]
-        .iter()
-        .filter(|key| request.get(**key).is_none())
-        .map(|key| format!("{{key_missing,{key}}}"))
-        .collect();
-    if !missing.is_empty() {
-        return Err(ApiError::bad_request(format!("[{}]", missing.join(","))));
-    }
-    let text = |key: &str| request.get(key).and_then(JsonValue::as_str).unwrap_or_default().to_owned();
+    let request = request::decode(&body, &["exchange", "write", "read"])?;
+    let text = |key: &str| request::text(&request, key);
     let created = list_where(&broker, |v, u| v == vhost && u == name).is_empty();
     broker
         .access()
