@@ -9,7 +9,14 @@ use charon_engine::{Broker, BrokerConfig};
 use serde_json::{Value as Json, json};
 use tower::ServiceExt;
 
-async fn call_as(broker: &Arc<Broker>, who: (&str, &str), method: &str, uri: &str, body: &str) -> (StatusCode, Json) {
+/// One request through the router, with basic auth as `who`.
+pub(crate) async fn call_as(
+    broker: &Arc<Broker>,
+    who: (&str, &str),
+    method: &str,
+    uri: &str,
+    body: &str,
+) -> (StatusCode, Json) {
     let credentials = base64::engine::general_purpose::STANDARD.encode(format!("{}:{}", who.0, who.1));
     let request = Request::builder()
         .method(method)

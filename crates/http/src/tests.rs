@@ -9,20 +9,8 @@ use charon_model::{Message, Table};
 use serde_json::Value as Json;
 use tower::ServiceExt;
 
-const GUEST: &str = "Basic Z3Vlc3Q6Z3Vlc3Q=";
-
 async fn call(broker: &Arc<Broker>, method: &str, uri: &str, body: &str) -> (StatusCode, Json) {
-    let request = Request::builder()
-        .method(method)
-        .uri(uri)
-        .header("authorization", GUEST)
-        .header("content-type", "application/json")
-        .body(Body::from(body.to_owned()))
-        .unwrap();
-    let response = crate::router(Arc::clone(broker)).oneshot(request).await.unwrap();
-    let status = response.status();
-    let bytes = axum::body::to_bytes(response.into_body(), 1 << 20).await.unwrap();
-    (status, serde_json::from_slice(&bytes).unwrap_or(Json::Null))
+    crate::access_tests::call_as(broker, ("guest", "guest"), method, uri, body).await
 }
 
 #[tokio::test]
