@@ -21,6 +21,11 @@ pub(crate) fn cases() -> Vec<Case> {
             credit::credit_limits
         ),
         case10!(
+            "amqp10.consume.credit_in_serial_number_arithmetic",
+            "a flow's delivery-count other than the broker's (0 as rhea sends, 2^32-3, behind) gives credit delivery-count + link-credit - the broker's count, wrapping at 2^32 (RFC 1982): 7, 4, none",
+            credit::serial_number_credit
+        ),
+        case10!(
             "amqp10.consume.no_credit_no_delivery",
             "a receiver attached without credit gets nothing",
             credit::no_credit

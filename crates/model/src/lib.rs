@@ -28,6 +28,7 @@ pub mod erlang;
 pub mod message;
 pub mod node;
 pub mod properties;
+pub mod serial;
 pub mod value;
 
 pub use death::{Death, DeathEvent, DeathHistory, DeathReason, DeathRecord};
@@ -35,4 +36,5 @@ pub use death_cause::DeathCause;
 pub use message::{Body, BrokerAnnotations, DELIVERY_COUNT_KEY, Encoded, Message, Origin, Routing};
 pub use node::node_name;
 pub use properties::{MessageId, Properties};
+pub use serial::{link_credit_snd, serial_diff};
 pub use value::{MAX_DEPTH, Table, Value};

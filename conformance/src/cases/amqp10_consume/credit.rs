@@ -164,3 +164,40 @@ pub(super) async fn echo_flow(ctx: Ctx) -> CaseResult {
     );
     c.close().await
 }
+
+/// Receives every transfer that comes within the quiet period; returns how many.
+async fn count_arriving(c: &mut Conn10) -> Result<usize, CaseError> {
+    let mut n = 0;
+    while c.recv(0, QUIET).await.is_ok() {
+        n += 1;
+    }
+    Ok(n)
+}
+
+/// A receiver whose flow carries `delivery_count` (not the broker's) with 2 credits, on a
+/// queue of 10: the broker computes link-credit-snd = delivery-count-rcv + link-credit-rcv -
+/// delivery-count-snd in serial-number arithmetic (RFC 1982, wrapping at 2^32), as RabbitMQ
+/// 4.0.5's `amqp10_util:link_credit_snd/3` does; a negative result is no credit.
+async fn credit_from(ctx: &Ctx, delivery_count: impl Fn(u32) -> u32) -> Result<usize, CaseError> {
+    let bodies: Vec<String> = (0..10).map(|n| n.to_string()).collect();
+    let refs: Vec<&str> = bodies.iter().map(String::as_str).collect();
+    let (_conn, _ch, q) = filled(ctx, FieldTable::default(), &refs).await?;
+    let mut c = receiver(ctx, &q).await?;
+    let broker = c.delivery_count(0, 0);
+    c.flow(0, 0, delivery_count(broker), 2, false).await?;
+    let n = count_arriving(&mut c).await?;
+    c.close().await?;
+    Ok(n)
+}
+
+pub(super) async fn serial_number_credit(ctx: Ctx) -> CaseResult {
+    // The broker starts at 2^32 - 5. The receiver's own count: exactly the 2 granted.
+    check_eq!(credit_from(&ctx, |broker| broker).await?, 2, "delivery-count as the broker's");
+    // rhea as shipped sends 0: (0 + 2) - (2^32 - 5) wraps to 7.
+    check_eq!(credit_from(&ctx, |_| 0).await?, 7, "delivery-count 0");
+    // 2^32 - 3: (2^32 - 3 + 2) - (2^32 - 5) = 4, across no wrap of the sum but of the counts.
+    check_eq!(credit_from(&ctx, |_| u32::MAX - 2).await?, 4, "delivery-count 2^32 - 3");
+    // Behind the broker's count: (2^32 - 10 + 2) - (2^32 - 5) is negative, no credit.
+    check_eq!(credit_from(&ctx, |broker| broker.wrapping_sub(5)).await?, 0, "delivery-count behind");
+    Ok(())
+}

@@ -135,10 +135,10 @@ impl Session {
     /// # Errors
     /// A flow for a handle never attached (or detached by the client) ends the session.
     pub(super) fn on_flow(&mut self, flow: &Flow) -> Result<Option<Event>, Failure> {
-        // 2.5.6: the window the client grants us counts from its next-incoming-id.
+        // 2.5.6: the window the client grants us counts from its next-incoming-id, in
+        // serial-number arithmetic (transfer ids wrap at 2^32); none when that is negative.
         let base = flow.next_incoming_id.unwrap_or(INITIAL_OUTGOING_ID);
-        let window = base.wrapping_add(flow.incoming_window).wrapping_sub(self.next_outgoing_id);
-        self.remote_incoming_window = if window > flow.incoming_window { 0 } else { window };
+        self.remote_incoming_window = charon_model::link_credit_snd(base, flow.incoming_window, self.next_outgoing_id);
         let Some(handle) = flow.handle.as_ref().map(|h| h.0) else {
             return Ok(None);
         };

@@ -127,9 +127,7 @@ impl Session {
             return;
         };
         let rcv = delivery_count.unwrap_or(super::attach::INITIAL_DELIVERY_COUNT);
-        let limit = rcv.wrapping_add(link_credit);
-        let left = limit.wrapping_sub(entry.delivery_count);
-        entry.credit = if left > link_credit { 0 } else { left };
+        entry.credit = charon_model::link_credit_snd(rcv, link_credit, entry.delivery_count);
         self.send_management_responses(pair, conn);
         let Some(entry) = self.management_pair(pair) else {
             return;

@@ -2,6 +2,7 @@
 //! message (round-robin within prefetch, the channel's and connection's windows, and AMQP 1.0
 //! link credit), and which messages are out with whom.
 
+use charon_model::link_credit_snd;
 use foldhash::HashMap;
 
 use super::effects::Effects;
@@ -221,13 +222,12 @@ impl Consumers {
     /// Applies a receiver's flow to a credit-based consumer, returning its index: the credit
     /// it may use now is what the receiver granted beyond what it has seen, minus what is
     /// already on its way (2.6.7: link-credit-snd = delivery-count-rcv + link-credit-rcv -
-    /// delivery-count-snd).
+    /// delivery-count-snd), in serial-number arithmetic as RabbitMQ computes it: a receiver
+    /// that starts its count at 0 (rhea) gets credit across the wrap, not none.
     pub(super) fn grant(&mut self, grant: &CreditGrant) -> Option<usize> {
         let index = self.list.iter().position(|c| c.spec.id == grant.consumer)?;
         let consumer = self.list.get_mut(index)?;
-        let limit = grant.delivery_count.wrapping_add(grant.link_credit);
-        let left = limit.wrapping_sub(consumer.delivery_count);
-        consumer.credit = if left > grant.link_credit { 0 } else { left };
+        consumer.credit = link_credit_snd(grant.delivery_count, grant.link_credit, consumer.delivery_count);
         Some(index)
     }
 
@@ -415,6 +415,24 @@ mod tests {
             [(_, SessionEvent::CreditState { delivery_count: 103, credit: 0, drain: true, .. })]
         ));
         assert_eq!(consumers.grant(&CreditGrant { consumer: 99, ..grant }), None);
+    }
+
+    #[test]
+    fn credit_wraps_as_a_serial_number() {
+        let q = queue();
+        let (session, _rx) = SessionSink::new(1, 0);
+        let mut consumers = Consumers::default();
+        let mut c = spec(10, &session, 1, 0);
+        c.link_credit = Some(u32::MAX - 4); // RabbitMQ's initial delivery-count, 2^32 - 5
+        consumers.add(c);
+        // A receiver that counts from 0 (rhea): (0 + 2) - (2^32 - 5) wraps to 7.
+        let grant = CreditGrant { consumer: 10, delivery_count: 0, link_credit: 2, drain: false, echo: false };
+        consumers.grant(&grant);
+        let sent = dispatch(&mut consumers, &q, &[1, 2, 3, 4, 5, 6, 7, 8, 9]);
+        assert_eq!(sent, [(10, vec![1, 2, 3, 4, 5, 6, 7])]);
+        // Behind the sender's count: no credit, not 2^32 - something.
+        consumers.grant(&CreditGrant { delivery_count: u32::MAX - 10, ..grant });
+        assert!(dispatch(&mut consumers, &q, &[8, 9]).is_empty());
     }
 
     #[test]
