@@ -51,6 +51,11 @@ pub(crate) fn cases() -> Vec<Case> {
             receiver_bad_address
         ),
         case10!(
+            "amqp10.attach.queue_address_with_a_slash",
+            "a sender or receiver attach to /queues/a/b (a queue segment with an unencoded slash) ends the session with amqp:invalid-field",
+            queue_address_with_a_slash
+        ),
+        case10!(
             "amqp10.attach.exclusive_other_connection",
             "a receiver attach to another connection's exclusive queue ends the session with amqp:resource-locked",
             exclusive_locked
@@ -209,6 +214,18 @@ async fn receiver_bad_address(ctx: Ctx) -> CaseResult {
         "Attach rejected: {unknown_destination,\"/exchanges/amq.direct\"}",
     )
     .await
+}
+
+async fn queue_address_with_a_slash(ctx: Ctx) -> CaseResult {
+    let q = ctx.queue("q");
+    let (_conn, ch) = ctx.lapin_channel().await?;
+    lk::declare_queue(&ch, &format!("{q}/b")).await?;
+    ctx.track_queue(&format!("{q}/b"));
+    let address = format!("/queues/{q}/b");
+    let sender = format!("Attach rejected: {{bad_address_string,<<\"{address}\">>}}");
+    expect_end(&ctx, Role::Sender, &address, "amqp:invalid-field", &sender).await?;
+    let receiver = format!("Attach rejected: {{bad_address,{{utf8,<<\"{address}\">>}}}}");
+    expect_end(&ctx, Role::Receiver, &address, "amqp:invalid-field", &receiver).await
 }
 
 async fn exclusive_locked(ctx: Ctx) -> CaseResult {

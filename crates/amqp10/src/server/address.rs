@@ -52,18 +52,22 @@ pub(crate) fn parse_target(address: &str) -> Option<TargetAddress> {
             _ => None,
         };
     }
+    parse_queue_segment(address).map(TargetAddress::Queue)
+}
+
+/// `/queues/:queue` with one non-empty segment: a `/` in a queue name must be percent-encoded
+/// (`/queues/a/b` is refused, as RabbitMQ 4.0.5 refuses it).
+fn parse_queue_segment(address: &str) -> Option<String> {
     match address.strip_prefix("/queues/") {
         Some("") | None => None,
-        Some(queue) => Some(TargetAddress::Queue(percent_decode(queue)?)),
+        Some(queue) if queue.contains('/') => None,
+        Some(queue) => percent_decode(queue),
     }
 }
 
 /// Parses a v2 source address: only `/queues/:queue`.
 pub(crate) fn parse_source(address: &str) -> Option<String> {
-    match address.strip_prefix("/queues/") {
-        Some("") | None => None,
-        Some(queue) => percent_decode(queue),
-    }
+    parse_queue_segment(address)
 }
 
 /// The binding key of a source address on the dead-letter event exchange, a Charon extension
@@ -181,5 +185,9 @@ mod tests {
         assert_eq!(parse_source("/queues/q"), Some("q".into()));
         assert_eq!(parse_source("/exchanges/x"), None);
         assert_eq!(parse_source("q"), None);
+        assert_eq!(parse_source("/queues/a/b"), None, "a slash must be percent-encoded");
+        assert_eq!(parse_source("/queues/a%2Fb"), Some("a/b".into()));
+        assert_eq!(parse_target("/queues/a/b"), None);
+        assert_eq!(parse_target("/queues/a%2Fb"), Some(TargetAddress::Queue("a/b".into())));
     }
 }
