@@ -25,6 +25,7 @@
 pub mod death;
 pub mod death_cause;
 pub mod erlang;
+pub mod identity;
 pub mod message;
 pub mod node;
 pub mod properties;

@@ -52,8 +52,8 @@ impl Default for ConnectionConfig {
             frame_max: 131_072,
             heartbeat: 60,
             max_message_size: 16_777_216,
-            product: "Charon".to_owned(),
-            version: env!("CARGO_PKG_VERSION").to_owned(),
+            product: charon_model::identity::PRODUCT.to_owned(),
+            version: charon_model::identity::VERSION.to_owned(),
             sasl_external: false,
         }
     }
@@ -249,10 +249,13 @@ impl Connection {
         let mut props = FieldTable::default();
         props.insert("capabilities".into(), AMQPValue::FieldTable(capabilities));
         let text = |s: &str| AMQPValue::LongString(LongString::from(s.as_bytes().to_vec()));
+        // The same as the 1.0 open properties (charon_model::identity).
+        props.insert("cluster_name".into(), text(&charon_model::node_name()));
+        props.insert("copyright".into(), text(charon_model::identity::COPYRIGHT));
+        props.insert("information".into(), text(&charon_model::identity::information()));
+        props.insert("platform".into(), text(charon_model::identity::PLATFORM));
         props.insert("product".into(), text(&self.config.product));
         props.insert("version".into(), text(&self.config.version));
-        props.insert("platform".into(), text("Rust"));
-        props.insert("information".into(), text("Charon: AMQP 0.9.1 and 1.0, RabbitMQ-compatible dead lettering"));
         let start = connection::Start {
             version_major: 0,
             version_minor: 9,

@@ -648,3 +648,20 @@ fn blocked_frames_go_only_for_alarms_and_only_once() {
     h.conn.unblock(h.now);
     assert_eq!(blocked_or_unblocked(&mut h), Vec::<u16>::new(), "no unblocked for a flow pause");
 }
+
+#[test]
+fn server_properties_name_the_product_and_version_the_1_0_open_names() {
+    let mut h = Harness::new();
+    let methods = h.methods();
+    let Some((0, AMQPClass::Connection(connection::AMQPMethod::Start(start)))) = methods.first() else {
+        panic!("expected connection.start, got {methods:?}");
+    };
+    let text = |key: &str| match start.server_properties.inner().get(key) {
+        Some(AMQPValue::LongString(s)) => String::from_utf8_lossy(s.as_bytes()).into_owned(),
+        other => panic!("{key}: {other:?}"),
+    };
+    assert_eq!((text("product"), text("version")), ("RabbitMQ".to_owned(), "4.0.5".to_owned()));
+    assert_eq!(text("platform"), charon_model::identity::PLATFORM);
+    assert_eq!(text("information"), charon_model::identity::information());
+    assert_eq!(text("cluster_name"), charon_model::node_name());
+}

@@ -97,9 +97,9 @@ impl Connection {
         for (key, value) in [
             ("node", self.config.container_id.clone()),
             ("cluster_name", self.config.container_id.clone()),
-            ("copyright", "Copyright (c) 2026 the Charon authors".to_owned()),
-            ("information", "Charon: AMQP 0.9.1 and 1.0 broker, RabbitMQ-compatible".to_owned()),
-            ("platform", "Charon (Rust)".to_owned()),
+            ("copyright", charon_model::identity::COPYRIGHT.to_owned()),
+            ("information", charon_model::identity::information()),
+            ("platform", charon_model::identity::PLATFORM.to_owned()),
             ("product", self.config.product.clone()),
             ("version", self.config.version.clone()),
         ] {

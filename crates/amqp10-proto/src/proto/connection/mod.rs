@@ -81,8 +81,8 @@ impl Default for Config {
             channel_max: 63,
             idle_timeout: Duration::from_secs(60),
             max_message_size: 16_777_216,
-            product: "RabbitMQ".to_owned(),
-            version: "4.0.5".to_owned(),
+            product: charon_model::identity::PRODUCT.to_owned(),
+            version: charon_model::identity::VERSION.to_owned(),
             container_id: charon_model::node_name(),
             sasl_external: false,
         }
