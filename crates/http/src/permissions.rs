@@ -54,10 +54,7 @@ pub(crate) async fn put(
     body: Bytes,
 ) -> Result<StatusCode, ApiError> {
     auth::admin(&user)?;
-    let exists = broker.access().account(&name).is_some() && broker.access().has_vhost(&vhost);
-    if !exists {
-        return Err(ApiError::bad_request("vhost_or_user_not_found"));
-    }
+    require_user_and_vhost(&broker, &vhost, &name)?;
     let request = request::decode(&body, &["configure", "write", "read"])?;
     let pattern = |key: &str| request::text(&request, key);
     let permission = Permission::new(&pattern("configure"), &pattern("write"), &pattern("read"))
@@ -78,6 +75,15 @@ pub(crate) async fn delete(
         Ok(true) => Ok(StatusCode::NO_CONTENT),
         Ok(false) | Err(AccessError::NoSuchUser(_) | AccessError::NoSuchVhost(_)) => Err(ApiError::not_found()),
         Err(e) => Err(access_error(e)),
+    }
+}
+
+/// Both ends of a permission must exist: 400 `vhost_or_user_not_found`, as RabbitMQ answers.
+pub(crate) fn require_user_and_vhost(broker: &Broker, vhost: &str, user: &str) -> Result<(), ApiError> {
+    if broker.access().account(user).is_some() && broker.access().has_vhost(vhost) {
+        Ok(())
+    } else {
+        Err(ApiError::bad_request("vhost_or_user_not_found"))
     }
 }
 

@@ -12,7 +12,7 @@ use serde_json::{Value as JsonValue, json};
 
 use crate::auth;
 use crate::error::ApiError;
-use crate::permissions::access_error;
+use crate::permissions::{access_error, require_user_and_vhost};
 use crate::request;
 
 /// The topic permissions `keep(vhost, user)` selects.
@@ -57,9 +57,7 @@ pub(crate) async fn put(
     body: Bytes,
 ) -> Result<StatusCode, ApiError> {
     auth::admin(&user)?;
-    if broker.access().account(&name).is_none() || !broker.access().has_vhost(&vhost) {
-        return Err(ApiError::bad_request("vhost_or_user_not_found"));
-    }
+    require_user_and_vhost(&broker, &vhost, &name)?;
     let request = request::decode(&body, &["exchange", "write", "read"])?;
     let text = |key: &str| request::text(&request, key);
     let created = list_where(&broker, |v, u| v == vhost && u == name).is_empty();
