@@ -11,6 +11,8 @@ if [ ! -x .venv/bin/python ] || ! cmp -s tests/python/requirements.txt .venv/req
   cp tests/python/requirements.txt .venv/requirements.txt
 fi
 export CHARON_PYTHON="$PWD/.venv/bin/python"
+# A clean checkout gains nothing from incremental state, which would double the build on disk.
+export CARGO_INCREMENTAL="${CARGO_INCREMENTAL:-0}"
 
 cargo fmt --all --check
 cargo clippy --workspace --all-targets --locked -- -D warnings
