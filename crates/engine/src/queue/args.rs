@@ -256,6 +256,11 @@ fn check_queue_type(value: &Value, _: &Table) -> Result<(), String> {
     }
 }
 
+/// A classic queue's `x-max-priority` (validated at declare: 0–255).
+pub(crate) fn max_priority(arguments: &Table) -> Option<u8> {
+    arguments.get("x-max-priority").and_then(Value::as_i64).and_then(|max| u8::try_from(max).ok())
+}
+
 /// The queue type named by `x-queue-type` (classic when absent).
 #[must_use]
 pub fn queue_type_of(arguments: &Table) -> QueueType {

@@ -8,7 +8,9 @@
 //! of parts that each own one job, in their own files:
 //!
 //! - [`entry`]: one message in the queue, with its sequence number, counts and log place;
-//! - [`ready`]: the ready messages — the head in memory, the rest with the pager ([`paging`]);
+//! - [`ready`]: the ready messages in the [`order`] they are handed out (FIFO, by priority,
+//!   or a quorum queue's two levels), each run ([`level`]) with its head in memory and the rest
+//!   with the pager ([`paging`]);
 //! - [`consumers`]: consumers, their credit and their unsettled deliveries;
 //! - [`limits`]: TTL, length limits, delivery limit and `x-expires`;
 //! - [`effects`]: what a pass produces — session events, dead letters, and the [`journal`]
@@ -31,8 +33,10 @@ mod effects;
 mod entry;
 pub(crate) mod handle;
 mod journal;
+mod level;
 mod limits;
 mod links;
+mod order;
 mod outbox;
 mod paging;
 mod ready;

@@ -1,282 +1,234 @@
-//! A queue's ready messages, in sequence order: the head whole in memory, the rest — in a long
-//! queue, on a broker with a log — with the [`Pager`] (see [`super::paging`]). Dispatch, gets,
-//! expiry and limits work on the head; the head is refilled from the pager when it runs dry.
-//! The bytes of all ready messages are counted here, for `max-length-bytes`.
+//! A queue's ready messages: one [`Level`] per run its [`Order`] keeps — one for a FIFO queue,
+//! one per priority for a priority queue, a quorum queue's normal, high and returned runs —
+//! each in sequence order with its own head and pager. Dispatch, gets, expiry and drop-head
+//! take the message the order says comes next; length limits count all runs.
 
-use std::collections::VecDeque;
-
-use charon_store::segment_log::{LogReader, Placed, RecoveredQueue};
+use charon_store::segment_log::{LogReader, Placed, RecoveredMessage, RecoveredQueue};
 
 use super::entry::Entry;
 use super::handle::QueueRef;
 use super::journal::Journal;
-use super::limits::{Size, body_size};
-use super::paging::{IDLE_RESIDENT_MESSAGES, Pager, RESIDENT_BYTES, RESIDENT_MESSAGES};
+use super::level::Level;
+use super::limits::Size;
+use super::order::Order;
+use super::paging::{Pager, Wake, packed_places};
 
 /// The ready messages of a queue.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub(super) struct Ready {
-    /// The head: whole messages.
-    head: VecDeque<Entry>,
-    /// Body bytes of all ready messages (what `max-length-bytes` limits).
-    bytes: u64,
-    /// Body bytes of the head.
-    head_bytes: u64,
-    /// The ready messages behind the head, when the broker has a log to page them to.
-    pager: Option<Pager>,
-    /// Messages a purge that waits for the paged run to be read back has removed so far.
+    levels: Vec<Level>,
+    order: Order,
+    /// What a run's pager needs, once the broker has a log. A priority queue's runs get their
+    /// pager when they first get a message (most priorities are never used).
+    paging: Option<Paging>,
+    /// Messages a purge that waits for paged runs to be read back has removed so far.
     taken: usize,
 }
 
+/// What every pager of a queue shares.
+#[derive(Debug)]
+struct Paging {
+    reader: LogReader,
+    wake: Wake,
+    queue_id: u64,
+}
+
 impl Ready {
+    /// No messages yet, handed out in `order`.
+    pub(super) fn new(order: Order) -> Self {
+        Self { levels: (0..order.runs()).map(|_| Level::default()).collect(), order, paging: None, taken: 0 }
+    }
+
     /// Turns paging on: the broker has a log that long queues can keep their messages in.
     pub(super) fn enable_paging(&mut self, reader: LogReader, queue: &QueueRef) {
-        self.pager = Some(Pager::new(reader, queue));
+        self.paging = Some(Paging { reader, wake: Wake::new(queue), queue_id: queue.id });
+        if self.levels.len() == 1 {
+            self.level_mut(0);
+        }
     }
 
     /// Ready messages in all runs.
     pub(super) fn len(&self) -> usize {
-        self.head.len() + self.pager.as_ref().map_or(0, Pager::len)
+        self.levels.iter().map(Level::len).sum()
     }
 
     /// Ready messages and their bytes, as length limits count them.
     pub(super) fn size(&self) -> Size {
-        Size { count: u64::try_from(self.len()).unwrap_or(u64::MAX), bytes: self.bytes }
+        let bytes = self.levels.iter().map(Level::bytes).sum();
+        Size { count: u64::try_from(self.len()).unwrap_or(u64::MAX), bytes }
     }
 
-    /// Adds a new ready message at the tail: into the head while the queue is short, else
-    /// behind it, written to the log if it is not already (a spill). `idle`: nobody consumes,
-    /// so the head is kept shorter.
-    pub(super) fn push(&mut self, mut entry: Entry, idle: bool, journal: &mut Journal) {
-        let size = body_size(&entry.message);
-        self.bytes += size;
-        let resident = if idle { IDLE_RESIDENT_MESSAGES } else { RESIDENT_MESSAGES };
-        let long = self.head.len() >= resident || self.head_bytes >= RESIDENT_BYTES;
-        let Some(pager) = self.pager.as_mut().filter(|pager| long || !pager.is_empty()) else {
-            self.head_bytes += size;
-            self.head.push_back(entry);
-            return;
-        };
-        if !entry.persisted {
-            journal.spill(&mut entry);
+    /// Adds a new ready message at the tail of its run (see [`Level::push`]). `idle`: nobody
+    /// consumes, so the heads are kept shorter.
+    pub(super) fn push(&mut self, entry: Entry, idle: bool, journal: &mut Journal) {
+        let run = self.order.run_of(entry.message.properties().priority);
+        if let Some(level) = self.level_mut(run) {
+            level.push(entry, idle, journal);
         }
-        pager.push(entry);
     }
 
-    /// Puts a message back into the head (requeue), at its sequence position: a delivered
-    /// message's sequence number is below every message that was never delivered.
+    /// Puts a message that came back from a consumer into its run, at its sequence position.
     pub(super) fn insert(&mut self, entry: Entry) {
-        let size = body_size(&entry.message);
-        self.bytes += size;
-        self.head_bytes += size;
-        let at = self.head.partition_point(|e| e.seq < entry.seq);
-        self.head.insert(at, entry);
+        let run = self.order.returned_run_of(entry.message.properties().priority);
+        if let Some(level) = self.levels.get_mut(run) {
+            level.insert(entry);
+        }
     }
 
-    /// Takes the next ready message, refilling the head first when it ran dry (none comes
-    /// back while the next page is being read: see [`Self::awaiting_read`]), and reading the
-    /// next page ahead when the head runs low.
+    /// Takes the next ready message (see [`Level::pop`]): `None` when there is none, or while
+    /// the run it comes from is being read back ([`Self::awaiting_read`]) or waits to retry a
+    /// failed read.
     pub(super) fn pop(&mut self, now: i64, journal: &mut Journal) -> Option<Entry> {
-        if self.head.is_empty() {
-            self.refill(now, journal);
+        loop {
+            let run = self.next_run()?;
+            let level = self.levels.get_mut(run)?;
+            if let Some(entry) = level.pop(now, journal) {
+                self.order.took(run);
+                return Some(entry);
+            }
+            if level.len() > 0 {
+                return None;
+            }
+            // The run's last messages could not be read back and were dropped: the next run.
         }
-        let entry = self.head.pop_front()?;
-        let size = body_size(&entry.message);
-        self.bytes = self.bytes.saturating_sub(size);
-        self.head_bytes = self.head_bytes.saturating_sub(size);
-        if let Some(pager) = &mut self.pager {
-            let refilled = pager.top_up(&mut self.head, now, journal);
-            self.head_bytes += refilled.head_bytes;
-            self.bytes = self.bytes.saturating_sub(refilled.lost_bytes);
-        }
-        Some(entry)
     }
 
-    /// The next ready message, refilling the head first if need be (see [`Self::pop`]).
+    /// The next ready message, without taking it (see [`Self::pop`]).
     pub(super) fn head(&mut self, now: i64, journal: &mut Journal) -> Option<&Entry> {
-        if self.head.is_empty() {
-            self.refill(now, journal);
+        let mut run = self.next_run()?;
+        // A run whose last messages could not be read back is empty now: the next one.
+        while self.levels.get_mut(run)?.head(now, journal).is_none() && self.levels.get(run)?.len() == 0 {
+            run = self.next_run()?;
         }
-        self.head.front()
+        self.levels.get_mut(run)?.head(now, journal)
     }
 
-    /// The sequence number of the next ready message, when known without reading it.
+    /// The sequence number of the oldest ready message in any run, when known without reading
+    /// it.
     pub(super) fn head_seq(&self) -> Option<u64> {
-        match self.head.front() {
-            Some(entry) => Some(entry.seq),
-            None => self.pager.as_ref()?.first_seq(),
-        }
+        self.levels.iter().filter_map(Level::head_seq).min()
     }
 
-    /// Whether the next ready message is being read off the queue task: the head is empty
-    /// though messages are ready, and the read's completion wakes the queue.
+    /// Whether the next ready message is being read off the queue task: its run's head is empty
+    /// though it has messages, and the read's completion wakes the queue.
     pub(super) fn awaiting_read(&self) -> bool {
-        self.head.is_empty() && self.pager.as_ref().is_some_and(Pager::reading)
+        self.next_level().is_some_and(Level::awaiting_read)
     }
 
     /// Signalled whenever a read made off the queue task is done; `None` without paging.
     pub(super) fn read_signal(&self) -> Option<std::sync::Arc<tokio::sync::Notify>> {
-        self.pager.as_ref().map(Pager::signal)
+        self.paging.as_ref().map(|paging| paging.wake.signal())
     }
 
     /// The TTL deadline of the next ready message (without reading it), or when to read again
     /// after a failed read.
     pub(super) fn head_deadline(&self) -> Option<i64> {
-        match self.head.front() {
-            Some(entry) => entry.expires_at,
-            None => self.pager.as_ref()?.head_deadline(),
-        }
+        self.next_level()?.head_deadline()
     }
 
-    /// Removes every ready message, oldest first, recording each exit; returns how many there
-    /// were, or `None` when the rest of the paged run is being read back off the queue task:
-    /// then call again once the read is done (see [`Self::awaiting_read`]) and the count goes on.
+    /// Removes every ready message, recording each exit; returns how many there were, or
+    /// `None` when the rest of a paged run is being read back off the queue task: then call
+    /// again once the read is done and the count goes on.
     pub(super) fn take_all(&mut self, journal: &mut Journal) -> Option<usize> {
-        for entry in std::mem::take(&mut self.head) {
-            journal.removed(&entry);
-            self.taken += 1;
-        }
-        if let Some(pager) = &mut self.pager {
-            let (count, all) = pager.take_all(journal);
-            self.taken += count;
-            if !all {
-                return None;
+        let mut all = true;
+        for level in &mut self.levels {
+            match level.take_all(journal) {
+                Some(count) => self.taken += count,
+                None => all = false,
             }
         }
-        self.bytes = 0;
-        self.head_bytes = 0;
-        Some(std::mem::take(&mut self.taken))
+        all.then(|| std::mem::take(&mut self.taken))
     }
 
-    /// Takes the places the log reported for messages behind the head.
+    /// Takes the places the log reported: messages waiting for theirs get them, paged messages
+    /// compaction moved get their new ones (the log names the message, not its run: every
+    /// paged run looks for the moved ones).
     pub(super) fn placed(&mut self, placed: Vec<Placed>) {
-        if let Some(pager) = &mut self.pager {
-            pager.placed(placed);
+        let mut places = packed_places(placed);
+        for level in &mut self.levels {
+            level.take_places(&mut places);
+        }
+        for level in &mut self.levels {
+            level.relocate(&places);
         }
     }
 
     /// Whether the log's places of this pass's messages are wanted.
     pub(super) fn wants_places(&self) -> bool {
-        self.pager.as_ref().is_some_and(Pager::wants_places)
+        self.levels.iter().any(Level::wants_places)
     }
 
     /// Whether messages were spilled to the log (a non-durable queue drops them when it goes).
     pub(super) fn spilled_any(&self) -> bool {
-        self.pager.as_ref().is_some_and(Pager::spilled_any)
+        self.levels.iter().any(Level::spilled_any)
     }
 
-    /// Restores messages the log recovered: the head read back now, the rest left on disk
-    /// (paging must be on: they are read back from the log). This reads the disk: the queue
-    /// task runs it on the blocking pool before it takes its first command.
+    /// Restores messages the log recovered, each into its run by the priority its record
+    /// kept (see [`Level::restore`]).
     pub(super) fn restore(&mut self, restored: RecoveredQueue, journal: &mut Journal, queue_name: &str) {
-        if restored.is_empty() {
+        if self.levels.len() == 1 {
+            if let Some(level) = self.level_mut(0) {
+                level.restore(restored, journal, queue_name);
+            }
             return;
         }
-        let Some(pager) = &mut self.pager else {
-            tracing::error!(queue = queue_name, "recovered messages but no log to read them from");
-            return;
-        };
-        let restored = pager.restore(restored, &mut self.head, journal);
-        self.head_bytes += restored.head_bytes;
-        self.bytes += restored.head_bytes + restored.paged_bytes;
-    }
-
-    /// Refills the empty head from the pager.
-    fn refill(&mut self, now: i64, journal: &mut Journal) {
-        if let Some(pager) = &mut self.pager {
-            let refilled = pager.refill(&mut self.head, now, journal);
-            self.head_bytes += refilled.head_bytes;
-            self.bytes = self.bytes.saturating_sub(refilled.lost_bytes);
+        let mut runs: Vec<Vec<RecoveredMessage>> = (0..self.levels.len()).map(|_| Vec::new()).collect();
+        for message in restored {
+            let run = self.order.run_of(Some(message.priority));
+            if let Some(messages) = runs.get_mut(run) {
+                messages.push(message);
+            }
+        }
+        for (run, messages) in runs.into_iter().enumerate().filter(|(_, messages)| !messages.is_empty()) {
+            if let Some(level) = self.level_mut(run) {
+                level.restore(RecoveredQueue::from(messages), journal, queue_name);
+            }
         }
     }
 
-    /// The three runs' lengths: head, paged, waiting for their places.
+    /// The run the next message comes from.
+    fn next_run(&self) -> Option<usize> {
+        let levels = &self.levels;
+        self.order.next(|run| levels.get(run).is_some_and(|level| level.len() > 0))
+    }
+
+    fn next_level(&self) -> Option<&Level> {
+        self.levels.get(self.next_run()?)
+    }
+
+    /// Run `run`, given its pager first if paging is on and it has none yet.
+    fn level_mut(&mut self, run: usize) -> Option<&mut Level> {
+        let level = self.levels.get_mut(run)?;
+        if let Some(paging) = &self.paging
+            && !level.pages()
+        {
+            let name = if run == 0 { paging.queue_id.to_string() } else { format!("{}-{run}", paging.queue_id) };
+            level.page_with(Pager::new(paging.reader.clone(), paging.wake.clone(), name));
+        }
+        Some(level)
+    }
+
+    /// The three runs' lengths, summed over the levels: head, paged, waiting for their places.
     #[cfg(test)]
     pub(super) fn runs(&self) -> (usize, usize, usize) {
-        let (paged, incoming) = self.pager.as_ref().map_or((0, 0), Pager::runs);
-        (self.head.len(), paged, incoming)
+        self.levels.iter().map(Level::runs).fold((0, 0, 0), |(h, p, i), (a, b, c)| (h + a, p + b, i + c))
     }
 
-    /// The messages in the head.
+    /// The messages in the heads, the highest run first.
     #[cfg(test)]
     pub(super) fn head_entries(&self) -> impl Iterator<Item = &Entry> {
-        self.head.iter()
+        self.levels.iter().rev().flat_map(Level::head_entries)
     }
 
-    /// Whether the next page is being read off the queue task.
+    /// Whether a page is being read off the queue task.
     #[cfg(test)]
     pub(super) fn reading(&self) -> bool {
-        self.pager.as_ref().is_some_and(Pager::reading)
+        self.levels.iter().any(Level::reading)
     }
 
     /// Bytes of all ready messages.
     #[cfg(test)]
     pub(super) fn bytes(&self) -> u64 {
-        self.bytes
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use std::sync::Arc;
-
-    use charon_model::{Body, Message, Routing};
-
-    use super::*;
-
-    fn entry(seq: u64, body: &str) -> Entry {
-        Entry::new(seq, Arc::new(Message::new(Routing::default(), Body::Data(body.to_owned().into()))), None, false)
-    }
-
-    fn seqs(ready: &Ready) -> Vec<u64> {
-        ready.head_entries().map(|e| e.seq).collect()
-    }
-
-    #[test]
-    fn without_a_log_everything_stays_in_the_head_and_bytes_are_counted() {
-        let mut ready = Ready::default();
-        let mut journal = Journal::new(1);
-        for seq in 1..=(RESIDENT_MESSAGES as u64 + 5) {
-            ready.push(entry(seq, "ab"), true, &mut journal);
-        }
-        assert_eq!(ready.runs(), (RESIDENT_MESSAGES + 5, 0, 0));
-        assert_eq!(
-            ready.size(),
-            Size { count: RESIDENT_MESSAGES as u64 + 5, bytes: 2 * (RESIDENT_MESSAGES as u64 + 5) }
-        );
-        assert_eq!(journal.written(), 0, "nothing spilled");
-        assert!(!ready.wants_places() && !ready.spilled_any());
-    }
-
-    #[test]
-    fn requeued_messages_go_back_to_their_sequence_position() {
-        let mut ready = Ready::default();
-        let mut journal = Journal::new(1);
-        for seq in [2, 4, 6] {
-            ready.push(entry(seq, "m"), false, &mut journal);
-        }
-        let first = ready.pop(0, &mut journal).unwrap();
-        assert_eq!(first.seq, 2);
-        ready.insert(entry(5, "m"));
-        ready.insert(first);
-        assert_eq!(seqs(&ready), [2, 4, 5, 6]);
-        assert_eq!(ready.size(), Size { count: 4, bytes: 4 });
-    }
-
-    #[test]
-    fn the_head_deadline_is_the_first_message_ttl_and_take_all_records_every_exit() {
-        let mut ready = Ready::default();
-        let mut journal = Journal::new(1);
-        let mut e = entry(1, "m");
-        e.expires_at = Some(50);
-        e.persisted = true;
-        ready.push(e, false, &mut journal);
-        ready.push(entry(2, "m"), false, &mut journal);
-        assert_eq!(ready.head_deadline(), Some(50));
-        assert_eq!(ready.head(0, &mut journal).map(|e| e.seq), Some(1));
-        assert_eq!(ready.take_all(&mut journal), Some(2));
-        assert_eq!(ready.size(), Size::default());
-        assert_eq!(ready.head_deadline(), None);
-        assert_eq!(journal.written(), 1, "only the persisted one is in the log");
+        self.size().bytes
     }
 }

@@ -55,6 +55,9 @@ pub enum Record {
         expires_at: Option<i64>,
         /// Its size as length limits count it (so a restart need not read the message).
         size: u32,
+        /// Its priority (0 when it has none), so that a restart can put it back in its
+        /// priority queue's level without reading the message.
+        priority: u8,
         /// The encoded message.
         payload: Bytes,
     },
@@ -157,6 +160,8 @@ pub struct RecoveredMessage {
     pub expires_at: Option<i64>,
     /// Its size as length limits count it.
     pub size: u32,
+    /// Its priority (0 when it has none).
+    pub priority: u8,
     /// Where its enqueue record lies ([`LogReader::read`] gives the message back).
     pub place: Place,
     /// Whether it had been handed to a consumer.

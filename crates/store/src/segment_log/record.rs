@@ -20,6 +20,12 @@ const DROP_QUEUE: u8 = 4;
 const SPILL: u8 = 5;
 const DEAD_LETTERED: u8 = 6;
 
+/// An enqueue's flags byte: a TTL deadline follows.
+const HAS_EXPIRY: u8 = 1;
+/// An enqueue's flags byte: a priority byte follows (after the deadline). Records written
+/// before priorities existed have only [`HAS_EXPIRY`] or nothing, and read as priority 0.
+const HAS_PRIORITY: u8 = 2;
+
 /// Appends one framed record and returns its framed length (0 for [`Record::Released`],
 /// which is never written).
 pub(super) fn put_record(out: &mut BytesMut, record: &Record) -> usize {
@@ -36,17 +42,18 @@ pub(super) fn put_record(out: &mut BytesMut, record: &Record) -> usize {
             out.put_u64_le(*seq);
             out.put_slice(payload);
         }
-        Record::Enqueue { queue, seq, expires_at, size, payload } => {
+        Record::Enqueue { queue, seq, expires_at, size, priority, payload } => {
             out.put_u8(ENQUEUE);
             out.put_u64_le(*queue);
             out.put_u64_le(*seq);
             out.put_u32_le(*size);
-            match expires_at {
-                Some(at) => {
-                    out.put_u8(1);
-                    out.put_i64_le(*at);
-                }
-                None => out.put_u8(0),
+            let flags = (u8::from(expires_at.is_some()) * HAS_EXPIRY) | (u8::from(*priority != 0) * HAS_PRIORITY);
+            out.put_u8(flags);
+            if let Some(at) = expires_at {
+                out.put_i64_le(*at);
+            }
+            if *priority != 0 {
+                out.put_u8(*priority);
             }
             out.put_slice(payload);
         }
@@ -129,15 +136,23 @@ fn decode(mut p: Bytes) -> Option<Record> {
         ENQUEUE => {
             need(&p, 21)?;
             let (queue, seq, size) = (p.get_u64_le(), p.get_u64_le(), p.get_u32_le());
-            let expires_at = match p.get_u8() {
-                0 => None,
-                1 => {
-                    need(&p, 8)?;
-                    Some(p.get_i64_le())
-                }
-                _ => return None,
+            let flags = p.get_u8();
+            if flags & !(HAS_EXPIRY | HAS_PRIORITY) != 0 {
+                return None;
+            }
+            let expires_at = if flags & HAS_EXPIRY == 0 {
+                None
+            } else {
+                need(&p, 8)?;
+                Some(p.get_i64_le())
             };
-            Record::Enqueue { queue, seq, expires_at, size, payload: p }
+            let priority = if flags & HAS_PRIORITY == 0 {
+                0
+            } else {
+                need(&p, 1)?;
+                p.get_u8()
+            };
+            Record::Enqueue { queue, seq, expires_at, size, priority, payload: p }
         }
         REMOVE => {
             need(&p, 16)?;
@@ -175,4 +190,45 @@ pub(super) fn header(segment: u64) -> [u8; HEADER_LEN] {
     out[..8].copy_from_slice(SEGMENT_MAGIC);
     out[8..].copy_from_slice(&segment.to_le_bytes());
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn enqueue(expires_at: Option<i64>, priority: u8) -> Record {
+        Record::Enqueue { queue: 3, seq: 4, expires_at, size: 2, priority, payload: Bytes::from_static(b"ab") }
+    }
+
+    fn round_trip(record: &Record) -> Option<Record> {
+        let mut out = BytesMut::new();
+        let len = put_record(&mut out, record);
+        match next_record(&out.freeze()) {
+            Next::Record(read, read_len) if read_len == len => Some(read),
+            _ => None,
+        }
+    }
+
+    #[test]
+    fn an_enqueue_keeps_its_deadline_and_priority_in_any_combination() {
+        for (expires_at, priority) in [(None, 0), (Some(-7), 0), (None, 255), (Some(1 << 40), 9)] {
+            let record = enqueue(expires_at, priority);
+            assert_eq!(round_trip(&record), Some(record));
+        }
+    }
+
+    #[test]
+    fn an_enqueue_written_before_priorities_reads_as_priority_zero_and_unknown_flags_are_corruption() {
+        let mut old = BytesMut::new();
+        put_record(&mut old, &enqueue(Some(5), 0));
+        assert_eq!(old.get(FRAME_LEN + 21).copied(), Some(HAS_EXPIRY), "the flags byte of the old format");
+        assert_eq!(round_trip(&enqueue(Some(5), 0)), Some(enqueue(Some(5), 0)));
+        let mut payload = BytesMut::new();
+        payload.put_u8(ENQUEUE);
+        payload.put_u64_le(3);
+        payload.put_u64_le(4);
+        payload.put_u32_le(2);
+        payload.put_u8(4);
+        assert!(decode(payload.freeze()).is_none(), "flag bit 2 means nothing yet");
+    }
 }

@@ -112,7 +112,7 @@ struct ReplayState {
 impl ReplayState {
     fn apply(&mut self, record: Record, place: Place) {
         match record {
-            Record::Enqueue { queue, seq, expires_at, size, .. } => {
+            Record::Enqueue { queue, seq, expires_at, size, priority, .. } => {
                 let replay = self.queues.entry(queue).or_default();
                 // A queue's enqueues come in sequence order; one that does not is a message
                 // compaction wrote again (the earlier copy may be gone with its segment).
@@ -125,6 +125,7 @@ impl ReplayState {
                     seq,
                     expires_at,
                     size,
+                    priority,
                     place,
                     delivered: false,
                     dead_lettered: None,
@@ -282,6 +283,7 @@ mod tests {
             seq,
             expires_at: None,
             size: 1,
+            priority: 0,
             place,
             delivered: false,
             dead_lettered: None,

@@ -6,7 +6,7 @@ use super::replay::{segment_files, segment_path};
 use super::*;
 
 fn enqueue(queue: u64, seq: u64, body: &'static [u8]) -> Record {
-    Record::Enqueue { queue, seq, expires_at: None, size: 0, payload: Bytes::from_static(body) }
+    Record::Enqueue { queue, seq, expires_at: None, size: 0, priority: 0, payload: Bytes::from_static(body) }
 }
 
 /// Appends and waits until the records are durable.
@@ -55,7 +55,14 @@ fn every_record_kind_survives_a_reopen() {
         append_synced(
             &log,
             vec![
-                Record::Enqueue { queue: 1, seq: 10, expires_at: Some(-5), size: 7, payload: Bytes::from_static(b"a") },
+                Record::Enqueue {
+                    queue: 1,
+                    seq: 10,
+                    expires_at: Some(-5),
+                    size: 7,
+                    priority: 9,
+                    payload: Bytes::from_static(b"a"),
+                },
                 enqueue(1, 11, b"b"),
                 enqueue(1, 12, b"c"),
                 enqueue(2, 1, b"other queue"),
@@ -71,8 +78,10 @@ fn every_record_kind_survives_a_reopen() {
     let (log, recovery) = open(dir.path());
     let q1 = &recovery.queues[&1];
     assert_eq!(
-        q1.iter().map(|m| (m.seq, m.expires_at, m.size, m.delivered, m.returned, m.failed)).collect::<Vec<_>>(),
-        vec![(10, Some(-5), 7, false, 0, 0), (11, None, 0, true, 2, 1)]
+        q1.iter()
+            .map(|m| (m.seq, m.expires_at, m.size, m.priority, m.delivered, m.returned, m.failed))
+            .collect::<Vec<_>>(),
+        vec![(10, Some(-5), 7, 9, false, 0, 0), (11, None, 0, 0, true, 2, 1)]
     );
     assert_eq!(payloads(&log, q1), ["a", "b"]);
     assert_eq!(seqs(&recovery, 2), vec![1]);
@@ -336,7 +345,7 @@ fn completions_carry_the_places_that_read_the_messages_back() {
 }
 
 fn enqueue_owned(queue: u64, seq: u64, payload: Bytes) -> Record {
-    Record::Enqueue { queue, seq, expires_at: None, size: 0, payload }
+    Record::Enqueue { queue, seq, expires_at: None, size: 0, priority: 0, payload }
 }
 
 #[test]

@@ -87,7 +87,13 @@ pub(super) struct Wake {
 }
 
 impl Wake {
-    fn new(queue: &QueueRef) -> Self {
+    /// Signalled whenever a read made off the queue task is done.
+    pub(super) fn signal(&self) -> Arc<Notify> {
+        Arc::clone(&self.signal)
+    }
+
+    /// Wakes `queue`; one for all the pagers of a queue.
+    pub(super) fn new(queue: &QueueRef) -> Self {
         Self { queue: Arc::clone(queue), signal: Arc::new(Notify::new()) }
     }
 
@@ -105,6 +111,12 @@ impl Drop for WakeOnDrop {
     fn drop(&mut self) {
         self.0.wake();
     }
+}
+
+/// The places the log reported, packed (a place too far for the packed form is left out:
+/// its message stays in memory).
+pub(super) fn packed_places(placed: Vec<Placed>) -> Vec<(u64, Packed)> {
+    placed.into_iter().filter_map(|Placed { seq, place, .. }| Some((seq, Packed::new(place)?))).collect()
 }
 
 /// Paged messages read back and decoded, in the order asked for.
@@ -139,27 +151,22 @@ pub(super) struct Restored {
 }
 
 impl Pager {
-    /// The pager of queue `queue`, woken through its handle when a read is done. Reads run on
-    /// the runtime's blocking pool when there is a runtime, on the caller's thread otherwise.
-    pub(super) fn new(reader: LogReader, queue: &QueueRef) -> Self {
-        let wake = Wake::new(queue);
+    /// A pager of queue `queue` (its run `name` in the queue's files), waking it through `wake`
+    /// when a read is done. Reads run on the runtime's blocking pool when there is a runtime,
+    /// on the caller's thread otherwise.
+    pub(super) fn new(reader: LogReader, wake: Wake, name: String) -> Self {
         let on_read = wake.clone();
-        let paged = PagedRun::new(reader.directory(), queue.id.to_string(), Arc::new(move || on_read.wake()));
+        let paged = PagedRun::new(reader.directory(), name, Arc::new(move || on_read.wake()));
         Self {
             reader,
             paged,
             incoming: VecDeque::new(),
             retry_at: None,
             spilled_any: false,
-            queue: queue.name().to_owned(),
+            queue: wake.queue.name().to_owned(),
             in_flight: None,
             wake,
         }
-    }
-
-    /// Signalled whenever a read made off the queue task is done.
-    pub(super) fn signal(&self) -> Arc<Notify> {
-        Arc::clone(&self.wake.signal)
     }
 
     /// Messages behind the head.
@@ -220,27 +227,21 @@ impl Pager {
         (count, true)
     }
 
-    /// Takes the places the log reported: messages waiting in `incoming` get theirs (and leave
-    /// memory, in order, as far as the run is placed); paged messages compaction moved get
-    /// their new ones.
-    pub(super) fn placed(&mut self, placed: Vec<Placed>) {
+    /// Takes the places the log reported for messages waiting in `incoming` out of `places`;
+    /// they leave memory, in order, as far as the run is placed.
+    pub(super) fn take_places(&mut self, places: &mut Vec<(u64, Packed)>) {
         self.paged.poll();
-        let mut moved = Vec::new();
-        for Placed { seq, place, .. } in placed {
-            let Some(packed) = Packed::new(place) else {
-                continue;
-            };
-            if let Ok(at) = self.incoming.binary_search_by_key(&seq, |e| e.seq) {
-                if let Some(entry) = self.incoming.get_mut(at) {
+        if !self.incoming.is_empty() {
+            let incoming = &mut self.incoming;
+            places.retain(|&(seq, packed)| {
+                let Ok(at) = incoming.binary_search_by_key(&seq, |e| e.seq) else {
+                    return true;
+                };
+                if let Some(entry) = incoming.get_mut(at) {
                     entry.place = Some(packed);
                 }
-            } else {
-                moved.push((seq, packed));
-            }
-        }
-        if !moved.is_empty() {
-            self.paged.relocate(&mut moved);
-            self.retry_at = None;
+                false
+            });
         }
         while let Some(entry) = self.incoming.front() {
             let paged = entry.place.and_then(|place| {
@@ -252,6 +253,16 @@ impl Pager {
             self.incoming.pop_front();
             self.paged.push_back(paged);
         }
+    }
+
+    /// Paged messages that compaction moved get their new places (`moves` may name messages
+    /// of other runs: those are not here and change nothing).
+    pub(super) fn relocate(&mut self, moves: &[(u64, Packed)]) {
+        if moves.is_empty() || self.paged.is_empty() {
+            return;
+        }
+        self.paged.relocate(&mut moves.to_vec());
+        self.retry_at = None;
     }
 
     /// Whether the log's places of this pass's messages are wanted: messages are waiting in

@@ -5,7 +5,7 @@ use std::sync::mpsc as std_mpsc;
 use std::time::Duration;
 
 use charon_model::{Body, DeathReason, Message, Properties, Routing, Table};
-use charon_store::segment_log::{LogOptions, MessageLog, Record};
+use charon_store::segment_log::{LogOptions, MessageLog, Record, RecoveredQueue};
 use tokio::sync::mpsc;
 
 use super::*;
@@ -25,8 +25,24 @@ struct Fixture {
 }
 
 fn fixture(durable: bool, settings: QueueSettings) -> Fixture {
+    fixture_with(durable, settings, Table::new())
+}
+
+fn fixture_with(durable: bool, settings: QueueSettings, arguments: Table) -> Fixture {
     let dir = tempfile::tempdir().unwrap();
     let (log, _) = MessageLog::open(dir.path(), LogOptions::default()).unwrap();
+    let state = queue_state(&log, durable, settings, arguments, RecoveredQueue::default());
+    Fixture { state, log, _dir: dir }
+}
+
+/// Queue 3 on `log`, restoring `restored` when durable.
+fn queue_state(
+    log: &MessageLog,
+    durable: bool,
+    settings: QueueSettings,
+    arguments: Table,
+    restored: RecoveredQueue,
+) -> QueueState {
     let (tx, _rx) = mpsc::channel(1);
     let config = QueueConfig {
         name: "long".into(),
@@ -34,15 +50,15 @@ fn fixture(durable: bool, settings: QueueSettings) -> Fixture {
         durable,
         auto_delete: false,
         exclusive_owner: None,
-        arguments: Table::new(),
+        arguments,
         queue_type: QueueType::Classic,
     };
     let mut state = QueueState::new(Arc::new(QueueHandle::new(3, config, tx)), settings, 1_000);
     state.enable_paging(log.reader().clone());
     if durable {
-        state.enable_journal(charon_store::segment_log::RecoveredQueue::default());
+        state.enable_journal(restored);
     }
-    Fixture { state, log, _dir: dir }
+    state
 }
 
 impl Fixture {
@@ -63,12 +79,16 @@ impl Fixture {
     }
 
     fn publish(&mut self, bodies: impl IntoIterator<Item = String>, delivery_mode: u8, ttl: Option<u64>) {
+        self.publish_with(bodies, Properties { delivery_mode: Some(delivery_mode), ttl, ..Properties::default() });
+    }
+
+    fn publish_with(&mut self, bodies: impl IntoIterator<Item = String>, properties: Properties) {
         let items = bodies
             .into_iter()
             .map(|body| {
                 let mut m = Message::new(Routing::default(), Body::Data(body.into()));
                 m.origin = charon_model::Origin::Amqp091;
-                m.set_properties(Properties { delivery_mode: Some(delivery_mode), ttl, ..Properties::default() });
+                m.set_properties(properties.clone());
                 Enqueue { message: Arc::new(m), confirm: None }
             })
             .collect();
@@ -346,4 +366,60 @@ fn a_get_waits_for_the_page_being_read_and_a_purge_makes_it_stale() {
     f.publish(bodies(100_000..100_003), 1, None);
     assert_eq!(f.get_all(), bodies(100_000..100_003).collect::<Vec<_>>());
     assert_eq!(f.state.stats().ready, 0);
+}
+
+fn max_priority(max: i64) -> Table {
+    let mut arguments = Table::new();
+    arguments.insert("x-max-priority", charon_model::Value::I64(max));
+    arguments
+}
+
+fn prioritised(priority: u8, delivery_mode: u8) -> Properties {
+    Properties { priority: Some(priority), delivery_mode: Some(delivery_mode), ..Properties::default() }
+}
+
+#[test]
+fn each_priority_pages_its_own_run_and_they_come_back_highest_first() {
+    let mut f = fixture_with(false, QueueSettings::default(), max_priority(9));
+    let per_level = IDLE_RESIDENT_MESSAGES + OVER;
+    for i in 0..per_level {
+        f.publish_with([format!("low {i}")], prioritised(1, 1));
+        f.publish_with([format!("high {i}")], prioritised(7, 1));
+    }
+    f.flush();
+    assert_eq!(f.runs(), (2 * IDLE_RESIDENT_MESSAGES, 2 * OVER, 0), "both runs paged their tails");
+    assert_eq!(f.state.stats().ready, u32::try_from(2 * per_level).unwrap());
+    let got = f.get_all();
+    let expected: Vec<String> =
+        (0..per_level).map(|i| format!("high {i}")).chain((0..per_level).map(|i| format!("low {i}"))).collect();
+    assert_eq!(got.len(), expected.len());
+    assert!(got == expected, "priority order, then FIFO, across the paged runs");
+    assert_eq!(f.state.ready().bytes(), 0);
+}
+
+#[test]
+fn a_durable_priority_queue_recovers_each_message_into_its_priority() {
+    let mut f = fixture_with(true, QueueSettings::default(), max_priority(5));
+    let priorities = [0u8, 5, 3, 5, 0, 9, 1];
+    for (i, &p) in priorities.iter().enumerate() {
+        f.publish_with([format!("m{i}-p{p}")], prioritised(p, 2));
+    }
+    // Enough behind them that a restart leaves some paged.
+    f.publish_with(bodies(0..3_000), prioritised(2, 2));
+    f.flush();
+    let Fixture { log, _dir: dir, .. } = f;
+    log.close().unwrap();
+    let (log, mut recovery) = MessageLog::open(dir.path(), LogOptions::default()).unwrap();
+    let restored = recovery.queues.remove(&3).unwrap();
+    assert_eq!(restored.len(), priorities.len() + 3_000);
+    let mut f =
+        Fixture { state: queue_state(&log, true, QueueSettings::default(), max_priority(5), restored), log, _dir: dir };
+    let got = f.get_all();
+    let expected: Vec<String> = ["m1-p5", "m3-p5", "m5-p9", "m2-p3"]
+        .into_iter()
+        .map(String::from)
+        .chain(bodies(0..3_000))
+        .chain(["m6-p1", "m0-p0", "m4-p0"].map(String::from))
+        .collect();
+    assert!(got == expected, "got {:?}…", got.get(..8));
 }

@@ -33,6 +33,7 @@ use super::entry::Entry;
 use super::handle::QueueRef;
 use super::journal::reason_of;
 use super::limits::{Limits, Size};
+use super::order::Order;
 use super::ready::Ready;
 use super::requests::{ConfirmTo, ConsumeSpec, CreditGrant, Enqueue, GetOk, QueueStats, Settle};
 use super::settings::QueueSettings;
@@ -80,13 +81,14 @@ const GUARANTEE_RETRY_MS: i64 = 5_000;
 impl QueueState {
     pub(crate) fn new(handle: QueueRef, settings: QueueSettings, now: i64) -> Self {
         let quorum = handle.config.queue_type == super::args::QueueType::Quorum;
+        let order = Order::new(quorum, super::args::max_priority(&handle.config.arguments));
         let effects = Effects::new(handle.id);
         Self {
             handle,
             quorum,
             now,
             next_seq: 1,
-            ready: Ready::default(),
+            ready: Ready::new(order),
             consumers: Consumers::default(),
             limits: Limits::new(settings, quorum, now),
             effects,
@@ -690,5 +692,7 @@ fn passed_on_when_refused(item: &Enqueue) -> bool {
     item.message.broker.deaths.is_some() && item.confirm.is_none_or(|n| n & DLX_NUMBER_BIT == 0)
 }
 
+#[cfg(test)]
+mod priority_tests;
 #[cfg(test)]
 mod tests;

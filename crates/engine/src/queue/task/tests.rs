@@ -135,7 +135,14 @@ fn a_durable_queue_restores_off_the_runtime_thread_and_its_first_get_sees_every_
                 let mut payload = BytesMut::new();
                 charon_store::codec::encode_message(&message(i), &mut payload);
                 let size = u32::try_from(format!("message {i}").len()).unwrap();
-                Record::Enqueue { queue: 7, seq: i as u64 + 1, expires_at: None, size, payload: payload.freeze() }
+                Record::Enqueue {
+                    queue: 7,
+                    seq: i as u64 + 1,
+                    expires_at: None,
+                    size,
+                    priority: 0,
+                    payload: payload.freeze(),
+                }
             })
             .collect();
         let (tx, rx) = std::sync::mpsc::channel();
