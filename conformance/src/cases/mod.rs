@@ -35,6 +35,7 @@ mod heartbeats;
 mod large_bodies;
 mod nesting;
 mod prefetch;
+mod priority;
 mod properties;
 mod queue_types;
 mod queues;
@@ -63,6 +64,7 @@ pub(crate) fn by_area() -> Vec<(&'static str, Vec<Case>)> {
         prefetch,
         acks,
         confirms,
+        priority,
         returns,
         properties,
         large_bodies,

@@ -159,6 +159,7 @@ impl Connection {
         self.frame_max = frame_max;
         self.channel_max = channel_max;
         self.heartbeat = (tune_ok.heartbeat > 0).then(|| Duration::from_secs(tune_ok.heartbeat.into()));
+        self.heartbeat_since = now;
         self.state = ConnectionState::Opening;
         self.deadline = Some(now + HANDSHAKE_TIMEOUT);
         Ok(())

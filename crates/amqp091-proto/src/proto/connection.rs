@@ -87,6 +87,8 @@ pub struct Connection {
     pub(super) frame_max: u32,
     pub(super) channel_max: u16,
     pub(super) heartbeat: Option<Duration>,
+    /// When the heartbeat was agreed: the silent-peer check ticks from here.
+    pub(super) heartbeat_since: Instant,
     pub(super) capabilities: ClientCapabilities,
     pub(super) mechanism: String,
     pub(super) username: String,
@@ -176,6 +178,7 @@ impl Connection {
             mechanism: String::new(),
             username: String::new(),
             last_read: now,
+            heartbeat_since: now,
             reads_paused: false,
             publishes_held: false,
             sent_blocked: false,
@@ -392,8 +395,7 @@ impl Connection {
             if self.reads_paused {
                 return send_at;
             }
-            let dead_at = self.last_read + h * 2;
-            send_at.min(dead_at)
+            send_at.min(self.silent_deadline(h))
         });
         match (heartbeat, self.deadline) {
             (Some(a), Some(b)) => Some(a.min(b)),
@@ -401,7 +403,18 @@ impl Connection {
         }
     }
 
-    /// Handles elapsed time: heartbeats out, a silent peer dropped after two intervals, and
+    /// When a peer that sent nothing since [`Self::last_read`] is dropped: as RabbitMQ's
+    /// heartbeat receiver, which checks for new data once per interval (from when the heartbeat
+    /// was agreed) and gives up at the second check in a row that found none — between two and
+    /// three intervals after the last data (about 3 s for a silent client with heartbeat 1).
+    fn silent_deadline(&self, interval: Duration) -> Instant {
+        let due = (self.last_read + interval * 2).saturating_duration_since(self.heartbeat_since);
+        let ticks = due.as_nanos().div_ceil(interval.as_nanos().max(1));
+        self.heartbeat_since + interval * u32::try_from(ticks).unwrap_or(u32::MAX)
+    }
+
+    /// Handles elapsed time: heartbeats out, a silent peer dropped after two to three intervals
+    /// (see [`Self::silent_deadline`]), and
     /// handshake / closing deadlines.
     pub fn handle_timeout(&mut self, now: Instant) {
         if self.deadline.is_some_and(|d| now >= d) {
@@ -412,7 +425,7 @@ impl Connection {
         let Some(interval) = self.heartbeat.filter(|_| self.state == ConnectionState::Running) else {
             return;
         };
-        if !self.reads_paused && now >= self.last_read + interval * 2 {
+        if !self.reads_paused && now >= self.silent_deadline(interval) {
             tracing::info!("missed heartbeats from client, timeout: {}s", interval.as_secs());
             self.finish();
             return;

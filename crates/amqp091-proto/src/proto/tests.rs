@@ -411,6 +411,21 @@ fn heartbeats_are_sent_and_a_silent_peer_is_dropped() {
 }
 
 #[test]
+fn a_silent_peer_is_dropped_at_the_second_empty_check_as_rabbitmq_ticks() {
+    let mut h = Harness::with_heartbeat(1);
+    let agreed = h.now;
+    // Data 300 ms after the heartbeat was agreed: the checks at 1 s (data seen) and 2 s (none)
+    // keep it; the one at 3 s is the second without data.
+    let mut input = BytesMut::from(&[8u8, 0, 0, 0, 0, 0, 0, 0xCE][..]);
+    h.conn.handle_input(&mut input, agreed + Duration::from_millis(300), &mut TestHost);
+    assert_eq!(h.conn.poll_timeout().map(|t| t >= agreed + Duration::from_secs(3)), Some(false), "heartbeats go out");
+    h.conn.handle_timeout(agreed + Duration::from_millis(2999));
+    assert_eq!(h.conn.state(), ConnectionState::Running);
+    h.conn.handle_timeout(agreed + Duration::from_secs(3));
+    assert_eq!(h.conn.state(), ConnectionState::Closed);
+}
+
+#[test]
 fn client_channel_close_is_answered_and_reported() {
     let mut h = Harness::open();
     h.send(&frame(1, channel_open()));
