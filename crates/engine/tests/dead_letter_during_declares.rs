@@ -73,6 +73,7 @@ async fn a_queue_keeps_dead_lettering_while_another_connection_declares_a_thousa
     let (sink, mut events) = SessionSink::new(1, 0);
     dlq.consume(ConsumeSpec {
         id: broker.next_id(),
+        tag: "ctag".into(),
         owner: Owner { session: 1, channel: 1 },
         session: sink,
         no_ack: true,

@@ -31,6 +31,13 @@ async fn render(vhost: &VHost, queue: &QueueRef) -> Option<JsonValue> {
         "policy": policy.as_ref().map(|p| p.name.clone()),
         "effective_policy_definition": policy.map_or_else(|| json!({}), |p| table_to_json(&p.definition)),
     });
+    // A single-active-consumer queue names its active consumer, as 4.0.5 does (`null` while
+    // nobody consumes).
+    if stats.single_active_consumer
+        && let Some(fields) = rendered.as_object_mut()
+    {
+        fields.insert("single_active_consumer_tag".into(), stats.single_active_consumer_tag.into());
+    }
     // Quorum queues report their at-least-once dead letters waiting for their targets, as
     // RabbitMQ 4.0.5 does (`messages_dlx`); they are in `messages`, not in `messages_ready`.
     if config.queue_type == QueueType::Quorum

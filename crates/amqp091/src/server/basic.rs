@@ -85,6 +85,7 @@ impl Session {
         let state = self.channel(channel)?;
         let spec = ConsumeSpec {
             id,
+            tag: tag.clone(),
             owner,
             session,
             no_ack: c.no_ack,

@@ -49,6 +49,17 @@ fn is_paired(attach: &Attach) -> bool {
         .is_some_and(|v| matches!(v, Amqp::Bool(true)))
 }
 
+/// A receiver's consumer arguments from its attach properties: `rabbitmq:priority` (an int)
+/// is its `x-priority`, as RabbitMQ 4.0.5's `rabbit_amqp_session` reads it.
+fn consumer_arguments(attach: &Attach) -> charon_model::Table {
+    let mut arguments = charon_model::Table::new();
+    let priority = attach.properties.as_ref().and_then(|p| p.get(&Symbol::from("rabbitmq:priority")));
+    if let Some(Amqp::Int(priority)) = priority {
+        arguments.insert("x-priority", charon_model::Value::I64(i64::from(*priority)));
+    }
+    arguments
+}
+
 /// The Erlang `~tp` rendering RabbitMQ puts in "Attach rejected" texts.
 fn erlang_binary_term(tag: &str, address: &str) -> String {
     erlang::tuple(&[tag, &erlang::text(address)])
@@ -234,6 +245,7 @@ impl Session {
         let consumer = self.broker.next_id();
         let spec = ConsumeSpec {
             id: consumer,
+            tag: attach.name.clone(),
             owner: link_owner(self.id, channel, handle),
             session: self.sink.clone(),
             no_ack: settled,
@@ -241,7 +253,7 @@ impl Session {
             link_credit: Some(INITIAL_DELIVERY_COUNT),
             channel_limit: None,
             exclusive: false,
-            arguments: charon_model::Table::new(),
+            arguments: consumer_arguments(attach),
         };
         if let Err(e) = queue.consume(spec).await {
             if temporary {

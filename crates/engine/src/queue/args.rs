@@ -261,6 +261,17 @@ pub(crate) fn max_priority(arguments: &Table) -> Option<u8> {
     arguments.get("x-max-priority").and_then(Value::as_i64).and_then(|max| u8::try_from(max).ok())
 }
 
+/// Whether `x-single-active-consumer` is on (validated at declare).
+pub(crate) fn single_active_consumer(arguments: &Table) -> bool {
+    matches!(arguments.get("x-single-active-consumer"), Some(Value::Bool(true)))
+}
+
+/// A consumer's `x-priority` (0 without one): any integer, as RabbitMQ 4.0.5 takes it
+/// (`rabbit_queue_consumers`' `consumer_priority`); anything else is refused with its text.
+pub(crate) fn consumer_priority(arguments: &Table) -> Result<i64, String> {
+    arguments.get("x-priority").map_or(Ok(0), integer)
+}
+
 /// The queue type named by `x-queue-type` (classic when absent).
 #[must_use]
 pub fn queue_type_of(arguments: &Table) -> QueueType {

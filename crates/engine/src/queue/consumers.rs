@@ -1,6 +1,7 @@
 //! A queue's consumers and the deliveries they have not settled: who may take the next
-//! message (round-robin within prefetch, the channel's and connection's windows, and AMQP 1.0
-//! link credit), and which messages are out with whom.
+//! message (in the [`Turns`] of consumer priorities and single active consumer, within
+//! prefetch, the channel's and connection's windows, and AMQP 1.0 link credit), and which
+//! messages are out with whom.
 
 use charon_model::link_credit_snd;
 use foldhash::HashMap;
@@ -10,12 +11,15 @@ use super::entry::Entry;
 use super::handle::QueueRef;
 use super::journal::Journal;
 use super::requests::{ConsumeSpec, CreditGrant};
+use super::turns::{Seat, SingleActive, Turns};
 use crate::session::{ConsumerId, Delivery, Owner, SessionEvent};
 
 /// One consumer and what it has been handed.
 #[derive(Debug)]
 struct Consumer {
     spec: ConsumeSpec,
+    /// Its place in the turns (`x-priority`, as [`Turns::rank`] counts it).
+    rank: i64,
     /// Deliveries not yet settled.
     unacked: u32,
     /// Deliveries of this pass, sent as one event.
@@ -74,9 +78,10 @@ struct Unacked {
 /// The consumers of a queue and its unsettled deliveries.
 #[derive(Debug, Default)]
 pub(super) struct Consumers {
+    /// Highest rank first, in registration order within a rank.
     list: Vec<Consumer>,
-    /// Where the next round-robin turn starts.
-    next: usize,
+    /// Whose turn it is.
+    turns: Turns,
     /// Whether the queue ever had a consumer (auto-delete waits for the first).
     had_consumer: bool,
     /// Deliveries not yet settled, by the queue's sequence number (its own numbers, so
@@ -85,6 +90,22 @@ pub(super) struct Consumers {
 }
 
 impl Consumers {
+    /// No consumers yet; `single_active` for a queue with `x-single-active-consumer`.
+    pub(super) fn new(single_active: Option<SingleActive>) -> Self {
+        Self { turns: Turns::new(single_active), ..Self::default() }
+    }
+
+    /// Whether one consumer at a time receives.
+    pub(super) fn single_active(&self) -> bool {
+        self.turns.single_active()
+    }
+
+    /// The tag of a single-active-consumer queue's active consumer.
+    pub(super) fn active_tag(&self) -> Option<&str> {
+        let active = self.turns.active()?;
+        self.list.iter().find(|c| c.spec.id == active).map(|c| c.spec.tag.as_str())
+    }
+
     /// Consumers.
     pub(super) fn len(&self) -> usize {
         self.list.len()
@@ -105,17 +126,26 @@ impl Consumers {
         self.had_consumer
     }
 
-    /// Adds a consumer; false when an exclusive consumer is in the way (or it wants to be
-    /// exclusive and is not alone).
-    pub(super) fn add(&mut self, spec: ConsumeSpec) -> bool {
+    /// Adds a consumer of `priority` (`x-priority`); false when an exclusive consumer is in
+    /// the way (or it wants to be exclusive and is not alone).
+    pub(super) fn add(&mut self, spec: ConsumeSpec, priority: i64) -> bool {
         let exclusive_taken = self.list.iter().any(|c| c.spec.exclusive);
         if exclusive_taken || (spec.exclusive && !self.list.is_empty()) {
             return false;
         }
         self.had_consumer = true;
         let delivery_count = spec.link_credit.unwrap_or(0);
-        self.list.push(Consumer { spec, unacked: 0, batch: Vec::new(), credit: 0, delivery_count });
+        let rank = self.turns.rank(priority);
+        let at = self.list.partition_point(|c| c.rank >= rank);
+        self.list.insert(at, Consumer { spec, rank, unacked: 0, batch: Vec::new(), credit: 0, delivery_count });
+        self.regroup();
         true
+    }
+
+    /// Tells the turns what the list is now.
+    fn regroup(&mut self) {
+        let seats: Vec<Seat> = self.list.iter().map(|c| (c.spec.id, c.rank, c.unacked)).collect();
+        self.turns.regroup(&seats);
     }
 
     /// Removes a consumer. Its unacknowledged messages stay with its channel.
@@ -127,6 +157,7 @@ impl Consumers {
                 unacked.consumer = None;
             }
         }
+        self.regroup();
         before != self.list.len()
     }
 
@@ -135,6 +166,7 @@ impl Consumers {
         for consumer in self.list.drain(..) {
             effects.send(consumer.spec.session, SessionEvent::ConsumerCancelled { consumer: consumer.spec.id });
         }
+        self.regroup();
     }
 
     /// A channel went away: drops its consumers and returns everything it had not settled
@@ -142,7 +174,9 @@ impl Consumers {
     pub(super) fn owner_closed(&mut self, owner: Owner) -> Vec<Entry> {
         self.list.retain(|c| c.spec.owner != owner);
         let seqs: Vec<u64> = self.unacked.iter().filter(|(_, u)| u.owner == owner).map(|(s, _)| *s).collect();
-        seqs.iter().filter_map(|s| self.unacked.remove(s)).map(|u| u.entry).collect()
+        let back = seqs.iter().filter_map(|s| self.unacked.remove(s)).map(|u| u.entry).collect();
+        self.regroup();
+        back
     }
 
     /// Takes a delivery being settled, freeing its consumer's prefetch room.
@@ -152,6 +186,10 @@ impl Consumers {
             && let Some(c) = self.list.iter_mut().find(|c| c.spec.id == id)
         {
             c.unacked = c.unacked.saturating_sub(1);
+            if c.unacked == 0 && self.turns.switching() {
+                // The active consumer may hand over now.
+                self.regroup();
+            }
         }
         Some(unacked.entry)
     }
@@ -166,18 +204,11 @@ impl Consumers {
         self.unacked.insert(entry.seq, Unacked { entry, consumer: None, owner });
     }
 
-    /// Reserves a delivery with the next consumer, round-robin, that can take one; returns
-    /// its index, or none when no consumer can.
+    /// Reserves a delivery with the next consumer in turn that can take one; returns its
+    /// index, or none when no consumer can.
     pub(super) fn reserve_next(&mut self, queue: &QueueRef) -> Option<usize> {
-        let count = self.list.len();
-        for _ in 0..count {
-            let index = self.next % count;
-            self.next = (index + 1) % count;
-            if self.list.get(index)?.reserve(queue) {
-                return Some(index);
-            }
-        }
-        None
+        let list = &self.list;
+        self.turns.next(|index| list.get(index).is_some_and(|c| c.reserve(queue)))
     }
 
     /// Gives back a reservation that found no message.
@@ -286,6 +317,7 @@ mod tests {
     fn spec(id: u64, session: &SessionSink, channel: u32, prefetch: u32) -> ConsumeSpec {
         ConsumeSpec {
             id,
+            tag: format!("ctag-{id}"),
             owner: Owner { session: session.id, channel },
             session: session.clone(),
             no_ack: false,
@@ -328,9 +360,9 @@ mod tests {
     fn round_robin_within_prefetch_and_settling_frees_room() {
         let q = queue();
         let (session, _rx) = SessionSink::new(1, 0);
-        let mut consumers = Consumers::default();
-        assert!(consumers.add(spec(10, &session, 1, 2)));
-        assert!(consumers.add(spec(11, &session, 1, 1)));
+        let mut consumers = Consumers::new(None);
+        assert!(consumers.add(spec(10, &session, 1, 2), 0));
+        assert!(consumers.add(spec(11, &session, 1, 1), 0));
         assert_eq!(dispatch(&mut consumers, &q, &[1, 2, 3, 4]), [(10, vec![1, 3]), (11, vec![2])]);
         assert_eq!(consumers.unacked_len(), 3);
         assert_eq!(consumers.settle(2).map(|e| e.seq), Some(2));
@@ -341,16 +373,16 @@ mod tests {
     #[test]
     fn exclusivity_is_refused_both_ways() {
         let (session, _rx) = SessionSink::new(1, 0);
-        let mut consumers = Consumers::default();
+        let mut consumers = Consumers::new(None);
         assert!(!consumers.had_consumer());
         let mut exclusive = spec(10, &session, 1, 0);
         exclusive.exclusive = true;
-        assert!(consumers.add(exclusive.clone()));
-        assert!(!consumers.add(spec(11, &session, 1, 0)));
+        assert!(consumers.add(exclusive.clone(), 0));
+        assert!(!consumers.add(spec(11, &session, 1, 0), 0));
         assert!(consumers.cancel(10) && !consumers.cancel(10));
-        assert!(consumers.add(spec(11, &session, 1, 0)));
+        assert!(consumers.add(spec(11, &session, 1, 0), 0));
         exclusive.id = 12;
-        assert!(!consumers.add(exclusive), "not alone");
+        assert!(!consumers.add(exclusive, 0), "not alone");
         assert!(consumers.had_consumer() && consumers.len() == 1);
     }
 
@@ -358,9 +390,9 @@ mod tests {
     fn a_closed_owner_takes_back_its_deliveries_and_gets_alike() {
         let q = queue();
         let (session, _rx) = SessionSink::new(1, 0);
-        let mut consumers = Consumers::default();
-        consumers.add(spec(10, &session, 1, 0));
-        consumers.add(spec(11, &session, 2, 0));
+        let mut consumers = Consumers::new(None);
+        consumers.add(spec(10, &session, 1, 0), 0);
+        consumers.add(spec(11, &session, 2, 0), 0);
         dispatch(&mut consumers, &q, &[1, 2, 3]);
         consumers.got(entry(4), Owner { session: 1, channel: 1 });
         let mut back: Vec<u64> =
@@ -375,13 +407,13 @@ mod tests {
     fn a_cancelled_consumer_leaves_its_deliveries_with_the_channel() {
         let q = queue();
         let (session, _rx) = SessionSink::new(1, 0);
-        let mut consumers = Consumers::default();
-        consumers.add(spec(10, &session, 1, 0));
+        let mut consumers = Consumers::new(None);
+        consumers.add(spec(10, &session, 1, 0), 0);
         dispatch(&mut consumers, &q, &[1]);
         consumers.cancel(10);
         assert_eq!(consumers.unacked_len(), 1);
         let mut effects = Effects::new(1);
-        consumers.add(spec(11, &session, 2, 0));
+        consumers.add(spec(11, &session, 2, 0), 0);
         consumers.cancel_all(&mut effects);
         assert!(matches!(effects.take_events().as_slice(), [(_, SessionEvent::ConsumerCancelled { consumer: 11 })]));
         assert_eq!(consumers.owner_closed(Owner { session: 1, channel: 1 }).len(), 1);
@@ -391,10 +423,10 @@ mod tests {
     fn credit_is_what_the_receiver_granted_beyond_what_is_on_its_way() {
         let q = queue();
         let (session, _rx) = SessionSink::new(1, 0);
-        let mut consumers = Consumers::default();
+        let mut consumers = Consumers::new(None);
         let mut c = spec(10, &session, 1, 0);
         c.link_credit = Some(100);
-        consumers.add(c);
+        consumers.add(c, 0);
         assert!(dispatch(&mut consumers, &q, &[1]).is_empty(), "no credit, no delivery");
         let grant = CreditGrant { consumer: 10, delivery_count: 100, link_credit: 3, drain: false, echo: true };
         assert_eq!(consumers.grant(&grant), Some(0));
@@ -421,10 +453,10 @@ mod tests {
     fn credit_wraps_as_a_serial_number() {
         let q = queue();
         let (session, _rx) = SessionSink::new(1, 0);
-        let mut consumers = Consumers::default();
+        let mut consumers = Consumers::new(None);
         let mut c = spec(10, &session, 1, 0);
         c.link_credit = Some(u32::MAX - 4); // RabbitMQ's initial delivery-count, 2^32 - 5
-        consumers.add(c);
+        consumers.add(c, 0);
         // A receiver that counts from 0 (rhea): (0 + 2) - (2^32 - 5) wraps to 7.
         let grant = CreditGrant { consumer: 10, delivery_count: 0, link_credit: 2, drain: false, echo: false };
         consumers.grant(&grant);
@@ -440,10 +472,10 @@ mod tests {
         let q = queue();
         let (session, _rx) = SessionSink::new(1, 0);
         let gate = Gate::new(1);
-        let mut consumers = Consumers::default();
+        let mut consumers = Consumers::new(None);
         let mut c = spec(10, &session, 1, 0);
         c.channel_limit = Some(Arc::clone(&gate));
-        consumers.add(c);
+        consumers.add(c, 0);
         let index = consumers.reserve_next(&q);
         assert_eq!(index, Some(0));
         assert_eq!(consumers.reserve_next(&q), None, "the gate is full");

@@ -11,7 +11,8 @@
 //! - [`ready`]: the ready messages in the [`order`] they are handed out (FIFO, by priority,
 //!   or a quorum queue's two levels), each run ([`level`]) with its head in memory and the rest
 //!   with the pager ([`paging`]);
-//! - [`consumers`]: consumers, their credit and their unsettled deliveries;
+//! - [`consumers`]: consumers, their credit and their unsettled deliveries, taking [`turns`]
+//!   by consumer priority or as a single active consumer;
 //! - [`limits`]: TTL, length limits, delivery limit and `x-expires`;
 //! - [`effects`]: what a pass produces — session events, dead letters, and the [`journal`]
 //!   of log records with the confirmations that wait for them;
@@ -44,6 +45,7 @@ pub(crate) mod requests;
 pub mod settings;
 mod state;
 mod task;
+mod turns;
 mod unconfirmed;
 
 use std::sync::Arc;

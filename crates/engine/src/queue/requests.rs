@@ -53,6 +53,9 @@ pub struct ConfirmTo {
 pub struct ConsumeSpec {
     /// Broker-unique id.
     pub id: ConsumerId,
+    /// The consumer tag the client knows it by (0.9.1), or the link's (1.0), for the
+    /// management API.
+    pub tag: String,
     /// The channel it belongs to.
     pub owner: Owner,
     /// Where deliveries go.
@@ -101,7 +104,7 @@ pub struct GetOk {
 }
 
 /// Queue counters.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct QueueStats {
     /// Ready messages.
     pub ready: u32,
@@ -114,6 +117,11 @@ pub struct QueueStats {
     pub dead_letters_pending: u32,
     /// Their body bytes (RabbitMQ's `message_bytes_dlx`).
     pub dead_letters_pending_bytes: u64,
+    /// A single-active-consumer queue's active consumer, by its tag (`None` for other queues
+    /// and while nobody consumes).
+    pub single_active_consumer_tag: Option<String>,
+    /// Whether the queue has a single active consumer.
+    pub single_active_consumer: bool,
 }
 
 /// A 1.0 receiver's flow for a consumer link, as the queue applies it.

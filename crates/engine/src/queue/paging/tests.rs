@@ -146,6 +146,7 @@ fn a_queue_with_a_consumer_keeps_a_longer_head_than_one_nobody_consumes_from() {
     let (session, _rx) = SessionSink::new(1, 0);
     let spec = ConsumeSpec {
         id: 1,
+        tag: "ctag".into(),
         owner: Owner { session: session.id, channel: 1 },
         session,
         no_ack: false,
@@ -305,6 +306,7 @@ fn with_a_runtime_the_next_page_is_read_ahead_off_the_task_and_order_is_kept() {
     let (session, _rx) = SessionSink::new(1, 0);
     let spec = ConsumeSpec {
         id: 1,
+        tag: "ctag".into(),
         owner: Owner { session: session.id, channel: 1 },
         session,
         no_ack: false,

@@ -34,6 +34,7 @@ use super::handle::QueueRef;
 use super::journal::reason_of;
 use super::limits::{Limits, Size};
 use super::order::Order;
+use super::turns::SingleActive;
 use super::ready::Ready;
 use super::requests::{ConfirmTo, ConsumeSpec, CreditGrant, Enqueue, GetOk, QueueStats, Settle};
 use super::settings::QueueSettings;
@@ -82,6 +83,11 @@ impl QueueState {
     pub(crate) fn new(handle: QueueRef, settings: QueueSettings, now: i64) -> Self {
         let quorum = handle.config.queue_type == super::args::QueueType::Quorum;
         let order = Order::new(quorum, super::args::max_priority(&handle.config.arguments));
+        let single_active = super::args::single_active_consumer(&handle.config.arguments).then_some(if quorum {
+            SingleActive::HighestPriority
+        } else {
+            SingleActive::FirstRegistered
+        });
         let effects = Effects::new(handle.id);
         Self {
             handle,
@@ -89,7 +95,7 @@ impl QueueState {
             now,
             next_seq: 1,
             ready: Ready::new(order),
-            consumers: Consumers::default(),
+            consumers: Consumers::new(single_active),
             limits: Limits::new(settings, quorum, now),
             effects,
             dlx: DlxPending::default(),
@@ -200,7 +206,9 @@ impl QueueState {
     }
 
     pub(crate) fn consume(&mut self, spec: ConsumeSpec) -> Result<(), EngineError> {
-        if !self.consumers.add(spec) {
+        let priority = super::args::consumer_priority(&spec.arguments)
+            .map_err(|reason| EngineError::Precondition(format!("invalid arg 'x-priority' for {}: {reason}", self.handle.resource())))?;
+        if !self.consumers.add(spec, priority) {
             return Err(EngineError::ExclusiveConsumeUnavailable(self.handle.resource()));
         }
         self.limits.used(self.now);
@@ -382,6 +390,8 @@ impl QueueState {
             consumers: count(self.consumers.len()),
             dead_letters_pending: u32::try_from(self.dlx.size().count).unwrap_or(u32::MAX),
             dead_letters_pending_bytes: self.dlx.size().bytes,
+            single_active_consumer_tag: self.consumers.active_tag().map(str::to_owned),
+            single_active_consumer: self.consumers.single_active(),
         }
     }
 
@@ -694,5 +704,7 @@ fn passed_on_when_refused(item: &Enqueue) -> bool {
 
 #[cfg(test)]
 mod priority_tests;
+#[cfg(test)]
+mod single_active_tests;
 #[cfg(test)]
 mod tests;

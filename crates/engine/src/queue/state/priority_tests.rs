@@ -70,6 +70,7 @@ fn a_consumer_gets_the_backlog_in_priority_order() {
     let (session, _rx) = SessionSink::new(1, 0);
     let spec = ConsumeSpec {
         id: 1,
+        tag: "ctag".into(),
         owner: OWNER,
         session: session.clone(),
         no_ack: true,

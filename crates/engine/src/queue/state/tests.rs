@@ -38,6 +38,7 @@ fn msg(n: u8) -> Enqueue {
 fn consumer(id: u64, session: &SessionSink, prefetch: u32) -> ConsumeSpec {
     ConsumeSpec {
         id,
+        tag: format!("ctag-{id}"),
         owner: Owner { session: session.id, channel: 1 },
         session: session.clone(),
         no_ack: false,
@@ -183,7 +184,7 @@ fn discard_goes_through_the_dead_letter_seam() {
     assert_eq!(s.take_discarded().iter().map(|d| d.reason).collect::<Vec<_>>(), [DeathReason::Rejected]);
     assert_eq!(
         s.stats(),
-        QueueStats { ready: 0, unacked: 0, consumers: 0, dead_letters_pending: 0, dead_letters_pending_bytes: 0 }
+        QueueStats::default()
     );
 }
 
