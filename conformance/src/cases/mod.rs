@@ -43,6 +43,7 @@ mod returns;
 mod routing_basic;
 mod routing_headers;
 mod routing_topic;
+mod single_active;
 
 /// Every case, grouped by area: `(area, cases)`, where the area is the module (the file under
 /// `cases/`) that defines them. A test harness prints it beside each case's name and filters on
@@ -65,6 +66,7 @@ pub(crate) fn by_area() -> Vec<(&'static str, Vec<Case>)> {
         acks,
         confirms,
         priority,
+        single_active,
         returns,
         properties,
         large_bodies,

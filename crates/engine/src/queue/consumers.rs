@@ -84,6 +84,8 @@ pub(super) struct Consumers {
     turns: Turns,
     /// Whether the queue ever had a consumer (auto-delete waits for the first).
     had_consumer: bool,
+    /// A quorum queue: consumer exclusivity does not apply (RabbitMQ 4.0.5 ignores it).
+    quorum: bool,
     /// Deliveries not yet settled, by the queue's sequence number (its own numbers, so
     /// foldhash rather than SipHash: nothing a client chooses is hashed here).
     unacked: HashMap<u64, Unacked>,
@@ -91,8 +93,8 @@ pub(super) struct Consumers {
 
 impl Consumers {
     /// No consumers yet; `single_active` for a queue with `x-single-active-consumer`.
-    pub(super) fn new(single_active: Option<SingleActive>) -> Self {
-        Self { turns: Turns::new(single_active), ..Self::default() }
+    pub(super) fn new(single_active: Option<SingleActive>, quorum: bool) -> Self {
+        Self { turns: Turns::new(single_active), quorum, ..Self::default() }
     }
 
     /// Whether one consumer at a time receives.
@@ -127,10 +129,13 @@ impl Consumers {
     }
 
     /// Adds a consumer of `priority` (`x-priority`); false when an exclusive consumer is in
-    /// the way (or it wants to be exclusive and is not alone).
+    /// the way (or it wants to be exclusive and is not alone, or the queue has a single active
+    /// consumer). As on RabbitMQ 4.0.5, only classic queues refuse: a quorum queue accepts
+    /// exclusive consumers beside others.
     pub(super) fn add(&mut self, spec: ConsumeSpec, priority: i64) -> bool {
         let exclusive_taken = self.list.iter().any(|c| c.spec.exclusive);
-        if exclusive_taken || (spec.exclusive && !self.list.is_empty()) {
+        let refused = exclusive_taken || (spec.exclusive && (!self.list.is_empty() || self.turns.single_active()));
+        if refused && !self.quorum {
             return false;
         }
         self.had_consumer = true;
@@ -360,7 +365,7 @@ mod tests {
     fn round_robin_within_prefetch_and_settling_frees_room() {
         let q = queue();
         let (session, _rx) = SessionSink::new(1, 0);
-        let mut consumers = Consumers::new(None);
+        let mut consumers = Consumers::new(None, false);
         assert!(consumers.add(spec(10, &session, 1, 2), 0));
         assert!(consumers.add(spec(11, &session, 1, 1), 0));
         assert_eq!(dispatch(&mut consumers, &q, &[1, 2, 3, 4]), [(10, vec![1, 3]), (11, vec![2])]);
@@ -373,7 +378,7 @@ mod tests {
     #[test]
     fn exclusivity_is_refused_both_ways() {
         let (session, _rx) = SessionSink::new(1, 0);
-        let mut consumers = Consumers::new(None);
+        let mut consumers = Consumers::new(None, false);
         assert!(!consumers.had_consumer());
         let mut exclusive = spec(10, &session, 1, 0);
         exclusive.exclusive = true;
@@ -390,7 +395,7 @@ mod tests {
     fn a_closed_owner_takes_back_its_deliveries_and_gets_alike() {
         let q = queue();
         let (session, _rx) = SessionSink::new(1, 0);
-        let mut consumers = Consumers::new(None);
+        let mut consumers = Consumers::new(None, false);
         consumers.add(spec(10, &session, 1, 0), 0);
         consumers.add(spec(11, &session, 2, 0), 0);
         dispatch(&mut consumers, &q, &[1, 2, 3]);
@@ -407,7 +412,7 @@ mod tests {
     fn a_cancelled_consumer_leaves_its_deliveries_with_the_channel() {
         let q = queue();
         let (session, _rx) = SessionSink::new(1, 0);
-        let mut consumers = Consumers::new(None);
+        let mut consumers = Consumers::new(None, false);
         consumers.add(spec(10, &session, 1, 0), 0);
         dispatch(&mut consumers, &q, &[1]);
         consumers.cancel(10);
@@ -423,7 +428,7 @@ mod tests {
     fn credit_is_what_the_receiver_granted_beyond_what_is_on_its_way() {
         let q = queue();
         let (session, _rx) = SessionSink::new(1, 0);
-        let mut consumers = Consumers::new(None);
+        let mut consumers = Consumers::new(None, false);
         let mut c = spec(10, &session, 1, 0);
         c.link_credit = Some(100);
         consumers.add(c, 0);
@@ -453,7 +458,7 @@ mod tests {
     fn credit_wraps_as_a_serial_number() {
         let q = queue();
         let (session, _rx) = SessionSink::new(1, 0);
-        let mut consumers = Consumers::new(None);
+        let mut consumers = Consumers::new(None, false);
         let mut c = spec(10, &session, 1, 0);
         c.link_credit = Some(u32::MAX - 4); // RabbitMQ's initial delivery-count, 2^32 - 5
         consumers.add(c, 0);
@@ -472,7 +477,7 @@ mod tests {
         let q = queue();
         let (session, _rx) = SessionSink::new(1, 0);
         let gate = Gate::new(1);
-        let mut consumers = Consumers::new(None);
+        let mut consumers = Consumers::new(None, false);
         let mut c = spec(10, &session, 1, 0);
         c.channel_limit = Some(Arc::clone(&gate));
         consumers.add(c, 0);

@@ -34,10 +34,10 @@ use super::handle::QueueRef;
 use super::journal::reason_of;
 use super::limits::{Limits, Size};
 use super::order::Order;
-use super::turns::SingleActive;
 use super::ready::Ready;
 use super::requests::{ConfirmTo, ConsumeSpec, CreditGrant, Enqueue, GetOk, QueueStats, Settle};
 use super::settings::QueueSettings;
+use super::turns::SingleActive;
 use super::unconfirmed::Removal;
 use crate::dead_letter::counts::{DeadLetterStrategy, count_confirmed, count_dead_letter};
 use crate::error::EngineError;
@@ -95,7 +95,7 @@ impl QueueState {
             now,
             next_seq: 1,
             ready: Ready::new(order),
-            consumers: Consumers::new(single_active),
+            consumers: Consumers::new(single_active, quorum),
             limits: Limits::new(settings, quorum, now),
             effects,
             dlx: DlxPending::default(),
@@ -206,8 +206,9 @@ impl QueueState {
     }
 
     pub(crate) fn consume(&mut self, spec: ConsumeSpec) -> Result<(), EngineError> {
-        let priority = super::args::consumer_priority(&spec.arguments)
-            .map_err(|reason| EngineError::Precondition(format!("invalid arg 'x-priority' for {}: {reason}", self.handle.resource())))?;
+        let priority = super::args::consumer_priority(&spec.arguments).map_err(|reason| {
+            EngineError::Precondition(format!("invalid arg 'x-priority' for {}: {reason}", self.handle.resource()))
+        })?;
         if !self.consumers.add(spec, priority) {
             return Err(EngineError::ExclusiveConsumeUnavailable(self.handle.resource()));
         }

@@ -117,3 +117,21 @@ fn a_priority_that_is_not_an_integer_is_refused_with_rabbitmq_text() {
     );
     assert_eq!(s.stats().consumers, 0);
 }
+
+#[test]
+fn exclusive_consumers_on_a_classic_single_active_queue_are_refused_and_quorum_queues_ignore_exclusivity() {
+    let (session, _rx) = SessionSink::new(1, 0);
+    let mut s = queue_state(QueueType::Classic, true);
+    let mut exclusive = spec(1, &session, None);
+    exclusive.exclusive = true;
+    assert!(matches!(s.consume(exclusive.clone()), Err(EngineError::ExclusiveConsumeUnavailable(_))), "even alone");
+    for single_active in [false, true] {
+        let mut q = queue_state(QueueType::Quorum, single_active);
+        q.consume(exclusive.clone()).unwrap();
+        q.consume(spec(2, &session, None)).unwrap();
+        let mut another = spec(3, &session, None);
+        another.exclusive = true;
+        q.consume(another).unwrap();
+        assert_eq!(q.stats().consumers, 3);
+    }
+}

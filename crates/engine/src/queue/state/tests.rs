@@ -182,10 +182,7 @@ fn discard_goes_through_the_dead_letter_seam() {
     let got = s.get(owner, false).unwrap();
     s.settle(&[got.delivery.seq], Settle::Discard);
     assert_eq!(s.take_discarded().iter().map(|d| d.reason).collect::<Vec<_>>(), [DeathReason::Rejected]);
-    assert_eq!(
-        s.stats(),
-        QueueStats::default()
-    );
+    assert_eq!(s.stats(), QueueStats::default());
 }
 
 #[test]
