@@ -118,6 +118,7 @@ impl Protocol for Amqp091 {
             self.session.handle_engine_event(event, &mut self.conn);
         }
         self.session.emit_confirms(&mut self.conn);
+        self.session.finish_commits(&mut self.conn).await;
         true
     }
 
