@@ -1,7 +1,8 @@
 //! RabbitMQ's memory and disk alarms through the real binary: publishers are blocked while
 //! consumers drain, resident memory stays near the watermark under a flood larger than it, and
 //! a disk smaller than one log segment fills, blocks, drains and unblocks by itself, with
-//! every confirmed message delivered.
+//! every confirmed message delivered; an uncommitted transaction is bounded by the memory
+//! alarm.
 #![allow(clippy::expect_used, clippy::unwrap_used, clippy::indexing_slicing)]
 
 mod support;
@@ -179,4 +180,51 @@ async fn a_small_disk_fills_blocks_drains_and_unblocks_by_itself() {
     }
     drained += drain(&cch, "disk").await;
     assert_eq!(drained, confirmed + 1, "every confirmed message, and the held one, delivered");
+}
+
+/// A transaction that is never committed holds its publishes in the broker; RabbitMQ bounds
+/// it only by the memory alarm, and so does Charon: 1 MiB publishes in an open transaction
+/// against a 45 MB watermark get the publisher blocked "low on memory" long before 200 MiB,
+/// while another connection still works (and a rollback is not needed to stay alive).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_uncommitted_transaction_is_bounded_by_the_memory_alarm() {
+    let charon = support::Charon::start_with(&["--vm-memory-high-watermark-absolute", "45MB"]);
+    let conn = Connection::connect(&charon.url(), ConnectionProperties::default()).await.unwrap();
+    let (reasons, _) = watch_blocked(&conn);
+    let channel = conn.create_channel().await.unwrap();
+    channel.queue_declare("held".into(), QueueDeclareOptions::default(), FieldTable::default()).await.unwrap();
+    channel.tx_select().await.unwrap();
+    let body = vec![7u8; MIB];
+    let mut sent = 0;
+    while reasons.lock().unwrap().is_empty() && sent < 200 {
+        let publish = channel.basic_publish(
+            "".into(),
+            "held".into(),
+            BasicPublishOptions::default(),
+            &body,
+            BasicProperties::default(),
+        );
+        // Once the socket is no longer read, a publish may wait for room: the block is what
+        // this test waits for.
+        if tokio::time::timeout(Duration::from_secs(2), publish).await.is_err() {
+            tokio::time::sleep(Duration::from_millis(500)).await;
+            break;
+        }
+        sent += 1;
+    }
+    let reasons = reasons.lock().unwrap().clone();
+    assert_eq!(reasons.first().map(String::as_str), Some("low on memory"), "after {sent} MiB held: {reasons:?}");
+    assert!(sent < 200, "{sent} MiB held without a block");
+    // Nothing was committed, so nothing reached the queue; a consumer-only connection goes on.
+    let other = Connection::connect(&charon.url(), ConnectionProperties::default()).await.unwrap();
+    let check = other.create_channel().await.unwrap();
+    let declared = check
+        .queue_declare(
+            "held".into(),
+            QueueDeclareOptions { passive: true, ..Default::default() },
+            FieldTable::default(),
+        )
+        .await
+        .unwrap();
+    assert_eq!(declared.message_count(), 0);
 }

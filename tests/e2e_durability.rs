@@ -1,5 +1,5 @@
 //! Durability through the real binary: what survives a restart (and what does not), the data
-//! directory's lock and version checks.
+//! directory's lock and version checks; committed transactions are as durable as confirms.
 #![allow(clippy::expect_used, clippy::unwrap_used, clippy::indexing_slicing)]
 
 mod support;
@@ -222,5 +222,42 @@ async fn consumers_ack_and_the_acked_messages_stay_gone() {
     assert_eq!(passive(&ch, "acked").await.unwrap(), 40);
     let first = ch.basic_get("acked".into(), BasicGetOptions { no_ack: true }).await.unwrap().expect("a message");
     assert_eq!(first.delivery.data, 60u32.to_be_bytes());
+    stop(charon);
+}
+
+/// `tx.commit-ok` comes only once the committed persistent messages are on disk, as confirms
+/// do: a `kill -9` right after it loses none of them, and a rolled-back publish never
+/// appears.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_committed_transaction_survives_kill_9_and_a_rolled_back_one_never_appears() {
+    const COMMITTED: u32 = 500;
+    let data = tempfile::tempdir().unwrap();
+    let mut charon = support::Charon::start_on(data.path(), &[]);
+    {
+        let conn = Connection::connect(&charon.url(), ConnectionProperties::default()).await.expect("connect");
+        let ch = conn.create_channel().await.expect("channel");
+        declare(&ch, "tx", true, &[]).await;
+        ch.tx_select().await.unwrap();
+        for i in 0..50u32 {
+            let options = BasicPublishOptions::default();
+            ch.basic_publish("".into(), "tx".into(), options, &(1_000_000 + i).to_be_bytes(), persistent())
+                .await
+                .unwrap();
+        }
+        ch.tx_rollback().await.unwrap();
+        for i in 0..COMMITTED {
+            let options = BasicPublishOptions::default();
+            ch.basic_publish("".into(), "tx".into(), options, &i.to_be_bytes(), persistent()).await.unwrap();
+        }
+        ch.tx_commit().await.unwrap();
+        charon.kill9();
+    }
+    let charon = support::Charon::start_on(data.path(), &[]);
+    let (_conn, ch) = channel(&charon).await;
+    assert_eq!(passive(&ch, "tx").await.unwrap(), COMMITTED);
+    for expected in 0..COMMITTED {
+        let got = ch.basic_get("tx".into(), BasicGetOptions { no_ack: true }).await.unwrap().expect("a message");
+        assert_eq!(got.delivery.data, expected.to_be_bytes());
+    }
     stop(charon);
 }

@@ -39,6 +39,11 @@ fn pika_publishes_and_consumes_through_charon() {
 }
 
 #[test]
+fn pika_commits_and_rolls_back_transactions() {
+    run_script("pika_tx.py", "pika tx ok");
+}
+
+#[test]
 fn qpid_proton_publishes_and_consumes_over_amqp_1_0() {
     run_script("proton_roundtrip.py", "proton interop ok");
 }

@@ -44,6 +44,7 @@ mod routing_basic;
 mod routing_headers;
 mod routing_topic;
 mod single_active;
+mod tx;
 
 /// Every case, grouped by area: `(area, cases)`, where the area is the module (the file under
 /// `cases/`) that defines them. A test harness prints it beside each case's name and filters on
@@ -97,5 +98,6 @@ pub(crate) fn by_area() -> Vec<(&'static str, Vec<Case>)> {
         dlx_at_least_once,
         dlx_fallback,
         dlx_guarantee,
+        tx,
     ]
 }

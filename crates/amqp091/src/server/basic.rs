@@ -23,6 +23,11 @@ fn generated_tag() -> String {
     format!("amq.ctag-{suffix}")
 }
 
+/// RabbitMQ's answer to an ack, nack or reject of a tag the channel does not hold.
+fn unknown_tag(tag: u64) -> MethodError {
+    MethodError::new(ReplyCode::PreconditionFailed, format!("unknown delivery tag {tag}"))
+}
+
 impl Session {
     pub(crate) async fn basic_method(
         &mut self,
@@ -156,10 +161,14 @@ impl Session {
 
     async fn settle(&mut self, channel: u16, tag: u64, multiple: bool, how: Settle) -> MethodResult {
         let state = self.channel(channel)?;
-        let settled = state
-            .unacked
-            .take(tag, multiple)
-            .ok_or_else(|| MethodError::new(ReplyCode::PreconditionFailed, format!("unknown delivery tag {tag}")))?;
+        if let Some(tx) = state.tx.as_mut() {
+            // Out of the unacked set now (an unknown tag fails here, as in RabbitMQ), settled
+            // with the queues at commit.
+            let settled = state.unacked.take_tagged(tag, multiple).ok_or_else(|| unknown_tag(tag))?;
+            tx.hold_settle(how, settled);
+            return Ok(());
+        }
+        let settled = state.unacked.take(tag, multiple).ok_or_else(|| unknown_tag(tag))?;
         self.release(channel, settled, how).await
     }
 
@@ -173,7 +182,7 @@ impl Session {
 
     /// Gives settled deliveries back to their queues and their units to the channel's global
     /// prefetch.
-    async fn release(&mut self, channel: u16, settled: Vec<PendingAck>, how: Settle) -> MethodResult {
+    pub(crate) async fn release(&mut self, channel: u16, settled: Vec<PendingAck>, how: Settle) -> MethodResult {
         let consumed = settled.iter().filter(|p| p.consumed).count();
         let gate = Arc::clone(&self.channel(channel)?.global_limit);
         for (queue, seqs) in by_queue(settled) {

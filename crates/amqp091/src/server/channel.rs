@@ -6,6 +6,8 @@ use std::sync::Arc;
 
 use charon_engine::{ConsumerId, Gate, QueueRef, RouteCache, WriteGrants};
 
+use super::tx::Transaction;
+
 /// A delivery awaiting the client's ack.
 #[derive(Debug)]
 pub(crate) struct PendingAck {
@@ -67,6 +69,48 @@ impl UnackedTags {
         Some(taken)
     }
 
+    /// [`UnackedTags::take`] keeping each delivery's tag, for a transaction that may give
+    /// them back.
+    pub(crate) fn take_tagged(&mut self, tag: u64, multiple: bool) -> Option<Vec<(u64, PendingAck)>> {
+        let first = self.first;
+        let tagged = |(i, slot): (usize, &mut Option<PendingAck>)| slot.take().map(|p| (first + i as u64, p));
+        if multiple && tag == 0 {
+            let taken = self.slots.iter_mut().enumerate().filter_map(tagged).collect();
+            self.slots.clear();
+            return Some(taken);
+        }
+        let index = usize::try_from(tag.checked_sub(self.first)?).ok()?;
+        if self.slots.get(index).is_none_or(Option::is_none) {
+            return None;
+        }
+        let taken: Vec<(u64, PendingAck)> = if multiple {
+            self.slots.iter_mut().enumerate().take(index + 1).filter_map(tagged).collect()
+        } else {
+            self.slots.get_mut(index).and_then(Option::take).map(|p| (tag, p)).into_iter().collect()
+        };
+        self.trim();
+        Some(taken)
+    }
+
+    /// Puts delivery `tag` back, unacked (a rolled-back transaction's ack); tags pushed later
+    /// must still be higher than any restored one, which they are, being newer deliveries.
+    pub(crate) fn restore(&mut self, tag: u64, pending: PendingAck) {
+        if self.slots.is_empty() {
+            self.first = tag;
+        }
+        while tag < self.first {
+            self.slots.push_front(None);
+            self.first -= 1;
+        }
+        let end = self.first + self.slots.len() as u64;
+        for _ in end..=tag {
+            self.slots.push_back(None);
+        }
+        if let Some(slot) = usize::try_from(tag - self.first).ok().and_then(|i| self.slots.get_mut(i)) {
+            *slot = Some(pending);
+        }
+    }
+
     pub(crate) fn take_all(&mut self) -> Vec<PendingAck> {
         let taken: Vec<PendingAck> = self.slots.drain(..).flatten().collect();
         self.first += taken.len() as u64;
@@ -115,6 +159,11 @@ impl ConfirmTracker {
             }
         }
         seq
+    }
+
+    /// Whether a publish still waits for a queue's answer.
+    pub(crate) fn is_waiting(&self) -> bool {
+        !self.pending.is_empty()
     }
 
     /// One queue answered for `seq`.
@@ -172,6 +221,9 @@ pub(crate) struct ChannelState {
     /// `basic.qos global=true`: shared by all consumers of the channel (limit 0 = none).
     pub(crate) global_limit: Arc<Gate>,
     pub(crate) confirms: Option<ConfirmTracker>,
+    /// Set by `tx.select` (never together with `confirms`): publishes and settlements wait in
+    /// it for `tx.commit`.
+    pub(crate) tx: Option<Transaction>,
     pub(crate) route_cache: RouteCache,
     /// Exchanges this channel may publish to, while permissions are unchanged.
     pub(crate) write_grants: WriteGrants,
@@ -190,6 +242,7 @@ impl ChannelState {
             consumer_prefetch: 0,
             global_limit: Gate::new(0),
             confirms: None,
+            tx: None,
             route_cache: RouteCache::new(),
             write_grants: WriteGrants::default(),
             last_queue: None,
@@ -203,6 +256,16 @@ impl ChannelState {
         }
     }
 
+    /// A queue answered for publish `seq` of this channel: in confirm mode a publisher
+    /// confirm, in a transaction part of a commit.
+    pub(crate) fn answer_confirm(&mut self, seq: u64, accepted: bool) {
+        if let Some(tracker) = self.confirms.as_mut() {
+            tracker.answer(seq, accepted);
+        } else if let Some(tx) = self.tx.as_mut() {
+            tx.answer(seq, accepted);
+        }
+    }
+
     /// Takes the next delivery tag.
     pub(crate) fn tag(&mut self) -> u64 {
         let tag = self.next_tag;
@@ -213,7 +276,73 @@ impl ChannelState {
 
 #[cfg(test)]
 mod tests {
+    use charon_engine::{Broker, BrokerConfig, QueueDeclare};
+    use charon_model::Table;
+
     use super::*;
+
+    async fn queue() -> QueueRef {
+        let broker = Broker::new(BrokerConfig::default());
+        let user = broker.authenticate("guest", "guest").unwrap();
+        let vhost = broker.open_vhost(&user, "/").unwrap();
+        let declare = QueueDeclare {
+            name: "q".into(),
+            passive: false,
+            durable: false,
+            exclusive: false,
+            auto_delete: false,
+            arguments: Table::new(),
+        };
+        vhost.declare_queue(&declare, 1).await.unwrap();
+        vhost.queue("q", 1).unwrap()
+    }
+
+    /// Tags 1..=n, each delivery's queue sequence number ten times its tag.
+    fn tags(queue: &QueueRef, n: u64) -> UnackedTags {
+        let mut unacked = UnackedTags::new();
+        for tag in 1..=n {
+            unacked.push(tag, PendingAck { queue: Arc::clone(queue), seq: tag * 10, consumed: true });
+        }
+        unacked
+    }
+
+    fn seqs(taken: &[(u64, PendingAck)]) -> Vec<(u64, u64)> {
+        taken.iter().map(|(tag, p)| (*tag, p.seq)).collect()
+    }
+
+    #[tokio::test]
+    async fn tagged_takes_keep_each_delivery_tag() {
+        let q = queue().await;
+        let mut unacked = tags(&q, 5);
+        assert_eq!(seqs(&unacked.take_tagged(2, false).unwrap()), [(2, 20)]);
+        assert!(unacked.take_tagged(2, false).is_none(), "taken already: unknown");
+        assert_eq!(seqs(&unacked.take_tagged(3, true).unwrap()), [(1, 10), (3, 30)]);
+        assert!(unacked.take_tagged(9, false).is_none());
+        assert_eq!(seqs(&unacked.take_tagged(0, true).unwrap()), [(4, 40), (5, 50)]);
+        assert!(unacked.take_all().is_empty());
+    }
+
+    #[tokio::test]
+    async fn restored_tags_are_unacked_again_under_the_same_tag() {
+        let q = queue().await;
+        let mut unacked = tags(&q, 4);
+        let first = unacked.take_tagged(2, true).unwrap();
+        let last = unacked.take_tagged(4, false).unwrap();
+        // Restored behind the front (1, 2) and past the end (4), then a new delivery.
+        for (tag, pending) in first.into_iter().chain(last) {
+            unacked.restore(tag, pending);
+        }
+        unacked.push(5, PendingAck { queue: Arc::clone(&q), seq: 50, consumed: true });
+        assert_eq!(seqs(&unacked.take_tagged(4, false).unwrap()), [(4, 40)]);
+        let all: Vec<u64> = unacked.take_all().iter().map(|p| p.seq).collect();
+        assert_eq!(all, [10, 20, 30, 50]);
+
+        // Into an empty set.
+        let mut empty = UnackedTags::new();
+        empty.restore(7, PendingAck { queue: Arc::clone(&q), seq: 70, consumed: false });
+        empty.restore(3, PendingAck { queue: Arc::clone(&q), seq: 30, consumed: false });
+        assert_eq!(seqs(&empty.take_tagged(7, true).unwrap()), [(3, 30), (7, 70)]);
+    }
 
     #[test]
     fn confirms_coalesce_below_the_oldest_pending() {

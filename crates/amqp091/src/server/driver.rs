@@ -85,6 +85,9 @@ impl Protocol for Amqp091 {
             self.session.handle_event(event, &mut self.conn).await;
         }
         self.session.flush_publishes(&mut self.conn).await;
+        // A method (basic.cancel) may have taken a waiting commit's last answers from the
+        // inbox.
+        self.session.finish_commits(&mut self.conn).await;
     }
 
     /// RabbitMQ's memory and disk alarms: a connection that publishes while one is on is
@@ -118,6 +121,7 @@ impl Protocol for Amqp091 {
             self.session.handle_engine_event(event, &mut self.conn);
         }
         self.session.emit_confirms(&mut self.conn);
+        self.session.finish_commits(&mut self.conn).await;
         true
     }
 

@@ -4,7 +4,8 @@
 //! - [`driver`]: the task's I/O loop (socket, timers, engine events, shutdown).
 //! - `session`: per-connection broker state and event dispatch.
 //! - `channel`: per-channel bookkeeping (delivery tags, confirms, prefetch).
-//! - `topology`, `basic`, `publish`, `deliver`: method handlers by area; the message
+//! - `tx`: a transactional channel's held publishes and settlements.
+//! - `topology`, `basic`, `publish`, `deliver`, `tx_methods`: method handlers by area; the message
 //!   conversions they use live in `crate::mapping`.
 
 mod basic;
@@ -14,6 +15,8 @@ pub mod driver;
 mod publish;
 mod session;
 mod topology;
+mod tx;
+mod tx_methods;
 
 use charon_engine::{EngineError, ErrorKind};
 

@@ -9,6 +9,7 @@ use charon_engine::{Action, ConfirmTo, Enqueue, ExchangeKind, Principal, QueueRe
 use charon_model::Message;
 
 use super::session::Session;
+use super::tx::HeldPublish;
 use super::{MethodError, MethodResult};
 use crate::mapping::{self, IngestError};
 use crate::proto::{Connection, PublishCommand, ReplyCode};
@@ -29,7 +30,7 @@ struct Batch {
 }
 
 impl PendingBatches {
-    fn push(&mut self, queue: &QueueRef, channel: u16, item: Enqueue) {
+    pub(crate) fn push(&mut self, queue: &QueueRef, channel: u16, item: Enqueue) {
         let found = self.batches.iter_mut().find(|b| b.channel == channel && Arc::ptr_eq(&b.queue, queue));
         match found {
             Some(batch) => batch.items.push(item),
@@ -70,6 +71,10 @@ impl Session {
         let state = self.channel(channel)?;
         let queues =
             vhost.route(&mut state.route_cache, &message.routing.exchange, &message.routing, &message.headers)?;
+        if let Some(tx) = state.tx.as_mut() {
+            tx.hold_publish(HeldPublish { message: Arc::new(message), queues, mandatory });
+            return Ok(());
+        }
         let confirm = state.confirms.as_mut().map(|t| t.publish(queues.len()));
         if queues.is_empty() {
             if mandatory {
@@ -110,9 +115,9 @@ impl Session {
             if !batch.queue.publish(batch.items, confirm_to).await {
                 // The queue went away between routing and enqueueing: RabbitMQ confirms such
                 // messages, as it does for unroutable ones.
-                if let Some(tracker) = self.channels.get_mut(&batch.channel).and_then(|c| c.confirms.as_mut()) {
+                if let Some(state) = self.channels.get_mut(&batch.channel) {
                     for seq in seqs {
-                        tracker.answer(seq, true);
+                        state.answer_confirm(seq, true);
                     }
                 }
             }
@@ -121,7 +126,7 @@ impl Session {
     }
 }
 
-fn send_return(conn: &mut Connection, channel: u16, message: &Message) {
+pub(crate) fn send_return(conn: &mut Connection, channel: u16, message: &Message) {
     let ret = Return {
         reply_code: ReplyCode::NoRoute.code(),
         reply_text: ReplyCode::NoRoute.name().into(),

@@ -48,6 +48,8 @@ pub(crate) struct Session {
     pub(crate) inbox: mpsc::UnboundedReceiver<SessionEvent>,
     /// Channels the broker closed whose close-ok has not come yet.
     pub(crate) closed_by_broker: HashSet<u16>,
+    /// Channels whose `tx.commit` waits for its queues (few, and usually none).
+    pub(crate) committing: Vec<u16>,
 }
 
 /// Checks logins and vhost access against the broker during the handshake.
@@ -122,6 +124,7 @@ impl Session {
             batches: PendingBatches::default(),
             inbox,
             closed_by_broker: HashSet::new(),
+            committing: Vec::new(),
         }
     }
 
@@ -193,6 +196,13 @@ impl Session {
             // channel's close: RabbitMQ ignores them until close-ok, and so do we. (A channel
             // the client closed is different: what it sent before its close is acted on.)
             Event::Method(channel, _) | Event::Publish(channel, _) if self.closed_by_broker.contains(&channel) => {}
+            Event::Method(channel, method) if self.committing.contains(&channel) => {
+                let ids = (method.get_amqp_class_id(), method.get_amqp_method_id());
+                self.fail(channel, MethodError::commit_in_progress(), ids, conn).await;
+            }
+            Event::Publish(channel, _) if self.committing.contains(&channel) => {
+                self.fail(channel, MethodError::commit_in_progress(), (60, 40), conn).await;
+            }
             Event::Method(channel, method) => {
                 self.flush_publishes(conn).await;
                 let ids = (method.get_amqp_class_id(), method.get_amqp_method_id());
@@ -229,6 +239,12 @@ impl Session {
             AMQPClass::Basic(m) => self.basic_method(channel, m, conn).await,
             AMQPClass::Confirm(amq_protocol::protocol::confirm::AMQPMethod::Select(select)) => {
                 let state = self.channel(channel)?;
+                if state.tx.is_some() {
+                    return Err(MethodError::new(
+                        ReplyCode::PreconditionFailed,
+                        "cannot switch from tx to confirm mode",
+                    ));
+                }
                 if state.confirms.is_none() {
                     state.confirms = Some(super::channel::ConfirmTracker::new());
                 }
@@ -241,7 +257,7 @@ impl Session {
                 }
                 Ok(())
             }
-            AMQPClass::Tx(_) => Err(MethodError::new(ReplyCode::NotImplemented, "transactions are not supported yet")),
+            AMQPClass::Tx(m) => self.tx_method(channel, m, conn).await,
             AMQPClass::Access(amq_protocol::protocol::access::AMQPMethod::Request(_)) => {
                 let ok = amq_protocol::protocol::access::RequestOk {};
                 conn.send_method(
@@ -270,6 +286,7 @@ impl Session {
     /// A channel ended: its consumers go and the queues it used requeue what it had not
     /// settled.
     pub(crate) async fn channel_gone(&mut self, channel: u16) {
+        self.committing.retain(|c| *c != channel);
         let Some(state) = self.channels.remove(&channel) else {
             return;
         };
@@ -306,12 +323,12 @@ impl Session {
                 let Ok(channel) = u16::try_from(channel) else {
                     return;
                 };
-                if let Some(tracker) = self.channels.get_mut(&channel).and_then(|c| c.confirms.as_mut()) {
+                if let Some(state) = self.channels.get_mut(&channel) {
                     for seq in accepted {
-                        tracker.answer(seq, true);
+                        state.answer_confirm(seq, true);
                     }
                     for seq in refused {
-                        tracker.answer(seq, false);
+                        state.answer_confirm(seq, false);
                     }
                 }
             }
