@@ -38,6 +38,7 @@ mod prefetch;
 mod properties;
 mod queue_types;
 mod queues;
+mod reply_to;
 mod returns;
 mod routing_basic;
 mod routing_headers;
@@ -64,6 +65,7 @@ pub(crate) fn by_area() -> Vec<(&'static str, Vec<Case>)> {
         acks,
         confirms,
         returns,
+        reply_to,
         properties,
         large_bodies,
         errors_connection,

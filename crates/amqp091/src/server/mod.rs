@@ -6,12 +6,14 @@
 //! - `channel`: per-channel bookkeeping (delivery tags, confirms, prefetch).
 //! - `topology`, `basic`, `publish`, `deliver`: method handlers by area; the message
 //!   conversions they use live in `crate::mapping`.
+//! - `reply_to`: direct reply-to (`amq.rabbitmq.reply-to`).
 
 mod basic;
 mod channel;
 mod deliver;
 pub mod driver;
 mod publish;
+mod reply_to;
 mod session;
 mod topology;
 
