@@ -21,7 +21,7 @@ pub(crate) fn cases() -> Vec<Case> {
     vec![
         case!(
             "reply_to.rpc_round_trip",
-            "a client consumes amq.rabbitmq.reply-to, a server on another connection replies to the rewritten reply_to; the reply arrives with no queue",
+            "a client consumes amq.rabbitmq.reply-to, a server on another connection replies to the rewritten reply_to; the reply arrives with no queue, stamped with the channel's next delivery tag (not taken)",
             ["amqprs"],
             rpc_round_trip
         ),
@@ -132,6 +132,11 @@ async fn rpc_round_trip(ctx: Ctx) -> CaseResult {
     let props = got.basic_properties.ok_or_else(|| CaseError::new("reply without properties"))?;
     check_eq!(props.correlation_id().map(String::as_str), Some("c-1"), "reply correlation_id");
     check_eq!(got.content.as_deref(), Some(&b"4"[..]), "reply body");
+    // RabbitMQ stamps replies with the channel's next delivery tag without taking it.
+    ak::publish(&sch, "", &address, BasicProperties::default(), b"again".to_vec()).await?;
+    let again = ak::recv(&mut requester.replies, lk::ARRIVE).await?;
+    let tags = (deliver.delivery_tag(), again.deliver.map(|d| d.delivery_tag()));
+    check_eq!(tags, (1, Some(1)), "delivery tags of two replies on a fresh channel");
     Ok(())
 }
 
