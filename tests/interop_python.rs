@@ -44,6 +44,11 @@ fn pika_commits_and_rolls_back_transactions() {
 }
 
 #[test]
+fn pika_rpc_over_direct_reply_to() {
+    run_script("pika_rpc_reply_to.py", "pika direct reply-to ok");
+}
+
+#[test]
 fn qpid_proton_publishes_and_consumes_over_amqp_1_0() {
     run_script("proton_roundtrip.py", "proton interop ok");
 }

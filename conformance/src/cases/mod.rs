@@ -39,6 +39,7 @@ mod priority;
 mod properties;
 mod queue_types;
 mod queues;
+mod reply_to;
 mod returns;
 mod routing_basic;
 mod routing_headers;
@@ -69,6 +70,7 @@ pub(crate) fn by_area() -> Vec<(&'static str, Vec<Case>)> {
         priority,
         single_active,
         returns,
+        reply_to,
         properties,
         large_bodies,
         errors_connection,

@@ -12,6 +12,7 @@ use crate::alarms::{Alarms, Resources};
 use crate::connections::Connections;
 use crate::limits::{ConnectionSlot, Limits};
 use crate::login::{LoginConfig, LoginPolicy};
+use crate::reply_to::ReplyConsumers;
 
 use charon_store::segment_log::{Placed, Record, RecoveredQueue};
 
@@ -116,6 +117,8 @@ pub struct Broker {
     connections: Arc<Connections>,
     /// `loopback_users`, the failed-login throttle, the certificate login name.
     login: LoginPolicy,
+    /// Direct reply-to consumers, by address (broker-wide, as in RabbitMQ).
+    reply_consumers: Arc<ReplyConsumers>,
 }
 
 impl Broker {
@@ -147,6 +150,7 @@ impl Broker {
             limits,
             connections: Arc::default(),
             login,
+            reply_consumers: Arc::default(),
         })
     }
 
@@ -215,6 +219,7 @@ impl Broker {
             limits,
             connections: Arc::default(),
             login,
+            reply_consumers: Arc::default(),
         });
         let weak = Arc::downgrade(&broker);
         store.log.set_relocation_listener(Box::new(move |placed| {
@@ -251,6 +256,12 @@ impl Broker {
     #[must_use]
     pub fn limits(&self) -> &Arc<Limits> {
         &self.limits
+    }
+
+    /// The live direct reply-to consumers.
+    #[must_use]
+    pub fn reply_consumers(&self) -> &Arc<ReplyConsumers> {
+        &self.reply_consumers
     }
 
     /// The login policy: `loopback_users`, the failed-login throttle, SASL EXTERNAL's name.

@@ -17,6 +17,7 @@
 //! - [`exchange`]: exchange types and their binding indexes.
 //! - [`queue`]: one task per queue; its state as owned parts (ready messages, consumers,
 //!   limits, effects); declare-argument validation.
+//! - [`reply_to`]: direct reply-to, the live `amq.rabbitmq.reply-to` consumers by address.
 //! - [`route_cache`]: per-publisher routing cache validated by a topology version.
 //! - [`gate`]: shared capacity (global prefetch, connection outbound backlog).
 //! - [`session`]: the events queues send to connections.
@@ -41,6 +42,7 @@ pub mod metrics;
 pub mod persist;
 pub mod policy;
 pub mod queue;
+pub mod reply_to;
 mod reservation;
 pub mod route_cache;
 pub mod session;
@@ -63,6 +65,7 @@ pub use queue::{
     ConfirmTo, ConsumeSpec, CreditGrant, Enqueue, GetOk, Overflow, QueueHandle, QueueRef, QueueSettings, QueueStats,
     QueueType, Settle,
 };
+pub use reply_to::{ReplyConsumer, ReplyConsumers};
 pub use route_cache::RouteCache;
 pub use session::{ConsumerId, Delivery, Owner, SessionEvent, SessionId, SessionSink};
 pub use vhost::{DeclareOk, ExchangeDeclare, QueueDeclare, VHost};

@@ -84,6 +84,17 @@ pub enum SessionEvent {
         /// RabbitMQ's text, e.g. `vhost 'dev' is deleted`.
         reason: String,
     },
+    /// A message for a direct reply-to consumer ([`crate::reply_to`]): no queue holds it and
+    /// nobody settles it. It took one unit of the connection's outbound window, which the
+    /// connection gives back once it has written (or dropped) it.
+    Reply {
+        /// Channel (or link) of the consumer.
+        channel: u32,
+        /// The consumer; a reply for a consumer the channel no longer has is dropped.
+        consumer: ConsumerId,
+        /// The message.
+        message: Arc<Message>,
+    },
     /// Outcome of publishes that asked for confirmation.
     Confirms {
         /// Channel (or link) that published.

@@ -246,6 +246,7 @@ impl Connection {
             "connection.blocked",
             "authentication_failure_close",
             "per_consumer_qos",
+            "direct_reply_to",
         ] {
             capabilities.insert(name.into(), AMQPValue::Boolean(true));
         }

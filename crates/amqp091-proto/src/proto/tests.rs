@@ -680,3 +680,16 @@ fn server_properties_name_the_product_and_version_the_1_0_open_names() {
     assert_eq!(text("information"), charon_model::identity::information());
     assert_eq!(text("cluster_name"), charon_model::node_name());
 }
+
+#[test]
+fn server_capabilities_announce_direct_reply_to() {
+    let mut h = Harness::new();
+    let methods = h.methods();
+    let Some((0, AMQPClass::Connection(connection::AMQPMethod::Start(start)))) = methods.first() else {
+        panic!("expected connection.start, got {methods:?}");
+    };
+    let Some(AMQPValue::FieldTable(caps)) = start.server_properties.inner().get("capabilities") else {
+        panic!("no capabilities table");
+    };
+    assert_eq!(caps.inner().get("direct_reply_to"), Some(&AMQPValue::Boolean(true)));
+}

@@ -3,6 +3,7 @@
 use std::sync::Arc;
 
 use amq_protocol::protocol::{AMQPClass, basic};
+use charon_engine::reply_to::PSEUDO_QUEUE;
 use charon_engine::{Action, ConsumeSpec, Settle};
 use rand::Rng;
 
@@ -14,7 +15,7 @@ use crate::proto::{Connection, ReplyCode};
 
 /// A broker-chosen consumer tag: `amq.ctag-` and 22 URL-safe base64 characters, as RabbitMQ's
 /// `rabbit_guid:binary/2` makes them.
-fn generated_tag() -> String {
+pub(crate) fn generated_tag() -> String {
     const ALPHABET: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
     let mut rng = rand::rng();
     let suffix: String = (0..22)
@@ -48,6 +49,9 @@ impl Session {
                 }
                 conn.send_method(channel, &AMQPClass::Basic(basic::AMQPMethod::QosOk(basic::QosOk {})));
                 Ok(())
+            }
+            basic::AMQPMethod::Consume(c) if c.queue.as_str() == PSEUDO_QUEUE => {
+                self.consume_replies(channel, &c, conn)
             }
             basic::AMQPMethod::Consume(c) => self.consume(channel, c, conn).await,
             basic::AMQPMethod::Cancel(c) => self.cancel(channel, c, conn).await,
@@ -114,7 +118,9 @@ impl Session {
 
     async fn cancel(&mut self, channel: u16, c: basic::Cancel, conn: &mut Connection) -> MethodResult {
         let tag = c.consumer_tag.as_str().to_owned();
-        if let Some(consumer) = self.channel(channel)?.consumers.remove(&tag) {
+        if self.cancel_replies(channel, &tag)? {
+            // The reply consumer; nothing queued for it.
+        } else if let Some(consumer) = self.channel(channel)?.consumers.remove(&tag) {
             // The queue sends every delivery it made to this consumer before it answers, so
             // they are all in our inbox now; the driver writes them before cancel-ok (the
             // ordering RabbitMQ gets by having the queue send cancel-ok).

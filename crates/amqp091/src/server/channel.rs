@@ -231,6 +231,8 @@ pub(crate) struct ChannelState {
     pub(crate) last_queue: Option<String>,
     /// Queues this channel consumed or fetched from; told when the channel goes away.
     pub(crate) queues: Vec<QueueRef>,
+    /// The direct reply-to consumer; dropping the channel forgets its address.
+    pub(crate) reply: Option<super::reply_to::ChannelReply>,
 }
 
 impl ChannelState {
@@ -247,6 +249,7 @@ impl ChannelState {
             write_grants: WriteGrants::default(),
             last_queue: None,
             queues: Vec::new(),
+            reply: None,
         }
     }
 

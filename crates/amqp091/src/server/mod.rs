@@ -7,12 +7,14 @@
 //! - `tx`: a transactional channel's held publishes and settlements.
 //! - `topology`, `basic`, `publish`, `deliver`, `tx_methods`: method handlers by area; the message
 //!   conversions they use live in `crate::mapping`.
+//! - `reply_to`: direct reply-to (`amq.rabbitmq.reply-to`).
 
 mod basic;
 mod channel;
 mod deliver;
 pub mod driver;
 mod publish;
+mod reply_to;
 mod session;
 mod topology;
 mod tx;

@@ -5,9 +5,11 @@ use std::sync::Arc;
 
 use amq_protocol::protocol::AMQPClass;
 use amq_protocol::protocol::basic::{AMQPMethod, Return};
+use charon_engine::reply_to::is_address;
 use charon_engine::{Action, ConfirmTo, Enqueue, ExchangeKind, Principal, QueueRef};
 use charon_model::Message;
 
+use super::reply_to::rewrite_reply_to;
 use super::session::Session;
 use super::tx::HeldPublish;
 use super::{MethodError, MethodResult};
@@ -46,11 +48,18 @@ impl From<IngestError> for MethodError {
 }
 
 impl Session {
-    fn build_message(&self, command: PublishCommand) -> Result<Message, MethodError> {
+    /// The model message of a publish on `channel`, after RabbitMQ's checks in its order:
+    /// `immediate`, then the direct reply-to rewrite of `reply_to`, then the properties.
+    fn build_message(&self, channel: u16, command: PublishCommand) -> Result<Message, MethodError> {
         if command.method.immediate {
             return Err(MethodError::new(ReplyCode::NotImplemented, "immediate=true"));
         }
-        Ok(mapping::to_model(command, self.user.as_ref().map(|u| u.name.as_str()))?)
+        let reply_address = self.reply_address(channel, command.properties.properties.reply_to.as_deref())?;
+        let mut message = mapping::to_model(command, self.user.as_ref().map(|u| u.name.as_str()))?;
+        if let Some(address) = reply_address {
+            rewrite_reply_to(&mut message, address);
+        }
+        Ok(message)
     }
 
     /// Routes one publish and queues it for its queues; unroutable mandatory messages are
@@ -58,7 +67,7 @@ impl Session {
     pub(crate) fn publish(&mut self, channel: u16, command: PublishCommand, conn: &mut Connection) -> MethodResult {
         let topic = self.authorize_publish(channel, command.method.exchange.as_str())?;
         let mandatory = command.method.mandatory;
-        let message = self.build_message(command)?;
+        let message = self.build_message(channel, command)?;
         if topic {
             // Every routing key (CC and BCC too), as RabbitMQ's check_write_permitted_on_topics.
             let principal = self.principal()?;
@@ -76,13 +85,25 @@ impl Session {
             return Ok(());
         }
         let confirm = state.confirms.as_mut().map(|t| t.publish(queues.len()));
-        if queues.is_empty() {
+        // Direct reply-to: the default exchange delivers to a reply consumer's address with no
+        // queue. Ordinary publishes pay a prefix check of their keys, nothing more.
+        let replies = message.routing.exchange.is_empty() && message.routing.all_keys().any(is_address);
+        if queues.is_empty() && !replies {
             if mandatory {
                 send_return(conn, channel, &message);
             }
             return Ok(());
         }
         let message = Arc::new(message);
+        if replies {
+            self.deliver_replies(&message);
+            if queues.is_empty() {
+                if mandatory {
+                    send_return(conn, channel, &message);
+                }
+                return Ok(());
+            }
+        }
         for queue in queues.iter() {
             self.batches.push(queue, channel, Enqueue { message: Arc::clone(&message), confirm });
         }

@@ -316,6 +316,7 @@ impl Session {
             SessionEvent::Deliveries { consumer, items } => self.deliver(consumer, items, conn),
             SessionEvent::ConsumerCancelled { consumer } => self.consumer_cancelled(consumer, conn),
             SessionEvent::CreditState { .. } => {}
+            SessionEvent::Reply { channel, consumer, message } => self.deliver_reply(channel, consumer, &message, conn),
             SessionEvent::ForceClose { reason } => {
                 conn.close(ReplyCode::ConnectionForced, &reason, (0, 0), Instant::now());
             }

@@ -4,6 +4,7 @@ use std::sync::Arc;
 
 use amq_protocol::protocol::{AMQPClass, exchange, queue};
 use amq_protocol::types::FieldTable;
+use charon_engine::reply_to::PSEUDO_QUEUE;
 use charon_engine::{Action, Destination, ExchangeDeclare, ExchangeKind, QueueDeclare};
 use charon_model::Table;
 
@@ -141,6 +142,15 @@ impl Session {
     ) -> MethodResult {
         let vhost = self.vhost()?;
         match method {
+            queue::AMQPMethod::Declare(d) if d.queue.as_str().starts_with(PSEUDO_QUEUE) => {
+                let name = d.queue.as_str();
+                self.declare_reply_queue(name)?;
+                self.channel(channel)?.last_queue = Some(name.to_owned());
+                if !d.nowait {
+                    let reply = queue::DeclareOk { queue: name.into(), message_count: 0, consumer_count: 1 };
+                    conn.send_method(channel, &AMQPClass::Queue(queue::AMQPMethod::DeclareOk(reply)));
+                }
+            }
             queue::AMQPMethod::Declare(d) => {
                 let declare = QueueDeclare {
                     name: d.queue.as_str().to_owned(),

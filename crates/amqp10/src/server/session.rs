@@ -302,6 +302,9 @@ impl Session {
                 }
             }
             SessionEvent::Confirms { accepted, refused, .. } => self.confirmed(&accepted, &refused, conn),
+            // Direct reply-to consumers exist only over 0.9.1 (4.0.5 has none over 1.0), so none
+            // is ever addressed here; the window unit it took comes back all the same.
+            SessionEvent::Reply { .. } => self.sink.outbound.release(1),
             // RabbitMQ 4.0.5 closes with an internal error quoting the reason (observed), not
             // `amqp:connection:forced` as at shutdown.
             SessionEvent::ForceClose { reason } => {
