@@ -244,6 +244,7 @@ impl Connection {
             "basic.nack",
             "consumer_cancel_notify",
             "connection.blocked",
+            "consumer_priorities",
             "authentication_failure_close",
             "per_consumer_qos",
             "direct_reply_to",

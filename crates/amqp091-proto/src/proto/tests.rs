@@ -682,7 +682,7 @@ fn server_properties_name_the_product_and_version_the_1_0_open_names() {
 }
 
 #[test]
-fn server_capabilities_announce_direct_reply_to() {
+fn server_capabilities_announce_direct_reply_to_and_consumer_priorities() {
     let mut h = Harness::new();
     let methods = h.methods();
     let Some((0, AMQPClass::Connection(connection::AMQPMethod::Start(start)))) = methods.first() else {
@@ -692,4 +692,5 @@ fn server_capabilities_announce_direct_reply_to() {
         panic!("no capabilities table");
     };
     assert_eq!(caps.inner().get("direct_reply_to"), Some(&AMQPValue::Boolean(true)));
+    assert_eq!(caps.inner().get("consumer_priorities"), Some(&AMQPValue::Boolean(true)));
 }
