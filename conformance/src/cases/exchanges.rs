@@ -77,6 +77,17 @@ pub(crate) fn cases() -> Vec<Case> {
             ae_routable
         ),
         case!(
+            "exchange.alternate.by_policy",
+            "a policy's alternate-exchange (apply-to exchanges) takes what the exchange cannot route; \
+             removing the policy stops it",
+            ae_by_policy
+        ),
+        case!(
+            "exchange.alternate.argument_wins_over_policy",
+            "an exchange's own alternate-exchange argument wins over a policy's",
+            ae_argument_wins
+        ),
+        case!(
             "exchange.internal.publish_403",
             "publishing to an internal exchange closes the channel with 403",
             internal_publish
@@ -372,6 +383,59 @@ async fn ae_unroutable(ctx: Ctx) -> CaseResult {
     publish(&ch, &x, "nobody", b"lost").await?;
     check_eq!(drain(&ch, &aeq).await?, vec!["lost".to_owned()], "alternate exchange queue");
     check_eq!(drain(&ch, &q).await?, Vec::<String>::new(), "bound queue");
+    Ok(())
+}
+
+/// A fanout exchange with a queue bound: an alternate exchange and where its messages land.
+async fn fanout_with_queue(ctx: &Ctx, ch: &lapin::Channel, what: &str) -> Result<(String, String), crate::CaseError> {
+    let exchange = ctx.exchange(what);
+    let queue = ctx.queue(what);
+    ch.exchange_declare(
+        exchange.as_str().into(),
+        ExchangeKind::Fanout,
+        ExchangeDeclareOptions::default(),
+        FieldTable::default(),
+    )
+    .await?;
+    queue_bound(ch, &queue, &exchange, "").await?;
+    Ok((exchange, queue))
+}
+
+async fn ae_by_policy(ctx: Ctx) -> CaseResult {
+    let (_c, ch) = ctx.lapin_channel().await?;
+    confirm(&ch).await?;
+    let (ae, aeq) = fanout_with_queue(&ctx, &ch, "ae").await?;
+    let x = ctx.exchange("x");
+    ch.exchange_declare(
+        x.as_str().into(),
+        ExchangeKind::Direct,
+        ExchangeDeclareOptions::default(),
+        FieldTable::default(),
+    )
+    .await?;
+    let policy =
+        ctx.set_policy(&format!("^{x}$"), "exchanges", 0, &format!(r#"{{"alternate-exchange":"{ae}"}}"#)).await?;
+    publish(&ch, &x, "nobody", b"caught").await?;
+    check_eq!(drain(&ch, &aeq).await?, vec!["caught".to_owned()], "the policy's alternate exchange");
+    ctx.delete_policy(&policy).await?;
+    publish(&ch, &x, "nobody", b"lost").await?;
+    check_eq!(drain(&ch, &aeq).await?, Vec::<String>::new(), "after the policy is gone");
+    Ok(())
+}
+
+async fn ae_argument_wins(ctx: Ctx) -> CaseResult {
+    let (_c, ch) = ctx.lapin_channel().await?;
+    confirm(&ch).await?;
+    let (by_argument, argument_q) = fanout_with_queue(&ctx, &ch, "arg").await?;
+    let (by_policy, policy_q) = fanout_with_queue(&ctx, &ch, "pol").await?;
+    let x = ctx.exchange("x");
+    let mut args = FieldTable::default();
+    args.insert("alternate-exchange".into(), AMQPValue::LongString(by_argument.as_str().into()));
+    ch.exchange_declare(x.as_str().into(), ExchangeKind::Direct, ExchangeDeclareOptions::default(), args).await?;
+    ctx.set_policy(&format!("^{x}$"), "all", 0, &format!(r#"{{"alternate-exchange":"{by_policy}"}}"#)).await?;
+    publish(&ch, &x, "nobody", b"m").await?;
+    check_eq!(drain(&ch, &argument_q).await?, vec!["m".to_owned()], "the argument's alternate exchange");
+    check_eq!(drain(&ch, &policy_q).await?, Vec::<String>::new(), "the policy's alternate exchange");
     Ok(())
 }
 

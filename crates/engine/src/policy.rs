@@ -176,6 +176,18 @@ impl Policy {
     pub fn matches_queue(&self, name: &str, queue_type: QueueType) -> bool {
         self.apply_to.covers(queue_type) && self.regex.is_match(name)
     }
+
+    /// Whether the policy applies to the exchange `name`.
+    #[must_use]
+    pub fn matches_exchange(&self, name: &str) -> bool {
+        matches!(self.apply_to, ApplyTo::All | ApplyTo::Exchanges) && self.regex.is_match(name)
+    }
+}
+
+/// The policy that applies to an exchange, chosen as [`effective`] chooses for a queue.
+#[must_use]
+pub fn effective_for_exchange<'a>(policies: impl Iterator<Item = &'a Policy>, name: &str) -> Option<&'a Policy> {
+    highest(policies.filter(|p| p.matches_exchange(name)))
 }
 
 /// The policy that applies to a queue: the matching one with the highest priority (the first
@@ -186,7 +198,12 @@ pub fn effective<'a>(
     name: &str,
     queue_type: QueueType,
 ) -> Option<&'a Policy> {
-    policies.filter(|p| p.matches_queue(name, queue_type)).fold(None, |best: Option<&Policy>, p| match best {
+    highest(policies.filter(|p| p.matches_queue(name, queue_type)))
+}
+
+/// Of matching policies, the one with the highest priority (the first by name among equals).
+fn highest<'a>(matching: impl Iterator<Item = &'a Policy>) -> Option<&'a Policy> {
+    matching.fold(None, |best: Option<&Policy>, p| match best {
         Some(b) if b.priority > p.priority || (b.priority == p.priority && b.name <= p.name) => Some(b),
         _ => Some(p),
     })

@@ -45,6 +45,10 @@ pub(crate) struct Topology {
     /// Whether [`EVENTS_EXCHANGE`] has a binding, kept here as bindings change and read
     /// without the lock by the queues that report deaths to it.
     events_listened: Arc<AtomicBool>,
+    /// The alternate exchange a policy gives an exchange (`alternate-exchange`), used when its
+    /// own `alternate-exchange` argument names none: the argument wins, as in RabbitMQ's
+    /// `rabbit_policy:get_arg/3`. Kept by the vhost as policies and exchanges come and go.
+    policy_alternates: HashMap<String, String>,
 }
 
 impl Topology {
@@ -88,6 +92,14 @@ impl Topology {
     pub(crate) fn add_exchange(&mut self, info: ExchangeInfo) {
         let bindings = BindingSet::new(info.kind);
         self.exchanges.insert(info.name.clone(), ExchangeEntry { info: Arc::new(info), bindings });
+    }
+
+    /// Sets (or clears) the alternate exchange a policy gives `exchange`.
+    pub(crate) fn set_policy_alternate(&mut self, exchange: &str, alternate: Option<String>) {
+        match alternate {
+            Some(alternate) => self.policy_alternates.insert(exchange.to_owned(), alternate),
+            None => self.policy_alternates.remove(exchange),
+        };
     }
 
     pub(crate) fn has_bindings_from(&self, exchange: &str) -> bool {
@@ -215,7 +227,8 @@ impl Topology {
         let mut destinations = Vec::new();
         entry.bindings.route(key, headers, &mut destinations);
         if destinations.is_empty() {
-            if let Some(alternate) = entry.info.alternate_exchange() {
+            let by_policy = || self.policy_alternates.get(exchange).map(String::as_str);
+            if let Some(alternate) = entry.info.alternate_exchange().or_else(by_policy) {
                 self.route_key(alternate, key, headers, visited, out);
             }
             return;

@@ -353,7 +353,9 @@ impl VHost {
                         arguments: declare.arguments.clone(),
                     };
                     let Some(store) = self.store.as_ref().filter(|_| info.durable) else {
+                        let name = info.name.clone();
                         topology.add_exchange(info);
+                        self.note_policy_alternate(&mut topology, &name);
                         self.grew(&topology);
                         return Ok(());
                     };
@@ -374,7 +376,9 @@ impl VHost {
                 .after_commit(done, move |vhost, topology, committed| {
                     topology.reserved_exchanges.remove(&info.name);
                     if committed {
+                        let name = info.name.clone();
                         topology.add_exchange(info);
+                        vhost.note_policy_alternate(topology, &name);
                         vhost.grew(topology);
                     }
                     drop(reservation);

@@ -6,8 +6,9 @@ use charon_store::meta::StoredPolicy;
 
 use super::VHost;
 use crate::error::EngineError;
-use crate::policy::{Policy, effective};
+use crate::policy::{Policy, effective, effective_for_exchange};
 use crate::queue::{QueueRef, QueueSettings, QueueType};
+use crate::topology::Topology;
 
 impl VHost {
     /// Adds or replaces a policy and applies it to the queues it now governs. Returns whether
@@ -93,7 +94,34 @@ impl VHost {
         QueueSettings::resolve(queue_type, arguments, policy.map(|p| &p.definition), self.dead_letter_guarantee)
     }
 
+    /// The alternate exchange the policy that applies to exchange `name` gives it.
+    fn policy_alternate(&self, name: &str) -> Option<String> {
+        let policies = self.policies.read();
+        let policy = effective_for_exchange(policies.iter(), name)?;
+        policy.definition.get("alternate-exchange").and_then(|v| v.as_str()).map(str::to_owned)
+    }
+
+    /// Records the alternate exchange policies give the exchange `name`, just added to
+    /// `topology` (whose lock the caller holds; policies are read under it, never the other way
+    /// round).
+    pub(super) fn note_policy_alternate(&self, topology: &mut Topology, name: &str) {
+        topology.set_policy_alternate(name, self.policy_alternate(name));
+    }
+
+    /// Records the alternate exchanges policies give every exchange, after policies changed
+    /// or the vhost was restored; cached routes are dropped.
+    pub(super) fn refresh_policy_alternates(&self) {
+        let mut topology = self.topology.write();
+        let names: Vec<String> = topology.exchanges.keys().cloned().collect();
+        for name in names {
+            self.note_policy_alternate(&mut topology, &name);
+        }
+        drop(topology);
+        self.changed();
+    }
+
     async fn reapply_policies(&self) {
+        self.refresh_policy_alternates();
         for queue in self.queues() {
             let config = &queue.config;
             let settings = self.settings_for(&config.name, config.queue_type, &config.arguments);

@@ -3,7 +3,6 @@
 //! the bindings between them.
 
 use std::collections::HashMap;
-use std::sync::atomic::Ordering;
 
 use charon_store::meta::MetaSnapshot;
 use charon_store::segment_log::RecoveredQueue;
@@ -80,6 +79,8 @@ impl VHost {
                 topology.bind(&stored.source, binding);
             }
         }
-        self.version.fetch_add(1, Ordering::Release);
+        drop(topology);
+        // Alternate exchanges from policies; this also drops cached routes.
+        self.refresh_policy_alternates();
     }
 }
