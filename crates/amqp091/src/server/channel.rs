@@ -279,26 +279,10 @@ impl ChannelState {
 
 #[cfg(test)]
 mod tests {
-    use charon_engine::{Broker, BrokerConfig, QueueDeclare};
-    use charon_model::Table;
 
     use super::*;
 
-    async fn queue() -> QueueRef {
-        let broker = Broker::new(BrokerConfig::default());
-        let user = broker.authenticate("guest", "guest").unwrap();
-        let vhost = broker.open_vhost(&user, "/").unwrap();
-        let declare = QueueDeclare {
-            name: "q".into(),
-            passive: false,
-            durable: false,
-            exclusive: false,
-            auto_delete: false,
-            arguments: Table::new(),
-        };
-        vhost.declare_queue(&declare, 1).await.unwrap();
-        vhost.queue("q", 1).unwrap()
-    }
+    use super::super::test_queue::queue;
 
     /// Tags 1..=n, each delivery's queue sequence number ten times its tag.
     fn tags(queue: &QueueRef, n: u64) -> UnackedTags {

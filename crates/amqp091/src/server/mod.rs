@@ -16,6 +16,8 @@ pub mod driver;
 mod publish;
 mod reply_to;
 mod session;
+#[cfg(test)]
+mod test_queue;
 mod topology;
 mod tx;
 mod tx_methods;

@@ -128,8 +128,8 @@ impl Transaction {
 
 #[cfg(test)]
 mod tests {
-    use charon_engine::{Broker, BrokerConfig, QueueDeclare};
-    use charon_model::{Body, Routing, Table};
+
+    use charon_model::{Body, Routing};
 
     use super::*;
 
@@ -138,21 +138,7 @@ mod tests {
         Arc::new(Message::new(routing, Body::Data("x".into())))
     }
 
-    async fn queue() -> QueueRef {
-        let broker = Broker::new(BrokerConfig::default());
-        let user = broker.authenticate("guest", "guest").unwrap();
-        let vhost = broker.open_vhost(&user, "/").unwrap();
-        let declare = QueueDeclare {
-            name: "q".into(),
-            passive: false,
-            durable: false,
-            exclusive: false,
-            auto_delete: false,
-            arguments: Table::new(),
-        };
-        vhost.declare_queue(&declare, 1).await.unwrap();
-        vhost.queue("q", 1).unwrap()
-    }
+    use super::super::test_queue::queue;
 
     fn pending(queue: &QueueRef, seq: u64) -> PendingAck {
         PendingAck { queue: Arc::clone(queue), seq, consumed: true }

@@ -3,32 +3,18 @@
 //! consumers, drop-head, requeues and expiry take, as RabbitMQ 4.0.5 was observed to take it
 //! (see [`crate::queue::order`]).
 
-use charon_model::{Body, Properties, Routing, Table, Value};
-use tokio::sync::mpsc;
-
 use super::super::args::QueueType;
-use super::super::handle::QueueHandle;
-use super::super::requests::QueueConfig;
 use super::*;
 use crate::queue::settings::Overflow;
 use crate::session::SessionSink;
+use charon_model::{Body, Properties, Routing, Table, Value};
 
 fn priority_queue(queue_type: QueueType, max: Option<i64>, settings: QueueSettings) -> QueueState {
-    let (tx, _rx) = mpsc::channel(1);
     let mut arguments = Table::new();
     if let Some(max) = max {
         arguments.insert("x-max-priority", Value::I64(max));
     }
-    let config = QueueConfig {
-        name: "pq".into(),
-        vhost: "/".into(),
-        durable: true,
-        auto_delete: false,
-        exclusive_owner: None,
-        arguments,
-        queue_type,
-    };
-    QueueState::new(Arc::new(QueueHandle::new(1, config, tx)), settings, 1_000)
+    QueueState::new(super::tests::queue_named("pq", queue_type, true, 1, arguments), settings, 1_000)
 }
 
 fn message(body: String, priority: Option<u8>, ttl: Option<u64>) -> Enqueue {

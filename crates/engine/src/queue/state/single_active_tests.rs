@@ -1,31 +1,18 @@
 #![allow(clippy::unwrap_used)]
 //! Single active consumer and consumer priorities through the queue's operations.
 
-use charon_model::{Body, Routing, Table, Value};
-use tokio::sync::mpsc;
-
 use super::super::args::QueueType;
-use super::super::handle::QueueHandle;
-use super::super::requests::QueueConfig;
 use super::*;
 use crate::session::{SessionEvent, SessionSink};
+use charon_model::{Body, Routing, Table, Value};
 
 fn queue_state(queue_type: QueueType, single_active: bool) -> QueueState {
-    let (tx, _rx) = mpsc::channel(1);
     let mut arguments = Table::new();
     if single_active {
         arguments.insert("x-single-active-consumer", Value::Bool(true));
     }
-    let config = QueueConfig {
-        name: "sac".into(),
-        vhost: "/".into(),
-        durable: true,
-        auto_delete: false,
-        exclusive_owner: None,
-        arguments,
-        queue_type,
-    };
-    QueueState::new(Arc::new(QueueHandle::new(1, config, tx)), QueueSettings::default(), 1_000)
+    let queue = super::tests::queue_named("sac", queue_type, true, 1, arguments);
+    QueueState::new(queue, QueueSettings::default(), 1_000)
 }
 
 fn spec(id: u64, session: &SessionSink, priority: Option<Value>) -> ConsumeSpec {

@@ -14,14 +14,19 @@ use crate::queue::settings::Overflow;
 use crate::session::{SessionEvent, SessionSink};
 
 fn queue(queue_type: QueueType, durable: bool, id: u64) -> QueueRef {
+    queue_named("q", queue_type, durable, id, Table::new())
+}
+
+/// Queue `name` (in vhost `/`) with `arguments`; its handle's mailbox goes nowhere.
+pub(super) fn queue_named(name: &str, queue_type: QueueType, durable: bool, id: u64, arguments: Table) -> QueueRef {
     let (tx, _rx) = mpsc::channel(1);
     let config = QueueConfig {
-        name: "q".into(),
+        name: name.into(),
         vhost: "/".into(),
         durable,
         auto_delete: false,
         exclusive_owner: None,
-        arguments: Table::new(),
+        arguments,
         queue_type,
     };
     Arc::new(QueueHandle::new(id, config, tx))
