@@ -6,9 +6,12 @@ use std::time::Duration;
 use lapin::options::{BasicConsumeOptions, BasicQosOptions, QueueDeclareOptions};
 use lapin::types::{AMQPValue, FieldTable};
 
+use super::amqp10_attach::session;
 use crate::{
-    Case, CaseError, CaseResult, Ctx, case, check, check_eq,
+    Case, CaseError, CaseResult, Ctx, case, case10, check, check_eq,
+    fe2o3_kit::queue_addr,
     lapin_kit::{self as lk, ARRIVE, QUIET},
+    raw10::WAIT,
 };
 
 pub(crate) fn cases() -> Vec<Case> {
@@ -38,6 +41,12 @@ pub(crate) fn cases() -> Vec<Case> {
             "sac.classic.exclusive_consume_403",
             "an exclusive consume on a classic single-active-consumer queue is refused, even first",
             classic_exclusive
+        ),
+        case10!(
+            "amqp10.sac.one_receiver_active_then_the_next",
+            "two AMQP 1.0 receivers with credit on a single-active-consumer queue: the first attached \
+             gets every message; when it detaches, the second gets them",
+            amqp10_receivers
         ),
         case!(
             "sac.quorum.exclusive_consume_ignored",
@@ -207,4 +216,28 @@ async fn quorum_exclusive(ctx: Ctx) -> CaseResult {
     ch2.basic_consume(q.as_str().into(), "two".into(), BasicConsumeOptions::default(), FieldTable::default()).await?;
     ch2.basic_consume(q.as_str().into(), "three".into(), exclusive, FieldTable::default()).await?;
     Ok(())
+}
+
+async fn amqp10_receivers(ctx: Ctx) -> CaseResult {
+    let (_conn, ch) = ctx.lapin_channel().await?;
+    lk::confirm(&ch).await?;
+    let q = declare(&ctx, &ch, single_active("classic")).await?;
+    let mut c = session(&ctx).await?;
+    for handle in [1, 2] {
+        c.attach_receiver(0, handle, &queue_addr(&q)).await?;
+        c.credit(0, handle, 10, false).await?;
+    }
+    publish(&ch, &q, 3).await?;
+    for _ in 0..3 {
+        let d = c.recv(0, WAIT).await?;
+        check_eq!(d.transfer.handle.0, 1, "the first receiver is the active one");
+    }
+    c.no_transfer(0, QUIET).await?;
+    // Its unsettled deliveries go back to the queue and to the next receiver.
+    c.detach(0, 1).await?;
+    for _ in 0..3 {
+        let d = c.recv(0, WAIT).await?;
+        check_eq!(d.transfer.handle.0, 2, "the second receiver took over");
+    }
+    c.close().await
 }
