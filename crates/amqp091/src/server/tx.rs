@@ -155,7 +155,7 @@ mod tests {
     }
 
     fn pending(queue: &QueueRef, seq: u64) -> PendingAck {
-        PendingAck { queue: Arc::clone(queue), seq, consumed: true }
+        PendingAck { queue: Arc::clone(queue), seq, consumed: true, delivered_at: std::time::Instant::now() }
     }
 
     #[tokio::test]
