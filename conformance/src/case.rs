@@ -1,7 +1,7 @@
 //! What a conformance case is.
 
 use crate::{ctx::Ctx, error::CaseResult};
-use std::{future::Future, pin::Pin};
+use std::{future::Future, pin::Pin, time::Duration};
 
 /// The future a case function returns.
 pub type CaseFuture = Pin<Box<dyn Future<Output = CaseResult> + Send + 'static>>;
@@ -147,12 +147,21 @@ pub struct Case {
     /// 4.0.5 (where RabbitMQ crashes or does something no client can use). The runner reports
     /// a failure of such a case separately, as a known difference, not as a failure.
     pub deliberate: Option<&'static str>,
+    /// A longer time limit than the run's, for a case that waits on a broker timer
+    /// (RabbitMQ checks consumer timeouts on a 60-second channel tick).
+    pub timeout: Option<Duration>,
 }
 
 impl Case {
     /// Marks the case as a deliberate, documented difference from RabbitMQ 4.0.5.
     pub const fn deliberate(mut self, why: &'static str) -> Self {
         self.deliberate = Some(why);
+        self
+    }
+
+    /// Gives the case at least `secs` seconds, whatever the run's per-case limit.
+    pub const fn timeout(mut self, secs: u64) -> Self {
+        self.timeout = Some(Duration::from_secs(secs));
         self
     }
 }
@@ -172,6 +181,7 @@ macro_rules! case {
             variants: &[$crate::Variant::AMQP091],
             run: |ctx| Box::pin($f(ctx)),
             deliberate: None,
+            timeout: None,
         }
     };
 }
@@ -188,6 +198,7 @@ macro_rules! case_v {
             variants: $variants,
             run: |ctx| Box::pin($f(ctx)),
             deliberate: None,
+            timeout: None,
         }
     };
 }

@@ -115,13 +115,14 @@ impl Session {
         let start = Instant::now();
         let handle = tokio::spawn((planned.case.run)(ctx.clone()));
         let abort = handle.abort_handle();
-        let error = match tokio::time::timeout(self.case_timeout, handle).await {
+        let limit = planned.case.timeout.map_or(self.case_timeout, |t| t.max(self.case_timeout));
+        let error = match tokio::time::timeout(limit, handle).await {
             Ok(Ok(Ok(()))) => None,
             Ok(Ok(Err(e))) => Some(e.to_string()),
             Ok(Err(join)) => Some(format!("case panicked: {join}")),
             Err(_) => {
                 abort.abort();
-                Some(format!("timed out after {} s", self.case_timeout.as_secs()))
+                Some(format!("timed out after {} s", limit.as_secs()))
             }
         };
         let duration = start.elapsed();

@@ -67,6 +67,11 @@ pub(crate) struct Cli {
     /// Default 16777216 (16 MiB); at most 536870912 (512 MiB), as RabbitMQ allows.
     #[arg(long)]
     max_message_size: Option<u64>,
+    /// How long, in ms, a 0.9.1 delivery may stay unacknowledged before its channel is closed
+    /// (406), as RabbitMQ's `consumer_timeout`, for queues whose `x-consumer-timeout` argument
+    /// or `consumer-timeout` policy sets none; `false` turns it off. Default 1800000 (30 min).
+    #[arg(long)]
+    consumer_timeout: Option<String>,
     /// Keep dead letters RabbitMQ drops silently (missing DLX, no route, cycle, full target) in
     /// each vhost's `amq.charon.dead-letters` queue. Default true.
     #[arg(long)]
@@ -150,6 +155,7 @@ struct FileConfig {
     channel_max: Option<u16>,
     frame_max: Option<u32>,
     max_message_size: Option<u64>,
+    consumer_timeout: Option<Timeout>,
     dead_letter_fallback: Option<bool>,
     dead_letter_guarantee: Option<String>,
     tls_cert: Option<PathBuf>,
@@ -161,6 +167,34 @@ struct FileConfig {
     https_listen: Option<String>,
     loopback_users: Option<Vec<String>>,
     ssl_cert_login_from: Option<String>,
+}
+
+/// `consumer_timeout` in the configuration file: ms, or `false` (off).
+#[derive(Clone, Copy, Debug, Deserialize, PartialEq, Eq)]
+#[serde(untagged)]
+enum Timeout {
+    Millis(u64),
+    Enabled(bool),
+}
+
+impl Timeout {
+    fn parse(text: &str) -> anyhow::Result<Self> {
+        match text {
+            "false" => Ok(Self::Enabled(false)),
+            _ => text.parse().map(Self::Millis).map_err(|_| {
+                anyhow::anyhow!("consumer_timeout must be a number of milliseconds or false, got {text:?}")
+            }),
+        }
+    }
+
+    /// The timeout in ms; `None`: off.
+    fn millis(self) -> anyhow::Result<Option<u64>> {
+        match self {
+            Self::Millis(ms) => Ok(Some(ms)),
+            Self::Enabled(false) => Ok(None),
+            Self::Enabled(true) => bail!("consumer_timeout must be a number of milliseconds or false, got true"),
+        }
+    }
 }
 
 /// A size in bytes in the configuration file: a number, or a string with RabbitMQ's units.
@@ -229,6 +263,8 @@ pub(crate) struct Config {
     pub(crate) channel_max: u16,
     pub(crate) frame_max: u32,
     pub(crate) max_message_size: u64,
+    /// ms; `None`: off.
+    pub(crate) consumer_timeout: Option<u64>,
     pub(crate) dead_letter_fallback: bool,
     pub(crate) dead_letter_guarantee: bool,
     /// amqps and HTTPS; `None` without a certificate.
@@ -377,6 +413,12 @@ impl Config {
         if !(1..=MAX_MESSAGE_SIZE_LIMIT).contains(&max_message_size) {
             bail!("max_message_size must be 1 to {MAX_MESSAGE_SIZE_LIMIT}, got {max_message_size}");
         }
+        let consumer_timeout = match cli.consumer_timeout.as_deref().map(Timeout::parse).transpose()? {
+            Some(timeout) => timeout.millis()?,
+            None => file
+                .consumer_timeout
+                .map_or(Ok(Some(charon_amqp091::server::DEFAULT_CONSUMER_TIMEOUT_MS)), Timeout::millis)?,
+        };
         let loopback_users = match &cli.loopback_users {
             Some(text) => text.split(',').map(str::trim).filter(|u| !u.is_empty()).map(str::to_owned).collect(),
             None => file.loopback_users.clone().unwrap_or_else(|| LoginConfig::default().loopback_users),
@@ -407,6 +449,7 @@ impl Config {
             channel_max,
             frame_max,
             max_message_size,
+            consumer_timeout,
             dead_letter_fallback,
             dead_letter_guarantee,
             tls,
@@ -422,7 +465,7 @@ impl Config {
             max_message_size: self.max_message_size,
             ..Default::default()
         };
-        charon_amqp091::server::ServerConfig { connection }
+        charon_amqp091::server::ServerConfig { connection, consumer_timeout: self.consumer_timeout }
     }
 
     /// The 1.0 connection settings.
@@ -560,6 +603,27 @@ mod tests {
         for bad in [["--channel-max", "0"], ["--frame-max", "4095"], ["--max-message-size", "536870913"]] {
             assert!(Config::resolve(&cli(&bad), FileConfig::default()).is_err(), "{bad:?}");
         }
+    }
+
+    #[test]
+    fn consumer_timeout_defaults_to_rabbitmqs_and_false_turns_it_off() {
+        let config = Config::resolve(&cli(&[]), FileConfig::default()).unwrap();
+        assert_eq!(config.consumer_timeout, Some(1_800_000));
+        assert_eq!(config.amqp091().consumer_timeout, Some(1_800_000));
+        let file: FileConfig = toml::from_str("consumer_timeout = 5000").unwrap();
+        assert_eq!(Config::resolve(&cli(&[]), file.clone()).unwrap().consumer_timeout, Some(5000));
+        let off: FileConfig = toml::from_str("consumer_timeout = false").unwrap();
+        assert_eq!(Config::resolve(&cli(&[]), off).unwrap().consumer_timeout, None);
+        // The flag wins over the file.
+        assert_eq!(
+            Config::resolve(&cli(&["--consumer-timeout", "false"]), file.clone()).unwrap().consumer_timeout,
+            None
+        );
+        assert_eq!(Config::resolve(&cli(&["--consumer-timeout", "70"]), file).unwrap().consumer_timeout, Some(70));
+        let on: FileConfig = toml::from_str("consumer_timeout = true").unwrap();
+        assert!(Config::resolve(&cli(&[]), on).is_err());
+        assert!(Config::resolve(&cli(&["--consumer-timeout", "soon"]), FileConfig::default()).is_err());
+        assert!(toml::from_str::<FileConfig>("consumer_timeout = -1").is_err());
     }
 
     #[test]

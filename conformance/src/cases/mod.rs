@@ -16,6 +16,7 @@ mod amqp10_message;
 mod amqp10_publish;
 mod confirms;
 mod consume;
+mod consumer_timeout;
 mod dlx_at_least_once;
 mod dlx_basic;
 mod dlx_fallback;
@@ -66,6 +67,7 @@ pub(crate) fn by_area() -> Vec<(&'static str, Vec<Case>)> {
         consume,
         prefetch,
         acks,
+        consumer_timeout,
         confirms,
         priority,
         single_active,

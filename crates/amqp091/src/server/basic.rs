@@ -1,6 +1,7 @@
 //! `basic.*` methods other than publish: consume, cancel, get, ack/nack/reject, qos, recover.
 
 use std::sync::Arc;
+use std::time::Instant;
 
 use amq_protocol::protocol::{AMQPClass, basic};
 use charon_engine::reply_to::PSEUDO_QUEUE;
@@ -150,7 +151,11 @@ impl Session {
         };
         let tag = state.tag();
         if !g.no_ack {
-            state.unacked.push(tag, PendingAck { queue: Arc::clone(&queue), seq: got.delivery.seq, consumed: false });
+            let delivered_at = Instant::now();
+            let pending =
+                PendingAck { queue: Arc::clone(&queue), seq: got.delivery.seq, consumed: false, delivered_at };
+            state.unacked.push(tag, pending);
+            self.watch_oldest(channel);
         }
         let message = &got.delivery.message;
         let ok = basic::GetOk {
@@ -172,9 +177,11 @@ impl Session {
             // with the queues at commit.
             let settled = state.unacked.take_tagged(tag, multiple).ok_or_else(|| unknown_tag(tag))?;
             tx.hold_settle(how, settled);
+            self.watch_oldest(channel);
             return Ok(());
         }
         let settled = state.unacked.take(tag, multiple).ok_or_else(|| unknown_tag(tag))?;
+        self.watch_oldest(channel);
         self.release(channel, settled, how).await
     }
 

@@ -3,6 +3,7 @@
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::Arc;
+use std::time::Instant;
 
 use charon_engine::{ConsumerId, Gate, QueueRef, RouteCache, WriteGrants};
 
@@ -16,6 +17,8 @@ pub(crate) struct PendingAck {
     /// Delivered to a consumer (counts against the channel's global prefetch), not by
     /// `basic.get`.
     pub(crate) consumed: bool,
+    /// When it went out (one clock read per batch of deliveries), for the consumer timeout.
+    pub(crate) delivered_at: Instant,
 }
 
 /// Delivery tags of one channel, in order. Tags are dense from 1, so a deque indexed by
@@ -109,6 +112,11 @@ impl UnackedTags {
         if let Some(slot) = usize::try_from(tag - self.first).ok().and_then(|i| self.slots.get_mut(i)) {
             *slot = Some(pending);
         }
+    }
+
+    /// The oldest delivery still unacked: the one the consumer timeout looks at.
+    pub(crate) fn oldest(&self) -> Option<&PendingAck> {
+        self.slots.iter().flatten().next()
     }
 
     pub(crate) fn take_all(&mut self) -> Vec<PendingAck> {
@@ -288,7 +296,10 @@ mod tests {
     fn tags(queue: &QueueRef, n: u64) -> UnackedTags {
         let mut unacked = UnackedTags::new();
         for tag in 1..=n {
-            unacked.push(tag, PendingAck { queue: Arc::clone(queue), seq: tag * 10, consumed: true });
+            unacked.push(
+                tag,
+                PendingAck { queue: Arc::clone(queue), seq: tag * 10, consumed: true, delivered_at: Instant::now() },
+            );
         }
         unacked
     }
@@ -319,16 +330,33 @@ mod tests {
         for (tag, pending) in first.into_iter().chain(last) {
             unacked.restore(tag, pending);
         }
-        unacked.push(5, PendingAck { queue: Arc::clone(&q), seq: 50, consumed: true });
+        unacked.push(5, PendingAck { queue: Arc::clone(&q), seq: 50, consumed: true, delivered_at: Instant::now() });
         assert_eq!(seqs(&unacked.take_tagged(4, false).unwrap()), [(4, 40)]);
         let all: Vec<u64> = unacked.take_all().iter().map(|p| p.seq).collect();
         assert_eq!(all, [10, 20, 30, 50]);
 
         // Into an empty set.
         let mut empty = UnackedTags::new();
-        empty.restore(7, PendingAck { queue: Arc::clone(&q), seq: 70, consumed: false });
-        empty.restore(3, PendingAck { queue: Arc::clone(&q), seq: 30, consumed: false });
+        empty.restore(7, PendingAck { queue: Arc::clone(&q), seq: 70, consumed: false, delivered_at: Instant::now() });
+        empty.restore(3, PendingAck { queue: Arc::clone(&q), seq: 30, consumed: false, delivered_at: Instant::now() });
         assert_eq!(seqs(&empty.take_tagged(7, true).unwrap()), [(3, 30), (7, 70)]);
+    }
+
+    #[tokio::test]
+    async fn the_oldest_is_the_lowest_unacked_tag_including_a_restored_one() {
+        let q = queue().await;
+        let mut unacked = tags(&q, 3);
+        assert_eq!(unacked.oldest().map(|p| p.seq), Some(10));
+        let first = unacked.take_tagged(1, false).unwrap();
+        assert_eq!(unacked.oldest().map(|p| p.seq), Some(20));
+        for (tag, pending) in first {
+            unacked.restore(tag, pending);
+        }
+        assert_eq!(unacked.oldest().map(|p| p.seq), Some(10));
+        unacked.take(2, true).unwrap();
+        assert_eq!(unacked.oldest().map(|p| p.seq), Some(30));
+        unacked.take_all();
+        assert!(unacked.oldest().is_none());
     }
 
     #[test]

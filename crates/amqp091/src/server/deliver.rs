@@ -1,6 +1,7 @@
 //! Messages out: `basic.deliver` to consumers and the content of any message sent to a client.
 
 use std::sync::Arc;
+use std::time::Instant;
 
 use charon_engine::{ConsumerId, Delivery};
 use charon_model::Message;
@@ -28,10 +29,13 @@ impl Session {
         let route = self.consumers.get(&consumer).cloned();
         let state = route.as_ref().and_then(|r| self.channels.get_mut(&r.channel));
         if let (Some(route), Some(state)) = (route, state) {
+            let delivered_at = Instant::now();
+            let had_unacked = state.unacked.oldest().is_some();
             for delivery in items {
                 let tag = state.tag();
                 if !route.no_ack {
-                    let pending = PendingAck { queue: Arc::clone(&route.queue), seq: delivery.seq, consumed: true };
+                    let pending =
+                        PendingAck { queue: Arc::clone(&route.queue), seq: delivery.seq, consumed: true, delivered_at };
                     state.unacked.push(tag, pending);
                 }
                 let message = &delivery.message;
@@ -45,6 +49,9 @@ impl Session {
                     &message.routing.routing_key,
                 );
                 send_content(conn, route.channel, message);
+            }
+            if !had_unacked && let Some(oldest) = state.unacked.oldest() {
+                self.ack_timer.watch(oldest, self.consumer_timeout);
             }
         }
         // Deliveries for a consumer that is gone were requeued by the queue when its channel

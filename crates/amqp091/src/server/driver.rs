@@ -20,10 +20,19 @@ const OUTBOUND_WINDOW: u32 = 2048;
 const EVENT_BATCH: usize = 256;
 
 /// Settings for 0.9.1 connections.
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug)]
 pub struct ServerConfig {
     /// Protocol limits and identity.
     pub connection: ConnectionConfig,
+    /// RabbitMQ's `consumer_timeout` in ms, for queues whose argument or policy sets none;
+    /// `None` turns it off. Default 30 minutes.
+    pub consumer_timeout: Option<u64>,
+}
+
+impl Default for ServerConfig {
+    fn default() -> Self {
+        Self { connection: ConnectionConfig::default(), consumer_timeout: Some(super::DEFAULT_CONSUMER_TIMEOUT_MS) }
+    }
 }
 
 /// Runs one AMQP 0.9.1 connection whose 8-byte protocol header was already read and
@@ -43,12 +52,13 @@ pub async fn serve<T: Transport>(
     let (sink, inbox) = SessionSink::new(id, OUTBOUND_WINDOW);
     config.connection.sasl_external = peer.certificate().is_some();
     let protocol = Amqp091 {
-        session: Session::new(id, broker, sink, inbox),
+        session: Session::new(id, broker, sink, inbox, config.consumer_timeout),
         conn: Connection::new(config.connection, Instant::now()),
         peer,
         login_delay: Duration::ZERO,
         blocked: None,
         events: Vec::with_capacity(EVENT_BATCH),
+        ack_check: None,
     };
     drive(stream, protocol, alarms, shutdown).instrument(span).await;
 }
@@ -64,6 +74,8 @@ struct Amqp091 {
     /// connection.blocked sent (an alarm), `Some(false)` without (the store behind).
     blocked: Option<bool>,
     events: Vec<SessionEvent>,
+    /// Set by the timer: a channel's oldest delivery may have timed out at this instant.
+    ack_check: Option<Instant>,
 }
 
 impl Protocol for Amqp091 {
@@ -81,6 +93,9 @@ impl Protocol for Amqp091 {
     }
 
     async fn act(&mut self) {
+        if let Some(now) = self.ack_check.take() {
+            self.session.expire_unacked(now, &mut self.conn).await;
+        }
         while let Some(event) = self.conn.poll_event() {
             self.session.handle_event(event, &mut self.conn).await;
         }
@@ -138,11 +153,18 @@ impl Protocol for Amqp091 {
     }
 
     fn poll_timeout(&self) -> Option<Instant> {
-        self.conn.poll_timeout()
+        match (self.conn.poll_timeout(), self.session.ack_deadline()) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
     }
 
     fn on_timeout(&mut self, now: Instant) {
         self.conn.handle_timeout(now);
+        // The checks close channels, which waits for their queues: done in `act`, next.
+        if self.session.ack_check_due(now) {
+            self.ack_check = Some(now);
+        }
     }
 
     fn on_shutdown(&mut self, now: Instant) {

@@ -8,7 +8,9 @@
 //! - `topology`, `basic`, `publish`, `deliver`, `tx_methods`: method handlers by area; the message
 //!   conversions they use live in `crate::mapping`.
 //! - `reply_to`: direct reply-to (`amq.rabbitmq.reply-to`).
+//! - `ack_timeout`: the consumer (delivery acknowledgement) timeout.
 
+mod ack_timeout;
 mod basic;
 mod channel;
 mod deliver;
@@ -24,6 +26,7 @@ mod tx_methods;
 
 use charon_engine::{EngineError, ErrorKind};
 
+pub use ack_timeout::DEFAULT_CONSUMER_TIMEOUT_MS;
 pub use driver::{ServerConfig, serve};
 
 use crate::proto::ReplyCode;

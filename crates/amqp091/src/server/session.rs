@@ -12,6 +12,7 @@ use charon_engine::{
 };
 use tokio::sync::mpsc;
 
+use super::ack_timeout::AckTimer;
 use super::channel::ChannelState;
 use super::publish::PendingBatches;
 use super::{MethodError, MethodResult};
@@ -50,6 +51,10 @@ pub(crate) struct Session {
     pub(crate) closed_by_broker: HashSet<u16>,
     /// Channels whose `tx.commit` waits for its queues (few, and usually none).
     pub(crate) committing: Vec<u16>,
+    /// The broker's `consumer_timeout` in ms (`None`: off), for queues that set none.
+    pub(crate) consumer_timeout: Option<u64>,
+    /// Due when a channel's oldest unacked delivery may have timed out.
+    pub(crate) ack_timer: AckTimer,
 }
 
 /// Checks logins and vhost access against the broker during the handshake.
@@ -108,6 +113,7 @@ impl Session {
         broker: Arc<Broker>,
         sink: SessionSink,
         inbox: mpsc::UnboundedReceiver<SessionEvent>,
+        consumer_timeout: Option<u64>,
     ) -> Self {
         Self {
             id,
@@ -125,6 +131,8 @@ impl Session {
             inbox,
             closed_by_broker: HashSet::new(),
             committing: Vec::new(),
+            consumer_timeout,
+            ack_timer: AckTimer::default(),
         }
     }
 

@@ -141,7 +141,7 @@ mod tests {
     use super::super::test_queue::queue;
 
     fn pending(queue: &QueueRef, seq: u64) -> PendingAck {
-        PendingAck { queue: Arc::clone(queue), seq, consumed: true }
+        PendingAck { queue: Arc::clone(queue), seq, consumed: true, delivered_at: std::time::Instant::now() }
     }
 
     #[tokio::test]

@@ -52,6 +52,9 @@ impl Session {
                 for (tag, pending) in restored {
                     state.unacked.restore(tag, pending);
                 }
+                // A restored delivery may be the channel's oldest again, with its first
+                // delivery time: its consumer timeout runs on.
+                self.watch_oldest(channel);
                 conn.send_method(channel, &AMQPClass::Tx(tx::AMQPMethod::RollbackOk(tx::RollbackOk {})));
                 Ok(())
             }

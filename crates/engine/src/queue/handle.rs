@@ -9,6 +9,7 @@ use tokio::sync::{mpsc, oneshot};
 
 use super::admission::Admission;
 use super::command::QueueCmd;
+use super::consumer_timeout::TimeoutCell;
 use super::requests::{ConfirmTo, ConsumeSpec, CreditGrant, Enqueue, GetOk, QueueConfig, QueueStats, Settle};
 use super::settings::QueueSettings;
 use crate::dead_letter::counts::DeadLetterCounts;
@@ -40,6 +41,8 @@ pub struct QueueHandle {
     /// Closed while the queue holds its publishers back (Charon's dead-letter guarantee at
     /// its bound).
     pub admission: Admission,
+    /// Its consumer timeout, for the connections that hold its unacknowledged deliveries.
+    pub consumer_timeout: TimeoutCell,
     pub(super) tx: mpsc::Sender<QueueCmd>,
 }
 
@@ -54,6 +57,7 @@ impl QueueHandle {
             oldest_ready_at: std::sync::atomic::AtomicI64::new(0),
             placements: parking_lot::Mutex::default(),
             admission: Admission::default(),
+            consumer_timeout: TimeoutCell::default(),
             tx,
         }
     }
@@ -168,6 +172,7 @@ impl QueueHandle {
 
     /// Applies new effective settings (a policy was set or removed).
     pub async fn apply_settings(&self, settings: QueueSettings) {
+        self.consumer_timeout.set(settings.consumer_timeout);
         let _ = self.send(QueueCmd::Settings(settings)).await;
     }
 

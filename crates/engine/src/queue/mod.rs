@@ -27,6 +27,7 @@ mod admission;
 pub mod args;
 mod arrivals;
 mod command;
+mod consumer_timeout;
 mod consumers;
 mod counts;
 mod dlx_pending;
@@ -55,6 +56,7 @@ use tokio::sync::mpsc;
 
 pub use admission::Admission;
 pub use args::QueueType;
+pub use consumer_timeout::{ConsumerTimeout, TimeoutCell};
 pub use handle::{QueueHandle, QueueRef};
 pub(crate) use links::QueueLinks;
 pub use requests::{ConfirmTo, ConsumeSpec, CreditGrant, Enqueue, GetOk, QueueConfig, QueueStats, Settle};
@@ -75,6 +77,7 @@ pub(crate) fn spawn(
 ) -> QueueRef {
     let (tx, rx) = mpsc::channel(MAILBOX_CAPACITY);
     let handle = Arc::new(QueueHandle::new(id, config, tx));
+    handle.consumer_timeout.set(settings.consumer_timeout);
     task::spawn(Arc::clone(&handle), rx, settings, links, restored);
     handle
 }

@@ -5,6 +5,7 @@
 use charon_model::{Table, Value};
 
 use super::args::QueueType;
+use super::consumer_timeout::ConsumerTimeout;
 
 /// RabbitMQ's default quorum-queue delivery limit (`?DEFAULT_DELIVERY_LIMIT`, since 4.0).
 pub const DEFAULT_DELIVERY_LIMIT: u64 = 20;
@@ -64,6 +65,9 @@ pub struct QueueSettings {
     /// Waiting dead letters (messages, body bytes) above which a guaranteed queue holds its
     /// publishers back (`charon-dead-letter-pending-max`, `charon-dead-letter-pending-max-bytes`).
     pub pending_max: Bound,
+    /// How long a delivery from this queue may stay unacknowledged (`x-consumer-timeout`,
+    /// `consumer-timeout`; any queue type, as in RabbitMQ 4.0.5).
+    pub consumer_timeout: ConsumerTimeout,
 }
 
 /// A bound on messages and body bytes.
@@ -212,6 +216,10 @@ impl QueueSettings {
             at_least_once,
             guaranteed,
             pending_max,
+            consumer_timeout: {
+                let (arg, pol) = lookup(arguments, policy, "consumer-timeout");
+                ConsumerTimeout::resolve(arg, pol)
+            },
         }
     }
 
@@ -281,6 +289,20 @@ mod tests {
         let mut most = full.to_vec();
         most[0].1 = Value::long_str("at-most-once");
         assert!(!QueueSettings::resolve(QueueType::Quorum, &table(&most), Some(&policy), false).at_least_once);
+    }
+
+    #[test]
+    fn consumer_timeout_is_the_smaller_of_argument_and_policy_on_every_queue_type() {
+        let args = table(&[("x-consumer-timeout", Value::I32(60_000))]);
+        let policy = table(&[("consumer-timeout", Value::I64(1000))]);
+        for queue_type in [QueueType::Classic, QueueType::Quorum] {
+            let s = QueueSettings::resolve(queue_type, &args, Some(&policy), false);
+            assert_eq!(s.consumer_timeout, ConsumerTimeout::Millis(1000));
+            let s = QueueSettings::resolve(queue_type, &args, None, false);
+            assert_eq!(s.consumer_timeout, ConsumerTimeout::Millis(60_000));
+        }
+        let none = QueueSettings::resolve(QueueType::Classic, &Table::new(), None, false);
+        assert_eq!(none.consumer_timeout, ConsumerTimeout::BrokerDefault);
     }
 
     #[test]
