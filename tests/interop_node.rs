@@ -17,8 +17,8 @@ fn node() -> PathBuf {
         .expect("node is not on the PATH (set CHARON_NODE to its path)")
 }
 
-/// Runs `tests/node/<script>` against a fresh broker and checks its last line. It runs in
-/// tests/node so that `require` finds the modules `npm ci` installed there.
+/// Runs `tests/node/<script>` against a fresh broker and checks its last line (`require`
+/// resolves from the script's directory, so it finds the modules `npm ci` installed there).
 fn run_script(script: &str, expected_line: &str) {
     let dir = support::workspace_root().join("tests/node");
     assert!(
@@ -27,12 +27,7 @@ fn run_script(script: &str, expected_line: &str) {
         dir.join("node_modules").display()
     );
     let charon = support::Charon::start();
-    let output = Command::new(node())
-        .current_dir(&dir)
-        .arg(script)
-        .arg(charon.port.to_string())
-        .output()
-        .expect("run node");
+    let output = Command::new(node()).arg(dir.join(script)).arg(charon.port.to_string()).output().expect("run node");
     let stdout = String::from_utf8_lossy(&output.stdout);
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(output.status.success(), "{script} failed\nstdout:\n{stdout}\nstderr:\n{stderr}");
