@@ -35,7 +35,7 @@ fn run_script(script: &str, expected_line: &str) {
 }
 
 #[test]
-fn amqplib_rpc_priorities_and_single_active_consumer() {
+fn amqplib_rpc_priority_queue_single_active_consumer_and_consumer_priorities() {
     run_script("amqplib_features.js", "amqplib features ok");
 }
 
