@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Runs every test on a fresh machine: installs the Python clients the interop tests use into
-# .venv, then lints and tests the whole workspace.
+# .venv and the Node.js ones into tests/node/node_modules, then lints and tests the whole
+# workspace.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -11,6 +12,12 @@ if [ ! -x .venv/bin/python ] || ! cmp -s tests/python/requirements.txt .venv/req
   cp tests/python/requirements.txt .venv/requirements.txt
 fi
 export CHARON_PYTHON="$PWD/.venv/bin/python"
+# The Node.js clients (amqplib, rhea) go into tests/node/node_modules, reinstalled whenever
+# tests/node/package-lock.json changes (its copy in node_modules is the stamp).
+if [ ! -d tests/node/node_modules ] || ! cmp -s tests/node/package-lock.json tests/node/node_modules/.charon-package-lock.json; then
+  (cd tests/node && npm ci --no-audit --no-fund --silent)
+  cp tests/node/package-lock.json tests/node/node_modules/.charon-package-lock.json
+fi
 # A clean checkout gains nothing from incremental state, which would double the build on disk.
 export CARGO_INCREMENTAL="${CARGO_INCREMENTAL:-0}"
 

@@ -1,5 +1,5 @@
-//! Interop with non-Rust clients, installed into `.venv` by `scripts/test.sh`: Python pika
-//! (AMQP 0.9.1), python-qpid-proton (AMQP 1.0) and RabbitMQ's official
+//! Interop with non-Rust clients, installed into `.venv` by `scripts/test.sh`: Python pika and
+//! aio-pika (AMQP 0.9.1), python-qpid-proton (AMQP 1.0) and RabbitMQ's official
 //! rabbitmq-amqp-python-client (AMQP 1.0 with its management link pair).
 #![allow(clippy::expect_used, clippy::unwrap_used, clippy::indexing_slicing)]
 
@@ -46,6 +46,11 @@ fn pika_commits_and_rolls_back_transactions() {
 #[test]
 fn pika_rpc_over_direct_reply_to() {
     run_script("pika_rpc_reply_to.py", "pika direct reply-to ok");
+}
+
+#[test]
+fn aio_pika_rpc_priorities_single_active_consumer_and_transactions() {
+    run_script("aio_pika_features.py", "aio-pika features ok");
 }
 
 #[test]
