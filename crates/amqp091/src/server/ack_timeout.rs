@@ -146,26 +146,12 @@ impl Session {
 mod tests {
     use std::sync::Arc;
 
-    use charon_engine::{Broker, BrokerConfig, QueueDeclare, QueueRef, QueueSettings, QueueType};
+    use charon_engine::{QueueRef, QueueSettings, QueueType};
     use charon_model::{Table, Value};
 
     use super::*;
 
-    async fn queue(arguments: Table) -> QueueRef {
-        let broker = Broker::new(BrokerConfig::default());
-        let user = broker.authenticate("guest", "guest").unwrap();
-        let vhost = broker.open_vhost(&user, "/").unwrap();
-        let declare = QueueDeclare {
-            name: "q".into(),
-            passive: false,
-            durable: false,
-            exclusive: false,
-            auto_delete: false,
-            arguments,
-        };
-        vhost.declare_queue(&declare, 1).await.unwrap();
-        vhost.queue("q", 1).unwrap()
-    }
+    use super::super::test_queue::queue_with as queue;
 
     fn pending(queue: &QueueRef, delivered_at: Instant) -> PendingAck {
         PendingAck { queue: Arc::clone(queue), seq: 1, consumed: true, delivered_at }

@@ -6,6 +6,11 @@ use charon_model::Table;
 
 /// Queue `q` in vhost `/` of a fresh broker.
 pub(super) async fn queue() -> QueueRef {
+    queue_with(Table::new()).await
+}
+
+/// Queue `q` with `arguments` in vhost `/` of a fresh broker.
+pub(super) async fn queue_with(arguments: Table) -> QueueRef {
     let broker = Broker::new(BrokerConfig::default());
     let user = broker.authenticate("guest", "guest").unwrap();
     let vhost = broker.open_vhost(&user, "/").unwrap();
@@ -15,7 +20,7 @@ pub(super) async fn queue() -> QueueRef {
         durable: false,
         exclusive: false,
         auto_delete: false,
-        arguments: Table::new(),
+        arguments,
     };
     vhost.declare_queue(&declare, 1).await.unwrap();
     vhost.queue("q", 1).unwrap()
