@@ -310,3 +310,43 @@ impl Session {
         Ok(queue)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use fe2o3_amqp_types::definitions::{Handle, ReceiverSettleMode};
+    use serde_amqp::primitives::OrderedMap;
+
+    use super::*;
+
+    fn receiver(properties: Option<OrderedMap<Symbol, Amqp>>) -> Attach {
+        Attach {
+            name: "r".into(),
+            handle: Handle(1),
+            role: Role::Receiver,
+            snd_settle_mode: SenderSettleMode::Unsettled,
+            rcv_settle_mode: ReceiverSettleMode::First,
+            source: None,
+            target: None,
+            unsettled: None,
+            incomplete_unsettled: false,
+            initial_delivery_count: None,
+            max_message_size: None,
+            offered_capabilities: None,
+            desired_capabilities: None,
+            properties,
+        }
+    }
+
+    #[test]
+    fn a_receivers_rabbitmq_priority_property_is_its_consumer_priority() {
+        let mut properties = OrderedMap::new();
+        properties.insert(Symbol::from("rabbitmq:priority"), Amqp::Int(-7));
+        let arguments = consumer_arguments(&receiver(Some(properties)));
+        assert_eq!(arguments.get("x-priority"), Some(&charon_model::Value::I64(-7)));
+        assert!(consumer_arguments(&receiver(None)).is_empty());
+        // Only an int counts, as in RabbitMQ 4.0.5's rabbit_amqp_session.
+        let mut long = OrderedMap::new();
+        long.insert(Symbol::from("rabbitmq:priority"), Amqp::Long(7));
+        assert!(consumer_arguments(&receiver(Some(long))).is_empty());
+    }
+}
