@@ -82,14 +82,18 @@ async fn declare(ctx: &Ctx, arguments: &[(&str, AMQPValue)]) -> Result<(lapin::C
 }
 
 /// Waits for the channel's close, checks it is the timeout's and came no earlier than it.
-async fn expect_timed_out(ev: &mut Events, channel: u16, since: Instant) -> CaseResult {
+///
+/// `asked` is taken before the request that fetched the delivery: the broker starts the
+/// delivery's clock after that and before the client sees the delivery, so a bound measured from
+/// the client's receipt would be late by the write (it failed CI once, 995 ms under load).
+async fn expect_timed_out(ev: &mut Events, channel: u16, asked: Instant) -> CaseResult {
     let deadline = Instant::now() + CLOSE_WITHIN;
     loop {
         let left = deadline.saturating_duration_since(Instant::now());
         match ev.next(left).await? {
             ChanEvent::Close(close) => {
                 close.expect(406, &close_text(channel), 0, 0)?;
-                let after = since.elapsed();
+                let after = asked.elapsed();
                 check!(after >= Duration::from_millis(1000), "closed {} ms after the delivery", after.as_millis());
                 return Ok(());
             }
@@ -129,8 +133,9 @@ async fn consume_one(conn: &amqprs::connection::Connection, q: &str) -> Result<(
 async fn queue_argument(ctx: Ctx) -> CaseResult {
     let (conn, q) = declare(&ctx, &[("x-consumer-timeout", long(TIMEOUT_MS))]).await?;
     let a = ctx.amqprs().await?;
+    let asked = Instant::now();
     let (ch, mut ev, _tag) = consume_one(&a, &q).await?;
-    expect_timed_out(&mut ev, ch.channel_id(), Instant::now()).await?;
+    expect_timed_out(&mut ev, ch.channel_id(), asked).await?;
     expect_redelivered(&ctx, &conn, &q).await
 }
 
@@ -138,8 +143,9 @@ async fn policy(ctx: Ctx) -> CaseResult {
     let (conn, q) = declare(&ctx, &[]).await?;
     ctx.set_policy(&format!("^{q}$"), "queues", 0, &format!(r#"{{"consumer-timeout":{TIMEOUT_MS}}}"#)).await?;
     let a = ctx.amqprs().await?;
+    let asked = Instant::now();
     let (ch, mut ev, _tag) = consume_one(&a, &q).await?;
-    expect_timed_out(&mut ev, ch.channel_id(), Instant::now()).await?;
+    expect_timed_out(&mut ev, ch.channel_id(), asked).await?;
     expect_redelivered(&ctx, &conn, &q).await
 }
 
@@ -147,9 +153,10 @@ async fn basic_get(ctx: Ctx) -> CaseResult {
     let (conn, q) = declare(&ctx, &[("x-consumer-timeout", long(TIMEOUT_MS))]).await?;
     let a = ctx.amqprs().await?;
     let (ch, mut ev) = ak::channel(&a).await?;
+    let asked = Instant::now();
     let got = ch.basic_get(BasicGetArguments::new(&q)).await?;
     check!(got.is_some(), "basic.get returns the message");
-    expect_timed_out(&mut ev, ch.channel_id(), Instant::now()).await?;
+    expect_timed_out(&mut ev, ch.channel_id(), asked).await?;
     expect_redelivered(&ctx, &conn, &q).await
 }
 
@@ -163,9 +170,10 @@ async fn acked_not_timed_out(ctx: Ctx) -> CaseResult {
     acking.basic_ack(BasicAckArguments::new(first.delivery_tag(), false)).await?;
     lk::publish(&conn.create_channel().await?, "", &q, b"m").await?;
     let (holding, mut holding_ev) = ak::channel(&a).await?;
+    let asked = Instant::now();
     let got = holding.basic_get(BasicGetArguments::new(&q)).await?;
     check!(got.is_some(), "basic.get returns the second message");
-    expect_timed_out(&mut holding_ev, holding.channel_id(), Instant::now()).await?;
+    expect_timed_out(&mut holding_ev, holding.channel_id(), asked).await?;
     acking_ev.quiet(lk::QUIET).await?;
     check!(acking.is_open(), "the channel that acked is still open");
     // It still answers.
