@@ -141,6 +141,25 @@ impl Topology {
         true
     }
 
+    /// Every binding as (source, binding), ordered by source, then destination (queues before
+    /// exchanges, as RabbitMQ lists them), key and arguments' order of insertion.
+    pub(crate) fn bindings(&self) -> Vec<(String, Binding)> {
+        let mut all = Vec::new();
+        for (destination, sources) in &self.sources {
+            for source in sources {
+                if let Some(entry) = self.exchanges.get(source) {
+                    all.extend(entry.bindings.to_destination(destination).into_iter().map(|b| (source.clone(), b)));
+                }
+            }
+        }
+        let order = |d: &Destination| match d {
+            Destination::Queue(name) => (0, name.clone()),
+            Destination::Exchange(name) => (1, name.clone()),
+        };
+        all.sort_by(|(sa, a), (sb, b)| (sa, order(&a.destination), &a.key).cmp(&(sb, order(&b.destination), &b.key)));
+        all
+    }
+
     pub(crate) fn binding_exists(&self, source: &str, binding: &Binding) -> bool {
         self.exchanges.get(source).is_some_and(|e| e.bindings.contains(binding))
     }
@@ -276,5 +295,29 @@ mod tests {
         assert!(listened.load(Ordering::Relaxed), "b still listens");
         topology.remove_bindings_to(&Destination::Queue("b".into()));
         assert!(!listened.load(Ordering::Relaxed), "the queue went with its binding");
+    }
+
+    #[test]
+    fn bindings_lists_every_binding_by_source_then_queues_before_exchanges() {
+        let mut topology = Topology::with_standard_exchanges();
+        let to =
+            |destination: Destination, key: &str| Binding { destination, key: key.into(), arguments: Table::new() };
+        assert!(topology.bind("amq.topic", to(Destination::Exchange("amq.fanout".into()), "x")));
+        assert!(topology.bind("amq.topic", to(Destination::Queue("q".into()), "b")));
+        assert!(topology.bind("amq.topic", to(Destination::Queue("q".into()), "a")));
+        assert!(topology.bind("amq.direct", to(Destination::Queue("z".into()), "k")));
+        let listed: Vec<(String, Destination, String)> =
+            topology.bindings().into_iter().map(|(source, b)| (source, b.destination, b.key)).collect();
+        assert_eq!(
+            listed,
+            vec![
+                ("amq.direct".into(), Destination::Queue("z".into()), "k".into()),
+                ("amq.topic".into(), Destination::Queue("q".into()), "a".into()),
+                ("amq.topic".into(), Destination::Queue("q".into()), "b".into()),
+                ("amq.topic".into(), Destination::Exchange("amq.fanout".into()), "x".into()),
+            ]
+        );
+        topology.remove_exchange("amq.topic");
+        assert_eq!(topology.bindings().len(), 1);
     }
 }

@@ -855,6 +855,22 @@ impl VHost {
         self.topology.read().exchanges.get(source).map(|e| e.bindings.to_destination(destination)).unwrap_or_default()
     }
 
+    /// Every exchange, the default and `amq.*` ones included, ordered by name.
+    #[must_use]
+    pub fn exchanges(&self) -> Vec<Arc<ExchangeInfo>> {
+        let mut all: Vec<_> = self.topology.read().exchanges.values().map(|e| Arc::clone(&e.info)).collect();
+        all.sort_by(|a, b| a.name.cmp(&b.name));
+        all
+    }
+
+    /// Every binding as (source exchange, binding), ordered by source, then destination and key.
+    /// RabbitMQ also lists a queue's implicit binding from the default exchange; management
+    /// renderings add that themselves.
+    #[must_use]
+    pub fn bindings(&self) -> Vec<(String, Binding)> {
+        self.topology.read().bindings()
+    }
+
     /// Every queue.
     #[must_use]
     pub fn queues(&self) -> Vec<QueueRef> {
