@@ -11,6 +11,7 @@
 mod amqp091;
 mod amqprs091;
 mod amqprs_publish;
+mod api_poll;
 mod consumers;
 mod report;
 mod scenarios;
@@ -65,6 +66,13 @@ struct Cli {
     /// The AMQP 0.9.1 client S1a's and S1b's publisher runs on (other scenarios publish with lapin).
     #[arg(long, value_enum, default_value_t)]
     publisher: consumers::Client,
+    /// Poll this management API URL (`http://user:password@host:port/api/queues`) once a second
+    /// while each of broker A's runs lasts.
+    #[arg(long)]
+    poll_api: Option<String>,
+    /// The same for broker B.
+    #[arg(long)]
+    poll_api2: Option<String>,
 }
 
 #[tokio::main]
@@ -72,6 +80,10 @@ async fn main() -> Result<()> {
     let cli = Cli::parse();
     let a = Target { url: cli.url.clone(), pid: cli.pid };
     let b = cli.compare.clone().map(|url| Target { url, pid: cli.pid2 });
+    let polls = [
+        cli.poll_api.as_deref().map(api_poll::ApiUrl::parse).transpose()?,
+        cli.poll_api2.as_deref().map(api_poll::ApiUrl::parse).transpose()?,
+    ];
     let mut failed = false;
     for scenario in &cli.scenarios {
         let params = Params {
@@ -88,8 +100,17 @@ async fn main() -> Result<()> {
             for (side, target) in [Some(&a), b.as_ref()].into_iter().enumerate() {
                 let Some(target) = target else { continue };
                 let label = if side == 0 { "A" } else { "B" };
+                let poller = polls.get(side).cloned().flatten().map(api_poll::Poller::start);
                 let outcome = scenarios::run(target, *scenario, params).await?;
                 println!("{name} round {round} {label}: {}", outcome.line());
+                if let Some(polled) = poller.map(api_poll::Poller::finish) {
+                    println!(
+                        "  API polled {} times ({} failed), slowest answer {} ms",
+                        polled.polls,
+                        polled.failures,
+                        polled.slowest.as_millis()
+                    );
+                }
                 failed |= outcome.lost > 0 || outcome.duplicates > 0;
                 if let Some(runs) = runs.get_mut(side) {
                     runs.push(outcome);
