@@ -15,7 +15,7 @@ use tokio::net::TcpStream;
 /// How often the API is asked.
 const PERIOD: Duration = Duration::from_secs(1);
 
-/// Where to poll: `http://user:password@host:port/path`.
+/// A management API endpoint: `http://user:password@host:port/path`.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) struct ApiUrl {
     authority: String,
@@ -36,8 +36,13 @@ impl ApiUrl {
         Ok(Self { authority: authority.to_owned(), path, credentials })
     }
 
+    /// The same server and credentials, another path (`/api/queues`).
+    pub(crate) fn at(&self, path: &str) -> Self {
+        Self { path: path.to_owned(), ..self.clone() }
+    }
+
     /// One GET; the status code and how many body bytes came back.
-    async fn get(&self) -> Result<(u16, usize)> {
+    pub(crate) async fn get(&self) -> Result<(u16, usize)> {
         let mut stream = TcpStream::connect(&self.authority).await.with_context(|| self.authority.clone())?;
         let head = format!(
             "GET {} HTTP/1.1\r\nHost: {}\r\nAuthorization: Basic {}\r\nConnection: close\r\n\r\n",
@@ -121,6 +126,8 @@ mod tests {
         assert_eq!(url.authority, "127.0.0.1:15672");
         assert_eq!(url.path, "/api/queues?columns=name");
         assert_eq!(url.credentials, "Z3Vlc3Q6Z3Vlc3Q=");
+        assert_eq!(url.at("/api/overview").path, "/api/overview");
+        assert_eq!(ApiUrl::parse("http://a:b@h:1").unwrap().path, "/");
         assert!(ApiUrl::parse("https://guest:guest@h:1/").is_err());
         assert!(ApiUrl::parse("http://h:1/api").is_err());
     }

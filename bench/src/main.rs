@@ -66,24 +66,27 @@ struct Cli {
     /// The AMQP 0.9.1 client S1a's and S1b's publisher runs on (other scenarios publish with lapin).
     #[arg(long, value_enum, default_value_t)]
     publisher: consumers::Client,
-    /// Poll this management API URL (`http://user:password@host:port/api/queues`) once a second
-    /// while each of broker A's runs lasts.
+    /// Broker A's management API, `http://user:password@host:port` (for `--poll` and the
+    /// `api-queues` scenario).
     #[arg(long)]
-    poll_api: Option<String>,
-    /// The same for broker B.
+    api: Option<String>,
+    /// Broker B's management API.
     #[arg(long)]
-    poll_api2: Option<String>,
+    api2: Option<String>,
+    /// Poll this API path (e.g. `/api/queues`) once a second while each run lasts.
+    #[arg(long)]
+    poll: Option<String>,
 }
 
 #[tokio::main]
 async fn main() -> Result<()> {
     let cli = Cli::parse();
-    let a = Target { url: cli.url.clone(), pid: cli.pid };
-    let b = cli.compare.clone().map(|url| Target { url, pid: cli.pid2 });
-    let polls = [
-        cli.poll_api.as_deref().map(api_poll::ApiUrl::parse).transpose()?,
-        cli.poll_api2.as_deref().map(api_poll::ApiUrl::parse).transpose()?,
-    ];
+    let api = |url: &Option<String>| url.as_deref().map(api_poll::ApiUrl::parse).transpose();
+    let a = Target { url: cli.url.clone(), pid: cli.pid, api: api(&cli.api)? };
+    let b = match cli.compare.clone() {
+        Some(url) => Some(Target { url, pid: cli.pid2, api: api(&cli.api2)? }),
+        None => None,
+    };
     let mut failed = false;
     for scenario in &cli.scenarios {
         let params = Params {
@@ -100,7 +103,8 @@ async fn main() -> Result<()> {
             for (side, target) in [Some(&a), b.as_ref()].into_iter().enumerate() {
                 let Some(target) = target else { continue };
                 let label = if side == 0 { "A" } else { "B" };
-                let poller = polls.get(side).cloned().flatten().map(api_poll::Poller::start);
+                let poll = cli.poll.as_deref().zip(target.api.as_ref()).map(|(path, api)| api.at(path));
+                let poller = poll.map(api_poll::Poller::start);
                 let outcome = scenarios::run(target, *scenario, params).await?;
                 println!("{name} round {round} {label}: {}", outcome.line());
                 if let Some(polled) = poller.map(api_poll::Poller::finish) {

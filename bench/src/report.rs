@@ -27,6 +27,9 @@ pub(crate) enum Score {
     Throughput,
     /// Bytes of broker memory per queued message: less is better.
     BytesPerMessage,
+    /// Milliseconds one management listing takes (`messages` counts the objects listed): less
+    /// is better.
+    ListingMillis,
 }
 
 /// One run of one scenario against one broker.
@@ -76,6 +79,7 @@ impl Outcome {
                 format!("{} msgs in {:.2} s = {:.0} msg/s", self.messages, self.seconds, self.value)
             }
             Score::BytesPerMessage => format!("{} msgs queued: {:.1} B/msg", self.messages, self.value),
+            Score::ListingMillis => format!("{} objects listed in {:.0} ms", self.messages, self.value),
         };
         if let Some(l) = self.latency {
             let _ = write!(out, "  latency p50 {} µs p99 {} µs p99.9 {} µs", l.p50, l.p99, l.p999);
@@ -111,7 +115,7 @@ pub(crate) fn median(values: &[f64]) -> f64 {
 pub(crate) fn advantage(score: Score, a: f64, b: f64) -> f64 {
     match score {
         Score::Throughput if b > 0.0 => a / b,
-        Score::BytesPerMessage if a > 0.0 => b / a,
+        Score::BytesPerMessage | Score::ListingMillis if a > 0.0 => b / a,
         _ => 0.0,
     }
 }

@@ -18,6 +18,8 @@ pub(crate) struct Target {
     pub(crate) url: String,
     /// The broker's process, for CPU and memory.
     pub(crate) pid: Option<u32>,
+    /// Its management API, when given.
+    pub(crate) api: Option<crate::api_poll::ApiUrl>,
 }
 
 impl Target {

@@ -2,6 +2,7 @@
 //! from a broker to an [`Outcome`]; [`run`] adds the broker's CPU seconds and peak memory around it.
 
 mod amqp10;
+mod api_queues;
 mod dead_letter;
 mod fanout;
 mod max_length;
@@ -38,6 +39,8 @@ pub(crate) enum Scenario {
     Memory,
     /// AMQP 1.0: 1 sender → 1 queue → 1 receiver, credit 200, durable, settled by outcome.
     S10,
+    /// `GET /api/queues` with N queues declared (default 10,000): the median of 5 listings.
+    ApiQueues,
 }
 
 impl Scenario {
@@ -51,6 +54,7 @@ impl Scenario {
             Self::S5 | Self::S6 | Self::S6Quorum => 1_000_000,
             Self::S7DropHead | Self::S7Reject => 10_000_000,
             Self::Memory => 1_000_000,
+            Self::ApiQueues => 10_000,
         }
     }
 }
@@ -89,6 +93,7 @@ pub(crate) async fn run(target: &Target, scenario: Scenario, params: Params) -> 
         Scenario::S7Reject => max_length::reject_publish(target, params, &tag).await,
         Scenario::Memory => memory::per_message(target, params, &tag).await,
         Scenario::S10 => amqp10::one_to_one(target, params, &tag).await,
+        Scenario::ApiQueues => api_queues::listing(target, params, &tag).await,
     };
     let peak = rss.finish();
     let mut outcome = result?;
