@@ -30,6 +30,23 @@ impl ApiError {
         Self { escape: false, ..Self::bad_request(reason) }
     }
 
+    /// 400 with RabbitMQ's own error name (`invalid_pagination_parameters`, `page_out_of_range`).
+    pub(crate) fn bad_request_named(error: &'static str, reason: impl Into<String>) -> Self {
+        Self { error, ..Self::bad_request(reason) }
+    }
+
+    /// 404 with RabbitMQ's own error and reason (`not_found`/`queue_not_found` from a queue's
+    /// `get`).
+    pub(crate) fn not_found_named(error: &'static str, reason: &str) -> Self {
+        Self { error, reason: reason.to_owned(), ..Self::not_found() }
+    }
+
+    /// 500 with an empty body: what RabbitMQ 4.0.5 answers when a handler crashes on a value
+    /// it does not expect (`sort_reverse=bogus`, an unknown `ackmode`), observed.
+    pub(crate) fn crash() -> Self {
+        Self { error: "", reason: String::new(), ..Self::internal("") }
+    }
+
     /// 500 `internal_server_error` (the store could not record a change).
     pub(crate) fn internal(reason: impl Into<String>) -> Self {
         Self {
@@ -59,6 +76,9 @@ impl ApiError {
 
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
+        if self.error.is_empty() {
+            return self.status.into_response();
+        }
         // RabbitMQ HTML-escapes reasons (its Erlang terms' << and >> arrive as &lt;&lt; …).
         let reason = if self.escape {
             self.reason.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;")

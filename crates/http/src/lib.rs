@@ -23,6 +23,7 @@ mod error;
 mod health;
 pub mod json;
 mod limits;
+mod listing;
 mod permissions;
 mod policies;
 mod queues;
