@@ -9,6 +9,8 @@ pub(crate) struct ApiError {
     status: StatusCode,
     error: &'static str,
     reason: String,
+    /// A reason RabbitMQ sends as a JSON term (`["not_integer","x"]`) instead of a string.
+    term: Option<serde_json::Value>,
     /// Whether `<`, `>` and `&` in the reason are HTML-escaped, as RabbitMQ does for most
     /// endpoints (policies) but not all (limits, observed on 4.0.5).
     escape: bool,
@@ -17,17 +19,46 @@ pub(crate) struct ApiError {
 impl ApiError {
     /// 404 `Object Not Found`.
     pub(crate) fn not_found() -> Self {
-        Self { status: StatusCode::NOT_FOUND, error: "Object Not Found", reason: "Not Found".to_owned(), escape: true }
+        Self {
+            status: StatusCode::NOT_FOUND,
+            error: "Object Not Found",
+            reason: "Not Found".to_owned(),
+            term: None,
+            escape: true,
+        }
     }
 
     /// 400 `bad_request`.
     pub(crate) fn bad_request(reason: impl Into<String>) -> Self {
-        Self { status: StatusCode::BAD_REQUEST, error: "bad_request", reason: reason.into(), escape: true }
+        Self { status: StatusCode::BAD_REQUEST, error: "bad_request", reason: reason.into(), term: None, escape: true }
     }
 
     /// 400 `bad_request` whose reason RabbitMQ sends as it is (`<<"bogus">>`, not escaped).
     pub(crate) fn bad_request_verbatim(reason: impl Into<String>) -> Self {
         Self { escape: false, ..Self::bad_request(reason) }
+    }
+
+    /// 400 with RabbitMQ's own error name (`invalid_pagination_parameters`, `page_out_of_range`).
+    pub(crate) fn bad_request_named(error: &'static str, reason: impl Into<String>) -> Self {
+        Self { error, ..Self::bad_request(reason) }
+    }
+
+    /// 404 with RabbitMQ's own error and reason (`not_found`/`queue_not_found` from a queue's
+    /// `get`).
+    pub(crate) fn not_found_named(error: &'static str, reason: &str) -> Self {
+        Self { error, reason: reason.to_owned(), ..Self::not_found() }
+    }
+
+    /// 400 `bad_request` whose reason is a JSON term, as RabbitMQ reports a value it could not
+    /// read: `["not_integer","x"]`.
+    pub(crate) fn bad_request_json(term: serde_json::Value) -> Self {
+        Self { term: Some(term), ..Self::bad_request("") }
+    }
+
+    /// 500 with an empty body: what RabbitMQ 4.0.5 answers when a handler crashes on a value
+    /// it does not expect (`sort_reverse=bogus`, an unknown `ackmode`), observed.
+    pub(crate) fn crash() -> Self {
+        Self { error: "", reason: String::new(), ..Self::internal("") }
     }
 
     /// 500 `internal_server_error` (the store could not record a change).
@@ -36,6 +67,7 @@ impl ApiError {
             status: StatusCode::INTERNAL_SERVER_ERROR,
             error: "internal_server_error",
             reason: reason.into(),
+            term: None,
             escape: true,
         }
     }
@@ -43,7 +75,13 @@ impl ApiError {
     /// 401 `not_authorised` (RabbitMQ's spelling for an authenticated user the endpoint
     /// refuses, `rabbit_web_dispatch_access_control:not_authorised/3`).
     pub(crate) fn not_authorised(reason: &str) -> Self {
-        Self { status: StatusCode::UNAUTHORIZED, error: "not_authorised", reason: reason.to_owned(), escape: true }
+        Self {
+            status: StatusCode::UNAUTHORIZED,
+            error: "not_authorised",
+            reason: reason.to_owned(),
+            term: None,
+            escape: true,
+        }
     }
 
     /// 401 `not_authorized`.
@@ -52,6 +90,7 @@ impl ApiError {
             status: StatusCode::UNAUTHORIZED,
             error: "not_authorized",
             reason: "Not_Authorized".to_owned(),
+            term: None,
             escape: true,
         }
     }
@@ -59,12 +98,16 @@ impl ApiError {
 
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
+        if self.error.is_empty() {
+            return self.status.into_response();
+        }
         // RabbitMQ HTML-escapes reasons (its Erlang terms' << and >> arrive as &lt;&lt; …).
         let reason = if self.escape {
             self.reason.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;")
         } else {
             self.reason
         };
+        let reason = self.term.unwrap_or(serde_json::Value::String(reason));
         let body = serde_json::json!({ "error": self.error, "reason": reason }).to_string();
         let mut response = (self.status, [(header::CONTENT_TYPE, "application/json")], body).into_response();
         if self.status == StatusCode::UNAUTHORIZED {

@@ -19,12 +19,19 @@
 //! [`serve_tls`] HTTPS.
 
 mod auth;
+mod bindings;
 mod error;
+mod exchange_publish;
+mod exchanges;
 mod health;
 pub mod json;
 mod limits;
+mod listing;
+mod objects;
 mod permissions;
 mod policies;
+mod queue_actions;
+mod queue_get;
 mod queues;
 mod request;
 mod tls;
@@ -51,7 +58,26 @@ pub fn router(broker: Arc<Broker>) -> Router {
         .route("/api/policies/{vhost}/{name}", get(policies::get_one).put(policies::put).delete(policies::delete))
         .route("/api/queues", get(queues::list_all))
         .route("/api/queues/{vhost}", get(queues::list_vhost))
-        .route("/api/queues/{vhost}/{name}", get(queues::get_one))
+        .route("/api/queues/{vhost}/{name}", get(queues::get_one).put(queue_actions::put).delete(queue_actions::delete))
+        .route("/api/queues/{vhost}/{name}/contents", axum::routing::delete(queue_actions::purge))
+        .route("/api/queues/{vhost}/{name}/get", axum::routing::post(queue_get::get))
+        .route("/api/queues/{vhost}/{name}/bindings", get(queue_actions::bindings))
+        .route("/api/exchanges", get(exchanges::list_all))
+        .route("/api/exchanges/{vhost}", get(exchanges::list_vhost))
+        .route("/api/exchanges/{vhost}/{name}", get(exchanges::get_one).put(exchanges::put).delete(exchanges::delete))
+        .route("/api/exchanges/{vhost}/{name}/publish", axum::routing::post(exchange_publish::publish))
+        .route("/api/exchanges/{vhost}/{name}/bindings/source", get(exchanges::bindings_source))
+        .route("/api/exchanges/{vhost}/{name}/bindings/destination", get(exchanges::bindings_destination))
+        .route("/api/bindings", get(bindings::list_all))
+        .route("/api/bindings/{vhost}", get(bindings::list_vhost))
+        .route(
+            "/api/bindings/{vhost}/e/{source}/{kind}/{destination}",
+            get(bindings::list_between).post(bindings::create),
+        )
+        .route(
+            "/api/bindings/{vhost}/e/{source}/{kind}/{destination}/{props}",
+            get(bindings::get_one).delete(bindings::delete),
+        )
         .route("/api/vhost-limits", get(limits::vhost_all))
         .route("/api/vhost-limits/{vhost}", get(limits::vhost_one))
         .route("/api/vhost-limits/{vhost}/{limit}", axum::routing::put(limits::vhost_put).delete(limits::vhost_delete))
@@ -104,3 +130,7 @@ mod tests;
 #[cfg(test)]
 #[allow(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing)]
 mod access_tests;
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing)]
+mod objects_tests;

@@ -3,13 +3,14 @@
 use std::sync::Arc;
 
 use axum::Json;
-use axum::extract::{Extension, Path, State};
+use axum::extract::{Extension, Path, Query, State};
 use charon_engine::{Broker, QueueRef, QueueType, User, VHost};
 use serde_json::{Value as JsonValue, json};
 
 use crate::auth;
 use crate::error::ApiError;
 use crate::json::table_to_json;
+use crate::listing::{self, Params};
 
 async fn render(vhost: &VHost, queue: &QueueRef) -> Option<JsonValue> {
     let stats = queue.stats().await.ok()?;
@@ -60,23 +61,31 @@ async fn render_all(vhost: &VHost) -> Vec<JsonValue> {
 }
 
 /// `GET /api/queues`
-pub(crate) async fn list_all(State(broker): State<Arc<Broker>>, Extension(user): Extension<User>) -> Json<JsonValue> {
+pub(crate) async fn list_all(
+    State(broker): State<Arc<Broker>>,
+    Extension(user): Extension<User>,
+    Query(params): Query<Params>,
+) -> Result<Json<JsonValue>, ApiError> {
     let mut all = Vec::new();
     for vhost in broker.vhosts().iter().filter(|v| auth::sees(&broker, &user, v.name())) {
         all.extend(render_all(vhost).await);
     }
-    Json(JsonValue::Array(all))
+    listing::respond(all, &params, SORT).map(Json)
 }
+
+/// RabbitMQ's default order for queues.
+const SORT: &[&str] = &["vhost", "name"];
 
 /// `GET /api/queues/{vhost}`
 pub(crate) async fn list_vhost(
     State(broker): State<Arc<Broker>>,
     Extension(user): Extension<User>,
     Path(vhost): Path<String>,
+    Query(params): Query<Params>,
 ) -> Result<Json<JsonValue>, ApiError> {
     auth::vhost(&broker, &user, &vhost)?;
     let vhost = broker.vhosts().into_iter().find(|v| v.name() == vhost).ok_or_else(ApiError::not_found)?;
-    Ok(Json(JsonValue::Array(render_all(&vhost).await)))
+    listing::respond(render_all(&vhost).await, &params, SORT).map(Json)
 }
 
 /// `GET /api/queues/{vhost}/{name}`
@@ -84,9 +93,11 @@ pub(crate) async fn get_one(
     State(broker): State<Arc<Broker>>,
     Extension(user): Extension<User>,
     Path((vhost, name)): Path<(String, String)>,
+    Query(params): Query<Params>,
 ) -> Result<Json<JsonValue>, ApiError> {
     auth::vhost(&broker, &user, &vhost)?;
     let vhost = broker.vhosts().into_iter().find(|v| v.name() == vhost).ok_or_else(ApiError::not_found)?;
     let queue = vhost.queues().into_iter().find(|q| q.name() == name).ok_or_else(ApiError::not_found)?;
-    render(&vhost, &queue).await.map(Json).ok_or_else(ApiError::not_found)
+    let rendered = render(&vhost, &queue).await.ok_or_else(ApiError::not_found)?;
+    Ok(Json(listing::one(rendered, &params)))
 }
