@@ -78,7 +78,7 @@ pub(crate) async fn protocol_listener(
             protocols.push(listener.protocol);
         }
     }
-    if protocols.iter().any(|p| *p == wanted) {
+    if protocols.contains(&wanted) {
         return (StatusCode::OK, Json(json!({"status": "ok", "protocol": wanted})));
     }
     let body = json!({"status": "failed", "reason": "No active listener", "missing": protocol, "protocols": protocols});
