@@ -69,6 +69,7 @@ async fn run(config: Config) -> anyhow::Result<()> {
         // Tests and scripts read this line to learn an ephemeral port.
         println!("charon: amqp listening on {local}");
         tracing::info!(%local, "listening for AMQP");
+        broker.listeners().add("amqp", local);
         listeners.push(tokio::spawn(listener::accept_loop(
             listener,
             None,
@@ -86,6 +87,7 @@ async fn run(config: Config) -> anyhow::Result<()> {
             // Tests and scripts read this line to learn an ephemeral port.
             println!("charon: amqps listening on {local}");
             tracing::info!(%local, "listening for AMQP over TLS");
+            broker.listeners().add("amqp/ssl", local);
             listeners.push(tokio::spawn(listener::accept_loop(
                 listener,
                 Some(acceptors.amqp.clone()),
@@ -97,7 +99,9 @@ async fn run(config: Config) -> anyhow::Result<()> {
         let listener = tokio::net::TcpListener::bind(&tls.https_listen)
             .await
             .with_context(|| format!("binding the HTTPS API to {}", tls.https_listen))?;
-        println!("charon: https listening on {}", listener.local_addr().context("reading the HTTPS address")?);
+        let local = listener.local_addr().context("reading the HTTPS address")?;
+        println!("charon: https listening on {local}");
+        broker.listeners().add("https", local);
         https = Some(tokio::spawn(charon_http::serve_tls(
             listener,
             acceptors.https.clone(),
@@ -108,12 +112,16 @@ async fn run(config: Config) -> anyhow::Result<()> {
     let http = tokio::net::TcpListener::bind(&config.http_listen)
         .await
         .with_context(|| format!("binding the HTTP API to {}", config.http_listen))?;
-    println!("charon: http listening on {}", http.local_addr().context("reading the HTTP address")?);
+    let local = http.local_addr().context("reading the HTTP address")?;
+    println!("charon: http listening on {local}");
+    broker.listeners().add("http", local);
     let api = tokio::spawn(charon_http::serve(http, Arc::clone(&broker), shutdown_rx.clone()));
     let prometheus = tokio::net::TcpListener::bind(&config.prometheus_listen)
         .await
         .with_context(|| format!("binding the Prometheus endpoint to {}", config.prometheus_listen))?;
-    println!("charon: prometheus listening on {}", prometheus.local_addr().context("reading the Prometheus address")?);
+    let local = prometheus.local_addr().context("reading the Prometheus address")?;
+    println!("charon: prometheus listening on {local}");
+    broker.listeners().add("http/prometheus", local);
     let metrics = tokio::spawn(metrics::serve(prometheus, metrics_handle, Arc::clone(&broker), shutdown_rx.clone()));
     wait_for_signal().await;
     tracing::info!("shutting down: closing connections with 320 CONNECTION_FORCED");

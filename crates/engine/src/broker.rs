@@ -115,6 +115,10 @@ pub struct Broker {
     limits: Arc<Limits>,
     /// Open connections by user and vhost.
     connections: Arc<Connections>,
+    /// The sockets the node listens on, as the gateway bound them.
+    listeners: crate::listeners::Listeners,
+    /// When the node started, for `uptime`.
+    started: std::time::Instant,
     /// `loopback_users`, the failed-login throttle, the certificate login name.
     login: LoginPolicy,
     /// Direct reply-to consumers, by address (broker-wide, as in RabbitMQ).
@@ -149,6 +153,8 @@ impl Broker {
             resources: Arc::default(),
             limits,
             connections: Arc::default(),
+            listeners: crate::listeners::Listeners::default(),
+            started: std::time::Instant::now(),
             login,
             reply_consumers: Arc::default(),
         })
@@ -218,6 +224,8 @@ impl Broker {
             resources: Arc::default(),
             limits,
             connections: Arc::default(),
+            listeners: crate::listeners::Listeners::default(),
+            started: std::time::Instant::now(),
             login,
             reply_consumers: Arc::default(),
         });
@@ -330,6 +338,18 @@ impl Broker {
         );
         vhost.ensure_fallback_queue();
         Ok(self.vhosts.write().insert(name.to_owned(), vhost).is_none())
+    }
+
+    /// The sockets the node listens on.
+    #[must_use]
+    pub fn listeners(&self) -> &crate::listeners::Listeners {
+        &self.listeners
+    }
+
+    /// How long the node has been up.
+    #[must_use]
+    pub fn uptime(&self) -> std::time::Duration {
+        self.started.elapsed()
     }
 
     /// The open connections.

@@ -1,12 +1,20 @@
 //! The open connections, by user and vhost, so that deleting a vhost or a user closes theirs,
-//! as RabbitMQ's connection tracking does.
+//! as RabbitMQ's connection tracking does; and, for the management API, what each one is
+//! ([`ConnectionInfo`]) and, asked on demand, what it is doing ([`ConnectionReport`]).
 
 use std::collections::HashMap;
 use std::sync::{Arc, Weak};
+use std::time::Duration;
 
 use parking_lot::Mutex;
+use tokio::sync::oneshot;
 
+use crate::connection_info::{ConnectionInfo, ConnectionReport};
 use crate::session::{SessionEvent, SessionId, SessionSink};
+
+/// How long a listing waits for a connection's report; one that does not answer by then (it
+/// is closing, or its task is stuck behind a full socket) is left out.
+const REPORT_TIMEOUT: Duration = Duration::from_secs(2);
 
 /// One tracked connection.
 #[derive(Debug)]
@@ -14,6 +22,8 @@ struct Tracked {
     user: String,
     vhost: String,
     sink: SessionSink,
+    /// Set once the connection finished its handshake ([`Registration::describe`]).
+    info: Option<Arc<ConnectionInfo>>,
 }
 
 /// Every connection that opened a vhost.
@@ -29,6 +39,17 @@ pub struct Registration {
     id: SessionId,
 }
 
+impl Registration {
+    /// Records what the connection is, for the management API (once its handshake is done).
+    pub fn describe(&self, info: ConnectionInfo) {
+        if let Some(connections) = self.connections.upgrade()
+            && let Some(tracked) = connections.open.lock().get_mut(&self.id)
+        {
+            tracked.info = Some(Arc::new(info));
+        }
+    }
+}
+
 impl Drop for Registration {
     fn drop(&mut self) {
         if let Some(connections) = self.connections.upgrade() {
@@ -37,11 +58,31 @@ impl Drop for Registration {
     }
 }
 
+/// A described connection as a listing sees it.
+#[derive(Clone, Debug)]
+pub struct Listed {
+    /// The connection's id.
+    pub id: SessionId,
+    /// What it is.
+    pub info: Arc<ConnectionInfo>,
+    sink: SessionSink,
+}
+
+impl Listed {
+    /// Asks the connection's task for its state; `None` if it does not answer in time (it
+    /// closed meanwhile). Costs the connection one event, handled between its batches.
+    pub async fn report(&self) -> Option<ConnectionReport> {
+        let (reply, answer) = oneshot::channel();
+        self.sink.send(SessionEvent::Report(reply));
+        tokio::time::timeout(REPORT_TIMEOUT, answer).await.ok()?.ok()
+    }
+}
+
 impl Connections {
     /// Tracks the connection behind `sink`, of `user` on `vhost`.
     #[must_use]
     pub fn register(self: &Arc<Self>, sink: &SessionSink, user: &str, vhost: &str) -> Registration {
-        let tracked = Tracked { user: user.to_owned(), vhost: vhost.to_owned(), sink: sink.clone() };
+        let tracked = Tracked { user: user.to_owned(), vhost: vhost.to_owned(), sink: sink.clone(), info: None };
         self.open.lock().insert(sink.id, tracked);
         Registration { connections: Arc::downgrade(self), id: sink.id }
     }
@@ -56,6 +97,59 @@ impl Connections {
     #[must_use]
     pub fn is_empty(&self) -> bool {
         self.len() == 0
+    }
+
+    /// The described connections (those past their handshake), oldest first.
+    #[must_use]
+    pub fn list(&self) -> Vec<Listed> {
+        let mut listed: Vec<Listed> = self
+            .open
+            .lock()
+            .iter()
+            .filter_map(|(id, t)| {
+                t.info.as_ref().map(|info| Listed { id: *id, info: Arc::clone(info), sink: t.sink.clone() })
+            })
+            .collect();
+        listed.sort_by_key(|l| (l.info.connected_at, l.id));
+        listed
+    }
+
+    /// The connection RabbitMQ names `name` (see [`ConnectionInfo::name`]).
+    #[must_use]
+    pub fn find(&self, name: &str) -> Option<Listed> {
+        self.list().into_iter().find(|l| l.info.name() == name)
+    }
+
+    /// Reports of `listed`, asked of all of them at once; those that did not answer are left
+    /// out.
+    pub async fn reports(listed: Vec<Listed>) -> Vec<(Listed, ConnectionReport)> {
+        let pending: Vec<(Listed, oneshot::Receiver<ConnectionReport>)> = listed
+            .into_iter()
+            .map(|l| {
+                let (reply, answer) = oneshot::channel();
+                l.sink.send(SessionEvent::Report(reply));
+                (l, answer)
+            })
+            .collect();
+        let deadline = tokio::time::Instant::now() + REPORT_TIMEOUT;
+        let mut reports = Vec::with_capacity(pending.len());
+        for (listed, answer) in pending {
+            if let Ok(Ok(report)) = tokio::time::timeout_at(deadline, answer).await {
+                reports.push((listed, report));
+            }
+        }
+        reports
+    }
+
+    /// Asks the connection `id` to close, forced, with `reason`; false if it is not open.
+    pub fn close(&self, id: SessionId, reason: &str) -> bool {
+        let open = self.open.lock();
+        let Some(tracked) = open.get(&id) else {
+            return false;
+        };
+        tracked.sink.send(SessionEvent::ForceClose { reason: reason.to_owned() });
+        tracing::info!(reason, "closing connection");
+        true
     }
 
     /// Asks every connection `selected(user, vhost)` picks to close, forced, with `reason`
@@ -75,8 +169,29 @@ impl Connections {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::indexing_slicing)]
 mod tests {
+    use charon_model::Table;
+
     use super::*;
+    use crate::connection_info::ChannelReport;
+
+    fn info(port: u16, connected_at: i64) -> ConnectionInfo {
+        ConnectionInfo {
+            protocol: "AMQP 0-9-1",
+            user: "ann".into(),
+            vhost: "dev".into(),
+            auth_mechanism: "PLAIN".into(),
+            local: "127.0.0.1:5672".parse().unwrap(),
+            peer: std::net::SocketAddr::from(([127, 0, 0, 1], port)),
+            ssl: false,
+            connected_at,
+            client_properties: Table::new(),
+            timeout: 60,
+            frame_max: 131_072,
+            channel_max: 2047,
+        }
+    }
 
     #[test]
     fn the_selected_connections_are_told_and_dropped_entries_forgotten() {
@@ -95,5 +210,49 @@ mod tests {
         assert_eq!(connections.close_where(|user, _| user == "ann", "user 'ann' is deleted"), 0);
         drop(kept_b);
         assert!(connections.is_empty());
+    }
+
+    #[test]
+    fn only_described_connections_are_listed_oldest_first_and_found_by_name() {
+        let connections = Arc::new(Connections::default());
+        let (a, _a_rx) = SessionSink::new(1, 8);
+        let (b, _b_rx) = SessionSink::new(2, 8);
+        let (c, _c_rx) = SessionSink::new(3, 8);
+        let ra = connections.register(&a, "ann", "dev");
+        let rb = connections.register(&b, "ann", "dev");
+        let _rc = connections.register(&c, "ann", "dev");
+        ra.describe(info(4001, 20));
+        rb.describe(info(4002, 10));
+        let names: Vec<String> = connections.list().iter().map(|l| l.info.name()).collect();
+        assert_eq!(names, ["127.0.0.1:4002 -> 127.0.0.1:5672", "127.0.0.1:4001 -> 127.0.0.1:5672"]);
+        assert_eq!(connections.find("127.0.0.1:4001 -> 127.0.0.1:5672").map(|l| l.id), Some(1));
+        assert!(connections.find("127.0.0.1:9 -> 127.0.0.1:5672").is_none());
+        drop(ra);
+        assert_eq!(connections.list().len(), 1);
+    }
+
+    #[tokio::test]
+    async fn reports_come_from_the_connections_and_the_silent_are_left_out() {
+        let connections = Arc::new(Connections::default());
+        let (a, mut a_rx) = SessionSink::new(1, 8);
+        let (b, b_rx) = SessionSink::new(2, 8);
+        let ra = connections.register(&a, "ann", "dev");
+        let rb = connections.register(&b, "ann", "dev");
+        ra.describe(info(4001, 1));
+        rb.describe(info(4002, 2));
+        drop(b_rx);
+        let answering = tokio::spawn(async move {
+            if let Some(SessionEvent::Report(reply)) = a_rx.recv().await {
+                let channel = ChannelReport { number: 1, prefetch_count: 7, ..ChannelReport::default() };
+                let _ = reply.send(ConnectionReport { state: "running", channels: vec![channel] });
+            }
+        });
+        let reports = Connections::reports(connections.list()).await;
+        answering.await.unwrap();
+        assert_eq!(reports.len(), 1);
+        let (listed, report) = &reports[0];
+        assert_eq!((listed.id, report.state, report.channels[0].prefetch_count), (1, "running", 7));
+        assert!(connections.close(1, "Closed via management plugin"));
+        assert!(!connections.close(9, "nobody"));
     }
 }

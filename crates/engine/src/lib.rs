@@ -8,7 +8,9 @@
 //! # Layout
 //! - [`access`]: users, tags, passwords and permissions, and the checks made before acting.
 //! - [`broker`]: vhosts, ids; the access registry.
-//! - [`connections`]: open connections by user and vhost, closed when either is deleted.
+//! - [`connections`]: open connections by user and vhost, closed when either is deleted;
+//!   [`connection_info`]: what the management API shows of them.
+//! - [`listeners`]: the sockets the node listens on, for the management API.
 //! - [`clock`]: the wall clock in milliseconds (a leaf: everyone reads it).
 //! - [`dead_letter`]: RabbitMQ's dead lettering, and the seam queues hand their dead letters to.
 //! - [`persist`]: the message log and the metadata store, committed off the runtime.
@@ -31,12 +33,14 @@ pub mod access;
 pub mod alarms;
 pub mod broker;
 pub mod clock;
+pub mod connection_info;
 pub mod connections;
 pub mod dead_letter;
 pub mod error;
 pub mod exchange;
 pub mod gate;
 pub mod limits;
+pub mod listeners;
 pub mod login;
 pub mod metrics;
 pub mod persist;
@@ -55,15 +59,17 @@ pub use access::{
 };
 pub use alarms::{Alarms, Resources};
 pub use broker::{Broker, BrokerConfig, UserConfig};
-pub use connections::{Connections, Registration};
+pub use connection_info::{ChannelReport, ConnectionInfo, ConnectionReport};
+pub use connections::{Connections, Listed, Registration};
 pub use error::{EngineError, ErrorKind, Inequivalence, Resource, ResourceKind};
 pub use exchange::{Binding, Destination, ExchangeInfo, ExchangeKind};
 pub use gate::Gate;
 pub use limits::{ChannelSlot, ConnectionSlot, LimitScope, Limits};
+pub use listeners::{Listener, Listeners};
 pub use policy::{ApplyTo, Policy};
 pub use queue::{
-    ConfirmTo, ConsumeSpec, ConsumerTimeout, CreditGrant, Enqueue, GetOk, Overflow, QueueHandle, QueueRef,
-    QueueSettings, QueueStats, QueueType, Settle,
+    ConfirmTo, ConsumeSpec, ConsumerReport, ConsumerTimeout, CreditGrant, Enqueue, GetOk, Overflow, QueueHandle,
+    QueueRef, QueueSettings, QueueStats, QueueType, Settle,
 };
 pub use reply_to::{ReplyConsumer, ReplyConsumers};
 pub use route_cache::RouteCache;

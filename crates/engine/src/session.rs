@@ -95,6 +95,9 @@ pub enum SessionEvent {
         /// The message.
         message: Arc<Message>,
     },
+    /// The management API asks what the connection is doing (its channels or sessions): the
+    /// connection answers from its own state, so nothing is kept up to date per message.
+    Report(tokio::sync::oneshot::Sender<crate::connection_info::ConnectionReport>),
     /// Outcome of publishes that asked for confirmation.
     Confirms {
         /// Channel (or link) that published.

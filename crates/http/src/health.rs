@@ -2,14 +2,20 @@
 //! `GET /api/health/checks/alarms` and `/api/health/checks/local-alarms` answer 200
 //! `{"status":"ok"}`, or 503 with the alarms in effect (RabbitMQ 4.0.5's bodies, observed).
 //! A single node's alarms are the cluster's, so both report the same alarms.
+//!
+//! Also `virtual-hosts`, `node-is-quorum-critical`, `port-listener/{port}` and
+//! `protocol-listener/{protocol}` (the listeners the gateway bound, from the broker's
+//! [`charon_engine::Listeners`]). `certificate-expiration` is not served.
 
 use std::sync::Arc;
 
 use axum::Json;
-use axum::extract::State;
+use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use charon_engine::Broker;
 use serde_json::{Value as JsonValue, json};
+
+use crate::error::ApiError;
 
 /// `GET /api/health/checks/alarms`.
 pub(crate) async fn alarms(State(broker): State<Arc<Broker>>) -> (StatusCode, Json<JsonValue>) {
@@ -29,4 +35,62 @@ fn check(broker: &Broker, reason: &str) -> (StatusCode, Json<JsonValue>) {
     let node = charon_engine::broker::node_name();
     let alarms: Vec<JsonValue> = resources.iter().map(|r| json!({"node": node, "resource": r})).collect();
     (StatusCode::SERVICE_UNAVAILABLE, Json(json!({"status": "failed", "reason": reason, "alarms": alarms})))
+}
+
+/// `GET /api/health/checks/virtual-hosts`: every vhost is running. A Charon vhost is live
+/// from its creation until its deletion, so the check passes while the node answers.
+pub(crate) async fn virtual_hosts() -> Json<JsonValue> {
+    Json(json!({"status": "ok"}))
+}
+
+/// `GET /api/health/checks/node-is-quorum-critical`: a single node is never critical for a
+/// quorum (4.0.5's answer on one node).
+pub(crate) async fn node_is_quorum_critical() -> Json<JsonValue> {
+    Json(json!({"status": "ok", "reason": "single node cluster"}))
+}
+
+/// `GET /api/health/checks/port-listener/{port}`.
+pub(crate) async fn port_listener(
+    State(broker): State<Arc<Broker>>,
+    Path(port): Path<String>,
+) -> Result<(StatusCode, Json<JsonValue>), ApiError> {
+    let port: u16 = port.parse().map_err(|_| ApiError::bad_request("Invalid port"))?;
+    let mut ports: Vec<u16> = broker.listeners().list().iter().map(|l| l.address.port()).collect();
+    if ports.contains(&port) {
+        return Ok((StatusCode::OK, Json(json!({"status": "ok", "port": port}))));
+    }
+    ports.sort_unstable();
+    ports.dedup();
+    let body = json!({"status": "failed", "reason": "No active listener", "missing": port, "ports": ports});
+    Ok((StatusCode::SERVICE_UNAVAILABLE, Json(body)))
+}
+
+/// `GET /api/health/checks/protocol-listener/{protocol}`; the name is normalised as RabbitMQ
+/// does (`amqp091`, `amqp0-9-1`, `amqp1.0`, ... are `amqp`; `prometheus` is `http/prometheus`).
+pub(crate) async fn protocol_listener(
+    State(broker): State<Arc<Broker>>,
+    Path(protocol): Path<String>,
+) -> (StatusCode, Json<JsonValue>) {
+    let wanted = normalise_protocol(&protocol);
+    let mut protocols: Vec<String> = Vec::new();
+    for listener in broker.listeners().list() {
+        if !protocols.contains(&listener.protocol) {
+            protocols.push(listener.protocol);
+        }
+    }
+    if protocols.contains(&wanted) {
+        return (StatusCode::OK, Json(json!({"status": "ok", "protocol": wanted})));
+    }
+    let body = json!({"status": "failed", "reason": "No active listener", "missing": protocol, "protocols": protocols});
+    (StatusCode::SERVICE_UNAVAILABLE, Json(body))
+}
+
+fn normalise_protocol(name: &str) -> String {
+    let lower = name.to_ascii_lowercase();
+    match lower.as_str() {
+        "amqp091" | "amqp0.9.1" | "amqp0-9-1" | "amqp10" | "amqp1.0" | "amqp1-0" => "amqp".to_owned(),
+        "amqps" => "amqp/ssl".to_owned(),
+        "prometheus" => "http/prometheus".to_owned(),
+        _ => lower,
+    }
 }

@@ -13,13 +13,24 @@
 //!   `/api/permissions[/{vhost}/{user}]`, `/api/topic-permissions[/{vhost}/{user}]`: users,
 //!   vhosts and permissions at runtime.
 //!
+//! - `/api/connections[/{name}[/channels]]` (GET; DELETE closes with 320 and `X-Reason`),
+//!   `/api/vhosts/{vhost}/connections|channels`, `/api/channels[/{name}]`,
+//!   `/api/consumers[/{vhost}]`: the runtime objects ([`runtime`]).
+//! - `/api/overview`, `/api/nodes[/{name}]`, `/api/cluster-name`, `/api/extensions`,
+//!   `/api/aliveness-test/{vhost}`, and the health checks `virtual-hosts`,
+//!   `node-is-quorum-critical`, `port-listener/{port}`, `protocol-listener/{protocol}`.
+//!
 //! Every request needs HTTP basic auth against the broker's users, under the broker's login
 //! policy (`loopback_users`, the failed-login throttle), by a user with a management tag; each
 //! endpoint then applies RabbitMQ's rule for it ([`auth`]). [`serve`] serves plain HTTP,
 //! [`serve_tls`] HTTPS.
 
+mod aliveness;
 mod auth;
 mod bindings;
+mod channels;
+mod connections;
+mod consumers;
 mod error;
 mod exchange_publish;
 mod exchanges;
@@ -27,13 +38,16 @@ mod health;
 pub mod json;
 mod limits;
 mod listing;
+mod nodes;
 mod objects;
+mod overview;
 mod permissions;
 mod policies;
 mod queue_actions;
 mod queue_get;
 mod queues;
 mod request;
+mod runtime;
 mod tls;
 mod topic_permissions;
 mod users;
@@ -103,6 +117,25 @@ pub fn router(broker: Arc<Broker>) -> Router {
         )
         .route("/api/health/checks/alarms", get(health::alarms))
         .route("/api/health/checks/local-alarms", get(health::local_alarms))
+        .route("/api/health/checks/virtual-hosts", get(health::virtual_hosts))
+        .route("/api/health/checks/node-is-quorum-critical", get(health::node_is_quorum_critical))
+        .route("/api/health/checks/port-listener/{port}", get(health::port_listener))
+        .route("/api/health/checks/protocol-listener/{protocol}", get(health::protocol_listener))
+        .route("/api/aliveness-test/{vhost}", get(aliveness::check))
+        .route("/api/connections", get(connections::list_all))
+        .route("/api/connections/{name}", get(connections::get_one).delete(connections::delete))
+        .route("/api/connections/{name}/channels", get(connections::channels))
+        .route("/api/vhosts/{vhost}/connections", get(connections::list_vhost))
+        .route("/api/channels", get(channels::list_all))
+        .route("/api/channels/{name}", get(channels::get_one))
+        .route("/api/vhosts/{vhost}/channels", get(channels::list_vhost))
+        .route("/api/consumers", get(consumers::list_all))
+        .route("/api/consumers/{vhost}", get(consumers::list_vhost))
+        .route("/api/overview", get(overview::overview))
+        .route("/api/cluster-name", get(overview::cluster_name))
+        .route("/api/extensions", get(overview::extensions))
+        .route("/api/nodes", get(nodes::list))
+        .route("/api/nodes/{name}", get(nodes::get_one))
         .layer(axum::middleware::from_fn_with_state(Arc::clone(&broker), auth::require_user))
         .with_state(broker)
 }
@@ -134,3 +167,7 @@ mod access_tests;
 #[cfg(test)]
 #[allow(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing)]
 mod objects_tests;
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing)]
+mod runtime_tests;

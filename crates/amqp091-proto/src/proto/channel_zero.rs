@@ -124,6 +124,7 @@ impl Connection {
         };
         self.mechanism = mechanism;
         self.username = username;
+        self.client_properties = start_ok.client_properties;
         let tune = connection::Tune {
             channel_max: self.config.channel_max,
             frame_max: self.config.frame_max,

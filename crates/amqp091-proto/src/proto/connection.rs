@@ -92,6 +92,8 @@ pub struct Connection {
     pub(super) capabilities: ClientCapabilities,
     pub(super) mechanism: String,
     pub(super) username: String,
+    /// `connection.start-ok`'s client properties, for the management API.
+    pub(super) client_properties: FieldTable,
     pub(super) last_read: Instant,
     /// The driver is not reading (blocked by an alarm): missing heartbeats prove nothing.
     reads_paused: bool,
@@ -177,6 +179,7 @@ impl Connection {
             capabilities: ClientCapabilities::default(),
             mechanism: String::new(),
             username: String::new(),
+            client_properties: FieldTable::default(),
             last_read: now,
             heartbeat_since: now,
             reads_paused: false,
@@ -207,6 +210,30 @@ impl Connection {
     #[must_use]
     pub fn max_message_size(&self) -> u64 {
         self.config.max_message_size
+    }
+
+    /// The client's properties from `connection.start-ok`.
+    #[must_use]
+    pub fn client_properties(&self) -> &FieldTable {
+        &self.client_properties
+    }
+
+    /// The SASL mechanism the client logged in with.
+    #[must_use]
+    pub fn mechanism(&self) -> &str {
+        &self.mechanism
+    }
+
+    /// The negotiated channel_max.
+    #[must_use]
+    pub fn channel_max(&self) -> u16 {
+        self.channel_max
+    }
+
+    /// The negotiated heartbeat in seconds (0: none).
+    #[must_use]
+    pub fn heartbeat_secs(&self) -> u64 {
+        self.heartbeat.map_or(0, |h| h.as_secs())
     }
 
     /// The negotiated maximum frame size.

@@ -114,6 +114,11 @@ impl UnackedTags {
         }
     }
 
+    /// How many deliveries are unacked (counted on demand, for the management API).
+    pub(crate) fn count(&self) -> usize {
+        self.slots.iter().flatten().count()
+    }
+
     /// The oldest delivery still unacked: the one the consumer timeout looks at.
     pub(crate) fn oldest(&self) -> Option<&PendingAck> {
         self.slots.iter().flatten().next()
@@ -167,6 +172,11 @@ impl ConfirmTracker {
             }
         }
         seq
+    }
+
+    /// Publishes not yet confirmed.
+    pub(crate) fn unconfirmed(&self) -> usize {
+        self.pending.len()
     }
 
     /// Whether a publish still waits for a queue's answer.

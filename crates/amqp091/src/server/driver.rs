@@ -12,7 +12,7 @@ use tokio::sync::watch;
 use tracing::Instrument;
 
 use super::session::Session;
-use crate::proto::{Connection, ConnectionConfig, ConnectionState, ReplyCode};
+use crate::proto::{Connection, ConnectionConfig, ConnectionState, Event, ReplyCode};
 
 /// Deliveries a connection may have in flight towards its socket.
 const OUTBOUND_WINDOW: u32 = 2048;
@@ -59,6 +59,7 @@ pub async fn serve<T: Transport>(
         blocked: None,
         events: Vec::with_capacity(EVENT_BATCH),
         ack_check: None,
+        connected_at: charon_engine::clock::now_ms(),
     };
     drive(stream, protocol, alarms, shutdown).instrument(span).await;
 }
@@ -76,6 +77,8 @@ struct Amqp091 {
     events: Vec<SessionEvent>,
     /// Set by the timer: a channel's oldest delivery may have timed out at this instant.
     ack_check: Option<Instant>,
+    /// When the socket was accepted, ms since the epoch (the management API's `connected_at`).
+    connected_at: i64,
 }
 
 impl Protocol for Amqp091 {
@@ -97,6 +100,9 @@ impl Protocol for Amqp091 {
             self.session.expire_unacked(now, &mut self.conn).await;
         }
         while let Some(event) = self.conn.poll_event() {
+            if matches!(event, Event::Opened { .. }) {
+                self.session.describe(&self.peer, &self.conn, self.connected_at);
+            }
             self.session.handle_event(event, &mut self.conn).await;
         }
         self.session.flush_publishes(&mut self.conn).await;
@@ -133,7 +139,12 @@ impl Protocol for Amqp091 {
             return false;
         }
         for event in self.events.drain(..) {
-            self.session.handle_engine_event(event, &mut self.conn);
+            match event {
+                SessionEvent::Report(reply) => {
+                    let _ = reply.send(self.session.report(&self.conn, self.blocked));
+                }
+                event => self.session.handle_engine_event(event, &mut self.conn),
+            }
         }
         self.session.emit_confirms(&mut self.conn);
         self.session.finish_commits(&mut self.conn).await;

@@ -17,6 +17,7 @@ mod deliver;
 pub mod driver;
 mod publish;
 mod reply_to;
+mod report;
 mod session;
 #[cfg(test)]
 mod test_queue;

@@ -328,6 +328,9 @@ impl Session {
             SessionEvent::ForceClose { reason } => {
                 conn.close(ReplyCode::ConnectionForced, &reason, (0, 0), Instant::now());
             }
+            SessionEvent::Report(reply) => {
+                let _ = reply.send(self.report(conn, None));
+            }
             SessionEvent::Confirms { channel, accepted, refused } => {
                 let Ok(channel) = u16::try_from(channel) else {
                     return;

@@ -76,6 +76,11 @@ pub(crate) struct Transaction {
 }
 
 impl Transaction {
+    /// Publishes and settlements held for the commit.
+    pub(crate) fn held(&self) -> (usize, usize) {
+        (self.publishes.len(), self.settles.len())
+    }
+
     pub(crate) fn new() -> Self {
         Self { publishes: Vec::new(), settles: Vec::new(), confirms: ConfirmTracker::new(), phase: Phase::Open }
     }

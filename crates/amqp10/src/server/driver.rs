@@ -43,9 +43,11 @@ pub async fn serve<T: Transport>(
     let alarms = broker.alarms();
     let (sink, inbox) = SessionSink::new(id, OUTBOUND_WINDOW);
     config.connection.sasl_external = peer.certificate().is_some();
+    let mut session = Session::new(id, broker, sink, inbox);
+    session.origin = Some((peer.clone(), charon_engine::clock::now_ms()));
     let protocol = Amqp10 {
         conn: Connection::new(config.connection, config.anonymous_user.is_some(), Instant::now()),
-        session: Session::new(id, broker, sink, inbox),
+        session,
         anonymous_user: config.anonymous_user,
         peer,
         login_delay: Duration::ZERO,

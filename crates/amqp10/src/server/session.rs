@@ -80,6 +80,8 @@ pub(crate) struct Session {
     /// The payload of the delivery being sent, reused for every delivery (kept at most
     /// [`RENDER_BUFFER_KEPT`] long).
     pub(crate) rendered: Vec<u8>,
+    /// Who connected and when (ms since the epoch), for the registry's details.
+    pub(crate) origin: Option<(Peer, i64)>,
 }
 
 /// The longest render buffer a connection keeps between deliveries.
@@ -177,6 +179,7 @@ impl Session {
             write_grants: WriteGrants::default(),
             management: ManagementPairs::default(),
             rendered: Vec::new(),
+            origin: None,
         }
     }
 
@@ -203,7 +206,8 @@ impl Session {
     pub(crate) async fn handle_event(&mut self, event: Event, conn: &mut Connection) {
         match event {
             Event::Opened { username, vhost } => {
-                tracing::info!(user = username, vhost, "AMQP 1.0 connection opened")
+                tracing::info!(user = username, vhost, "AMQP 1.0 connection opened");
+                self.describe(conn);
             }
             Event::SessionBegun(_) | Event::Closed => {}
             Event::SessionEnded(channel) => {
@@ -307,11 +311,48 @@ impl Session {
             SessionEvent::Reply { .. } => self.sink.outbound.release(1),
             // RabbitMQ 4.0.5 closes with an internal error quoting the reason (observed), not
             // `amqp:connection:forced` as at shutdown.
+            // RabbitMQ 4.0.5 shows no state or sessions of a 1.0 connection in the management
+            // API (observed): the report says only that it answers.
+            SessionEvent::Report(reply) => {
+                let _ = reply.send(charon_engine::ConnectionReport { state: "running", channels: Vec::new() });
+            }
             SessionEvent::ForceClose { reason } => {
                 let description = format!("Connection forced: \"{reason}\"");
                 conn.close(Some(error("amqp:internal-error", description)), std::time::Instant::now());
             }
         }
+    }
+
+    /// Records the open connection's details in the broker's registry.
+    fn describe(&self, conn: &Connection) {
+        let (Some(tracked), Some(user), Some(vhost), Some((peer, connected_at))) =
+            (&self.tracked, &self.user, &self.vhost, &self.origin)
+        else {
+            return;
+        };
+        let client_properties = conn
+            .client_properties()
+            .map(|fields| {
+                fields
+                    .iter()
+                    .map(|(key, value)| (key.as_str().to_owned(), crate::codec::value::from_amqp(value)))
+                    .collect()
+            })
+            .unwrap_or_default();
+        tracked.describe(charon_engine::ConnectionInfo {
+            protocol: "AMQP 1-0",
+            user: user.name.clone(),
+            vhost: vhost.name().to_owned(),
+            auth_mechanism: conn.mechanism().to_owned(),
+            local: peer.local(),
+            peer: peer.address(),
+            ssl: peer.tls(),
+            connected_at: *connected_at,
+            client_properties,
+            timeout: u32::try_from(conn.idle_timeout_secs()).unwrap_or(u32::MAX),
+            frame_max: conn.frame_max(),
+            channel_max: u32::from(conn.channel_max()),
+        });
     }
 
     /// Ends a session with an error and forgets its links.

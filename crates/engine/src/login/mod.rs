@@ -51,13 +51,36 @@ impl Default for LoginConfig {
 pub struct Peer {
     address: SocketAddr,
     certificate: Option<CertificateSubject>,
+    /// The broker's end of the socket, when known (the management API names connections by
+    /// both ends).
+    local: Option<SocketAddr>,
+    /// Whether the connection came over TLS.
+    tls: bool,
 }
 
 impl Peer {
     /// A peer at `address`, with the subject of its verified client certificate.
     #[must_use]
     pub fn new(address: SocketAddr, certificate: Option<CertificateSubject>) -> Self {
-        Self { address, certificate }
+        Self { address, certificate, local: None, tls: false }
+    }
+
+    /// This peer, connected to the broker's `local` address, over TLS or not.
+    #[must_use]
+    pub fn on(self, local: SocketAddr, tls: bool) -> Self {
+        Self { local: Some(local), tls, ..self }
+    }
+
+    /// The broker's end of the socket (unspecified when not recorded).
+    #[must_use]
+    pub fn local(&self) -> SocketAddr {
+        self.local.unwrap_or_else(|| SocketAddr::from(([0, 0, 0, 0], 0)))
+    }
+
+    /// Whether the connection came over TLS.
+    #[must_use]
+    pub fn tls(&self) -> bool {
+        self.tls
     }
 
     /// The peer's address.

@@ -40,6 +40,8 @@ pub(crate) enum QueueCmd {
     },
     Purge(oneshot::Sender<u32>),
     Stats(oneshot::Sender<QueueStats>),
+    /// Its consumers, for the management API.
+    Consumers(oneshot::Sender<Vec<super::requests::ConsumerReport>>),
     /// Stats for a (re)declare, which also counts as use for `x-expires`.
     Declared(oneshot::Sender<QueueStats>),
     Settings(QueueSettings),

@@ -108,6 +108,32 @@ impl Consumers {
         self.list.iter().find(|c| c.spec.id == active).map(|c| c.spec.tag.as_str())
     }
 
+    /// The consumers for the management API, highest priority first.
+    pub(super) fn report(&self) -> Vec<super::requests::ConsumerReport> {
+        let single_active = self.single_active();
+        let active = self.turns.active();
+        self.list
+            .iter()
+            .map(|c| {
+                let (is_active, status) = match (single_active, active == Some(c.spec.id)) {
+                    (false, _) => (true, "up"),
+                    (true, true) => (true, "single_active"),
+                    (true, false) => (false, "waiting"),
+                };
+                super::requests::ConsumerReport {
+                    tag: c.spec.tag.clone(),
+                    owner: c.spec.owner,
+                    ack_required: !c.spec.no_ack,
+                    prefetch_count: c.spec.prefetch,
+                    exclusive: c.spec.exclusive,
+                    active: is_active,
+                    activity_status: status,
+                    arguments: c.spec.arguments.clone(),
+                }
+            })
+            .collect()
+    }
+
     /// Consumers.
     pub(super) fn len(&self) -> usize {
         self.list.len()

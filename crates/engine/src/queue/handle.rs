@@ -161,6 +161,14 @@ impl QueueHandle {
         self.call(QueueCmd::Stats).await
     }
 
+    /// Its consumers, for the management API's `/api/consumers`.
+    ///
+    /// # Errors
+    /// NOT_FOUND when the queue is gone.
+    pub async fn consumers(&self) -> Result<Vec<super::requests::ConsumerReport>, EngineError> {
+        self.call(QueueCmd::Consumers).await
+    }
+
     /// Counters for a declare: like [`Self::stats`], and the declare counts as use of the
     /// queue (it resets the `x-expires` timer, as in RabbitMQ).
     ///

@@ -103,6 +103,27 @@ pub struct GetOk {
     pub remaining: u32,
 }
 
+/// One consumer of a queue, as the management API's `/api/consumers` reports it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ConsumerReport {
+    /// The consumer tag (0.9.1) or link name (1.0).
+    pub tag: String,
+    /// Its channel (or link) and connection.
+    pub owner: Owner,
+    /// Deliveries wait for the client's settlement.
+    pub ack_required: bool,
+    /// Its prefetch (0: none).
+    pub prefetch_count: u32,
+    /// Asked to be the only consumer.
+    pub exclusive: bool,
+    /// Receives messages now (false: waiting to become a single active consumer).
+    pub active: bool,
+    /// RabbitMQ's `activity_status`: `up`, `single_active` or `waiting`.
+    pub activity_status: &'static str,
+    /// Its consume arguments.
+    pub arguments: Table,
+}
+
 /// Queue counters.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct QueueStats {

@@ -456,6 +456,9 @@ fn apply(state: &mut QueueState, command: QueueCmd) -> Applied {
         QueueCmd::Stats(reply) => {
             let _ = reply.send(state.stats());
         }
+        QueueCmd::Consumers(reply) => {
+            let _ = reply.send(state.consumer_reports());
+        }
         QueueCmd::Declared(reply) => {
             state.touch();
             let _ = reply.send(state.stats());

@@ -25,10 +25,12 @@ impl Connection {
             "PLAIN" => plain_credentials(&response),
             "AMQPLAIN" => amqplain_credentials(&response),
             "ANONYMOUS" if self.anonymous => {
+                "ANONYMOUS".clone_into(&mut self.mechanism);
                 self.sasl_done(host.anonymous_user(), now);
                 return Ok(());
             }
             "EXTERNAL" if self.config.sasl_external => {
+                "EXTERNAL".clone_into(&mut self.mechanism);
                 self.sasl_done(host.authenticate_external(), now);
                 return Ok(());
             }
@@ -40,6 +42,7 @@ impl Connection {
         };
         let mechanism = init.mechanism.as_str();
         let user = user.filter(|(u, p)| host.authenticate(mechanism, u, p)).map(|(u, _)| u);
+        mechanism.clone_into(&mut self.mechanism);
         self.sasl_done(user, now);
         Ok(())
     }
@@ -92,6 +95,7 @@ impl Connection {
         self.remote_max_frame_size = usize::try_from(client_max).unwrap_or(usize::MAX);
         self.incoming_max_frame_size = self.config.max_frame_size;
         self.channel_max = open.channel_max.0.min(self.config.channel_max);
+        self.client_properties = open.properties.clone();
         let mut properties = OrderedMap::new();
         // RabbitMQ's keys and order: node first, then the 0.9.1 server properties.
         for (key, value) in [

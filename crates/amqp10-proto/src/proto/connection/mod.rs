@@ -132,6 +132,10 @@ pub struct Connection {
     refused_login: bool,
     /// Publisher links get no new credit (the broker's disk alarm is on).
     publishing_paused: bool,
+    /// The SASL mechanism the client logged in with, for the management API.
+    mechanism: String,
+    /// The `open` frame's properties, for the management API.
+    client_properties: Option<fe2o3_amqp_types::definitions::Fields>,
 }
 
 impl Connection {
@@ -163,6 +167,8 @@ impl Connection {
             anonymous,
             refused_login: false,
             publishing_paused: false,
+            mechanism: String::new(),
+            client_properties: None,
         };
         conn.out.extend_from_slice(SASL_HEADER);
         let mut mechanisms = vec![Symbol::from("PLAIN"), Symbol::from("AMQPLAIN")];
@@ -175,6 +181,37 @@ impl Connection {
         let offer = SaslMechanisms { sasl_server_mechanisms: Array::from(mechanisms) };
         conn.send_frame(FRAME_TYPE_SASL, 0, &offer, &[]);
         conn
+    }
+
+    /// The SASL mechanism the client logged in with.
+    #[must_use]
+    pub fn mechanism(&self) -> &str {
+        &self.mechanism
+    }
+
+    /// The client's `open` properties.
+    #[must_use]
+    pub fn client_properties(&self) -> Option<&fe2o3_amqp_types::definitions::Fields> {
+        self.client_properties.as_ref()
+    }
+
+    /// The client's `max-frame-size` (what RabbitMQ reports as the connection's `frame_max`).
+    #[must_use]
+    pub fn frame_max(&self) -> u32 {
+        u32::try_from(self.remote_max_frame_size).unwrap_or(u32::MAX)
+    }
+
+    /// The negotiated `channel-max`.
+    #[must_use]
+    pub fn channel_max(&self) -> u16 {
+        self.channel_max
+    }
+
+    /// The broker's idle time-out in seconds (RabbitMQ reports its heartbeat setting as the
+    /// connection's `timeout`).
+    #[must_use]
+    pub fn idle_timeout_secs(&self) -> u64 {
+        self.config.idle_timeout.as_secs()
     }
 
     /// Current state.

@@ -383,6 +383,10 @@ impl QueueState {
         self.arrivals.oldest(self.ready.head_seq(), self.ready.len() > 0)
     }
 
+    pub(crate) fn consumer_reports(&self) -> Vec<super::requests::ConsumerReport> {
+        self.consumers.report()
+    }
+
     pub(crate) fn stats(&self) -> QueueStats {
         let count = |n: usize| u32::try_from(n).unwrap_or(u32::MAX);
         QueueStats {

@@ -1,0 +1,87 @@
+//! `GET /api/nodes[/{name}]` (monitors only, as in RabbitMQ): the one node, with the memory and
+//! disk measurements behind its alarms and its file descriptors. Erlang's own counters
+//! (`proc_used`/`proc_total`, `run_queue`, `gc_*`, `io_*`, `mnesia_*`, `context_switches`) have
+//! no honest equivalent in Charon and are left out, as are the churn counters it does not keep.
+
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+
+use axum::Json;
+use axum::extract::{Extension, Path, State};
+use charon_engine::{Broker, User};
+use serde_json::{Value as JsonValue, json};
+
+use crate::error::ApiError;
+
+/// `is_authorized_monitor`.
+fn monitor(user: &User) -> Result<(), ApiError> {
+    if user.tags().is_monitor() { Ok(()) } else { Err(ApiError::not_authorised("Not monitor user")) }
+}
+
+/// Open file descriptors and the soft limit, read from `/proc` (off the runtime's workers);
+/// `None` where the system does not say.
+async fn file_descriptors() -> (Option<u64>, Option<u64>) {
+    tokio::task::spawn_blocking(|| {
+        let used = std::fs::read_dir("/proc/self/fd").ok().map(|dir| dir.count() as u64);
+        let total = std::fs::read_to_string("/proc/self/limits").ok().and_then(|limits| {
+            limits
+                .lines()
+                .find(|line| line.starts_with("Max open files"))
+                .and_then(|line| line.split_whitespace().nth(3))
+                .and_then(|soft| soft.parse().ok())
+        });
+        (used, total)
+    })
+    .await
+    .unwrap_or((None, None))
+}
+
+async fn node(broker: &Broker) -> JsonValue {
+    let resources = broker.resources();
+    let alarms = resources.alarms();
+    let (fd_used, fd_total) = file_descriptors().await;
+    json!({
+        "name": charon_engine::broker::node_name(),
+        "type": "disc",
+        "running": true,
+        "being_drained": false,
+        "partitions": [],
+        "os_pid": std::process::id().to_string(),
+        "processors": std::thread::available_parallelism().map_or(1, std::num::NonZero::get),
+        "uptime": u64::try_from(broker.uptime().as_millis()).unwrap_or(u64::MAX),
+        "mem_used": resources.resident_bytes.load(Ordering::Relaxed),
+        "mem_limit": resources.memory_limit_bytes.load(Ordering::Relaxed),
+        "mem_alarm": alarms.memory,
+        "mem_calculation_strategy": "rss",
+        "disk_free": resources.disk_free_bytes.load(Ordering::Relaxed),
+        "disk_free_limit": resources.disk_free_limit_bytes.load(Ordering::Relaxed),
+        "disk_free_alarm": alarms.disk,
+        "fd_used": fd_used,
+        "fd_total": fd_total,
+        "rates_mode": "none",
+        "enabled_plugins": [],
+        "exchange_types": crate::overview::exchange_types(),
+    })
+}
+
+/// `GET /api/nodes`
+pub(crate) async fn list(
+    State(broker): State<Arc<Broker>>,
+    Extension(user): Extension<User>,
+) -> Result<Json<JsonValue>, ApiError> {
+    monitor(&user)?;
+    Ok(Json(json!([node(&broker).await])))
+}
+
+/// `GET /api/nodes/{name}`
+pub(crate) async fn get_one(
+    State(broker): State<Arc<Broker>>,
+    Extension(user): Extension<User>,
+    Path(name): Path<String>,
+) -> Result<Json<JsonValue>, ApiError> {
+    monitor(&user)?;
+    if name != charon_engine::broker::node_name() {
+        return Err(ApiError::not_found());
+    }
+    Ok(Json(node(&broker).await))
+}

@@ -1,0 +1,155 @@
+//! `GET /api/overview`, `/api/cluster-name` and `/api/extensions`: what the node is, with the
+//! totals of what the user may see (RabbitMQ 4.0.5: monitors get the node's listeners and
+//! contexts and the consumer count; other management users the totals of their own vhosts and
+//! connections).
+//!
+//! Left out: what only an Erlang node has (`erlang_version`, `erlang_full_version`,
+//! `statistics_db_event_queue`), the sampled rates Charon does not keep
+//! (`sample_retention_policies`, `churn_rates`, the `*_details` rates), and `message_stats`
+//! beyond what [`message_stats`] supplies.
+
+use std::sync::Arc;
+
+use axum::Json;
+use axum::extract::{Extension, State};
+use charon_engine::{Broker, Listener, User, VHost};
+use charon_model::identity;
+use serde_json::{Value as JsonValue, json};
+
+use crate::auth;
+
+/// The exchange types Charon implements, with RabbitMQ's descriptions.
+pub(crate) fn exchange_types() -> JsonValue {
+    let types: Vec<JsonValue> = [
+        ("direct", "AMQP direct exchange, as per the AMQP specification"),
+        ("fanout", "AMQP fanout exchange, as per the AMQP specification"),
+        ("headers", "AMQP headers exchange, as per the AMQP specification"),
+        ("topic", "AMQP topic exchange, as per the AMQP specification"),
+    ]
+    .into_iter()
+    .map(|(name, description)| json!({"name": name, "description": description, "enabled": true}))
+    .collect();
+    JsonValue::Array(types)
+}
+
+/// The overview's `message_stats`: the seam for the broker-wide message counters (published,
+/// delivered, acknowledged, ... as RabbitMQ's `message_stats` names them), which the
+/// Prometheus work keeps. Empty until they are plugged in here; no number is made up.
+pub(crate) fn message_stats(_broker: &Broker) -> JsonValue {
+    json!({})
+}
+
+/// The node's listeners as the overview lists them.
+fn listeners(list: &[Listener], node: &str) -> JsonValue {
+    list.iter()
+        .map(|l| {
+            json!({
+                "node": node,
+                "protocol": l.protocol,
+                "ip_address": charon_engine::connection_info::host(l.address.ip()),
+                "port": l.address.port(),
+                "socket_opts": [],
+            })
+        })
+        .collect()
+}
+
+/// The HTTP listeners as the overview's `contexts` (RabbitMQ's web dispatch contexts).
+fn contexts(list: &[Listener], node: &str) -> JsonValue {
+    list.iter()
+        .filter_map(|l| {
+            let description = match l.protocol.as_str() {
+                "http" | "https" => "RabbitMQ Management",
+                "http/prometheus" => "RabbitMQ Prometheus",
+                _ => return None,
+            };
+            Some(json!({
+                "ssl_opts": [],
+                "node": node,
+                "description": description,
+                "path": "/",
+                "ip": charon_engine::connection_info::host(l.address.ip()),
+                "port": l.address.port().to_string(),
+            }))
+        })
+        .collect()
+}
+
+/// Queue, message and consumer totals over `vhosts`.
+async fn totals(vhosts: &[Arc<VHost>]) -> (usize, usize, u64, u64, u64, u64) {
+    let (mut queues, mut exchanges, mut ready, mut unacked, mut other, mut consumers) = (0, 0, 0, 0, 0, 0);
+    for vhost in vhosts {
+        exchanges += vhost.exchanges().len();
+        for queue in vhost.queues() {
+            queues += 1;
+            if let Ok(stats) = queue.stats().await {
+                ready += u64::from(stats.ready);
+                unacked += u64::from(stats.unacked);
+                other += u64::from(stats.dead_letters_pending);
+                consumers += u64::from(stats.consumers);
+            }
+        }
+    }
+    (queues, exchanges, ready, unacked, other, consumers)
+}
+
+/// `GET /api/overview`
+pub(crate) async fn overview(State(broker): State<Arc<Broker>>, Extension(user): Extension<User>) -> Json<JsonValue> {
+    let monitor = user.tags().is_monitor();
+    let node = charon_engine::broker::node_name();
+    let vhosts: Vec<Arc<VHost>> =
+        broker.vhosts().into_iter().filter(|v| auth::sees(&broker, &user, v.name())).collect();
+    let (queues, exchanges, ready, unacked, dead_letters, consumers) = totals(&vhosts).await;
+    let connections =
+        broker.connections().list().into_iter().filter(|l| crate::runtime::sees(&user, &l.info)).collect();
+    let reports = charon_engine::Connections::reports(connections).await;
+    let channels: usize = reports.iter().map(|(_, r)| r.channels.len()).sum();
+    let mut object_totals = json!({
+        "channels": channels,
+        "exchanges": exchanges,
+        "queues": queues,
+        "connections": reports.len(),
+    });
+    let mut body = json!({
+        "management_version": identity::VERSION,
+        "exchange_types": exchange_types(),
+        "product_version": identity::VERSION,
+        "product_name": identity::PRODUCT,
+        "rabbitmq_version": identity::VERSION,
+        "cluster_name": node,
+        "cluster_tags": {},
+        "node_tags": {},
+        "disable_stats": false,
+        "default_queue_type": "classic",
+        "message_stats": message_stats(&broker),
+        "queue_totals": {
+            "messages": ready + unacked + dead_letters,
+            "messages_ready": ready,
+            "messages_unacknowledged": unacked,
+        },
+    });
+    if monitor && let Some(totals) = object_totals.as_object_mut() {
+        totals.insert("consumers".into(), consumers.into());
+    }
+    if let Some(fields) = body.as_object_mut() {
+        if monitor {
+            let listed = broker.listeners().list();
+            fields.insert("node".into(), node.clone().into());
+            fields.insert("listeners".into(), listeners(&listed, &node));
+            fields.insert("contexts".into(), contexts(&listed, &node));
+        }
+        fields.insert("object_totals".into(), object_totals);
+    }
+    Json(body)
+}
+
+/// `GET /api/cluster-name`: a single node's cluster is named after it.
+pub(crate) async fn cluster_name() -> Json<JsonValue> {
+    Json(json!({"name": charon_engine::broker::node_name()}))
+}
+
+/// `GET /api/extensions`: the management UI's plugin extensions. Charon serves no UI, so
+/// none (4.0.5 lists its UI's `dispatcher.js`).
+pub(crate) async fn extensions() -> Json<JsonValue> {
+    Json(json!([]))
+}
