@@ -34,6 +34,7 @@ mod fidelity_to10;
 mod handshake;
 mod heartbeats;
 mod large_bodies;
+mod management_objects;
 mod nesting;
 mod prefetch;
 mod priority;
@@ -92,6 +93,7 @@ pub(crate) fn by_area() -> Vec<(&'static str, Vec<Case>)> {
         amqp10_management,
         amqp10_fe2o3,
         amqp10_management_more,
+        management_objects,
         dlx_basic,
         dlx_routing,
         dlx_history,
