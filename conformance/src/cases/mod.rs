@@ -34,6 +34,7 @@ mod fidelity_to10;
 mod handshake;
 mod heartbeats;
 mod large_bodies;
+mod management_runtime;
 mod nesting;
 mod prefetch;
 mod priority;
@@ -75,6 +76,7 @@ pub(crate) fn by_area() -> Vec<(&'static str, Vec<Case>)> {
         reply_to,
         properties,
         large_bodies,
+        management_runtime,
         errors_connection,
         nesting,
         handshake,
