@@ -94,6 +94,13 @@ pub(crate) fn cases() -> Vec<Case> {
             nodes
         ),
         case!(
+            "management.amqp10_connection_and_consumer",
+            "an AMQP 1.0 connection is listed with protocol 'AMQP 1-0' and without channels or state (4.0.5 shows no stats for it), no channels; its receiver is a consumer whose consumer_tag is the link handle and whose channel_details is []",
+            ["management", "amqp10"],
+            amqp10_connection_and_consumer
+        )
+        .timeout(30),
+        case!(
             "management.cluster_name_and_extensions",
             "GET /api/cluster-name answers {name} (the overview's cluster_name) and /api/extensions an array",
             ["management"],
@@ -498,4 +505,62 @@ async fn cluster_name_and_extensions(ctx: Ctx) -> CaseResult {
     let (status, extensions) = call(b, "GET", "/api/extensions").await?;
     check!(status == 200 && extensions.is_array(), "extensions: {status} {extensions}");
     Ok(())
+}
+
+async fn amqp10_connection_and_consumer(ctx: Ctx) -> CaseResult {
+    use fe2o3_amqp::sasl_profile::SaslProfile;
+    use fe2o3_amqp::session::Session;
+    use fe2o3_amqp::{Connection as Connection10, Receiver};
+
+    let b = ctx.broker();
+    let q = ctx.queue("q");
+    let (_c, ch) = ctx.lapin_channel().await?;
+    lk::declare_queue(&ch, &q).await?;
+    let user = ctx.user_with("", Some((".*", ".*", ".*"))).await?;
+    let hostname = format!("vhost:{}", user.vhost);
+    let mut conn = Connection10::builder()
+        .container_id(ctx.name("c"))
+        .hostname(hostname.as_str())
+        .sasl_profile(SaslProfile::Plain { username: user.user.clone(), password: user.password.clone() })
+        .open(format!("amqp://{}", user.addr()).as_str())
+        .await
+        .map_err(|e| CaseError::new(format!("amqp 1.0 open: {e:?}")))?;
+    let mut session = Session::begin(&mut conn).await.map_err(|e| CaseError::new(format!("begin: {e:?}")))?;
+    let receiver = Receiver::builder()
+        .name(ctx.name("receiver"))
+        .source(crate::fe2o3_kit::queue_addr(&q))
+        .attach(&mut session)
+        .await
+        .map_err(|e| CaseError::new(format!("attach: {e:?}")))?;
+    let outcome = async {
+        let c = wait_listed(b, "/api/connections", |c| c["user"] == user.user.as_str()).await?;
+        check_eq!(
+            (c["protocol"].clone(), c["type"].clone()),
+            (json!("AMQP 1-0"), json!("network")),
+            "protocol and type"
+        );
+        check_eq!(
+            (c["auth_mechanism"].clone(), c["vhost"].clone()),
+            (json!("PLAIN"), json!(user.vhost)),
+            "mechanism and vhost"
+        );
+        check!(c.get("channels").is_none() && c.get("state").is_none(), "no channels or state for 1.0: {c}");
+        let path = format!("/api/connections/{}/channels", segment(c["name"].as_str().unwrap_or_default()));
+        check_eq!(call(b, "GET", &path).await?, (200, json!([])), "channels of a 1.0 connection");
+        let consumers = format!("/api/consumers/{}", segment(&b.vhost));
+        let found = wait_listed(b, &consumers, |x| x["queue"]["name"] == q.as_str()).await?;
+        check_eq!(found["channel_details"].clone(), json!([]), "channel_details of a 1.0 consumer");
+        check_eq!(found["consumer_tag"].clone(), json!("0"), "consumer_tag: the link handle");
+        check_eq!(
+            (found["ack_required"].clone(), found["active"].clone()),
+            (json!(true), json!(true)),
+            "ack_required and active"
+        );
+        Ok(())
+    }
+    .await;
+    let _ = receiver.close().await;
+    let _ = session.end().await;
+    let _ = conn.close().await;
+    outcome
 }
