@@ -26,12 +26,25 @@ pub async fn request(
     auth: (&str, &str),
     body: Option<&str>,
 ) -> Result<HttpResponse, CaseError> {
+    request_with_headers(base, method, path, auth, body, &[]).await
+}
+
+/// [`request`] with extra headers (`X-Reason` on a connection's `DELETE`).
+pub async fn request_with_headers(
+    base: &str,
+    method: &str,
+    path: &str,
+    auth: (&str, &str),
+    body: Option<&str>,
+    headers: &[(&str, &str)],
+) -> Result<HttpResponse, CaseError> {
+    let extra: String = headers.iter().map(|(k, v)| format!("{k}: {v}\r\n")).collect();
     let authority = base.strip_prefix("http://").ok_or_else(|| CaseError::new(format!("not an http URL: {base}")))?;
     let authority = authority.trim_end_matches('/');
     let credentials = base64_encode(format!("{}:{}", auth.0, auth.1).as_bytes());
     let body = body.unwrap_or_default();
     let head = format!(
-        "{method} {path} HTTP/1.1\r\nHost: {authority}\r\nAuthorization: Basic {credentials}\r\n\
+        "{method} {path} HTTP/1.1\r\nHost: {authority}\r\nAuthorization: Basic {credentials}\r\n{extra}\
          Content-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
         body.len()
     );
@@ -99,7 +112,7 @@ fn base64_encode(bytes: &[u8]) -> String {
 }
 
 /// `%2F` for `/`: a vhost as a path segment.
-fn segment(text: &str) -> String {
+pub fn segment(text: &str) -> String {
     text.bytes()
         .map(|b| {
             if b.is_ascii_alphanumeric() || b"-._~".contains(&b) {

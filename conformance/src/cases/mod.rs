@@ -35,6 +35,7 @@ mod handshake;
 mod heartbeats;
 mod large_bodies;
 mod management_objects;
+mod management_runtime;
 mod nesting;
 mod prefetch;
 mod priority;
@@ -76,6 +77,7 @@ pub(crate) fn by_area() -> Vec<(&'static str, Vec<Case>)> {
         reply_to,
         properties,
         large_bodies,
+        management_runtime,
         errors_connection,
         nesting,
         handshake,

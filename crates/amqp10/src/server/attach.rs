@@ -245,7 +245,9 @@ impl Session {
         let consumer = self.broker.next_id();
         let spec = ConsumeSpec {
             id: consumer,
-            tag: attach.name.clone(),
+            // RabbitMQ 4.0.5 tags a 1.0 consumer with its link handle (`"0"`, observed in
+            // `/api/consumers`), not the link name.
+            tag: handle.to_string(),
             owner: link_owner(self.id, channel, handle),
             session: self.sink.clone(),
             no_ack: settled,

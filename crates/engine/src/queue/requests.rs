@@ -53,8 +53,8 @@ pub struct ConfirmTo {
 pub struct ConsumeSpec {
     /// Broker-unique id.
     pub id: ConsumerId,
-    /// The consumer tag the client knows it by (0.9.1), or the link's (1.0), for the
-    /// management API.
+    /// The consumer tag the client knows it by (0.9.1), or the link handle (1.0, as RabbitMQ
+    /// 4.0.5 tags it), for the management API.
     pub tag: String,
     /// The channel it belongs to.
     pub owner: Owner,
@@ -106,7 +106,7 @@ pub struct GetOk {
 /// One consumer of a queue, as the management API's `/api/consumers` reports it.
 #[derive(Clone, Debug, PartialEq)]
 pub struct ConsumerReport {
-    /// The consumer tag (0.9.1) or link name (1.0).
+    /// The consumer tag (0.9.1) or link handle (1.0).
     pub tag: String,
     /// Its channel (or link) and connection.
     pub owner: Owner,
