@@ -5,6 +5,7 @@ mod config;
 mod ctl;
 mod listener;
 mod metrics;
+mod prometheus;
 mod resources;
 mod storage;
 mod tls;
@@ -114,7 +115,9 @@ async fn run(config: Config) -> anyhow::Result<()> {
         .await
         .with_context(|| format!("binding the Prometheus endpoint to {}", config.prometheus_listen))?;
     println!("charon: prometheus listening on {}", prometheus.local_addr().context("reading the Prometheus address")?);
-    let metrics = tokio::spawn(metrics::serve(prometheus, metrics_handle, Arc::clone(&broker), shutdown_rx.clone()));
+    let identity = prometheus::Identity::load(&config.data_dir).context("reading the cluster's permanent id")?;
+    let scraper = prometheus::Scraper::new(Arc::clone(&broker), metrics_handle, identity);
+    let metrics = tokio::spawn(metrics::serve(prometheus, scraper, shutdown_rx.clone()));
     wait_for_signal().await;
     tracing::info!("shutting down: closing connections with 320 CONNECTION_FORCED");
     let _ = shutdown_tx.send(true);
