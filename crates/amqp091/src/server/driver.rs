@@ -103,6 +103,7 @@ impl Protocol for Amqp091 {
         // A method (basic.cancel) may have taken a waiting commit's last answers from the
         // inbox.
         self.session.finish_commits(&mut self.conn).await;
+        self.session.fold_counters();
     }
 
     /// RabbitMQ's memory and disk alarms: a connection that publishes while one is on is
@@ -137,6 +138,7 @@ impl Protocol for Amqp091 {
         }
         self.session.emit_confirms(&mut self.conn);
         self.session.finish_commits(&mut self.conn).await;
+        self.session.fold_counters();
         true
     }
 

@@ -6,6 +6,7 @@ use std::time::{Duration, Instant};
 
 use amq_protocol::protocol::AMQPClass;
 use charon_engine::login::{Peer, external_login};
+use charon_engine::metrics::{Counter, LocalCounters, Protocol};
 use charon_engine::{
     Action, Broker, ChannelSlot, ConnectionSlot, ConsumerId, Owner, Principal, QueueRef, Registration, Resource,
     SessionEvent, SessionId, SessionSink, User, VHost,
@@ -55,6 +56,9 @@ pub(crate) struct Session {
     pub(crate) consumer_timeout: Option<u64>,
     /// Due when a channel's oldest unacked delivery may have timed out.
     pub(crate) ack_timer: AckTimer,
+    /// RabbitMQ's global message counters, counted here and folded into the node's once
+    /// per read or event batch ([`Self::fold_counters`]).
+    pub(crate) counters: LocalCounters,
 }
 
 /// Checks logins and vhost access against the broker during the handshake.
@@ -133,6 +137,7 @@ impl Session {
             committing: Vec::new(),
             consumer_timeout,
             ack_timer: AckTimer::default(),
+            counters: LocalCounters::new(Protocol::Amqp091),
         }
     }
 
@@ -350,6 +355,7 @@ impl Session {
             let Some(tracker) = state.confirms.as_mut() else {
                 continue;
             };
+            self.counters.add(Counter::Confirmed, tracker.acked());
             for (seq, ack, multiple) in tracker.drain() {
                 if ack {
                     crate::codec::put_ack(conn.output(), *channel, seq, multiple);
@@ -358,6 +364,12 @@ impl Session {
                 }
             }
         }
+    }
+
+    /// Folds this connection's counts into the node's (once per batch: see [`LocalCounters`]).
+    pub(crate) fn fold_counters(&mut self) {
+        self.counters.set_consumers(self.consumers.len());
+        self.counters.fold();
     }
 
     fn consumer_cancelled(&mut self, consumer: ConsumerId, conn: &mut Connection) {

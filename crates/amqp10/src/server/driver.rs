@@ -84,6 +84,7 @@ impl Protocol for Amqp10 {
             self.session.handle_event(event, &mut self.conn).await;
         }
         self.session.flush_publishes(&mut self.conn).await;
+        self.session.fold_counters();
     }
 
     /// RabbitMQ's memory and disk alarms over 1.0 (and a store behind its publishers):
@@ -104,6 +105,7 @@ impl Protocol for Amqp10 {
         for event in self.events.drain(..) {
             self.session.handle_engine_event(event, &mut self.conn);
         }
+        self.session.fold_counters();
         true
     }
 

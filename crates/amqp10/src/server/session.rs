@@ -8,6 +8,7 @@ use foldhash::HashMap as FastMap;
 use foldhash::HashMapExt;
 
 use charon_engine::login::{Peer, external_login};
+use charon_engine::metrics::{LocalCounters, Protocol};
 use charon_engine::{
     Action, Broker, ConnectionSlot, ConsumerId, EngineError, Owner, Principal, QueueRef, Registration, Resource,
     ResourceKind, RouteCache, SessionEvent, SessionId, SessionSink, Settle, User, VHost, WriteGrants,
@@ -80,6 +81,11 @@ pub(crate) struct Session {
     /// The payload of the delivery being sent, reused for every delivery (kept at most
     /// [`RENDER_BUFFER_KEPT`] long).
     pub(crate) rendered: Vec<u8>,
+    /// Sending links (RabbitMQ's 1.0 publishers).
+    pub(crate) publishers: usize,
+    /// RabbitMQ's global message counters, counted here and folded into the node's once per
+    /// read or event batch ([`Self::fold_counters`]).
+    pub(crate) counters: LocalCounters,
 }
 
 /// The longest render buffer a connection keeps between deliveries.
@@ -177,7 +183,16 @@ impl Session {
             write_grants: WriteGrants::default(),
             management: ManagementPairs::default(),
             rendered: Vec::new(),
+            publishers: 0,
+            counters: LocalCounters::new(Protocol::Amqp10),
         }
+    }
+
+    /// Folds this connection's counts into the node's (once per batch: see [`LocalCounters`]).
+    pub(crate) fn fold_counters(&mut self) {
+        self.counters.set_consumers(self.consumers.len());
+        self.counters.set_publishers(self.publishers);
+        self.counters.fold();
     }
 
     pub(crate) fn login<'a>(
@@ -272,7 +287,7 @@ impl Session {
             LinkState::ManagementRequests { pair } | LinkState::ManagementResponses { pair } => {
                 self.management.forget(&pair, channel, handle);
             }
-            LinkState::Publisher { .. } => {}
+            LinkState::Publisher { .. } => self.publishers = self.publishers.saturating_sub(1),
         }
     }
 

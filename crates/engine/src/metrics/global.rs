@@ -131,13 +131,26 @@ pub struct LocalCounters {
     plain: [u64; PLAIN],
     typed: [[u64; TYPED]; TYPES],
     dirty: bool,
+    /// This connection's consumers and publishers now, and as the node last heard of them.
+    gauges: [i64; 2],
+    reported: [i64; 2],
 }
 
 impl LocalCounters {
     /// Zero counts for a connection of `protocol`.
     #[must_use]
     pub fn new(protocol: Protocol) -> Self {
-        Self { protocol, plain: [0; PLAIN], typed: [[0; TYPED]; TYPES], dirty: false }
+        Self { protocol, plain: [0; PLAIN], typed: [[0; TYPED]; TYPES], dirty: false, gauges: [0; 2], reported: [0; 2] }
+    }
+
+    /// This connection's consumers now (reported to the node at the next fold).
+    pub fn set_consumers(&mut self, n: usize) {
+        self.gauges[0] = i64::try_from(n).unwrap_or(i64::MAX);
+    }
+
+    /// This connection's publishers now (1.0 sending links).
+    pub fn set_publishers(&mut self, n: usize) {
+        self.gauges[1] = i64::try_from(n).unwrap_or(i64::MAX);
     }
 
     /// Counts `n` for `counter`.
@@ -159,12 +172,17 @@ impl LocalCounters {
     /// Adds the counts to the node's and zeroes them: one atomic per counter that moved, once
     /// per batch.
     pub fn fold(&mut self) {
-        if !std::mem::take(&mut self.dirty) {
-            return;
-        }
         let Some(shared) = global().protocols.get(self.protocol.index()) else {
             return;
         };
+        if self.gauges != self.reported {
+            shared.consumers.fetch_add(self.gauges[0] - self.reported[0], Relaxed);
+            shared.publishers.fetch_add(self.gauges[1] - self.reported[1], Relaxed);
+            self.reported = self.gauges;
+        }
+        if !std::mem::take(&mut self.dirty) {
+            return;
+        }
         for (count, atomic) in self.plain.iter_mut().zip(&shared.plain) {
             if *count != 0 {
                 atomic.fetch_add(std::mem::take(count), Relaxed);
@@ -180,8 +198,10 @@ impl LocalCounters {
     }
 }
 
+/// A connection that ends reports its last counts, and its consumers and publishers go.
 impl Drop for LocalCounters {
     fn drop(&mut self) {
+        self.gauges = [0; 2];
         self.fold();
     }
 }
