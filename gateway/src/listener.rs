@@ -45,8 +45,13 @@ pub(crate) async fn accept_loop(
             accepted = listener.accept() => match accepted {
                 Ok((stream, address)) => {
                     let (broker, settings, shutdown) = (Arc::clone(&broker), Arc::clone(&settings), shutdown.clone());
+                    let local = stream.local_addr().unwrap_or(address);
+                    tracing::info!("accepting AMQP connection {address} -> {local}");
                     match &tls {
-                        None => connections.spawn(handle(stream, Peer::new(address, None), broker, settings, shutdown)),
+                        None => {
+                            let peer = Peer::new(address, None).with_local(local);
+                            connections.spawn(handle(stream, peer, broker, settings, shutdown))
+                        }
                         Some(acceptor) => {
                             connections.spawn(handle_tls(stream, address, acceptor.clone(), broker, settings, shutdown))
                         }
@@ -90,7 +95,8 @@ async fn handle_tls(
         }
     };
     let certificate = peer_certificate(&stream, address);
-    handle(stream, Peer::new(address, certificate), broker, settings, shutdown).await;
+    let local = stream.get_ref().0.local_addr().unwrap_or(address);
+    handle(stream, Peer::new(address, certificate).with_local(local), broker, settings, shutdown).await;
 }
 
 /// The subject of the client certificate the handshake verified (the leaf), if any.

@@ -4,6 +4,7 @@
 mod config;
 mod ctl;
 mod listener;
+mod logging;
 mod metrics;
 mod prometheus;
 mod resources;
@@ -40,9 +41,7 @@ fn main() -> anyhow::Result<()> {
         };
     }
     let config = Config::load(&cli)?;
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(&config.log_level));
-    tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).init();
+    logging::init(&config.log_level, config.log_format);
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().context("starting the runtime")?;
     runtime.block_on(run(config))
 }

@@ -51,8 +51,10 @@ pub async fn serve<T: Transport>(
     let alarms = broker.alarms();
     let (sink, inbox) = SessionSink::new(id, OUTBOUND_WINDOW);
     config.connection.sasl_external = peer.certificate().is_some();
+    let mut session = Session::new(id, broker, sink, inbox, config.consumer_timeout);
+    session.name = peer.connection_name();
     let protocol = Amqp091 {
-        session: Session::new(id, broker, sink, inbox, config.consumer_timeout),
+        session,
         conn: Connection::new(config.connection, Instant::now()),
         peer,
         login_delay: Duration::ZERO,
@@ -180,5 +182,6 @@ impl Protocol for Amqp091 {
 
     async fn finish(&mut self) {
         self.session.close_all().await;
+        self.session.log_closing();
     }
 }

@@ -59,6 +59,10 @@ pub(crate) struct Session {
     /// RabbitMQ's global message counters, counted here and folded into the node's once
     /// per read or event batch ([`Self::fold_counters`]).
     pub(crate) counters: LocalCounters,
+    /// RabbitMQ's connection name (`peer -> local`), for the log lines.
+    pub(crate) name: String,
+    /// When the connection was accepted, for the closing line's duration.
+    pub(crate) started: std::time::Instant,
 }
 
 /// Checks logins and vhost access against the broker during the handshake.
@@ -137,6 +141,8 @@ impl Session {
             committing: Vec::new(),
             consumer_timeout,
             ack_timer: AckTimer::default(),
+            name: String::new(),
+            started: std::time::Instant::now(),
             counters: LocalCounters::new(Protocol::Amqp091),
         }
     }
@@ -199,7 +205,10 @@ impl Session {
     pub(crate) async fn handle_event(&mut self, event: Event, conn: &mut Connection) {
         match event {
             Event::Opened { username, vhost } => {
-                tracing::info!(user = username, vhost, "connection opened");
+                tracing::info!(
+                    "connection {}: user '{username}' authenticated and granted access to vhost '{vhost}'",
+                    self.name
+                );
             }
             Event::ChannelOpened(channel) => {
                 self.closed_by_broker.remove(&channel);
@@ -363,6 +372,21 @@ impl Session {
                     crate::codec::put_nack(conn.output(), *channel, seq, multiple);
                 }
             }
+        }
+    }
+
+    /// RabbitMQ's line for a connection that ends: its name, vhost, user and how long it
+    /// lasted (vhost and user only once it opened one).
+    pub(crate) fn log_closing(&self) {
+        let duration = self.started.elapsed().as_millis();
+        match (&self.user, &self.vhost) {
+            (Some(user), Some(vhost)) => tracing::info!(
+                "closing AMQP connection ({}, vhost: '{}', user: '{}', duration: '{duration}ms')",
+                self.name,
+                vhost.name(),
+                user.name
+            ),
+            _ => tracing::info!("closing AMQP connection ({}, duration: '{duration}ms')", self.name),
         }
     }
 

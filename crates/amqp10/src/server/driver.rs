@@ -43,9 +43,11 @@ pub async fn serve<T: Transport>(
     let alarms = broker.alarms();
     let (sink, inbox) = SessionSink::new(id, OUTBOUND_WINDOW);
     config.connection.sasl_external = peer.certificate().is_some();
+    let mut session = Session::new(id, broker, sink, inbox);
+    session.name = peer.connection_name();
     let protocol = Amqp10 {
         conn: Connection::new(config.connection, config.anonymous_user.is_some(), Instant::now()),
-        session: Session::new(id, broker, sink, inbox),
+        session,
         anonymous_user: config.anonymous_user,
         peer,
         login_delay: Duration::ZERO,
@@ -140,6 +142,7 @@ impl Protocol for Amqp10 {
 
     async fn finish(&mut self) {
         self.session.close_all().await;
+        self.session.log_closing();
     }
 }
 

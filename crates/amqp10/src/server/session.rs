@@ -86,6 +86,10 @@ pub(crate) struct Session {
     /// RabbitMQ's global message counters, counted here and folded into the node's once per
     /// read or event batch ([`Self::fold_counters`]).
     pub(crate) counters: LocalCounters,
+    /// RabbitMQ's connection name (`peer -> local`), for the log lines.
+    pub(crate) name: String,
+    /// When the connection was accepted, for the closing line's duration.
+    pub(crate) started: std::time::Instant,
 }
 
 /// The longest render buffer a connection keeps between deliveries.
@@ -184,7 +188,24 @@ impl Session {
             management: ManagementPairs::default(),
             rendered: Vec::new(),
             publishers: 0,
+            name: String::new(),
+            started: std::time::Instant::now(),
             counters: LocalCounters::new(Protocol::Amqp10),
+        }
+    }
+
+    /// RabbitMQ's line for a connection that ends: its name, vhost, user and how long it
+    /// lasted (vhost and user only once it opened one).
+    pub(crate) fn log_closing(&self) {
+        let duration = self.started.elapsed().as_millis();
+        match (&self.user, &self.vhost) {
+            (Some(user), Some(vhost)) => tracing::info!(
+                "closing AMQP connection ({}, vhost: '{}', user: '{}', duration: '{duration}ms')",
+                self.name,
+                vhost.name(),
+                user.name
+            ),
+            _ => tracing::info!("closing AMQP connection ({}, duration: '{duration}ms')", self.name),
         }
     }
 
@@ -218,7 +239,10 @@ impl Session {
     pub(crate) async fn handle_event(&mut self, event: Event, conn: &mut Connection) {
         match event {
             Event::Opened { username, vhost } => {
-                tracing::info!(user = username, vhost, "AMQP 1.0 connection opened")
+                tracing::info!(
+                    "connection {}: user '{username}' authenticated and granted access to vhost '{vhost}' (AMQP 1.0)",
+                    self.name
+                )
             }
             Event::SessionBegun(_) | Event::Closed => {}
             Event::SessionEnded(channel) => {

@@ -50,6 +50,7 @@ impl Default for LoginConfig {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Peer {
     address: SocketAddr,
+    local: Option<SocketAddr>,
     certificate: Option<CertificateSubject>,
 }
 
@@ -57,13 +58,30 @@ impl Peer {
     /// A peer at `address`, with the subject of its verified client certificate.
     #[must_use]
     pub fn new(address: SocketAddr, certificate: Option<CertificateSubject>) -> Self {
-        Self { address, certificate }
+        Self { address, local: None, certificate }
     }
 
     /// The peer's address.
     #[must_use]
     pub fn address(&self) -> SocketAddr {
         self.address
+    }
+
+    /// The address the peer connected to, as the listener accepted it.
+    #[must_use]
+    pub fn with_local(mut self, local: SocketAddr) -> Self {
+        self.local = Some(local);
+        self
+    }
+
+    /// RabbitMQ's connection name, `peer -> local` (`peer` alone when the local address is
+    /// not known), as its logs and the management API show it.
+    #[must_use]
+    pub fn connection_name(&self) -> String {
+        match self.local {
+            Some(local) => format!("{} -> {local}", self.address),
+            None => self.address.to_string(),
+        }
     }
 
     /// The verified client certificate's subject (TLS connections only).
@@ -128,7 +146,8 @@ impl LoginPolicy {
 
     /// Logs a refused login and counts it against the address.
     pub fn refuse(&self, peer: SocketAddr, mechanism: &str, name: &str, reason: &str) {
-        tracing::warn!(%peer, user = name, mechanism, "{mechanism} login refused: user '{name}' - {reason}");
+        // RabbitMQ's level and text (`Error on AMQP connection ...` then this line).
+        tracing::error!(%peer, user = name, mechanism, "{mechanism} login refused: user '{name}' - {reason}");
         self.throttle.record_failure(peer.ip(), Instant::now());
     }
 
