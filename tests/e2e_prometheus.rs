@@ -36,12 +36,13 @@ fn parse(text: &str) -> prometheus_parse::Scrape {
 fn value(scrape: &prometheus_parse::Scrape, metric: &str, labels: &[(&str, &str)]) -> Option<f64> {
     scrape.samples.iter().find_map(|s| {
         let matches = s.metric == metric && labels.iter().all(|(k, v)| s.labels.get(k) == Some(*v));
-        matches.then(|| match s.value {
+        let value = match s.value {
             prometheus_parse::Value::Counter(v)
             | prometheus_parse::Value::Gauge(v)
             | prometheus_parse::Value::Untyped(v) => v,
             _ => f64::NAN,
-        })
+        };
+        matches.then_some(value)
     })
 }
 

@@ -9,6 +9,8 @@ mod family;
 mod global;
 mod identity;
 mod stream;
+#[cfg(test)]
+mod tests;
 
 use std::sync::Arc;
 
