@@ -37,6 +37,7 @@ mod large_bodies;
 mod nesting;
 mod prefetch;
 mod priority;
+mod prometheus;
 mod properties;
 mod queue_types;
 mod queues;
@@ -103,5 +104,6 @@ pub(crate) fn by_area() -> Vec<(&'static str, Vec<Case>)> {
         dlx_fallback,
         dlx_guarantee,
         tx,
+        prometheus,
     ]
 }
