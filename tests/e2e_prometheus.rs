@@ -194,3 +194,58 @@ async fn the_aggregated_output_does_not_grow_with_the_queues() {
     promtool(&per_object);
     conn.close(200, "bye".into()).await.expect("close");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn amqp10_publishes_deliveries_publishers_and_consumers_are_counted_under_amqp10() {
+    use fe2o3_amqp::{Connection as Amqp10Connection, Receiver, Sender, Session};
+    let charon = support::Charon::start();
+    let conn = Connection::connect(&charon.url(), ConnectionProperties::default()).await.expect("connect");
+    let channel = conn.create_channel().await.expect("channel");
+    channel.queue_declare("prom10".into(), QueueDeclareOptions::default(), FieldTable::default()).await.unwrap();
+    let mut connection = Amqp10Connection::builder()
+        .container_id("prom10")
+        .hostname("vhost:/")
+        .sasl_profile(fe2o3_amqp::sasl_profile::SaslProfile::Plain {
+            username: "guest".into(),
+            password: "guest".into(),
+        })
+        .open(format!("amqp://127.0.0.1:{}", charon.port).as_str())
+        .await
+        .expect("1.0 open");
+    let mut session = Session::begin(&mut connection).await.unwrap();
+    let mut sender = Sender::attach(&mut session, "s", "/queues/prom10").await.unwrap();
+    let mut receiver = Receiver::attach(&mut session, "r", "/queues/prom10").await.unwrap();
+    for body in ["one", "two"] {
+        sender.send(body).await.unwrap().accepted_or("rejected").unwrap();
+    }
+    for _ in 0..2 {
+        let delivery = tokio::time::timeout(Duration::from_secs(5), receiver.recv::<String>()).await.unwrap().unwrap();
+        receiver.accept(&delivery).await.unwrap();
+    }
+    let amqp10 = [("protocol", "amqp10")];
+    let classic = [("protocol", "amqp10"), ("queue_type", "rabbit_classic_queue")];
+    let text =
+        settle(&charon, |s| value(s, "rabbitmq_global_messages_acknowledged_total", &classic) == Some(2.0)).await;
+    let scrape = parse(&text);
+    let at =
+        |metric: &str, labels: &[(&str, &str)]| value(&scrape, metric, labels).unwrap_or_else(|| panic!("{metric}"));
+    assert_eq!(at("rabbitmq_global_messages_received_total", &amqp10), 2.0);
+    assert_eq!(at("rabbitmq_global_messages_received_confirm_total", &amqp10), 2.0);
+    assert_eq!(at("rabbitmq_global_messages_routed_total", &amqp10), 2.0);
+    assert_eq!(at("rabbitmq_global_messages_confirmed_total", &amqp10), 2.0);
+    assert_eq!(at("rabbitmq_global_messages_delivered_consume_manual_ack_total", &classic), 2.0);
+    assert_eq!(at("rabbitmq_global_publishers", &amqp10), 1.0);
+    assert_eq!(at("rabbitmq_global_consumers", &amqp10), 1.0);
+    assert_eq!(at("rabbitmq_global_messages_received_total", &[("protocol", "amqp091")]), 0.0);
+    assert_eq!(at("rabbitmq_connections", &[]), 2.0);
+    sender.close().await.unwrap();
+    receiver.close().await.unwrap();
+    session.end().await.unwrap();
+    connection.close().await.unwrap();
+    settle(&charon, |s| {
+        value(s, "rabbitmq_global_publishers", &amqp10) == Some(0.0)
+            && value(s, "rabbitmq_global_consumers", &amqp10) == Some(0.0)
+            && value(s, "rabbitmq_connections", &[]) == Some(1.0)
+    })
+    .await;
+}
