@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Runs every test on a fresh machine: installs the Python clients the interop tests use into
-# .venv and the Node.js ones into tests/node/node_modules, then lints and tests the whole
-# workspace.
+# .venv, the Node.js ones into tests/node/node_modules and promtool (apt), then lints and
+# tests the whole workspace.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -17,6 +17,14 @@ export CHARON_PYTHON="$PWD/.venv/bin/python"
 if [ ! -d tests/node/node_modules ] || ! cmp -s tests/node/package-lock.json tests/node/node_modules/.charon-package-lock.json; then
   (cd tests/node && npm ci --no-audit --no-fund --silent)
   cp tests/node/package-lock.json tests/node/node_modules/.charon-package-lock.json
+fi
+# promtool (Debian's `prometheus` package) checks a live scrape of the binary in
+# tests/e2e_prometheus.rs; installed only when absent.
+if ! command -v promtool >/dev/null; then
+  SUDO=""
+  [ "$(id -u)" -eq 0 ] || SUDO="sudo"
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends prometheus >/dev/null
 fi
 # A clean checkout gains nothing from incremental state, which would double the build on disk.
 export CARGO_INCREMENTAL="${CARGO_INCREMENTAL:-0}"

@@ -17,8 +17,9 @@ const PER_QUEUE: &str = "charon_queue_messages_dead_lettered_total";
 
 async fn scrape(charon: &support::Charon) -> String {
     let base = format!("http://127.0.0.1:{}", charon.prometheus_port);
-    let response =
-        conformance::admin::request(&base, "GET", "/metrics", ("guest", "guest"), None).await.expect("GET /metrics");
+    let response = conformance::admin::request(&base, "GET", "/metrics/per-object", ("guest", "guest"), None)
+        .await
+        .expect("GET /metrics/per-object");
     assert_eq!(response.status, 200);
     response.body
 }

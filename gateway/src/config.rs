@@ -1,6 +1,7 @@
 //! Configuration: command-line flags over an optional TOML file over RabbitMQ's defaults
 //! (127.0.0.1:5672, user guest/guest, vhost `/`).
 
+use crate::logging::LogFormat;
 use std::path::PathBuf;
 
 use anyhow::{Context, bail};
@@ -32,6 +33,10 @@ pub(crate) struct Cli {
     /// Log level or filter (`info`, `debug`, `charon_amqp091=trace`, ...).
     #[arg(long)]
     log_level: Option<String>,
+    /// Log line format: `text` (coloured only on a terminal) or `json` (one object per line).
+    /// Default `text`.
+    #[arg(long, value_enum)]
+    log_format: Option<LogFormat>,
     /// Accept SASL ANONYMOUS on AMQP 1.0, logging in as this configured user (off unless set).
     #[arg(long)]
     anonymous_user: Option<String>,
@@ -145,6 +150,7 @@ struct FileConfig {
     users: Option<Vec<FileUser>>,
     vhosts: Option<Vec<String>>,
     log_level: Option<String>,
+    log_format: Option<LogFormat>,
     anonymous_user: Option<String>,
     http_listen: Option<String>,
     prometheus_listen: Option<String>,
@@ -253,6 +259,7 @@ pub(crate) struct Config {
     pub(crate) users: Vec<UserConfig>,
     pub(crate) vhosts: Vec<String>,
     pub(crate) log_level: String,
+    pub(crate) log_format: LogFormat,
     pub(crate) anonymous_user: Option<String>,
     pub(crate) http_listen: String,
     pub(crate) prometheus_listen: String,
@@ -377,6 +384,7 @@ impl Config {
             cli.vhosts.clone()
         };
         let log_level = cli.log_level.clone().or(file.log_level).unwrap_or_else(|| "info".to_owned());
+        let log_format = cli.log_format.or(file.log_format).unwrap_or_default();
         let anonymous_user = cli.anonymous_user.clone().or(file.anonymous_user);
         if let Some(name) = &anonymous_user
             && !users.iter().any(|u| &u.name == name)
@@ -440,6 +448,7 @@ impl Config {
             users,
             vhosts,
             log_level,
+            log_format,
             anonymous_user,
             http_listen,
             prometheus_listen,

@@ -46,6 +46,7 @@ pub(crate) async fn accept_loop(
                 Ok((stream, address)) => {
                     let (broker, settings, shutdown) = (Arc::clone(&broker), Arc::clone(&settings), shutdown.clone());
                     let local = stream.local_addr().unwrap_or_else(|_| SocketAddr::from(([0, 0, 0, 0], 0)));
+                    tracing::info!("accepting AMQP connection {address} -> {local}");
                     match &tls {
                         None => {
                             let peer = Peer::new(address, None).on(local, false);

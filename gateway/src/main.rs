@@ -4,7 +4,9 @@
 mod config;
 mod ctl;
 mod listener;
+mod logging;
 mod metrics;
+mod prometheus;
 mod resources;
 mod storage;
 mod tls;
@@ -39,9 +41,7 @@ fn main() -> anyhow::Result<()> {
         };
     }
     let config = Config::load(&cli)?;
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(&config.log_level));
-    tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).init();
+    logging::init(&config.log_level, config.log_format);
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().context("starting the runtime")?;
     runtime.block_on(run(config))
 }
@@ -122,7 +122,9 @@ async fn run(config: Config) -> anyhow::Result<()> {
     let local = prometheus.local_addr().context("reading the Prometheus address")?;
     println!("charon: prometheus listening on {local}");
     broker.listeners().add("http/prometheus", local);
-    let metrics = tokio::spawn(metrics::serve(prometheus, metrics_handle, Arc::clone(&broker), shutdown_rx.clone()));
+    let identity = prometheus::Identity::load(&config.data_dir).context("reading the cluster's permanent id")?;
+    let scraper = prometheus::Scraper::new(Arc::clone(&broker), metrics_handle, identity);
+    let metrics = tokio::spawn(metrics::serve(prometheus, scraper, shutdown_rx.clone()));
     wait_for_signal().await;
     tracing::info!("shutting down: closing connections with 320 CONNECTION_FORCED");
     let _ = shutdown_tx.send(true);

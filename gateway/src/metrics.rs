@@ -1,15 +1,20 @@
-//! The Prometheus endpoint: the `metrics` recorder is installed at start and its rendering is
-//! served on `/metrics`, RabbitMQ's path (`rabbitmq_prometheus`, port 15692).
-
-use std::sync::Arc;
+//! The Prometheus endpoint on RabbitMQ's paths (`rabbitmq_prometheus`, port 15692):
+//! `/metrics`, `/metrics/per-object` and `/metrics/detailed` (see [`crate::prometheus`]).
 
 use anyhow::Context;
 use axum::Router;
+use axum::extract::{RawQuery, State};
+use axum::http::header::CONTENT_TYPE;
+use axum::response::IntoResponse;
 use axum::routing::get;
-use charon_engine::Broker;
 use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle};
 use tokio::net::TcpListener;
 use tokio::sync::watch;
+
+use crate::prometheus::{Scraper, Selection};
+
+/// RabbitMQ's content type (the text format, version 0.0.4).
+const TEXT: &str = "text/plain; version=0.0.4";
 
 /// Installs the recorder and creates RabbitMQ's dead-letter series at zero.
 pub(crate) fn install() -> anyhow::Result<PrometheusHandle> {
@@ -18,25 +23,34 @@ pub(crate) fn install() -> anyhow::Result<PrometheusHandle> {
     Ok(handle)
 }
 
-/// Serves `/metrics` until `shutdown` turns true: the facade's series, then the per-queue
-/// series read from the live queues.
-pub(crate) async fn serve(
-    listener: TcpListener,
-    handle: PrometheusHandle,
-    broker: Arc<Broker>,
-    mut shutdown: watch::Receiver<bool>,
-) {
-    let render = move || {
-        let mut text = handle.render();
-        text.push_str(&charon_engine::metrics::render_queue_counters(&broker));
-        text.push_str(&charon_engine::metrics::render_resources(&broker));
-        std::future::ready(text)
-    };
-    let app = Router::new().route("/metrics", get(render));
+/// The endpoint's routes.
+pub(crate) fn router(scraper: Scraper) -> Router {
+    Router::new()
+        .route("/metrics", get(aggregated))
+        .route("/metrics/per-object", get(per_object))
+        .route("/metrics/detailed", get(detailed))
+        .with_state(scraper)
+}
+
+async fn aggregated(State(scraper): State<Scraper>) -> impl IntoResponse {
+    ([(CONTENT_TYPE, TEXT)], scraper.aggregated())
+}
+
+async fn per_object(State(scraper): State<Scraper>) -> impl IntoResponse {
+    ([(CONTENT_TYPE, TEXT)], crate::prometheus::body(scraper.per_object()))
+}
+
+async fn detailed(State(scraper): State<Scraper>, RawQuery(query): RawQuery) -> impl IntoResponse {
+    let selection = Selection::parse(query.as_deref());
+    ([(CONTENT_TYPE, TEXT)], crate::prometheus::body(scraper.detailed(&selection)))
+}
+
+/// Serves the endpoint until `shutdown` turns true.
+pub(crate) async fn serve(listener: TcpListener, scraper: Scraper, mut shutdown: watch::Receiver<bool>) {
     let stopped = async move {
         let _ = shutdown.wait_for(|stop| *stop).await;
     };
-    if let Err(error) = axum::serve(listener, app).with_graceful_shutdown(stopped).await {
+    if let Err(error) = axum::serve(listener, router(scraper)).with_graceful_shutdown(stopped).await {
         tracing::error!(%error, "the Prometheus endpoint failed");
     }
 }

@@ -52,10 +52,12 @@ fn check(resources: &Resources, store: &Persistence, data_dir: &Path, memory_lim
     resources.resident_bytes.store(resident, Ordering::Relaxed);
     let memory_alarm = resident > memory_limit;
     if memory_alarm != resources.alarms().memory {
+        let node = charon_engine::broker::node_name();
         if memory_alarm {
-            tracing::warn!(resident, memory_limit, "memory resource limit alarm set: publishers are blocked");
+            tracing::warn!(resident, memory_limit, "memory resource limit alarm set on node {node}.");
+            tracing::warn!("*** Publishers will be blocked until this alarm clears ***");
         } else {
-            tracing::warn!(resident, memory_limit, "memory resource limit alarm cleared");
+            tracing::warn!(resident, memory_limit, "memory resource limit alarm cleared on node {node}");
         }
         resources.set_memory_alarm(memory_alarm);
     }
@@ -64,10 +66,12 @@ fn check(resources: &Resources, store: &Persistence, data_dir: &Path, memory_lim
     let low = free < disk_free_limit;
     store.log.set_disk_low(low);
     let was_low = resources.alarms().disk;
+    let node = charon_engine::broker::node_name();
     if low && !was_low {
-        tracing::warn!(free, disk_free_limit, "disk resource limit alarm set: publishers are blocked");
+        tracing::warn!(free, disk_free_limit, "disk resource limit alarm set on node {node}.");
+        tracing::warn!("*** Publishers will be blocked until this alarm clears ***");
     } else if !low && was_low && !store.log.is_failing() {
-        tracing::warn!(free, disk_free_limit, "disk resource limit alarm cleared");
+        tracing::warn!(free, disk_free_limit, "disk resource limit alarm cleared on node {node}");
     }
     resources.set_disk_low(low);
 }

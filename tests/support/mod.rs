@@ -22,6 +22,8 @@ pub struct Charon {
     pub amqps_port: Option<u16>,
     /// The HTTPS management API port, when TLS is configured.
     pub https_port: Option<u16>,
+    /// Everything it wrote on stderr so far.
+    stderr: std::sync::Arc<std::sync::Mutex<String>>,
 }
 
 impl Charon {
@@ -63,13 +65,19 @@ impl Charon {
             .spawn()
             .expect("spawn charon");
         let stderr = child.stderr.take().expect("stderr");
-        // Forwards the broker's stderr and keeps it, for the error of a start that fails.
+        // Forwards the broker's stderr and keeps it, for the error of a start that fails and
+        // for tests of the log lines.
+        let kept = std::sync::Arc::new(std::sync::Mutex::new(String::new()));
+        let keeping = std::sync::Arc::clone(&kept);
         let stderr_reader = std::thread::spawn(move || {
             let mut seen = String::new();
             for line in BufReader::new(stderr).lines().map_while(Result::ok) {
                 eprintln!("{line}");
                 seen.push_str(&line);
                 seen.push('\n');
+                let mut kept = keeping.lock().unwrap();
+                kept.push_str(&line);
+                kept.push('\n');
             }
             seen
         });
@@ -109,7 +117,13 @@ impl Charon {
             prometheus_port: ports["prometheus"],
             amqps_port: ports.get("amqps").copied(),
             https_port: ports.get("https").copied(),
+            stderr: kept,
         })
+    }
+
+    /// What it wrote on stderr so far.
+    pub fn stderr(&self) -> String {
+        self.stderr.lock().unwrap().clone()
     }
 
     /// Kills the process with SIGKILL (no shutdown work at all) and waits for it.

@@ -39,6 +39,7 @@ mod management_runtime;
 mod nesting;
 mod prefetch;
 mod priority;
+mod prometheus;
 mod properties;
 mod queue_types;
 mod queues;
@@ -107,5 +108,6 @@ pub(crate) fn by_area() -> Vec<(&'static str, Vec<Case>)> {
         dlx_fallback,
         dlx_guarantee,
         tx,
+        prometheus,
     ]
 }

@@ -13,6 +13,7 @@ use charon_store::meta::StoredLimit;
 use parking_lot::{Mutex, RwLock};
 
 use crate::error::EngineError;
+use crate::metrics::Churn;
 use crate::persist::Persistence;
 
 /// Whose limits.
@@ -174,6 +175,7 @@ impl Limits {
         }
         *counts.vhost_connections.entry(vhost.to_owned()).or_default() += 1;
         *counts.user_connections.entry(user.to_owned()).or_default() += 1;
+        crate::metrics::global().churn(Churn::ConnectionsOpened);
         Ok(ConnectionSlot { limits: Arc::clone(self), user: user.to_owned(), vhost: vhost.to_owned() })
     }
 
@@ -194,6 +196,7 @@ impl Limits {
             )));
         }
         *counts.user_channels.entry(user.to_owned()).or_default() += 1;
+        crate::metrics::global().churn(Churn::ChannelsOpened);
         Ok(ChannelSlot { limits: Arc::clone(self), user: user.to_owned() })
     }
 }
@@ -217,6 +220,7 @@ pub struct ConnectionSlot {
 
 impl Drop for ConnectionSlot {
     fn drop(&mut self) {
+        crate::metrics::global().churn(Churn::ConnectionsClosed);
         let mut counts = self.limits.counts.lock();
         release(&mut counts.vhost_connections, &self.vhost);
         release(&mut counts.user_connections, &self.user);
@@ -232,6 +236,7 @@ pub struct ChannelSlot {
 
 impl Drop for ChannelSlot {
     fn drop(&mut self) {
+        crate::metrics::global().churn(Churn::ChannelsClosed);
         release(&mut self.limits.counts.lock().user_channels, &self.user);
     }
 }

@@ -11,12 +11,19 @@
 
 use std::fmt::Write as _;
 
+mod global;
+
+pub use global::{
+    Churn, Counter, GlobalCounters, LocalCounters, MessageCounts, Protocol, QUEUE_TYPES, TypedCounter, global,
+};
+
 use charon_model::DeathReason;
 use metrics::{Unit, counter, describe_counter};
 
 use crate::broker::Broker;
 pub use crate::dead_letter::counts::{DeadLetterCounts, DeadLetterStrategy, count_dead_letter};
 use crate::dead_letter::counts::{REASONS, STRATEGIES, global_name};
+use crate::queue::QueueRef;
 
 /// Per-queue counter: `charon_queue_messages_dead_lettered_total{vhost,queue,reason,strategy}`
 /// (`strategy` as RabbitMQ's `dead_letter_strategy` label: `disabled` counts drops).
@@ -41,58 +48,106 @@ pub const DEAD_LETTERS_DROPPED: &str = "charon_dead_letters_dropped_total";
 /// then each vhost's dropped dead-letter events (every vhost, zero included).
 #[must_use]
 pub fn render_queue_counters(broker: &Broker) -> String {
-    let mut out = format!(
-        "# HELP {QUEUE_DEAD_LETTERED} Messages dead-lettered (or dropped) per queue and reason\n\
-         # TYPE {QUEUE_DEAD_LETTERED} counter\n"
-    );
-    let mut pending = format!(
-        "# HELP {QUEUE_DEAD_LETTERS_PENDING} At-least-once dead letters waiting in the queue for their targets\n\
-         # TYPE {QUEUE_DEAD_LETTERS_PENDING} gauge\n"
-    );
-    let mut oldest = format!(
-        "# HELP {QUEUE_OLDEST_MESSAGE_AGE} Age of the oldest ready message in the queue\n\
-         # TYPE {QUEUE_OLDEST_MESSAGE_AGE} gauge\n"
-    );
+    let queues = sorted_queues(broker);
     let now = crate::clock::now_ms();
-    let mut events = format!(
-        "# HELP {DEAD_LETTER_EVENTS_DROPPED} Dead-letter events dropped because the event buffer was full\n\
-         # TYPE {DEAD_LETTER_EVENTS_DROPPED} counter\n"
-    );
+    let mut out = String::new();
+    for series in QueueSeries::ALL {
+        out.push_str(series.header());
+        series.rows(&queues, now, &mut out);
+    }
+    out.push_str(&render_vhost_counters(broker));
+    out
+}
+
+/// Every live queue, by vhost and then by name: the order of the per-queue series.
+#[must_use]
+pub fn sorted_queues(broker: &Broker) -> Vec<QueueRef> {
+    let mut all = Vec::new();
     for vhost in broker.vhosts() {
-        let _ = writeln!(
-            events,
-            "{DEAD_LETTER_EVENTS_DROPPED}{{vhost=\"{}\"}} {}",
-            escape_label(vhost.name()),
-            vhost.dead_letter_events().dropped()
-        );
         let mut queues = vhost.queues();
         queues.sort_by(|a, b| a.name().cmp(b.name()));
+        all.extend(queues);
+    }
+    all
+}
+
+/// Charon's per-queue families, rendered a slice of queues at a time so that a scrape of many
+/// queues can be streamed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum QueueSeries {
+    /// [`QUEUE_DEAD_LETTERED`].
+    DeadLettered,
+    /// [`QUEUE_DEAD_LETTERS_PENDING`].
+    Pending,
+    /// [`QUEUE_OLDEST_MESSAGE_AGE`].
+    OldestAge,
+}
+
+impl QueueSeries {
+    /// In exposition order.
+    pub const ALL: [Self; 3] = [Self::DeadLettered, Self::Pending, Self::OldestAge];
+
+    /// The family's `# HELP` and `# TYPE` lines.
+    #[must_use]
+    pub fn header(self) -> &'static str {
+        match self {
+            Self::DeadLettered => concat!(
+                "# HELP charon_queue_messages_dead_lettered_total Messages dead-lettered (or dropped) per queue and reason\n",
+                "# TYPE charon_queue_messages_dead_lettered_total counter\n"
+            ),
+            Self::Pending => concat!(
+                "# HELP charon_queue_dead_letters_pending At-least-once dead letters waiting in the queue for their targets\n",
+                "# TYPE charon_queue_dead_letters_pending gauge\n"
+            ),
+            Self::OldestAge => concat!(
+                "# HELP charon_queue_oldest_message_age_seconds Age of the oldest ready message in the queue\n",
+                "# TYPE charon_queue_oldest_message_age_seconds gauge\n"
+            ),
+        }
+    }
+
+    /// The family's lines for `queues` (`now`: ms since epoch, for the ages).
+    pub fn rows(self, queues: &[QueueRef], now: i64, out: &mut String) {
+        use std::sync::atomic::Ordering::Relaxed;
         for queue in queues {
-            let labels = format!("vhost=\"{}\",queue=\"{}\"", escape_label(vhost.name()), escape_label(queue.name()));
-            let waiting = queue.dead_letters_pending.load(std::sync::atomic::Ordering::Relaxed);
-            let _ = writeln!(pending, "{QUEUE_DEAD_LETTERS_PENDING}{{{labels}}} {waiting}");
-            let arrived = queue.oldest_ready_at.load(std::sync::atomic::Ordering::Relaxed);
-            let age = if arrived == 0 { 0.0 } else { now.saturating_sub(arrived).max(0) as f64 / 1000.0 };
-            let _ = writeln!(oldest, "{QUEUE_OLDEST_MESSAGE_AGE}{{{labels}}} {age}");
-            for reason in REASONS {
-                for strategy in STRATEGIES {
-                    let count = queue.dead_lettered.get(strategy, reason);
-                    if count > 0 {
-                        let _ = writeln!(
-                            out,
-                            "{QUEUE_DEAD_LETTERED}{{vhost=\"{}\",queue=\"{}\",reason=\"{}\",strategy=\"{}\"}} {count}",
-                            escape_label(vhost.name()),
-                            escape_label(queue.name()),
-                            reason.as_str(),
-                            strategy.label()
-                        );
+            let (vhost, name) = (escape_label(&queue.config.vhost), escape_label(queue.name()));
+            match self {
+                Self::DeadLettered => {
+                    for reason in REASONS {
+                        for strategy in STRATEGIES {
+                            let count = queue.dead_lettered.get(strategy, reason);
+                            if count > 0 {
+                                let _ = writeln!(
+                                    out,
+                                    "{QUEUE_DEAD_LETTERED}{{vhost=\"{vhost}\",queue=\"{name}\",reason=\"{}\",strategy=\"{}\"}} {count}",
+                                    reason.as_str(),
+                                    strategy.label()
+                                );
+                            }
+                        }
                     }
+                }
+                Self::Pending => {
+                    let waiting = queue.dead_letters_pending.load(Relaxed);
+                    let _ =
+                        writeln!(out, "{QUEUE_DEAD_LETTERS_PENDING}{{vhost=\"{vhost}\",queue=\"{name}\"}} {waiting}");
+                }
+                Self::OldestAge => {
+                    let arrived = queue.oldest_ready_at.load(Relaxed);
+                    let age = if arrived == 0 { 0.0 } else { now.saturating_sub(arrived).max(0) as f64 / 1000.0 };
+                    let _ = writeln!(out, "{QUEUE_OLDEST_MESSAGE_AGE}{{vhost=\"{vhost}\",queue=\"{name}\"}} {age}");
                 }
             }
         }
     }
-    out.push_str(&pending);
-    out.push_str(&oldest);
+}
+
+/// The per-vhost families: dead letters dropped where RabbitMQ drops them silently, and the
+/// dead-letter events dropped (every vhost, zero included). Bounded by the vhosts and the
+/// queues that dropped, not by all queues.
+#[must_use]
+pub fn render_vhost_counters(broker: &Broker) -> String {
+    let mut out = String::new();
     let _ = writeln!(
         out,
         "# HELP {DEAD_LETTERS_DROPPED} Dead letters RabbitMQ would drop silently, by the queue they died in and why\n\
@@ -109,12 +164,24 @@ pub fn render_queue_counters(broker: &Broker) -> String {
             );
         }
     }
-    out.push_str(&events);
+    let _ = writeln!(
+        out,
+        "# HELP {DEAD_LETTER_EVENTS_DROPPED} Dead-letter events dropped because the event buffer was full\n\
+         # TYPE {DEAD_LETTER_EVENTS_DROPPED} counter"
+    );
+    for vhost in broker.vhosts() {
+        let _ = writeln!(
+            out,
+            "{DEAD_LETTER_EVENTS_DROPPED}{{vhost=\"{}\"}} {}",
+            escape_label(vhost.name()),
+            vhost.dead_letter_events().dropped()
+        );
+    }
     out
 }
 
 /// Escapes a label value as the Prometheus text format requires (backslash, quote, newline).
-fn escape_label(value: &str) -> String {
+pub fn escape_label(value: &str) -> String {
     value.replace('\\', "\\\\").replace('"', "\\\"").replace('\n', "\\n")
 }
 

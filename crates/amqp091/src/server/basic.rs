@@ -4,6 +4,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use amq_protocol::protocol::{AMQPClass, basic};
+use charon_engine::metrics::TypedCounter;
 use charon_engine::reply_to::PSEUDO_QUEUE;
 use charon_engine::{Action, ConsumeSpec, Settle};
 use rand::Rng;
@@ -145,7 +146,9 @@ impl Session {
         let got = queue.get(owner, g.no_ack).await?;
         let state = self.channel(channel)?;
         state.touch(&queue);
+        let queue_type = queue.config.queue_type;
         let Some(got) = got else {
+            self.counters.add_typed(queue_type, TypedCounter::GetEmpty, 1);
             conn.send_method(channel, &AMQPClass::Basic(basic::AMQPMethod::GetEmpty(basic::GetEmpty {})));
             return Ok(());
         };
@@ -156,6 +159,11 @@ impl Session {
                 PendingAck { queue: Arc::clone(&queue), seq: got.delivery.seq, consumed: false, delivered_at };
             state.unacked.push(tag, pending);
             self.watch_oldest(channel);
+        }
+        let how = if g.no_ack { TypedCounter::GetAutoAck } else { TypedCounter::GetManualAck };
+        self.counters.add_typed(queue_type, how, 1);
+        if got.delivery.redelivered {
+            self.counters.add_typed(queue_type, TypedCounter::Redelivered, 1);
         }
         let message = &got.delivery.message;
         let ok = basic::GetOk {
@@ -199,6 +207,10 @@ impl Session {
         let consumed = settled.iter().filter(|p| p.consumed).count();
         let gate = Arc::clone(&self.channel(channel)?.global_limit);
         for (queue, seqs) in by_queue(settled) {
+            if how == Settle::Ack {
+                let acked = u64::try_from(seqs.len()).unwrap_or(u64::MAX);
+                self.counters.add_typed(queue.config.queue_type, TypedCounter::Acknowledged, acked);
+            }
             queue.settle(seqs, how).await;
         }
         gate.release(u32::try_from(consumed).unwrap_or(u32::MAX));

@@ -200,6 +200,12 @@ impl ConfirmTracker {
 
     /// The confirms to send now: nacks one by one, then acks, coalesced into one
     /// `multiple` ack for every confirmed tag below the oldest still pending.
+    /// Messages confirmed positively since the last [`Self::drain`] (the global
+    /// `messages_confirmed` counter).
+    pub(crate) fn acked(&self) -> u64 {
+        u64::try_from(self.acks.len()).unwrap_or(u64::MAX)
+    }
+
     pub(crate) fn drain(&mut self) -> Vec<(u64, bool, bool)> {
         let mut out: Vec<(u64, bool, bool)> = Vec::new();
         self.nacks.sort_unstable();

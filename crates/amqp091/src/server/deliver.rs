@@ -3,6 +3,7 @@
 use std::sync::Arc;
 use std::time::Instant;
 
+use charon_engine::metrics::TypedCounter;
 use charon_engine::{ConsumerId, Delivery};
 use charon_model::Message;
 
@@ -31,7 +32,13 @@ impl Session {
         if let (Some(route), Some(state)) = (route, state) {
             let delivered_at = Instant::now();
             let had_unacked = state.unacked.oldest().is_some();
+            let queue_type = route.queue.config.queue_type;
+            let how = if route.no_ack { TypedCounter::ConsumeAutoAck } else { TypedCounter::ConsumeManualAck };
+            self.counters.add_typed(queue_type, how, u64::from(count));
             for delivery in items {
+                if delivery.redelivered {
+                    self.counters.add_typed(queue_type, TypedCounter::Redelivered, 1);
+                }
                 let tag = state.tag();
                 if !route.no_ack {
                     let pending =

@@ -51,8 +51,10 @@ pub async fn serve<T: Transport>(
     let alarms = broker.alarms();
     let (sink, inbox) = SessionSink::new(id, OUTBOUND_WINDOW);
     config.connection.sasl_external = peer.certificate().is_some();
+    let mut session = Session::new(id, broker, sink, inbox, config.consumer_timeout);
+    session.name = peer.connection_name();
     let protocol = Amqp091 {
-        session: Session::new(id, broker, sink, inbox, config.consumer_timeout),
+        session,
         conn: Connection::new(config.connection, Instant::now()),
         peer,
         login_delay: Duration::ZERO,
@@ -109,6 +111,7 @@ impl Protocol for Amqp091 {
         // A method (basic.cancel) may have taken a waiting commit's last answers from the
         // inbox.
         self.session.finish_commits(&mut self.conn).await;
+        self.session.fold_counters();
     }
 
     /// RabbitMQ's memory and disk alarms: a connection that publishes while one is on is
@@ -148,6 +151,7 @@ impl Protocol for Amqp091 {
         }
         self.session.emit_confirms(&mut self.conn);
         self.session.finish_commits(&mut self.conn).await;
+        self.session.fold_counters();
         true
     }
 
@@ -189,5 +193,6 @@ impl Protocol for Amqp091 {
 
     async fn finish(&mut self) {
         self.session.close_all().await;
+        self.session.log_closing();
     }
 }

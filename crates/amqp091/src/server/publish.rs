@@ -5,6 +5,7 @@ use std::sync::Arc;
 
 use amq_protocol::protocol::AMQPClass;
 use amq_protocol::protocol::basic::{AMQPMethod, Return};
+use charon_engine::metrics::Counter;
 use charon_engine::reply_to::is_address;
 use charon_engine::{Action, ConfirmTo, Enqueue, ExchangeKind, Principal, QueueRef};
 use charon_model::Message;
@@ -68,6 +69,7 @@ impl Session {
         let topic = self.authorize_publish(channel, command.method.exchange.as_str())?;
         let mandatory = command.method.mandatory;
         let message = self.build_message(channel, command)?;
+        self.counters.add(Counter::Received, 1);
         if topic {
             // Every routing key (CC and BCC too), as RabbitMQ's check_write_permitted_on_topics.
             let principal = self.principal()?;
@@ -80,14 +82,25 @@ impl Session {
         let state = self.channel(channel)?;
         let queues =
             vhost.route(&mut state.route_cache, &message.routing.exchange, &message.routing, &message.headers)?;
+        // Direct reply-to: the default exchange delivers to a reply consumer's address with no
+        // queue. Ordinary publishes pay a prefix check of their keys, nothing more.
+        let replies = message.routing.exchange.is_empty() && message.routing.all_keys().any(is_address);
+        let outcome = match (queues.is_empty() && !replies, mandatory) {
+            (false, _) => Counter::Routed,
+            (true, false) => Counter::UnroutableDropped,
+            (true, true) => Counter::UnroutableReturned,
+        };
+        let confirming = state.confirms.is_some();
+        self.counters.add(outcome, 1);
+        if confirming {
+            self.counters.add(Counter::ReceivedConfirm, 1);
+        }
+        let state = self.channel(channel)?;
         if let Some(tx) = state.tx.as_mut() {
             tx.hold_publish(HeldPublish { message: Arc::new(message), queues, mandatory });
             return Ok(());
         }
         let confirm = state.confirms.as_mut().map(|t| t.publish(queues.len()));
-        // Direct reply-to: the default exchange delivers to a reply consumer's address with no
-        // queue. Ordinary publishes pay a prefix check of their keys, nothing more.
-        let replies = message.routing.exchange.is_empty() && message.routing.all_keys().any(is_address);
         if queues.is_empty() && !replies {
             if mandatory {
                 send_return(conn, channel, &message);

@@ -6,6 +6,7 @@ use std::time::{Duration, Instant};
 
 use amq_protocol::protocol::AMQPClass;
 use charon_engine::login::{Peer, external_login};
+use charon_engine::metrics::{Counter, LocalCounters, Protocol};
 use charon_engine::{
     Action, Broker, ChannelSlot, ConnectionSlot, ConsumerId, Owner, Principal, QueueRef, Registration, Resource,
     SessionEvent, SessionId, SessionSink, User, VHost,
@@ -55,6 +56,13 @@ pub(crate) struct Session {
     pub(crate) consumer_timeout: Option<u64>,
     /// Due when a channel's oldest unacked delivery may have timed out.
     pub(crate) ack_timer: AckTimer,
+    /// RabbitMQ's global message counters, counted here and folded into the node's once
+    /// per read or event batch ([`Self::fold_counters`]).
+    pub(crate) counters: LocalCounters,
+    /// RabbitMQ's connection name (`peer -> local`), for the log lines.
+    pub(crate) name: String,
+    /// When the connection was accepted, for the closing line's duration.
+    pub(crate) started: std::time::Instant,
 }
 
 /// Checks logins and vhost access against the broker during the handshake.
@@ -133,6 +141,9 @@ impl Session {
             committing: Vec::new(),
             consumer_timeout,
             ack_timer: AckTimer::default(),
+            name: String::new(),
+            started: std::time::Instant::now(),
+            counters: LocalCounters::new(Protocol::Amqp091),
         }
     }
 
@@ -194,7 +205,10 @@ impl Session {
     pub(crate) async fn handle_event(&mut self, event: Event, conn: &mut Connection) {
         match event {
             Event::Opened { username, vhost } => {
-                tracing::info!(user = username, vhost, "connection opened");
+                tracing::info!(
+                    "connection {}: user '{username}' authenticated and granted access to vhost '{vhost}'",
+                    self.name
+                );
             }
             Event::ChannelOpened(channel) => {
                 self.closed_by_broker.remove(&channel);
@@ -353,6 +367,7 @@ impl Session {
             let Some(tracker) = state.confirms.as_mut() else {
                 continue;
             };
+            self.counters.add(Counter::Confirmed, tracker.acked());
             for (seq, ack, multiple) in tracker.drain() {
                 if ack {
                     crate::codec::put_ack(conn.output(), *channel, seq, multiple);
@@ -361,6 +376,27 @@ impl Session {
                 }
             }
         }
+    }
+
+    /// RabbitMQ's line for a connection that ends: its name, vhost, user and how long it
+    /// lasted (vhost and user only once it opened one).
+    pub(crate) fn log_closing(&self) {
+        let duration = self.started.elapsed().as_millis();
+        match (&self.user, &self.vhost) {
+            (Some(user), Some(vhost)) => tracing::info!(
+                "closing AMQP connection ({}, vhost: '{}', user: '{}', duration: '{duration}ms')",
+                self.name,
+                vhost.name(),
+                user.name
+            ),
+            _ => tracing::info!("closing AMQP connection ({}, duration: '{duration}ms')", self.name),
+        }
+    }
+
+    /// Folds this connection's counts into the node's (once per batch: see [`LocalCounters`]).
+    pub(crate) fn fold_counters(&mut self) {
+        self.counters.set_consumers(self.consumers.len());
+        self.counters.fold();
     }
 
     fn consumer_cancelled(&mut self, consumer: ConsumerId, conn: &mut Connection) {

@@ -133,7 +133,9 @@ impl Session {
             properties: None,
             ..attach.clone()
         };
-        self.links.insert((channel, handle), LinkState::Publisher { target: Arc::new(target) });
+        if self.links.insert((channel, handle), LinkState::Publisher { target: Arc::new(target) }).is_none() {
+            self.publishers += 1;
+        }
         conn.attach(channel, reply);
         conn.grant_initial_credit(channel, handle, attach.initial_delivery_count.unwrap_or(0));
         Ok(())

@@ -4,6 +4,7 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
+use charon_engine::metrics::TypedCounter;
 use charon_engine::{ConsumerId, CreditGrant, Delivery, QueueRef, Settle};
 use charon_model::{DeathCause, Table};
 use fe2o3_amqp_types::messaging::DeliveryState;
@@ -107,7 +108,13 @@ impl Session {
             _ => None,
         });
         if let (Some((channel, handle)), Some((queue, settled))) = (link, state) {
+            let queue_type = queue.config.queue_type;
+            let how = if settled { TypedCounter::ConsumeAutoAck } else { TypedCounter::ConsumeManualAck };
+            self.counters.add_typed(queue_type, how, u64::from(count));
             for delivery in items {
+                if delivery.redelivered {
+                    self.counters.add_typed(queue_type, TypedCounter::Redelivered, 1);
+                }
                 let facts =
                     DeliveryFacts { redelivered: delivery.redelivered, delivery_count: delivery.delivery_count };
                 self.rendered.clear();
@@ -208,6 +215,10 @@ impl Session {
             }
         }
         for (_, (queue, seqs)) in by_queue {
+            if how == Settle::Ack {
+                let acked = u64::try_from(seqs.len()).unwrap_or(u64::MAX);
+                self.counters.add_typed(queue.config.queue_type, TypedCounter::Acknowledged, acked);
+            }
             match (&annotations, &cause) {
                 (Some(table), _) => {
                     self.flush_settles().await;

@@ -45,6 +45,7 @@ pub async fn serve<T: Transport>(
     config.connection.sasl_external = peer.certificate().is_some();
     let mut session = Session::new(id, broker, sink, inbox);
     session.origin = Some((peer.clone(), charon_engine::clock::now_ms()));
+    session.name = peer.connection_name();
     let protocol = Amqp10 {
         conn: Connection::new(config.connection, config.anonymous_user.is_some(), Instant::now()),
         session,
@@ -86,6 +87,7 @@ impl Protocol for Amqp10 {
             self.session.handle_event(event, &mut self.conn).await;
         }
         self.session.flush_publishes(&mut self.conn).await;
+        self.session.fold_counters();
     }
 
     /// RabbitMQ's memory and disk alarms over 1.0 (and a store behind its publishers):
@@ -106,6 +108,7 @@ impl Protocol for Amqp10 {
         for event in self.events.drain(..) {
             self.session.handle_engine_event(event, &mut self.conn);
         }
+        self.session.fold_counters();
         true
     }
 
@@ -140,6 +143,7 @@ impl Protocol for Amqp10 {
 
     async fn finish(&mut self) {
         self.session.close_all().await;
+        self.session.log_closing();
     }
 }
 

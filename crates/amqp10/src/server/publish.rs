@@ -4,6 +4,7 @@
 use std::sync::Arc;
 
 use bytes::Bytes;
+use charon_engine::metrics::Counter;
 use charon_engine::{Action, ConfirmTo, Enqueue, ExchangeKind, Principal, QueueRef};
 use fe2o3_amqp_types::messaging::{Accepted, DeliveryState, Rejected, Released};
 use fe2o3_amqp_types::primitives::{OrderedMap, Symbol};
@@ -177,7 +178,7 @@ impl Session {
                     let mut info = OrderedMap::new();
                     info.insert(Symbol::from("delivery-tag"), Amqp::Binary(delivery_tag.to_vec().into()));
                     err.info = Some(Box::new(info));
-                    self.links.remove(&(channel, handle));
+                    self.publisher_gone(channel, handle);
                     conn.detach(channel, handle, Some(err));
                 } else {
                     conn.settle_incoming(channel, delivery_id, DeliveryState::Rejected(Rejected { error: Some(err) }));
@@ -204,6 +205,10 @@ impl Session {
             }
         };
         let message = to_model(&parsed, &exchange, &routing_key);
+        self.counters.add(Counter::Received, 1);
+        if !settled {
+            self.counters.add(Counter::ReceivedConfirm, 1);
+        }
         if topic && let (Some(user), Some(vhost)) = (self.user.as_ref(), self.vhost.as_ref()) {
             let principal = Principal::new(self.broker.access(), user);
             let refused = message
@@ -236,17 +241,23 @@ impl Session {
                 if !settled {
                     conn.settle_incoming(channel, delivery_id, DeliveryState::Released(Released {}));
                 }
-                self.links.remove(&(channel, handle));
+                self.publisher_gone(channel, handle);
                 conn.detach(channel, handle, Some(error("amqp:not-found", e.to_string())));
                 return;
             }
         };
         if queues.is_empty() {
-            if !settled {
+            // RabbitMQ releases an unsettled unroutable message (returned to its sender) and
+            // drops a settled one.
+            if settled {
+                self.counters.add(Counter::UnroutableDropped, 1);
+            } else {
+                self.counters.add(Counter::UnroutableReturned, 1);
                 conn.settle_incoming(channel, delivery_id, DeliveryState::Released(Released {}));
             }
             return;
         }
+        self.counters.add(Counter::Routed, 1);
         let confirm = (!settled).then(|| {
             let seq = self.next_publish;
             self.next_publish += 1;
@@ -261,6 +272,13 @@ impl Session {
                 Some(batch) => batch.items.push(item),
                 None => self.batches.push(PendingBatch { queue: Arc::clone(queue), items: vec![item] }),
             }
+        }
+    }
+
+    /// A sending link went away.
+    fn publisher_gone(&mut self, channel: u16, handle: u32) {
+        if let Some(LinkState::Publisher { .. }) = self.links.remove(&(channel, handle)) {
+            self.publishers = self.publishers.saturating_sub(1);
         }
     }
 
@@ -293,6 +311,9 @@ impl Session {
             let Some(done) = self.publishes.remove(&seq) else {
                 continue;
             };
+            if !done.refused {
+                self.counters.add(Counter::Confirmed, 1);
+            }
             match run.as_mut() {
                 Some(current) if current.extends(&done) => current.last = done.delivery_id,
                 _ => {

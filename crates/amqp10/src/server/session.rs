@@ -8,6 +8,7 @@ use foldhash::HashMap as FastMap;
 use foldhash::HashMapExt;
 
 use charon_engine::login::{Peer, external_login};
+use charon_engine::metrics::{LocalCounters, Protocol};
 use charon_engine::{
     Action, Broker, ConnectionSlot, ConsumerId, EngineError, Owner, Principal, QueueRef, Registration, Resource,
     ResourceKind, RouteCache, SessionEvent, SessionId, SessionSink, Settle, User, VHost, WriteGrants,
@@ -82,6 +83,15 @@ pub(crate) struct Session {
     pub(crate) rendered: Vec<u8>,
     /// Who connected and when (ms since the epoch), for the registry's details.
     pub(crate) origin: Option<(Peer, i64)>,
+    /// Sending links (RabbitMQ's 1.0 publishers).
+    pub(crate) publishers: usize,
+    /// RabbitMQ's global message counters, counted here and folded into the node's once per
+    /// read or event batch ([`Self::fold_counters`]).
+    pub(crate) counters: LocalCounters,
+    /// RabbitMQ's connection name (`peer -> local`), for the log lines.
+    pub(crate) name: String,
+    /// When the connection was accepted, for the closing line's duration.
+    pub(crate) started: std::time::Instant,
 }
 
 /// The longest render buffer a connection keeps between deliveries.
@@ -180,7 +190,33 @@ impl Session {
             management: ManagementPairs::default(),
             rendered: Vec::new(),
             origin: None,
+            publishers: 0,
+            name: String::new(),
+            started: std::time::Instant::now(),
+            counters: LocalCounters::new(Protocol::Amqp10),
         }
+    }
+
+    /// RabbitMQ's line for a connection that ends: its name, vhost, user and how long it
+    /// lasted (vhost and user only once it opened one).
+    pub(crate) fn log_closing(&self) {
+        let duration = self.started.elapsed().as_millis();
+        match (&self.user, &self.vhost) {
+            (Some(user), Some(vhost)) => tracing::info!(
+                "closing AMQP connection ({}, vhost: '{}', user: '{}', duration: '{duration}ms')",
+                self.name,
+                vhost.name(),
+                user.name
+            ),
+            _ => tracing::info!("closing AMQP connection ({}, duration: '{duration}ms')", self.name),
+        }
+    }
+
+    /// Folds this connection's counts into the node's (once per batch: see [`LocalCounters`]).
+    pub(crate) fn fold_counters(&mut self) {
+        self.counters.set_consumers(self.consumers.len());
+        self.counters.set_publishers(self.publishers);
+        self.counters.fold();
     }
 
     pub(crate) fn login<'a>(
@@ -206,7 +242,10 @@ impl Session {
     pub(crate) async fn handle_event(&mut self, event: Event, conn: &mut Connection) {
         match event {
             Event::Opened { username, vhost } => {
-                tracing::info!(user = username, vhost, "AMQP 1.0 connection opened");
+                tracing::info!(
+                    "connection {}: user '{username}' authenticated and granted access to vhost '{vhost}' (AMQP 1.0)",
+                    self.name
+                );
                 self.describe(conn);
             }
             Event::SessionBegun(_) | Event::Closed => {}
@@ -276,7 +315,7 @@ impl Session {
             LinkState::ManagementRequests { pair } | LinkState::ManagementResponses { pair } => {
                 self.management.forget(&pair, channel, handle);
             }
-            LinkState::Publisher { .. } => {}
+            LinkState::Publisher { .. } => self.publishers = self.publishers.saturating_sub(1),
         }
     }
 

@@ -89,6 +89,16 @@ impl Peer {
         self.address
     }
 
+    /// RabbitMQ's connection name, `peer -> local` (`peer` alone when the local address is
+    /// not known), as its logs and the management API show it.
+    #[must_use]
+    pub fn connection_name(&self) -> String {
+        match self.local {
+            Some(local) => format!("{} -> {local}", self.address),
+            None => self.address.to_string(),
+        }
+    }
+
     /// The verified client certificate's subject (TLS connections only).
     #[must_use]
     pub fn certificate(&self) -> Option<&CertificateSubject> {
@@ -151,7 +161,8 @@ impl LoginPolicy {
 
     /// Logs a refused login and counts it against the address.
     pub fn refuse(&self, peer: SocketAddr, mechanism: &str, name: &str, reason: &str) {
-        tracing::warn!(%peer, user = name, mechanism, "{mechanism} login refused: user '{name}' - {reason}");
+        // RabbitMQ's level and text (`Error on AMQP connection ...` then this line).
+        tracing::error!(%peer, user = name, mechanism, "{mechanism} login refused: user '{name}' - {reason}");
         self.throttle.record_failure(peer.ip(), Instant::now());
     }
 

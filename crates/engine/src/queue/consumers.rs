@@ -10,6 +10,7 @@ use super::effects::Effects;
 use super::entry::Entry;
 use super::handle::QueueRef;
 use super::journal::Journal;
+use super::limits::body_size;
 use super::requests::{ConsumeSpec, CreditGrant};
 use super::turns::{Seat, SingleActive, Turns};
 use crate::session::{ConsumerId, Delivery, Owner, SessionEvent};
@@ -89,6 +90,8 @@ pub(super) struct Consumers {
     /// Deliveries not yet settled, by the queue's sequence number (its own numbers, so
     /// foldhash rather than SipHash: nothing a client chooses is hashed here).
     unacked: HashMap<u64, Unacked>,
+    /// Body bytes of the unsettled deliveries (RabbitMQ's `message_bytes_unacknowledged`).
+    unacked_bytes: u64,
 }
 
 impl Consumers {
@@ -149,6 +152,24 @@ impl Consumers {
         self.unacked.len()
     }
 
+    /// Body bytes of the deliveries awaiting settlement.
+    pub(super) fn unacked_bytes(&self) -> u64 {
+        self.unacked_bytes
+    }
+
+    /// Records an unsettled delivery.
+    fn hold(&mut self, unacked: Unacked) {
+        self.unacked_bytes += body_size(&unacked.entry.message);
+        self.unacked.insert(unacked.entry.seq, unacked);
+    }
+
+    /// Takes an unsettled delivery back.
+    fn release(&mut self, seq: u64) -> Option<Unacked> {
+        let unacked = self.unacked.remove(&seq)?;
+        self.unacked_bytes = self.unacked_bytes.saturating_sub(body_size(&unacked.entry.message));
+        Some(unacked)
+    }
+
     /// Whether the queue ever had a consumer.
     pub(super) fn had_consumer(&self) -> bool {
         self.had_consumer
@@ -205,14 +226,14 @@ impl Consumers {
     pub(super) fn owner_closed(&mut self, owner: Owner) -> Vec<Entry> {
         self.list.retain(|c| c.spec.owner != owner);
         let seqs: Vec<u64> = self.unacked.iter().filter(|(_, u)| u.owner == owner).map(|(s, _)| *s).collect();
-        let back = seqs.iter().filter_map(|s| self.unacked.remove(s)).map(|u| u.entry).collect();
+        let back = seqs.iter().filter_map(|s| self.release(*s)).map(|u| u.entry).collect();
         self.regroup();
         back
     }
 
     /// Takes a delivery being settled, freeing its consumer's prefetch room.
     pub(super) fn settle(&mut self, seq: u64) -> Option<Entry> {
-        let unacked = self.unacked.remove(&seq)?;
+        let unacked = self.release(seq)?;
         if let Some(id) = unacked.consumer
             && let Some(c) = self.list.iter_mut().find(|c| c.spec.id == id)
         {
@@ -232,7 +253,7 @@ impl Consumers {
 
     /// A message handed out by `basic.get`, awaiting settlement by `owner`.
     pub(super) fn got(&mut self, entry: Entry, owner: Owner) {
-        self.unacked.insert(entry.seq, Unacked { entry, consumer: None, owner });
+        self.hold(Unacked { entry, consumer: None, owner });
     }
 
     /// Reserves a delivery with the next consumer in turn that can take one; returns its
@@ -265,7 +286,7 @@ impl Consumers {
             consumer.unacked += 1;
             let (owner, id) = (consumer.spec.owner, consumer.spec.id);
             journal.delivered(&entry);
-            self.unacked.insert(entry.seq, Unacked { entry, consumer: Some(id), owner });
+            self.hold(Unacked { entry, consumer: Some(id), owner });
         }
     }
 

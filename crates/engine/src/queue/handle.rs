@@ -35,6 +35,8 @@ pub struct QueueHandle {
     /// When its oldest ready message arrived, ms since epoch (0: none), as of its last pass
     /// (the `charon_queue_oldest_message_age_seconds` gauge).
     pub oldest_ready_at: std::sync::atomic::AtomicI64,
+    /// Depth and consumers as of its last pass (Prometheus' queue families).
+    pub gauges: super::gauges::QueueGauges,
     /// Where the log wrote messages waiting to leave memory (or compaction moved paged ones);
     /// filled by the log's writer thread, taken by the task at its next pass.
     pub(crate) placements: parking_lot::Mutex<Vec<Placed>>,
@@ -55,6 +57,7 @@ impl QueueHandle {
             dead_lettered: DeadLetterCounts::default(),
             dead_letters_pending: std::sync::atomic::AtomicU64::new(0),
             oldest_ready_at: std::sync::atomic::AtomicI64::new(0),
+            gauges: super::gauges::QueueGauges::default(),
             placements: parking_lot::Mutex::default(),
             admission: Admission::default(),
             consumer_timeout: TimeoutCell::default(),

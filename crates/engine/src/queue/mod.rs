@@ -33,6 +33,7 @@ mod counts;
 mod dlx_pending;
 mod effects;
 mod entry;
+mod gauges;
 pub(crate) mod handle;
 mod journal;
 mod level;
@@ -57,6 +58,7 @@ use tokio::sync::mpsc;
 pub use admission::Admission;
 pub use args::QueueType;
 pub use consumer_timeout::{ConsumerTimeout, TimeoutCell};
+pub use gauges::{GaugeValues, QueueGauges};
 pub use handle::{QueueHandle, QueueRef};
 pub(crate) use links::QueueLinks;
 pub use requests::{

@@ -251,6 +251,7 @@ impl Task {
         self.handle.admission.set_closed(self.state.holds_publishers());
         let oldest = self.state.oldest_ready_at().unwrap_or(0);
         self.handle.oldest_ready_at.store(oldest, std::sync::atomic::Ordering::Relaxed);
+        self.handle.gauges.store(self.state.gauges());
         blocked
     }
 

@@ -18,6 +18,7 @@ use crate::dead_letter::{DeadLetterSink, Drops, FALLBACK_QUEUE};
 use crate::error::{EngineError, Resource, ResourceKind, quoted};
 use crate::exchange::{Binding, Destination, ExchangeInfo, ExchangeKind};
 use crate::limits::Limits;
+use crate::metrics::Churn;
 use crate::persist::{MetaDone, Persistence};
 use crate::policy::Policy;
 use crate::queue::args::{self, QueueType};
@@ -476,6 +477,23 @@ impl VHost {
         by: Option<Principal<'_>>,
     ) -> Result<DeclareOk, EngineError> {
         self.check_live()?;
+        let declared = self.declare_queue_counted(declare, session, by).await;
+        if let Ok(ok) = &declared {
+            crate::metrics::global().churn(Churn::QueuesDeclared);
+            if ok.created {
+                crate::metrics::global().churn(Churn::QueuesCreated);
+            }
+        }
+        declared
+    }
+
+    /// [`Self::declare_queue_as`] without the churn counts.
+    async fn declare_queue_counted(
+        &self,
+        declare: &QueueDeclare,
+        session: SessionId,
+        by: Option<Principal<'_>>,
+    ) -> Result<DeclareOk, EngineError> {
         let queue = if declare.passive {
             self.queue(&declare.name, session)?
         } else {
@@ -685,6 +703,7 @@ impl VHost {
             return Vec::new();
         }
         topology.queues.remove(queue.name());
+        crate::metrics::global().churn(Churn::QueuesDeleted);
         topology.remove_bindings_to(&Destination::Queue(queue.name().to_owned()));
         self.changed();
         let mut forgotten = self.forget_removed_exchanges(&mut topology);
@@ -875,6 +894,12 @@ impl VHost {
     #[must_use]
     pub fn queues(&self) -> Vec<QueueRef> {
         self.topology.read().queues.values().cloned().collect()
+    }
+
+    /// How many queues the vhost has (RabbitMQ's `rabbitmq_queues`), without listing them.
+    #[must_use]
+    pub fn queue_count(&self) -> usize {
+        self.topology.read().queues.len()
     }
 
     /// Names of all queues (for diagnostics and tests).

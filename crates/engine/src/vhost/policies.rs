@@ -29,6 +29,15 @@ impl VHost {
             };
             store.save_policy(stored).wait().await?;
         }
+        // rabbitmqctl's wording (4.0.5 logs nothing for a policy set over HTTP).
+        tracing::info!(
+            "Setting policy '{}' for pattern '{}' to '{:?}' with priority '{}' for vhost '{}'",
+            policy.name,
+            policy.pattern,
+            policy.definition,
+            policy.priority,
+            self.name()
+        );
         let created = {
             let mut policies = self.policies.write();
             let created = match policies.iter_mut().find(|p| p.name == policy.name) {
@@ -60,6 +69,7 @@ impl VHost {
         let Some(forgotten) = forgotten else {
             return false;
         };
+        tracing::info!("Clearing policy '{name}' on vhost '{}'", self.name());
         if let Some(done) = forgotten {
             // A failure is logged by the store; the policy is gone either way.
             let _ = done.wait().await;

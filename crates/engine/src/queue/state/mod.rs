@@ -387,6 +387,18 @@ impl QueueState {
         self.consumers.report()
     }
 
+    /// The figures the queue's gauges publish after each pass (no allocation).
+    pub(crate) fn gauges(&self) -> super::gauges::GaugeValues {
+        let ready = self.ready.size();
+        super::gauges::GaugeValues {
+            ready: ready.count,
+            unacked: u64::try_from(self.consumers.unacked_len()).unwrap_or(u64::MAX),
+            ready_bytes: ready.bytes,
+            unacked_bytes: self.consumers.unacked_bytes(),
+            consumers: u64::try_from(self.consumers.len()).unwrap_or(u64::MAX),
+        }
+    }
+
     pub(crate) fn stats(&self) -> QueueStats {
         let count = |n: usize| u32::try_from(n).unwrap_or(u32::MAX);
         QueueStats {
