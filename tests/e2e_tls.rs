@@ -192,6 +192,16 @@ async fn lapin_publishes_and_gets_over_amqps_and_plain_tcp_still_works() {
     }
     assert_eq!(got.expect("message back").delivery.data, body);
     let plain = Connection::connect(&charon.url(), ConnectionProperties::default()).await.expect("plain amqp");
+    // The management API tells the two apart by `ssl` and the broker's port.
+    let base = format!("http://127.0.0.1:{}", charon.http_port);
+    let listed = conformance::admin::request(&base, "GET", "/api/connections", ("guest", "guest"), None).await.unwrap();
+    let listed: serde_json::Value = serde_json::from_str(&listed.body).unwrap();
+    let mut seen: Vec<(u64, bool)> =
+        listed.as_array().unwrap().iter().map(|c| (c["port"].as_u64().unwrap(), c["ssl"].as_bool().unwrap())).collect();
+    seen.sort_unstable();
+    let mut expected = vec![(u64::from(charon.port), false), (u64::from(port), true)];
+    expected.sort_unstable();
+    assert_eq!(seen, expected);
     plain.close(200, "bye".into()).await.unwrap();
     connection.close(200, "bye".into()).await.unwrap();
 }

@@ -12,8 +12,8 @@ use tokio::sync::oneshot;
 use crate::connection_info::{ConnectionInfo, ConnectionReport};
 use crate::session::{SessionEvent, SessionId, SessionSink};
 
-/// How long a listing waits for a connection's report; one that does not answer by then (it
-/// is closing, or its task is stuck behind a full socket) is left out.
+/// How long a listing waits for a connection's report; one that does not answer by then (its
+/// task is held up, e.g. behind a full socket) is listed without it.
 const REPORT_TIMEOUT: Duration = Duration::from_secs(2);
 
 /// One tracked connection.
@@ -68,16 +68,6 @@ pub struct Listed {
     sink: SessionSink,
 }
 
-impl Listed {
-    /// Asks the connection's task for its state; `None` if it does not answer in time (it
-    /// closed meanwhile). Costs the connection one event, handled between its batches.
-    pub async fn report(&self) -> Option<ConnectionReport> {
-        let (reply, answer) = oneshot::channel();
-        self.sink.send(SessionEvent::Report(reply));
-        tokio::time::timeout(REPORT_TIMEOUT, answer).await.ok()?.ok()
-    }
-}
-
 impl Connections {
     /// Tracks the connection behind `sink`, of `user` on `vhost`.
     #[must_use]
@@ -120,9 +110,9 @@ impl Connections {
         self.list().into_iter().find(|l| l.info.name() == name)
     }
 
-    /// Reports of `listed`, asked of all of them at once; those that did not answer are left
-    /// out.
-    pub async fn reports(listed: Vec<Listed>) -> Vec<(Listed, ConnectionReport)> {
+    /// Reports of `listed`, asked of all of them at once. A connection that ended meanwhile
+    /// is left out; one that does not answer within [`REPORT_TIMEOUT`] comes with `None`.
+    pub async fn reports(listed: Vec<Listed>) -> Vec<(Listed, Option<ConnectionReport>)> {
         let pending: Vec<(Listed, oneshot::Receiver<ConnectionReport>)> = listed
             .into_iter()
             .map(|l| {
@@ -134,8 +124,10 @@ impl Connections {
         let deadline = tokio::time::Instant::now() + REPORT_TIMEOUT;
         let mut reports = Vec::with_capacity(pending.len());
         for (listed, answer) in pending {
-            if let Ok(Ok(report)) = tokio::time::timeout_at(deadline, answer).await {
-                reports.push((listed, report));
+            match tokio::time::timeout_at(deadline, answer).await {
+                Ok(Ok(report)) => reports.push((listed, Some(report))),
+                Ok(Err(_)) => {}
+                Err(_) => reports.push((listed, None)),
             }
         }
         reports
@@ -231,15 +223,19 @@ mod tests {
         assert_eq!(connections.list().len(), 1);
     }
 
-    #[tokio::test]
-    async fn reports_come_from_the_connections_and_the_silent_are_left_out() {
+    #[tokio::test(start_paused = true)]
+    async fn reports_come_from_the_connections_and_ended_ones_are_left_out() {
         let connections = Arc::new(Connections::default());
         let (a, mut a_rx) = SessionSink::new(1, 8);
         let (b, b_rx) = SessionSink::new(2, 8);
         let ra = connections.register(&a, "ann", "dev");
         let rb = connections.register(&b, "ann", "dev");
+        let (c, _c_rx) = SessionSink::new(3, 8);
+        let rc = connections.register(&c, "ann", "dev");
         ra.describe(info(4001, 1));
         rb.describe(info(4002, 2));
+        rc.describe(info(4003, 3));
+        // b ended; c is alive but never answers.
         drop(b_rx);
         let answering = tokio::spawn(async move {
             if let Some(SessionEvent::Report(reply)) = a_rx.recv().await {
@@ -249,8 +245,10 @@ mod tests {
         });
         let reports = Connections::reports(connections.list()).await;
         answering.await.unwrap();
-        assert_eq!(reports.len(), 1);
+        assert_eq!(reports.len(), 2);
+        assert_eq!((reports[1].0.id, reports[1].1.is_none()), (3, true), "a silent connection is listed without");
         let (listed, report) = &reports[0];
+        let report = report.as_ref().unwrap();
         assert_eq!((listed.id, report.state, report.channels[0].prefetch_count), (1, "running", 7));
         assert!(connections.close(1, "Closed via management plugin"));
         assert!(!connections.close(9, "nobody"));

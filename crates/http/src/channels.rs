@@ -23,6 +23,9 @@ async fn rendered(broker: &Broker, user: &User, keep: impl Fn(&Listed) -> bool) 
         .collect();
     let mut out = Vec::new();
     for (listed, report) in Connections::reports(listed).await {
+        let Some(report) = report else {
+            continue;
+        };
         out.extend(report.channels.iter().map(|c| runtime::channel(&listed, &report, c)));
     }
     out
@@ -60,7 +63,8 @@ pub(crate) async fn get_one(
     if !runtime::sees(&user, &listed.info) {
         return Err(ApiError::not_authorised("User not authorised to access object"));
     }
-    let report = listed.report().await.ok_or_else(ApiError::not_found)?;
+    let (listed, report) = Connections::reports(vec![listed]).await.pop().ok_or_else(ApiError::not_found)?;
+    let report = report.ok_or_else(ApiError::not_found)?;
     let channel = report.channels.iter().find(|c| c.number == number).ok_or_else(ApiError::not_found)?;
     let mut rendered = runtime::channel(&listed, &report, channel);
     let consumers = crate::consumers::of_channel(&broker, &listed, number).await;

@@ -21,7 +21,11 @@ const DEFAULT_REASON: &str = "Closed via management plugin";
 /// The connections `user` sees that `keep` selects, rendered, oldest first.
 pub(crate) async fn rendered(broker: &Broker, user: &User, keep: impl Fn(&Listed) -> bool) -> Vec<JsonValue> {
     let listed = broker.connections().list().into_iter().filter(|l| runtime::sees(user, &l.info) && keep(l)).collect();
-    Connections::reports(listed).await.iter().map(|(l, report)| runtime::connection(l, report, false)).collect()
+    Connections::reports(listed)
+        .await
+        .iter()
+        .map(|(l, report)| runtime::connection(l, report.as_ref(), false))
+        .collect()
 }
 
 /// `GET /api/connections`
@@ -64,8 +68,8 @@ pub(crate) async fn get_one(
     Path(name): Path<String>,
 ) -> Result<Json<JsonValue>, ApiError> {
     let listed = authorised(&broker, &user, &name, false)?;
-    let report = listed.report().await.ok_or_else(ApiError::not_found)?;
-    Ok(Json(runtime::connection(&listed, &report, true)))
+    let (listed, report) = Connections::reports(vec![listed]).await.pop().ok_or_else(ApiError::not_found)?;
+    Ok(Json(runtime::connection(&listed, report.as_ref(), true)))
 }
 
 /// `DELETE /api/connections/{name}`: closes it with 320 CONNECTION_FORCED and the `X-Reason`
@@ -88,10 +92,10 @@ pub(crate) async fn channels(
     Path(name): Path<String>,
 ) -> Result<Json<JsonValue>, ApiError> {
     let listed = authorised(&broker, &user, &name, false)?;
-    let report = listed.report().await.ok_or_else(ApiError::not_found)?;
-    if listed.info.protocol != runtime::AMQP_091 {
+    let (listed, report) = Connections::reports(vec![listed]).await.pop().ok_or_else(ApiError::not_found)?;
+    let Some(report) = report.filter(|_| listed.info.protocol == runtime::AMQP_091) else {
         return Ok(Json(JsonValue::Array(Vec::new())));
-    }
+    };
     let channels = report.channels.iter().map(|c| runtime::channel(&listed, &report, c)).collect();
     Ok(Json(JsonValue::Array(channels)))
 }

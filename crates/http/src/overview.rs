@@ -103,7 +103,7 @@ pub(crate) async fn overview(State(broker): State<Arc<Broker>>, Extension(user):
     let connections =
         broker.connections().list().into_iter().filter(|l| crate::runtime::sees(&user, &l.info)).collect();
     let reports = charon_engine::Connections::reports(connections).await;
-    let channels: usize = reports.iter().map(|(_, r)| r.channels.len()).sum();
+    let channels: usize = reports.iter().filter_map(|(_, r)| r.as_ref()).map(|r| r.channels.len()).sum();
     let mut object_totals = json!({
         "channels": channels,
         "exchanges": exchanges,

@@ -22,8 +22,9 @@ pub(crate) fn sees(user: &User, info: &ConnectionInfo) -> bool {
 
 /// A connection as `/api/connections` lists it; `single` renders it as
 /// `/api/connections/{name}` does (4.0.5 writes the unset TLS fields as `""` there, `null` in
-/// lists).
-pub(crate) fn connection(listed: &Listed, report: &ConnectionReport, single: bool) -> JsonValue {
+/// lists). Without a `report` (the connection did not answer in time) its channels and state
+/// are left out, as 4.0.5 leaves them out until a connection's first stats.
+pub(crate) fn connection(listed: &Listed, report: Option<&ConnectionReport>, single: bool) -> JsonValue {
     let info = &listed.info;
     let unset = if single { json!("") } else { JsonValue::Null };
     let mut fields = Map::new();
@@ -56,8 +57,10 @@ pub(crate) fn connection(listed: &Listed, report: &ConnectionReport, single: boo
     // What RabbitMQ 4.0.5 shows only of 0.9.1 connections (from their stats, which its 1.0
     // connections do not emit).
     if info.protocol == AMQP_091 {
-        put("channels", report.channels.len().into());
-        put("state", report.state.into());
+        if let Some(report) = report {
+            put("channels", report.channels.len().into());
+            put("state", report.state.into());
+        }
         put("user_who_performed_action", info.user.clone().into());
         if let Some(name) = info.user_provided_name() {
             put("user_provided_name", name.into());
