@@ -230,11 +230,12 @@ impl Shared {
 /// current connection and channel counts.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Churn {
-    /// Connections opened (AMQP connections that reached the open handshake).
+    /// Connections opened (AMQP connections admitted to a vhost: counted with the connection
+    /// limits' slot, so that opened minus closed is the open connections).
     ConnectionsOpened,
     /// Connections closed or terminated.
     ConnectionsClosed,
-    /// Channels (0.9.1 channels, 1.0 sessions) opened.
+    /// 0.9.1 channels opened (4.0.5's AMQP 1.0 sessions are no channels).
     ChannelsOpened,
     /// Channels closed.
     ChannelsClosed,
@@ -345,20 +346,6 @@ impl GlobalCounters {
             counts.consumers = u64::try_from(shared.consumers.load(Relaxed)).unwrap_or(0);
         }
         counts
-    }
-
-    /// A publisher appeared (+1) or went away (-1): rare events, counted directly.
-    pub fn publishers(&self, protocol: Protocol, delta: i64) {
-        if let Some(shared) = self.protocols.get(protocol.index()) {
-            shared.publishers.fetch_add(delta, Relaxed);
-        }
-    }
-
-    /// A consumer appeared (+1) or went away (-1).
-    pub fn consumers(&self, protocol: Protocol, delta: i64) {
-        if let Some(shared) = self.protocols.get(protocol.index()) {
-            shared.consumers.fetch_add(delta, Relaxed);
-        }
     }
 
     /// Counts one churn event (connections, channels and queues come and go rarely enough
