@@ -148,7 +148,7 @@ impl LocalCounters {
         self.gauges[0] = i64::try_from(n).unwrap_or(i64::MAX);
     }
 
-    /// This connection's publishers now (1.0 sending links).
+    /// This connection's publishers now (0.9.1 channels that published, 1.0 sending links).
     pub fn set_publishers(&mut self, n: usize) {
         self.gauges[1] = i64::try_from(n).unwrap_or(i64::MAX);
     }
@@ -286,8 +286,7 @@ pub fn global() -> &'static GlobalCounters {
 pub struct MessageCounts {
     plain: [u64; PLAIN],
     typed: [[u64; TYPED]; TYPES],
-    /// Current publishers (1.0 sending links; 0.9.1 channels do not register as publishers
-    /// in RabbitMQ 4.0.5).
+    /// Current publishers (0.9.1 channels that published, 1.0 sending links, as 4.0.5).
     pub publishers: u64,
     /// Current consumers.
     pub consumers: u64,
