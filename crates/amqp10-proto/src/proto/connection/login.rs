@@ -21,6 +21,7 @@ impl Connection {
             return Ok(());
         };
         let response = init.initial_response.map(|b| b.into_vec()).unwrap_or_default();
+        init.mechanism.as_str().clone_into(&mut self.mechanism);
         let user = match init.mechanism.as_str() {
             "PLAIN" => plain_credentials(&response),
             "AMQPLAIN" => amqplain_credentials(&response),
@@ -124,7 +125,12 @@ impl Connection {
         self.state = State::Open;
         self.deadline = None;
         self.last_read = now;
-        self.events.push_back(Event::Opened { username: self.username.clone(), vhost });
+        self.events.push_back(Event::Opened {
+            username: self.username.clone(),
+            vhost,
+            container_id: open.container_id.clone(),
+            mechanism: self.mechanism.clone(),
+        });
         Ok(())
     }
 }

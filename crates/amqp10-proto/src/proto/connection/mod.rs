@@ -125,6 +125,8 @@ pub struct Connection {
     last_write: Instant,
     deadline: Option<Instant>,
     username: String,
+    /// The SASL mechanism the client chose (for the broker's log line).
+    mechanism: String,
     input_dead: bool,
     /// ANONYMOUS is offered.
     anonymous: bool,
@@ -159,6 +161,7 @@ impl Connection {
             last_write: now,
             deadline: Some(now + HANDSHAKE_TIMEOUT),
             username: String::new(),
+            mechanism: String::new(),
             input_dead: false,
             anonymous,
             refused_login: false,
