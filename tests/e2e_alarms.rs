@@ -111,6 +111,15 @@ async fn a_flood_bigger_than_the_watermark_is_held_near_it_and_nothing_is_lost()
     let reasons: Vec<String> = watches.iter().flat_map(|(r, _)| r.lock().unwrap().clone()).collect();
     assert!(reasons.iter().any(|r| r == "low on memory"), "publishers were blocked: {reasons:?}");
     assert!(reasons.iter().all(|r| r == "low on memory"), "{reasons:?}");
+    // RabbitMQ's log lines for the alarm (warning level, shown at --log-level warn).
+    let logged = charon.stderr();
+    for line in [
+        "memory resource limit alarm set on node ",
+        "*** Publishers will be blocked until this alarm clears ***",
+        "memory resource limit alarm cleared on node ",
+    ] {
+        assert!(logged.contains(line), "no {line:?} in the log:\n{logged}");
+    }
     eprintln!(
         "peak RSS {} MB against a {} MB watermark; {} blocks",
         peak / 1_000_000,

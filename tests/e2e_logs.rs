@@ -34,6 +34,17 @@ async fn text_logs_have_no_escape_codes_and_rabbitmq_wording() {
     let data = tempfile::tempdir().unwrap();
     let charon = support::Charon::start_on_with_env(data.path(), &[], &[("RUST_LOG", "info")]);
     connect_twice(&charon).await;
+    let mut amqp10 = fe2o3_amqp::Connection::builder()
+        .container_id("logs10")
+        .hostname("vhost:/")
+        .sasl_profile(fe2o3_amqp::sasl_profile::SaslProfile::Plain {
+            username: "guest".into(),
+            password: "guest".into(),
+        })
+        .open(format!("amqp://127.0.0.1:{}", charon.port).as_str())
+        .await
+        .expect("1.0 open");
+    amqp10.close().await.expect("1.0 close");
     let port = charon.port;
     let text = wait_for_lines(
         &charon,
@@ -42,6 +53,7 @@ async fn text_logs_have_no_escape_codes_and_rabbitmq_wording() {
             &format!(" -> 127.0.0.1:{port}: user 'guest' authenticated and granted access to vhost '/'"),
             "PLAIN login refused: user 'guest' - invalid credentials",
             ", vhost: '/', user: 'guest', duration: '",
+            "Connection from AMQP 1.0 container 'logs10': user 'guest' authenticated using SASL mechanism PLAIN and granted access to vhost '/'",
         ],
     )
     .await;

@@ -257,6 +257,9 @@ pub(crate) struct ChannelState {
     pub(crate) queues: Vec<QueueRef>,
     /// The direct reply-to consumer; dropping the channel forgets its address.
     pub(crate) reply: Option<super::reply_to::ChannelReply>,
+    /// Whether it published: 4.0.5 counts a channel as a publisher (`rabbitmq_global_publishers`)
+    /// from its first `basic.publish` until it closes.
+    pub(crate) published: bool,
 }
 
 impl ChannelState {
@@ -274,6 +277,7 @@ impl ChannelState {
             last_queue: None,
             queues: Vec::new(),
             reply: None,
+            published: false,
         }
     }
 

@@ -91,6 +91,8 @@ impl Session {
             (true, true) => Counter::UnroutableReturned,
         };
         let confirming = state.confirms.is_some();
+        let first = !std::mem::replace(&mut state.published, true);
+        self.publishers += usize::from(first);
         self.counters.add(outcome, 1);
         if confirming {
             self.counters.add(Counter::ReceivedConfirm, 1);

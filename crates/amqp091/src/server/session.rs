@@ -59,6 +59,8 @@ pub(crate) struct Session {
     /// RabbitMQ's global message counters, counted here and folded into the node's once
     /// per read or event batch ([`Self::fold_counters`]).
     pub(crate) counters: LocalCounters,
+    /// Channels that published (RabbitMQ's 0.9.1 publishers).
+    pub(crate) publishers: usize,
     /// RabbitMQ's connection name (`peer -> local`), for the log lines.
     pub(crate) name: String,
     /// When the connection was accepted, for the closing line's duration.
@@ -141,6 +143,7 @@ impl Session {
             committing: Vec::new(),
             consumer_timeout,
             ack_timer: AckTimer::default(),
+            publishers: 0,
             name: String::new(),
             started: std::time::Instant::now(),
             counters: LocalCounters::new(Protocol::Amqp091),
@@ -312,6 +315,9 @@ impl Session {
         let Some(state) = self.channels.remove(&channel) else {
             return;
         };
+        if state.published {
+            self.publishers = self.publishers.saturating_sub(1);
+        }
         self.consumers.retain(|_, route| route.channel != channel);
         let owner = self.owner(channel);
         for queue in &state.queues {
@@ -396,6 +402,7 @@ impl Session {
     /// Folds this connection's counts into the node's (once per batch: see [`LocalCounters`]).
     pub(crate) fn fold_counters(&mut self) {
         self.counters.set_consumers(self.consumers.len());
+        self.counters.set_publishers(self.publishers);
         self.counters.fold();
     }
 

@@ -51,6 +51,10 @@ pub enum Event {
         username: String,
         /// Virtual host.
         vhost: String,
+        /// The client's container id (its `open`).
+        container_id: String,
+        /// The SASL mechanism it logged in with.
+        mechanism: String,
     },
     /// A session began (begin already answered).
     SessionBegun(u16),

@@ -241,10 +241,10 @@ impl Session {
     /// Acts on one protocol event.
     pub(crate) async fn handle_event(&mut self, event: Event, conn: &mut Connection) {
         match event {
-            Event::Opened { username, vhost } => {
+            // RabbitMQ 4.0.5's line.
+            Event::Opened { username, vhost, container_id, mechanism } => {
                 tracing::info!(
-                    "connection {}: user '{username}' authenticated and granted access to vhost '{vhost}' (AMQP 1.0)",
-                    self.name
+                    "Connection from AMQP 1.0 container '{container_id}': user '{username}' authenticated using SASL mechanism {mechanism} and granted access to vhost '{vhost}'"
                 );
                 self.describe(conn);
             }

@@ -148,7 +148,7 @@ impl LocalCounters {
         self.gauges[0] = i64::try_from(n).unwrap_or(i64::MAX);
     }
 
-    /// This connection's publishers now (1.0 sending links).
+    /// This connection's publishers now (0.9.1 channels that published, 1.0 sending links).
     pub fn set_publishers(&mut self, n: usize) {
         self.gauges[1] = i64::try_from(n).unwrap_or(i64::MAX);
     }
@@ -230,11 +230,12 @@ impl Shared {
 /// current connection and channel counts.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Churn {
-    /// Connections opened (AMQP connections that reached the open handshake).
+    /// Connections opened (AMQP connections admitted to a vhost: counted with the connection
+    /// limits' slot, so that opened minus closed is the open connections).
     ConnectionsOpened,
     /// Connections closed or terminated.
     ConnectionsClosed,
-    /// Channels (0.9.1 channels, 1.0 sessions) opened.
+    /// 0.9.1 channels opened (4.0.5's AMQP 1.0 sessions are no channels).
     ChannelsOpened,
     /// Channels closed.
     ChannelsClosed,
@@ -285,8 +286,7 @@ pub fn global() -> &'static GlobalCounters {
 pub struct MessageCounts {
     plain: [u64; PLAIN],
     typed: [[u64; TYPED]; TYPES],
-    /// Current publishers (1.0 sending links; 0.9.1 channels do not register as publishers
-    /// in RabbitMQ 4.0.5).
+    /// Current publishers (0.9.1 channels that published, 1.0 sending links, as 4.0.5).
     pub publishers: u64,
     /// Current consumers.
     pub consumers: u64,
@@ -345,20 +345,6 @@ impl GlobalCounters {
             counts.consumers = u64::try_from(shared.consumers.load(Relaxed)).unwrap_or(0);
         }
         counts
-    }
-
-    /// A publisher appeared (+1) or went away (-1): rare events, counted directly.
-    pub fn publishers(&self, protocol: Protocol, delta: i64) {
-        if let Some(shared) = self.protocols.get(protocol.index()) {
-            shared.publishers.fetch_add(delta, Relaxed);
-        }
-    }
-
-    /// A consumer appeared (+1) or went away (-1).
-    pub fn consumers(&self, protocol: Protocol, delta: i64) {
-        if let Some(shared) = self.protocols.get(protocol.index()) {
-            shared.consumers.fetch_add(delta, Relaxed);
-        }
     }
 
     /// Counts one churn event (connections, channels and queues come and go rarely enough

@@ -21,16 +21,15 @@ impl Connection {
             return Ok(());
         };
         let response = init.initial_response.map(|b| b.into_vec()).unwrap_or_default();
+        init.mechanism.as_str().clone_into(&mut self.mechanism);
         let user = match init.mechanism.as_str() {
             "PLAIN" => plain_credentials(&response),
             "AMQPLAIN" => amqplain_credentials(&response),
             "ANONYMOUS" if self.anonymous => {
-                "ANONYMOUS".clone_into(&mut self.mechanism);
                 self.sasl_done(host.anonymous_user(), now);
                 return Ok(());
             }
             "EXTERNAL" if self.config.sasl_external => {
-                "EXTERNAL".clone_into(&mut self.mechanism);
                 self.sasl_done(host.authenticate_external(), now);
                 return Ok(());
             }
@@ -42,7 +41,6 @@ impl Connection {
         };
         let mechanism = init.mechanism.as_str();
         let user = user.filter(|(u, p)| host.authenticate(mechanism, u, p)).map(|(u, _)| u);
-        mechanism.clone_into(&mut self.mechanism);
         self.sasl_done(user, now);
         Ok(())
     }
@@ -128,7 +126,12 @@ impl Connection {
         self.state = State::Open;
         self.deadline = None;
         self.last_read = now;
-        self.events.push_back(Event::Opened { username: self.username.clone(), vhost });
+        self.events.push_back(Event::Opened {
+            username: self.username.clone(),
+            vhost,
+            container_id: open.container_id.clone(),
+            mechanism: self.mechanism.clone(),
+        });
         Ok(())
     }
 }

@@ -125,6 +125,8 @@ pub struct Connection {
     last_write: Instant,
     deadline: Option<Instant>,
     username: String,
+    /// The SASL mechanism the client chose (for the broker's log line and the management API).
+    mechanism: String,
     input_dead: bool,
     /// ANONYMOUS is offered.
     anonymous: bool,
@@ -132,8 +134,6 @@ pub struct Connection {
     refused_login: bool,
     /// Publisher links get no new credit (the broker's disk alarm is on).
     publishing_paused: bool,
-    /// The SASL mechanism the client logged in with, for the management API.
-    mechanism: String,
     /// The `open` frame's properties, for the management API.
     client_properties: Option<fe2o3_amqp_types::definitions::Fields>,
 }
@@ -163,11 +163,11 @@ impl Connection {
             last_write: now,
             deadline: Some(now + HANDSHAKE_TIMEOUT),
             username: String::new(),
+            mechanism: String::new(),
             input_dead: false,
             anonymous,
             refused_login: false,
             publishing_paused: false,
-            mechanism: String::new(),
             client_properties: None,
         };
         conn.out.extend_from_slice(SASL_HEADER);
