@@ -62,8 +62,8 @@ pub use gate::Gate;
 pub use limits::{ChannelSlot, ConnectionSlot, LimitScope, Limits};
 pub use policy::{ApplyTo, Policy};
 pub use queue::{
-    ConfirmTo, ConsumeSpec, ConsumerTimeout, CreditGrant, Enqueue, GetOk, Overflow, QueueHandle, QueueRef,
-    QueueSettings, QueueStats, QueueType, Settle,
+    ConfirmTo, ConsumeSpec, ConsumerTimeout, CreditGrant, Enqueue, GetOk, MessageCounters, Overflow, QueueHandle,
+    QueueRef, QueueSettings, QueueStats, QueueType, Settle,
 };
 pub use reply_to::{ReplyConsumer, ReplyConsumers};
 pub use route_cache::RouteCache;

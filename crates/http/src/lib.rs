@@ -33,6 +33,7 @@ mod policies;
 mod queue_actions;
 mod queue_get;
 mod queues;
+mod rates;
 mod request;
 mod tls;
 mod topic_permissions;
@@ -104,6 +105,7 @@ pub fn router(broker: Arc<Broker>) -> Router {
         .route("/api/health/checks/alarms", get(health::alarms))
         .route("/api/health/checks/local-alarms", get(health::local_alarms))
         .layer(axum::middleware::from_fn_with_state(Arc::clone(&broker), auth::require_user))
+        .layer(axum::Extension(Arc::new(rates::Sampler::default())))
         .with_state(broker)
 }
 

@@ -232,3 +232,34 @@ async fn permissions_are_checked_as_rabbitmqs_management_checks_them() {
     // Reading is vhost access only.
     assert_eq!(call_as(&broker, user, "GET", "/api/queues/%2F/q", "").await.0, StatusCode::OK);
 }
+
+#[tokio::test]
+async fn a_queue_reports_its_bytes_node_and_message_stats() {
+    let broker = Broker::new(BrokerConfig::default());
+    assert_eq!(call(&broker, "PUT", "/api/queues/%2F/s", "{}").await.0, StatusCode::CREATED);
+    let (_, got) = call(&broker, "GET", "/api/queues/%2F/s", "").await;
+    assert_eq!(got["node"], charon_engine::broker::node_name());
+    assert_eq!(got.get("message_stats"), None, "a fresh queue has counted nothing");
+    assert_eq!(got["exclusive_consumer_tag"], Json::Null);
+    for payload in ["abc", "defgh"] {
+        let body =
+            format!(r#"{{"properties":{{}},"routing_key":"s","payload":"{payload}","payload_encoding":"string"}}"#);
+        call(&broker, "POST", "/api/exchanges/%2F/amq.default/publish", &body).await;
+    }
+    let get = r#"{"count":1,"ackmode":"ack_requeue_true","encoding":"auto"}"#;
+    call(&broker, "POST", "/api/queues/%2F/s/get", get).await;
+    let get = r#"{"count":1,"ackmode":"ack_requeue_false","encoding":"auto"}"#;
+    call(&broker, "POST", "/api/queues/%2F/s/get", get).await;
+    let (_, got) = call(&broker, "GET", "/api/queues/%2F/s", "").await;
+    assert_eq!(
+        (got["message_bytes"].clone(), got["message_bytes_ready"].clone(), got["message_bytes_unacknowledged"].clone()),
+        (json!(5), json!(5), json!(0))
+    );
+    let stats = &got["message_stats"];
+    assert_eq!(
+        (stats["publish"].clone(), stats["deliver_get"].clone(), stats["redeliver"].clone(), stats["ack"].clone()),
+        (json!(2), json!(2), json!(1), json!(1)),
+        "{stats}"
+    );
+    assert_eq!(stats["publish_details"], json!({"rate": 0.0}), "one sample has no rate yet");
+}

@@ -123,6 +123,17 @@ impl Consumers {
         self.unacked.len()
     }
 
+    /// Body bytes of the deliveries awaiting settlement (walks them: read by management
+    /// requests only).
+    pub(super) fn unacked_bytes(&self) -> u64 {
+        self.unacked.values().map(|u| u.entry.message.body_len() as u64).sum()
+    }
+
+    /// The tag of the consumer that holds the queue exclusively, if one does.
+    pub(super) fn exclusive_tag(&self) -> Option<&str> {
+        self.list.iter().find(|c| c.spec.exclusive).map(|c| c.spec.tag.as_str())
+    }
+
     /// Whether the queue ever had a consumer.
     pub(super) fn had_consumer(&self) -> bool {
         self.had_consumer

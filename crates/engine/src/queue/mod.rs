@@ -59,7 +59,9 @@ pub use args::QueueType;
 pub use consumer_timeout::{ConsumerTimeout, TimeoutCell};
 pub use handle::{QueueHandle, QueueRef};
 pub(crate) use links::QueueLinks;
-pub use requests::{ConfirmTo, ConsumeSpec, CreditGrant, Enqueue, GetOk, QueueConfig, QueueStats, Settle};
+pub use requests::{
+    ConfirmTo, ConsumeSpec, CreditGrant, Enqueue, GetOk, MessageCounters, QueueConfig, QueueStats, Settle,
+};
 pub use settings::{Overflow, QueueSettings};
 
 /// Commands buffered per queue before publishers wait: bounds memory when a queue falls behind
