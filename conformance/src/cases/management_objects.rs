@@ -370,6 +370,14 @@ async fn bindings_by_properties_key(ctx: Ctx) -> CaseResult {
     check_eq!(api(b, "DELETE", &format!("{base}/a.b"), None).await?.status, 404, "DELETE again");
     let left = parse(&api(b, "GET", &base, None).await?)?;
     check_eq!(left.as_array().map(Vec::len), Some(1), "left: {left}");
+    // A key with characters to quote: the properties key quotes it, the Location quotes that.
+    let located = post_location(b, &base, r#"{"routing_key":"a b/c","arguments":[]}"#).await?;
+    check_eq!(located, (201, Some(format!("{q}/a%2Bb%252Fc"))), "quoted Location");
+    let listed = parse(&api(b, "GET", &base, None).await?)?;
+    let keys: Vec<Value> =
+        listed.as_array().map(|all| all.iter().map(|b| at(b, "/properties_key")).collect()).unwrap_or_default();
+    check_eq!(keys, vec![json!("~"), json!("a+b%2Fc")], "quoted key");
+    check_eq!(api(b, "DELETE", &format!("{base}/a%2Bb%252Fc"), None).await?.status, 204, "DELETE by Location");
     Ok(())
 }
 

@@ -36,6 +36,10 @@ async fn queues_are_declared_checked_and_deleted_with_rabbitmqs_answers() {
     assert_eq!(got["reason"], "invalid property 'auto-delete' for queue 'qq' in vhost '/'");
     let (status, got) = call(&broker, "PUT", "/api/queues/%2F/amq.q", "{}").await;
     assert_eq!((status, got["reason"].as_str()), (StatusCode::UNAUTHORIZED, Some("Access refused.")));
+    let (_, got) = call(&broker, "PUT", "/api/queues/%2F/n", r#"{"node":"elsewhere@nohost"}"#).await;
+    assert_eq!(got["reason"], "Node elsewhere@nohost could not be contacted");
+    let here = format!(r#"{{"node":"{}"}}"#, charon_engine::broker::node_name());
+    assert_eq!(call(&broker, "PUT", "/api/queues/%2F/n", &here).await.0, StatusCode::CREATED);
     let (status, got) = call(&broker, "PUT", "/api/queues/nowhere/q", "{}").await;
     assert_eq!((status, got), (StatusCode::NOT_FOUND, json!({"error": "not_found", "reason": "vhost_not_found"})));
     let (_, got) = call(&broker, "GET", uri, "").await;
