@@ -26,7 +26,15 @@ type Samples = VecDeque<(Instant, MessageCounters)>;
 /// Recent samples of every queue read.
 #[derive(Debug, Default)]
 pub(crate) struct Sampler {
-    queues: Mutex<HashMap<QueueKey, Samples>>,
+    state: Mutex<State>,
+}
+
+/// The samples, and when queues nobody reads were last forgotten (a sweep over all of them,
+/// so at most once per [`FORGET`], not per read: a listing of 10,000 queues samples each).
+#[derive(Debug, Default)]
+struct State {
+    queues: HashMap<QueueKey, Samples>,
+    swept: Option<Instant>,
 }
 
 /// Per-second rates of a queue's counters.
@@ -41,11 +49,12 @@ pub(crate) struct Rates {
 impl Sampler {
     /// Records `counters` for a queue as read at `now` and returns its rates.
     pub(crate) fn sample(&self, key: QueueKey, now: Instant, counters: MessageCounters) -> Rates {
-        let Ok(mut queues) = self.queues.lock() else { return Rates::default() };
-        if queues.len() > 64 {
-            queues.retain(|_, samples| samples.back().is_some_and(|(at, _)| now.duration_since(*at) < FORGET));
+        let Ok(mut state) = self.state.lock() else { return Rates::default() };
+        if state.swept.is_none_or(|at| now.duration_since(at) >= FORGET) {
+            state.swept = Some(now);
+            state.queues.retain(|_, samples| samples.back().is_some_and(|(at, _)| now.duration_since(*at) < FORGET));
         }
-        let samples = queues.entry(key).or_default();
+        let samples = state.queues.entry(key).or_default();
         while samples.len() > 1 && samples.front().is_some_and(|(at, _)| now.duration_since(*at) > WINDOW) {
             samples.pop_front();
         }
@@ -70,6 +79,7 @@ impl Sampler {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
 
@@ -90,5 +100,15 @@ mod tests {
         assert_eq!(rates.published, 2.0, "(26 - 10) over the 8 s since the sample at 2 s");
         let rates = sampler.sample(key(), start + Duration::from_secs(12), counts(26, 4));
         assert_eq!(rates.published, 0.0);
+    }
+
+    #[test]
+    fn queues_nobody_reads_are_forgotten() {
+        let sampler = Sampler::default();
+        let start = Instant::now();
+        sampler.sample(("/".to_owned(), "old".to_owned(), 1), start, counts(1, 0));
+        sampler.sample(("/".to_owned(), "new".to_owned(), 2), start + FORGET * 2, counts(1, 0));
+        let state = sampler.state.lock().unwrap();
+        assert_eq!(state.queues.keys().map(|k| k.1.as_str()).collect::<Vec<_>>(), ["new"]);
     }
 }
