@@ -26,6 +26,12 @@ pub(crate) fn cases() -> Vec<Case> {
             queue_get
         ),
         case!(
+            "management.queue_message_stats",
+            "a queue reports message_bytes, node, exclusive_consumer_tag and message_stats (publish, deliver_get, redeliver, ack with rates) after publishes and gets over the API",
+            ["management"],
+            queue_message_stats
+        ),
+        case!(
             "management.exchange_declare_show_delete",
             "PUT/GET/DELETE /api/exchanges/{v}/{x}: 201/204, the exchange's fields, 400 for inequivalence and an unknown type, 401 for amq.*, 400 '... in use' for if-unused, 404 when gone",
             ["management"],
@@ -177,6 +183,46 @@ async fn queue_get(ctx: Ctx) -> CaseResult {
     Ok(())
 }
 
+async fn queue_message_stats(ctx: Ctx) -> CaseResult {
+    let b = ctx.broker();
+    let q = ctx.queue("q");
+    let path = queue_path(b, &q);
+    check_eq!(api(b, "PUT", &path, Some("{}")).await?.status, 201, "PUT");
+    for payload in ["abc", "defgh"] {
+        check_eq!(publish(b, &q, payload).await?, json!({"routed": true}), "publish {payload}");
+    }
+    let get = format!("{path}/get");
+    for mode in ["ack_requeue_true", "ack_requeue_false"] {
+        let body = format!(r#"{{"count":1,"ackmode":"{mode}","encoding":"auto"}}"#);
+        check_eq!(api(b, "POST", &get, Some(&body)).await?.status, 200, "get {mode}");
+    }
+    // RabbitMQ refreshes its statistics every 5 s.
+    let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(15);
+    let info = loop {
+        let info = parse(&api(b, "GET", &path, None).await?)?;
+        let counted = (at(&info, "/message_stats/publish"), at(&info, "/message_stats/deliver_get"));
+        if counted == (json!(2), json!(2)) && at(&info, "/message_bytes") == json!(5) {
+            break info;
+        }
+        check!(tokio::time::Instant::now() < deadline, "message_stats never counted 2 and 2: {info}");
+        tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+    };
+    check_eq!(at(&info, "/message_stats/redeliver"), json!(1), "redeliver");
+    check_eq!(at(&info, "/message_stats/ack"), json!(0), "ack (ack_requeue_false fetches with no_ack)");
+    for name in ["publish", "deliver_get", "redeliver", "ack"] {
+        let rate = at(&info, &format!("/message_stats/{name}_details/rate"));
+        check!(rate.is_f64(), "{name}_details.rate is a float: {info}");
+    }
+    check_eq!(
+        (at(&info, "/message_bytes_ready"), at(&info, "/message_bytes_unacknowledged")),
+        (json!(5), json!(0)),
+        "byte counts"
+    );
+    check_eq!(at(&info, "/exclusive_consumer_tag"), Value::Null, "exclusive_consumer_tag");
+    check!(at(&info, "/node").as_str().is_some_and(|n| n.contains('@')), "node: {info}");
+    Ok(())
+}
+
 async fn exchange_declare_show_delete(ctx: Ctx) -> CaseResult {
     let b = ctx.broker();
     let x = ctx.exchange("x");
@@ -324,6 +370,14 @@ async fn bindings_by_properties_key(ctx: Ctx) -> CaseResult {
     check_eq!(api(b, "DELETE", &format!("{base}/a.b"), None).await?.status, 404, "DELETE again");
     let left = parse(&api(b, "GET", &base, None).await?)?;
     check_eq!(left.as_array().map(Vec::len), Some(1), "left: {left}");
+    // A key with characters to quote: the properties key quotes it, the Location quotes that.
+    let located = post_location(b, &base, r#"{"routing_key":"a b/c","arguments":[]}"#).await?;
+    check_eq!(located, (201, Some(format!("{q}/a%2Bb%252Fc"))), "quoted Location");
+    let listed = parse(&api(b, "GET", &base, None).await?)?;
+    let keys: Vec<Value> =
+        listed.as_array().map(|all| all.iter().map(|b| at(b, "/properties_key")).collect()).unwrap_or_default();
+    check_eq!(keys, vec![json!("~"), json!("a+b%2Fc")], "quoted key");
+    check_eq!(api(b, "DELETE", &format!("{base}/a%2Bb%252Fc"), None).await?.status, 204, "DELETE by Location");
     Ok(())
 }
 

@@ -22,7 +22,7 @@ use serde_json::{Value as JsonValue, json};
 use crate::auth;
 use crate::error::ApiError;
 use crate::exchanges::engine_name;
-use crate::json::{from_json, table_to_json};
+use crate::json::table_to_json;
 use crate::listing::{self, Params};
 use crate::objects::{self, engine_error};
 use crate::request;
@@ -82,6 +82,17 @@ fn quote(s: &str) -> String {
         .map(|b| match b {
             b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'.' | b'_' => char::from(b).to_string(),
             b' ' => "+".to_owned(),
+            other => format!("%{other:02X}"),
+        })
+        .collect()
+}
+
+/// Percent-encodes all but RFC 3986's unreserved characters, as RabbitMQ encodes the
+/// segments of a binding's `Location` (the properties key is quoted again there).
+fn percent(s: &str) -> String {
+    s.bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'.' | b'_' | b'~' => char::from(b).to_string(),
             other => format!("%{other:02X}"),
         })
         .collect()
@@ -219,15 +230,11 @@ pub(crate) async fn create(
     let (source, target) = ends(&vhost, &source, &kind, &destination)?;
     let request = if body.is_empty() { json!({}) } else { request::decode(&body, &[])? };
     let key = request::text(&request, "routing_key");
-    let arguments = match request.get("arguments").map(from_json) {
-        None | Some(Some(charon_model::Value::Null)) => Table::new(),
-        Some(Some(charon_model::Value::Table(table))) => table,
-        Some(_) => return Err(ApiError::bad_request("arguments must be an object")),
-    };
+    let arguments = objects::arguments(&request)?;
     check_bind(&broker, &user, &vhost, &source, &target)?;
     let session = broker.next_id();
     vhost.bind(&source, target, &key, &arguments, session).await.map_err(|e| engine_error(&e))?;
-    let location = format!("{}/{}", quote(&destination), properties_key(&key, &arguments));
+    let location = format!("{}/{}", percent(&destination), percent(&properties_key(&key, &arguments)));
     Ok((StatusCode::CREATED, [(header::LOCATION, location)]).into_response())
 }
 
@@ -286,6 +293,7 @@ mod tests {
         args.insert("x", charon_model::Value::I64(1));
         let key = properties_key("a.b", &args);
         assert!(key.starts_with("a.b~") && key.len() == 10, "{key}");
+        assert_eq!(percent(&properties_key("a b/c~d%\u{e9}", &Table::new())), "a%2Bb%252Fc%257Ed%2525%25C3%25A9");
         assert!(key_matches("a+b%7E%2F", "a+b~/") && key_matches("~", "~") && !key_matches("a", "b"));
     }
 }

@@ -17,7 +17,7 @@ use serde_json::{Value as JsonValue, json};
 use crate::auth;
 use crate::bindings;
 use crate::error::ApiError;
-use crate::json::{from_json, table_to_json};
+use crate::json::table_to_json;
 use crate::listing::{self, Params};
 use crate::objects::{self, boolean, engine_error};
 use crate::request;
@@ -95,11 +95,7 @@ pub(crate) async fn put(
 ) -> Result<StatusCode, ApiError> {
     let vhost = objects::declare_vhost(&broker, &user, &vhost)?;
     let request = if body.is_empty() { json!({}) } else { request::decode(&body, &[])? };
-    let arguments = match request.get("arguments").map(from_json) {
-        None | Some(Some(charon_model::Value::Null)) => charon_model::Table::new(),
-        Some(Some(charon_model::Value::Table(table))) => table,
-        Some(_) => return Err(ApiError::bad_request("arguments must be an object")),
-    };
+    let arguments = objects::arguments(&request)?;
     let declare = ExchangeDeclare {
         name: engine_name(&name).to_owned(),
         kind: request.get("type").and_then(JsonValue::as_str).unwrap_or("direct").to_owned(),

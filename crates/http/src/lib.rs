@@ -46,6 +46,7 @@ mod policies;
 mod queue_actions;
 mod queue_get;
 mod queues;
+mod rates;
 mod request;
 mod runtime;
 mod tls;
@@ -137,6 +138,7 @@ pub fn router(broker: Arc<Broker>) -> Router {
         .route("/api/nodes", get(nodes::list))
         .route("/api/nodes/{name}", get(nodes::get_one))
         .layer(axum::middleware::from_fn_with_state(Arc::clone(&broker), auth::require_user))
+        .layer(axum::Extension(Arc::new(rates::Sampler::default())))
         .with_state(broker)
 }
 

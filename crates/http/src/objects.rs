@@ -56,3 +56,16 @@ pub(crate) fn boolean(request: &serde_json::Value, key: &str, default: bool) -> 
         Some(other) => Err(ApiError::bad_request_json(serde_json::json!(["not_boolean", other]))),
     }
 }
+
+/// A request's `arguments`: an object, or missing, `null` or `[]` (an empty Erlang property
+/// list, which 4.0.5 accepts) for none.
+pub(crate) fn arguments(request: &serde_json::Value) -> Result<charon_model::Table, ApiError> {
+    match request.get("arguments") {
+        None | Some(serde_json::Value::Null) => Ok(charon_model::Table::new()),
+        Some(serde_json::Value::Array(items)) if items.is_empty() => Ok(charon_model::Table::new()),
+        Some(value) => match crate::json::from_json(value) {
+            Some(charon_model::Value::Table(table)) => Ok(table),
+            _ => Err(ApiError::bad_request("arguments must be an object")),
+        },
+    }
+}

@@ -36,6 +36,10 @@ async fn queues_are_declared_checked_and_deleted_with_rabbitmqs_answers() {
     assert_eq!(got["reason"], "invalid property 'auto-delete' for queue 'qq' in vhost '/'");
     let (status, got) = call(&broker, "PUT", "/api/queues/%2F/amq.q", "{}").await;
     assert_eq!((status, got["reason"].as_str()), (StatusCode::UNAUTHORIZED, Some("Access refused.")));
+    let (_, got) = call(&broker, "PUT", "/api/queues/%2F/n", r#"{"node":"elsewhere@nohost"}"#).await;
+    assert_eq!(got["reason"], "Node elsewhere@nohost could not be contacted");
+    let here = format!(r#"{{"node":"{}"}}"#, charon_engine::broker::node_name());
+    assert_eq!(call(&broker, "PUT", "/api/queues/%2F/n", &here).await.0, StatusCode::CREATED);
     let (status, got) = call(&broker, "PUT", "/api/queues/nowhere/q", "{}").await;
     assert_eq!((status, got), (StatusCode::NOT_FOUND, json!({"error": "not_found", "reason": "vhost_not_found"})));
     let (_, got) = call(&broker, "GET", uri, "").await;
@@ -231,4 +235,35 @@ async fn permissions_are_checked_as_rabbitmqs_management_checks_them() {
     assert_eq!(got["reason"], "403 ACCESS_REFUSED - write access to exchange 'x' in vhost '/' refused for user 'u'");
     // Reading is vhost access only.
     assert_eq!(call_as(&broker, user, "GET", "/api/queues/%2F/q", "").await.0, StatusCode::OK);
+}
+
+#[tokio::test]
+async fn a_queue_reports_its_bytes_node_and_message_stats() {
+    let broker = Broker::new(BrokerConfig::default());
+    assert_eq!(call(&broker, "PUT", "/api/queues/%2F/s", "{}").await.0, StatusCode::CREATED);
+    let (_, got) = call(&broker, "GET", "/api/queues/%2F/s", "").await;
+    assert_eq!(got["node"], charon_engine::broker::node_name());
+    assert_eq!(got.get("message_stats"), None, "a fresh queue has counted nothing");
+    assert_eq!(got["exclusive_consumer_tag"], Json::Null);
+    for payload in ["abc", "defgh"] {
+        let body =
+            format!(r#"{{"properties":{{}},"routing_key":"s","payload":"{payload}","payload_encoding":"string"}}"#);
+        call(&broker, "POST", "/api/exchanges/%2F/amq.default/publish", &body).await;
+    }
+    let get = r#"{"count":1,"ackmode":"ack_requeue_true","encoding":"auto"}"#;
+    call(&broker, "POST", "/api/queues/%2F/s/get", get).await;
+    let get = r#"{"count":1,"ackmode":"ack_requeue_false","encoding":"auto"}"#;
+    call(&broker, "POST", "/api/queues/%2F/s/get", get).await;
+    let (_, got) = call(&broker, "GET", "/api/queues/%2F/s", "").await;
+    assert_eq!(
+        (got["message_bytes"].clone(), got["message_bytes_ready"].clone(), got["message_bytes_unacknowledged"].clone()),
+        (json!(5), json!(5), json!(0))
+    );
+    let stats = &got["message_stats"];
+    assert_eq!(
+        (stats["publish"].clone(), stats["deliver_get"].clone(), stats["redeliver"].clone(), stats["ack"].clone()),
+        (json!(2), json!(2), json!(1), json!(0)),
+        "ack_requeue_false fetches with no_ack, as 4.0.5 does: {stats}"
+    );
+    assert_eq!(stats["publish_details"], json!({"rate": 0.0}), "one sample has no rate yet");
 }

@@ -16,7 +16,6 @@ use serde_json::{Value as JsonValue, json};
 
 use crate::bindings;
 use crate::error::ApiError;
-use crate::json::from_json;
 use crate::listing::{self, Params};
 use crate::objects::{self, boolean, engine_error};
 use crate::request;
@@ -33,11 +32,8 @@ pub(crate) async fn put(
 ) -> Result<StatusCode, ApiError> {
     let vhost = objects::declare_vhost(&broker, &user, &vhost)?;
     let request = if body.is_empty() { json!({}) } else { request::decode(&body, &[])? };
-    let arguments = match request.get("arguments").map(from_json) {
-        None | Some(Some(charon_model::Value::Null)) => charon_model::Table::new(),
-        Some(Some(charon_model::Value::Table(table))) => table,
-        Some(_) => return Err(ApiError::bad_request("arguments must be an object")),
-    };
+    let arguments = objects::arguments(&request)?;
+    check_node(&request)?;
     let declare = QueueDeclare {
         name: name.clone(),
         passive: false,
@@ -52,6 +48,18 @@ pub(crate) async fn put(
     let principal = Principal::new(broker.access(), &user);
     let ok = vhost.declare_queue_as(&declare, broker.next_id(), Some(principal)).await.map_err(|e| engine_error(&e))?;
     Ok(if ok.created { StatusCode::CREATED } else { StatusCode::NO_CONTENT })
+}
+
+/// A declare's `node`: this node, or RabbitMQ's 400 for one it cannot reach (a bare name is
+/// completed with this node's host, as `rabbit_nodes:make/1` does).
+fn check_node(request: &JsonValue) -> Result<(), ApiError> {
+    let Some(node) = request.get("node").and_then(JsonValue::as_str) else { return Ok(()) };
+    let ours = charon_engine::broker::node_name();
+    let named = match (node.contains('@'), ours.split_once('@')) {
+        (false, Some((_, host))) => format!("{node}@{host}"),
+        _ => node.to_owned(),
+    };
+    if named == ours { Ok(()) } else { Err(ApiError::bad_request(format!("Node {named} could not be contacted"))) }
 }
 
 /// `DELETE /api/queues/{vhost}/{name}[?if-empty=true][&if-unused=true]`: 204, 404 when

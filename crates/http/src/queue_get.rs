@@ -46,10 +46,12 @@ pub(crate) async fn get(
         "base64" => true,
         _ => return Err(ApiError::bad_request("Unsupported encoding. Please use auto or base64.")),
     };
+    // `ack_requeue_false` fetches with no_ack, as 4.0.5 does (it counts as `get_no_ack`, not
+    // as an ack); the other modes fetch, then settle.
     let settle = match request::text(&request, "ackmode").as_str() {
-        "ack_requeue_true" | "reject_requeue_true" => Settle::Requeue,
-        "ack_requeue_false" => Settle::Ack,
-        "reject_requeue_false" => Settle::Discard,
+        "ack_requeue_true" | "reject_requeue_true" => Some(Settle::Requeue),
+        "ack_requeue_false" => None,
+        "reject_requeue_false" => Some(Settle::Discard),
         // RabbitMQ's handler crashes on any other mode (observed on 4.0.5).
         _ => return Err(ApiError::crash()),
     };
@@ -63,11 +65,11 @@ pub(crate) async fn get(
     let mut got = Vec::new();
     let mut seqs = Vec::new();
     for _ in 0..count.max(0) {
-        let Some(ok) = queue.get(owner, false).await.map_err(|e| engine_error(&e))? else { break };
+        let Some(ok) = queue.get(owner, settle.is_none()).await.map_err(|e| engine_error(&e))? else { break };
         seqs.push(ok.delivery.seq);
         got.push(render(&ok.delivery.message, ok.delivery.redelivered, ok.remaining, base64, truncate));
     }
-    if !seqs.is_empty() {
+    if let Some(settle) = settle.filter(|_| !seqs.is_empty()) {
         queue.settle(seqs, settle).await;
     }
     Ok(Json(JsonValue::Array(got)))

@@ -1,18 +1,29 @@
 //! `/api/queues`: a queue's properties and message counters.
+//!
+//! Rendered as 4.0.5 does: properties, counts, byte counts, `node`, the exclusive consumer's
+//! tag, and `message_stats` (`publish`, `deliver_get`, `redeliver`, `ack`, each with
+//! `_details.rate` from [`rates`](crate::rates)) once the queue has counted anything. Not
+//! rendered, because Charon does not measure them: `memory`, `consumer_utilisation`,
+//! `consumer_capacity`, `idle_since`, the Erlang process fields (`reductions`,
+//! `garbage_collection`), the `*_ram`/`*_paged_out`/`*_persistent` splits, the split of
+//! `deliver_get` into `deliver`/`get`/`*_no_ack`, and the rates of the message counts
+//! (`messages_details`).
 
 use std::sync::Arc;
+use std::time::Instant;
 
 use axum::Json;
 use axum::extract::{Extension, Path, Query, State};
-use charon_engine::{Broker, QueueRef, QueueType, User, VHost};
+use charon_engine::{Broker, MessageCounters, QueueRef, QueueType, User, VHost};
 use serde_json::{Value as JsonValue, json};
 
 use crate::auth;
 use crate::error::ApiError;
 use crate::json::table_to_json;
 use crate::listing::{self, Params};
+use crate::rates::Sampler;
 
-async fn render(vhost: &VHost, queue: &QueueRef) -> Option<JsonValue> {
+async fn render(vhost: &VHost, queue: &QueueRef, sampler: &Sampler) -> Option<JsonValue> {
     let stats = queue.stats().await.ok()?;
     let config = &queue.config;
     let policy = vhost.queue_policy(queue);
@@ -29,9 +40,33 @@ async fn render(vhost: &VHost, queue: &QueueRef) -> Option<JsonValue> {
         "messages": u64::from(stats.ready) + u64::from(stats.unacked) + u64::from(stats.dead_letters_pending),
         "messages_ready": stats.ready,
         "messages_unacknowledged": stats.unacked,
+        "message_bytes": stats.message_bytes_ready + stats.message_bytes_unacknowledged,
+        "message_bytes_ready": stats.message_bytes_ready,
+        "message_bytes_unacknowledged": stats.message_bytes_unacknowledged,
+        "node": charon_engine::broker::node_name(),
+        "exclusive_consumer_tag": stats.exclusive_consumer_tag,
         "policy": policy.as_ref().map(|p| p.name.clone()),
         "effective_policy_definition": policy.map_or_else(|| json!({}), |p| table_to_json(&p.definition)),
     });
+    let counters = stats.counters;
+    let key = (config.vhost.clone(), config.name.clone(), queue.id);
+    let rates = sampler.sample(key, Instant::now(), counters);
+    if counters != MessageCounters::default()
+        && let Some(fields) = rendered.as_object_mut()
+    {
+        let stat = |count: u64, rate: f64| (json!(count), json!({ "rate": rate }));
+        let mut stats = serde_json::Map::new();
+        for (name, (count, details)) in [
+            ("ack", stat(counters.acked, rates.acked)),
+            ("deliver_get", stat(counters.delivered, rates.delivered)),
+            ("publish", stat(counters.published, rates.published)),
+            ("redeliver", stat(counters.redelivered, rates.redelivered)),
+        ] {
+            stats.insert(name.to_owned(), count);
+            stats.insert(format!("{name}_details"), details);
+        }
+        fields.insert("message_stats".into(), JsonValue::Object(stats));
+    }
     // A single-active-consumer queue names its active consumer, as 4.0.5 does (`null` while
     // nobody consumes).
     if stats.single_active_consumer
@@ -50,12 +85,12 @@ async fn render(vhost: &VHost, queue: &QueueRef) -> Option<JsonValue> {
     Some(rendered)
 }
 
-async fn render_all(vhost: &VHost) -> Vec<JsonValue> {
+async fn render_all(vhost: &VHost, sampler: &Sampler) -> Vec<JsonValue> {
     let mut queues = vhost.queues();
     queues.sort_by(|a, b| a.name().cmp(b.name()));
     let mut out = Vec::with_capacity(queues.len());
     for queue in &queues {
-        out.extend(render(vhost, queue).await);
+        out.extend(render(vhost, queue, sampler).await);
     }
     out
 }
@@ -64,11 +99,12 @@ async fn render_all(vhost: &VHost) -> Vec<JsonValue> {
 pub(crate) async fn list_all(
     State(broker): State<Arc<Broker>>,
     Extension(user): Extension<User>,
+    Extension(sampler): Extension<Arc<Sampler>>,
     Query(params): Query<Params>,
 ) -> Result<Json<JsonValue>, ApiError> {
     let mut all = Vec::new();
     for vhost in broker.vhosts().iter().filter(|v| auth::sees(&broker, &user, v.name())) {
-        all.extend(render_all(vhost).await);
+        all.extend(render_all(vhost, &sampler).await);
     }
     listing::respond(all, &params, SORT).map(Json)
 }
@@ -80,24 +116,26 @@ const SORT: &[&str] = &["vhost", "name"];
 pub(crate) async fn list_vhost(
     State(broker): State<Arc<Broker>>,
     Extension(user): Extension<User>,
+    Extension(sampler): Extension<Arc<Sampler>>,
     Path(vhost): Path<String>,
     Query(params): Query<Params>,
 ) -> Result<Json<JsonValue>, ApiError> {
     auth::vhost(&broker, &user, &vhost)?;
     let vhost = broker.vhosts().into_iter().find(|v| v.name() == vhost).ok_or_else(ApiError::not_found)?;
-    listing::respond(render_all(&vhost).await, &params, SORT).map(Json)
+    listing::respond(render_all(&vhost, &sampler).await, &params, SORT).map(Json)
 }
 
 /// `GET /api/queues/{vhost}/{name}`
 pub(crate) async fn get_one(
     State(broker): State<Arc<Broker>>,
     Extension(user): Extension<User>,
+    Extension(sampler): Extension<Arc<Sampler>>,
     Path((vhost, name)): Path<(String, String)>,
     Query(params): Query<Params>,
 ) -> Result<Json<JsonValue>, ApiError> {
     auth::vhost(&broker, &user, &vhost)?;
     let vhost = broker.vhosts().into_iter().find(|v| v.name() == vhost).ok_or_else(ApiError::not_found)?;
     let queue = vhost.queues().into_iter().find(|q| q.name() == name).ok_or_else(ApiError::not_found)?;
-    let rendered = render(&vhost, &queue).await.ok_or_else(ApiError::not_found)?;
+    let rendered = render(&vhost, &queue, &sampler).await.ok_or_else(ApiError::not_found)?;
     Ok(Json(listing::one(rendered, &params)))
 }

@@ -170,6 +170,11 @@ impl Consumers {
         Some(unacked)
     }
 
+    /// The tag of the consumer that holds the queue exclusively, if one does.
+    pub(super) fn exclusive_tag(&self) -> Option<&str> {
+        self.list.iter().find(|c| c.spec.exclusive).map(|c| c.spec.tag.as_str())
+    }
+
     /// Whether the queue ever had a consumer.
     pub(super) fn had_consumer(&self) -> bool {
         self.had_consumer

@@ -62,7 +62,8 @@ pub use gauges::{GaugeValues, QueueGauges};
 pub use handle::{QueueHandle, QueueRef};
 pub(crate) use links::QueueLinks;
 pub use requests::{
-    ConfirmTo, ConsumeSpec, ConsumerReport, CreditGrant, Enqueue, GetOk, QueueConfig, QueueStats, Settle,
+    ConfirmTo, ConsumeSpec, ConsumerReport, CreditGrant, Enqueue, GetOk, MessageCounters, QueueConfig, QueueStats,
+    Settle,
 };
 pub use settings::{Overflow, QueueSettings};
 

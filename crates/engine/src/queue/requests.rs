@@ -143,6 +143,28 @@ pub struct QueueStats {
     pub single_active_consumer_tag: Option<String>,
     /// Whether the queue has a single active consumer.
     pub single_active_consumer: bool,
+    /// The tag of the consumer holding the queue exclusively, if one does.
+    pub exclusive_consumer_tag: Option<String>,
+    /// Body bytes of the ready messages.
+    pub message_bytes_ready: u64,
+    /// Body bytes of the delivered, unsettled messages.
+    pub message_bytes_unacknowledged: u64,
+    /// What the queue has done since it started (RabbitMQ's `message_stats` counts).
+    pub counters: MessageCounters,
+}
+
+/// A queue's running message counts, kept by its task in plain fields (nothing shared is
+/// touched per message) and read with its stats; RabbitMQ's management names in brackets.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct MessageCounters {
+    /// Messages accepted into the queue (`publish`).
+    pub published: u64,
+    /// Messages handed to consumers or fetched by `basic.get` (`deliver_get`).
+    pub delivered: u64,
+    /// Of those, the ones handed out again after a requeue (`redeliver`).
+    pub redelivered: u64,
+    /// Deliveries acknowledged (`ack`).
+    pub acked: u64,
 }
 
 /// A 1.0 receiver's flow for a consumer link, as the queue applies it.

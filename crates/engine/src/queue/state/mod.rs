@@ -35,7 +35,7 @@ use super::journal::reason_of;
 use super::limits::{Limits, Size};
 use super::order::Order;
 use super::ready::Ready;
-use super::requests::{ConfirmTo, ConsumeSpec, CreditGrant, Enqueue, GetOk, QueueStats, Settle};
+use super::requests::{ConfirmTo, ConsumeSpec, CreditGrant, Enqueue, GetOk, MessageCounters, QueueStats, Settle};
 use super::settings::QueueSettings;
 use super::turns::SingleActive;
 use super::unconfirmed::Removal;
@@ -69,6 +69,8 @@ pub(crate) struct QueueState {
     reader: Option<LogReader>,
     /// When the ready messages arrived, roughly (the oldest one's age).
     arrivals: Arrivals,
+    /// Running message counts for the management API.
+    counters: MessageCounters,
 }
 
 /// How long at-least-once dead letters that could not be forwarded wait before they are tried
@@ -102,6 +104,7 @@ impl QueueState {
             dlx_retry_at: None,
             reader: None,
             arrivals: Arrivals::default(),
+            counters: MessageCounters::default(),
         }
     }
 
@@ -173,6 +176,7 @@ impl QueueState {
         let mut accepted = Vec::new();
         let mut refused = Vec::new();
         let written_before = self.effects.journal_ref().written();
+        let mut published = 0;
         for item in items {
             if self.limits.refuses(&item.message, self.ready.size()) {
                 if self.limits.dead_letters_refused() {
@@ -197,8 +201,10 @@ impl QueueState {
             }
             self.ready.push(entry, self.consumers.is_empty(), self.effects.journal());
             accepted.extend(item.confirm);
+            published += 1;
             self.enforce_limits();
         }
+        self.counters.published += published;
         if let Some(to) = confirm_to {
             // Held back until the log has synced this pass when anything was written.
             self.effects.confirm(to, accepted, refused, written_before);
@@ -229,12 +235,16 @@ impl QueueState {
     pub(crate) fn settle(&mut self, seqs: &[u64], how: Settle) {
         let mut requeue = Vec::new();
         let failed = matches!(how, Settle::RequeueFailed);
+        let mut acked = 0;
         for &seq in seqs {
             let Some(mut entry) = self.consumers.settle(seq) else {
                 continue;
             };
             match how {
-                Settle::Ack => self.effects.journal().removed(&entry),
+                Settle::Ack => {
+                    acked += 1;
+                    self.effects.journal().removed(&entry);
+                }
                 Settle::Requeue | Settle::RequeueFailed => requeue.push(entry),
                 Settle::Discard => {
                     entry.failed = entry.failed.saturating_add(1);
@@ -243,6 +253,7 @@ impl QueueState {
                 Settle::DiscardUndeliverable => self.discard(entry, DeathReason::Rejected),
             }
         }
+        self.counters.acked += acked;
         self.requeue(requeue, failed);
     }
 
@@ -336,6 +347,8 @@ impl QueueState {
             return if self.ready.awaiting_read() { Err(ReadPending) } else { Ok(None) };
         };
         let delivery = entry.delivery(self.quorum);
+        self.counters.delivered += 1;
+        self.counters.redelivered += u64::from(delivery.redelivered);
         if no_ack {
             self.effects.journal().removed(&entry);
         } else {
@@ -409,6 +422,10 @@ impl QueueState {
             dead_letters_pending_bytes: self.dlx.size().bytes,
             single_active_consumer_tag: self.consumers.active_tag().map(str::to_owned),
             single_active_consumer: self.consumers.single_active(),
+            exclusive_consumer_tag: self.consumers.exclusive_tag().map(str::to_owned),
+            message_bytes_ready: self.ready.size().bytes,
+            message_bytes_unacknowledged: self.consumers.unacked_bytes(),
+            counters: self.counters,
         }
     }
 
@@ -439,6 +456,7 @@ impl QueueState {
     /// Hands ready messages to consumers that can take them, round-robin, one message at a
     /// time, and batches each consumer's deliveries into one event.
     pub(crate) fn dispatch(&mut self) {
+        let (mut delivered, mut redelivered) = (0, 0);
         while self.ready.len() > 0 {
             let Some(index) = self.consumers.reserve_next(&self.handle) else {
                 break;
@@ -451,8 +469,12 @@ impl QueueState {
                 self.consumers.unreserve(index);
                 break;
             };
+            delivered += 1;
+            redelivered += u64::from(entry.redelivered);
             self.consumers.hand_out(index, entry, self.quorum, self.effects.journal());
         }
+        self.counters.delivered += delivered;
+        self.counters.redelivered += redelivered;
         self.consumers.flush(&mut self.effects);
     }
 

@@ -187,7 +187,30 @@ fn discard_goes_through_the_dead_letter_seam() {
     let got = s.get(owner, false).unwrap();
     s.settle(&[got.delivery.seq], Settle::Discard);
     assert_eq!(s.take_discarded().iter().map(|d| d.reason).collect::<Vec<_>>(), [DeathReason::Rejected]);
-    assert_eq!(s.stats(), QueueStats::default());
+    // Only the counts of what happened remain.
+    let counters = crate::queue::MessageCounters { published: 1, delivered: 1, ..Default::default() };
+    assert_eq!(s.stats(), QueueStats { counters, ..QueueStats::default() });
+}
+
+#[test]
+fn message_counters_count_publishes_deliveries_redeliveries_and_acks() {
+    let (session, _rx) = SessionSink::new(1, 0);
+    let mut s = QueueState::new(handle(), QueueSettings::default(), 0);
+    s.publish((0..3).map(msg).collect(), None);
+    let owner = Owner { session: 1, channel: 1 };
+    let got = s.get(owner, false).unwrap();
+    s.settle(&[got.delivery.seq], Settle::Requeue);
+    s.consume(consumer(10, &session, 0)).unwrap();
+    s.dispatch();
+    let seqs: Vec<u64> = delivered(&mut s).into_iter().flat_map(|(_, seqs, _)| seqs).collect();
+    s.settle(&seqs, Settle::Ack);
+    let counters = s.stats().counters;
+    assert_eq!(
+        (counters.published, counters.delivered, counters.redelivered, counters.acked),
+        (3, 4, 1, 3),
+        "one get, then three dispatched of which the requeued one again"
+    );
+    assert_eq!(s.stats().message_bytes_unacknowledged, 0);
 }
 
 #[test]
