@@ -20,6 +20,12 @@ impl ApiError {
         Self { status: StatusCode::NOT_FOUND, error: "Object Not Found", reason: "Not Found".to_owned(), escape: true }
     }
 
+    /// 404 with RabbitMQ's `error` and `reason` for this case (the scoped definitions import
+    /// answers `{"error":"not_found","reason":"vhost_not_found"}`).
+    pub(crate) fn not_found_as(error: &'static str, reason: &str) -> Self {
+        Self { status: StatusCode::NOT_FOUND, error, reason: reason.to_owned(), escape: true }
+    }
+
     /// 400 `bad_request`.
     pub(crate) fn bad_request(reason: impl Into<String>) -> Self {
         Self { status: StatusCode::BAD_REQUEST, error: "bad_request", reason: reason.into(), escape: true }

@@ -13,12 +13,16 @@
 //!   `/api/permissions[/{vhost}/{user}]`, `/api/topic-permissions[/{vhost}/{user}]`: users,
 //!   vhosts and permissions at runtime.
 //!
+//! - `GET`, `POST /api/definitions[/{vhost}]`: RabbitMQ's definitions export and import
+//!   ([`definitions`]).
+//!
 //! Every request needs HTTP basic auth against the broker's users, under the broker's login
 //! policy (`loopback_users`, the failed-login throttle), by a user with a management tag; each
 //! endpoint then applies RabbitMQ's rule for it ([`auth`]). [`serve`] serves plain HTTP,
 //! [`serve_tls`] HTTPS.
 
 mod auth;
+pub mod definitions;
 mod error;
 mod health;
 pub mod json;
@@ -75,6 +79,8 @@ pub fn router(broker: Arc<Broker>) -> Router {
             "/api/topic-permissions/{vhost}/{user}",
             get(topic_permissions::get_one).put(topic_permissions::put).delete(topic_permissions::delete),
         )
+        .route("/api/definitions", get(definitions::get_all).post(definitions::post_all))
+        .route("/api/definitions/{vhost}", get(definitions::get_vhost).post(definitions::post_vhost))
         .route("/api/health/checks/alarms", get(health::alarms))
         .route("/api/health/checks/local-alarms", get(health::local_alarms))
         .layer(axum::middleware::from_fn_with_state(Arc::clone(&broker), auth::require_user))
