@@ -34,6 +34,7 @@ mod fidelity_to10;
 mod handshake;
 mod heartbeats;
 mod large_bodies;
+mod management_definitions;
 mod nesting;
 mod prefetch;
 mod priority;
@@ -103,5 +104,6 @@ pub(crate) fn by_area() -> Vec<(&'static str, Vec<Case>)> {
         dlx_fallback,
         dlx_guarantee,
         tx,
+        management_definitions,
     ]
 }

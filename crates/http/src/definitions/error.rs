@@ -4,6 +4,8 @@
 use charon_engine::{AccessError, EngineError, ErrorKind};
 use charon_model::erlang;
 
+use super::pretty::{self, Term};
+
 /// An import that stopped: what was applied before the failing object stays, as in RabbitMQ
 /// (its import is not a transaction either).
 #[derive(Debug, thiserror::Error)]
@@ -30,7 +32,28 @@ impl ImportError {
 
     /// A term RabbitMQ prints with `~p`, such as `{no_such_user,<<"u">>}`.
     pub(crate) fn term(tag: &str, name: &str) -> Self {
-        Self::Invalid(erlang::tuple(&[tag.to_owned(), erlang::unicode_binary(name.as_bytes())]))
+        Self::Invalid(pretty::print(&Term::Tuple(vec![Term::Atom(tag.to_owned()), Term::Binary(name.to_owned())])))
+    }
+
+    /// `{resources_missing,[{not_found,{resource,<<"v">>,queue,<<"q">>}}, ...]}` for a binding
+    /// whose ends are missing (`(kind, name)` each).
+    pub(crate) fn resources_missing(vhost: &str, missing: &[(&str, &str)]) -> Self {
+        let resource = |(kind, name): &(&str, &str)| {
+            Term::Tuple(vec![
+                Term::Atom("not_found".into()),
+                Term::Tuple(vec![
+                    Term::Atom("resource".into()),
+                    Term::Binary(vhost.to_owned()),
+                    Term::Atom((*kind).to_owned()),
+                    Term::Binary((*name).to_owned()),
+                ]),
+            ])
+        };
+        let term = Term::Tuple(vec![
+            Term::Atom("resources_missing".into()),
+            Term::List(missing.iter().map(resource).collect()),
+        ]);
+        Self::Invalid(pretty::print(&term))
     }
 
     /// A validation failure of a policy or parameter, as RabbitMQ's `exit/1` of an

@@ -410,26 +410,19 @@ impl Importer<'_> {
                 return Err(ImportError::Invalid(format!("invalid destination_type {}", other.unwrap_or("undefined"))));
             }
         };
-        let resource = |kind: &str, name: &str| {
-            format!(
-                "{{not_found,{{resource,{},{kind},{}}}}}",
-                erlang::unicode_binary(vhost.name().as_bytes()),
-                erlang::unicode_binary(name.as_bytes())
-            )
-        };
         let mut missing = Vec::new();
         if vhost.exchange(source).is_none() {
-            missing.push(resource("exchange", source));
+            missing.push(("exchange", source));
         }
         let found = match &destination {
             Destination::Queue(queue) => !matches!(vhost.queue(queue, self.session), Err(EngineError::NotFound(_))),
             Destination::Exchange(exchange) => vhost.exchange(exchange).is_some(),
         };
         if !found {
-            missing.push(resource(kind, &name));
+            missing.push((kind, &name));
         }
         if !missing.is_empty() {
-            return Err(ImportError::Invalid(format!("{{resources_missing,[{}]}}", missing.join(","))));
+            return Err(ImportError::resources_missing(vhost.name(), &missing));
         }
         let key = text(object, "routing_key").unwrap_or_default();
         let arguments = table(object, "arguments")?;

@@ -13,6 +13,7 @@
 mod error;
 pub mod export;
 pub mod import;
+mod pretty;
 
 use std::sync::Arc;
 
