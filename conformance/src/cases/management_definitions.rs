@@ -27,7 +27,7 @@ pub(crate) fn cases() -> Vec<Case> {
         ),
         case!(
             "management_definitions.bad_input_and_admin_only",
-            "import errors are 4.0.5's 400s (failed_to_parse_json, tags_not_present, missing vhost, resources_missing, unknown component); a scoped import of a missing vhost is 404; a management user gets 401 not_authorised",
+            "import errors are 4.0.5's 400s (failed_to_parse_json (an empty body is 204), tags_not_present, missing vhost, resources_missing, unknown component); a scoped import of a missing vhost is 404; a management user gets 401 not_authorised",
             ["management"],
             bad_input_and_admin_only
         ),
@@ -239,6 +239,8 @@ async fn bad_input_and_admin_only(ctx: Ctx) -> CaseResult {
         let response = api(&ctx, "POST", "/api/definitions", Some(&body)).await?;
         check_eq!((response.status, parse(&response)?), expected, "POST {body}");
     }
+    let response = api(&ctx, "POST", "/api/definitions", Some("")).await?;
+    check_eq!((response.status, response.body.as_str()), (204, ""), "an empty body imports nothing");
     let missing = format!("/api/definitions/{}", segment(&nope));
     let response = api(&ctx, "POST", &missing, Some("{}")).await?;
     check_eq!(

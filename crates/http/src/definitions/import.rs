@@ -32,11 +32,15 @@ use crate::json::from_json;
 /// Global parameters every 4.0.5 export carries about the cluster it came from.
 const CLUSTER_PARAMETERS: [&str; 2] = ["cluster_tags", "internal_cluster_id"];
 
-/// A definitions body: a JSON object.
+/// A definitions body: a JSON object; an empty body is an empty one, as RabbitMQ's
+/// `decode(<<"">>)` takes it.
 ///
 /// # Errors
 /// [`ImportError::NotJson`] for anything else.
 pub fn parse(body: &[u8]) -> Result<Map<String, JsonValue>, ImportError> {
+    if body.is_empty() {
+        return Ok(Map::new());
+    }
     match serde_json::from_slice(body) {
         Ok(JsonValue::Object(map)) => Ok(map),
         _ => Err(ImportError::NotJson),

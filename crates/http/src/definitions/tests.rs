@@ -146,6 +146,7 @@ async fn bad_input_gets_rabbitmq_s_answers() {
     let bad = |reason: &str| (StatusCode::BAD_REQUEST, json!({"error":"bad_request","reason":reason}));
     assert_eq!(post("not json").await, bad("failed_to_parse_json"));
     assert_eq!(post("[]").await, bad("failed_to_parse_json"));
+    assert_eq!(post("").await, (StatusCode::NO_CONTENT, Json::Null), "an empty body imports nothing");
     assert_eq!(post(r#"{"users":[{"name":"u1"}]}"#).await, bad("tags_not_present"));
     assert_eq!(
         post(r#"{"users":[{"name":"u1","password_hash":"abc","tags":[]}]}"#).await,
