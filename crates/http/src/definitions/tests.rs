@@ -193,3 +193,18 @@ async fn bad_input_gets_rabbitmq_s_answers() {
     assert_eq!(call_as(&broker, ("m", "m"), "GET", "/api/definitions", "").await, refused);
     assert_eq!(call_as(&broker, ("m", "m"), "POST", "/api/definitions", "{}").await, refused);
 }
+
+#[tokio::test]
+async fn download_names_the_export_as_an_attachment() {
+    use tower::ServiceExt;
+    let broker = Broker::new(BrokerConfig::default());
+    let request = axum::http::Request::builder()
+        .uri("/api/definitions?download=rabbit.json")
+        .header("authorization", "Basic Z3Vlc3Q6Z3Vlc3Q=")
+        .body(axum::body::Body::empty())
+        .unwrap();
+    let response = crate::router(broker).oneshot(request).await.unwrap();
+    assert_eq!(response.status(), StatusCode::OK);
+    let disposition = response.headers().get("content-disposition").and_then(|v| v.to_str().ok());
+    assert_eq!(disposition, Some("attachment; filename=rabbit.json"), "as 4.0.5 answers");
+}
