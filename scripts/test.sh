@@ -26,6 +26,14 @@ if ! command -v promtool >/dev/null; then
   $SUDO apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends prometheus >/dev/null
 fi
+# rabbitmqadmin v2, RabbitMQ's Rust CLI, for tests/e2e_rabbitmqadmin.rs: built once into a cache
+# outside the checkout, and again only when the pinned version changes (the check costs nothing).
+RABBITMQADMIN_VERSION=2.35.0
+RABBITMQADMIN_ROOT="${XDG_CACHE_HOME:-$HOME/.cache}/charon-tests/rabbitmqadmin"
+if [ "$("$RABBITMQADMIN_ROOT/bin/rabbitmqadmin" --version 2>/dev/null)" != "rabbitmqadmin $RABBITMQADMIN_VERSION" ]; then
+  cargo install rabbitmqadmin --version "$RABBITMQADMIN_VERSION" --locked --root "$RABBITMQADMIN_ROOT"
+fi
+export CHARON_RABBITMQADMIN="$RABBITMQADMIN_ROOT/bin/rabbitmqadmin"
 # A clean checkout gains nothing from incremental state, which would double the build on disk.
 export CARGO_INCREMENTAL="${CARGO_INCREMENTAL:-0}"
 

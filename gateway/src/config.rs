@@ -116,6 +116,13 @@ pub(crate) struct Cli {
     /// `loopback_users`). Default `guest`; an empty string allows every user from anywhere.
     #[arg(long)]
     loopback_users: Option<String>,
+    /// A definitions file (or a directory of `.json` files) exported from RabbitMQ or Charon,
+    /// imported at every start once the store is open, as RabbitMQ's `load_definitions`
+    /// (`definitions.local.path`). A file that does not import stops the start. With it, and
+    /// no users or vhosts configured, the first start seeds no `guest` user and no `/` vhost,
+    /// as RabbitMQ then does: the file defines them.
+    #[arg(long = "definitions")]
+    definitions: Option<PathBuf>,
     /// Which part of a client certificate's subject SASL EXTERNAL logs in as:
     /// `common_name` (default) or `distinguished_name`, as RabbitMQ's `ssl_cert_login_from`.
     #[arg(long)]
@@ -173,6 +180,7 @@ struct FileConfig {
     https_listen: Option<String>,
     loopback_users: Option<Vec<String>>,
     ssl_cert_login_from: Option<String>,
+    load_definitions: Option<PathBuf>,
 }
 
 /// `consumer_timeout` in the configuration file: ms, or `false` (off).
@@ -277,6 +285,8 @@ pub(crate) struct Config {
     /// amqps and HTTPS; `None` without a certificate.
     pub(crate) tls: Option<TlsConfig>,
     pub(crate) login: LoginConfig,
+    /// Definitions imported at start (`--definitions`, `load_definitions`).
+    pub(crate) definitions: Option<PathBuf>,
 }
 
 /// amqps and HTTPS settings.
@@ -350,6 +360,9 @@ impl Config {
 
     fn resolve(cli: &Cli, file: FileConfig) -> anyhow::Result<Self> {
         let tls = TlsConfig::resolve(cli, &file)?;
+        let definitions = cli.definitions.clone().or_else(|| file.load_definitions.clone());
+        // RabbitMQ seeds no default user and vhost when definitions are to be loaded.
+        let seed_defaults = definitions.is_none();
         let listen = if cli.listen.is_empty() {
             file.listen.unwrap_or_else(|| vec!["127.0.0.1:5672".to_owned()])
         } else {
@@ -361,7 +374,8 @@ impl Config {
                     .into_iter()
                     .map(|u| UserConfig { name: u.name, password: u.password, vhosts: u.vhosts, tags: u.tags })
                     .collect(),
-                None => BrokerConfig::default().users,
+                None if seed_defaults => BrokerConfig::default().users,
+                None => Vec::new(),
             }
         } else {
             let mut users = Vec::new();
@@ -379,7 +393,7 @@ impl Config {
             users
         };
         let vhosts = if cli.vhosts.is_empty() {
-            file.vhosts.unwrap_or_else(|| vec!["/".to_owned()])
+            file.vhosts.unwrap_or_else(|| if seed_defaults { vec!["/".to_owned()] } else { Vec::new() })
         } else {
             cli.vhosts.clone()
         };
@@ -463,6 +477,7 @@ impl Config {
             dead_letter_guarantee,
             tls,
             login,
+            definitions,
         })
     }
 
@@ -545,6 +560,18 @@ mod tests {
         assert!(!Config::resolve(&flag, file).unwrap().dead_letter_guarantee, "the flag wins");
         let bad = Config::resolve(&cli(&["--dead-letter-guarantee", "always"]), FileConfig::default());
         assert!(bad.unwrap_err().to_string().contains("at-most-once or at-least-once"));
+    }
+
+    #[test]
+    fn definitions_come_from_the_flag_or_the_file_and_replace_the_default_seed() {
+        let file: FileConfig = toml::from_str("load_definitions = \"/etc/charon/definitions.json\"").unwrap();
+        let config = Config::resolve(&cli(&[]), file.clone()).unwrap();
+        assert_eq!(config.definitions, Some(PathBuf::from("/etc/charon/definitions.json")));
+        assert!(config.users.is_empty() && config.vhosts.is_empty(), "no guest, no /: the file has them");
+        let config = Config::resolve(&cli(&["--definitions", "/tmp/d.json", "--user", "a:b"]), file).unwrap();
+        assert_eq!(config.definitions, Some(PathBuf::from("/tmp/d.json")), "the flag wins");
+        assert_eq!(config.users.iter().map(|u| u.name.as_str()).collect::<Vec<_>>(), ["a"], "configured users stay");
+        assert_eq!(Config::resolve(&cli(&[]), FileConfig::default()).unwrap().definitions, None);
     }
 
     #[test]

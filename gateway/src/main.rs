@@ -3,6 +3,7 @@
 
 mod config;
 mod ctl;
+mod definitions;
 mod listener;
 mod logging;
 mod metrics;
@@ -52,6 +53,9 @@ async fn run(config: Config) -> anyhow::Result<()> {
         config.tls.as_ref().map(tls::Acceptors::load).transpose().context("loading the TLS certificates")?;
     let metrics_handle = metrics::install()?;
     let (broker, store, _data_dir) = storage::open(&config)?;
+    if let Some(path) = &config.definitions {
+        definitions::load(&broker, path).await?;
+    }
     resources::start(
         broker.resources(),
         &store,

@@ -34,6 +34,7 @@ mod fidelity_to10;
 mod handshake;
 mod heartbeats;
 mod large_bodies;
+mod management_definitions;
 mod management_objects;
 mod management_runtime;
 mod nesting;
@@ -109,5 +110,6 @@ pub(crate) fn by_area() -> Vec<(&'static str, Vec<Case>)> {
         dlx_guarantee,
         tx,
         prometheus,
+        management_definitions,
     ]
 }

@@ -44,7 +44,7 @@ impl ApiError {
     }
 
     /// 404 with RabbitMQ's own error and reason (`not_found`/`queue_not_found` from a queue's
-    /// `get`).
+    /// `get`, `not_found`/`vhost_not_found` from a scoped definitions import).
     pub(crate) fn not_found_named(error: &'static str, reason: &str) -> Self {
         Self { error, reason: reason.to_owned(), ..Self::not_found() }
     }

@@ -19,6 +19,8 @@
 //! - `/api/overview`, `/api/nodes[/{name}]`, `/api/cluster-name`, `/api/extensions`,
 //!   `/api/aliveness-test/{vhost}`, and the health checks `virtual-hosts`,
 //!   `node-is-quorum-critical`, `port-listener/{port}`, `protocol-listener/{protocol}`.
+//! - `GET`, `POST /api/definitions[/{vhost}]`: RabbitMQ's definitions export and import
+//!   ([`definitions`]).
 //!
 //! Every request needs HTTP basic auth against the broker's users, under the broker's login
 //! policy (`loopback_users`, the failed-login throttle), by a user with a management tag; each
@@ -31,6 +33,7 @@ mod bindings;
 mod channels;
 mod connections;
 mod consumers;
+pub mod definitions;
 mod error;
 mod exchange_publish;
 mod exchanges;
@@ -116,6 +119,8 @@ pub fn router(broker: Arc<Broker>) -> Router {
             "/api/topic-permissions/{vhost}/{user}",
             get(topic_permissions::get_one).put(topic_permissions::put).delete(topic_permissions::delete),
         )
+        .route("/api/definitions", get(definitions::get_all).post(definitions::post_all))
+        .route("/api/definitions/{vhost}", get(definitions::get_vhost).post(definitions::post_vhost))
         .route("/api/health/checks/alarms", get(health::alarms))
         .route("/api/health/checks/local-alarms", get(health::local_alarms))
         .route("/api/health/checks/virtual-hosts", get(health::virtual_hosts))
