@@ -439,7 +439,7 @@ impl Config {
             Some(timeout) => timeout.millis()?,
             None => file
                 .consumer_timeout
-                .map_or(Ok(Some(charon_amqp091::server::DEFAULT_CONSUMER_TIMEOUT_MS)), Timeout::millis)?,
+                .map_or(Ok(Some(charon_engine::queue::DEFAULT_CONSUMER_TIMEOUT_MS)), Timeout::millis)?,
         };
         let loopback_users = match &cli.loopback_users {
             Some(text) => text.split(',').map(str::trim).filter(|u| !u.is_empty()).map(str::to_owned).collect(),
@@ -489,7 +489,7 @@ impl Config {
             max_message_size: self.max_message_size,
             ..Default::default()
         };
-        charon_amqp091::server::ServerConfig { connection, consumer_timeout: self.consumer_timeout }
+        charon_amqp091::server::ServerConfig { connection }
     }
 
     /// The 1.0 connection settings.
@@ -509,6 +509,7 @@ impl Config {
             dead_letter_fallback: self.dead_letter_fallback,
             dead_letter_guarantee: self.dead_letter_guarantee,
             login: self.login.clone(),
+            consumer_timeout: self.consumer_timeout,
         }
     }
 }
@@ -645,7 +646,7 @@ mod tests {
     fn consumer_timeout_defaults_to_rabbitmqs_and_false_turns_it_off() {
         let config = Config::resolve(&cli(&[]), FileConfig::default()).unwrap();
         assert_eq!(config.consumer_timeout, Some(1_800_000));
-        assert_eq!(config.amqp091().consumer_timeout, Some(1_800_000));
+        assert_eq!(config.broker_config().consumer_timeout, Some(1_800_000));
         let file: FileConfig = toml::from_str("consumer_timeout = 5000").unwrap();
         assert_eq!(Config::resolve(&cli(&[]), file.clone()).unwrap().consumer_timeout, Some(5000));
         let off: FileConfig = toml::from_str("consumer_timeout = false").unwrap();

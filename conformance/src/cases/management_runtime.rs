@@ -41,7 +41,7 @@ pub(crate) fn cases() -> Vec<Case> {
         .timeout(30),
         case!(
             "management.consumers",
-            "GET /api/consumers/{vhost} lists a consumer with its queue, consumer_tag, ack_required, prefetch_count, exclusive, active, activity_status 'up', arguments and channel_details",
+            "GET /api/consumers/{vhost} lists a consumer with its queue, consumer_tag, ack_required, prefetch_count, exclusive, active, activity_status 'up', arguments, consumer_timeout and channel_details",
             ["management"],
             consumers
         )
@@ -273,6 +273,8 @@ async fn consumers(ctx: Ctx) -> CaseResult {
         ("active", json!(true)),
         ("activity_status", json!("up")),
         ("arguments", json!({"x-priority": 3})),
+        // The broker's default (30 minutes): the queue sets none. rabbitmqadmin needs it.
+        ("consumer_timeout", json!(1_800_000)),
     ] {
         check_eq!(found[key].clone(), expected, "consumer field {key}");
     }

@@ -50,6 +50,9 @@ pub struct BrokerConfig {
     pub dead_letter_guarantee: bool,
     /// Who may log in from where, and how failed logins are slowed.
     pub login: LoginConfig,
+    /// RabbitMQ's `consumer_timeout` in ms, for queues whose argument or policy sets none;
+    /// `None` turns it off. The 0.9.1 channels enforce it; the management API shows it.
+    pub consumer_timeout: Option<u64>,
 }
 
 impl Default for BrokerConfig {
@@ -66,6 +69,7 @@ impl Default for BrokerConfig {
             dead_letter_fallback: true,
             dead_letter_guarantee: false,
             login: LoginConfig::default(),
+            consumer_timeout: Some(crate::queue::DEFAULT_CONSUMER_TIMEOUT_MS),
         }
     }
 }
@@ -123,6 +127,8 @@ pub struct Broker {
     login: LoginPolicy,
     /// Direct reply-to consumers, by address (broker-wide, as in RabbitMQ).
     reply_consumers: Arc<ReplyConsumers>,
+    /// See [`BrokerConfig::consumer_timeout`].
+    consumer_timeout: Option<u64>,
 }
 
 impl Broker {
@@ -157,6 +163,7 @@ impl Broker {
             started: std::time::Instant::now(),
             login,
             reply_consumers: Arc::default(),
+            consumer_timeout: config.consumer_timeout,
         })
     }
 
@@ -228,6 +235,7 @@ impl Broker {
             started: std::time::Instant::now(),
             login,
             reply_consumers: Arc::default(),
+            consumer_timeout: config.consumer_timeout,
         });
         let weak = Arc::downgrade(&broker);
         store.log.set_relocation_listener(Box::new(move |placed| {
@@ -264,6 +272,12 @@ impl Broker {
     #[must_use]
     pub fn limits(&self) -> &Arc<Limits> {
         &self.limits
+    }
+
+    /// RabbitMQ's `consumer_timeout` (ms) for queues that set none; `None`: off.
+    #[must_use]
+    pub fn consumer_timeout(&self) -> Option<u64> {
+        self.consumer_timeout
     }
 
     /// The live direct reply-to consumers.

@@ -15,8 +15,10 @@ use crate::error::ApiError;
 use crate::runtime;
 
 /// The consumers of `vhost`'s queues that `keep` selects (given the consumer's connection).
+/// `default_timeout` is the broker's `consumer_timeout`, for queues that set none.
 async fn of_vhost(
     vhost: &VHost,
+    default_timeout: Option<u64>,
     connections: &HashMap<SessionId, Listed>,
     keep: impl Fn(&charon_engine::ConsumerReport, Option<&Listed>) -> bool,
 ) -> Vec<JsonValue> {
@@ -27,10 +29,11 @@ async fn of_vhost(
         let Ok(consumers) = queue.consumers().await else {
             continue;
         };
+        let timeout = queue.consumer_timeout.get().millis(default_timeout);
         for consumer in &consumers {
             let connection = connections.get(&consumer.owner.session);
             if keep(consumer, connection) {
-                out.push(runtime::consumer(vhost.name(), queue.name(), consumer, connection));
+                out.push(runtime::consumer(vhost.name(), queue.name(), consumer, connection, timeout));
             }
         }
     }
@@ -51,7 +54,7 @@ pub(crate) async fn list_all(State(broker): State<Arc<Broker>>, Extension(user):
     let connections = connections_by_id(&broker);
     let mut all = Vec::new();
     for vhost in broker.vhosts().iter().filter(|v| auth::sees(&broker, &user, v.name())) {
-        all.extend(of_vhost(vhost, &connections, |_, c| visible(&user, c)).await);
+        all.extend(of_vhost(vhost, broker.consumer_timeout(), &connections, |_, c| visible(&user, c)).await);
     }
     Json(JsonValue::Array(all))
 }
@@ -65,7 +68,9 @@ pub(crate) async fn list_vhost(
     auth::vhost_visible(&broker, &user, &vhost)?;
     let vhost = broker.vhosts().into_iter().find(|v| v.name() == vhost).ok_or_else(ApiError::not_found)?;
     let connections = connections_by_id(&broker);
-    Ok(Json(JsonValue::Array(of_vhost(&vhost, &connections, |_, c| visible(&user, c)).await)))
+    Ok(Json(JsonValue::Array(
+        of_vhost(&vhost, broker.consumer_timeout(), &connections, |_, c| visible(&user, c)).await,
+    )))
 }
 
 /// The consumers of channel `number` of `listed` (a channel's `consumer_details`).
@@ -74,5 +79,8 @@ pub(crate) async fn of_channel(broker: &Broker, listed: &Listed, number: u32) ->
         return Vec::new();
     };
     let connections = HashMap::from([(listed.id, listed.clone())]);
-    of_vhost(&vhost, &connections, |c, _| c.owner.session == listed.id && c.owner.channel == number).await
+    of_vhost(&vhost, broker.consumer_timeout(), &connections, |c, _| {
+        c.owner.session == listed.id && c.owner.channel == number
+    })
+    .await
 }

@@ -109,7 +109,17 @@ pub(crate) fn channel(listed: &Listed, report: &ConnectionReport, channel: &Chan
 
 /// A consumer as `/api/consumers` lists it; `connection` is its connection, when it is still
 /// listed. A 1.0 consumer's `channel_details` is `[]`, as 4.0.5 shows it.
-pub(crate) fn consumer(vhost: &str, queue: &str, consumer: &ConsumerReport, connection: Option<&Listed>) -> JsonValue {
+///
+/// `timeout` is the consumer's delivery acknowledgement timeout in ms (the queue's, or the
+/// broker's); rabbitmqadmin v2 needs the `consumer_timeout` field. With the timeout off
+/// (`consumer_timeout = false`) the field is left out.
+pub(crate) fn consumer(
+    vhost: &str,
+    queue: &str,
+    consumer: &ConsumerReport,
+    connection: Option<&Listed>,
+    timeout: Option<i64>,
+) -> JsonValue {
     let channel_details = match connection {
         Some(listed) if listed.info.protocol == AMQP_091 => json!({
             "connection_name": listed.info.name(),
@@ -122,7 +132,7 @@ pub(crate) fn consumer(vhost: &str, queue: &str, consumer: &ConsumerReport, conn
         }),
         _ => json!([]),
     };
-    json!({
+    let mut rendered = json!({
         "arguments": table_to_json(&consumer.arguments),
         "ack_required": consumer.ack_required,
         "active": consumer.active,
@@ -132,5 +142,9 @@ pub(crate) fn consumer(vhost: &str, queue: &str, consumer: &ConsumerReport, conn
         "exclusive": consumer.exclusive,
         "prefetch_count": consumer.prefetch_count,
         "queue": {"name": queue, "vhost": vhost},
-    })
+    });
+    if let (Some(timeout), Some(fields)) = (timeout, rendered.as_object_mut()) {
+        fields.insert("consumer_timeout".into(), timeout.into());
+    }
+    rendered
 }

@@ -17,9 +17,6 @@ use super::channel::PendingAck;
 use super::session::Session;
 use crate::proto::{Connection, ReplyCode};
 
-/// RabbitMQ's default `consumer_timeout`: 30 minutes.
-pub const DEFAULT_CONSUMER_TIMEOUT_MS: u64 = 1_800_000;
-
 /// Longest the timer sleeps while a channel holds unacknowledged deliveries: a policy may
 /// shorten a queue's timeout meanwhile (RabbitMQ re-reads it on every 60-second tick).
 const RESCAN: Duration = Duration::from_secs(60);
@@ -163,7 +160,7 @@ mod tests {
         let ms = |n| Duration::from_millis(n);
         assert_eq!(deadline(t0, ConsumerTimeout::Millis(1000), None), Some((t0 + ms(1000), 1000)));
         assert_eq!(
-            deadline(t0, ConsumerTimeout::BrokerDefault, Some(DEFAULT_CONSUMER_TIMEOUT_MS)),
+            deadline(t0, ConsumerTimeout::BrokerDefault, Some(charon_engine::queue::DEFAULT_CONSUMER_TIMEOUT_MS)),
             Some((t0 + ms(1_800_000), 1_800_000))
         );
         assert_eq!(deadline(t0, ConsumerTimeout::BrokerDefault, None), None, "consumer_timeout = false");
@@ -201,12 +198,15 @@ mod tests {
         let t0 = Instant::now();
         let mut timer = AckTimer::default();
         assert_eq!(timer.next(), None);
-        timer.watch(&pending(&long, t0), Some(DEFAULT_CONSUMER_TIMEOUT_MS));
+        timer.watch(&pending(&long, t0), Some(charon_engine::queue::DEFAULT_CONSUMER_TIMEOUT_MS));
         assert_eq!(timer.next(), Some(t0 + RESCAN), "30 minutes away: rescanned after a minute");
         timer.watch(&pending(&short, t0 + Duration::from_millis(10)), None);
         assert_eq!(timer.next(), Some(t0 + Duration::from_millis(1010)));
         // A later watch never pushes it back.
-        timer.watch(&pending(&long, t0 + Duration::from_secs(2)), Some(DEFAULT_CONSUMER_TIMEOUT_MS));
+        timer.watch(
+            &pending(&long, t0 + Duration::from_secs(2)),
+            Some(charon_engine::queue::DEFAULT_CONSUMER_TIMEOUT_MS),
+        );
         assert_eq!(timer.next(), Some(t0 + Duration::from_millis(1010)));
         assert!(!timer.is_due(t0 + Duration::from_millis(1009)));
         assert!(timer.is_due(t0 + Duration::from_millis(1010)));

@@ -20,19 +20,10 @@ const OUTBOUND_WINDOW: u32 = 2048;
 const EVENT_BATCH: usize = 256;
 
 /// Settings for 0.9.1 connections.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, Default)]
 pub struct ServerConfig {
     /// Protocol limits and identity.
     pub connection: ConnectionConfig,
-    /// RabbitMQ's `consumer_timeout` in ms, for queues whose argument or policy sets none;
-    /// `None` turns it off. Default 30 minutes.
-    pub consumer_timeout: Option<u64>,
-}
-
-impl Default for ServerConfig {
-    fn default() -> Self {
-        Self { connection: ConnectionConfig::default(), consumer_timeout: Some(super::DEFAULT_CONSUMER_TIMEOUT_MS) }
-    }
 }
 
 /// Runs one AMQP 0.9.1 connection whose 8-byte protocol header was already read and
@@ -51,7 +42,7 @@ pub async fn serve<T: Transport>(
     let alarms = broker.alarms();
     let (sink, inbox) = SessionSink::new(id, OUTBOUND_WINDOW);
     config.connection.sasl_external = peer.certificate().is_some();
-    let mut session = Session::new(id, broker, sink, inbox, config.consumer_timeout);
+    let mut session = Session::new(id, broker, sink, inbox);
     session.name = peer.connection_name();
     let protocol = Amqp091 {
         session,

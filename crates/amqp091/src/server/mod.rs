@@ -27,7 +27,6 @@ mod tx_methods;
 
 use charon_engine::{EngineError, ErrorKind};
 
-pub use ack_timeout::DEFAULT_CONSUMER_TIMEOUT_MS;
 pub use driver::{ServerConfig, serve};
 
 use crate::proto::ReplyCode;

@@ -123,8 +123,8 @@ impl Session {
         broker: Arc<Broker>,
         sink: SessionSink,
         inbox: mpsc::UnboundedReceiver<SessionEvent>,
-        consumer_timeout: Option<u64>,
     ) -> Self {
+        let consumer_timeout = broker.consumer_timeout();
         Self {
             id,
             broker,

@@ -7,6 +7,9 @@ use std::sync::atomic::{AtomicI64, Ordering};
 
 use charon_model::Value;
 
+/// RabbitMQ's default `consumer_timeout`: 30 minutes.
+pub const DEFAULT_CONSUMER_TIMEOUT_MS: u64 = 1_800_000;
+
 /// What a queue says about how long a delivery from it may stay unacknowledged.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum ConsumerTimeout {

@@ -57,7 +57,7 @@ use tokio::sync::mpsc;
 
 pub use admission::Admission;
 pub use args::QueueType;
-pub use consumer_timeout::{ConsumerTimeout, TimeoutCell};
+pub use consumer_timeout::{ConsumerTimeout, DEFAULT_CONSUMER_TIMEOUT_MS, TimeoutCell};
 pub use gauges::{GaugeValues, QueueGauges};
 pub use handle::{QueueHandle, QueueRef};
 pub(crate) use links::QueueLinks;
