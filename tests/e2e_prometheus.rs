@@ -140,6 +140,25 @@ async fn the_three_endpoints_pass_promtool_and_count_what_a_client_did() {
     assert!(!text.contains("queue=\"prom-q\""), "no per-queue series on the aggregated endpoint");
     promtool(&text);
 
+    // The management overview's message_stats are the same counters, under RabbitMQ's names.
+    let base = format!("http://127.0.0.1:{}", charon.http_port);
+    let overview = conformance::admin::request(&base, "GET", "/api/overview", ("guest", "guest"), None).await.unwrap();
+    let overview: serde_json::Value = serde_json::from_str(&overview.body).unwrap();
+    let stats = &overview["message_stats"];
+    for (field, expected) in [
+        ("publish", 4),
+        ("confirm", 4),
+        ("drop_unroutable", 1),
+        ("return_unroutable", 0),
+        ("get", 2),
+        ("get_no_ack", 0),
+        ("deliver", 0),
+        ("deliver_get", 2),
+        ("ack", 1),
+    ] {
+        assert_eq!(stats[field], expected, "message_stats.{field}: {stats}");
+    }
+
     let per_object = get(&charon, "/metrics/per-object").await;
     let scrape = parse(&per_object);
     let queue = [("vhost", "/"), ("queue", "prom-q")];

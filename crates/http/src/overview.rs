@@ -5,13 +5,14 @@
 //!
 //! Left out: what only an Erlang node has (`erlang_version`, `erlang_full_version`,
 //! `statistics_db_event_queue`), the sampled rates Charon does not keep
-//! (`sample_retention_policies`, `churn_rates`, the `*_details` rates), and `message_stats`
-//! beyond what [`message_stats`] supplies.
+//! (`sample_retention_policies`, `churn_rates`, the `*_details` rates); see [`message_stats`]
+//! for how its counts differ.
 
 use std::sync::Arc;
 
 use axum::Json;
 use axum::extract::{Extension, State};
+use charon_engine::metrics::{self, Counter, MessageCounts, Protocol, TypedCounter};
 use charon_engine::{Broker, Listener, User, VHost};
 use charon_model::identity;
 use serde_json::{Value as JsonValue, json};
@@ -32,11 +33,36 @@ pub(crate) fn exchange_types() -> JsonValue {
     JsonValue::Array(types)
 }
 
-/// The overview's `message_stats`: the seam for the broker-wide message counters (published,
-/// delivered, acknowledged, ... as RabbitMQ's `message_stats` names them), which the
-/// Prometheus work keeps. Empty until they are plugged in here; no number is made up.
-pub(crate) fn message_stats(_broker: &Broker) -> JsonValue {
-    json!({})
+/// The overview's `message_stats`: the node's message counters (the ones the Prometheus
+/// `rabbitmq_global_*` families show, both protocols summed) under RabbitMQ's names.
+///
+/// Differences from 4.0.5, deliberate: the counts are the node's, so only monitors (and
+/// administrators) see them — a management user gets `{}` where RabbitMQ sums the user's own
+/// vhosts; the `*_details` rates and `disk_reads`/`disk_writes` are left out (Charon does not
+/// sample them); and the counts start at zero when the broker starts, as RabbitMQ's do.
+pub(crate) fn message_stats(monitor: bool) -> JsonValue {
+    if !monitor {
+        return json!({});
+    }
+    let counts: Vec<MessageCounts> = Protocol::ALL.into_iter().map(|p| metrics::global().snapshot(p)).collect();
+    let plain = |counter: Counter| counts.iter().map(|c| c.get(counter)).sum::<u64>();
+    let typed = |counter: TypedCounter| counts.iter().map(|c| c.total(counter)).sum::<u64>();
+    let (deliver, deliver_no_ack) = (typed(TypedCounter::ConsumeManualAck), typed(TypedCounter::ConsumeAutoAck));
+    let (get, get_no_ack) = (typed(TypedCounter::GetManualAck), typed(TypedCounter::GetAutoAck));
+    json!({
+        "publish": plain(Counter::Received),
+        "confirm": plain(Counter::Confirmed),
+        "return_unroutable": plain(Counter::UnroutableReturned),
+        "drop_unroutable": plain(Counter::UnroutableDropped),
+        "deliver": deliver,
+        "deliver_no_ack": deliver_no_ack,
+        "get": get,
+        "get_no_ack": get_no_ack,
+        "deliver_get": deliver + deliver_no_ack + get + get_no_ack,
+        "get_empty": typed(TypedCounter::GetEmpty),
+        "redeliver": typed(TypedCounter::Redelivered),
+        "ack": typed(TypedCounter::Acknowledged),
+    })
 }
 
 /// The node's listeners as the overview lists them.
@@ -121,7 +147,7 @@ pub(crate) async fn overview(State(broker): State<Arc<Broker>>, Extension(user):
         "node_tags": {},
         "disable_stats": false,
         "default_queue_type": "classic",
-        "message_stats": message_stats(&broker),
+        "message_stats": message_stats(monitor),
         "queue_totals": {
             "messages": ready + unacked + dead_letters,
             "messages_ready": ready,
