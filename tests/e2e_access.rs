@@ -6,7 +6,7 @@ mod support;
 
 use std::process::Command;
 
-use lapin::options::{BasicPublishOptions, QueueDeclareOptions};
+use lapin::options::{BasicPublishOptions, ConfirmSelectOptions, QueueDeclareOptions};
 use lapin::types::FieldTable;
 use lapin::{BasicProperties, Connection, ConnectionProperties};
 
@@ -50,7 +50,10 @@ async fn ctl_changes_apply_at_once_and_survive_a_restart() {
     let channel = app.create_channel().await.expect("channel");
     let durable = QueueDeclareOptions { durable: true, ..QueueDeclareOptions::default() };
     channel.queue_declare("app-q".into(), durable, FieldTable::default()).await.expect("declare app-q");
-    channel
+    // Confirmed before the kill below: an unconfirmed message may be lost by kill -9 (it failed
+    // that way once under load).
+    channel.confirm_select(ConfirmSelectOptions::default()).await.expect("confirm.select");
+    let confirm = channel
         .basic_publish(
             "".into(),
             "app-q".into(),
@@ -60,6 +63,7 @@ async fn ctl_changes_apply_at_once_and_survive_a_restart() {
         )
         .await
         .expect("publish");
+    assert!(confirm.await.expect("confirm").is_ack());
     let refused = channel.queue_declare("other".into(), QueueDeclareOptions::default(), FieldTable::default()).await;
     let text = refused.err().map(|e| e.to_string()).unwrap_or_default();
     assert!(text.contains("configure access to queue 'other' in vhost 'dev' refused for user 'app'"), "{text}");
