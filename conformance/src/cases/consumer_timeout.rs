@@ -77,6 +77,8 @@ async fn declare(ctx: &Ctx, arguments: &[(&str, AMQPValue)]) -> Result<(lapin::C
         table.insert((*key).into(), value.clone());
     }
     dk::declare_typed(ctx, &ch, &q, table).await?;
+    // Confirmed: the cases then fetch it over another connection at once.
+    lk::confirm(&ch).await?;
     lk::publish(&ch, "", &q, b"m").await?;
     Ok((conn, q))
 }
@@ -168,7 +170,9 @@ async fn acked_not_timed_out(ctx: Ctx) -> CaseResult {
     let (first, ..) =
         acking.basic_get(BasicGetArguments::new(&q)).await?.ok_or_else(|| CaseError::new("no message"))?;
     acking.basic_ack(BasicAckArguments::new(first.delivery_tag(), false)).await?;
-    lk::publish(&conn.create_channel().await?, "", &q, b"m").await?;
+    let publishing = conn.create_channel().await?;
+    lk::confirm(&publishing).await?;
+    lk::publish(&publishing, "", &q, b"m").await?;
     let (holding, mut holding_ev) = ak::channel(&a).await?;
     let asked = Instant::now();
     let got = holding.basic_get(BasicGetArguments::new(&q)).await?;
