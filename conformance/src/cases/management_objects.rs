@@ -27,7 +27,7 @@ pub(crate) fn cases() -> Vec<Case> {
         ),
         case!(
             "management.queue_message_stats",
-            "a queue reports message_bytes, node, exclusive_consumer_tag and message_stats (publish, deliver_get, redeliver, ack with rates) after publishes and gets over the API",
+            "a queue reports message_bytes, node, exclusive_consumer_tag, message_stats (publish, deliver_get, redeliver, ack with rates), consumer_utilisation and consumer_capacity (0 without consumers) and memory after publishes and gets over the API",
             ["management"],
             queue_message_stats
         ),
@@ -220,6 +220,12 @@ async fn queue_message_stats(ctx: Ctx) -> CaseResult {
     );
     check_eq!(at(&info, "/exclusive_consumer_tag"), Value::Null, "exclusive_consumer_tag");
     check!(at(&info, "/node").as_str().is_some_and(|n| n.contains('@')), "node: {info}");
+    // Without consumers both read 0; memory is what the queue holds (a process's on 4.0.5, an
+    // estimate on Charon): some bytes, at least the bodies held.
+    for name in ["consumer_utilisation", "consumer_capacity"] {
+        check_eq!(at(&info, &format!("/{name}")).as_f64(), Some(0.0), "{name} without consumers");
+    }
+    check!(at(&info, "/memory").as_u64().is_some_and(|m| m >= 5), "memory: {info}");
     Ok(())
 }
 

@@ -2,9 +2,11 @@
 //!
 //! Rendered as 4.0.5 does: properties, counts, byte counts, `node`, the exclusive consumer's
 //! tag, and `message_stats` (`publish`, `deliver_get`, `redeliver`, `ack`, each with
-//! `_details.rate` from [`rates`](crate::rates)) once the queue has counted anything. Not
-//! rendered, because Charon does not measure them: `memory`, `consumer_utilisation`,
-//! `consumer_capacity`, `idle_since`, the Erlang process fields (`reductions`,
+//! `_details.rate` from [`rates`](crate::rates)) once the queue has counted anything;
+//! `consumer_utilisation` (and `consumer_capacity`, the same figure in 4.0.5) as RabbitMQ
+//! averages it, and `memory` as an estimate of what the queue holds in RAM (Charon's queue is
+//! no Erlang process; see the engine's `QueueStats::memory`). Not rendered, because Charon does
+//! not measure them: `idle_since`, the Erlang process fields (`reductions`,
 //! `garbage_collection`), the `*_ram`/`*_paged_out`/`*_persistent` splits, the split of
 //! `deliver_get` into `deliver`/`get`/`*_no_ack`, and the rates of the message counts
 //! (`messages_details`).
@@ -45,6 +47,10 @@ async fn render(vhost: &VHost, queue: &QueueRef, sampler: &Sampler) -> Option<Js
         "message_bytes_unacknowledged": stats.message_bytes_unacknowledged,
         "node": charon_engine::broker::node_name(),
         "exclusive_consumer_tag": stats.exclusive_consumer_tag,
+        // 4.0.5 reports the same figure under both names.
+        "consumer_utilisation": stats.consumer_utilisation,
+        "consumer_capacity": stats.consumer_utilisation,
+        "memory": stats.memory,
         "policy": policy.as_ref().map(|p| p.name.clone()),
         "effective_policy_definition": policy.map_or_else(|| json!({}), |p| table_to_json(&p.definition)),
     });

@@ -10,7 +10,7 @@ use charon_store::segment_log::RecoveredQueue;
 
 use super::entry::Entry;
 use super::journal::Journal;
-use super::limits::body_size;
+use super::limits::{Size, body_size};
 use super::paging::packed::Packed;
 use super::paging::{IDLE_RESIDENT_MESSAGES, Pager, RESIDENT_BYTES, RESIDENT_MESSAGES};
 
@@ -48,6 +48,11 @@ impl Level {
     /// Body bytes of the run's messages.
     pub(super) fn bytes(&self) -> u64 {
         self.bytes
+    }
+
+    /// The head: the messages held whole in memory, and their body bytes.
+    pub(super) fn resident(&self) -> Size {
+        Size { count: u64::try_from(self.head.len()).unwrap_or(u64::MAX), bytes: self.head_bytes }
     }
 
     /// Adds a new ready message at the tail: into the head while the queue is short, else

@@ -49,6 +49,7 @@ mod state;
 mod task;
 mod turns;
 mod unconfirmed;
+mod utilisation;
 
 use std::sync::Arc;
 

@@ -58,6 +58,14 @@ impl Ready {
         Size { count: u64::try_from(self.len()).unwrap_or(u64::MAX), bytes }
     }
 
+    /// The ready messages held whole in memory (the runs' heads), and their body bytes.
+    pub(super) fn resident(&self) -> Size {
+        self.levels
+            .iter()
+            .map(Level::resident)
+            .fold(Size::default(), |a, b| Size { count: a.count + b.count, bytes: a.bytes + b.bytes })
+    }
+
     /// Adds a new ready message at the tail of its run (see [`Level::push`]). `idle`: nobody
     /// consumes, so the heads are kept shorter.
     pub(super) fn push(&mut self, entry: Entry, idle: bool, journal: &mut Journal) {

@@ -125,7 +125,7 @@ pub struct ConsumerReport {
 }
 
 /// Queue counters.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq)]
 pub struct QueueStats {
     /// Ready messages.
     pub ready: u32,
@@ -151,6 +151,11 @@ pub struct QueueStats {
     pub message_bytes_unacknowledged: u64,
     /// What the queue has done since it started (RabbitMQ's `message_stats` counts).
     pub counters: MessageCounters,
+    /// RabbitMQ's `consumer_utilisation`: the share of time, averaged with a one-second
+    /// half-life, that the consumers could take what was ready (0 to 1).
+    pub consumer_utilisation: f64,
+    /// An estimate of the bytes the queue holds in memory (RabbitMQ's `memory`).
+    pub memory: u64,
 }
 
 /// A queue's running message counts, kept by its task in plain fields (nothing shared is

@@ -252,6 +252,7 @@ impl Task {
         let oldest = self.state.oldest_ready_at().unwrap_or(0);
         self.handle.oldest_ready_at.store(oldest, std::sync::atomic::Ordering::Relaxed);
         self.handle.gauges.store(self.state.gauges());
+        self.state.note_utilisation();
         blocked
     }
 

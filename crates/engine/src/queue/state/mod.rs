@@ -34,11 +34,13 @@ use super::handle::QueueRef;
 use super::journal::reason_of;
 use super::limits::{Limits, Size};
 use super::order::Order;
+use super::paging::packed::Packed;
 use super::ready::Ready;
 use super::requests::{ConfirmTo, ConsumeSpec, CreditGrant, Enqueue, GetOk, MessageCounters, QueueStats, Settle};
 use super::settings::QueueSettings;
 use super::turns::SingleActive;
 use super::unconfirmed::Removal;
+use super::utilisation::Utilisation;
 use crate::dead_letter::counts::{DeadLetterStrategy, count_confirmed, count_dead_letter};
 use crate::error::EngineError;
 use crate::session::{ConsumerId, Owner};
@@ -71,6 +73,8 @@ pub(crate) struct QueueState {
     arrivals: Arrivals,
     /// Running message counts for the management API.
     counters: MessageCounters,
+    /// How well the consumers keep up (`consumer_utilisation`).
+    utilisation: Utilisation,
 }
 
 /// How long at-least-once dead letters that could not be forwarded wait before they are tried
@@ -105,6 +109,7 @@ impl QueueState {
             reader: None,
             arrivals: Arrivals::default(),
             counters: MessageCounters::default(),
+            utilisation: Utilisation::new(now),
         }
     }
 
@@ -426,6 +431,44 @@ impl QueueState {
             message_bytes_ready: self.ready.size().bytes,
             message_bytes_unacknowledged: self.consumers.unacked_bytes(),
             counters: self.counters,
+            consumer_utilisation: self.consumer_utilisation(),
+            memory: self.memory_estimate(),
+        }
+    }
+
+    /// An estimate of the bytes the queue holds in memory (RabbitMQ's `memory` is its Erlang
+    /// process's; Charon's queue has none): each message held whole — ready in a run's head,
+    /// delivered and unsettled, or a dead letter waiting for its targets — costs its body and
+    /// its structs, each paged ready message its 32-byte place in the log.
+    fn memory_estimate(&self) -> u64 {
+        const WHOLE: u64 = (std::mem::size_of::<Entry>() + std::mem::size_of::<Message>()) as u64;
+        const PAGED: u64 = std::mem::size_of::<Packed>() as u64;
+        let resident = self.ready.resident();
+        let paged = self.ready.size().count.saturating_sub(resident.count);
+        let unacked = u64::try_from(self.consumers.unacked_len()).unwrap_or(u64::MAX);
+        let waiting = self.dlx.size();
+        (resident.count + unacked + waiting.count) * WHOLE
+            + resident.bytes
+            + self.consumers.unacked_bytes()
+            + waiting.bytes
+            + paged * PAGED
+    }
+
+    /// After a pass: the consumers kept up unless messages are left ready (every consumer at
+    /// its limit, or none).
+    pub(crate) fn note_utilisation(&mut self) {
+        self.utilisation.note(self.ready.len() == 0, self.now);
+    }
+
+    /// RabbitMQ 4.0.5's `consumer_utilisation`: 0 without consumers; a quorum queue reports 1
+    /// whenever it has consumers (observed, blocked or not); a classic queue its average.
+    fn consumer_utilisation(&self) -> f64 {
+        if self.consumers.is_empty() {
+            0.0
+        } else if self.quorum {
+            1.0
+        } else {
+            self.utilisation.at(self.now).clamp(0.0, 1.0)
         }
     }
 

@@ -163,6 +163,46 @@ fn prefetch_limits_unacked_and_ack_frees_room() {
 }
 
 #[test]
+fn consumer_utilisation_falls_while_messages_wait_for_a_blocked_consumer() {
+    let (session, _rx) = SessionSink::new(1, 0);
+    let mut s = QueueState::new(handle(), QueueSettings::default(), 0);
+    s.publish((0..3).map(msg).collect(), None);
+    s.note_utilisation();
+    assert_eq!(s.stats().consumer_utilisation, 0.0, "no consumers: 0, as 4.0.5 shows");
+    s.consume(consumer(10, &session, 1)).unwrap();
+    s.dispatch();
+    s.note_utilisation();
+    // Two messages wait behind a prefetch of 1 for a second (one half-life): from 1 to 0.5.
+    s.set_now(1_000);
+    assert!((s.stats().consumer_utilisation - 0.5).abs() < 1e-9, "{}", s.stats().consumer_utilisation);
+    s.settle(&[1, 2, 3], Settle::Ack);
+    for _ in 0..2 {
+        s.dispatch();
+        let seqs: Vec<u64> = delivered(&mut s).into_iter().flat_map(|(_, seqs, _)| seqs).collect();
+        s.settle(&seqs, Settle::Ack);
+    }
+    s.note_utilisation();
+    s.set_now(2_000);
+    assert!((s.stats().consumer_utilisation - 0.75).abs() < 1e-9, "keeping up again for a second");
+    let quorum = QueueState::new(queue(QueueType::Quorum, true, 2), QueueSettings::default(), 0);
+    assert_eq!(quorum.stats().consumer_utilisation, 0.0);
+}
+
+#[test]
+fn memory_estimate_counts_whole_messages_and_their_bodies() {
+    let mut s = QueueState::new(handle(), QueueSettings::default(), 0);
+    assert_eq!(s.stats().memory, 0);
+    s.publish((0..3).map(msg).collect(), None);
+    let whole = (std::mem::size_of::<Entry>() + std::mem::size_of::<Message>()) as u64;
+    assert_eq!(s.stats().memory, 3 * (whole + 1), "three resident one-byte messages");
+    let owner = Owner { session: 1, channel: 1 };
+    let got = s.get(owner, false).unwrap();
+    assert_eq!(s.stats().memory, 3 * (whole + 1), "an unacked message is still held");
+    s.settle(&[got.delivery.seq], Settle::Ack);
+    assert_eq!(s.stats().memory, 2 * (whole + 1));
+}
+
+#[test]
 fn requeue_restores_original_position_with_redelivered() {
     let (session, _rx) = SessionSink::new(1, 0);
     let mut s = QueueState::new(handle(), QueueSettings::default(), 0);
