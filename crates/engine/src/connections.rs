@@ -68,6 +68,18 @@ pub struct Listed {
     sink: SessionSink,
 }
 
+/// RabbitMQ 4.0.5's line for a connection that ends, over either protocol: its name, the user
+/// and vhost once it opened one (`opened`), and how long it lasted.
+pub fn log_closing(name: &str, opened: Option<(&str, &str)>, lasted: Duration) {
+    let duration = lasted.as_millis();
+    match opened {
+        Some((user, vhost)) => tracing::info!(
+            "closing AMQP connection ({name}, vhost: '{vhost}', user: '{user}', duration: '{duration}ms')"
+        ),
+        None => tracing::info!("closing AMQP connection ({name}, duration: '{duration}ms')"),
+    }
+}
+
 impl Connections {
     /// Tracks the connection behind `sink`, of `user` on `vhost`.
     #[must_use]

@@ -5,12 +5,13 @@
 use std::sync::Arc;
 
 use axum::Json;
-use axum::extract::{Extension, Path, State};
+use axum::extract::{Extension, Path, Query, State};
 use charon_engine::{Broker, Connections, Listed, User};
 use serde_json::{Value as JsonValue, json};
 
 use crate::auth;
 use crate::error::ApiError;
+use crate::listing::{self, Params};
 use crate::runtime;
 
 /// Every channel of the connections `user` sees that `keep` selects.
@@ -32,8 +33,12 @@ async fn rendered(broker: &Broker, user: &User, keep: impl Fn(&Listed) -> bool) 
 }
 
 /// `GET /api/channels`
-pub(crate) async fn list_all(State(broker): State<Arc<Broker>>, Extension(user): Extension<User>) -> Json<JsonValue> {
-    Json(JsonValue::Array(rendered(&broker, &user, |_| true).await))
+pub(crate) async fn list_all(
+    State(broker): State<Arc<Broker>>,
+    Extension(user): Extension<User>,
+    Query(params): Query<Params>,
+) -> Result<Json<JsonValue>, ApiError> {
+    listing::respond(rendered(&broker, &user, |_| true).await, &params, &[]).map(Json)
 }
 
 /// `GET /api/vhosts/{vhost}/channels`
@@ -41,12 +46,13 @@ pub(crate) async fn list_vhost(
     State(broker): State<Arc<Broker>>,
     Extension(user): Extension<User>,
     Path(vhost): Path<String>,
+    Query(params): Query<Params>,
 ) -> Result<Json<JsonValue>, ApiError> {
     auth::vhost_visible(&broker, &user, &vhost)?;
     if !broker.vhosts().iter().any(|v| v.name() == vhost) {
         return Err(ApiError::not_found());
     }
-    Ok(Json(JsonValue::Array(rendered(&broker, &user, |l| l.info.vhost == vhost).await)))
+    listing::respond(rendered(&broker, &user, |l| l.info.vhost == vhost).await, &params, &[]).map(Json)
 }
 
 /// `GET /api/channels/{name}`: the channel with its `consumer_details`.

@@ -6,13 +6,14 @@
 use std::sync::Arc;
 
 use axum::Json;
-use axum::extract::{Extension, Path, State};
+use axum::extract::{Extension, Path, Query, State};
 use axum::http::{HeaderMap, StatusCode};
 use charon_engine::{Broker, Connections, Listed, User};
 use serde_json::Value as JsonValue;
 
 use crate::auth;
 use crate::error::ApiError;
+use crate::listing::{self, Params};
 use crate::runtime;
 
 /// The close text when the request names none (RabbitMQ 4.0.5's, observed).
@@ -29,8 +30,12 @@ pub(crate) async fn rendered(broker: &Broker, user: &User, keep: impl Fn(&Listed
 }
 
 /// `GET /api/connections`
-pub(crate) async fn list_all(State(broker): State<Arc<Broker>>, Extension(user): Extension<User>) -> Json<JsonValue> {
-    Json(JsonValue::Array(rendered(&broker, &user, |_| true).await))
+pub(crate) async fn list_all(
+    State(broker): State<Arc<Broker>>,
+    Extension(user): Extension<User>,
+    Query(params): Query<Params>,
+) -> Result<Json<JsonValue>, ApiError> {
+    listing::respond(rendered(&broker, &user, |_| true).await, &params, &[]).map(Json)
 }
 
 /// `GET /api/vhosts/{vhost}/connections`
@@ -38,12 +43,13 @@ pub(crate) async fn list_vhost(
     State(broker): State<Arc<Broker>>,
     Extension(user): Extension<User>,
     Path(vhost): Path<String>,
+    Query(params): Query<Params>,
 ) -> Result<Json<JsonValue>, ApiError> {
     auth::vhost_visible(&broker, &user, &vhost)?;
     if !broker.vhosts().iter().any(|v| v.name() == vhost) {
         return Err(ApiError::not_found());
     }
-    Ok(Json(JsonValue::Array(rendered(&broker, &user, |l| l.info.vhost == vhost).await)))
+    listing::respond(rendered(&broker, &user, |l| l.info.vhost == vhost).await, &params, &[]).map(Json)
 }
 
 /// The connection `name`, if `user` may see it (`is_authorized_user`: a monitor, or its

@@ -6,12 +6,13 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use axum::Json;
-use axum::extract::{Extension, Path, State};
+use axum::extract::{Extension, Path, Query, State};
 use charon_engine::{Broker, Listed, SessionId, User, VHost};
 use serde_json::Value as JsonValue;
 
 use crate::auth;
 use crate::error::ApiError;
+use crate::listing::{self, Params};
 use crate::runtime;
 
 /// The consumers of `vhost`'s queues that `keep` selects (given the consumer's connection).
@@ -50,13 +51,17 @@ fn visible(user: &User, connection: Option<&Listed>) -> bool {
 }
 
 /// `GET /api/consumers`
-pub(crate) async fn list_all(State(broker): State<Arc<Broker>>, Extension(user): Extension<User>) -> Json<JsonValue> {
+pub(crate) async fn list_all(
+    State(broker): State<Arc<Broker>>,
+    Extension(user): Extension<User>,
+    Query(params): Query<Params>,
+) -> Result<Json<JsonValue>, ApiError> {
     let connections = connections_by_id(&broker);
     let mut all = Vec::new();
     for vhost in broker.vhosts().iter().filter(|v| auth::sees(&broker, &user, v.name())) {
         all.extend(of_vhost(vhost, broker.consumer_timeout(), &connections, |_, c| visible(&user, c)).await);
     }
-    Json(JsonValue::Array(all))
+    listing::respond(all, &params, &[]).map(Json)
 }
 
 /// `GET /api/consumers/{vhost}`
@@ -64,13 +69,13 @@ pub(crate) async fn list_vhost(
     State(broker): State<Arc<Broker>>,
     Extension(user): Extension<User>,
     Path(vhost): Path<String>,
+    Query(params): Query<Params>,
 ) -> Result<Json<JsonValue>, ApiError> {
     auth::vhost_visible(&broker, &user, &vhost)?;
     let vhost = broker.vhosts().into_iter().find(|v| v.name() == vhost).ok_or_else(ApiError::not_found)?;
     let connections = connections_by_id(&broker);
-    Ok(Json(JsonValue::Array(
-        of_vhost(&vhost, broker.consumer_timeout(), &connections, |_, c| visible(&user, c)).await,
-    )))
+    let all = of_vhost(&vhost, broker.consumer_timeout(), &connections, |_, c| visible(&user, c)).await;
+    listing::respond(all, &params, &[]).map(Json)
 }
 
 /// The consumers of channel `number` of `listed` (a channel's `consumer_details`).

@@ -4,7 +4,7 @@ use std::sync::Arc;
 
 use axum::Json;
 use axum::body::Bytes;
-use axum::extract::{Extension, Path, State};
+use axum::extract::{Extension, Path, Query, State};
 use axum::http::StatusCode;
 use charon_engine::{Broker, Policy, User, VHost};
 use serde_json::{Value as JsonValue, json};
@@ -12,6 +12,7 @@ use serde_json::{Value as JsonValue, json};
 use crate::auth;
 use crate::error::ApiError;
 use crate::json::{from_json, table_to_json};
+use crate::listing::{self, Params};
 use crate::request;
 
 /// The vhost named, after `check` authorised the user for it; 404 when it does not exist.
@@ -37,14 +38,18 @@ fn render(vhost: &str, policy: &Policy) -> JsonValue {
 }
 
 /// `GET /api/policies`
-pub(crate) async fn list_all(State(broker): State<Arc<Broker>>, Extension(user): Extension<User>) -> Json<JsonValue> {
+pub(crate) async fn list_all(
+    State(broker): State<Arc<Broker>>,
+    Extension(user): Extension<User>,
+    Query(params): Query<Params>,
+) -> Result<Json<JsonValue>, ApiError> {
     let all = broker
         .vhosts()
         .iter()
         .filter(|v| auth::sees(&broker, &user, v.name()))
         .flat_map(|v| v.policies().iter().map(|p| render(v.name(), p)).collect::<Vec<_>>())
         .collect();
-    Json(JsonValue::Array(all))
+    listing::respond(all, &params, &[]).map(Json)
 }
 
 /// `GET /api/policies/{vhost}`
@@ -52,9 +57,10 @@ pub(crate) async fn list_vhost(
     State(broker): State<Arc<Broker>>,
     Extension(user): Extension<User>,
     Path(vhost): Path<String>,
+    Query(params): Query<Params>,
 ) -> Result<Json<JsonValue>, ApiError> {
     let vhost = vhost_of(&broker, &user, &vhost, auth::vhost)?;
-    Ok(Json(JsonValue::Array(vhost.policies().iter().map(|p| render(vhost.name(), p)).collect())))
+    listing::respond(vhost.policies().iter().map(|p| render(vhost.name(), p)).collect(), &params, &[]).map(Json)
 }
 
 /// `GET /api/policies/{vhost}/{name}`

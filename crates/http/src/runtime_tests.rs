@@ -232,6 +232,7 @@ async fn consumers_are_reported_by_their_queues_with_their_channel() {
                 "user": "guest",
             },
             "consumer_tag": "ctag-1",
+            "consumer_timeout": 1_800_000,
             "exclusive": false,
             "prefetch_count": 7,
             "queue": {"name": "jobs", "vhost": "/"},

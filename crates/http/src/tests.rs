@@ -149,3 +149,30 @@ async fn a_quorum_queue_shows_its_waiting_at_least_once_dead_letters_as_messages
     );
     assert_eq!(got["message_bytes_dlx"], 5, "the body's bytes: {got}");
 }
+
+/// Every list endpoint takes RabbitMQ's list parameters, not only the object lists.
+#[tokio::test]
+async fn runtime_and_access_lists_honour_paging_sorting_and_columns() {
+    let broker = Broker::new(BrokerConfig::default());
+    for vhost in ["b", "a"] {
+        assert_eq!(call(&broker, "PUT", &format!("/api/vhosts/{vhost}"), "").await.0, StatusCode::CREATED);
+    }
+    let (status, got) = call(&broker, "GET", "/api/vhosts?sort=name&sort_reverse=true&columns=name", "").await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(got, serde_json::json!([{"name": "b"}, {"name": "a"}, {"name": "/"}]));
+    let (_, got) = call(&broker, "GET", "/api/users?page=1&page_size=1&columns=name", "").await;
+    assert_eq!((got["item_count"].clone(), got["total_count"].clone()), (serde_json::json!(1), serde_json::json!(1)));
+    assert_eq!(got["items"], serde_json::json!([{"name": "guest"}]));
+    for path in ["/api/connections", "/api/channels", "/api/consumers", "/api/policies", "/api/vhosts/%2F/connections"]
+    {
+        let (status, got) = call(&broker, "GET", &format!("{path}?page=1&page_size=10"), "").await;
+        assert_eq!(status, StatusCode::OK, "{path}");
+        assert_eq!(
+            (got["page"].clone(), got["items"].clone()),
+            (serde_json::json!(1), serde_json::json!([])),
+            "{path}"
+        );
+        let (status, _) = call(&broker, "GET", &format!("{path}?page=0"), "").await;
+        assert_eq!(status, StatusCode::BAD_REQUEST, "{path}: RabbitMQ's 400 for a bad page");
+    }
+}

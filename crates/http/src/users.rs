@@ -5,13 +5,14 @@ use std::sync::Arc;
 
 use axum::Json;
 use axum::body::Bytes;
-use axum::extract::{Extension, Path, State};
+use axum::extract::{Extension, Path, Query, State};
 use axum::http::StatusCode;
 use charon_engine::{Account, Broker, HashingAlgorithm, PasswordHash, Tags, User};
 use serde_json::{Value as JsonValue, json};
 
 use crate::auth;
 use crate::error::ApiError;
+use crate::listing::{self, Params};
 use crate::permissions;
 
 /// `rabbit_mgmt_format:internal_user/1`.
@@ -47,9 +48,10 @@ fn tags_of(value: &JsonValue) -> Result<Tags, ApiError> {
 pub(crate) async fn list(
     State(broker): State<Arc<Broker>>,
     Extension(user): Extension<User>,
+    Query(params): Query<Params>,
 ) -> Result<Json<JsonValue>, ApiError> {
     auth::admin(&user)?;
-    Ok(Json(JsonValue::Array(broker.access().accounts().iter().map(render).collect())))
+    listing::respond(broker.access().accounts().iter().map(render).collect(), &params, &[]).map(Json)
 }
 
 /// `GET /api/users/{user}`

@@ -5,13 +5,14 @@ use std::sync::Arc;
 
 use axum::Json;
 use axum::body::Bytes;
-use axum::extract::{Extension, Path, State};
+use axum::extract::{Extension, Path, Query, State};
 use axum::http::StatusCode;
 use charon_engine::{Broker, Permission, Tags, User, VhostInfo};
 use serde_json::{Value as JsonValue, json};
 
 use crate::auth;
 use crate::error::ApiError;
+use crate::listing::{self, Params};
 use crate::permissions::{access_error, list_where};
 
 fn render(name: &str, info: &VhostInfo) -> JsonValue {
@@ -35,10 +36,14 @@ fn info_of(broker: &Broker, name: &str) -> Option<VhostInfo> {
 }
 
 /// `GET /api/vhosts`: the vhosts the caller may see.
-pub(crate) async fn list(State(broker): State<Arc<Broker>>, Extension(user): Extension<User>) -> Json<JsonValue> {
+pub(crate) async fn list(
+    State(broker): State<Arc<Broker>>,
+    Extension(user): Extension<User>,
+    Query(params): Query<Params>,
+) -> Result<Json<JsonValue>, ApiError> {
     let all = broker.access().vhosts();
     let shown = all.iter().filter(|(name, _)| auth::sees(&broker, &user, name));
-    Json(JsonValue::Array(shown.map(|(name, info)| render(name, info)).collect()))
+    listing::respond(shown.map(|(name, info)| render(name, info)).collect(), &params, &[]).map(Json)
 }
 
 /// `GET /api/vhosts/{vhost}`

@@ -197,19 +197,11 @@ impl Session {
         }
     }
 
-    /// RabbitMQ's line for a connection that ends: its name, vhost, user and how long it
-    /// lasted (vhost and user only once it opened one).
+    /// RabbitMQ's line for a connection that ends (see [`charon_engine::connections::log_closing`]).
     pub(crate) fn log_closing(&self) {
-        let duration = self.started.elapsed().as_millis();
-        match (&self.user, &self.vhost) {
-            (Some(user), Some(vhost)) => tracing::info!(
-                "closing AMQP connection ({}, vhost: '{}', user: '{}', duration: '{duration}ms')",
-                self.name,
-                vhost.name(),
-                user.name
-            ),
-            _ => tracing::info!("closing AMQP connection ({}, duration: '{duration}ms')", self.name),
-        }
+        let opened =
+            self.user.as_ref().zip(self.vhost.as_ref()).map(|(user, vhost)| (user.name.as_str(), vhost.name()));
+        charon_engine::connections::log_closing(&self.name, opened, self.started.elapsed());
     }
 
     /// Folds this connection's counts into the node's (once per batch: see [`LocalCounters`]).
