@@ -8,7 +8,7 @@ use lapin::options::{BasicGetOptions, BasicNackOptions};
 use lapin::{Connection, ConnectionProperties};
 use serde_json::{Value as Json, json};
 
-use crate::admin::{HttpResponse, request};
+use crate::admin::{HttpResponse, request, segment};
 use crate::broker::Broker;
 use crate::lapin_kit as lk;
 use crate::{Case, CaseError, CaseResult, Ctx, case, check, check_eq};
@@ -32,19 +32,6 @@ pub(crate) fn cases() -> Vec<Case> {
             bad_input_and_admin_only
         ),
     ]
-}
-
-/// `%2F` for `/`.
-fn segment(text: &str) -> String {
-    text.bytes()
-        .map(|b| {
-            if b.is_ascii_alphanumeric() || b"-._~".contains(&b) {
-                char::from(b).to_string()
-            } else {
-                format!("%{b:02X}")
-            }
-        })
-        .collect()
 }
 
 async fn api(ctx: &Ctx, method: &str, path: &str, body: Option<&str>) -> Result<HttpResponse, CaseError> {

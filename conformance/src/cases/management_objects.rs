@@ -7,7 +7,7 @@
 use serde_json::{Value, json};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
-use crate::admin::{HttpResponse, request};
+use crate::admin::{HttpResponse, request, segment};
 use crate::broker::Broker;
 use crate::{Case, CaseError, CaseResult, Ctx, case, check, check_eq};
 
@@ -64,19 +64,6 @@ pub(crate) fn cases() -> Vec<Case> {
     ]
 }
 
-/// `/` as `%2F`: a name as a path segment.
-fn seg(text: &str) -> String {
-    text.bytes()
-        .map(|b| {
-            if b.is_ascii_alphanumeric() || b"-._~".contains(&b) {
-                char::from(b).to_string()
-            } else {
-                format!("%{b:02X}")
-            }
-        })
-        .collect()
-}
-
 async fn api(b: &Broker, method: &str, path: &str, body: Option<&str>) -> Result<HttpResponse, CaseError> {
     request(&b.http, method, path, (&b.user, &b.password), body).await
 }
@@ -98,11 +85,11 @@ async fn reason(b: &Broker, method: &str, path: &str, body: Option<&str>) -> Res
 }
 
 fn queue_path(b: &Broker, q: &str) -> String {
-    format!("/api/queues/{}/{}", seg(&b.vhost), seg(q))
+    format!("/api/queues/{}/{}", segment(&b.vhost), segment(q))
 }
 
 fn exchange_path(b: &Broker, x: &str) -> String {
-    format!("/api/exchanges/{}/{}", seg(&b.vhost), seg(x))
+    format!("/api/exchanges/{}/{}", segment(&b.vhost), segment(x))
 }
 
 async fn publish(b: &Broker, routing_key: &str, payload: &str) -> Result<Value, CaseError> {
@@ -262,7 +249,7 @@ async fn exchange_declare_show_delete(ctx: Ctx) -> CaseResult {
     check_eq!(default, json!({"name": "", "type": "direct"}), "default exchange");
     let q = ctx.queue("q");
     check_eq!(api(b, "PUT", &queue_path(b, &q), Some("{}")).await?.status, 201, "queue");
-    let bind = format!("/api/bindings/{}/e/{}/q/{}", seg(&b.vhost), seg(&x), seg(&q));
+    let bind = format!("/api/bindings/{}/e/{}/q/{}", segment(&b.vhost), segment(&x), segment(&q));
     check_eq!(api(b, "POST", &bind, Some("{}")).await?.status, 201, "bind");
     let got = reason(b, "DELETE", &format!("{path}?if-unused=true"), None).await?;
     check_eq!(got, (400, json!(format!("exchange '{x}' in vhost '{}' in use", b.vhost))), "if-unused");
@@ -351,12 +338,12 @@ async fn bindings_by_properties_key(ctx: Ctx) -> CaseResult {
     check_eq!(api(b, "PUT", &exchange_path(b, &x), Some(r#"{"type":"topic"}"#)).await?.status, 201, "x");
     check_eq!(api(b, "PUT", &exchange_path(b, &y), Some("{}")).await?.status, 201, "y");
     check_eq!(api(b, "PUT", &queue_path(b, &q), Some("{}")).await?.status, 201, "q");
-    let base = format!("/api/bindings/{}/e/{}/q/{}", seg(&b.vhost), seg(&x), seg(&q));
+    let base = format!("/api/bindings/{}/e/{}/q/{}", segment(&b.vhost), segment(&x), segment(&q));
     check_eq!(post_location(b, &base, r#"{"routing_key":"a.b"}"#).await?, (201, Some(format!("{q}/a.b"))), "bind a.b");
     check_eq!(post_location(b, &base, "{}").await?, (201, Some(format!("{q}/~"))), "bind empty key");
-    let e2e = format!("/api/bindings/{}/e/{}/e/{}", seg(&b.vhost), seg(&x), seg(&y));
+    let e2e = format!("/api/bindings/{}/e/{}/e/{}", segment(&b.vhost), segment(&x), segment(&y));
     check_eq!(post_location(b, &e2e, r#"{"routing_key":"k"}"#).await?, (201, Some(format!("{y}/k"))), "bind x->y");
-    let missing = format!("/api/bindings/{}/e/{}/q/{}", seg(&b.vhost), seg(&x), seg(&ctx.name("none")));
+    let missing = format!("/api/bindings/{}/e/{}/q/{}", segment(&b.vhost), segment(&x), segment(&ctx.name("none")));
     check_eq!(api(b, "POST", &missing, Some("{}")).await?.status, 404, "missing queue");
     let listed = parse(&api(b, "GET", &format!("{}/bindings", queue_path(b, &q)), None).await?)?;
     let keys: Vec<(Value, Value)> = listed
@@ -395,7 +382,7 @@ async fn list_pagination(ctx: Ctx) -> CaseResult {
         ctx.track_queue(&q);
         check_eq!(api(b, "PUT", &queue_path(b, &q), Some("{}")).await?.status, 201, "PUT {q}");
     }
-    let list = format!("/api/queues/{}", seg(&b.vhost));
+    let list = format!("/api/queues/{}", segment(&b.vhost));
     let page = parse(&api(b, "GET", &format!("{list}?page=2&page_size=2&name={prefix}&columns=name"), None).await?)?;
     check_eq!(at(&page, "/items"), json!([{"name": format!("{prefix}-c")}]), "page 2");
     for (field, expected) in
@@ -441,7 +428,7 @@ async fn object_permissions(ctx: Ctx) -> CaseResult {
         refused.clone(),
         "exchange"
     );
-    let bind = format!("/api/bindings/{}/e/{}/q/{}", seg(&b.vhost), seg(&x), seg(&q));
+    let bind = format!("/api/bindings/{}/e/{}/q/{}", segment(&b.vhost), segment(&x), segment(&q));
     check_eq!(reason(&user, "POST", &bind, Some("{}")).await?, refused, "bind");
     let get = r#"{"count":1,"ackmode":"ack_requeue_true","encoding":"auto"}"#;
     let got = reason(&user, "POST", &format!("{}/get", queue_path(b, &q)), Some(get)).await?;
