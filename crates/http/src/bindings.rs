@@ -71,7 +71,7 @@ pub(crate) fn properties_key(key: &str, arguments: &Table) -> String {
     match (key.is_empty(), arguments.is_empty()) {
         (true, true) => "~".to_owned(),
         (_, true) => quote(key),
-        _ => format!("{}~{}", quote(key), args_hash(arguments)),
+        _ => format!("{}~{}", quote(key), charon_engine::exchange::arguments_hash(arguments)),
     }
 }
 
@@ -121,26 +121,6 @@ fn key_matches(key: &str, props: &str) -> bool {
         }
     }
     decoded == props.as_bytes()
-}
-
-/// A 32-bit hash of the arguments in unpadded URL-safe base64 (the shape of RabbitMQ's
-/// `base64url(<<(erlang:phash2(Args, 1 bsl 32)):32>>)`; the hash function is Charon's: FNV-1a
-/// over the arguments' debug rendering, stable for equal tables).
-fn args_hash(args: &Table) -> String {
-    const URLSAFE: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
-    let mut hash: u32 = 0x811c_9dc5;
-    for byte in format!("{args:?}").bytes() {
-        hash ^= u32::from(byte);
-        hash = hash.wrapping_mul(0x0100_0193);
-    }
-    let bits = u64::from(hash) << 4;
-    (0..6)
-        .rev()
-        .map(|i| {
-            let index = usize::try_from((bits >> (i * 6)) & 0x3f).unwrap_or_default();
-            char::from(URLSAFE.get(index).copied().unwrap_or(b'A'))
-        })
-        .collect()
 }
 
 /// `GET /api/bindings`

@@ -342,7 +342,13 @@ pub(super) fn binding_location(source: &str, destination: &Destination, key: &st
         Destination::Queue(q) => ('q', q.as_str()),
         Destination::Exchange(x) => ('e', x.as_str()),
     };
-    format!("/bindings/src={};dst{kind}={};key={};args={}", quote(source), quote(name), quote(key), args_hash(args))
+    format!(
+        "/bindings/src={};dst{kind}={};key={};args={}",
+        quote(source),
+        quote(name),
+        quote(key),
+        charon_engine::exchange::arguments_hash(args)
+    )
 }
 
 /// Percent-encodes everything but unreserved characters (RFC 3986), like `uri_string:quote`.
@@ -351,29 +357,6 @@ fn quote(s: &str) -> String {
         .map(|b| match b {
             b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'.' | b'_' | b'~' => char::from(b).to_string(),
             other => format!("%{other:02X}"),
-        })
-        .collect()
-}
-
-/// Identifies a binding's arguments in its location: empty without arguments, else a 32-bit
-/// hash in unpadded URL-safe base64 (6 characters), the shape RabbitMQ gives its
-/// `erlang:phash2/2` of the arguments. The hash function itself is ours.
-pub(super) fn args_hash(args: &Table) -> String {
-    if args.is_empty() {
-        return String::new();
-    }
-    let mut hash: u32 = 0x811c_9dc5;
-    for byte in format!("{args:?}").bytes() {
-        hash ^= u32::from(byte);
-        hash = hash.wrapping_mul(0x0100_0193);
-    }
-    const URLSAFE: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
-    let bits = u64::from(hash) << 4;
-    (0..6)
-        .rev()
-        .map(|i| {
-            let index = usize::try_from((bits >> (i * 6)) & 0x3f).unwrap_or_default();
-            char::from(URLSAFE.get(index).copied().unwrap_or(b'A'))
         })
         .collect()
 }

@@ -61,7 +61,7 @@ fn binding_locations_round_trip() {
     );
     let mut args = Table::new();
     args.insert("x", Value::long_str("y"));
-    assert_eq!(args_hash(&args).len(), 6);
+    assert_eq!(charon_engine::exchange::arguments_hash(&args).len(), 6);
     assert_eq!(parse_binding_segment("src=;dstq=x;key=k;args="), None);
     assert_eq!(parse_binding_segment("src=a;dstq=;key=k;args="), None);
     assert_eq!(parse_binding_segment("src=a;dstx=q;key=k;args="), None);

@@ -13,8 +13,8 @@ use serde_amqp::Value as Amqp;
 use serde_amqp::primitives::Array;
 
 use super::management_body::{
-    Status, Target, args_hash, arguments_map, bad, binding_location, decode, decode_binding, decode_exchange,
-    decode_queue, map, parse_binding_segment, parse_target, prohibit_cr_lf, sorted, text,
+    Status, Target, arguments_map, bad, binding_location, decode, decode_binding, decode_exchange, decode_queue, map,
+    parse_binding_segment, parse_target, prohibit_cr_lf, sorted, text,
 };
 use super::session::Session;
 
@@ -169,7 +169,7 @@ impl Session {
                 let found = vhost
                     .bindings_between(&source, &destination)
                     .into_iter()
-                    .find(|b| b.key == key && args_hash(&b.arguments) == hash);
+                    .find(|b| b.key == key && charon_engine::exchange::arguments_hash(&b.arguments) == hash);
                 if let Some(binding) = found {
                     vhost
                         .unbind(&source, binding.destination, &binding.key, &binding.arguments, self.id)

@@ -14,7 +14,7 @@ use charon_model::{Table, Value};
 
 use crate::error::EngineError;
 
-pub use binding::{Binding, Destination};
+pub use binding::{Binding, Destination, arguments_hash};
 pub(crate) use direct::DirectBindings;
 pub(crate) use fanout::FanoutBindings;
 pub(crate) use headers::{HeadersBindings, validate as validate_headers_binding};
