@@ -26,6 +26,7 @@
 mod admission;
 pub mod args;
 mod arrivals;
+pub mod browse;
 mod command;
 mod consumer_timeout;
 mod consumers;
@@ -58,6 +59,7 @@ use tokio::sync::mpsc;
 
 pub use admission::Admission;
 pub use args::QueueType;
+pub use browse::{BrowsePage, BrowseRequest, BrowsedMessage};
 pub use consumer_timeout::{ConsumerTimeout, DEFAULT_CONSUMER_TIMEOUT_MS, TimeoutCell};
 pub use gauges::{GaugeValues, QueueGauges};
 pub use handle::{QueueHandle, QueueRef};

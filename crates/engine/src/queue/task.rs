@@ -455,6 +455,15 @@ fn apply(state: &mut QueueState, command: QueueCmd) -> Applied {
             }
             Err(ReadPending) => return Applied::WaitForRead(QueueCmd::Purge(reply)),
         },
+        QueueCmd::Browse { request, reply } => {
+            let _ = reply.send(state.browse(request));
+        }
+        QueueCmd::Remove { seqs, reply } => {
+            let _ = reply.send(state.remove(&seqs));
+        }
+        QueueCmd::RemoveChecked { run, id, found, reply } => {
+            let _ = reply.send(state.remove_checked(run, id, found));
+        }
         QueueCmd::Stats(reply) => {
             let _ = reply.send(state.stats());
         }

@@ -26,6 +26,7 @@ use charon_store::codec::decode_message;
 use charon_store::segment_log::{LogReader, Place, Placed, Record, RecoveredQueue};
 
 use super::arrivals::Arrivals;
+use super::browse::{BrowseRequest, Plan};
 use super::consumers::Consumers;
 use super::dlx_pending::{DlxPending, Due, NUMBER_BIT as DLX_NUMBER_BIT};
 use super::effects::{Discarded, Effects, Events, Held, RefusedDeadLetter};
@@ -34,7 +35,8 @@ use super::handle::QueueRef;
 use super::journal::reason_of;
 use super::limits::{Limits, Size};
 use super::order::Order;
-use super::paging::packed::Packed;
+use super::paging::Removed;
+use super::paging::packed::{Packed, PagedEntry};
 use super::ready::Ready;
 use super::requests::{ConfirmTo, ConsumeSpec, CreditGrant, Enqueue, GetOk, MessageCounters, QueueStats, Settle};
 use super::settings::QueueSettings;
@@ -394,6 +396,33 @@ impl QueueState {
             }
         }
         panic!("the read never completed");
+    }
+
+    /// Plans a page of the queue's messages (ready ones, and unsettled ones when asked), to be
+    /// resolved off the task ([`Plan::resolve`]).
+    pub(crate) fn browse(&self, request: BrowseRequest) -> Plan {
+        let mut plan = Plan::new(request, self.reader.clone());
+        self.ready.browse(&mut plan);
+        if request.include_unacked {
+            plan.run(|collector| self.consumers.browse(collector));
+        }
+        plan
+    }
+
+    /// Removes the ready messages with sequence numbers `seqs` that are at hand; the index
+    /// chunks that may hold others come back as checks to read off the task and hand to
+    /// [`Self::remove_checked`]. Messages delivered to a consumer stay (they are its to settle).
+    pub(crate) fn remove(&mut self, seqs: &[u64]) -> Removed {
+        let mut removed = Removed::default();
+        self.ready.remove(seqs, self.effects.journal(), &mut removed);
+        removed
+    }
+
+    /// Removes what a check of chunk `id` of run `run` found in its index file.
+    pub(crate) fn remove_checked(&mut self, run: usize, id: u64, found: Vec<PagedEntry>) -> Removed {
+        let mut removed = Removed::default();
+        self.ready.remove_checked(run, id, found, self.effects.journal(), &mut removed);
+        removed
     }
 
     /// When the oldest ready message arrived (ms since epoch, to within a second), if any.
