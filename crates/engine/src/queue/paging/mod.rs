@@ -100,7 +100,8 @@ impl Wake {
         Self { queue: Arc::clone(queue), signal: Arc::new(Notify::new()) }
     }
 
-    fn wake(&self) {
+    /// Wakes the queue (a read made off its task is done).
+    pub(super) fn wake_now(&self) {
         self.signal.notify_one();
         self.queue.resume();
     }
@@ -112,7 +113,7 @@ struct WakeOnDrop(Wake);
 
 impl Drop for WakeOnDrop {
     fn drop(&mut self) {
-        self.0.wake();
+        self.0.wake_now();
     }
 }
 
@@ -182,7 +183,7 @@ impl Pager {
     /// on the caller's thread otherwise.
     pub(super) fn new(reader: LogReader, wake: Wake, name: String) -> Self {
         let on_read = wake.clone();
-        let paged = PagedRun::new(reader.directory(), name, Arc::new(move || on_read.wake()));
+        let paged = PagedRun::new(reader.directory(), name, Arc::new(move || on_read.wake_now()));
         Self {
             reader,
             paged,

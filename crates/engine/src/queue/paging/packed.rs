@@ -8,9 +8,9 @@ pub(super) const SPILL_BIT: u32 = 1 << 31;
 /// A place in the log, packed for entries that keep one.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct Packed {
-    pub(super) segment: u32,
-    pub(super) offset: u32,
-    pub(super) len: u32,
+    pub(crate) segment: u32,
+    pub(crate) offset: u32,
+    pub(crate) len: u32,
 }
 
 impl Packed {
@@ -21,7 +21,7 @@ impl Packed {
         Some(Self { segment: u32::try_from(place.segment).ok()?, offset: u32::try_from(place.offset).ok()?, len })
     }
 
-    pub(super) fn place(self) -> Place {
+    pub(crate) fn place(self) -> Place {
         Place { segment: u64::from(self.segment), offset: u64::from(self.offset), len: self.len }
     }
 }

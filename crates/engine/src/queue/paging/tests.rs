@@ -1,113 +1,18 @@
 #![allow(clippy::unwrap_used, clippy::indexing_slicing)]
 
-use std::sync::Arc;
 use std::sync::mpsc as std_mpsc;
 use std::time::Duration;
 
-use charon_model::{Body, DeathReason, Message, Properties, Routing, Table};
-use charon_store::segment_log::{LogOptions, MessageLog, Record, RecoveredQueue};
-use tokio::sync::mpsc;
+use charon_model::{DeathReason, Properties, Table};
+use charon_store::segment_log::{LogOptions, MessageLog, Record};
 
 use super::*;
-use crate::queue::args::QueueType;
 use crate::queue::browse::BrowseRequest;
-use crate::queue::handle::QueueHandle;
-use crate::queue::requests::{ConsumeSpec, Enqueue, QueueConfig};
+use crate::queue::log_fixture::{Fixture, fixture, fixture_with, queue_state};
+use crate::queue::requests::ConsumeSpec;
 use crate::queue::settings::QueueSettings;
 use crate::queue::state::QueueState;
 use crate::session::{Owner, SessionSink};
-
-/// A queue on a real log in a temporary directory; the test plays the task's part of handing
-/// the journal to the log and the places back to the queue.
-struct Fixture {
-    state: QueueState,
-    log: MessageLog,
-    _dir: tempfile::TempDir,
-}
-
-fn fixture(durable: bool, settings: QueueSettings) -> Fixture {
-    fixture_with(durable, settings, Table::new())
-}
-
-fn fixture_with(durable: bool, settings: QueueSettings, arguments: Table) -> Fixture {
-    let dir = tempfile::tempdir().unwrap();
-    let (log, _) = MessageLog::open(dir.path(), LogOptions::default()).unwrap();
-    let state = queue_state(&log, durable, settings, arguments, RecoveredQueue::default());
-    Fixture { state, log, _dir: dir }
-}
-
-/// Queue 3 on `log`, restoring `restored` when durable.
-fn queue_state(
-    log: &MessageLog,
-    durable: bool,
-    settings: QueueSettings,
-    arguments: Table,
-    restored: RecoveredQueue,
-) -> QueueState {
-    let (tx, _rx) = mpsc::channel(1);
-    let config = QueueConfig {
-        name: "long".into(),
-        vhost: "/".into(),
-        durable,
-        auto_delete: false,
-        exclusive_owner: None,
-        arguments,
-        queue_type: QueueType::Classic,
-    };
-    let mut state = QueueState::new(Arc::new(QueueHandle::new(3, config, tx)), settings, 1_000);
-    state.enable_paging(log.reader().clone());
-    if durable {
-        state.enable_journal(restored);
-    }
-    state
-}
-
-impl Fixture {
-    /// Writes the pass's records and gives the queue their places, as the task does; returns
-    /// the records.
-    fn flush(&mut self) -> Vec<Record> {
-        self.flush_placed().0
-    }
-
-    /// [`Self::flush`], also returning the places.
-    fn flush_placed(&mut self) -> (Vec<Record>, Vec<Placed>) {
-        let (records, _) = self.state.take_journal();
-        let (tx, rx) = std_mpsc::channel();
-        self.log.append(records.clone(), Some(Box::new(move |r| tx.send(r.unwrap()).unwrap())));
-        let placed = rx.recv_timeout(Duration::from_secs(10)).unwrap();
-        self.state.placed(placed.clone());
-        (records, placed)
-    }
-
-    fn publish(&mut self, bodies: impl IntoIterator<Item = String>, delivery_mode: u8, ttl: Option<u64>) {
-        self.publish_with(bodies, Properties { delivery_mode: Some(delivery_mode), ttl, ..Properties::default() });
-    }
-
-    fn publish_with(&mut self, bodies: impl IntoIterator<Item = String>, properties: Properties) {
-        let items = bodies
-            .into_iter()
-            .map(|body| {
-                let mut m = Message::new(Routing::default(), Body::Data(body.into()));
-                m.origin = charon_model::Origin::Amqp091;
-                m.set_properties(properties.clone());
-                Enqueue { message: Arc::new(m), confirm: None }
-            })
-            .collect();
-        self.state.publish(items, None);
-    }
-
-    fn runs(&self) -> (usize, usize, usize) {
-        self.state.ready().runs()
-    }
-
-    /// Takes every ready message with `basic.get`-style gets, acknowledging none.
-    fn get_all(&mut self) -> Vec<String> {
-        let owner = Owner { session: 1, channel: 1 };
-        std::iter::from_fn(|| self.state.get(owner, true))
-            .map(|got| String::from_utf8(got.delivery.message.body.bytes().to_vec()).unwrap())
-            .collect()
-    }
-}
 
 fn bodies(range: std::ops::Range<usize>) -> impl Iterator<Item = String> {
     range.map(|i| format!("message {i}"))
