@@ -94,8 +94,7 @@ async fn rejecter(port: u16, queue: &'static str) {
         return;
     }
     let options = BasicConsumeOptions::default();
-    let Ok(mut deliveries) = ch.basic_consume(queue.into(), "r".into(), options, FieldTable::default()).await
-    else {
+    let Ok(mut deliveries) = ch.basic_consume(queue.into(), "r".into(), options, FieldTable::default()).await else {
         return;
     };
     while let Some(Ok(delivery)) = deliveries.next().await {

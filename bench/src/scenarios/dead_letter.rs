@@ -9,7 +9,7 @@
 
 use std::time::{Duration, Instant};
 
-use anyhow::Result;
+use anyhow::{Context, Result};
 use lapin::options::{ExchangeDeclareOptions, QueueBindOptions};
 use lapin::types::{AMQPValue, FieldTable};
 use lapin::{Channel, Connection};
@@ -17,7 +17,7 @@ use lapin::{Channel, Connection};
 use super::Params;
 use crate::amqp091::{self, Publish, Settle};
 use crate::consumers::Consumers;
-use crate::report::Outcome;
+use crate::report::{Outcome, Score};
 use crate::target::Target;
 
 /// Queue TTL of S5, ms: messages expire about as fast as they arrive.
@@ -44,6 +44,17 @@ async fn topology(
     source_durable: bool,
     source_args: &[(&str, AMQPValue)],
 ) -> Result<Topology> {
+    topology_bound(target, tag, source_durable, source_args, true).await
+}
+
+/// [`topology`], with the DLQ bound to the DLX or not (`bind`).
+async fn topology_bound(
+    target: &Target,
+    tag: &str,
+    source_durable: bool,
+    source_args: &[(&str, AMQPValue)],
+    bind: bool,
+) -> Result<Topology> {
     let conn = amqp091::connect(&target.url).await?;
     let setup = amqp091::channel(&conn).await?;
     let dlx = format!("bench-dlx-{tag}");
@@ -58,15 +69,17 @@ async fn topology(
         )
         .await?;
     amqp091::declare(&setup, &dlq, false, &[]).await?;
-    setup
-        .queue_bind(
-            dlq.as_str().into(),
-            dlx.as_str().into(),
-            "".into(),
-            QueueBindOptions::default(),
-            FieldTable::default(),
-        )
-        .await?;
+    if bind {
+        setup
+            .queue_bind(
+                dlq.as_str().into(),
+                dlx.as_str().into(),
+                "".into(),
+                QueueBindOptions::default(),
+                FieldTable::default(),
+            )
+            .await?;
+    }
     let mut args = vec![("x-dead-letter-exchange", AMQPValue::LongString(dlx.as_str().into()))];
     args.extend(source_args.iter().cloned());
     amqp091::declare(&setup, &source, source_durable, &args).await?;
@@ -147,15 +160,73 @@ pub(super) async fn reject_storm(target: &Target, params: Params, tag: &str) -> 
     storm(target, params, topology(target, tag, false, &[]).await?).await
 }
 
-/// S6 from a quorum queue with RabbitMQ's at-least-once dead lettering (`reject-publish`): each
-/// dead letter leaves the source only once the DLQ confirmed it.
-pub(super) async fn reject_storm_at_least_once(target: &Target, params: Params, tag: &str) -> Result<Outcome> {
+/// The source of RabbitMQ's at-least-once dead lettering: a quorum queue with the strategy
+/// and `reject-publish`.
+fn at_least_once_args() -> [(&'static str, AMQPValue); 3] {
     let text = |s: &str| AMQPValue::LongString(s.into());
-    let args = [
+    [
         ("x-queue-type", text("quorum")),
         ("x-dead-letter-strategy", text("at-least-once")),
         ("x-overflow", text("reject-publish")),
-    ];
+    ]
+}
+
+/// Memory per waiting dead letter: a quorum at-least-once source whose DLX has no binding is
+/// filled (16 B, confirmed) and rejected by 4 consumers; every letter then waits in it for a
+/// route. Resident memory once they all wait, minus resident memory before, over the letters.
+pub(super) async fn memory_waiting(target: &Target, params: Params, tag: &str) -> Result<Outcome> {
+    let topology = topology_bound(target, tag, true, &at_least_once_args(), false).await?;
+    let publisher_conn = amqp091::connect(&target.url).await?;
+    let publisher = amqp091::channel(&publisher_conn).await?;
+    // Warm up the paths (pages code in, makes first-use buffers) through a plain queue.
+    let warm = format!("bench-warm-{tag}");
+    amqp091::declare(&publisher, &warm, true, &[]).await?;
+    let warm_up = Publish { messages: 20_000, persistent: true, confirms: Some(1000), rate: None };
+    amqp091::publish(&publisher, "", &warm, warm_up, Instant::now()).await?;
+    publisher.queue_delete(warm.as_str().into(), Default::default()).await?;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let empty = target.rss().context("memory needs the broker's pid")?;
+    let epoch = Instant::now();
+    let spec = Publish { messages: params.messages, persistent: true, confirms: Some(1000), rate: None };
+    amqp091::publish(&publisher, "", &topology.source, spec, epoch).await?;
+    let consumers = Consumers { client: params.consumer, url: &target.url, lapin: &publisher_conn };
+    let mut nackers = Vec::new();
+    for _ in 0..NACKERS {
+        nackers.push(consumers.nack_all(&topology.source, NACK_PREFETCH).await?);
+    }
+    // Every message rejected: none ready (the waiting letters are not).
+    let mut settled_since = None;
+    while settled_since.is_none_or(|at: Instant| at.elapsed() < Duration::from_secs(2)) {
+        let ready = amqp091::count(&topology.setup, &topology.source).await?;
+        settled_since = if ready == 0 { settled_since.or(Some(Instant::now())) } else { None };
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let seconds = epoch.elapsed().as_secs_f64();
+    for nacker in nackers {
+        nacker.abort();
+    }
+    // Let the brokers settle: RabbitMQ collects garbage, the allocator returns freed pages.
+    tokio::time::sleep(Duration::from_secs(15)).await;
+    let full = target.rss().context("memory needs the broker's pid")?;
+    let _ = publisher_conn.close(200, "done".into()).await;
+    topology.remove().await?;
+    let per_letter = full.saturating_sub(empty) as f64 / params.messages.max(1) as f64;
+    let mut outcome = Outcome::throughput(params.messages, seconds);
+    outcome.score = Score::BytesPerMessage;
+    outcome.value = per_letter;
+    outcome.notes.push(format!(
+        "rss before {:.1} MB, with {} letters waiting {:.1} MB",
+        empty as f64 / 1e6,
+        params.messages,
+        full as f64 / 1e6
+    ));
+    Ok(outcome)
+}
+
+/// S6 from a quorum queue with RabbitMQ's at-least-once dead lettering (`reject-publish`): each
+/// dead letter leaves the source only once the DLQ confirmed it.
+pub(super) async fn reject_storm_at_least_once(target: &Target, params: Params, tag: &str) -> Result<Outcome> {
+    let args = at_least_once_args();
     let mut outcome = storm(target, params, topology(target, tag, true, &args).await?).await?;
     outcome.notes.push("quorum source, at-least-once".to_owned());
     Ok(outcome)

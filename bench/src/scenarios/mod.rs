@@ -37,6 +37,8 @@ pub(crate) enum Scenario {
     S7Reject,
     /// Broker memory per queued 16 B persistent message.
     Memory,
+    /// Broker memory per at-least-once dead letter waiting for a route (quorum source).
+    MemoryWaiting,
     /// AMQP 1.0: 1 sender → 1 queue → 1 receiver, credit 200, durable, settled by outcome.
     S10,
     /// `GET /api/queues` with N queues declared (default 10,000): the median of 5 listings.
@@ -53,7 +55,7 @@ impl Scenario {
             // The goals' sizes: 1M expiring or rejected, 10M against a 100k limit.
             Self::S5 | Self::S6 | Self::S6Quorum => 1_000_000,
             Self::S7DropHead | Self::S7Reject => 10_000_000,
-            Self::Memory => 1_000_000,
+            Self::Memory | Self::MemoryWaiting => 1_000_000,
             Self::ApiQueues => 10_000,
         }
     }
@@ -92,6 +94,7 @@ pub(crate) async fn run(target: &Target, scenario: Scenario, params: Params) -> 
         Scenario::S7DropHead => max_length::drop_head(target, params, &tag).await,
         Scenario::S7Reject => max_length::reject_publish(target, params, &tag).await,
         Scenario::Memory => memory::per_message(target, params, &tag).await,
+        Scenario::MemoryWaiting => dead_letter::memory_waiting(target, params, &tag).await,
         Scenario::S10 => amqp10::one_to_one(target, params, &tag).await,
         Scenario::ApiQueues => api_queues::listing(target, params, &tag).await,
     };

@@ -319,6 +319,10 @@ impl DlxPending {
         for id in ready_to_park {
             self.park(id, journal);
         }
+        // A storm of letters placed at once leaves a large, empty map behind.
+        if self.placing.capacity() > 1024 && self.placing.len() < self.placing.capacity() / 4 {
+            self.placing.shrink_to_fit();
+        }
     }
 
     /// Takes every letter (the strategy was switched away: RabbitMQ deletes them), recording

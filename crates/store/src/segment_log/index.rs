@@ -14,6 +14,8 @@ use foldhash::HashMap;
 
 use roaring::RoaringTreemap;
 
+use super::marks::Marks;
+
 /// Message counts of one segment.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub(super) struct SegmentCounts {
@@ -30,10 +32,8 @@ pub(super) struct Index {
     /// Per queue, per segment, the sequence numbers live there. (foldhash: the keys are the
     /// broker's own queue ids and sequence numbers, touched for every record.)
     queues: HashMap<u64, BTreeMap<u64, RoaringTreemap>>,
-    /// `(returned, failed)` of live messages that were delivered.
-    delivered: HashMap<(u64, u64), (u32, u32)>,
-    /// The reason of live messages waiting as at-least-once dead letters.
-    dead_lettered: HashMap<(u64, u64), u8>,
+    /// Deliveries and waiting dead letters among the live messages.
+    marks: Marks,
 }
 
 impl Index {
@@ -70,25 +70,25 @@ impl Index {
 
     /// The delivery state of a live message, once it was delivered.
     pub(super) fn delivery(&self, queue: u64, seq: u64) -> Option<(u32, u32)> {
-        self.delivered.get(&(queue, seq)).copied()
+        self.marks.delivery(queue, seq)
     }
 
     /// Why a live message waits as an at-least-once dead letter, if it does.
     pub(super) fn dead_letter_reason(&self, queue: u64, seq: u64) -> Option<u8> {
-        self.dead_lettered.get(&(queue, seq)).copied()
+        self.marks.dead_letter_reason(queue, seq)
     }
 
     /// Records that a live message waits as an at-least-once dead letter.
     pub(super) fn dead_lettered(&mut self, queue: u64, seq: u64, reason: u8) {
         if self.segment_of(queue, seq).is_some() {
-            self.dead_lettered.insert((queue, seq), reason);
+            self.marks.dead_lettered(queue, seq, reason);
         }
     }
 
     /// Records a delivery of a live message.
     pub(super) fn delivered(&mut self, queue: u64, seq: u64, returned: u32, failed: u32) {
         if self.segment_of(queue, seq).is_some() {
-            self.delivered.insert((queue, seq), (returned, failed));
+            self.marks.delivered(queue, seq, returned, failed);
         }
     }
 
@@ -97,8 +97,7 @@ impl Index {
         if let Some(segment) = self.segment_of(queue, seq) {
             self.release(queue, seq, segment);
         }
-        self.delivered.remove(&(queue, seq));
-        self.dead_lettered.remove(&(queue, seq));
+        self.marks.removed(queue, seq);
     }
 
     fn release(&mut self, queue: u64, seq: u64, segment: u64) {
@@ -128,8 +127,7 @@ impl Index {
                 counts.live = counts.live.saturating_sub(live.len());
             }
         }
-        self.delivered.retain(|(q, _), _| *q != queue);
-        self.dead_lettered.retain(|(q, _), _| *q != queue);
+        self.marks.dropped(queue);
     }
 
     /// Compresses the bitmaps of a segment no new message goes to: a queue's messages there are

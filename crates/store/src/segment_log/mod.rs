@@ -24,6 +24,7 @@
 
 mod compact;
 mod index;
+mod marks;
 mod read;
 mod record;
 mod recovered;
