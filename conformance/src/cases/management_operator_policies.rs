@@ -6,9 +6,8 @@
 //! policy's value, and definitions carrying operator policies as `operator_policy` runtime
 //! parameters.
 //!
-//! Every case deletes its operator policies itself (the runner tracks user policies only);
-//! patterns are anchored on the case's own unique names, as operator policies apply to every
-//! matching queue of the vhost.
+//! The runner deletes the cases' operator policies; patterns are anchored on the case's own
+//! unique names, as operator policies apply to every matching queue of the vhost.
 
 use std::time::Duration;
 
@@ -73,6 +72,16 @@ fn parse(response: &HttpResponse) -> Result<Json, CaseError> {
     serde_json::from_str(&response.body).map_err(|e| CaseError::new(format!("not JSON ({e}): {}", response.body)))
 }
 
+/// `value[key]`, `null` when absent.
+fn at(value: &Json, key: &str) -> Json {
+    value.get(key).cloned().unwrap_or(Json::Null)
+}
+
+/// The message TTL in the queue's `effective_policy_definition`.
+async fn ttl(ctx: &Ctx, queue: &str) -> Result<Json, CaseError> {
+    Ok(at(&at(&ctx.queue_info(queue).await?, "effective_policy_definition"), "message-ttl"))
+}
+
 fn path(ctx: &Ctx, name: &str) -> String {
     format!("/api/operator-policies/{}/{}", segment(&ctx.broker().vhost), segment(name))
 }
@@ -88,17 +97,11 @@ fn regex_escape(name: &str) -> String {
         .collect()
 }
 
-/// Runs `body`, then deletes the operator policies named (and the user policies the runner
-/// deletes anyway), whatever the outcome.
-async fn cleaning<F>(ctx: &Ctx, names: &[&str], body: F) -> CaseResult
-where
-    F: std::future::Future<Output = CaseResult>,
-{
-    let result = body.await;
-    for name in names {
-        let _ = api(ctx, "DELETE", &path(ctx, name), None).await;
-    }
-    result
+/// A unique operator policy name; the runner deletes it after the case.
+fn operator_policy(ctx: &Ctx, what: &str) -> String {
+    let name = ctx.name(what);
+    ctx.track_operator_policy(&name);
+    name
 }
 
 async fn put(ctx: &Ctx, name: &str, body: &Json) -> Result<HttpResponse, CaseError> {
@@ -106,11 +109,8 @@ async fn put(ctx: &Ctx, name: &str, body: &Json) -> Result<HttpResponse, CaseErr
 }
 
 async fn crud(ctx: Ctx) -> CaseResult {
-    let name = ctx.name("op");
-    cleaning(&ctx, &[&name], crud_body(&ctx, &name)).await
-}
-
-async fn crud_body(ctx: &Ctx, name: &str) -> CaseResult {
+    let name = operator_policy(&ctx, "op");
+    let (ctx, name) = (&ctx, name.as_str());
     let vhost = ctx.broker().vhost.clone();
     let body = json!({"pattern": exactly(name), "definition": {"max-length": 5, "message-ttl": 60000}});
     check_eq!(put(ctx, name, &body).await?.status, 201, "first PUT");
@@ -126,7 +126,7 @@ async fn crud_body(ctx: &Ctx, name: &str) -> CaseResult {
             .cloned()
             .unwrap_or_default()
             .into_iter()
-            .filter(|p| p["name"] == json!(name))
+            .filter(|p| at(p, "name") == json!(name))
             .collect::<Vec<_>>()
     };
     let listed = parse(&api(ctx, "GET", "/api/operator-policies", None).await?)?;
@@ -149,11 +149,8 @@ async fn crud_body(ctx: &Ctx, name: &str) -> CaseResult {
 }
 
 async fn validation(ctx: Ctx) -> CaseResult {
-    let name = ctx.name("op");
-    cleaning(&ctx, &[&name], validation_body(&ctx, &name)).await
-}
-
-async fn validation_body(ctx: &Ctx, name: &str) -> CaseResult {
+    let name = operator_policy(&ctx, "op");
+    let (ctx, name) = (&ctx, name.as_str());
     let pattern = exactly(name);
     let refused =
         |definition: Json, reason: &'static str| (json!({"pattern": pattern, "definition": definition}), reason);
@@ -214,16 +211,13 @@ async fn validation_body(ctx: &Ctx, name: &str) -> CaseResult {
     let body = json!({"pattern": pattern, "definition": definition, "apply-to": "quorum_queues", "priority": 4});
     check_eq!(put(ctx, name, &body).await?.status, 201, "every operator key");
     let got = parse(&api(ctx, "GET", &path(ctx, name), None).await?)?;
-    check_eq!((got["definition"].clone(), got["apply-to"].clone()), (definition, json!("quorum_queues")), "stored");
+    check_eq!((at(&got, "definition"), at(&got, "apply-to")), (definition, json!("quorum_queues")), "stored");
     Ok(())
 }
 
 async fn administrators_only(ctx: Ctx) -> CaseResult {
-    let name = ctx.name("op");
-    cleaning(&ctx, &[&name], administrators_only_body(&ctx, &name)).await
-}
-
-async fn administrators_only_body(ctx: &Ctx, name: &str) -> CaseResult {
+    let name = operator_policy(&ctx, "op");
+    let (ctx, name) = (&ctx, name.as_str());
     let body = json!({"pattern": exactly(name), "definition": {"max-length": 1}});
     check_eq!(put(ctx, name, &body).await?.status, 201, "PUT as administrator");
     let vhost = segment(&ctx.broker().vhost);
@@ -238,7 +232,7 @@ async fn administrators_only_body(ctx: &Ctx, name: &str) -> CaseResult {
         let listed = ctx.api_as(&user, "GET", &format!("/api/operator-policies/{vhost}"), None).await?;
         check_eq!(listed.status, 200, "{tags} lists the vhost's: {}", listed.body);
         let names: Vec<Json> =
-            parse(&listed)?.as_array().cloned().unwrap_or_default().into_iter().map(|p| p["name"].clone()).collect();
+            parse(&listed)?.as_array().cloned().unwrap_or_default().into_iter().map(|p| at(&p, "name")).collect();
         check!(names.contains(&json!(name)), "{tags} sees {name} in {names:?}");
     }
     check_eq!(api(ctx, "GET", &path(ctx, name), None).await?.status, 200, "still there");
@@ -259,8 +253,7 @@ async fn shows(ctx: &Ctx, queue: &str, policy: &Json, operator: &Json, effective
     let deadline = tokio::time::Instant::now() + Duration::from_secs(15);
     loop {
         let info = ctx.queue_info(queue).await?;
-        let got =
-            (info["policy"].clone(), info["operator_policy"].clone(), info["effective_policy_definition"].clone());
+        let got = (at(&info, "policy"), at(&info, "operator_policy"), at(&info, "effective_policy_definition"));
         let expected = (policy.clone(), operator.clone(), effective.clone());
         if got == expected {
             return Ok(());
@@ -273,11 +266,8 @@ async fn shows(ctx: &Ctx, queue: &str, policy: &Json, operator: &Json, effective
 }
 
 async fn stricter_max_length_wins(ctx: Ctx) -> CaseResult {
-    let (op, op_low) = (ctx.name("op"), ctx.name("oplow"));
-    cleaning(&ctx, &[&op, &op_low], max_length_body(&ctx, &op, &op_low)).await
-}
-
-async fn max_length_body(ctx: &Ctx, op: &str, op_low: &str) -> CaseResult {
+    let (op, op_low) = (operator_policy(&ctx, "op"), operator_policy(&ctx, "oplow"));
+    let (ctx, op, op_low) = (&ctx, op.as_str(), op_low.as_str());
     let queue = ctx.queue("q");
     let (conn, ch) = ctx.lapin_channel().await?;
     lk::confirm(&ch).await?;
@@ -328,11 +318,8 @@ async fn max_length_body(ctx: &Ctx, op: &str, op_low: &str) -> CaseResult {
 }
 
 async fn stricter_message_ttl_wins(ctx: Ctx) -> CaseResult {
-    let op = ctx.name("op");
-    cleaning(&ctx, &[&op], message_ttl_body(&ctx, &op)).await
-}
-
-async fn message_ttl_body(ctx: &Ctx, op: &str) -> CaseResult {
+    let op = operator_policy(&ctx, "op");
+    let (ctx, op) = (&ctx, op.as_str());
     let queue = ctx.queue("q");
     let (conn, ch) = ctx.lapin_channel().await?;
     lk::confirm(&ch).await?;
@@ -343,7 +330,7 @@ async fn message_ttl_body(ctx: &Ctx, op: &str) -> CaseResult {
     lk::eventually(Duration::from_secs(10), "the merged TTL of 100 ms", || {
         let ctx = &ctx;
         let queue = &queue;
-        async move { Ok(ctx.queue_info(queue).await?["effective_policy_definition"]["message-ttl"] == json!(100)) }
+        async move { Ok(ttl(ctx, queue).await? == json!(100)) }
     })
     .await?;
     publish(&ch, &queue, "short", 1).await?;
@@ -354,7 +341,7 @@ async fn message_ttl_body(ctx: &Ctx, op: &str) -> CaseResult {
     lk::eventually(Duration::from_secs(10), "the user policy's TTL again", || {
         let ctx = &ctx;
         let queue = &queue;
-        async move { Ok(ctx.queue_info(queue).await?["effective_policy_definition"]["message-ttl"] == json!(60000)) }
+        async move { Ok(ttl(ctx, queue).await? == json!(60000)) }
     })
     .await?;
     publish(&ch, &queue, "long", 1).await?;
@@ -383,7 +370,7 @@ async fn definitions_body(ctx: &Ctx, vhost: &str) -> CaseResult {
     let exported = parse(&response)?;
     check!(exported.get("operator_policies").is_none(), "no operator_policies section: {exported}");
     check_eq!(
-        exported["parameters"].clone(),
+        at(&exported, "parameters"),
         json!([{"value": value, "component": "operator_policy", "name": "cap"}]),
         "the runtime parameter"
     );
