@@ -191,6 +191,15 @@ async fn validation(ctx: Ctx) -> CaseResult {
             "Validation failed\n\npriority should be a number, actually was null\n",
         ),
         (json!({"pattern": pattern}), "[{key_missing,definition}]"),
+        // PCRE's words and offsets, as `~tp` prints them (a long tuple on two lines).
+        (
+            json!({"pattern": "a(b", "definition": {"max-length": 1}}),
+            "Validation failed\n\npattern should be regular expression but is invalid: {\"missing )\",3}\n",
+        ),
+        (
+            json!({"pattern": "[a", "definition": {"max-length": 1}}),
+            "Validation failed\n\npattern should be regular expression but is invalid: {\"missing terminating ] for character class\",\n                                                      2}\n",
+        ),
     ];
     for (body, reason) in cases {
         let response = put(ctx, name, &body).await?;

@@ -237,13 +237,50 @@ pub(super) fn fields(kind: PolicyKind, name: &str, fields: PolicyFields) -> Resu
     }
 }
 
-/// A pattern as a regular expression. RabbitMQ's are PCRE: its error names PCRE's message and
-/// the offset; Charon's names the `regex` crate's message (the texts differ).
+/// A pattern as a regular expression, or RabbitMQ's refusal: PCRE's message and offset as
+/// `~tp` prints them after the text (the tuple on two lines when it would pass column 80).
+/// The common syntax errors get PCRE's words (observed on 4.0.5); others name the `regex`
+/// crate's message at offset 0.
 fn regex(pattern: &str) -> Result<Regex, String> {
+    const PREFIX: &str = "pattern should be regular expression but is invalid: ";
     Regex::new(pattern).map_err(|e| {
-        let first = e.to_string().lines().last().unwrap_or_default().trim().to_owned();
-        format!("pattern should be regular expression but is invalid: {{\"{first}\",0}}")
+        let (message, offset) = pcre_error(pattern).unwrap_or_else(|| {
+            let last = e.to_string().lines().last().unwrap_or_default().trim().to_owned();
+            (last, 0)
+        });
+        let term = format!("{{{},{offset}}}", erlang_string(&message));
+        // The tuple starts at column 53: it stays on the line while it ends before column 80,
+        // else its second element goes under its first.
+        if PREFIX.len() + term.len() < 80 {
+            format!("{PREFIX}{term}")
+        } else {
+            format!("{PREFIX}{{{},\n{}{offset}}}", erlang_string(&message), " ".repeat(PREFIX.len() + 1))
+        }
     })
+}
+
+/// PCRE's message and offset for a syntax error the `regex` crate's parser also finds.
+fn pcre_error(pattern: &str) -> Option<(String, usize)> {
+    use regex_syntax::ast::ErrorKind;
+    let error = regex_syntax::ast::parse::Parser::new().parse(pattern).err()?;
+    let span = error.span();
+    let (message, offset) = match error.kind() {
+        ErrorKind::GroupUnclosed => ("missing )", pattern.len()),
+        ErrorKind::ClassUnclosed => ("missing terminating ] for character class", pattern.len()),
+        ErrorKind::GroupUnopened => ("unmatched parentheses", span.start.offset),
+        ErrorKind::RepetitionMissing => ("nothing to repeat", span.start.offset),
+        ErrorKind::RepetitionCountInvalid => {
+            ("numbers out of order in {} quantifier", span.end.offset.saturating_sub(1))
+        }
+        ErrorKind::ClassRangeInvalid => ("range out of order in character class", span.end.offset.saturating_sub(1)),
+        _ => return None,
+    };
+    Some((message.to_owned(), offset))
+}
+
+/// An Erlang string as `~tp` prints it.
+fn erlang_string(text: &str) -> String {
+    format!("\"{}\"", text.replace('\\', "\\\\").replace('"', "\\\""))
 }
 
 #[cfg(test)]
@@ -296,6 +333,21 @@ mod tests {
         assert_eq!(check(PolicyKind::Operator, &both), "-1 is not a valid maximum length");
         let unknown_first = [("foo", Value::I64(1)), ("max-length", Value::I64(-1))];
         assert_eq!(check(PolicyKind::User, &unknown_first), "-1 is not a valid maximum length");
+    }
+
+    #[test]
+    fn pattern_errors_are_pcres_as_rabbitmq_prints_them() {
+        let error = |pattern: &str| regex(pattern).err().unwrap();
+        let prefix = "pattern should be regular expression but is invalid: ";
+        assert_eq!(error("("), format!("{prefix}{{\"missing )\",1}}"));
+        assert_eq!(error("a(b"), format!("{prefix}{{\"missing )\",3}}"));
+        assert_eq!(error("*a"), format!("{prefix}{{\"nothing to repeat\",0}}"));
+        let wrapped = |message: &str, offset: usize| format!("{prefix}{{\"{message}\",\n{}{offset}}}", " ".repeat(54));
+        assert_eq!(error("[a"), wrapped("missing terminating ] for character class", 2));
+        assert_eq!(error("a)"), wrapped("unmatched parentheses", 1));
+        assert_eq!(error("a{2,1}"), wrapped("numbers out of order in {} quantifier", 5));
+        assert_eq!(error("[z-a]"), wrapped("range out of order in character class", 3));
+        assert!(regex("^q\\.").is_ok());
     }
 
     #[test]
