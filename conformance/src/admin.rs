@@ -183,6 +183,12 @@ impl Ctx {
         self.api("DELETE", &path, None).await
     }
 
+    /// Deletes an operator policy of the case's vhost (errors ignored: cleanup).
+    pub async fn delete_operator_policy(&self, name: &str) -> Result<HttpResponse, CaseError> {
+        let path = format!("/api/operator-policies/{}/{}", segment(&self.broker().vhost), segment(name));
+        self.api("DELETE", &path, None).await
+    }
+
     /// Creates a user (RabbitMQ's `PUT /api/users/{name}`) with `tags` and these permissions on
     /// the case's vhost, and returns the broker as seen by it; the runner deletes the user
     /// after the case. `None` permissions: the user has none on the vhost.

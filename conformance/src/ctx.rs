@@ -26,6 +26,7 @@ struct Inner {
     queues: Mutex<Vec<String>>,
     exchanges: Mutex<Vec<String>>,
     policies: Mutex<Vec<String>>,
+    operator_policies: Mutex<Vec<String>>,
     users: Mutex<Vec<String>>,
     amqprs: Mutex<Vec<amqprs::connection::Connection>>,
 }
@@ -56,6 +57,7 @@ impl Ctx {
                 queues: Mutex::new(Vec::new()),
                 exchanges: Mutex::new(Vec::new()),
                 policies: Mutex::new(Vec::new()),
+                operator_policies: Mutex::new(Vec::new()),
                 users: Mutex::new(Vec::new()),
                 amqprs: Mutex::new(Vec::new()),
             }),
@@ -116,6 +118,18 @@ impl Ctx {
         if let Ok(mut v) = self.inner.policies.lock() {
             v.push(name.to_owned());
         }
+    }
+
+    /// Registers an operator policy (of the case's vhost) for deletion after the case.
+    pub fn track_operator_policy(&self, name: &str) {
+        if let Ok(mut v) = self.inner.operator_policies.lock() {
+            v.push(name.to_owned());
+        }
+    }
+
+    /// Operator policies to delete after the case.
+    pub fn tracked_operator_policies(&self) -> Vec<String> {
+        self.inner.operator_policies.lock().map(|v| v.clone()).unwrap_or_default()
     }
 
     /// Registers a user for deletion after the case.

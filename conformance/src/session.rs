@@ -131,8 +131,8 @@ impl Session {
     }
 }
 
-/// Closes the case's amqprs connections and deletes every policy, user, queue and exchange it
-/// named.
+/// Closes the case's amqprs connections and deletes every policy, operator policy, user, queue
+/// and exchange it named.
 async fn cleanup(ctx: &Ctx) {
     for conn in ctx.take_amqprs_connections() {
         if conn.is_open() {
@@ -141,6 +141,9 @@ async fn cleanup(ctx: &Ctx) {
     }
     for policy in ctx.tracked_policies() {
         let _ = ctx.delete_policy(&policy).await;
+    }
+    for policy in ctx.tracked_operator_policies() {
+        let _ = ctx.delete_operator_policy(&policy).await;
     }
     for user in ctx.tracked_users() {
         let _ = ctx.delete_user(&user).await;

@@ -36,6 +36,7 @@ mod heartbeats;
 mod large_bodies;
 mod management_definitions;
 mod management_objects;
+mod management_operator_policies;
 mod management_runtime;
 mod nesting;
 mod prefetch;
@@ -111,5 +112,6 @@ pub(crate) fn by_area() -> Vec<(&'static str, Vec<Case>)> {
         tx,
         prometheus,
         management_definitions,
+        management_operator_policies,
     ]
 }

@@ -186,7 +186,8 @@ impl Broker {
         let ids = Arc::new(AtomicU64::new(stored_max.saturating_add(1).max(clock_floor)));
         let stored_names = snapshot.queues.iter().map(|q| &q.vhost).chain(snapshot.exchanges.iter().map(|e| &e.vhost));
         let mut topology_names: Vec<String> = Vec::new();
-        for name in stored_names.chain(snapshot.policies.iter().map(|p| &p.vhost)) {
+        let policy_names = snapshot.policies.iter().chain(&snapshot.operator_policies).map(|p| &p.vhost);
+        for name in stored_names.chain(policy_names) {
             if !topology_names.contains(name) {
                 topology_names.push(name.clone());
             }

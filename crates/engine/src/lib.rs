@@ -66,7 +66,7 @@ pub use exchange::{Binding, Destination, ExchangeInfo, ExchangeKind};
 pub use gate::Gate;
 pub use limits::{ChannelSlot, ConnectionSlot, LimitScope, Limits};
 pub use listeners::{Listener, Listeners};
-pub use policy::{ApplyTo, Policy};
+pub use policy::{ApplyTo, Policy, PolicyFields, PolicyKind};
 pub use queue::{
     ConfirmTo, ConsumeSpec, ConsumerReport, ConsumerTimeout, CreditGrant, Enqueue, GetOk, MessageCounters, Overflow,
     QueueHandle, QueueRef, QueueSettings, QueueStats, QueueType, Settle,
@@ -74,4 +74,4 @@ pub use queue::{
 pub use reply_to::{ReplyConsumer, ReplyConsumers};
 pub use route_cache::RouteCache;
 pub use session::{ConsumerId, Delivery, Owner, SessionEvent, SessionId, SessionSink};
-pub use vhost::{DeclareOk, ExchangeDeclare, QueueDeclare, VHost};
+pub use vhost::{AppliedPolicies, DeclareOk, ExchangeDeclare, QueueDeclare, VHost};

@@ -3,6 +3,7 @@
 //! conformance suite work against either broker.
 //!
 //! - `PUT`, `GET`, `DELETE /api/policies/{vhost}/{name}`; `GET /api/policies[/{vhost}]`
+//! - The same for `/api/operator-policies` ([`operator_policies`]).
 //! - `GET /api/queues[/{vhost}[/{name}]]` with `messages`, `messages_ready`,
 //!   `messages_unacknowledged`, the applied policy and the effective definition.
 //! - `GET /api/health/checks/alarms` and `/local-alarms`: RabbitMQ's alarm health checks.
@@ -43,6 +44,7 @@ mod limits;
 mod listing;
 mod nodes;
 mod objects;
+mod operator_policies;
 mod overview;
 mod permissions;
 mod policies;
@@ -74,6 +76,12 @@ pub fn router(broker: Arc<Broker>) -> Router {
         .route("/api/policies", get(policies::list_all))
         .route("/api/policies/{vhost}", get(policies::list_vhost))
         .route("/api/policies/{vhost}/{name}", get(policies::get_one).put(policies::put).delete(policies::delete))
+        .route("/api/operator-policies", get(operator_policies::list_all))
+        .route("/api/operator-policies/{vhost}", get(operator_policies::list_vhost))
+        .route(
+            "/api/operator-policies/{vhost}/{name}",
+            get(operator_policies::get_one).put(operator_policies::put).delete(operator_policies::delete),
+        )
         .route("/api/queues", get(queues::list_all))
         .route("/api/queues/{vhost}", get(queues::list_vhost))
         .route("/api/queues/{vhost}/{name}", get(queues::get_one).put(queue_actions::put).delete(queue_actions::delete))
@@ -178,3 +186,7 @@ mod objects_tests;
 #[cfg(test)]
 #[allow(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing)]
 mod runtime_tests;
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing)]
+mod operator_policies_tests;

@@ -28,7 +28,7 @@ use crate::rates::Sampler;
 async fn render(vhost: &VHost, queue: &QueueRef, sampler: &Sampler) -> Option<JsonValue> {
     let stats = queue.stats().await.ok()?;
     let config = &queue.config;
-    let policy = vhost.queue_policy(queue);
+    let applied = vhost.queue_policies(queue);
     let mut rendered = json!({
         "name": config.name,
         "vhost": config.vhost,
@@ -51,8 +51,10 @@ async fn render(vhost: &VHost, queue: &QueueRef, sampler: &Sampler) -> Option<Js
         "consumer_utilisation": stats.consumer_utilisation,
         "consumer_capacity": stats.consumer_utilisation,
         "memory": stats.memory,
-        "policy": policy.as_ref().map(|p| p.name.clone()),
-        "effective_policy_definition": policy.map_or_else(|| json!({}), |p| table_to_json(&p.definition)),
+        "policy": applied.policy.as_ref().map(|p| p.name.clone()),
+        "operator_policy": applied.operator_policy.as_ref().map(|p| p.name.clone()),
+        // Both policies' definitions merged, the stricter value winning, as 4.0.5 shows it.
+        "effective_policy_definition": applied.effective_definition().map_or_else(|| json!({}), |d| table_to_json(&d)),
     });
     let counters = stats.counters;
     let key = (config.vhost.clone(), config.name.clone(), queue.id);

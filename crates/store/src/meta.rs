@@ -1,5 +1,5 @@
 //! Durable topology and policies in redb: exchanges, queues (with the ids their messages carry
-//! in the log), bindings and policies, per vhost.
+//! in the log), bindings, policies and operator policies, per vhost.
 //!
 //! Every change is its own redb write transaction, committed (and fsync'd) before the broker
 //! answers the declare, as RabbitMQ answers `declare-ok` only once a durable queue is recorded:
@@ -20,6 +20,9 @@ const QUEUES: TableDefinition<&[u8], &[u8]> = TableDefinition::new("queues");
 const BINDINGS: TableDefinition<&[u8], &[u8]> = TableDefinition::new("bindings");
 const POLICIES: TableDefinition<&[u8], &[u8]> = TableDefinition::new("policies");
 const LIMITS: TableDefinition<&[u8], &[u8]> = TableDefinition::new("limits");
+/// Operator policies: their own namespace (a user policy and an operator policy may share a
+/// name), encoded as policies are.
+const OPERATOR_POLICIES: TableDefinition<&[u8], &[u8]> = TableDefinition::new("operator_policies");
 
 /// Errors of the metadata store, with what was being done.
 #[derive(Debug, thiserror::Error)]
@@ -137,6 +140,8 @@ pub struct MetaSnapshot {
     pub bindings: Vec<StoredBinding>,
     /// Policies.
     pub policies: Vec<StoredPolicy>,
+    /// Operator policies.
+    pub operator_policies: Vec<StoredPolicy>,
     /// Vhost and user limits.
     pub limits: Vec<StoredLimit>,
 }
@@ -220,21 +225,24 @@ impl MetaStore {
         let db = Database::create(path).map_err(|e| db_error("open")(e.into()))?;
         let store = Self { db };
         store.write("create tables", |_| Ok(()))?;
-        store.write_limits("create tables", |_| Ok(()))?;
+        store.write_one(LIMITS, "create tables", |_| Ok(()))?;
+        store.write_one(OPERATOR_POLICIES, "create tables", |_| Ok(()))?;
         store.access().create_tables()?;
         Ok(store)
     }
 
-    /// One committed write transaction on the limits table.
-    fn write_limits(
+    /// One committed write transaction on one table that nothing cascades to or from (limits,
+    /// operator policies).
+    fn write_one(
         &self,
+        table: TableDefinition<&'static [u8], &'static [u8]>,
         what: &'static str,
         change: impl FnOnce(&mut redb::Table<'_, &'static [u8], &'static [u8]>) -> Result<(), redb::Error>,
     ) -> Result<(), MetaError> {
         let txn = self.db.begin_write().map_err(|e| db_error(what)(e.into()))?;
         {
-            let mut limits = txn.open_table(LIMITS).map_err(|e| db_error(what)(e.into()))?;
-            change(&mut limits).map_err(db_error(what))?;
+            let mut open = txn.open_table(table).map_err(|e| db_error(what)(e.into()))?;
+            change(&mut open).map_err(db_error(what))?;
         }
         txn.commit().map_err(|e| db_error(what)(e.into()))
     }
@@ -246,7 +254,9 @@ impl MetaStore {
     pub fn put_limit(&self, limit: &StoredLimit) -> Result<(), MetaError> {
         let key = key(&[&limit.scope, &limit.name, &limit.limit]);
         let value = limit.value.to_le_bytes();
-        self.write_limits("put limit", |limits| limits.insert(key.as_slice(), &value[..]).map(drop).map_err(Into::into))
+        self.write_one(LIMITS, "put limit", |limits| {
+            limits.insert(key.as_slice(), &value[..]).map(drop).map_err(Into::into)
+        })
     }
 
     /// Forgets a limit.
@@ -255,7 +265,7 @@ impl MetaStore {
     /// When the commit fails.
     pub fn delete_limit(&self, scope: &str, name: &str, limit: &str) -> Result<(), MetaError> {
         let key = key(&[scope, name, limit]);
-        self.write_limits("delete limit", |limits| limits.remove(key.as_slice()).map(drop).map_err(Into::into))
+        self.write_one(LIMITS, "delete limit", |limits| limits.remove(key.as_slice()).map(drop).map_err(Into::into))
     }
 
     /// One committed write transaction with all four tables open.
@@ -363,14 +373,31 @@ impl MetaStore {
     /// # Errors
     /// When the commit fails.
     pub fn put_policy(&self, policy: &StoredPolicy) -> Result<(), MetaError> {
-        let mut value = BytesMut::new();
-        put_str(&mut value, &policy.pattern);
-        put_str(&mut value, &policy.apply_to);
-        value.put_i64_le(policy.priority);
-        encode_table(&policy.definition, &mut value);
-        let key = key(&[&policy.vhost, &policy.name]);
+        let (key, value) = encode_policy(policy);
         self.write("put policy", |[.., policies]| {
             policies.insert(key.as_slice(), &value[..]).map(drop).map_err(Into::into)
+        })
+    }
+
+    /// Records (or replaces) an operator policy.
+    ///
+    /// # Errors
+    /// When the commit fails.
+    pub fn put_operator_policy(&self, policy: &StoredPolicy) -> Result<(), MetaError> {
+        let (key, value) = encode_policy(policy);
+        self.write_one(OPERATOR_POLICIES, "put operator policy", |policies| {
+            policies.insert(key.as_slice(), &value[..]).map(drop).map_err(Into::into)
+        })
+    }
+
+    /// Forgets an operator policy.
+    ///
+    /// # Errors
+    /// When the commit fails.
+    pub fn delete_operator_policy(&self, vhost: &str, name: &str) -> Result<(), MetaError> {
+        let key = key(&[vhost, name]);
+        self.write_one(OPERATOR_POLICIES, "delete operator policy", |policies| {
+            policies.remove(key.as_slice()).map(drop).map_err(Into::into)
         })
     }
 
@@ -420,13 +447,10 @@ impl MetaStore {
             snapshot.bindings.push(decode_binding(&k)?);
         }
         for (k, v) in rows(POLICIES)? {
-            let mut key = Reader::new(&k, "policies");
-            let mut value = Reader::new(&v, "policies");
-            let (vhost, name) = (key.string()?, key.string()?);
-            let (pattern, apply_to) = (value.string()?, value.string()?);
-            let priority = i64::from_le_bytes(value.u64()?.to_le_bytes());
-            let definition = value.table()?;
-            snapshot.policies.push(StoredPolicy { vhost, name, pattern, apply_to, priority, definition });
+            snapshot.policies.push(decode_policy(&k, &v, "policies")?);
+        }
+        for (k, v) in rows(OPERATOR_POLICIES)? {
+            snapshot.operator_policies.push(decode_policy(&k, &v, "operator_policies")?);
         }
         for (k, v) in rows(LIMITS)? {
             let mut key = Reader::new(&k, "limits");
@@ -437,6 +461,26 @@ impl MetaStore {
         }
         Ok(snapshot)
     }
+}
+
+/// A policy's key (vhost, name) and value (pattern, apply-to, priority, definition).
+fn encode_policy(policy: &StoredPolicy) -> (Vec<u8>, BytesMut) {
+    let mut value = BytesMut::new();
+    put_str(&mut value, &policy.pattern);
+    put_str(&mut value, &policy.apply_to);
+    value.put_i64_le(policy.priority);
+    encode_table(&policy.definition, &mut value);
+    (key(&[&policy.vhost, &policy.name]), value)
+}
+
+fn decode_policy(k: &[u8], v: &[u8], table: &'static str) -> Result<StoredPolicy, MetaError> {
+    let mut key = Reader::new(k, table);
+    let mut value = Reader::new(v, table);
+    let (vhost, name) = (key.string()?, key.string()?);
+    let (pattern, apply_to) = (value.string()?, value.string()?);
+    let priority = i64::from_le_bytes(value.u64()?.to_le_bytes());
+    let definition = value.table()?;
+    Ok(StoredPolicy { vhost, name, pattern, apply_to, priority, definition })
 }
 
 fn decode_binding(raw: &[u8]) -> Result<StoredBinding, MetaError> {
@@ -579,5 +623,30 @@ mod tests {
         assert_eq!(limits, [limit("user", "guest", "max-channels", -1), limit("vhost", "/", "max-queues", 3)]);
         store.delete_limit("vhost", "/", "max-queues").unwrap();
         assert_eq!(store.load().unwrap().limits, [limit("user", "guest", "max-channels", -1)]);
+    }
+
+    #[test]
+    fn operator_policies_are_their_own_namespace_and_survive_a_reopen() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("meta.redb");
+        let policy = |max: i64| StoredPolicy {
+            vhost: "/".into(),
+            name: "cap".into(),
+            pattern: "^q".into(),
+            apply_to: "queues".into(),
+            priority: 2,
+            definition: args(&[("max-length", Value::I64(max))]),
+        };
+        {
+            let store = MetaStore::open(&path).unwrap();
+            store.put_policy(&policy(10)).unwrap();
+            store.put_operator_policy(&policy(3)).unwrap();
+        }
+        let store = MetaStore::open(&path).unwrap();
+        let snapshot = store.load().unwrap();
+        assert_eq!((snapshot.policies, snapshot.operator_policies), (vec![policy(10)], vec![policy(3)]));
+        store.delete_operator_policy("/", "cap").unwrap();
+        let snapshot = store.load().unwrap();
+        assert_eq!((snapshot.policies, snapshot.operator_policies), (vec![policy(10)], vec![]));
     }
 }

@@ -14,6 +14,7 @@ use charon_store::segment_log::{MessageLog, Record};
 
 use crate::error::EngineError;
 use crate::exchange::{Binding, Destination, ExchangeInfo};
+use crate::policy::PolicyKind;
 
 pub(crate) use writer::MetaDone;
 use writer::MetaWriter;
@@ -119,13 +120,20 @@ impl Persistence {
         self.submit(move |meta| meta.delete_binding(&stored))
     }
 
-    pub(crate) fn save_policy(&self, stored: StoredPolicy) -> MetaDone {
-        self.submit(move |meta| meta.put_policy(&stored))
+    /// Records a policy of either kind, each in its own table.
+    pub(crate) fn save_policy(&self, kind: PolicyKind, stored: StoredPolicy) -> MetaDone {
+        match kind {
+            PolicyKind::User => self.submit(move |meta| meta.put_policy(&stored)),
+            PolicyKind::Operator => self.submit(move |meta| meta.put_operator_policy(&stored)),
+        }
     }
 
-    pub(crate) fn forget_policy(&self, vhost: &str, name: &str) -> MetaDone {
+    pub(crate) fn forget_policy(&self, kind: PolicyKind, vhost: &str, name: &str) -> MetaDone {
         let (vhost, name) = (vhost.to_owned(), name.to_owned());
-        self.submit(move |meta| meta.delete_policy(&vhost, &name))
+        match kind {
+            PolicyKind::User => self.submit(move |meta| meta.delete_policy(&vhost, &name)),
+            PolicyKind::Operator => self.submit(move |meta| meta.delete_operator_policy(&vhost, &name)),
+        }
     }
 }
 

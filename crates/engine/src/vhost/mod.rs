@@ -5,6 +5,8 @@ mod policies;
 mod restore;
 mod teardown;
 
+pub use policies::AppliedPolicies;
+
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Weak};
 
@@ -108,6 +110,8 @@ pub struct VHost {
     events: Arc<DeadLetterEvents>,
     /// Policies by name.
     policies: RwLock<Vec<Policy>>,
+    /// Operator policies by name (taken after `policies` when both are held).
+    operator_policies: RwLock<Vec<Policy>>,
     /// The durable store, when the broker has one.
     store: Option<Arc<Persistence>>,
     /// The broker's limits (`max-queues` is checked here).
@@ -171,6 +175,7 @@ impl VHost {
             dead_letters,
             events,
             policies: RwLock::new(Vec::new()),
+            operator_policies: RwLock::new(Vec::new()),
             store,
             limits,
             drops,

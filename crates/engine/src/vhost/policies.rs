@@ -1,22 +1,51 @@
-//! A vhost's policies: stored by name, applied to matching queues at declare and whenever a
-//! policy changes (RabbitMQ applies policies to existing queues at runtime).
+//! A vhost's policies and operator policies: stored by name, each kind in its own namespace,
+//! applied to matching queues at declare and whenever a policy of either kind changes
+//! (RabbitMQ applies policies to existing queues at runtime). A queue runs with the highest
+//! priority matching policy of each kind, their definitions merged ([`merge`]).
 
 use charon_model::Table;
 use charon_store::meta::StoredPolicy;
+use parking_lot::RwLock;
 
 use super::VHost;
 use crate::error::EngineError;
-use crate::policy::{Policy, effective, effective_for_exchange};
+use crate::policy::{Policy, PolicyKind, effective, effective_for_exchange, merge};
 use crate::queue::{QueueRef, QueueSettings, QueueType};
 use crate::topology::Topology;
 
+/// The policies that apply to one queue, one of each kind at most.
+#[derive(Clone, Debug, Default)]
+pub struct AppliedPolicies {
+    /// The user policy.
+    pub policy: Option<Policy>,
+    /// The operator policy.
+    pub operator_policy: Option<Policy>,
+}
+
+impl AppliedPolicies {
+    /// The definition the queue runs with (`effective_policy_definition`): both merged, the
+    /// stricter value winning; `None` when no policy applies.
+    #[must_use]
+    pub fn effective_definition(&self) -> Option<Table> {
+        merge(self.policy.as_ref().map(|p| &p.definition), self.operator_policy.as_ref().map(|p| &p.definition))
+    }
+}
+
 impl VHost {
-    /// Adds or replaces a policy and applies it to the queues it now governs. Returns whether
-    /// it is new.
+    pub(super) fn policies_of(&self, kind: PolicyKind) -> &RwLock<Vec<Policy>> {
+        match kind {
+            PolicyKind::User => &self.policies,
+            PolicyKind::Operator => &self.operator_policies,
+        }
+    }
+
+    /// Adds or replaces a policy (of its kind) and applies it to the queues it now governs.
+    /// Returns whether it is new.
     ///
     /// # Errors
     /// When the durable store cannot record it (nothing changes).
     pub async fn set_policy(&self, policy: Policy) -> Result<bool, EngineError> {
+        let kind = policy.kind();
         // Committed first, then applied, as before; the commit runs on the metadata writer.
         if let Some(store) = self.store() {
             let stored = StoredPolicy {
@@ -27,11 +56,15 @@ impl VHost {
                 priority: policy.priority,
                 definition: policy.definition.clone(),
             };
-            store.save_policy(stored).wait().await?;
+            store.save_policy(kind, stored).wait().await?;
         }
         // rabbitmqctl's wording (4.0.5 logs nothing for a policy set over HTTP).
+        let what = match kind {
+            PolicyKind::User => "policy",
+            PolicyKind::Operator => "operator policy",
+        };
         tracing::info!(
-            "Setting policy '{}' for pattern '{}' to '{:?}' with priority '{}' for vhost '{}'",
+            "Setting {what} '{}' for pattern '{}' to '{:?}' with priority '{}' for vhost '{}'",
             policy.name,
             policy.pattern,
             policy.definition,
@@ -39,7 +72,7 @@ impl VHost {
             self.name()
         );
         let created = {
-            let mut policies = self.policies.write();
+            let mut policies = self.policies_of(kind).write();
             let created = match policies.iter_mut().find(|p| p.name == policy.name) {
                 Some(existing) => {
                     *existing = policy;
@@ -59,17 +92,29 @@ impl VHost {
 
     /// Removes a policy; false when there was none of that name.
     pub async fn delete_policy(&self, name: &str) -> bool {
+        self.clear_policy(PolicyKind::User, name).await
+    }
+
+    /// Removes an operator policy; false when there was none of that name.
+    pub async fn delete_operator_policy(&self, name: &str) -> bool {
+        self.clear_policy(PolicyKind::Operator, name).await
+    }
+
+    async fn clear_policy(&self, kind: PolicyKind, name: &str) -> bool {
         let forgotten = {
-            let mut policies = self.policies.write();
+            let mut policies = self.policies_of(kind).write();
             let before = policies.len();
             policies.retain(|p| p.name != name);
             // Submitted under the lock, so that the store forgets in the order of the removals.
-            (before != policies.len()).then(|| self.store().map(|store| store.forget_policy(self.name(), name)))
+            (before != policies.len()).then(|| self.store().map(|store| store.forget_policy(kind, self.name(), name)))
         };
         let Some(forgotten) = forgotten else {
             return false;
         };
-        tracing::info!("Clearing policy '{name}' on vhost '{}'", self.name());
+        match kind {
+            PolicyKind::User => tracing::info!("Clearing policy '{name}' on vhost '{}'", self.name()),
+            PolicyKind::Operator => tracing::info!("Clearing operator policy '{name}' on vhost '{}'", self.name()),
+        }
         if let Some(done) = forgotten {
             // A failure is logged by the store; the policy is gone either way.
             let _ = done.wait().await;
@@ -90,21 +135,46 @@ impl VHost {
         self.policies.read().iter().find(|p| p.name == name).cloned()
     }
 
-    /// The policy that applies to `queue`, if any.
+    /// Every operator policy, by name.
+    #[must_use]
+    pub fn operator_policies(&self) -> Vec<Policy> {
+        self.operator_policies.read().clone()
+    }
+
+    /// One operator policy.
+    #[must_use]
+    pub fn operator_policy(&self, name: &str) -> Option<Policy> {
+        self.operator_policies.read().iter().find(|p| p.name == name).cloned()
+    }
+
+    /// The user policy that applies to `queue`, if any.
     #[must_use]
     pub fn queue_policy(&self, queue: &QueueRef) -> Option<Policy> {
-        let policies = self.policies.read();
-        effective(policies.iter(), queue.name(), queue.config.queue_type).cloned()
+        self.queue_policies(queue).policy
     }
 
-    /// A queue's settings: its arguments merged with the policy that applies to it.
+    /// The policy and the operator policy that apply to `queue`.
+    #[must_use]
+    pub fn queue_policies(&self, queue: &QueueRef) -> AppliedPolicies {
+        let (name, queue_type) = (queue.name(), queue.config.queue_type);
+        let pick = |kind| effective(self.policies_of(kind).read().iter(), name, queue_type).cloned();
+        AppliedPolicies { policy: pick(PolicyKind::User), operator_policy: pick(PolicyKind::Operator) }
+    }
+
+    /// A queue's settings: its arguments merged with the definition its policies give it.
     pub(crate) fn settings_for(&self, name: &str, queue_type: QueueType, arguments: &Table) -> QueueSettings {
-        let policies = self.policies.read();
-        let policy = effective(policies.iter(), name, queue_type);
-        QueueSettings::resolve(queue_type, arguments, policy.map(|p| &p.definition), self.dead_letter_guarantee)
+        let definition = {
+            let policies = self.policies.read();
+            let operator_policies = self.operator_policies.read();
+            let policy = effective(policies.iter(), name, queue_type);
+            let operator_policy = effective(operator_policies.iter(), name, queue_type);
+            merge(policy.map(|p| &p.definition), operator_policy.map(|p| &p.definition))
+        };
+        QueueSettings::resolve(queue_type, arguments, definition.as_ref(), self.dead_letter_guarantee)
     }
 
-    /// The alternate exchange the policy that applies to exchange `name` gives it.
+    /// The alternate exchange the policy that applies to exchange `name` gives it (operator
+    /// policies cannot set one).
     fn policy_alternate(&self, name: &str) -> Option<String> {
         let policies = self.policies.read();
         let policy = effective_for_exchange(policies.iter(), name)?;

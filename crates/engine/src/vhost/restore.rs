@@ -1,15 +1,16 @@
-//! Rebuilding a vhost from the store at start: policies first (so queues start with their
-//! effective settings), then durable exchanges, durable queues with their logged messages, and
-//! the bindings between them.
+//! Rebuilding a vhost from the store at start: policies and operator policies first (so queues
+//! start with their effective settings), then durable exchanges, durable queues with their
+//! logged messages, and the bindings between them.
 
 use std::collections::HashMap;
 
+use charon_model::{Table, Value};
 use charon_store::meta::MetaSnapshot;
 use charon_store::segment_log::RecoveredQueue;
 
 use super::VHost;
 use crate::exchange::{Binding, Destination, ExchangeInfo, ExchangeKind};
-use crate::policy::Policy;
+use crate::policy::{Policy, PolicyFields, PolicyKind};
 use crate::queue::QueueConfig;
 use crate::queue::args::queue_type_of;
 
@@ -18,11 +19,19 @@ impl VHost {
     /// `messages` (by queue id).
     pub(crate) fn restore(&self, snapshot: &MetaSnapshot, messages: &mut HashMap<u64, RecoveredQueue>) {
         let mine = |vhost: &str| vhost == self.name;
+        for (kind, stored_policies) in
+            [(PolicyKind::User, &snapshot.policies), (PolicyKind::Operator, &snapshot.operator_policies)]
         {
-            let mut policies = self.policies.write();
-            for stored in snapshot.policies.iter().filter(|p| mine(&p.vhost)) {
-                let definition = stored.definition.clone();
-                match Policy::new(&stored.name, &stored.pattern, &stored.apply_to, stored.priority, definition) {
+            let mut policies = self.policies_of(kind).write();
+            for stored in stored_policies.iter().filter(|p| mine(&p.vhost)) {
+                let fields = PolicyFields {
+                    pattern: Some(Value::long_str(&stored.pattern)),
+                    definition: Some(Value::Table(stored.definition.clone())),
+                    priority: Some(Value::I64(stored.priority)),
+                    apply_to: Some(Value::long_str(&stored.apply_to)),
+                    unrecognised: Table::new(),
+                };
+                match Policy::from_fields(kind, &stored.name, fields) {
                     Ok(policy) => policies.push(policy),
                     Err(reason) => tracing::error!(policy = stored.name, %reason, "stored policy no longer valid"),
                 }

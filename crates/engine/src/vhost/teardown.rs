@@ -1,4 +1,5 @@
-//! Deleting a whole vhost: its queues with their messages, its exchanges, its policies.
+//! Deleting a whole vhost: its queues with their messages, its exchanges, its policies and
+//! operator policies.
 
 use super::VHost;
 use crate::persist::MetaDone;
@@ -26,6 +27,9 @@ impl VHost {
         let _ = MetaDone::all(forgotten).await;
         for policy in self.policies() {
             self.delete_policy(&policy.name).await;
+        }
+        for policy in self.operator_policies() {
+            self.delete_operator_policy(&policy.name).await;
         }
     }
 }

@@ -44,7 +44,7 @@ pub fn cluster(broker: &Broker) -> JsonValue {
             })
             .collect(),
     );
-    all.insert("parameters".into(), vhosts.iter().flat_map(|v| parameters(broker, v.name(), true)).collect());
+    all.insert("parameters".into(), vhosts.iter().flat_map(|v| parameters(broker, v, true)).collect());
     all.insert("global_parameters".into(), json!([]));
     insert_objects(&mut all, &vhosts, true);
     JsonValue::Object(all)
@@ -65,7 +65,7 @@ pub fn vhost(broker: &Broker, name: &str) -> Option<JsonValue> {
     let limits = broker.limits().get(LimitScope::Vhost, name);
     // 4.0.5 prints no limits as an empty (Erlang) list, and limits as an object.
     all.insert("limits".into(), if limits.is_empty() { json!([]) } else { json!(limits) });
-    all.insert("parameters".into(), parameters(broker, name, false).into());
+    all.insert("parameters".into(), parameters(broker, &vhost, false).into());
     insert_objects(&mut all, std::slice::from_ref(&vhost), false);
     Some(JsonValue::Object(all))
 }
@@ -112,17 +112,31 @@ fn vhost_entry(name: &str, info: &VhostInfo) -> JsonValue {
     })
 }
 
-/// A vhost's runtime parameters: Charon's only kind is its limits (`vhost-limits`).
-fn parameters(broker: &Broker, vhost: &str, with_vhost: bool) -> Vec<JsonValue> {
-    let limits = broker.limits().get(LimitScope::Vhost, vhost);
-    if limits.is_empty() {
-        return Vec::new();
+/// A vhost's runtime parameters: its limits (`vhost-limits`) and its operator policies
+/// (`operator_policy`: 4.0.5 exports them there, not as a section of their own, observed).
+fn parameters(broker: &Broker, vhost: &VHost, with_vhost: bool) -> Vec<JsonValue> {
+    let mut parameters = Vec::new();
+    let limits = broker.limits().get(LimitScope::Vhost, vhost.name());
+    if !limits.is_empty() {
+        parameters.push(json!({ "value": limits, "component": "vhost-limits", "name": "limits" }));
     }
-    let mut parameter = json!({ "value": limits, "component": "vhost-limits", "name": "limits" });
-    if with_vhost && let Some(fields) = parameter.as_object_mut() {
-        fields.insert("vhost".into(), json!(vhost));
+    for policy in vhost.operator_policies() {
+        let value = json!({
+            "pattern": policy.pattern,
+            "definition": table_to_json(&policy.definition),
+            "priority": policy.priority,
+            "apply-to": policy.apply_to.as_str(),
+        });
+        parameters.push(json!({ "value": value, "component": "operator_policy", "name": policy.name }));
     }
-    vec![parameter]
+    if with_vhost {
+        for parameter in &mut parameters {
+            if let Some(fields) = parameter.as_object_mut() {
+                fields.insert("vhost".into(), json!(vhost.name()));
+            }
+        }
+    }
+    parameters
 }
 
 /// Policies, queues, exchanges and bindings of `vhosts`.

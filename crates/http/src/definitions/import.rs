@@ -12,16 +12,18 @@
 //! Where Charon cannot do what the file asks it refuses, rather than import half of it: a
 //! vhost whose `default_queue_type` is not classic, tracing, a hash algorithm other than
 //! SHA-256/512 (RabbitMQ would keep an MD5 hash), a runtime parameter other than
-//! `vhost-limits` (RabbitMQ answers the same for a plugin that is not enabled), and global
-//! parameters other than the two every 4.0.5 export carries about the cluster it came from
-//! (`cluster_tags`, `internal_cluster_id`), which describe that cluster and are skipped.
+//! `vhost-limits` and `operator_policy` (RabbitMQ answers the same for a plugin that is not
+//! enabled), and global parameters other than the two every 4.0.5 export carries about the
+//! cluster it came from (`cluster_tags`, `internal_cluster_id`), which describe that cluster
+//! and are skipped. Operator policies travel as `operator_policy` runtime parameters, as 4.0.5
+//! exports them; a top-level `operator_policies` section is ignored, as 4.0.5 ignores it.
 //! A vhost's `max-queues` is checked per queue by the engine, not for the whole file first as
 //! RabbitMQ does, so the text of that refusal differs.
 
 use base64::Engine as _;
 use charon_engine::{
     Account, Broker, Destination, EngineError, ExchangeDeclare, ExchangeKind, HashingAlgorithm, LimitScope,
-    PasswordHash, Permission, Policy, QueueDeclare, SessionId, Tags, VHost, VhostInfo,
+    PasswordHash, Permission, Policy, PolicyFields, PolicyKind, QueueDeclare, SessionId, Tags, VHost, VhostInfo,
 };
 use charon_model::{Table, Value, erlang};
 use serde_json::{Map, Value as JsonValue};
@@ -376,8 +378,41 @@ impl Importer<'_> {
                 let shown = other.map_or_else(|| "undefined".to_owned(), ToString::to_string);
                 Err(ImportError::validation(&format!("{shown} is not a valid limits value"), &place))
             }
+            ("operator_policy", value) => self.operator_policy(&vhost, name, value, &place).await,
             (other, _) => Err(ImportError::validation(&format!("component {other} not found"), &place)),
         }
+    }
+
+    /// An `operator_policy` runtime parameter, validated as RabbitMQ validates the parameter
+    /// (`priority` is required here, unlike over HTTP; every failing field is reported).
+    async fn operator_policy(
+        &self,
+        vhost: &VHost,
+        name: &str,
+        value: Option<&JsonValue>,
+        place: &str,
+    ) -> Result<(), ImportError> {
+        let Some(JsonValue::Object(value)) = value else {
+            let shown = value.and_then(from_json).as_ref().map_or_else(|| "undefined".into(), erlang::term);
+            return Err(ImportError::validation(&format!("{name} not a list {shown}"), place));
+        };
+        let mut fields = PolicyFields::default();
+        for (key, json) in value {
+            let Some(term) = from_json(json) else {
+                let reason = format!("{key} nested deeper than {} levels", charon_model::MAX_DEPTH);
+                return Err(ImportError::validation(&reason, place));
+            };
+            match key.as_str() {
+                "pattern" => fields.pattern = Some(term),
+                "definition" => fields.definition = Some(term),
+                "priority" => fields.priority = Some(term),
+                "apply-to" => fields.apply_to = Some(term),
+                _ => fields.unrecognised.insert(key.as_str(), term),
+            }
+        }
+        let policy = Policy::from_fields(PolicyKind::Operator, name, fields)
+            .map_err(|reason| ImportError::validation(&reason, place))?;
+        vhost.set_policy(policy).await.map(drop).map_err(|e| ImportError::Store(e.to_string()))
     }
 
     async fn queue(&self, object: &Map<String, JsonValue>) -> Result<(), ImportError> {

@@ -1,9 +1,17 @@
 //! Policies: named, prioritised definitions applied to the queues whose names match a pattern
-//! (`rabbit_policy.erl`, `rabbit_policies.erl`). Validation texts are RabbitMQ 4.0.5's, as its
-//! HTTP API returns them.
+//! (`rabbit_policy.erl`, `rabbit_policies.erl`), in two namespaces: user policies and operator
+//! policies. Of each kind the matching policy with the highest priority applies; the two
+//! definitions are then merged ([`merge`]). Validation texts are RabbitMQ 4.0.5's, as its HTTP
+//! API returns them ([`validation`]).
 
-use charon_model::{Table, Value, erlang};
+mod merge;
+mod validation;
+
+use charon_model::{Table, Value};
 use regex::Regex;
+
+pub use merge::merge;
+pub use validation::PolicyFields;
 
 use crate::queue::QueueType;
 
@@ -60,10 +68,20 @@ impl ApplyTo {
     }
 }
 
+/// Which of RabbitMQ's two policy namespaces a policy belongs to.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PolicyKind {
+    /// A policy (`/api/policies`): set by policymakers, any key.
+    User,
+    /// An operator policy (`/api/operator-policies`): set by administrators, limits only;
+    /// applies alongside the user policy, the stricter value winning ([`merge`]).
+    Operator,
+}
+
 /// A validated policy.
 #[derive(Clone, Debug)]
 pub struct Policy {
-    /// Name, unique per vhost.
+    /// Name, unique per vhost (and kind).
     pub name: String,
     /// The regular expression queue names must match.
     pub pattern: String,
@@ -73,102 +91,73 @@ pub struct Policy {
     pub priority: i64,
     /// The settings, as given (JSON numbers as `I64`/`F64`, strings as long strings).
     pub definition: Table,
+    kind: PolicyKind,
     regex: Regex,
 }
 
-/// A policy key, its check, and the text after the offending value when the check fails.
-type Validator = (&'static str, fn(&Value) -> bool, &'static str);
-
-/// The policy keys RabbitMQ 4.0.5 validates, with their checks (`rabbit_policies:validate_policy0/2`).
-const VALIDATORS: &[Validator] = &[
-    ("alternate-exchange", is_text, "is not a valid alternate exchange name"),
-    ("consumer-timeout", |v| at_least(v, 0), "is not a valid consumer timeout"),
-    ("dead-letter-exchange", is_text, "is not a valid dead letter exchange name"),
-    ("dead-letter-routing-key", is_text, "is not a valid dead letter routing key"),
-    ("dead-letter-strategy", |v| one_of(v, &["at-most-once", "at-least-once"]), "is not a valid dead letter strategy"),
-    ("message-ttl", |v| at_least(v, 0), "is not a valid message TTL"),
-    ("expires", |v| at_least(v, 1), "is not a valid queue expiry"),
-    ("max-length", |v| at_least(v, 0), "is not a valid maximum length"),
-    ("max-length-bytes", |v| at_least(v, 0), "is not a valid maximum length in bytes"),
-    ("max-in-memory-length", |v| at_least(v, 0), "is not a valid maximum memory in bytes"),
-    ("max-in-memory-bytes", |v| at_least(v, 0), "is not a valid maximum memory in bytes"),
-    ("queue-mode", |v| one_of(v, &["default", "lazy"]), "is not a valid queue-mode value"),
-    ("queue-version", |v| matches!(v, Value::I64(1 | 2)), "is not a valid queue-version value"),
-    (
-        "overflow",
-        |v| one_of(v, &["drop-head", "reject-publish", "reject-publish-dlx"]),
-        "is not a valid overflow value",
-    ),
-    ("delivery-limit", |v| matches!(v, Value::I64(_)), "is not a valid delivery limit"),
-    (
-        "queue-leader-locator",
-        |v| one_of(v, &["client-local", "balanced", "random", "least-leaders"]),
-        "is not a valid queue leader locator value",
-    ),
-    ("initial-cluster-size", |v| at_least(v, 0), "is not a valid cluster size"),
-    ("max-age", is_text, "is not a valid max age"),
-    // Charon's own keys (docs/dead-lettering.md): accepted in policies only.
-    (
-        crate::queue::settings::GUARANTEE_KEY,
-        |v| one_of(v, &["at-most-once", "at-least-once"]),
-        "is not a valid dead letter guarantee",
-    ),
-    (crate::queue::settings::PENDING_MAX_KEY, |v| at_least(v, 1), "is not a valid maximum of pending dead letters"),
-    (
-        crate::queue::settings::PENDING_MAX_BYTES_KEY,
-        |v| at_least(v, 1),
-        "is not a valid maximum of pending dead-letter bytes",
-    ),
-];
-
-fn is_text(value: &Value) -> bool {
-    matches!(value, Value::LongStr(_) | Value::String(_))
-}
-
-fn at_least(value: &Value, min: i64) -> bool {
-    matches!(value, Value::I64(n) if *n >= min)
-}
-
-fn one_of(value: &Value, allowed: &[&str]) -> bool {
-    is_text(value) && value.as_str().is_some_and(|s| allowed.contains(&s))
-}
-
 impl Policy {
-    /// Validates a policy as RabbitMQ does, in its order: apply-to, pattern, then the
-    /// definition (empty, unknown keys, then each key's check).
+    /// Validates a user policy as RabbitMQ does.
     ///
     /// # Errors
-    /// The text after RabbitMQ's "Validation failed\n\n".
+    /// The text after RabbitMQ's "Validation failed\n\n" (one line per failing field).
     pub fn new(name: &str, pattern: &str, apply_to: &str, priority: i64, definition: Table) -> Result<Self, String> {
-        let apply_to = ApplyTo::parse(apply_to).ok_or_else(|| {
-            format!(
-                "apply-to '{apply_to}' unrecognised; should be one of: 'queues', 'classic_queues',  \
-                 'quorum_queues', 'streams', 'exchanges', or 'all'"
-            )
-        })?;
-        let regex = Regex::new(pattern).map_err(|e| {
-            let first = e.to_string().lines().last().unwrap_or_default().trim().to_owned();
-            format!("pattern should be regular expression but is invalid: {{\"{first}\",0}}")
-        })?;
-        if definition.is_empty() {
-            return Err("no policy provided".to_owned());
-        }
-        let unknown: Vec<String> = definition
-            .iter()
-            .filter(|(key, _)| !VALIDATORS.iter().any(|(known, _, _)| known == key))
-            .map(|(key, value)| erlang::tuple(&[erlang::text(key), erlang::term(value)]))
-            .collect();
-        if !unknown.is_empty() {
-            return Err(format!("[{}] are not recognised policy settings", unknown.join(",")));
-        }
-        for (key, check, text) in VALIDATORS {
-            if let Some(value) = definition.get(key)
-                && !check(value)
-            {
-                return Err(format!("{} {text}", erlang::term(value)));
-            }
-        }
-        Ok(Self { name: name.to_owned(), pattern: pattern.to_owned(), apply_to, priority, definition, regex })
+        Self::of_kind(PolicyKind::User, name, pattern, apply_to, priority, definition)
+    }
+
+    /// Validates an operator policy as RabbitMQ does.
+    ///
+    /// # Errors
+    /// As [`Policy::new`].
+    pub fn operator(
+        name: &str,
+        pattern: &str,
+        apply_to: &str,
+        priority: i64,
+        definition: Table,
+    ) -> Result<Self, String> {
+        Self::of_kind(PolicyKind::Operator, name, pattern, apply_to, priority, definition)
+    }
+
+    fn of_kind(
+        kind: PolicyKind,
+        name: &str,
+        pattern: &str,
+        apply_to: &str,
+        priority: i64,
+        definition: Table,
+    ) -> Result<Self, String> {
+        let fields = PolicyFields {
+            pattern: Some(Value::long_str(pattern)),
+            definition: Some(Value::Table(definition)),
+            priority: Some(Value::I64(priority)),
+            apply_to: Some(Value::long_str(apply_to)),
+            unrecognised: Table::new(),
+        };
+        Self::from_fields(kind, name, fields)
+    }
+
+    /// Validates a policy whose fields may be absent or of any type (a request body, a
+    /// definitions file's runtime parameter), reporting every failing field as RabbitMQ does.
+    ///
+    /// # Errors
+    /// As [`Policy::new`].
+    pub fn from_fields(kind: PolicyKind, name: &str, fields: PolicyFields) -> Result<Self, String> {
+        let checked = validation::fields(kind, name, fields)?;
+        Ok(Self {
+            name: name.to_owned(),
+            pattern: checked.pattern,
+            apply_to: checked.apply_to,
+            priority: checked.priority,
+            definition: checked.definition,
+            kind,
+            regex: checked.regex,
+        })
+    }
+
+    /// Its namespace.
+    #[must_use]
+    pub fn kind(&self) -> PolicyKind {
+        self.kind
     }
 
     /// Whether the policy applies to a queue of this name and type.
@@ -222,6 +211,9 @@ mod tests {
         let err = |d: Table| Policy::new("p", "^q", "all", 0, d).unwrap_err();
         assert_eq!(err(def(&[("max-length", Value::I64(-1))])), "-1 is not a valid maximum length");
         assert_eq!(err(def(&[("foo", Value::I64(1))])), "[{<<\"foo\">>,1}] are not recognised policy settings");
+        assert!(Policy::operator("p", "^q", "all", 0, def(&[("consumer-timeout", Value::I64(1))])).is_err());
+        let op = Policy::operator("p", "^q", "queues", 0, def(&[("max-length", Value::I64(1))])).unwrap();
+        assert_eq!(op.kind(), PolicyKind::Operator);
         assert_eq!(err(Table::new()), "no policy provided");
         assert_eq!(err(def(&[("overflow", Value::long_str("x"))])), "<<\"x\">> is not a valid overflow value");
         assert_eq!(err(def(&[("message-ttl", Value::long_str("5"))])), "<<\"5\">> is not a valid message TTL");
