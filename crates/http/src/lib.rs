@@ -22,6 +22,9 @@
 //! - `GET`, `POST /api/definitions[/{vhost}]`: RabbitMQ's definitions export and import
 //!   ([`definitions`]).
 //!
+//! - `/api/charon/redrives[/{vhost}[/{id}[/pause|resume|cancel]]]`: redrive jobs ([`redrives`],
+//!   a Charon extension).
+//!
 //! Every request needs HTTP basic auth against the broker's users, under the broker's login
 //! policy (`loopback_users`, the failed-login throttle), by a user with a management tag; each
 //! endpoint then applies RabbitMQ's rule for it ([`auth`]). [`serve`] serves plain HTTP,
@@ -50,6 +53,7 @@ mod queue_actions;
 mod queue_get;
 mod queues;
 mod rates;
+mod redrives;
 mod request;
 mod runtime;
 mod tls;
@@ -142,6 +146,12 @@ pub fn router(broker: Arc<Broker>) -> Router {
         .route("/api/extensions", get(overview::extensions))
         .route("/api/nodes", get(nodes::list))
         .route("/api/nodes/{name}", get(nodes::get_one))
+        .route("/api/charon/redrives", get(redrives::list_all))
+        .route("/api/charon/redrives/{vhost}", get(redrives::list_vhost).post(redrives::create))
+        .route("/api/charon/redrives/{vhost}/{id}", get(redrives::get_one).delete(redrives::delete))
+        .route("/api/charon/redrives/{vhost}/{id}/pause", axum::routing::post(redrives::pause))
+        .route("/api/charon/redrives/{vhost}/{id}/resume", axum::routing::post(redrives::resume))
+        .route("/api/charon/redrives/{vhost}/{id}/cancel", axum::routing::post(redrives::cancel))
         .layer(axum::middleware::from_fn_with_state(Arc::clone(&broker), auth::require_user))
         .layer(axum::Extension(Arc::new(rates::Sampler::default())))
         .with_state(broker)
@@ -178,3 +188,7 @@ mod objects_tests;
 #[cfg(test)]
 #[allow(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing)]
 mod runtime_tests;
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing)]
+mod redrives_tests;
