@@ -258,7 +258,8 @@ impl Broker {
     fn relocated(&self, placed: Vec<Placed>) {
         let mut by_queue: HashMap<u64, Vec<Placed>> = HashMap::new();
         for p in placed {
-            by_queue.entry(p.queue).or_default().push(p);
+            // A dead letter's spill is keyed apart from its queue's records.
+            by_queue.entry(p.queue & !crate::queue::LETTER_LOG_KEY).or_default().push(p);
         }
         for vhost in self.vhosts() {
             for queue in vhost.queues() {

@@ -151,8 +151,14 @@ impl DeadLetterer<'_> {
     /// The dead-lettered copy of `message` (one more death, no TTL, the dead-letter exchange
     /// and routing key), or `None` without a dead-letter exchange.
     pub(crate) fn copy(&self, message: &Message, reason: DeathReason) -> Option<Message> {
+        self.copy_at(message, reason, now_ms())
+    }
+
+    /// [`Self::copy`] with its death recorded at `at` (ms since the epoch): an at-least-once
+    /// letter that waited on disk is copied again with its first copy's death time.
+    pub(crate) fn copy_at(&self, message: &Message, reason: DeathReason, at: i64) -> Option<Message> {
         let exchange = self.exchange?;
-        Some(dead_lettered_copy(message, self.queue, reason, exchange, self.routing_key, now_ms()))
+        Some(dead_lettered_copy(message, self.queue, reason, exchange, self.routing_key, at))
     }
 
     /// The queues `copy` goes to now (the cycle rule applied); empty when its exchange is

@@ -87,7 +87,9 @@ impl Persistence {
         let store = Arc::clone(self);
         self.writer.submit(Box::new(move || {
             let forgotten = store.meta.delete_queue(&vhost, &name).map_err(store_error);
-            store.log.append(vec![Record::DropQueue { queue: id }], None);
+            // Its dead letters' spills are keyed apart (see `queue::LETTER_LOG_KEY`).
+            let letters = id | crate::queue::LETTER_LOG_KEY;
+            store.log.append(vec![Record::DropQueue { queue: id }, Record::DropQueue { queue: letters }], None);
             forgotten
         }))
     }

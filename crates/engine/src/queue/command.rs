@@ -5,6 +5,9 @@ use std::sync::Arc;
 use charon_model::{DeathCause, Table};
 use tokio::sync::oneshot;
 
+use super::browse::{BrowseRequest, Plan};
+use super::paging::Removed;
+use super::paging::packed::PagedEntry;
 use super::requests::{ConfirmTo, ConsumeSpec, CreditGrant, Enqueue, GetOk, QueueStats, Settle};
 use super::settings::QueueSettings;
 use crate::error::EngineError;
@@ -39,6 +42,23 @@ pub(crate) enum QueueCmd {
         reply: oneshot::Sender<Option<GetOk>>,
     },
     Purge(oneshot::Sender<u32>),
+    /// Plans a page of its messages, resolved by the caller off the task.
+    Browse {
+        request: BrowseRequest,
+        reply: oneshot::Sender<Plan>,
+    },
+    /// Removes ready messages by sequence number.
+    Remove {
+        seqs: Vec<u64>,
+        reply: oneshot::Sender<Removed>,
+    },
+    /// Removes what the caller found in chunk `id` of run `run`'s index file.
+    RemoveChecked {
+        run: usize,
+        id: u64,
+        found: Vec<PagedEntry>,
+        reply: oneshot::Sender<Removed>,
+    },
     Stats(oneshot::Sender<QueueStats>),
     /// Its consumers, for the management API.
     Consumers(oneshot::Sender<Vec<super::requests::ConsumerReport>>),

@@ -157,6 +157,21 @@ impl Consumers {
         self.unacked_bytes
     }
 
+    /// Hands the unsettled deliveries in the browse window to `collector`, in its order.
+    pub(super) fn browse(&self, collector: &mut super::browse::Collector) {
+        let mut held: Vec<&Entry> = self.unacked.values().map(|u| &u.entry).collect();
+        held.sort_unstable_by_key(|entry| entry.seq);
+        if collector.newest_first() {
+            held.reverse();
+        }
+        for entry in held.into_iter() {
+            if collector.done() {
+                break;
+            }
+            collector.entry(entry, true);
+        }
+    }
+
     /// Records an unsettled delivery.
     fn hold(&mut self, unacked: Unacked) {
         self.unacked_bytes += body_size(&unacked.entry.message);

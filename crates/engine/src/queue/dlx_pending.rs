@@ -12,22 +12,33 @@ use std::collections::{BTreeMap, VecDeque};
 use std::sync::Arc;
 
 use charon_model::{DeathReason, Message};
+use charon_store::segment_log::{LogReader, RecoveredMessage};
 use foldhash::HashMap;
 
+use super::dlx_parked::{Parked, ParkedLetters, Unparked};
 use super::entry::Entry;
+use super::journal::Journal;
 use super::limits::{Size, body_size};
+use super::paging::Wake;
+use super::paging::packed::Packed;
 
 /// Confirm numbers of at-least-once copies carry this bit, so that they never collide with the
 /// numbers of crash-safe forwards (`unconfirmed.rs`) the same queue waits for.
 pub(super) const NUMBER_BIT: u64 = 1 << 63;
 
-/// One dead letter waiting for its targets.
+/// Letters read back from the parked ones only while fewer than this are in memory.
+const UNPARK_BELOW: usize = 4096;
+
+/// One dead letter waiting for its targets, in memory.
 #[derive(Debug)]
 struct Letter {
     entry: Entry,
     reason: DeathReason,
     /// The dead-lettered copy, made at the first attempt (its death is recorded once).
     copy: Option<Arc<Message>>,
+    /// When the copy was first made: a letter parked without it makes it again with this
+    /// death time.
+    copied_at: Option<i64>,
     /// Target queues (by id) that confirmed the copy.
     confirmed: Vec<u64>,
     /// Copies sent and not answered yet.
@@ -36,16 +47,44 @@ struct Letter {
     refused: bool,
     /// Waiting for the next attempt (new, or a retry was asked for).
     due: bool,
+    /// Where the log has its message for parking, and whether that is its own spill.
+    place: Option<(Packed, bool)>,
+    /// Its own spill was written (its place may still be on its way).
+    spilled: bool,
 }
 
-/// A letter to forward: the original message, why it died, the copy if one was made before,
-/// and the targets that already have it.
+impl Letter {
+    fn new(entry: Entry, reason: DeathReason) -> Self {
+        Self {
+            entry,
+            reason,
+            copy: None,
+            copied_at: None,
+            confirmed: Vec::new(),
+            outstanding: 0,
+            refused: false,
+            due: true,
+            place: None,
+            spilled: false,
+        }
+    }
+
+    /// Whether it only waits (no attempt running or asked for, no target has it): then it can
+    /// wait on disk.
+    fn idle(&self) -> bool {
+        !self.due && self.outstanding == 0 && self.confirmed.is_empty()
+    }
+}
+
+/// A letter to forward: the original message, why it died, the copy if one was made before
+/// (or when the first one was made), and the targets that already have it.
 #[derive(Debug)]
 pub(super) struct Due {
     pub(super) id: u64,
     pub(super) message: Arc<Message>,
     pub(super) reason: DeathReason,
     pub(super) copy: Option<Arc<Message>>,
+    pub(super) copied_at: Option<i64>,
     pub(super) confirmed: Vec<u64>,
 }
 
@@ -61,22 +100,51 @@ pub(super) struct DlxPending {
     /// The letters marked due, in the order they became due: a pass looks at these only, not
     /// at every letter waiting for its targets' answers.
     due: VecDeque<u64>,
+    /// Letters waiting on disk, once the broker has a log.
+    parked: Option<ParkedLetters>,
+    /// Letters whose own spill was written, by sequence number, until its place comes.
+    placing: HashMap<u64, u64>,
 }
 
 impl DlxPending {
+    /// Lets waiting letters wait on disk: the broker has a log (`reader`); `wake` wakes the
+    /// queue when letters were read back.
+    pub(super) fn enable_parking(&mut self, reader: LogReader, wake: Wake) {
+        self.parked = Some(ParkedLetters::new(reader, wake));
+    }
+
     /// Keeps a message that died for `reason`; it is due at once.
     pub(super) fn hold(&mut self, entry: Entry, reason: DeathReason) {
+        self.insert(Letter::new(entry, reason));
+    }
+
+    fn insert(&mut self, letter: Letter) {
         self.next_id += 1;
-        self.bytes += body_size(&entry.message);
-        let letter =
-            Letter { entry, reason, copy: None, confirmed: Vec::new(), outstanding: 0, refused: false, due: true };
+        self.bytes += body_size(&letter.entry.message);
         self.letters.insert(self.next_id, letter);
         self.due.push_back(self.next_id);
     }
 
+    /// Parks a letter the log recovered at its original record, to be read back and tried
+    /// at the next attempt (see [`Self::retry_all`]). Without a log to read it from, `false`.
+    pub(super) fn park_recovered(&mut self, recovered: &RecoveredMessage, reason: DeathReason) -> bool {
+        let (Some(parked), Some(place)) = (&mut self.parked, Packed::new(recovered.place)) else {
+            return false;
+        };
+        parked.push(Parked::recovered(recovered, reason, place));
+        true
+    }
+
     /// The letters as length limits and `messages` count them.
     pub(super) fn size(&self) -> Size {
-        Size { count: self.letters.len() as u64, bytes: self.bytes }
+        let (count, bytes) = self.parked.as_ref().map_or((0, 0), ParkedLetters::size);
+        Size { count: self.letters.len() as u64 + count, bytes: self.bytes + bytes }
+    }
+
+    /// Letters held whole in memory with their body bytes, and letters parked on disk.
+    pub(super) fn resident(&self) -> (Size, u64) {
+        let whole = Size { count: self.letters.len() as u64, bytes: self.bytes };
+        (whole, self.parked.as_ref().map_or(0, |p| p.size().0))
     }
 
     /// Whether any letter waits for an attempt.
@@ -85,11 +153,28 @@ impl DlxPending {
     }
 
     /// Makes every letter not waiting for an answer due again (the topology or the policy
-    /// changed, or the retry timer fired).
+    /// changed, or the retry timer fired); parked ones are read back for it in batches.
     pub(super) fn retry_all(&mut self) {
         for (&id, letter) in self.letters.iter_mut().filter(|(_, l)| l.outstanding == 0 && !l.due) {
             letter.due = true;
             self.due.push_back(id);
+        }
+        if let Some(parked) = &mut self.parked {
+            parked.retry();
+        }
+    }
+
+    /// Takes the parked letters a read brought back (they are due), and reads the next batch
+    /// of a retry when few letters are in memory.
+    pub(super) fn unpark(&mut self) {
+        let room = self.letters.len() < UNPARK_BELOW;
+        let Some(parked) = &mut self.parked else {
+            return;
+        };
+        for Unparked { entry, reason, copied_at, place } in parked.poll(room) {
+            let mut letter = Letter::new(entry, reason);
+            (letter.copied_at, letter.place, letter.spilled) = (copied_at, Some(place), place.1);
+            self.insert(letter);
         }
     }
 
@@ -113,18 +198,21 @@ impl DlxPending {
                 message: Arc::clone(&letter.entry.message),
                 reason: letter.reason,
                 copy: letter.copy.clone(),
+                copied_at: letter.copied_at,
                 confirmed: letter.confirmed.clone(),
             });
         }
         due
     }
 
-    /// The copy of letter `id` goes to `target`: returns its confirm number.
-    pub(super) fn sent(&mut self, id: u64, copy: &Arc<Message>, target: u64) -> u64 {
+    /// The copy of letter `id` (made at `copied_at`) goes to `target`: returns its confirm
+    /// number.
+    pub(super) fn sent(&mut self, id: u64, copy: &Arc<Message>, copied_at: i64, target: u64) -> u64 {
         self.next_number += 1;
         let number = self.next_number | NUMBER_BIT;
         if let Some(letter) = self.letters.get_mut(&id) {
             letter.copy.get_or_insert_with(|| Arc::clone(copy));
+            letter.copied_at.get_or_insert(copied_at);
             letter.outstanding += 1;
         }
         self.numbers.insert(number, (id, target));
@@ -133,16 +221,20 @@ impl DlxPending {
 
     /// Letter `id` has no target left to send to: with targets that confirmed before (every
     /// route vanished after them) it is done, as RabbitMQ acks it then; without, it waits for
-    /// the next attempt.
-    pub(super) fn unroutable(&mut self, id: u64) -> Option<Entry> {
+    /// the next attempt, on disk when it can.
+    pub(super) fn unroutable(&mut self, id: u64, journal: &mut Journal) -> Option<Entry> {
         let done = self.letters.get(&id).is_some_and(|l| !l.confirmed.is_empty() && l.outstanding == 0);
-        done.then(|| self.remove(id)).flatten()
+        if done {
+            return self.remove(id, journal);
+        }
+        self.park(id, journal);
+        None
     }
 
     /// A target answered copy `number`: `accepted` or refused (or gone, which counts as
     /// accepted: a deleted target never confirms). Returns the letter once every target it was
-    /// sent to accepted it.
-    pub(super) fn answered(&mut self, number: u64, accepted: bool) -> Option<Entry> {
+    /// sent to accepted it; one that was refused waits, on disk when it can.
+    pub(super) fn answered(&mut self, number: u64, accepted: bool, journal: &mut Journal) -> Option<Entry> {
         let (id, target) = self.numbers.remove(&number)?;
         let letter = self.letters.get_mut(&id)?;
         letter.outstanding = letter.outstanding.saturating_sub(1);
@@ -151,23 +243,121 @@ impl DlxPending {
         } else {
             letter.refused = true;
         }
-        if letter.outstanding > 0 || letter.refused {
+        if letter.outstanding > 0 {
             return None;
         }
-        self.remove(id)
+        if letter.refused {
+            self.park(id, journal);
+            return None;
+        }
+        self.remove(id, journal)
     }
 
-    /// Takes every letter (the strategy was switched away: RabbitMQ deletes them).
-    pub(super) fn take_all(&mut self) -> Vec<Entry> {
+    /// Parks letter `id` if it only waits: at once when its message's place is known, else
+    /// once the spill written now is placed (see [`Self::placed`]).
+    fn park(&mut self, id: u64, journal: &mut Journal) {
+        let Some(parked) = &mut self.parked else {
+            return;
+        };
+        let Some(letter) = self.letters.get_mut(&id).filter(|l| l.idle()) else {
+            return;
+        };
+        match letter.place {
+            Some(place) => {
+                if let Some(letter) = self.letters.remove(&id) {
+                    self.bytes = self.bytes.saturating_sub(body_size(&letter.entry.message));
+                    parked.push(Parked::new(&letter.entry, letter.reason, letter.copied_at, place));
+                }
+            }
+            None if !letter.spilled => {
+                journal.spill_letter(letter.entry.seq, &letter.entry.message);
+                letter.spilled = true;
+                parked.spilled();
+                self.placing.insert(letter.entry.seq, id);
+            }
+            None => {}
+        }
+    }
+
+    /// Whether spills of letters wait for their places.
+    pub(super) fn wants_places(&self) -> bool {
+        !self.placing.is_empty()
+    }
+
+    /// Whether letters were spilled under the queue's letter key (dropped with the queue).
+    pub(super) fn spilled_any(&self) -> bool {
+        self.parked.as_ref().is_some_and(ParkedLetters::spilled_any)
+    }
+
+    /// The log placed or moved records of letters (sorted by sequence number): `own`, spills
+    /// under the letter key (a first place parks its letter if it still only waits); else the
+    /// messages' original records (compaction).
+    pub(super) fn placed(&mut self, own: bool, places: &[(u64, Packed)], journal: &mut Journal) {
+        let mut ready_to_park = Vec::new();
+        for &(seq, place) in places {
+            if let Some(id) = own.then(|| self.placing.remove(&seq)).flatten()
+                && let Some(letter) = self.letters.get_mut(&id)
+            {
+                letter.place = Some((place, true));
+                ready_to_park.push(id);
+            }
+        }
+        if places.len() > ready_to_park.len() {
+            for letter in self.letters.values_mut() {
+                if let Some((at, mine)) = &mut letter.place
+                    && *mine == own
+                    && let Ok(i) = places.binary_search_by_key(&letter.entry.seq, |&(seq, _)| seq)
+                    && let Some(&(_, place)) = places.get(i)
+                {
+                    *at = place;
+                }
+            }
+            if let Some(parked) = &mut self.parked {
+                parked.relocate(own, places);
+            }
+        }
+        for id in ready_to_park {
+            self.park(id, journal);
+        }
+    }
+
+    /// Takes every letter (the strategy was switched away: RabbitMQ deletes them), recording
+    /// each exit; returns how many there were.
+    pub(super) fn take_all(&mut self, journal: &mut Journal) -> usize {
         self.numbers.clear();
         self.bytes = 0;
         self.due.clear();
-        std::mem::take(&mut self.letters).into_values().map(|l| l.entry).collect()
+        self.placing.clear();
+        let letters = std::mem::take(&mut self.letters);
+        let mut count = letters.len();
+        for letter in letters.into_values() {
+            journal.removed(&letter.entry);
+            if letter.spilled {
+                journal.release_letter(letter.entry.seq);
+            }
+        }
+        if let Some(parked) = &mut self.parked {
+            for letter in parked.take_all() {
+                let (seq, persisted, spilled, own) = letter.exit();
+                journal.left(seq, persisted, spilled);
+                if own {
+                    journal.release_letter(seq);
+                }
+                count += 1;
+            }
+        }
+        count
     }
 
-    fn remove(&mut self, id: u64) -> Option<Entry> {
+    /// Letter `id` is done: its own spill, if it has one, is released here; the caller
+    /// records the message's exit.
+    fn remove(&mut self, id: u64, journal: &mut Journal) -> Option<Entry> {
         let letter = self.letters.remove(&id)?;
         self.bytes = self.bytes.saturating_sub(body_size(&letter.entry.message));
+        if letter.spilled {
+            self.placing.remove(&letter.entry.seq);
+            journal.release_letter(letter.entry.seq);
+        }
         Some(letter.entry)
     }
 }
@@ -190,63 +380,67 @@ mod tests {
     #[test]
     fn a_letter_leaves_once_every_target_confirmed() {
         let mut pending = DlxPending::default();
+        let mut j = Journal::new(1);
         pending.hold(entry(1), DeathReason::Rejected);
         assert_eq!(pending.size(), Size { count: 1, bytes: 2 });
         let due = pending.due();
         assert_eq!(due.len(), 1);
         assert!(pending.due().is_empty(), "taken once per attempt");
-        let (a, b) = (pending.sent(due[0].id, &copy(), 10), pending.sent(due[0].id, &copy(), 11));
+        let (a, b) = (pending.sent(due[0].id, &copy(), 0, 10), pending.sent(due[0].id, &copy(), 0, 11));
         assert_ne!(a & NUMBER_BIT, 0);
-        assert!(pending.answered(a, true).is_none());
-        assert_eq!(pending.answered(b, true).map(|e| e.seq), Some(1));
+        assert!(pending.answered(a, true, &mut j).is_none());
+        assert_eq!(pending.answered(b, true, &mut j).map(|e| e.seq), Some(1));
         assert_eq!(pending.size(), Size::default());
     }
 
     #[test]
     fn a_refused_copy_is_retried_without_the_targets_that_confirmed() {
         let mut pending = DlxPending::default();
+        let mut j = Journal::new(1);
         pending.hold(entry(1), DeathReason::Expired);
         let id = pending.due()[0].id;
-        let (a, b) = (pending.sent(id, &copy(), 10), pending.sent(id, &copy(), 11));
-        assert!(pending.answered(a, true).is_none());
-        assert!(pending.answered(b, false).is_none(), "refused: it stays");
+        let (a, b) = (pending.sent(id, &copy(), 0, 10), pending.sent(id, &copy(), 0, 11));
+        assert!(pending.answered(a, true, &mut j).is_none());
+        assert!(pending.answered(b, false, &mut j).is_none(), "refused: it stays");
         assert!(pending.due().is_empty(), "not before a retry is asked for");
         pending.retry_all();
         let again = pending.due();
         assert_eq!(again[0].confirmed, [10]);
         assert!(again[0].copy.is_some(), "the same copy, its death recorded once");
-        let c = pending.sent(id, &copy(), 11);
-        assert_eq!(pending.answered(c, true).map(|e| e.seq), Some(1));
+        let c = pending.sent(id, &copy(), 0, 11);
+        assert_eq!(pending.answered(c, true, &mut j).map(|e| e.seq), Some(1));
     }
 
     #[test]
     fn an_unroutable_letter_waits_unless_earlier_targets_have_it() {
         let mut pending = DlxPending::default();
+        let mut j = Journal::new(1);
         pending.hold(entry(1), DeathReason::Rejected);
         let id = pending.due()[0].id;
-        assert!(pending.unroutable(id).is_none(), "no route yet: it waits");
+        assert!(pending.unroutable(id, &mut j).is_none(), "no route yet: it waits");
         assert_eq!(pending.size().count, 1);
         pending.retry_all();
         let id = pending.due()[0].id;
-        let a = pending.sent(id, &copy(), 10);
-        let b = pending.sent(id, &copy(), 11);
-        pending.answered(a, true);
-        pending.answered(b, false);
+        let a = pending.sent(id, &copy(), 0, 10);
+        let b = pending.sent(id, &copy(), 0, 11);
+        pending.answered(a, true, &mut j);
+        pending.answered(b, false, &mut j);
         pending.retry_all();
         let id = pending.due()[0].id;
-        assert_eq!(pending.unroutable(id).map(|e| e.seq), Some(1), "routes vanished after a confirm: done");
+        assert_eq!(pending.unroutable(id, &mut j).map(|e| e.seq), Some(1), "routes vanished after a confirm: done");
     }
 
     #[test]
     fn switching_away_takes_every_letter() {
         let mut pending = DlxPending::default();
+        let mut j = Journal::new(1);
         for seq in 1..=3 {
             pending.hold(entry(seq), DeathReason::Expired);
         }
         let id = pending.due()[0].id;
-        let number = pending.sent(id, &copy(), 10);
-        assert_eq!(pending.take_all().iter().map(|e| e.seq).collect::<Vec<_>>(), [1, 2, 3]);
-        assert!(pending.answered(number, true).is_none(), "late answers are ignored");
+        let number = pending.sent(id, &copy(), 0, 10);
+        assert_eq!(pending.take_all(&mut j), 3);
+        assert!(pending.answered(number, true, &mut j).is_none(), "late answers are ignored");
         assert_eq!(pending.size(), Size::default());
     }
 }

@@ -8,6 +8,7 @@ use charon_store::segment_log::Placed;
 use tokio::sync::{mpsc, oneshot};
 
 use super::admission::Admission;
+use super::browse::{BrowsePage, BrowseRequest};
 use super::command::QueueCmd;
 use super::consumer_timeout::TimeoutCell;
 use super::requests::{ConfirmTo, ConsumeSpec, CreditGrant, Enqueue, GetOk, QueueConfig, QueueStats, Settle};
@@ -154,6 +155,43 @@ impl QueueHandle {
     /// NOT_FOUND when the queue is gone.
     pub async fn purge(&self) -> Result<u32, EngineError> {
         self.call(QueueCmd::Purge).await
+    }
+
+    /// A page of its messages without taking them (see [`super::browse`]): planned by the
+    /// queue task, read from the disk off it.
+    ///
+    /// # Errors
+    /// NOT_FOUND when the queue is gone.
+    pub async fn browse(&self, request: BrowseRequest) -> Result<BrowsePage, EngineError> {
+        let plan = self.call(|reply| QueueCmd::Browse { request, reply }).await?;
+        tokio::task::spawn_blocking(move || plan.resolve())
+            .await
+            .map_err(|error| EngineError::Store(format!("browsing {} failed: {error}", self.resource())))
+    }
+
+    /// Removes the ready messages with sequence numbers `seqs` (as [`Self::browse`] names them)
+    /// and returns those it removed, in order: a message delivered to a consumer, or gone
+    /// already, is not. Each exit is recorded in the log like an acknowledgement's (not synced:
+    /// after a crash a removed message may come back, never one that was not removed).
+    ///
+    /// # Errors
+    /// NOT_FOUND when the queue is gone.
+    pub async fn remove(&self, seqs: Vec<u64>) -> Result<Vec<u64>, EngineError> {
+        let first = self.call(|reply| QueueCmd::Remove { seqs, reply }).await?;
+        let mut removed = first.seqs;
+        for (run, check) in first.checks {
+            let id = check.id;
+            let found = tokio::task::spawn_blocking(move || check.found())
+                .await
+                .map_err(|error| EngineError::Store(format!("removing from {} failed: {error}", self.resource())))?;
+            if found.is_empty() {
+                continue;
+            }
+            let more = self.call(|reply| QueueCmd::RemoveChecked { run, id, found, reply }).await?;
+            removed.extend(more.seqs);
+        }
+        removed.sort_unstable();
+        Ok(removed)
     }
 
     /// Current counters.

@@ -18,6 +18,7 @@ use charon_model::{DeathReason, Message};
 use charon_store::codec::encode_message;
 use charon_store::segment_log::Record;
 
+use super::dlx_parked::LETTER_LOG_KEY;
 use super::entry::Entry;
 use super::limits::body_size;
 use crate::session::{SessionEvent, SessionSink};
@@ -115,6 +116,18 @@ impl Journal {
         }
     }
 
+    /// Writes a dead letter's message to the log so that it can wait there (see
+    /// [`super::dlx_parked`]): a spill under the queue's letter key.
+    pub(super) fn spill_letter(&mut self, seq: u64, message: &Message) {
+        let payload = self.encode(message);
+        self.records.push(Record::Spill { queue: self.queue | LETTER_LOG_KEY, seq, payload });
+    }
+
+    /// A dead letter that was spilled left the queue: its spill is garbage.
+    pub(super) fn release_letter(&mut self, seq: u64) {
+        self.records.push(Record::Released { queue: self.queue | LETTER_LOG_KEY, seq });
+    }
+
     /// Holds a confirmation until this pass's records are on disk.
     pub(super) fn hold(&mut self, session: SessionSink, event: SessionEvent) {
         self.confirms.push((session, event));
@@ -136,7 +149,7 @@ impl Journal {
 }
 
 /// The log's code for a death reason (the store keeps it as a byte).
-fn reason_code(reason: DeathReason) -> u8 {
+pub(super) fn reason_code(reason: DeathReason) -> u8 {
     match reason {
         DeathReason::Rejected => 1,
         DeathReason::Expired => 2,

@@ -8,11 +8,12 @@ use std::collections::VecDeque;
 
 use charon_store::segment_log::RecoveredQueue;
 
+use super::browse::Collector;
 use super::entry::Entry;
 use super::journal::Journal;
 use super::limits::{Size, body_size};
-use super::paging::packed::Packed;
-use super::paging::{IDLE_RESIDENT_MESSAGES, Pager, RESIDENT_BYTES, RESIDENT_MESSAGES};
+use super::paging::packed::{Packed, PagedEntry};
+use super::paging::{IDLE_RESIDENT_MESSAGES, Pager, RESIDENT_BYTES, RESIDENT_MESSAGES, Removed};
 
 /// One run of ready messages.
 #[derive(Debug, Default)]
@@ -152,6 +153,67 @@ impl Level {
         self.bytes = 0;
         self.head_bytes = 0;
         Some(std::mem::take(&mut self.taken))
+    }
+
+    /// Hands the run's messages in the browse window to `collector`, in its order.
+    pub(super) fn browse(&self, collector: &mut Collector) {
+        if collector.newest_first() {
+            if let Some(pager) = &self.pager {
+                pager.browse(collector);
+            }
+            for entry in self.head.iter().rev() {
+                if collector.done() {
+                    break;
+                }
+                collector.entry(entry, false);
+            }
+        } else {
+            for entry in self.head.iter() {
+                if collector.done() {
+                    break;
+                }
+                collector.entry(entry, false);
+            }
+            if let Some(pager) = self.pager.as_ref().filter(|_| !collector.done()) {
+                pager.browse(collector);
+            }
+        }
+    }
+
+    /// Removes the run's messages with sequence numbers `seqs` (sorted) that are at hand,
+    /// recording each exit; those that may be in the paged run's index file come back as
+    /// checks (see [`Pager::remove`]). `run`: this run's index in the queue.
+    pub(super) fn remove(&mut self, seqs: &[u64], run: usize, journal: &mut Journal, into: &mut Removed) {
+        let before = into.bytes;
+        for &seq in seqs {
+            if let Ok(at) = self.head.binary_search_by_key(&seq, |e| e.seq)
+                && let Some(entry) = self.head.remove(at)
+            {
+                let size = body_size(&entry.message);
+                self.head_bytes = self.head_bytes.saturating_sub(size);
+                journal.removed(&entry);
+                into.note(seq, size);
+            }
+        }
+        if let Some(pager) = &mut self.pager {
+            pager.remove(seqs, run, journal, into);
+        }
+        self.bytes = self.bytes.saturating_sub(into.bytes - before);
+    }
+
+    /// Removes what a check of chunk `id` of the paged run found in its index file.
+    pub(super) fn remove_checked(
+        &mut self,
+        id: u64,
+        found: Vec<PagedEntry>,
+        journal: &mut Journal,
+        into: &mut Removed,
+    ) {
+        let before = into.bytes;
+        if let Some(pager) = &mut self.pager {
+            pager.remove_checked(id, found, journal, into);
+        }
+        self.bytes = self.bytes.saturating_sub(into.bytes - before);
     }
 
     /// Takes the places the log reported for messages of this run waiting for theirs out of

@@ -26,10 +26,14 @@
 mod admission;
 pub mod args;
 mod arrivals;
+pub mod browse;
 mod command;
 mod consumer_timeout;
 mod consumers;
 mod counts;
+mod dlx_parked;
+#[cfg(test)]
+mod dlx_parked_tests;
 mod dlx_pending;
 mod effects;
 mod entry;
@@ -39,6 +43,8 @@ mod journal;
 mod level;
 mod limits;
 mod links;
+#[cfg(test)]
+mod log_fixture;
 mod order;
 mod outbox;
 mod paging;
@@ -58,7 +64,9 @@ use tokio::sync::mpsc;
 
 pub use admission::Admission;
 pub use args::QueueType;
+pub use browse::{BrowsePage, BrowseRequest, BrowsedMessage};
 pub use consumer_timeout::{ConsumerTimeout, DEFAULT_CONSUMER_TIMEOUT_MS, TimeoutCell};
+pub(crate) use dlx_parked::LETTER_LOG_KEY;
 pub use gauges::{GaugeValues, QueueGauges};
 pub use handle::{QueueHandle, QueueRef};
 pub(crate) use links::QueueLinks;

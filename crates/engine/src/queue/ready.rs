@@ -5,13 +5,15 @@
 
 use charon_store::segment_log::{LogReader, Placed, RecoveredMessage, RecoveredQueue};
 
+use super::browse::Plan;
 use super::entry::Entry;
 use super::handle::QueueRef;
 use super::journal::Journal;
 use super::level::Level;
 use super::limits::Size;
 use super::order::Order;
-use super::paging::{Pager, Wake, packed_places};
+use super::paging::packed::PagedEntry;
+use super::paging::{Pager, Removed, Wake, packed_places};
 
 /// The ready messages of a queue.
 #[derive(Debug)]
@@ -146,6 +148,38 @@ impl Ready {
             }
         }
         all.then(|| std::mem::take(&mut self.taken))
+    }
+
+    /// Plans a page of the ready messages: one run of the plan per level.
+    pub(super) fn browse(&self, plan: &mut Plan) {
+        for level in &self.levels {
+            plan.run(|collector| level.browse(collector));
+        }
+    }
+
+    /// Removes the ready messages with sequence numbers `seqs` that are at hand, recording
+    /// each exit; the index chunks that may hold the others come back in `into` as checks.
+    pub(super) fn remove(&mut self, seqs: &[u64], journal: &mut Journal, into: &mut Removed) {
+        let mut seqs = seqs.to_vec();
+        seqs.sort_unstable();
+        seqs.dedup();
+        for (run, level) in self.levels.iter_mut().enumerate() {
+            level.remove(&seqs, run, journal, into);
+        }
+    }
+
+    /// Removes what a check of chunk `id` of run `run` found in its index file.
+    pub(super) fn remove_checked(
+        &mut self,
+        run: usize,
+        id: u64,
+        found: Vec<PagedEntry>,
+        journal: &mut Journal,
+        into: &mut Removed,
+    ) {
+        if let Some(level) = self.levels.get_mut(run) {
+            level.remove_checked(id, found, journal, into);
+        }
     }
 
     /// Takes the places the log reported: messages waiting for theirs get them, paged messages

@@ -23,6 +23,7 @@ use charon_model::Message;
 use tokio::sync::mpsc;
 
 use super::command::QueueCmd;
+use super::dlx_parked::LETTER_LOG_KEY;
 use super::dlx_pending::NUMBER_BIT as DLX_NUMBER_BIT;
 use super::handle::QueueRef;
 use super::links::{OnSelfDelete, QueueLinks};
@@ -381,7 +382,10 @@ impl Task {
         let settings = self.state.settings().clone();
         let dead_letterer = dead_letterer(&self.handle, &settings);
         for letter in due {
-            let copy = letter.copy.or_else(|| dead_letterer.copy(&letter.message, letter.reason).map(Arc::new));
+            // A letter that waited parked makes its copy again with the death time of the first.
+            let copied_at = letter.copied_at.unwrap_or_else(now_ms);
+            let copy =
+                letter.copy.or_else(|| dead_letterer.copy_at(&letter.message, letter.reason, copied_at).map(Arc::new));
             let targets = copy.as_ref().map_or_else(Vec::new, |copy| {
                 let mut targets = dead_letterer.route(&*self.dead_letters, copy, letter.reason);
                 targets.retain(|t| !letter.confirmed.contains(&t.id));
@@ -392,7 +396,7 @@ impl Task {
                 continue;
             };
             for target in targets {
-                let number = self.state.dlx_sent(letter.id, &copy, target.id);
+                let number = self.state.dlx_sent(letter.id, &copy, copied_at, target.id);
                 let forward = Forward::new(Arc::clone(&copy), vec![target], Some(number));
                 self.outbox.push(forward);
             }
@@ -402,8 +406,18 @@ impl Task {
     /// A non-durable queue that spilled messages is gone: its log records are garbage. (A
     /// durable queue's are dropped when it is deleted, not when the broker stops.)
     fn drop_spills(&self) {
-        if let Some(store) = self.store.as_ref().filter(|_| !self.handle.config.durable && self.state.spilled_any()) {
-            store.log.append(vec![Record::DropQueue { queue: self.handle.id }], None);
+        let Some(store) = &self.store else {
+            return;
+        };
+        let mut drops = Vec::new();
+        if !self.handle.config.durable && self.state.spilled_any() {
+            drops.push(Record::DropQueue { queue: self.handle.id });
+        }
+        if !self.handle.config.durable && self.state.spilled_letters() {
+            drops.push(Record::DropQueue { queue: self.handle.id | LETTER_LOG_KEY });
+        }
+        if !drops.is_empty() {
+            store.log.append(drops, None);
         }
     }
 
@@ -455,6 +469,15 @@ fn apply(state: &mut QueueState, command: QueueCmd) -> Applied {
             }
             Err(ReadPending) => return Applied::WaitForRead(QueueCmd::Purge(reply)),
         },
+        QueueCmd::Browse { request, reply } => {
+            let _ = reply.send(state.browse(request));
+        }
+        QueueCmd::Remove { seqs, reply } => {
+            let _ = reply.send(state.remove(&seqs));
+        }
+        QueueCmd::RemoveChecked { run, id, found, reply } => {
+            let _ = reply.send(state.remove_checked(run, id, found));
+        }
         QueueCmd::Stats(reply) => {
             let _ = reply.send(state.stats());
         }

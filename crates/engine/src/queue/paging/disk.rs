@@ -105,6 +105,12 @@ impl Disk {
     pub(super) fn try_done(&self) -> Option<Done> {
         self.done.try_recv().ok()
     }
+
+    /// The file as it is now, for reading chunks written to it off the queue task (browsing):
+    /// a reset later starts a new file and leaves this one whole for as long as it is held.
+    pub(super) fn file(&self) -> Option<Arc<File>> {
+        self.shared.queue.lock().file.clone()
+    }
 }
 
 /// Marks the operations as no longer running should one panic, so that later ones start.
@@ -184,7 +190,7 @@ fn write_entries(file: &File, slot: u64, entries: &[PagedEntry]) -> std::io::Res
 }
 
 /// Entries `slot..slot + count` of the file.
-fn read_entries(file: &File, slot: u64, count: usize) -> std::io::Result<Vec<PagedEntry>> {
+pub(super) fn read_entries(file: &File, slot: u64, count: usize) -> std::io::Result<Vec<PagedEntry>> {
     probe::note_io();
     let mut bytes = vec![0u8; count * ENTRY_BYTES];
     file.read_exact_at(&mut bytes, slot * ENTRY_BYTES as u64)?;

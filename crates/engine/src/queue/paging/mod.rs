@@ -39,7 +39,10 @@ use super::handle::QueueRef;
 use super::journal::Journal;
 use super::limits::body_size;
 use packed::{Packed, PagedEntry};
+pub(crate) use run::ChunkCheck;
 use run::PagedRun;
+
+use super::browse::Collector;
 
 /// Ready messages kept whole in memory before new ones wait on disk, while the queue has
 /// consumers: enough to serve them without a read per message.
@@ -97,7 +100,8 @@ impl Wake {
         Self { queue: Arc::clone(queue), signal: Arc::new(Notify::new()) }
     }
 
-    fn wake(&self) {
+    /// Wakes the queue (a read made off its task is done).
+    pub(super) fn wake_now(&self) {
         self.signal.notify_one();
         self.queue.resume();
     }
@@ -109,7 +113,7 @@ struct WakeOnDrop(Wake);
 
 impl Drop for WakeOnDrop {
     fn drop(&mut self) {
-        self.0.wake();
+        self.0.wake_now();
     }
 }
 
@@ -130,6 +134,29 @@ struct InFlight {
     /// The sequence numbers read, from the front of the run when the read started.
     seqs: Vec<u64>,
     done: std::sync::mpsc::Receiver<Read>,
+}
+
+/// What a removal by sequence number took, over the runs of a queue.
+#[derive(Debug, Default)]
+pub(crate) struct Removed {
+    /// The sequence numbers removed.
+    pub(crate) seqs: Vec<u64>,
+    /// Their body bytes.
+    pub(super) bytes: u64,
+    /// Chunks of index files to read off the queue task for the rest, each with its run.
+    pub(crate) checks: Vec<(usize, ChunkCheck)>,
+}
+
+impl Removed {
+    pub(super) fn note(&mut self, seq: u64, bytes: u64) {
+        self.seqs.push(seq);
+        self.bytes += bytes;
+    }
+}
+
+/// Reads `count` entries of a paged run's index `file` from `slot` (off the queue task).
+pub(super) fn read_index(file: &std::fs::File, slot: u64, count: usize) -> std::io::Result<Vec<PagedEntry>> {
+    disk::read_entries(file, slot, count)
 }
 
 /// What a refill brought into the head.
@@ -156,7 +183,7 @@ impl Pager {
     /// on the caller's thread otherwise.
     pub(super) fn new(reader: LogReader, wake: Wake, name: String) -> Self {
         let on_read = wake.clone();
-        let paged = PagedRun::new(reader.directory(), name, Arc::new(move || on_read.wake()));
+        let paged = PagedRun::new(reader.directory(), name, Arc::new(move || on_read.wake_now()));
         Self {
             reader,
             paged,
@@ -176,6 +203,59 @@ impl Pager {
 
     pub(super) fn is_empty(&self) -> bool {
         self.paged.is_empty() && self.incoming.is_empty()
+    }
+
+    /// Hands the messages in the browse window to `collector`, in its order: the paged run,
+    /// then those waiting for their places.
+    pub(super) fn browse(&self, collector: &mut Collector) {
+        if collector.newest_first() {
+            for entry in self.incoming.iter().rev() {
+                collector.entry(entry, false);
+            }
+            self.paged.browse(collector);
+        } else {
+            self.paged.browse(collector);
+            for entry in self.incoming.iter() {
+                if collector.done() {
+                    break;
+                }
+                collector.entry(entry, false);
+            }
+        }
+    }
+
+    /// Removes the messages with sequence numbers `seqs` (sorted) that are at hand, recording
+    /// each exit; those that may be in chunks of the index file come back as checks to make
+    /// off the queue task ([`Self::remove_checked`]).
+    pub(super) fn remove(&mut self, seqs: &[u64], run: usize, journal: &mut Journal, into: &mut Removed) {
+        let removal = self.paged.remove(seqs);
+        for paged in removal.removed {
+            journal.left(paged.seq, !paged.spilled(), paged.spilled());
+            into.note(paged.seq, u64::from(paged.size));
+        }
+        into.checks.extend(removal.to_check.into_iter().map(|check| (run, check)));
+        for &seq in seqs {
+            if let Ok(at) = self.incoming.binary_search_by_key(&seq, |e| e.seq)
+                && let Some(entry) = self.incoming.remove(at)
+            {
+                journal.removed(&entry);
+                into.note(seq, body_size(&entry.message));
+            }
+        }
+    }
+
+    /// Removes what a check of chunk `id` found in the index file.
+    pub(super) fn remove_checked(
+        &mut self,
+        id: u64,
+        found: Vec<PagedEntry>,
+        journal: &mut Journal,
+        into: &mut Removed,
+    ) {
+        for paged in self.paged.remove_checked(id, found) {
+            journal.left(paged.seq, !paged.spilled(), paged.spilled());
+            into.note(paged.seq, u64::from(paged.size));
+        }
     }
 
     /// Adds a message at the tail; it waits in memory until the log says where it wrote it.

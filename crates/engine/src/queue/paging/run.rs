@@ -13,6 +13,7 @@
 use std::collections::VecDeque;
 use std::path::Path;
 
+use super::super::browse::Collector;
 use super::disk::{Disk, Done, Op, Waker, apply_moves};
 use super::packed::{Packed, PagedEntry};
 
@@ -39,6 +40,44 @@ struct Chunk {
     /// A read is running; `moves`: relocations made since it started, applied on arrival.
     reading: bool,
     moves: Vec<(u64, Packed)>,
+    /// Its entries removed by sequence number while it was away from the front (see
+    /// [`PagedRun::remove`]): left out when it becomes the front. The file keeps `count`.
+    removed: Vec<u64>,
+}
+
+/// What a removal by sequence number came to in the run.
+#[derive(Debug, Default)]
+pub(super) struct Removal {
+    /// The entries removed.
+    pub(super) removed: Vec<PagedEntry>,
+    /// Chunks whose file may hold some of the sequence numbers: read them off the queue task
+    /// and come back with [`PagedRun::remove_checked`].
+    pub(super) to_check: Vec<ChunkCheck>,
+}
+
+/// A chunk in the index file that may hold some of the sequence numbers to remove.
+#[derive(Debug)]
+pub(crate) struct ChunkCheck {
+    /// The chunk, as [`PagedRun::remove_checked`] takes it back.
+    pub(crate) id: u64,
+    file: std::sync::Arc<std::fs::File>,
+    slot: u64,
+    count: usize,
+    seqs: Vec<u64>,
+}
+
+impl ChunkCheck {
+    /// Reads the chunk and keeps the entries asked about. This reads the disk: run it off the
+    /// queue task. A chunk that cannot be read yields none (they stay).
+    pub(crate) fn found(&self) -> Vec<PagedEntry> {
+        match super::disk::read_entries(&self.file, self.slot, self.count) {
+            Ok(entries) => entries.into_iter().filter(|e| self.seqs.contains(&e.seq)).collect(),
+            Err(error) => {
+                tracing::warn!(%error, "reading a paged index chunk to remove messages failed; they stay");
+                Vec::new()
+            }
+        }
+    }
 }
 
 #[derive(Debug)]
@@ -73,6 +112,111 @@ impl PagedRun {
 
     pub(super) fn len(&self) -> usize {
         self.front.len() + self.in_chunks + self.back.len()
+    }
+
+    /// Hands the run's entries in the browse window to `collector`, in its order: the front,
+    /// the chunks (those on disk as chunks of the file, read when the page is resolved), the
+    /// back.
+    pub(super) fn browse(&self, collector: &mut Collector) {
+        let file = self.disk.file();
+        let rev = collector.newest_first();
+        let chunk = |chunk: &Chunk, collector: &mut Collector| match (&chunk.entries, &file) {
+            (Some(entries), _) => {
+                for entry in ordered(entries.iter(), rev).filter(|e| !chunk.removed.contains(&e.seq)) {
+                    collector.paged(entry);
+                }
+            }
+            (None, Some(file)) => {
+                collector.chunk(file, chunk.slot, (chunk.first, chunk.last), chunk.count, chunk.removed.clone());
+            }
+            (None, None) => {}
+        };
+        let front = |collector: &mut Collector| ordered(self.front.iter(), rev).for_each(|e| collector.paged(e));
+        let back = |collector: &mut Collector| ordered(self.back.iter(), rev).for_each(|e| collector.paged(e));
+        if rev {
+            back(collector);
+            for c in self.chunks.iter().rev() {
+                if collector.done() {
+                    break;
+                }
+                chunk(c, collector);
+            }
+            front(collector);
+        } else {
+            front(collector);
+            for c in self.chunks.iter() {
+                if collector.done() {
+                    break;
+                }
+                chunk(c, collector);
+            }
+            back(collector);
+        }
+    }
+
+    /// Removes the entries with sequence numbers `seqs` (sorted) that are at hand; the chunks
+    /// in the file that may hold others come back to be checked off the queue task.
+    pub(super) fn remove(&mut self, seqs: &[u64]) -> Removal {
+        self.poll();
+        let mut removal = Removal::default();
+        for &seq in seqs {
+            if let Ok(at) = self.front.binary_search_by_key(&seq, |e| e.seq) {
+                removal.removed.extend(self.front.remove(at));
+            } else if let Ok(at) = self.back.binary_search_by_key(&seq, |e| e.seq) {
+                removal.removed.push(self.back.remove(at));
+            } else if let Some(chunk) = self.chunks.iter_mut().find(|c| c.first <= seq && seq <= c.last) {
+                if chunk.removed.contains(&seq) {
+                    continue;
+                }
+                match &chunk.entries {
+                    Some(entries) => {
+                        if let Ok(at) = entries.binary_search_by_key(&seq, |e| e.seq)
+                            && let Some(entry) = entries.get(at)
+                        {
+                            chunk.removed.push(seq);
+                            self.in_chunks -= 1;
+                            removal.removed.push(*entry);
+                        }
+                    }
+                    None => match removal.to_check.iter_mut().find(|check| check.id == chunk.id) {
+                        Some(check) => check.seqs.push(seq),
+                        None => {
+                            if let Some(file) = self.disk.file() {
+                                let (id, slot, count) = (chunk.id, chunk.slot, chunk.count);
+                                removal.to_check.push(ChunkCheck { id, file, slot, count, seqs: vec![seq] });
+                            }
+                        }
+                    },
+                }
+            }
+        }
+        if self.front.is_empty() {
+            self.poll();
+        }
+        removal
+    }
+
+    /// Removes the entries a check of chunk `id` found in the file (`found`): if the chunk is
+    /// still away from the front they are left out when it comes back; if it has come to the
+    /// front meanwhile they are removed from there. Returns those removed.
+    pub(super) fn remove_checked(&mut self, id: u64, found: Vec<PagedEntry>) -> Vec<PagedEntry> {
+        self.poll();
+        let Some(at) = self.position(id) else {
+            let seqs: Vec<u64> = found.iter().map(|e| e.seq).collect();
+            return self.remove(&seqs).removed;
+        };
+        let Some(chunk) = self.chunks.get_mut(at) else {
+            return Vec::new();
+        };
+        let mut removed = Vec::new();
+        for entry in found {
+            if !chunk.removed.contains(&entry.seq) {
+                chunk.removed.push(entry.seq);
+                self.in_chunks -= 1;
+                removed.push(entry);
+            }
+        }
+        removed
     }
 
     pub(super) fn is_empty(&self) -> bool {
@@ -209,6 +353,7 @@ impl PagedRun {
             dirty: false,
             reading: false,
             moves: Vec::new(),
+            removed: Vec::new(),
         });
         self.poll();
     }
@@ -256,7 +401,7 @@ impl PagedRun {
                 let error = other.err().map_or_else(|| "short read".to_owned(), |e| e.to_string());
                 if let Some(chunk) = self.chunks.remove(at) {
                     tracing::error!(entries = chunk.count, %error, "reading the paged index failed; skipping its entries");
-                    self.in_chunks -= chunk.count;
+                    self.in_chunks -= chunk.count - chunk.removed.len();
                 }
             }
         }
@@ -267,22 +412,27 @@ impl PagedRun {
         self.chunks.binary_search_by_key(&id, |c| c.id).ok()
     }
 
-    /// Refills the empty front with the next chunk if it is at hand (else with the back), and
-    /// starts reading the chunk after it.
+    /// Refills the empty front with the next chunk at hand (leaving out its removed entries,
+    /// and going on to the next if none is left), else with the back, and starts reading the
+    /// chunk after it.
     fn advance(&mut self) {
-        if self.front.is_empty() {
+        while self.front.is_empty() {
             if let Some(entries) = self.chunks.front_mut().and_then(|c| c.entries.take()) {
-                if let Some(chunk) = self.chunks.pop_front() {
-                    self.in_chunks -= chunk.count;
-                }
-                self.front.extend(entries);
+                let Some(chunk) = self.chunks.pop_front() else {
+                    break;
+                };
+                self.in_chunks -= chunk.count - chunk.removed.len();
+                self.front.extend(entries.into_iter().filter(|e| !chunk.removed.contains(&e.seq)));
                 if self.chunks.is_empty() && self.next_slot > 0 {
                     // Nothing in the file is wanted any more: the next chunk starts a new one.
                     self.next_slot = 0;
                     self.disk.submit(Op::Reset);
                 }
-            } else if self.chunks.is_empty() {
-                self.front.extend(self.back.drain(..));
+            } else {
+                if self.chunks.is_empty() {
+                    self.front.extend(self.back.drain(..));
+                }
+                break;
             }
         }
         if let Some(chunk) = self.chunks.front_mut().filter(|c| c.entries.is_none() && !c.reading) {
@@ -290,6 +440,14 @@ impl PagedRun {
             self.disk.submit(Op::Read { id: chunk.id, slot: chunk.slot, count: chunk.count });
         }
     }
+}
+
+/// `iter` forwards, or backwards when `rev`.
+fn ordered<'a, T>(
+    iter: impl DoubleEndedIterator<Item = &'a T> + 'a,
+    rev: bool,
+) -> Box<dyn Iterator<Item = &'a T> + 'a> {
+    if rev { Box::new(iter.rev()) } else { Box::new(iter) }
 }
 
 #[cfg(test)]

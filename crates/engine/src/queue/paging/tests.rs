@@ -1,112 +1,18 @@
 #![allow(clippy::unwrap_used, clippy::indexing_slicing)]
 
-use std::sync::Arc;
 use std::sync::mpsc as std_mpsc;
 use std::time::Duration;
 
-use charon_model::{Body, DeathReason, Message, Properties, Routing, Table};
-use charon_store::segment_log::{LogOptions, MessageLog, Record, RecoveredQueue};
-use tokio::sync::mpsc;
+use charon_model::{DeathReason, Properties, Table};
+use charon_store::segment_log::{LogOptions, MessageLog, Record};
 
 use super::*;
-use crate::queue::args::QueueType;
-use crate::queue::handle::QueueHandle;
-use crate::queue::requests::{ConsumeSpec, Enqueue, QueueConfig};
+use crate::queue::browse::BrowseRequest;
+use crate::queue::log_fixture::{Fixture, fixture, fixture_with, queue_state};
+use crate::queue::requests::ConsumeSpec;
 use crate::queue::settings::QueueSettings;
 use crate::queue::state::QueueState;
 use crate::session::{Owner, SessionSink};
-
-/// A queue on a real log in a temporary directory; the test plays the task's part of handing
-/// the journal to the log and the places back to the queue.
-struct Fixture {
-    state: QueueState,
-    log: MessageLog,
-    _dir: tempfile::TempDir,
-}
-
-fn fixture(durable: bool, settings: QueueSettings) -> Fixture {
-    fixture_with(durable, settings, Table::new())
-}
-
-fn fixture_with(durable: bool, settings: QueueSettings, arguments: Table) -> Fixture {
-    let dir = tempfile::tempdir().unwrap();
-    let (log, _) = MessageLog::open(dir.path(), LogOptions::default()).unwrap();
-    let state = queue_state(&log, durable, settings, arguments, RecoveredQueue::default());
-    Fixture { state, log, _dir: dir }
-}
-
-/// Queue 3 on `log`, restoring `restored` when durable.
-fn queue_state(
-    log: &MessageLog,
-    durable: bool,
-    settings: QueueSettings,
-    arguments: Table,
-    restored: RecoveredQueue,
-) -> QueueState {
-    let (tx, _rx) = mpsc::channel(1);
-    let config = QueueConfig {
-        name: "long".into(),
-        vhost: "/".into(),
-        durable,
-        auto_delete: false,
-        exclusive_owner: None,
-        arguments,
-        queue_type: QueueType::Classic,
-    };
-    let mut state = QueueState::new(Arc::new(QueueHandle::new(3, config, tx)), settings, 1_000);
-    state.enable_paging(log.reader().clone());
-    if durable {
-        state.enable_journal(restored);
-    }
-    state
-}
-
-impl Fixture {
-    /// Writes the pass's records and gives the queue their places, as the task does; returns
-    /// the records.
-    fn flush(&mut self) -> Vec<Record> {
-        self.flush_placed().0
-    }
-
-    /// [`Self::flush`], also returning the places.
-    fn flush_placed(&mut self) -> (Vec<Record>, Vec<Placed>) {
-        let (records, _) = self.state.take_journal();
-        let (tx, rx) = std_mpsc::channel();
-        self.log.append(records.clone(), Some(Box::new(move |r| tx.send(r.unwrap()).unwrap())));
-        let placed = rx.recv_timeout(Duration::from_secs(10)).unwrap();
-        self.state.placed(placed.clone());
-        (records, placed)
-    }
-
-    fn publish(&mut self, bodies: impl IntoIterator<Item = String>, delivery_mode: u8, ttl: Option<u64>) {
-        self.publish_with(bodies, Properties { delivery_mode: Some(delivery_mode), ttl, ..Properties::default() });
-    }
-
-    fn publish_with(&mut self, bodies: impl IntoIterator<Item = String>, properties: Properties) {
-        let items = bodies
-            .into_iter()
-            .map(|body| {
-                let mut m = Message::new(Routing::default(), Body::Data(body.into()));
-                m.origin = charon_model::Origin::Amqp091;
-                m.set_properties(properties.clone());
-                Enqueue { message: Arc::new(m), confirm: None }
-            })
-            .collect();
-        self.state.publish(items, None);
-    }
-
-    fn runs(&self) -> (usize, usize, usize) {
-        self.state.ready().runs()
-    }
-
-    /// Takes every ready message with `basic.get`-style gets, acknowledging none.
-    fn get_all(&mut self) -> Vec<String> {
-        let owner = Owner { session: 1, channel: 1 };
-        std::iter::from_fn(|| self.state.get(owner, true))
-            .map(|got| String::from_utf8(got.delivery.message.body.bytes().to_vec()).unwrap())
-            .collect()
-    }
-}
 
 fn bodies(range: std::ops::Range<usize>) -> impl Iterator<Item = String> {
     range.map(|i| format!("message {i}"))
@@ -424,4 +330,142 @@ fn a_durable_priority_queue_recovers_each_message_into_its_priority() {
         .chain(["m6-p1", "m0-p0", "m4-p0"].map(String::from))
         .collect();
     assert!(got == expected, "got {:?}…", got.get(..8));
+}
+
+/// Every page of the queue, `limit` at a time, in the order asked for, as the handle resolves
+/// them (here on the test's thread).
+fn browse_all(state: &QueueState, limit: usize, newest_first: bool) -> Vec<(u64, String)> {
+    let mut cursor = None;
+    let mut all = Vec::new();
+    loop {
+        let request = BrowseRequest {
+            after: cursor.filter(|_| !newest_first),
+            before: cursor.filter(|_| newest_first),
+            newest_first,
+            limit,
+            include_unacked: false,
+        };
+        let page = state.browse(request).resolve();
+        assert!(page.items.len() <= limit);
+        for item in &page.items {
+            all.push((item.seq, String::from_utf8(item.message.body.bytes().to_vec()).unwrap()));
+        }
+        cursor = page.items.last().map(|item| item.seq);
+        if !page.has_more {
+            return all;
+        }
+        assert!(!page.items.is_empty(), "a page with more after it is never empty");
+    }
+}
+
+/// Removes `seqs` as the handle does: what is at hand at once, then what the index chunks hold,
+/// read "off the task" here.
+fn remove(state: &mut QueueState, seqs: &[u64]) -> Vec<u64> {
+    let first = state.remove(seqs);
+    let mut removed = first.seqs;
+    for (run, check) in first.checks {
+        let found = check.found();
+        removed.extend(state.remove_checked(run, check.id, found).seqs);
+    }
+    removed.sort_unstable();
+    removed
+}
+
+#[test]
+fn browsing_pages_through_every_run_in_order_both_ways_and_takes_nothing() {
+    let mut f = fixture(false, QueueSettings::default());
+    f.publish(bodies(0..IDLE_RESIDENT_MESSAGES + OVER), 1, None);
+    f.flush();
+    f.publish(bodies(IDLE_RESIDENT_MESSAGES + OVER..IDLE_RESIDENT_MESSAGES + OVER + 10), 1, None);
+    assert_eq!(f.runs(), (IDLE_RESIDENT_MESSAGES, OVER, 10), "head, paged (chunks in the index file), incoming");
+    let total = IDLE_RESIDENT_MESSAGES + OVER + 10;
+    let expected: Vec<String> = bodies(0..total).collect();
+
+    let oldest = browse_all(&f.state, 700, false);
+    assert_eq!(oldest.iter().map(|(_, body)| body.clone()).collect::<Vec<_>>(), expected);
+    assert!(oldest.windows(2).all(|w| w[0].0 < w[1].0), "sequence numbers grow");
+    let newest = browse_all(&f.state, 333, true);
+    let mut reversed = expected.clone();
+    reversed.reverse();
+    assert_eq!(newest.iter().map(|(_, body)| body.clone()).collect::<Vec<_>>(), reversed);
+
+    // A window in the middle of the paged run: exactly the messages after the cursor.
+    let cursor = oldest[IDLE_RESIDENT_MESSAGES + 3_000].0;
+    let request = BrowseRequest { after: Some(cursor), ..BrowseRequest::oldest(5) };
+    let page = f.state.browse(request).resolve();
+    let seqs: Vec<u64> = page.items.iter().map(|i| i.seq).collect();
+    assert_eq!(
+        seqs,
+        oldest[IDLE_RESIDENT_MESSAGES + 3_001..IDLE_RESIDENT_MESSAGES + 3_006].iter().map(|i| i.0).collect::<Vec<_>>()
+    );
+    assert!(page.has_more);
+
+    assert_eq!(f.state.stats().ready, u32::try_from(total).unwrap(), "browsing takes nothing");
+    assert_eq!(f.get_all(), expected);
+}
+
+#[test]
+fn removing_by_sequence_number_reaches_every_run_and_the_rest_comes_back_in_order() {
+    let mut f = fixture(true, QueueSettings::default());
+    f.publish(bodies(0..IDLE_RESIDENT_MESSAGES + OVER), 2, None);
+    f.flush();
+    f.publish(bodies(IDLE_RESIDENT_MESSAGES + OVER..IDLE_RESIDENT_MESSAGES + OVER + 10), 2, None);
+    let total = IDLE_RESIDENT_MESSAGES + OVER + 10;
+    let all = browse_all(&f.state, 1_000, false);
+    let bytes_before = f.state.ready().bytes();
+    // One in the head, one at the front of the paged run, three deep in its index file (one
+    // chunk read for two of them), one at its back, one still waiting for its place.
+    let picks = [
+        3,
+        IDLE_RESIDENT_MESSAGES + 1,
+        IDLE_RESIDENT_MESSAGES + 2_500,
+        IDLE_RESIDENT_MESSAGES + 2_501,
+        IDLE_RESIDENT_MESSAGES + 3_900,
+        IDLE_RESIDENT_MESSAGES + OVER - 2,
+        total - 1,
+    ];
+    let deep = f.state.remove(&[all[IDLE_RESIDENT_MESSAGES + 2_500].0]);
+    assert!(deep.seqs.is_empty() && deep.checks.len() == 1, "deep in the index file: to be checked off the task");
+    let mut seqs: Vec<u64> = picks.iter().map(|&i| all[i].0).collect();
+    seqs.push(u64::MAX - 1);
+    let removed = remove(&mut f.state, &seqs);
+    assert_eq!(removed, seqs[..picks.len()].to_vec(), "every pick, and not the unknown number");
+    assert!(remove(&mut f.state, &seqs).is_empty(), "a second removal finds none of them");
+    assert_eq!(f.state.stats().ready, u32::try_from(total - picks.len()).unwrap());
+    let body_len = |i: usize| u64::try_from(all[i].1.len()).unwrap();
+    assert_eq!(f.state.ready().bytes(), bytes_before - picks.iter().map(|&i| body_len(i)).sum::<u64>());
+    let (records, _) = f.state.take_journal();
+    let removes: Vec<u64> =
+        records.iter().filter_map(|r| if let Record::Remove { seq, .. } = r { Some(*seq) } else { None }).collect();
+    assert_eq!(removes.len(), picks.len(), "each exit is in the log: {removes:?}");
+
+    let browsed: Vec<String> = browse_all(&f.state, 999, false).into_iter().map(|(_, body)| body).collect();
+    let expected: Vec<String> = (0..total).filter(|i| !picks.contains(i)).map(|i| all[i].1.clone()).collect();
+    assert_eq!(browsed, expected, "browsing leaves the removed ones out");
+    assert_eq!(f.get_all(), expected, "and so does consuming");
+    assert_eq!(f.state.ready().bytes(), 0);
+}
+
+#[test]
+fn a_priority_queue_browses_in_arrival_order_and_unsettled_messages_only_when_asked() {
+    let mut f = fixture_with(false, QueueSettings::default(), max_priority(9));
+    for i in 0..3_000 {
+        f.publish_with([format!("m{i}")], prioritised(if i % 2 == 0 { 1 } else { 7 }, 1));
+    }
+    f.flush();
+    let all = browse_all(&f.state, 500, false);
+    assert_eq!(
+        all.iter().map(|(_, b)| b.clone()).collect::<Vec<_>>(),
+        (0..3_000).map(|i| format!("m{i}")).collect::<Vec<_>>()
+    );
+    // Two gets without acknowledgement: the highest priority's first two are held.
+    let owner = Owner { session: 1, channel: 1 };
+    let held: Vec<u64> = (0..2).map(|_| f.state.get(owner, false).unwrap().delivery.seq).collect();
+    let ready_only = f.state.browse(BrowseRequest::oldest(10_000)).resolve();
+    assert_eq!(ready_only.items.len(), 2_998);
+    assert!(ready_only.items.iter().all(|i| !held.contains(&i.seq) && !i.unacked));
+    let with_held = f.state.browse(BrowseRequest { include_unacked: true, ..BrowseRequest::oldest(3) }).resolve();
+    let first: Vec<(u64, bool)> = with_held.items.iter().map(|i| (i.seq, i.unacked)).collect();
+    assert_eq!(first, vec![(all[0].0, false), (held[0], true), (all[2].0, false)], "m1 (priority 7) is held");
+    assert!(remove(&mut f.state, &held).is_empty(), "a held message is its consumer's to settle");
 }

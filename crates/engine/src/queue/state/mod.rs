@@ -26,7 +26,9 @@ use charon_store::codec::decode_message;
 use charon_store::segment_log::{LogReader, Place, Placed, Record, RecoveredQueue};
 
 use super::arrivals::Arrivals;
+use super::browse::{BrowseRequest, Plan};
 use super::consumers::Consumers;
+use super::dlx_parked::{LETTER_LOG_KEY, Parked};
 use super::dlx_pending::{DlxPending, Due, NUMBER_BIT as DLX_NUMBER_BIT};
 use super::effects::{Discarded, Effects, Events, Held, RefusedDeadLetter};
 use super::entry::Entry;
@@ -34,7 +36,8 @@ use super::handle::QueueRef;
 use super::journal::reason_of;
 use super::limits::{Limits, Size};
 use super::order::Order;
-use super::paging::packed::Packed;
+use super::paging::packed::{Packed, PagedEntry};
+use super::paging::{Removed, Wake, packed_places};
 use super::ready::Ready;
 use super::requests::{ConfirmTo, ConsumeSpec, CreditGrant, Enqueue, GetOk, MessageCounters, QueueStats, Settle};
 use super::settings::QueueSettings;
@@ -116,6 +119,7 @@ impl QueueState {
     /// Turns paging on: the broker has a log that long queues can keep their messages in.
     pub(crate) fn enable_paging(&mut self, reader: LogReader) {
         self.reader = Some(reader.clone());
+        self.dlx.enable_parking(reader.clone(), Wake::new(&self.handle));
         self.ready.enable_paging(reader, &self.handle);
     }
 
@@ -145,23 +149,34 @@ impl QueueState {
             return restored;
         }
         let (waiting, rest): (Vec<_>, Vec<_>) = restored.into_iter().partition(|m| m.dead_lettered.is_some());
-        let places: Vec<Place> = waiting.iter().map(|m| m.place).collect();
-        let read = self.reader.as_ref().map(|reader| reader.read(&places)).unwrap_or_default();
         // A quorum queue that left RabbitMQ's strategy deletes them, as a switch does; a
         // classic queue only ever kept them under Charon's guarantee, which promised them.
         let keep = self.limits.settings().keeps_dead_letters() || !self.quorum;
-        let mut read = read.into_iter();
+        // They wait parked at their records and are read back for their first attempt;
+        // without a log to park them in (never, in the broker) they are read back here.
+        let mut unparked = Vec::new();
         for recovered in waiting {
-            let message = read.next().and_then(Result::ok).and_then(|bytes| decode_message(bytes).ok());
-            let reason = recovered.dead_lettered.and_then(reason_of);
-            match (message, reason) {
-                (Some(message), Some(reason)) if keep => {
-                    let mut entry = Entry::new(recovered.seq, Arc::new(message), recovered.expires_at, true);
-                    (entry.returned, entry.failed) = (recovered.returned, recovered.failed);
-                    self.dlx.hold(entry, reason);
+            match recovered.dead_lettered.and_then(reason_of) {
+                Some(reason) if keep => {
+                    if !self.dlx.park_recovered(&recovered, reason) {
+                        unparked.push((recovered, reason));
+                    }
                     self.dlx_retry_at = Some(self.now);
                 }
                 _ => self.effects.journal().left(recovered.seq, true, false),
+            }
+        }
+        let places: Vec<Place> = unparked.iter().map(|(m, _)| m.place).collect();
+        let read = self.reader.as_ref().map(|reader| reader.read(&places)).unwrap_or_default();
+        let mut read = read.into_iter();
+        for (recovered, reason) in unparked {
+            match read.next().and_then(Result::ok).and_then(|bytes| decode_message(bytes).ok()) {
+                Some(message) => {
+                    let mut entry = Entry::new(recovered.seq, Arc::new(message), recovered.expires_at, true);
+                    (entry.returned, entry.failed) = (recovered.returned, recovered.failed);
+                    self.dlx.hold(entry, reason);
+                }
+                None => self.effects.journal().left(recovered.seq, true, false),
             }
         }
         RecoveredQueue::from(rest)
@@ -396,6 +411,33 @@ impl QueueState {
         panic!("the read never completed");
     }
 
+    /// Plans a page of the queue's messages (ready ones, and unsettled ones when asked), to be
+    /// resolved off the task ([`Plan::resolve`]).
+    pub(crate) fn browse(&self, request: BrowseRequest) -> Plan {
+        let mut plan = Plan::new(request, self.reader.clone());
+        self.ready.browse(&mut plan);
+        if request.include_unacked {
+            plan.run(|collector| self.consumers.browse(collector));
+        }
+        plan
+    }
+
+    /// Removes the ready messages with sequence numbers `seqs` that are at hand; the index
+    /// chunks that may hold others come back as checks to read off the task and hand to
+    /// [`Self::remove_checked`]. Messages delivered to a consumer stay (they are its to settle).
+    pub(crate) fn remove(&mut self, seqs: &[u64]) -> Removed {
+        let mut removed = Removed::default();
+        self.ready.remove(seqs, self.effects.journal(), &mut removed);
+        removed
+    }
+
+    /// Removes what a check of chunk `id` of run `run` found in its index file.
+    pub(crate) fn remove_checked(&mut self, run: usize, id: u64, found: Vec<PagedEntry>) -> Removed {
+        let mut removed = Removed::default();
+        self.ready.remove_checked(run, id, found, self.effects.journal(), &mut removed);
+        removed
+    }
+
     /// When the oldest ready message arrived (ms since epoch, to within a second), if any.
     pub(crate) fn oldest_ready_at(&mut self) -> Option<i64> {
         self.arrivals.oldest(self.ready.head_seq(), self.ready.len() > 0)
@@ -445,13 +487,15 @@ impl QueueState {
         const PAGED: u64 = std::mem::size_of::<Packed>() as u64;
         let resident = self.ready.resident();
         let paged = self.ready.size().count.saturating_sub(resident.count);
+        const PARKED: u64 = std::mem::size_of::<Parked>() as u64;
         let unacked = u64::try_from(self.consumers.unacked_len()).unwrap_or(u64::MAX);
-        let waiting = self.dlx.size();
+        let (waiting, parked) = self.dlx.resident();
         (resident.count + unacked + waiting.count) * WHOLE
             + resident.bytes
             + self.consumers.unacked_bytes()
             + waiting.bytes
             + paged * PAGED
+            + parked * PARKED
     }
 
     /// After a pass: the consumers kept up unless messages are left ready (every consumer at
@@ -662,12 +706,9 @@ impl QueueState {
         let leaves_rabbit = self.limits.settings().at_least_once && !settings.keeps_dead_letters();
         self.limits.apply(settings, self.now);
         if leaves_rabbit {
-            let deleted = self.dlx.take_all();
-            if !deleted.is_empty() {
-                tracing::info!(queue = self.handle.name(), count = deleted.len(), "Deleted dead-lettered messages");
-            }
-            for entry in deleted {
-                self.effects.journal().removed(&entry);
+            let deleted = self.dlx.take_all(self.effects.journal());
+            if deleted > 0 {
+                tracing::info!(queue = self.handle.name(), count = deleted, "Deleted dead-lettered messages");
             }
             self.dlx_retry_at = None;
         } else {
@@ -689,18 +730,19 @@ impl QueueState {
             self.dlx_retry_at = None;
             self.dlx.retry_all();
         }
+        self.dlx.unpark();
         if self.dlx.any_due() { self.dlx.due() } else { Vec::new() }
     }
 
     /// The copy of dead letter `id` goes to target queue `target`: its confirm number.
-    pub(crate) fn dlx_sent(&mut self, id: u64, copy: &Arc<Message>, target: u64) -> u64 {
-        self.dlx.sent(id, copy, target)
+    pub(crate) fn dlx_sent(&mut self, id: u64, copy: &Arc<Message>, copied_at: i64, target: u64) -> u64 {
+        self.dlx.sent(id, copy, copied_at, target)
     }
 
     /// Dead letter `id` has nowhere to go now: it waits for the next attempt (or is done, if
     /// targets confirmed it before).
     pub(crate) fn dlx_unroutable(&mut self, id: u64) {
-        match self.dlx.unroutable(id) {
+        match self.dlx.unroutable(id, self.effects.journal()) {
             Some(entry) => self.dlx_done(&entry),
             None => self.retry_dlx_later(),
         }
@@ -708,7 +750,7 @@ impl QueueState {
 
     /// A target answered an at-least-once copy.
     pub(crate) fn dlx_answered(&mut self, number: u64, accepted: bool) {
-        if let Some(entry) = self.dlx.answered(number, accepted) {
+        if let Some(entry) = self.dlx.answered(number, accepted, self.effects.journal()) {
             self.dlx_done(&entry);
         } else if !accepted {
             self.retry_dlx_later();
@@ -727,13 +769,41 @@ impl QueueState {
     }
 
     /// Takes the places the log reported for messages behind the head.
+    /// Places of dead letters' spills go to the waiting letters; compaction's moves of the
+    /// queue's own records to the ready runs and to the letters parked at them.
     pub(crate) fn placed(&mut self, placed: Vec<Placed>) {
-        self.ready.placed(placed);
+        let (letters, own): (Vec<Placed>, Vec<Placed>) =
+            placed.into_iter().partition(|p| p.queue & LETTER_LOG_KEY != 0);
+        if !letters.is_empty() {
+            let mut places = packed_places(letters);
+            places.sort_unstable_by_key(|&(seq, _)| seq);
+            self.dlx.placed(true, &places, self.effects.journal());
+        }
+        if own.is_empty() {
+            return;
+        }
+        if self.dlx.size().count > 0 {
+            let mut places = packed_places(own.clone());
+            places.sort_unstable_by_key(|&(seq, _)| seq);
+            self.dlx.placed(false, &places, self.effects.journal());
+        }
+        self.ready.placed(own);
     }
 
     /// Whether the log's places of this pass's messages are wanted.
     pub(crate) fn wants_places(&self) -> bool {
-        self.ready.wants_places()
+        self.ready.wants_places() || self.dlx.wants_places()
+    }
+
+    /// Dead letters held whole in memory, and those parked on disk.
+    #[cfg(test)]
+    pub(crate) fn dlx_resident(&self) -> (Size, u64) {
+        self.dlx.resident()
+    }
+
+    /// Whether dead letters were spilled under the queue's letter key, which go with it.
+    pub(crate) fn spilled_letters(&self) -> bool {
+        self.dlx.spilled_any()
     }
 
     /// Whether a non-durable queue wrote spills, which it must drop from the log when it goes.
