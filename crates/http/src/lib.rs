@@ -24,6 +24,8 @@
 //!
 //! - `/api/charon/redrives[/{vhost}[/{id}[/pause|resume|cancel]]]`: redrive jobs ([`redrives`],
 //!   a Charon extension).
+//! - `/api/charon/queues/{vhost}/{name}/messages[/delete|/move]`: the dead-letter browser
+//!   ([`dead_letter_browser`]).
 //!
 //! Every request needs HTTP basic auth against the broker's users, under the broker's login
 //! policy (`loopback_users`, the failed-login throttle), by a user with a management tag; each
@@ -36,6 +38,7 @@ mod bindings;
 mod channels;
 mod connections;
 mod consumers;
+mod dead_letter_browser;
 pub mod definitions;
 mod error;
 mod exchange_publish;
@@ -152,6 +155,12 @@ pub fn router(broker: Arc<Broker>) -> Router {
         .route("/api/charon/redrives/{vhost}/{id}/pause", axum::routing::post(redrives::pause))
         .route("/api/charon/redrives/{vhost}/{id}/resume", axum::routing::post(redrives::resume))
         .route("/api/charon/redrives/{vhost}/{id}/cancel", axum::routing::post(redrives::cancel))
+        .route("/api/charon/queues/{vhost}/{name}/messages", get(dead_letter_browser::browse))
+        .route("/api/charon/queues/{vhost}/{name}/messages/delete", axum::routing::post(dead_letter_browser::delete))
+        .route(
+            "/api/charon/queues/{vhost}/{name}/messages/move",
+            axum::routing::post(dead_letter_browser::move_messages),
+        )
         .layer(axum::middleware::from_fn_with_state(Arc::clone(&broker), auth::require_user))
         .layer(axum::Extension(Arc::new(rates::Sampler::default())))
         .with_state(broker)
@@ -192,3 +201,7 @@ mod runtime_tests;
 #[cfg(test)]
 #[allow(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing)]
 mod redrives_tests;
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing)]
+mod dead_letter_browser_tests;

@@ -55,7 +55,7 @@ pub(crate) async fn list_vhost(
 }
 
 /// The checks of an action on a job over `source` to `destination`.
-fn check_rights(
+pub(crate) fn check_rights(
     broker: &Broker,
     user: &User,
     vhost: &VHost,

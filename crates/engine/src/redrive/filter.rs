@@ -55,10 +55,17 @@ impl Filter {
     }
 }
 
-/// A stored value against a JSON string, integer or boolean.
+/// A stored value against a JSON string, integer or boolean. A string also matches an integer
+/// or boolean value written the same way (`"3"` matches 3): query strings have only text.
 fn same(value: &Value, wanted: &serde_json::Value) -> bool {
     match wanted {
-        serde_json::Value::String(text) => value.as_str() == Some(text.as_str()),
+        serde_json::Value::String(text) => match value.as_str() {
+            Some(found) => found == text,
+            None => {
+                value.as_i64().is_some_and(|n| n.to_string() == *text)
+                    || value.as_bool().is_some_and(|b| b.to_string() == *text)
+            }
+        },
         serde_json::Value::Bool(flag) => value.as_bool() == Some(*flag),
         serde_json::Value::Number(n) => n.as_i64().is_some_and(|n| value.as_i64() == Some(n)),
         _ => false,
@@ -99,6 +106,8 @@ mod tests {
         assert!(!f(r#"{"died_after":1700000001}"#));
         assert!(!f(r#"{"died_before":1700000000}"#));
         assert!(f(r#"{"headers":{"tenant":"acme","n":3}}"#));
+        assert!(f(r#"{"headers":{"n":"3"}}"#));
+        assert!(!f(r#"{"headers":{"n":"4"}}"#));
         assert!(!f(r#"{"headers":{"tenant":"other"}}"#));
         assert!(!f(r#"{"headers":{"missing":"x"}}"#));
         assert!(f(r#"{"message_ids":["id0","id1"]}"#));

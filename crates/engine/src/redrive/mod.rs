@@ -14,6 +14,7 @@
 //! - `pass` (private): one pass over the source — consume, filter, publish with confirms, ack;
 //! - `runner` (private): a job's task; `lifecycle` (private): state changes, saved and
 //!   announced ([`events`]);
+//! - [`oneshot`]: moving chosen messages once (the dead-letter browser);
 //! - [`registry`]: the broker's jobs, as the API uses them; [`error`]: its errors.
 
 pub mod bucket;
@@ -22,6 +23,7 @@ pub mod events;
 pub mod filter;
 pub mod job;
 mod lifecycle;
+pub mod oneshot;
 mod pass;
 pub mod progress;
 pub mod registry;

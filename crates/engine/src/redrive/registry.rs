@@ -188,6 +188,28 @@ impl Redrives {
         Ok(job.view())
     }
 
+    /// Moves the ready messages `ids` of queue `source` to `target` once, at least once (the
+    /// dead-letter browser's move).
+    ///
+    /// # Errors
+    /// 400 for more than [`super::oneshot::MAX_IDS`] ids, 404 when the queue is gone.
+    pub async fn move_messages(
+        &self,
+        vhost: &Arc<VHost>,
+        source: &str,
+        ids: &[u64],
+        target: &super::spec::Target,
+    ) -> Result<super::oneshot::MoveOutcome, RedriveError> {
+        if ids.len() > super::oneshot::MAX_IDS {
+            return Err(RedriveError::Invalid(format!("at most {} ids at a time", super::oneshot::MAX_IDS)));
+        }
+        let session = self.lifecycle.next_id();
+        let queue = vhost.queue(source, session).map_err(|e| RedriveError::NotFound(e.to_string()))?;
+        super::oneshot::move_messages(vhost, &queue, ids, target, session)
+            .await
+            .map_err(|e| RedriveError::NotFound(e.to_string()))
+    }
+
     /// Deletes a finished job (its record too).
     ///
     /// # Errors
