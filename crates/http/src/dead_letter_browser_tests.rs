@@ -98,3 +98,24 @@ async fn chosen_messages_are_deleted_or_moved_back() {
         call(&broker, "POST", &format!("{uri}/move"), r#"{"ids":[],"destination":{"type":"nowhere"}}"#).await;
     assert_eq!(status, StatusCode::BAD_REQUEST);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_overview_lists_queues_that_dead_letter_and_receive_dead_letters() {
+    let (broker, vhost) = with_dead_letters(3).await;
+    let (status, got) = call(&broker, "GET", "/api/charon/dead-letters/%2F", "").await;
+    assert_eq!(status, StatusCode::OK, "{got}");
+    let names: Vec<&str> = got.as_array().unwrap().iter().map(|q| q["queue"].as_str().unwrap()).collect();
+    assert_eq!(names, ["amq.charon.dead-letters", "dlq", "orders"]);
+    let orders = &got[2];
+    assert_eq!(orders["dead_lettered"], json!({"rejected":3,"expired":0,"maxlen":0,"delivery_limit":0}));
+    assert_eq!(orders["rates"], json!({"rejected":0.0,"expired":0.0,"maxlen":0.0,"delivery_limit":0.0}));
+    let dlq = &got[1];
+    assert_eq!(dlq["dead_lettered"]["rejected"], 0);
+    // The gauges are those of the queue's last pass.
+    let dlq_queue = vhost.queue("dlq", 1).unwrap();
+    dlq_queue.stats().await.unwrap();
+    let (_, got) = call(&broker, "GET", "/api/charon/dead-letters/%2F", "").await;
+    assert_eq!(got[1]["messages"], 3);
+    assert!(got[1]["oldest_message_age_seconds"].as_u64().unwrap() < 5);
+    assert_eq!(call(&broker, "GET", "/api/charon/dead-letters/nohost", "").await.0, StatusCode::NOT_FOUND);
+}

@@ -25,7 +25,8 @@
 //! - `/api/charon/redrives[/{vhost}[/{id}[/pause|resume|cancel]]]`: redrive jobs ([`redrives`],
 //!   a Charon extension).
 //! - `/api/charon/queues/{vhost}/{name}/messages[/delete|/move]`: the dead-letter browser
-//!   ([`dead_letter_browser`]).
+//!   ([`dead_letter_browser`]); `GET /api/charon/dead-letters/{vhost}`: dead lettering per
+//!   queue ([`dead_letters`]).
 //!
 //! Every request needs HTTP basic auth against the broker's users, under the broker's login
 //! policy (`loopback_users`, the failed-login throttle), by a user with a management tag; each
@@ -39,6 +40,8 @@ mod channels;
 mod connections;
 mod consumers;
 mod dead_letter_browser;
+mod dead_letter_rates;
+mod dead_letters;
 pub mod definitions;
 mod error;
 mod exchange_publish;
@@ -155,6 +158,7 @@ pub fn router(broker: Arc<Broker>) -> Router {
         .route("/api/charon/redrives/{vhost}/{id}/pause", axum::routing::post(redrives::pause))
         .route("/api/charon/redrives/{vhost}/{id}/resume", axum::routing::post(redrives::resume))
         .route("/api/charon/redrives/{vhost}/{id}/cancel", axum::routing::post(redrives::cancel))
+        .route("/api/charon/dead-letters/{vhost}", get(dead_letters::overview))
         .route("/api/charon/queues/{vhost}/{name}/messages", get(dead_letter_browser::browse))
         .route("/api/charon/queues/{vhost}/{name}/messages/delete", axum::routing::post(dead_letter_browser::delete))
         .route(
@@ -163,6 +167,7 @@ pub fn router(broker: Arc<Broker>) -> Router {
         )
         .layer(axum::middleware::from_fn_with_state(Arc::clone(&broker), auth::require_user))
         .layer(axum::Extension(Arc::new(rates::Sampler::default())))
+        .layer(axum::Extension(Arc::new(dead_letter_rates::DeadLetterRates::default())))
         .with_state(broker)
 }
 
