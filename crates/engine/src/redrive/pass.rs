@@ -43,8 +43,9 @@ pub(super) const WINDOW: u32 = 2048;
 /// How long a pass waits without deliveries before it asks whether the source ran dry.
 const IDLE_CHECK: Duration = Duration::from_millis(200);
 
-/// How often a running job's progress is written to the store.
-const SAVE_EVERY: Duration = Duration::from_secs(1);
+/// How often a running job's progress is written to the store (a crash loses at most this
+/// much of its counts; never a message).
+const SAVE_EVERY: Duration = Duration::from_millis(250);
 
 /// Why a pass ended.
 #[derive(Clone, Debug, PartialEq, Eq)]
