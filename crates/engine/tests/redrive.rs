@@ -206,7 +206,9 @@ async fn a_full_destination_pauses_the_job_and_a_resume_finishes_it() {
     let paused = finished(&broker, &job.id).await;
     assert_eq!(paused.state, JobState::Paused, "{paused:?}");
     assert!(paused.reason.as_deref().unwrap().contains("'small' refused"), "{:?}", paused.reason);
-    assert_eq!((paused.progress.moved, paused.progress.failed), (1, 1));
+    assert_eq!(paused.progress.moved, 1);
+    // The refusal pauses the job; a message published before it arrived may be refused too.
+    assert!((1..=2).contains(&paused.progress.failed), "{paused:?}");
     assert_eq!(ready(&dlq, 2).await, 2, "the refused message stays in the source");
     // Room again: the job goes on from where it was.
     assert_eq!(drain(&queue(&vhost, "small")).await.len(), 1);

@@ -97,9 +97,11 @@ impl Redrives {
             self.jobs.lock().retain(|j| !Arc::ptr_eq(j, &job));
             return Err(store_error(e));
         }
-        super::events::announce(vhost, &job.view());
+        // The job as created (its task may finish a small job before the caller reads it).
+        let view = job.view();
+        super::events::announce(vhost, &view);
         runner::spawn(Arc::clone(&job), Arc::clone(vhost), self.lifecycle.clone());
-        Ok(job.view())
+        Ok(view)
     }
 
     fn runs_on(job: &Job, vhost: &str, source: &str) -> bool {
