@@ -41,6 +41,29 @@ impl ApiUrl {
         Self { path: path.to_owned(), ..self.clone() }
     }
 
+    /// One request with a JSON body (the redrive scenario's `POST`); the status code and the
+    /// body.
+    pub(crate) async fn send(&self, method: &str, body: &str) -> Result<(u16, String)> {
+        let mut stream = TcpStream::connect(&self.authority).await.with_context(|| self.authority.clone())?;
+        let head = format!(
+            "{method} {} HTTP/1.1\r\nHost: {}\r\nAuthorization: Basic {}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+            self.path,
+            self.authority,
+            self.credentials,
+            body.len()
+        );
+        stream.write_all(head.as_bytes()).await?;
+        let mut raw = Vec::new();
+        stream.read_to_end(&mut raw).await?;
+        let status = std::str::from_utf8(raw.get(9..12).unwrap_or_default())
+            .ok()
+            .and_then(|s| s.parse().ok())
+            .ok_or_else(|| anyhow!("malformed HTTP answer"))?;
+        let text = String::from_utf8_lossy(&raw);
+        let body = text.split_once("\r\n\r\n").map(|(_, b)| b.to_owned()).unwrap_or_default();
+        Ok((status, body))
+    }
+
     /// One GET; the status code and how many body bytes came back.
     pub(crate) async fn get(&self) -> Result<(u16, usize)> {
         let mut stream = TcpStream::connect(&self.authority).await.with_context(|| self.authority.clone())?;

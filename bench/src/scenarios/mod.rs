@@ -8,6 +8,7 @@ mod fanout;
 mod max_length;
 mod memory;
 mod one_to_one;
+mod redrive;
 
 use anyhow::Result;
 
@@ -43,6 +44,9 @@ pub(crate) enum Scenario {
     S10,
     /// `GET /api/queues` with N queues declared (default 10,000): the median of 5 listings.
     ApiQueues,
+    /// N dead letters moved back to their queue at an unlimited rate: a redrive job on Charon
+    /// (`--api`), a consume-republish loop elsewhere.
+    Redrive,
 }
 
 impl Scenario {
@@ -57,6 +61,7 @@ impl Scenario {
             Self::S7DropHead | Self::S7Reject => 10_000_000,
             Self::Memory | Self::MemoryWaiting => 1_000_000,
             Self::ApiQueues => 10_000,
+            Self::Redrive => 1_000_000,
         }
     }
 }
@@ -97,6 +102,7 @@ pub(crate) async fn run(target: &Target, scenario: Scenario, params: Params) -> 
         Scenario::MemoryWaiting => dead_letter::memory_waiting(target, params, &tag).await,
         Scenario::S10 => amqp10::one_to_one(target, params, &tag).await,
         Scenario::ApiQueues => api_queues::listing(target, params, &tag).await,
+        Scenario::Redrive => redrive::run(target, params, &tag).await,
     };
     let peak = rss.finish();
     let mut outcome = result?;

@@ -129,6 +129,8 @@ pub struct Broker {
     reply_consumers: Arc<ReplyConsumers>,
     /// See [`BrokerConfig::consumer_timeout`].
     consumer_timeout: Option<u64>,
+    /// Redrive jobs (issue 20).
+    redrives: crate::redrive::Redrives,
 }
 
 impl Broker {
@@ -150,6 +152,7 @@ impl Broker {
             })
             .collect();
         let login = LoginPolicy::new(config.login.clone());
+        let redrives = crate::redrive::Redrives::new(None, Arc::clone(&ids));
         Arc::new(Self {
             access,
             vhosts: RwLock::new(vhosts),
@@ -164,6 +167,7 @@ impl Broker {
             login,
             reply_consumers: Arc::default(),
             consumer_timeout: config.consumer_timeout,
+            redrives,
         })
     }
 
@@ -223,6 +227,8 @@ impl Broker {
             store.log.append(orphans, None);
         }
         let login = LoginPolicy::new(config.login.clone());
+        let redrives = crate::redrive::Redrives::new(Some(Arc::clone(&store)), Arc::clone(&ids));
+        redrives.restore(&store, &vhosts);
         let broker = Arc::new(Self {
             access,
             vhosts: RwLock::new(vhosts),
@@ -237,6 +243,7 @@ impl Broker {
             login,
             reply_consumers: Arc::default(),
             consumer_timeout: config.consumer_timeout,
+            redrives,
         });
         let weak = Arc::downgrade(&broker);
         store.log.set_relocation_listener(Box::new(move |placed| {
@@ -280,6 +287,12 @@ impl Broker {
     #[must_use]
     pub fn consumer_timeout(&self) -> Option<u64> {
         self.consumer_timeout
+    }
+
+    /// The redrive jobs.
+    #[must_use]
+    pub fn redrives(&self) -> &crate::redrive::Redrives {
+        &self.redrives
     }
 
     /// The live direct reply-to consumers.

@@ -27,6 +27,7 @@
 //! - [`alarms`], [`limits`]: memory/disk alarms; vhost, user and connection limits.
 //! - [`policy`]: RabbitMQ policies and how they apply to queues.
 //! - [`metrics`]: counters the Prometheus endpoint renders.
+//! - [`redrive`]: redrive jobs, moving dead letters back at a chosen rate.
 //! - [`error`]: the engine's errors, with RabbitMQ's texts.
 
 pub mod access;
@@ -46,6 +47,7 @@ pub mod metrics;
 pub mod persist;
 pub mod policy;
 pub mod queue;
+pub mod redrive;
 pub mod reply_to;
 mod reservation;
 pub mod route_cache;

@@ -39,6 +39,11 @@ pub const QUEUE_OLDEST_MESSAGE_AGE: &str = "charon_queue_oldest_message_age_seco
 /// dropped because the vhost's event buffer was full.
 pub const DEAD_LETTER_EVENTS_DROPPED: &str = "charon_dead_letter_events_dropped_total";
 
+/// Messages redrive jobs handled: `charon_redrive_messages_total{vhost,source,destination,
+/// outcome}`, `outcome` one of `moved`, `skipped`, `failed` (a global counter through the
+/// facade, counted a batch at a time).
+pub const REDRIVE_MESSAGES: &str = "charon_redrive_messages_total";
+
 /// Dead letters dropped where RabbitMQ drops them silently (and kept in the fallback queue when
 /// it is on): `charon_dead_letters_dropped_total{vhost,queue,drop_reason}`.
 pub const DEAD_LETTERS_DROPPED: &str = "charon_dead_letters_dropped_total";
@@ -197,6 +202,11 @@ pub fn register() {
     for (reason, text) in help {
         describe_counter!(global_name(reason), Unit::Count, text);
     }
+    describe_counter!(
+        REDRIVE_MESSAGES,
+        Unit::Count,
+        "Messages redrive jobs moved, skipped (left by their filter) or failed to move"
+    );
     describe_counter!(
         "rabbitmq_global_messages_dead_lettered_confirmed_total",
         Unit::Count,

@@ -61,6 +61,17 @@ impl ApiError {
         Self { error: "", reason: String::new(), ..Self::internal("") }
     }
 
+    /// 409 `conflict` (Charon's own endpoints: a redrive job already running on a queue, or
+    /// not in a state that allows the action).
+    pub(crate) fn conflict(reason: impl Into<String>) -> Self {
+        Self { status: StatusCode::CONFLICT, error: "conflict", reason: reason.into(), term: None, escape: false }
+    }
+
+    /// 404 `not_found` with a reason of Charon's own endpoints, as it is.
+    pub(crate) fn not_found_reason(reason: impl Into<String>) -> Self {
+        Self { error: "not_found", reason: reason.into(), escape: false, ..Self::not_found() }
+    }
+
     /// 500 `internal_server_error` (the store could not record a change).
     pub(crate) fn internal(reason: impl Into<String>) -> Self {
         Self {

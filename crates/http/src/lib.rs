@@ -23,6 +23,12 @@
 //! - `GET`, `POST /api/definitions[/{vhost}]`: RabbitMQ's definitions export and import
 //!   ([`definitions`]).
 //!
+//! - `/api/charon/redrives[/{vhost}[/{id}[/pause|resume|cancel]]]`: redrive jobs ([`redrives`],
+//!   a Charon extension).
+//! - `/api/charon/queues/{vhost}/{name}/messages[/delete|/move]`: the dead-letter browser
+//!   ([`dead_letter_browser`]); `GET /api/charon/dead-letters/{vhost}`: dead lettering per
+//!   queue ([`dead_letters`]).
+//!
 //! Every request needs HTTP basic auth against the broker's users, under the broker's login
 //! policy (`loopback_users`, the failed-login throttle), by a user with a management tag; each
 //! endpoint then applies RabbitMQ's rule for it ([`auth`]). [`serve`] serves plain HTTP,
@@ -34,6 +40,9 @@ mod bindings;
 mod channels;
 mod connections;
 mod consumers;
+mod dead_letter_browser;
+mod dead_letter_rates;
+mod dead_letters;
 pub mod definitions;
 mod error;
 mod exchange_publish;
@@ -52,6 +61,7 @@ mod queue_actions;
 mod queue_get;
 mod queues;
 mod rates;
+mod redrives;
 mod request;
 mod runtime;
 mod tls;
@@ -150,8 +160,22 @@ pub fn router(broker: Arc<Broker>) -> Router {
         .route("/api/extensions", get(overview::extensions))
         .route("/api/nodes", get(nodes::list))
         .route("/api/nodes/{name}", get(nodes::get_one))
+        .route("/api/charon/redrives", get(redrives::list_all))
+        .route("/api/charon/redrives/{vhost}", get(redrives::list_vhost).post(redrives::create))
+        .route("/api/charon/redrives/{vhost}/{id}", get(redrives::get_one).delete(redrives::delete))
+        .route("/api/charon/redrives/{vhost}/{id}/pause", axum::routing::post(redrives::pause))
+        .route("/api/charon/redrives/{vhost}/{id}/resume", axum::routing::post(redrives::resume))
+        .route("/api/charon/redrives/{vhost}/{id}/cancel", axum::routing::post(redrives::cancel))
+        .route("/api/charon/dead-letters/{vhost}", get(dead_letters::overview))
+        .route("/api/charon/queues/{vhost}/{name}/messages", get(dead_letter_browser::browse))
+        .route("/api/charon/queues/{vhost}/{name}/messages/delete", axum::routing::post(dead_letter_browser::delete))
+        .route(
+            "/api/charon/queues/{vhost}/{name}/messages/move",
+            axum::routing::post(dead_letter_browser::move_messages),
+        )
         .layer(axum::middleware::from_fn_with_state(Arc::clone(&broker), auth::require_user))
         .layer(axum::Extension(Arc::new(rates::Sampler::default())))
+        .layer(axum::Extension(Arc::new(dead_letter_rates::DeadLetterRates::default())))
         .with_state(broker)
 }
 
@@ -190,3 +214,11 @@ mod runtime_tests;
 #[cfg(test)]
 #[allow(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing)]
 mod operator_policies_tests;
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing)]
+mod redrives_tests;
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing)]
+mod dead_letter_browser_tests;

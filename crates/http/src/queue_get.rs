@@ -97,7 +97,7 @@ fn render(message: &Message, redelivered: bool, remaining: u32, base64: bool, tr
     })
 }
 
-fn id(id: &MessageId) -> JsonValue {
+pub(crate) fn id(id: &MessageId) -> JsonValue {
     match id {
         MessageId::String(s) => s.clone().into(),
         MessageId::Ulong(n) => (*n).into(),
@@ -108,7 +108,7 @@ fn id(id: &MessageId) -> JsonValue {
 
 /// The 0.9.1 properties as RabbitMQ's `rabbit_mgmt_format:basic_properties` lists them (its
 /// order: last field first), or `[]` when there are none, as 4.0.5 renders an empty list.
-fn properties(message: &Message) -> JsonValue {
+pub(crate) fn properties(message: &Message) -> JsonValue {
     let p = message.properties();
     let mut fields = Map::new();
     let mut put = |key: &str, value: Option<JsonValue>| {

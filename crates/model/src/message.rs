@@ -62,6 +62,9 @@ pub struct BrokerAnnotations {
     /// (so it is neither stored nor rendered itself). `None` unless an AMQP 1.0 consumer sent
     /// an error or annotations with its outcome.
     pub refusal: Option<Arc<DeathCause>>,
+    /// How often a redrive job moved the message out of a dead-letter queue (Charon's
+    /// extension, issue 20); consumers see it as [`REDRIVE_COUNT_KEY`] once it is above 0.
+    pub redrive_count: u32,
 }
 
 /// The 0.9.1 header / 1.0 message annotation that shows a redelivered quorum-queue message's
@@ -69,19 +72,36 @@ pub struct BrokerAnnotations {
 /// `rabbit_fifo_client:add_delivery_count_header/2`).
 pub const DELIVERY_COUNT_KEY: &str = "x-delivery-count";
 
+/// The 0.9.1 header / 1.0 message annotation that shows how often redrive jobs moved a
+/// message out of a dead-letter queue ([`BrokerAnnotations::redrive_count`]).
+pub const REDRIVE_COUNT_KEY: &str = "x-charon-redrive-count";
+
 impl BrokerAnnotations {
     /// `table` (0.9.1 headers or 1.0 message annotations, whichever the publishing protocol
-    /// keeps its `x-` entries in) with [`DELIVERY_COUNT_KEY`] set to the acquired count as a
-    /// long — replacing an entry of that name in place, else appended — when the message came
-    /// back before; `table` itself otherwise. The first delivery carries no count.
+    /// keeps its `x-` entries in) with the broker's counts as longs — replacing an entry of
+    /// that name in place, else appended: [`DELIVERY_COUNT_KEY`] when the message came back
+    /// before (the first delivery carries no count), [`REDRIVE_COUNT_KEY`] when a redrive
+    /// moved it; `table` itself when neither applies.
     #[must_use]
     pub fn with_delivery_count<'a>(&self, table: &'a Table) -> Cow<'a, Table> {
-        if self.acquired_count == 0 {
+        if self.acquired_count == 0 && self.redrive_count == 0 {
             return Cow::Borrowed(table);
         }
         let mut counted = table.clone();
-        counted.insert(DELIVERY_COUNT_KEY, Value::I64(i64::from(self.acquired_count)));
+        if self.acquired_count > 0 {
+            counted.insert(DELIVERY_COUNT_KEY, Value::I64(i64::from(self.acquired_count)));
+        }
+        if self.redrive_count > 0 {
+            counted.insert(REDRIVE_COUNT_KEY, Value::I64(i64::from(self.redrive_count)));
+        }
         Cow::Owned(counted)
+    }
+
+    /// Whether the counts change what a consumer sees ([`Self::with_delivery_count`] adds an
+    /// entry), so that a message's original encoding cannot be passed through.
+    #[must_use]
+    pub fn adds_entries(&self) -> bool {
+        self.acquired_count > 0 || self.redrive_count > 0
     }
 }
 
@@ -263,6 +283,20 @@ mod tests {
                 .collect();
         let counted = returned.with_delivery_count(&forged);
         assert_eq!(counted.0, vec![(DELIVERY_COUNT_KEY.to_owned(), Value::I64(3)), ("z".to_owned(), Value::I32(0))]);
+    }
+
+    #[test]
+    fn the_redrive_count_shows_once_moved_after_the_delivery_count() {
+        let table: Table = vec![("a".to_owned(), Value::I32(1))].into_iter().collect();
+        let moved = BrokerAnnotations { redrive_count: 2, ..BrokerAnnotations::default() };
+        assert!(moved.adds_entries());
+        let counted = moved.with_delivery_count(&table);
+        assert_eq!(counted.0, vec![("a".to_owned(), Value::I32(1)), (REDRIVE_COUNT_KEY.to_owned(), Value::I64(2))]);
+        let both = BrokerAnnotations { redrive_count: 1, acquired_count: 4, ..BrokerAnnotations::default() };
+        let counted = both.with_delivery_count(&table);
+        let keys: Vec<&str> = counted.iter().map(|(k, _)| k).collect();
+        assert_eq!(keys, ["a", DELIVERY_COUNT_KEY, REDRIVE_COUNT_KEY]);
+        assert!(!BrokerAnnotations::default().adds_entries());
     }
 
     #[test]

@@ -8,9 +8,11 @@
 //! - [`data_dir`]: the data directory — version file and lock file.
 //! - [`meta`]: durable topology and policies in redb.
 //! - [`access`]: durable users, vhosts and permissions, in the same redb file.
+//! - [`redrives`]: durable redrive jobs, in the same redb file.
 
 pub mod access;
 pub mod codec;
 pub mod data_dir;
 pub mod meta;
+pub mod redrives;
 pub mod segment_log;

@@ -51,7 +51,7 @@ impl Rendered<'_> {
 /// also carries `x-delivery-count`, so it is encoded afresh rather than passed through.
 pub(crate) fn for_consumer(message: &Message) -> Rendered<'_> {
     match &message.encoded {
-        Encoded::Amqp091Properties(raw) if message.broker.acquired_count == 0 => Rendered::Raw(raw),
+        Encoded::Amqp091Properties(raw) if !message.broker.adds_entries() => Rendered::Raw(raw),
         _ if message.origin == Origin::Amqp10 => {
             let converted = from_amqp10(message);
             let headers = match message.broker.deaths.as_deref() {

@@ -14,7 +14,11 @@ use super::render::DeliveryFacts;
 /// Writes the header and message annotations of a plain message and returns true, or writes
 /// nothing and returns false when the message needs the general path.
 pub(super) fn plain_sections(out: &mut Vec<u8>, message: &Message, facts: DeliveryFacts) -> bool {
-    if matches!(message.origin, Origin::Amqp091) || !message.annotations.is_empty() || message.broker.deaths.is_some() {
+    if matches!(message.origin, Origin::Amqp091)
+        || !message.annotations.is_empty()
+        || message.broker.deaths.is_some()
+        || message.broker.redrive_count > 0
+    {
         return false;
     }
     let props = message.properties();

@@ -370,6 +370,26 @@ mod tests {
     }
 
     #[test]
+    fn a_redriven_message_carries_x_charon_redrive_count_as_an_annotation() {
+        for origin in [Origin::Amqp091, Origin::Amqp10] {
+            let mut message = dead_letter(origin);
+            message.broker.redrive_count = 3;
+            let map = annotations(&message);
+            let key = Amqp::Symbol(Symbol::from(charon_model::REDRIVE_COUNT_KEY));
+            assert_eq!(map.get(&key), Some(&Amqp::Long(3)), "{origin:?}");
+            assert!(map.get(&Amqp::Symbol(Symbol::from("x-opt-deaths"))).is_some(), "the history stays");
+        }
+        // The plain fast path does not drop it.
+        let mut message = dead_letter(Origin::Amqp10);
+        (message.broker.deaths, message.annotations) = (None, Table::new());
+        message.broker.redrive_count = 1;
+        let out = for_consumer(&message, DeliveryFacts::default());
+        let parsed = parse_message(&Bytes::from(out)).unwrap();
+        let found = parsed.annotations.iter().find(|(k, _)| k.as_str() == Some(charon_model::REDRIVE_COUNT_KEY));
+        assert_eq!(found.map(|(_, v)| v.as_i64()), Some(Some(1)), "{:?}", parsed.annotations);
+    }
+
+    #[test]
     fn a_redelivered_quorum_message_carries_x_delivery_count_as_an_annotation() {
         for origin in [Origin::Amqp091, Origin::Amqp10] {
             let mut message = dead_letter(origin);

@@ -5,6 +5,7 @@
 //! bindings whose both ends are durable; every policy. Messages are journalled by the queues
 //! themselves ([`crate::queue`]).
 
+mod redrives;
 mod writer;
 
 use std::sync::Arc;

@@ -72,7 +72,7 @@ pub use handle::{QueueHandle, QueueRef};
 pub(crate) use links::QueueLinks;
 pub use requests::{
     ConfirmTo, ConsumeSpec, ConsumerReport, CreditGrant, Enqueue, GetOk, MessageCounters, QueueConfig, QueueStats,
-    Settle,
+    REFUSED_TO_PUBLISHER_BIT, Settle,
 };
 pub use settings::{Overflow, QueueSettings};
 

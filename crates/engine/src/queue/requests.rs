@@ -39,6 +39,12 @@ pub struct Enqueue {
     pub confirm: Option<u64>,
 }
 
+/// A confirm number with this bit set is refused to its publisher when the queue is full, even
+/// for a message with a death history (which a full queue otherwise passes on to the fallback
+/// queue as a dead letter): redrive jobs number their copies so (bit 62; bit 63 marks the
+/// queues' own at-least-once dead letters).
+pub const REFUSED_TO_PUBLISHER_BIT: u64 = 1 << 62;
+
 /// Where to send confirmations for a batch.
 #[derive(Clone, Debug)]
 pub struct ConfirmTo {

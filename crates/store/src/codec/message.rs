@@ -38,6 +38,7 @@ pub(super) fn put_message(out: &mut BytesMut, m: &Message) {
     put_strings(out, &m.routing.bcc);
     put_varint(out, u64::from(m.broker.delivery_count));
     put_varint(out, u64::from(m.broker.acquired_count));
+    put_varint(out, u64::from(m.broker.redrive_count));
     match &m.broker.deaths {
         None => out.put_u8(0),
         Some(history) => {
@@ -58,7 +59,8 @@ pub(super) fn put_message(out: &mut BytesMut, m: &Message) {
     }
 }
 
-pub(super) fn read_message(r: &mut Reader) -> Result<Message, CodecError> {
+/// Reads a message of layout `version` (1 has no redrive count).
+pub(super) fn read_message(r: &mut Reader, version: u8) -> Result<Message, CodecError> {
     let origin = match r.u8("origin")? {
         0 => Origin::Broker,
         1 => Origin::Amqp091,
@@ -81,6 +83,7 @@ pub(super) fn read_message(r: &mut Reader) -> Result<Message, CodecError> {
     };
     let delivery_count = r.u32("delivery count")?;
     let acquired_count = r.u32("acquired count")?;
+    let redrive_count = if version >= 2 { r.u32("redrive count")? } else { 0 };
     let deaths = if r.bool("death history")? { Some(Box::new(read_history(r)?)) } else { None };
     let encoded = match r.u8("encoding kind")? {
         0 => Encoded::None,
@@ -91,7 +94,7 @@ pub(super) fn read_message(r: &mut Reader) -> Result<Message, CodecError> {
     let mut message = Message::new(routing, body);
     message.headers = headers;
     message.annotations = annotations;
-    message.broker = BrokerAnnotations { deaths, delivery_count, acquired_count, refusal: None };
+    message.broker = BrokerAnnotations { deaths, delivery_count, acquired_count, refusal: None, redrive_count };
     message.encoded = encoded;
     message.origin = origin;
     message.set_properties(properties);

@@ -16,8 +16,9 @@ use charon_model::{Message, Table};
 
 use self::wire::Reader;
 
-/// The layout version written first in every encoded message.
-pub const FORMAT_VERSION: u8 = 1;
+/// The layout version written first in every encoded message. Version 2 added the redrive
+/// count after the acquired count; version 1 (without it) is still read.
+pub const FORMAT_VERSION: u8 = 2;
 
 /// A stored message or table that does not decode.
 #[derive(Debug, thiserror::Error)]
@@ -49,10 +50,10 @@ pub fn encode_message(message: &Message, out: &mut BytesMut) {
 pub fn decode_message(bytes: Bytes) -> Result<Message, CodecError> {
     let mut r = Reader::new(bytes);
     let version = r.u8("format version")?;
-    if version != FORMAT_VERSION {
+    if !(1..=FORMAT_VERSION).contains(&version) {
         return Err(CodecError::UnknownVersion(version));
     }
-    let message = message::read_message(&mut r)?;
+    let message = message::read_message(&mut r, version)?;
     if !r.is_empty() {
         return Err(r.error("trailing bytes"));
     }

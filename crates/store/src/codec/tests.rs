@@ -107,6 +107,7 @@ fn full_message() -> Message {
         delivery_count: 4,
         acquired_count: 7,
         refusal: None,
+        redrive_count: 3,
     };
     m.encoded = Encoded::Amqp10Bare(Bytes::from_static(b"\x00\x53\x70\x45"));
     m.origin = Origin::Amqp10;
@@ -181,6 +182,21 @@ fn truncated_or_flipped_input_is_an_error_never_a_panic() {
         flipped[i] ^= 0xa5;
         let _ = decode_message(Bytes::from(flipped));
     }
+}
+
+#[test]
+fn a_version_1_message_reads_without_a_redrive_count() {
+    let mut m = Message::default();
+    m.routing.routing_key = "k".into();
+    let v2 = encode(&m).to_vec();
+    // Version 1 ends with the acquired count, the death-history flag and the encoding kind:
+    // the same bytes without the redrive count (the third byte from the end here).
+    let mut v1 = v2.clone();
+    v1[0] = 1;
+    v1.remove(v1.len() - 3);
+    assert_eq!(decode_message(Bytes::from(v1)).unwrap(), m);
+    m.broker.redrive_count = 300;
+    assert_eq!(decode_message(encode(&m)).unwrap().broker.redrive_count, 300);
 }
 
 #[test]
@@ -274,8 +290,12 @@ fn a_death_history_written_before_causes_still_decodes() {
         ]
     );
     assert_eq!((deaths.first.queue.as_str(), deaths.last.queue.as_str()), ("q2", "q1"));
-    // The current encoder writes such a history byte for byte as it was.
-    assert_eq!(encode(&m).to_vec(), old);
+    // The current encoder writes such a history byte for byte as it was, in layout 2 (a zero
+    // redrive count after the acquired count).
+    let mut current = old.clone();
+    current[0] = 2;
+    current.insert(19, 0);
+    assert_eq!(encode(&m).to_vec(), current);
 }
 
 #[test]

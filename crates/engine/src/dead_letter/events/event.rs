@@ -119,7 +119,7 @@ impl DeadLetterEvent {
 
 /// A message or correlation id as text: a string as it is, a ulong in decimal, a uuid in its
 /// canonical 8-4-4-4-12 form, a binary in lowercase hex.
-fn id_text(id: &MessageId) -> String {
+pub(crate) fn id_text(id: &MessageId) -> String {
     match id {
         MessageId::String(text) => text.clone(),
         MessageId::Ulong(number) => number.to_string(),

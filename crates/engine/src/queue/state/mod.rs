@@ -849,9 +849,11 @@ impl QueueState {
 
 /// Whether a refused message is passed on to the fallback queue rather than refused to its
 /// publisher: a dead letter (only the broker gives a message a death history) whose source does
-/// not keep it anyway (RabbitMQ's at-least-once letters wait in their quorum queue).
+/// not keep it anyway (RabbitMQ's at-least-once letters wait in their quorum queue), and not a
+/// redrive's copy (its source keeps it too, and the job pauses on the refusal).
 fn passed_on_when_refused(item: &Enqueue) -> bool {
-    item.message.broker.deaths.is_some() && item.confirm.is_none_or(|n| n & DLX_NUMBER_BIT == 0)
+    item.message.broker.deaths.is_some()
+        && item.confirm.is_none_or(|n| n & (DLX_NUMBER_BIT | super::requests::REFUSED_TO_PUBLISHER_BIT) == 0)
 }
 
 #[cfg(test)]

@@ -1,0 +1,504 @@
+//! One pass of a job over its source queue.
+//!
+//! The job consumes the source like any consumer (its deliveries bounded by a window: the
+//! session's outbound [`crate::gate::Gate`]), and for each message it decides:
+//!
+//! - the filter does not select it (or the job is a dry run): it is set aside, unacknowledged,
+//!   and requeued when the pass ends, so it stays in the source in its place and is not
+//!   delivered again meanwhile — the pass cannot spin on it;
+//! - otherwise it is re-published through the vhost's normal route (route cache, exchange
+//!   bindings) with a confirmation per message, and the source delivery is acknowledged only
+//!   once every queue it was routed to confirmed it: a crash in between leaves it in the source
+//!   (moved again later: a duplicate, never a loss).
+//!
+//! A pass ends when it has looked at as many messages as the source held ready when the pass
+//! began (new arrivals wait for the next job), when `max_messages` are moved, when the source
+//! runs dry, or when the job is paused or cancelled; a destination that refuses a message (a
+//! full `reject-publish` queue, a deleted queue, no route) pauses it with the reason. Messages
+//! in flight are settled before the pass returns.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use charon_model::{Message, Table};
+use tokio::sync::{mpsc, watch};
+
+use super::bucket::TokenBucket;
+use super::filter::last_death;
+use super::job::{Control, Job, JobView};
+use super::lifecycle::Lifecycle;
+use super::progress::{DryRunResult, RateMeter};
+use super::route::redriven;
+use super::spec::Target;
+use crate::metrics::REDRIVE_MESSAGES;
+use crate::queue::{ConfirmTo, ConsumeSpec, Enqueue, QueueRef, REFUSED_TO_PUBLISHER_BIT, Settle};
+use crate::route_cache::RouteCache;
+use crate::session::{Delivery, Owner, SessionEvent, SessionSink};
+use crate::vhost::VHost;
+
+/// Deliveries a job holds at most before settling or setting them aside.
+pub(super) const WINDOW: u32 = 2048;
+
+/// How long a pass waits without deliveries before it asks whether the source ran dry.
+const IDLE_CHECK: Duration = Duration::from_millis(200);
+
+/// How often a running job's progress is written to the store (a crash loses at most this
+/// much of its counts; never a message).
+const SAVE_EVERY: Duration = Duration::from_millis(250);
+
+/// Why a pass ended.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(super) enum PassEnd {
+    /// Everything it was to look at was looked at (or the maximum moved).
+    Completed,
+    /// Paused by a user (`None`) or by a destination that refused (the reason).
+    Paused(Option<String>),
+    /// Cancelled by a user.
+    Cancelled,
+    /// The source is gone.
+    Failed(String),
+}
+
+/// A publish awaiting its confirmations.
+struct Pending {
+    /// The source delivery to acknowledge.
+    source_seq: u64,
+    /// Queues yet to confirm.
+    outstanding: usize,
+    /// The first refusal, if any.
+    refused: Option<String>,
+}
+
+/// The `charon_redrive_messages_total` series of one job.
+struct Counters {
+    moved: metrics::Counter,
+    skipped: metrics::Counter,
+    failed: metrics::Counter,
+}
+
+impl Counters {
+    fn new(view: &JobView) -> Self {
+        let series = |outcome: &'static str| {
+            metrics::counter!(REDRIVE_MESSAGES,
+                "vhost" => view.vhost.clone(),
+                "source" => view.source.clone(),
+                "destination" => view.destination.label().to_owned(),
+                "outcome" => outcome)
+        };
+        Self { moved: series("moved"), skipped: series("skipped"), failed: series("failed") }
+    }
+}
+
+/// One pass's state.
+struct Pass<'a> {
+    job: &'a Arc<Job>,
+    vhost: &'a Arc<VHost>,
+    lifecycle: &'a Lifecycle,
+    source: QueueRef,
+    sink: SessionSink,
+    target: Target,
+    dry_run: bool,
+    filter: super::spec::Filter,
+    counters: Counters,
+    /// Messages to look at in this pass, and how many were.
+    to_see: u64,
+    seen: u64,
+    /// How many more may move (`max_messages`).
+    allowance: u64,
+    /// Set aside: requeued when the pass ends.
+    aside: Vec<u64>,
+    pending: HashMap<u64, Pending>,
+    next_publish: u64,
+    /// Destination queues by id: their confirm channel and name.
+    channels: HashMap<u64, (u32, String)>,
+    names: Vec<String>,
+    cache: RouteCache,
+    bucket: Option<TokenBucket>,
+    meter: RateMeter,
+    last_save: Instant,
+    dry: DryRunResult,
+    /// Selected messages waiting for their turn (the rate), and when the next may go.
+    backlog: std::collections::VecDeque<Delivery>,
+    wake: Option<Instant>,
+    /// Set once the pass looked at all it was to look at (or selected its maximum).
+    exhausted: bool,
+    /// Set once the pass is to end, with how.
+    end: Option<PassEnd>,
+    /// Counts of this pass, and how much of them the job's view already has.
+    moved: u64,
+    skipped: u64,
+    failed: u64,
+    folded: (u64, u64, u64),
+}
+
+/// Runs one pass of `job` over its source.
+pub(super) async fn run(
+    job: &Arc<Job>,
+    vhost: &Arc<VHost>,
+    lifecycle: &Lifecycle,
+    control: &mut watch::Receiver<Control>,
+) -> PassEnd {
+    let view = job.view();
+    let session = lifecycle.next_id();
+    let source = match vhost.queue(&view.source, session) {
+        Ok(queue) => queue,
+        Err(e) => return PassEnd::Failed(e.to_string()),
+    };
+    let ready = match source.stats().await {
+        Ok(stats) => u64::from(stats.ready),
+        Err(e) => return PassEnd::Failed(e.to_string()),
+    };
+    let allowance = if view.dry_run { u64::MAX } else { view.allowance() };
+    job.update(|v| {
+        v.progress.skipped = 0;
+        v.progress.remaining = ready.min(allowance);
+        v.dry_run_result = None;
+    });
+    if ready == 0 || allowance == 0 {
+        return PassEnd::Completed;
+    }
+    let window = u32::try_from(allowance.min(ready)).unwrap_or(WINDOW).clamp(1, WINDOW);
+    let window = view.rate.map_or(window, |rate| window.min(rate));
+    let (sink, mut rx) = SessionSink::new(session, window);
+    let consumer = lifecycle.next_id();
+    let spec = ConsumeSpec {
+        id: consumer,
+        tag: format!("charon-redrive-{}", view.id),
+        owner: Owner { session, channel: 1 },
+        session: sink.clone(),
+        no_ack: false,
+        prefetch: 0,
+        link_credit: None,
+        channel_limit: None,
+        exclusive: false,
+        arguments: Table::new(),
+    };
+    if let Err(e) = source.consume(spec).await {
+        return PassEnd::Failed(e.to_string());
+    }
+    let now = Instant::now();
+    let mut pass = Pass {
+        job,
+        vhost,
+        lifecycle,
+        source: Arc::clone(&source),
+        sink,
+        target: view.destination.clone(),
+        dry_run: view.dry_run,
+        filter: view.filter.clone(),
+        counters: Counters::new(&view),
+        to_see: ready,
+        seen: 0,
+        allowance,
+        aside: Vec::new(),
+        pending: HashMap::new(),
+        next_publish: 1,
+        channels: HashMap::new(),
+        names: Vec::new(),
+        cache: RouteCache::new(),
+        bucket: view.rate.map(|rate| TokenBucket::new(rate, now)),
+        meter: RateMeter::new(now, view.progress.moved),
+        last_save: now,
+        dry: DryRunResult::default(),
+        backlog: std::collections::VecDeque::new(),
+        wake: None,
+        exhausted: false,
+        end: None,
+        moved: 0,
+        skipped: 0,
+        failed: 0,
+        folded: (0, 0, 0),
+    };
+    pass.drive(&mut rx, control).await;
+    // Every delivery to the consumer was sent before the cancel returns: what is left in the
+    // inbox is set aside with the rest.
+    source.cancel(consumer).await;
+    while let Ok(event) = rx.try_recv() {
+        pass.after_end(event).await;
+    }
+    pass.finish().await
+}
+
+impl Pass<'_> {
+    async fn drive(&mut self, rx: &mut mpsc::UnboundedReceiver<SessionEvent>, control: &mut watch::Receiver<Control>) {
+        let mut idle_since = Instant::now();
+        loop {
+            if self.end.is_none() && self.exhausted && self.backlog.is_empty() && self.pending.is_empty() {
+                self.end = Some(PassEnd::Completed);
+            }
+            if self.end.is_some() {
+                let backlog: Vec<u64> = self.backlog.drain(..).map(|d| d.seq).collect();
+                self.set_aside(backlog.into_iter());
+                self.wake = None;
+                if self.pending.is_empty() {
+                    return;
+                }
+            }
+            let idle = self.end.is_none() && self.pending.is_empty() && self.backlog.is_empty();
+            let idle_at = idle_since + IDLE_CHECK;
+            let wake = self.wake.unwrap_or(idle_at);
+            tokio::select! {
+                biased;
+                changed = control.changed() => match changed.map(|()| *control.borrow_and_update()) {
+                    Ok(Control::Run) => {}
+                    Ok(Control::Pause) => self.stop(PassEnd::Paused(None)),
+                    Ok(Control::Cancel) | Err(_) => self.stop(PassEnd::Cancelled),
+                },
+                event = rx.recv() => {
+                    idle_since = Instant::now();
+                    match event {
+                        Some(event) => self.handle(event).await,
+                        None => self.stop(PassEnd::Cancelled),
+                    }
+                }
+                () = tokio::time::sleep_until(wake.into()), if self.wake.is_some() => {
+                    self.wake = None;
+                    self.pump().await;
+                    self.publish_progress();
+                }
+                () = tokio::time::sleep_until(idle_at.into()), if idle && self.wake.is_none() => {
+                    idle_since = Instant::now();
+                    // Fewer messages than it had (consumed or expired meanwhile): done once dry.
+                    if self.source.stats().await.map_or(true, |stats| stats.ready == 0) {
+                        self.stop(PassEnd::Completed);
+                    }
+                }
+            }
+        }
+    }
+
+    /// Ends the pass with `end`, unless it is ending already.
+    fn stop(&mut self, end: PassEnd) {
+        if self.end.is_none() {
+            self.end = Some(end);
+        }
+    }
+
+    async fn handle(&mut self, event: SessionEvent) {
+        match event {
+            SessionEvent::Deliveries { items, .. } => self.deliveries(items).await,
+            SessionEvent::Confirms { channel, accepted, refused } => self.confirms(channel, &accepted, &refused).await,
+            SessionEvent::ConsumerCancelled { .. } => {
+                self.stop(PassEnd::Failed(format!("source queue '{}' was deleted", self.source.name())));
+            }
+            _ => {}
+        }
+        self.publish_progress();
+    }
+
+    /// Events after the consumer was cancelled: deliveries are set aside.
+    async fn after_end(&mut self, event: SessionEvent) {
+        if let SessionEvent::Deliveries { items, .. } = event {
+            self.set_aside(items.iter().map(|d| d.seq));
+        } else {
+            self.handle(event).await;
+        }
+    }
+
+    fn set_aside(&mut self, seqs: impl Iterator<Item = u64>) {
+        let before = self.aside.len();
+        self.aside.extend(seqs);
+        let n = u32::try_from(self.aside.len() - before).unwrap_or(u32::MAX);
+        self.sink.outbound.release(n);
+    }
+
+    /// Sorts deliveries: the ones the filter selects wait in the backlog for their turn (the
+    /// rate), the others are set aside.
+    async fn deliveries(&mut self, items: Vec<Delivery>) {
+        for delivery in items {
+            let taking = self.end.is_none() && !self.exhausted;
+            if !taking {
+                self.set_aside(std::iter::once(delivery.seq));
+                continue;
+            }
+            self.seen += 1;
+            let message = &delivery.message;
+            if !self.filter.matches(message) {
+                self.skipped += 1;
+                self.set_aside(std::iter::once(delivery.seq));
+            } else if self.dry_run {
+                self.dry.count(last_death(message).map(|(d, _)| (d.reason.as_str(), d.queue.as_str())));
+                self.set_aside(std::iter::once(delivery.seq));
+            } else {
+                self.backlog.push_back(delivery);
+            }
+            let selected = self.moved + self.pending.len() as u64 + self.backlog.len() as u64;
+            if self.seen >= self.to_see || selected >= self.allowance {
+                self.exhausted = true;
+            }
+        }
+        if self.wake.is_none() {
+            self.pump().await;
+        }
+    }
+
+    /// Publishes from the backlog as the rate allows; when it allows nothing, sets when to
+    /// try again.
+    async fn pump(&mut self) {
+        let mut batch: Vec<(QueueRef, Vec<Enqueue>)> = Vec::new();
+        let now = Instant::now();
+        while !self.backlog.is_empty() && self.end.is_none() {
+            if let Some(bucket) = self.bucket.as_mut() {
+                let (taken, wait) = bucket.take(1, now);
+                if taken == 0 {
+                    self.wake = Some(now + wait.unwrap_or(Duration::from_millis(1)));
+                    break;
+                }
+            }
+            if let Some(delivery) = self.backlog.pop_front() {
+                self.address(&delivery, &mut batch);
+            }
+        }
+        self.flush(batch).await;
+    }
+
+    /// Routes one selected message and adds it to the batch; a message that cannot go is set
+    /// aside as failed (and a destination that cannot take it pauses the job).
+    fn address(&mut self, delivery: &Delivery, batch: &mut Vec<(QueueRef, Vec<Enqueue>)>) {
+        let routing = match self.target.address(&delivery.message) {
+            Ok(routing) => routing,
+            // Not the destination's fault: counted, left in the source, the job goes on.
+            Err(_) => {
+                self.fail(delivery.seq, None);
+                return;
+            }
+        };
+        let copy: Message = redriven(&delivery.message, routing);
+        let queues = match self.vhost.route(&mut self.cache, &copy.routing.exchange, &copy.routing, &copy.headers) {
+            Ok(queues) => queues,
+            Err(e) => {
+                self.fail(delivery.seq, Some(e.to_string()));
+                return;
+            }
+        };
+        if queues.is_empty() {
+            let routing = &copy.routing;
+            let reason = format!(
+                "unroutable: exchange '{}' routes routing key '{}' to no queue",
+                routing.exchange, routing.routing_key
+            );
+            self.fail(delivery.seq, Some(reason));
+            return;
+        }
+        let seq = self.next_publish | REFUSED_TO_PUBLISHER_BIT;
+        self.next_publish += 1;
+        self.pending.insert(seq, Pending { source_seq: delivery.seq, outstanding: queues.len(), refused: None });
+        let message = Arc::new(copy);
+        for queue in queues.iter() {
+            let enqueue = Enqueue { message: Arc::clone(&message), confirm: Some(seq) };
+            match batch.iter_mut().find(|(q, _)| q.id == queue.id) {
+                Some((_, items)) => items.push(enqueue),
+                None => batch.push((Arc::clone(queue), vec![enqueue])),
+            }
+        }
+    }
+
+    /// A message that cannot move: it stays in the source; a destination's refusal (`pause`)
+    /// pauses the job with that reason.
+    fn fail(&mut self, seq: u64, pause: Option<String>) {
+        self.failed += 1;
+        self.set_aside(std::iter::once(seq));
+        if let Some(reason) = pause {
+            self.stop(PassEnd::Paused(Some(reason)));
+        }
+    }
+
+    /// Publishes a batch, one command per destination queue, each with its confirm channel.
+    async fn flush(&mut self, batch: Vec<(QueueRef, Vec<Enqueue>)>) {
+        for (queue, items) in batch {
+            let channel = self.channel_of(&queue);
+            let seqs: Vec<u64> = items.iter().filter_map(|e| e.confirm).collect();
+            let to = ConfirmTo { session: self.sink.clone(), channel };
+            if !queue.publish(items, Some(to)).await {
+                self.confirms(channel, &[], &seqs).await;
+            }
+        }
+    }
+
+    fn channel_of(&mut self, queue: &QueueRef) -> u32 {
+        if let Some((channel, _)) = self.channels.get(&queue.id) {
+            return *channel;
+        }
+        let channel = u32::try_from(self.names.len()).unwrap_or(u32::MAX).saturating_add(2);
+        self.names.push(queue.name().to_owned());
+        self.channels.insert(queue.id, (channel, queue.name().to_owned()));
+        channel
+    }
+
+    /// Confirmations from a destination queue: messages every queue accepted are acknowledged
+    /// at the source; one that any refused stays there, and the job pauses.
+    async fn confirms(&mut self, channel: u32, accepted: &[u64], refused: &[u64]) {
+        let name = channel.checked_sub(2).and_then(|i| self.names.get(i as usize)).cloned().unwrap_or_default();
+        let mut done = Vec::new();
+        for (seq, ok) in accepted.iter().map(|s| (*s, true)).chain(refused.iter().map(|s| (*s, false))) {
+            let Some(pending) = self.pending.get_mut(&seq) else { continue };
+            pending.outstanding = pending.outstanding.saturating_sub(1);
+            if !ok && pending.refused.is_none() {
+                pending.refused = Some(format!(
+                    "destination queue '{name}' refused the message (full with overflow reject-publish, or deleted)"
+                ));
+            }
+            if pending.outstanding == 0
+                && let Some(pending) = self.pending.remove(&seq)
+            {
+                done.push(pending);
+            }
+        }
+        let mut acked = Vec::new();
+        for pending in done {
+            match pending.refused {
+                None => acked.push(pending.source_seq),
+                Some(reason) => self.fail(pending.source_seq, Some(reason)),
+            }
+        }
+        if !acked.is_empty() {
+            self.moved += acked.len() as u64;
+            let n = u32::try_from(acked.len()).unwrap_or(u32::MAX);
+            self.source.settle(acked, Settle::Ack).await;
+            self.sink.outbound.release(n);
+        }
+    }
+
+    /// Folds the counts into the job's view and the metrics; writes the record about once a
+    /// second.
+    fn publish_progress(&mut self) {
+        let (moved, skipped, failed) =
+            (self.moved - self.folded.0, self.skipped - self.folded.1, self.failed - self.folded.2);
+        self.folded = (self.moved, self.skipped, self.failed);
+        self.counters.moved.increment(moved);
+        self.counters.skipped.increment(skipped);
+        self.counters.failed.increment(failed);
+        let remaining = self.to_see.saturating_sub(self.seen);
+        let now = Instant::now();
+        let total = self.job.update(|v| {
+            v.progress.moved += moved;
+            v.progress.skipped += skipped;
+            v.progress.failed += failed;
+            v.progress.remaining = remaining.min(v.allowance());
+            v.progress.moved
+        });
+        let rate = self.meter.sample(now, total);
+        self.job.update(|v| v.progress.set_rate(rate));
+        if now.duration_since(self.last_save) >= SAVE_EVERY {
+            self.last_save = now;
+            drop(self.lifecycle.save(self.job));
+        }
+    }
+
+    /// Requeues what was set aside (in one settle, so each goes back to its place), folds the
+    /// last counts and says how the pass ended.
+    async fn finish(mut self) -> PassEnd {
+        if !self.aside.is_empty() {
+            let aside = std::mem::take(&mut self.aside);
+            self.source.settle(aside, Settle::Requeue).await;
+        }
+        self.publish_progress();
+        let end = self.end.take().unwrap_or(PassEnd::Completed);
+        if self.dry_run && end == PassEnd::Completed {
+            let dry = std::mem::take(&mut self.dry);
+            self.job.update(|v| v.dry_run_result = Some(dry));
+        }
+        end
+    }
+}
