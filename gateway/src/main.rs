@@ -126,6 +126,24 @@ async fn run(config: Config) -> anyhow::Result<()> {
     let local = prometheus.local_addr().context("reading the Prometheus address")?;
     println!("charon: prometheus listening on {local}");
     broker.listeners().add("http/prometheus", local);
+    let zaqar = match &config.zaqar_listen {
+        Some(address) => {
+            let listener = tokio::net::TcpListener::bind(address)
+                .await
+                .with_context(|| format!("binding the Zaqar gateway to {address}"))?;
+            let local = listener.local_addr().context("reading the Zaqar address")?;
+            println!("charon: zaqar listening on {local}");
+            broker.listeners().add("http/zaqar", local);
+            let settings = charon_zaqar::ZaqarConfig {
+                data_dir: Some(config.data_dir.clone()),
+                create_vhosts: config.zaqar_create_vhosts,
+            };
+            let gateway =
+                charon_zaqar::Zaqar::new(Arc::clone(&broker), settings).context("opening the Zaqar metadata")?;
+            Some(tokio::spawn(charon_zaqar::serve(listener, gateway, shutdown_rx.clone())))
+        }
+        None => None,
+    };
     let identity = prometheus::Identity::load(&config.data_dir).context("reading the cluster's permanent id")?;
     let scraper = prometheus::Scraper::new(Arc::clone(&broker), metrics_handle, identity);
     let metrics = tokio::spawn(metrics::serve(prometheus, scraper, shutdown_rx.clone()));
@@ -140,6 +158,9 @@ async fn run(config: Config) -> anyhow::Result<()> {
         let _ = https.await;
     }
     let _ = metrics.await;
+    if let Some(zaqar) = zaqar {
+        let _ = zaqar.await;
+    }
     store.log.close().context("flushing the message log")?;
     Ok(())
 }
