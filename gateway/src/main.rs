@@ -113,19 +113,7 @@ async fn run(config: Config) -> anyhow::Result<()> {
             shutdown_rx.clone(),
         )));
     }
-    let http = tokio::net::TcpListener::bind(&config.http_listen)
-        .await
-        .with_context(|| format!("binding the HTTP API to {}", config.http_listen))?;
-    let local = http.local_addr().context("reading the HTTP address")?;
-    println!("charon: http listening on {local}");
-    broker.listeners().add("http", local);
-    let api = tokio::spawn(charon_http::serve(http, Arc::clone(&broker), shutdown_rx.clone()));
-    let prometheus = tokio::net::TcpListener::bind(&config.prometheus_listen)
-        .await
-        .with_context(|| format!("binding the Prometheus endpoint to {}", config.prometheus_listen))?;
-    let local = prometheus.local_addr().context("reading the Prometheus address")?;
-    println!("charon: prometheus listening on {local}");
-    broker.listeners().add("http/prometheus", local);
+    // Before the management API: its line is the last one tests wait for.
     let zaqar = match &config.zaqar_listen {
         Some(address) => {
             let listener = tokio::net::TcpListener::bind(address)
@@ -144,6 +132,19 @@ async fn run(config: Config) -> anyhow::Result<()> {
         }
         None => None,
     };
+    let http = tokio::net::TcpListener::bind(&config.http_listen)
+        .await
+        .with_context(|| format!("binding the HTTP API to {}", config.http_listen))?;
+    let local = http.local_addr().context("reading the HTTP address")?;
+    println!("charon: http listening on {local}");
+    broker.listeners().add("http", local);
+    let api = tokio::spawn(charon_http::serve(http, Arc::clone(&broker), shutdown_rx.clone()));
+    let prometheus = tokio::net::TcpListener::bind(&config.prometheus_listen)
+        .await
+        .with_context(|| format!("binding the Prometheus endpoint to {}", config.prometheus_listen))?;
+    let local = prometheus.local_addr().context("reading the Prometheus address")?;
+    println!("charon: prometheus listening on {local}");
+    broker.listeners().add("http/prometheus", local);
     let identity = prometheus::Identity::load(&config.data_dir).context("reading the cluster's permanent id")?;
     let scraper = prometheus::Scraper::new(Arc::clone(&broker), metrics_handle, identity);
     let metrics = tokio::spawn(metrics::serve(prometheus, scraper, shutdown_rx.clone()));

@@ -29,8 +29,27 @@ fn wrong_type(name: &str) -> ZaqarError {
     ZaqarError::body(format!("The value of the \"{name}\" field must be a int."))
 }
 
-/// Query parameters.
+/// Query parameters; a repeated one (`ids=a&ids=b`, as python-zaqarclient sends lists) keeps its
+/// values joined with commas, the way falcon's `get_param_as_list` reads both spellings.
 pub(crate) type Query = HashMap<String, String>;
+
+/// The pairs of a query string, as axum parses them.
+pub(crate) type Pairs = Vec<(String, String)>;
+
+/// [`Query`] from the pairs of a query string.
+pub(crate) fn query(pairs: Pairs) -> Query {
+    let mut query = Query::new();
+    for (key, value) in pairs {
+        query
+            .entry(key)
+            .and_modify(|v: &mut String| {
+                v.push(',');
+                v.push_str(&value);
+            })
+            .or_insert(value);
+    }
+    query
+}
 
 fn invalid_param(name: &str, what: &str) -> ZaqarError {
     ZaqarError::new(

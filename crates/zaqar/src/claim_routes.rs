@@ -72,11 +72,11 @@ pub(crate) async fn create(
     State(z): State<Arc<Zaqar>>,
     Extension(caller): Extension<Caller>,
     Path(name): Path<String>,
-    query: Result<Query<body::Query>, axum::extract::rejection::QueryRejection>,
+    query: Result<Query<body::Pairs>, axum::extract::rejection::QueryRejection>,
     bytes: Bytes,
 ) -> Result<Response, ZaqarError> {
     check_queue(&caller, &name)?;
-    let Query(query) = query.map_err(|e| ZaqarError::invalid(e.body_text()))?;
+    let query = body::query(query.map_err(|e| ZaqarError::invalid(e.body_text()))?.0);
     let limit = int_param(&query, "limit")?;
     let (ttl, grace) = ttl_and_grace(&bytes, false)?;
     if let Some(limit) = limit

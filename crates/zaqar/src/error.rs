@@ -32,9 +32,19 @@ impl ZaqarError {
         Self::new(StatusCode::BAD_REQUEST, "Invalid request body", description)
     }
 
-    /// A body that is not JSON (`wsgi_utils.deserialize`).
+    /// A body that is not JSON (`wsgi_utils.deserialize`, `HTTPBadRequestBody`).
     pub(crate) fn malformed() -> Self {
-        Self::new(StatusCode::BAD_REQUEST, "Malformed JSON", "Request body could not be parsed.")
+        Self::body("Request body could not be parsed.")
+    }
+
+    /// The same failure as a body error: `PATCH` answers its validation failures with
+    /// `HTTPBadRequestBody` where other requests use `HTTPBadRequestAPI`.
+    pub(crate) fn into_body_error(self) -> Self {
+        if self.title == "Invalid API request" {
+            Self { title: "Invalid request body".to_owned(), ..self }
+        } else {
+            self
+        }
     }
 
     /// `HTTPNotFound`.

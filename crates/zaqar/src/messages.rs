@@ -26,10 +26,10 @@ const MAX_POP: i64 = 20;
 /// Pages of the queue's newest messages searched for a post's messages.
 const FIND_PAGES: usize = 8;
 
-type QueryResult = Result<Query<body::Query>, axum::extract::rejection::QueryRejection>;
+type QueryResult = Result<Query<body::Pairs>, axum::extract::rejection::QueryRejection>;
 
 fn query_of(query: QueryResult) -> Result<body::Query, ZaqarError> {
-    query.map(|Query(q)| q).map_err(|e| ZaqarError::invalid(e.body_text()))
+    query.map(|Query(q)| body::query(q)).map_err(|e| ZaqarError::invalid(e.body_text()))
 }
 
 fn base(queue: &str) -> String {

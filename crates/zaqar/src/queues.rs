@@ -33,9 +33,9 @@ fn queue_missing(name: &str, project: &str) -> ZaqarError {
 pub(crate) async fn list(
     State(z): State<Arc<Zaqar>>,
     Extension(caller): Extension<Caller>,
-    query: Result<Query<body::Query>, axum::extract::rejection::QueryRejection>,
+    query: Result<Query<body::Pairs>, axum::extract::rejection::QueryRejection>,
 ) -> Result<Json<Value>, ZaqarError> {
-    let Query(query) = query.map_err(|e| ZaqarError::invalid(e.body_text()))?;
+    let query = body::query(query.map_err(|e| ZaqarError::invalid(e.body_text()))?.0);
     let limit = int_param(&query, "limit")?;
     if let Some(limit) = limit
         && !(1..=MAX_QUEUES_PER_PAGE).contains(&limit)
@@ -213,17 +213,28 @@ fn apply_change(meta: &mut Metadata, change: &Value) -> Result<(), ZaqarError> {
     if op != "remove" && root.map(str::to_lowercase).as_deref() != Some("metadata") {
         return Err(ZaqarError::invalid("The root of path must be metadata, e.g /metadata/key."));
     }
+    let reserved = reserved::RESERVED.contains(&key.as_str());
     if op == "remove" {
         // python-zaqarclient removes every key it does not keep, reserved ones it only saw with
-        // their defaults included: removing a key that is not set is not an error.
-        meta.remove(&key);
+        // their defaults included: removing an unset reserved key is not an error.
+        if meta.remove(&key).is_none() && !reserved {
+            return Err(conflict(&format!("Can't remove non-existent object {key}.")));
+        }
         return Ok(());
     }
     let Some(value) = change.get("value") else {
         return Err(ZaqarError::invalid(format!("Operation \"{op}\" requires a member named \"value\".")));
     };
+    if op == "replace" && !meta.contains_key(&key) && !reserved {
+        return Err(conflict(&format!("Can't replace non-existent object {key}.")));
+    }
     meta.insert(key, value.clone());
     Ok(())
+}
+
+/// Zaqar's `HTTPConflict` for a patch of a key that is not there.
+fn conflict(description: &str) -> ZaqarError {
+    ZaqarError::new(StatusCode::CONFLICT, "Resource conflict", description)
 }
 
 /// A JSON pointer's parts (`_decode_json_pointer`), with Zaqar's checks.
@@ -259,19 +270,22 @@ pub(crate) async fn patch(
 ) -> Result<Response, ZaqarError> {
     check_queue(&caller, &name)?;
     let content_type = headers.get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).unwrap_or_default();
+    if bytes.len() > MAX_QUEUE_METADATA {
+        return Err(ZaqarError::body(format!("Queue metadata is too large. Max size: {MAX_QUEUE_METADATA}")));
+    }
     if content_type.split(';').next().map(str::trim) != Some(PATCH_TYPE) {
         return Err(ZaqarError::new(
             StatusCode::UNSUPPORTED_MEDIA_TYPE,
             "Unsupported media type",
-            format!("Accept-Patch:{PATCH_TYPE}"),
+            format!("Accepted media type for PATCH: {{'Accept-Patch': '{PATCH_TYPE}'}}."),
         ));
     }
-    if bytes.len() > MAX_QUEUE_METADATA {
-        return Err(ZaqarError::invalid(format!("Queue metadata is too large. Max size: {MAX_QUEUE_METADATA}")));
+    if bytes.is_empty() {
+        return Err(ZaqarError::body("PATCH body could not be empty for update."));
     }
     let changes = body::json(&bytes)?;
     let Value::Array(changes) = changes else {
-        return Err(ZaqarError::invalid("Request body must be a JSON array of operation objects."));
+        return Err(ZaqarError::body("Request body must be a JSON array of operation objects."));
     };
     let vhost = engine::vhost(&z.broker, &caller.project);
     if vhost.and_then(|v| engine::queue(&v, &name)).is_none() {
@@ -279,9 +293,9 @@ pub(crate) async fn patch(
     }
     let mut meta = z.metadata.get(&caller.project, &name);
     for change in &changes {
-        apply_change(&mut meta, change)?;
+        apply_change(&mut meta, change).map_err(ZaqarError::into_body_error)?;
     }
-    store(&z, &caller.project, &name, meta.clone()).await?;
+    store(&z, &caller.project, &name, meta.clone()).await.map_err(ZaqarError::into_body_error)?;
     Ok(Json(reserved::shown(&meta)).into_response())
 }
 

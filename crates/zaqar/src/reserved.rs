@@ -120,24 +120,30 @@ fn dead_letter(meta: &Metadata) -> Result<Option<DeadLetterSettings>, ZaqarError
     })
 }
 
-/// The metadata as `GET /v2/queues/{q}` shows it: the stored keys, and every reserved key
-/// that is unset (or falsy) with its default (Zaqar's `_get_reserved_metadata`).
+/// The reserved keys a `PATCH` may replace or remove without their being set.
+pub(crate) const RESERVED: [&str; 7] = [
+    "_max_messages_post_size",
+    "_default_message_ttl",
+    "_default_message_delay",
+    "_dead_letter_queue",
+    "_dead_letter_queue_messages_ttl",
+    "_max_claim_count",
+    "_enable_encrypt_messages",
+];
+
+/// The metadata as `GET /v2/queues/{q}` shows it: the stored keys, and Zaqar's two reserved
+/// keys with defaults (`_get_reserved_metadata`) filled in where unset or falsy. The DLQ keys
+/// show only when set: python-zaqarclient's `metadata(new_meta=...)` adds the keys it was shown
+/// as null and then removes every key it was shown, so showing them as null would make it
+/// remove what it just added.
 pub(crate) fn shown(meta: &Metadata) -> Value {
     let mut shown: Map<String, Value> = meta.clone();
-    let defaults = [
-        ("_max_messages_post_size", json!(MAX_POST_SIZE)),
-        ("_default_message_ttl", json!(DEFAULT_MESSAGE_TTL)),
-        ("_default_message_delay", json!(0)),
-        ("_dead_letter_queue", Value::Null),
-        ("_dead_letter_queue_messages_ttl", Value::Null),
-        ("_max_claim_count", Value::Null),
-        ("_enable_encrypt_messages", json!(false)),
-    ];
+    let defaults =
+        [("_max_messages_post_size", json!(MAX_POST_SIZE)), ("_default_message_ttl", json!(DEFAULT_MESSAGE_TTL))];
     for (key, value) in defaults {
         let unset = match shown.get(key) {
             None | Some(Value::Null) | Some(Value::Bool(false)) => true,
             Some(Value::Number(n)) => n.as_i64() == Some(0),
-            Some(Value::String(s)) => s.is_empty(),
             Some(_) => false,
         };
         if unset {
@@ -181,6 +187,6 @@ mod tests {
         assert_eq!(shown["a"], 1);
         assert_eq!(shown["_max_claim_count"], 3);
         assert_eq!(shown["_default_message_ttl"], 3600);
-        assert_eq!(shown["_dead_letter_queue"], Value::Null);
+        assert_eq!(shown.get("_dead_letter_queue"), None);
     }
 }

@@ -123,12 +123,21 @@ async fn queues_metadata_and_json_patch() {
     // Malformed JSON and JSON-patch.
     assert_eq!(
         patch(&z, "/v2/queues/orders", "[{").await.1,
-        error("Malformed JSON", "Request body could not be parsed.")
+        error("Invalid request body", "Request body could not be parsed.")
     );
     assert_eq!(
         patch(&z, "/v2/queues/orders", r#"{"op":"add"}"#).await.1,
-        error("Invalid API request", "Request body must be a JSON array of operation objects.")
+        error("Invalid request body", "Request body must be a JSON array of operation objects.")
     );
+    assert_eq!(
+        patch(&z, "/v2/queues/orders", r#"[{"op":"remove","path":"/metadata/nothing"}]"#).await,
+        (StatusCode::CONFLICT, error("Resource conflict", "Can't remove non-existent object nothing."))
+    );
+    assert_eq!(
+        patch(&z, "/v2/queues/orders", r#"[{"op":"replace","path":"/metadata/nothing","value":1}]"#).await.0,
+        StatusCode::CONFLICT
+    );
+    assert_eq!(patch(&z, "/v2/queues/orders", "").await.1["description"], "PATCH body could not be empty for update.");
     assert_eq!(
         patch(&z, "/v2/queues/orders", r#"[{"op":"move","path":"/metadata/a","value":1}]"#).await.1["description"],
         "Invalid operation: `move`. It must be one of the following: add, remove, replace."
@@ -152,7 +161,7 @@ async fn queues_metadata_and_json_patch() {
         patch(&z, "/v2/queues/orders", r#"[{"op":"add","path":"/metadata/_default_message_ttl","value":"x"}]"#).await;
     assert_eq!(
         (status, body),
-        (StatusCode::BAD_REQUEST, error("Invalid API request", "_default_message_ttl must be integer."))
+        (StatusCode::BAD_REQUEST, error("Invalid request body", "_default_message_ttl must be integer."))
     );
     assert_eq!(
         call(&z, "PUT", "/v2/queues/dlq", r#"{"_max_claim_count": 1, "_dead_letter_queue": "other"}"#).await.1["description"],
@@ -190,7 +199,7 @@ async fn posts_are_checked_as_zaqar_checks_them() {
             error("Invalid API request", "Message collection size is too large. Max size 262144")
         )
     );
-    assert_eq!(call(&z, "POST", uri, "{").await.1, error("Malformed JSON", "Request body could not be parsed."));
+    assert_eq!(call(&z, "POST", uri, "{").await.1, error("Invalid request body", "Request body could not be parsed."));
     assert_eq!(
         call(&z, "POST", uri, r#"{"x":1}"#).await.1["description"],
         "No messages were found in the request body."
@@ -291,7 +300,7 @@ async fn claims_their_errors_and_the_403_on_mismatch() {
         call(&z, "POST", &format!("{claims}?limit=21"), "").await.1["description"],
         "Limit must be at least 1 and may not be greater than 20."
     );
-    assert_eq!(call(&z, "POST", claims, "{").await.1["title"], "Malformed JSON");
+    assert_eq!(call(&z, "POST", claims, "{").await.1["title"], "Invalid request body");
     let r = request("POST", &format!("{claims}?limit=2"), "").header("client-id", CLIENT).header("x-project-id", "p1");
     let (status, claim, location) = send(&z, r.body(Body::from(r#"{"ttl":60,"grace":60}"#)).unwrap()).await;
     assert_eq!(status, StatusCode::CREATED);
