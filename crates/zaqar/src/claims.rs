@@ -193,10 +193,17 @@ impl Claims {
         loop {
             tick.tick().await;
             let Some(claims) = claims.upgrade() else { return };
-            for claim in claims.expired(crate::message::now_ms()) {
-                release(&claim).await;
-            }
+            claims.release_expired(crate::message::now_ms()).await;
         }
+    }
+
+    /// Requeues the messages of the claims that expired by `now_ms`; returns how many claims.
+    pub(crate) async fn release_expired(&self, now_ms: i64) -> usize {
+        let expired = self.expired(now_ms);
+        for claim in &expired {
+            release(claim).await;
+        }
+        expired.len()
     }
 }
 

@@ -384,3 +384,19 @@ async fn a_message_claimed_max_times_moves_to_the_dead_letter_queue_with_a_death
     assert_eq!(message.broker.delivery_count, 2);
     assert_eq!(message.properties().ttl, Some(600_000));
 }
+
+#[tokio::test]
+async fn an_expired_claim_returns_its_messages_counted() {
+    let z = gateway();
+    call(&z, "POST", "/v2/queues/q/messages", r#"{"messages":[{"body":1}]}"#).await;
+    let (_, claim) = call(&z, "POST", "/v2/queues/q/claims", r#"{"ttl":60}"#).await;
+    let href = claim["messages"][0]["href"].as_str().unwrap().to_owned();
+    let cid = href.split('=').next_back().unwrap().to_owned();
+    let now = crate::message::now_ms();
+    assert_eq!(z.claims.release_expired(now).await, 0, "not before its TTL");
+    assert_eq!(z.claims.release_expired(now + 61_000).await, 1);
+    assert_eq!(call(&z, "GET", &format!("/v2/queues/q/claims/{cid}"), "").await.0, StatusCode::NOT_FOUND);
+    assert_eq!(call(&z, "DELETE", &href, "").await.0, StatusCode::BAD_REQUEST, "the claim id is no longer valid");
+    let (_, again) = call(&z, "POST", "/v2/queues/q/claims", "").await;
+    assert_eq!(again["messages"][0]["claim_count"], 2);
+}
