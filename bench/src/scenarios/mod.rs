@@ -8,6 +8,7 @@ mod fanout;
 mod max_length;
 mod memory;
 mod one_to_one;
+mod zaqar;
 
 use anyhow::Result;
 
@@ -41,6 +42,8 @@ pub(crate) enum Scenario {
     S10,
     /// `GET /api/queues` with N queues declared (default 10,000): the median of 5 listings.
     ApiQueues,
+    /// Zaqar over HTTP: 32 clients post, claim and delete (by claim id) N messages.
+    Zaqar,
 }
 
 impl Scenario {
@@ -55,6 +58,7 @@ impl Scenario {
             Self::S7DropHead | Self::S7Reject => 10_000_000,
             Self::Memory => 1_000_000,
             Self::ApiQueues => 10_000,
+            Self::Zaqar => 100_000,
         }
     }
 }
@@ -94,6 +98,7 @@ pub(crate) async fn run(target: &Target, scenario: Scenario, params: Params) -> 
         Scenario::Memory => memory::per_message(target, params, &tag).await,
         Scenario::S10 => amqp10::one_to_one(target, params, &tag).await,
         Scenario::ApiQueues => api_queues::listing(target, params, &tag).await,
+        Scenario::Zaqar => zaqar::post_claim_delete(target, params, &tag).await,
     };
     let peak = rss.finish();
     let mut outcome = result?;
