@@ -546,6 +546,21 @@ mod tests {
     }
 
     #[test]
+    fn the_zaqar_gateway_is_on_at_8888_by_default_and_can_be_turned_off() {
+        let config = Config::resolve(&cli(&[]), FileConfig::default()).unwrap();
+        assert_eq!((config.zaqar_listen.as_deref(), config.zaqar_create_vhosts), (Some("127.0.0.1:8888"), true));
+        let off = Config::resolve(&cli(&["--no-zaqar", "--zaqar-no-create-vhosts"]), FileConfig::default()).unwrap();
+        assert_eq!((off.zaqar_listen, off.zaqar_create_vhosts), (None, false));
+        let file =
+            toml::from_str::<FileConfig>("zaqar_listen = \"0.0.0.0:9999\"\nzaqar_create_vhosts = false").unwrap();
+        let from_file = Config::resolve(&cli(&[]), file).unwrap();
+        assert_eq!((from_file.zaqar_listen.as_deref(), from_file.zaqar_create_vhosts), (Some("0.0.0.0:9999"), false));
+        let disabled =
+            Config::resolve(&cli(&[]), toml::from_str::<FileConfig>("zaqar_enabled = false").unwrap()).unwrap();
+        assert_eq!(disabled.zaqar_listen, None);
+    }
+
+    #[test]
     fn defaults_are_rabbitmqs() {
         let config = Config::resolve(&cli(&[]), FileConfig::default()).unwrap();
         assert_eq!(config.listen, ["127.0.0.1:5672"]);
