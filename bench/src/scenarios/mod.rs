@@ -44,6 +44,9 @@ pub(crate) enum Scenario {
     ApiQueues,
     /// Zaqar over HTTP: 32 clients post, claim and delete (by claim id) N messages.
     Zaqar,
+    /// Zaqar's claim-count dead-letter storm: N messages claimed once, then moved to the DLQ by
+    /// the next claims.
+    ZaqarDlq,
 }
 
 impl Scenario {
@@ -58,7 +61,7 @@ impl Scenario {
             Self::S7DropHead | Self::S7Reject => 10_000_000,
             Self::Memory => 1_000_000,
             Self::ApiQueues => 10_000,
-            Self::Zaqar => 100_000,
+            Self::Zaqar | Self::ZaqarDlq => 100_000,
         }
     }
 }
@@ -99,6 +102,7 @@ pub(crate) async fn run(target: &Target, scenario: Scenario, params: Params) -> 
         Scenario::S10 => amqp10::one_to_one(target, params, &tag).await,
         Scenario::ApiQueues => api_queues::listing(target, params, &tag).await,
         Scenario::Zaqar => zaqar::post_claim_delete(target, params, &tag).await,
+        Scenario::ZaqarDlq => zaqar::dead_letter_storm(target, params, &tag).await,
     };
     let peak = rss.finish();
     let mut outcome = result?;
