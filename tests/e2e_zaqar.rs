@@ -217,3 +217,44 @@ async fn kill_9_during_claim_count_dead_letter_moves_loses_nothing() {
     assert!(lost.is_empty(), "{} of {} confirmed messages lost: {:?}", lost.len(), confirmed.len(), lost);
     assert!(confirmed.len() >= 200, "the loop posted {} messages", confirmed.len());
 }
+
+/// The claim-count move's dead letter over AMQP 1.0: its `x-opt-deaths` entry names the source
+/// queue and reason `delivery_limit`, and its `header.delivery-count` is the claim count.
+#[tokio::test]
+async fn an_amqp_1_0_consumer_of_the_dlq_sees_the_death_and_the_claim_count() {
+    use conformance::broker::Broker;
+    use conformance::raw10::{Conn10, Received};
+    use fe2o3_amqp::types::primitives::Value as V;
+
+    let charon = support::Charon::start();
+    let port = charon.zaqar_port.unwrap();
+    let meta = r#"{"_max_claim_count": 2, "_dead_letter_queue": "d10-dlq"}"#;
+    assert_eq!(zaqar_async(port, "PUT", "/v2/queues/d10".into(), meta.into()).await.0, 201);
+    let posted = zaqar_async(port, "POST", "/v2/queues/d10/messages".into(), r#"{"messages":[{"body":"x"}]}"#.into());
+    assert_eq!(posted.await.0, 201);
+    for _ in 0..2 {
+        let (status, claim) = zaqar_async(port, "POST", "/v2/queues/d10/claims".into(), String::new()).await;
+        assert_eq!(status, 201);
+        let claim: Value = serde_json::from_str(&claim).unwrap();
+        let cid = claim["messages"][0]["href"].as_str().unwrap().rsplit('=').next().unwrap().to_owned();
+        assert_eq!(zaqar_async(port, "DELETE", format!("/v2/queues/d10/claims/{cid}"), String::new()).await.0, 204);
+    }
+    assert_eq!(zaqar_async(port, "POST", "/v2/queues/d10/claims".into(), String::new()).await.0, 204);
+    let broker = Broker::parse(&charon.url()).unwrap();
+    let mut c = Conn10::open(&broker).await.unwrap();
+    c.begin(0).await.unwrap();
+    c.attach_receiver(0, 0, "/queues/d10-dlq").await.unwrap();
+    c.credit(0, 0, 1, false).await.unwrap();
+    let d = c.recv(0, Duration::from_secs(5)).await.unwrap();
+    let received = Received::parse(&d.payload).unwrap();
+    assert_eq!(received.data().unwrap(), br#""x""#);
+    let Some(V::Array(entries)) = received.ann("x-opt-deaths") else { panic!("x-opt-deaths") };
+    let V::Map(entry) = entries.0[0].clone() else { panic!("entry") };
+    let field = |name: &str| {
+        entry.iter().find(|(k, _)| matches!(k, V::Symbol(s) if s.0 == name)).map(|(_, v)| v.clone()).unwrap()
+    };
+    assert_eq!(field("queue"), V::String("d10".into()));
+    assert_eq!(field("reason"), V::Symbol("delivery_limit".into()));
+    assert_eq!(field("count"), V::Ulong(1));
+    assert_eq!(received.header(4), Some(V::Uint(2)), "header.delivery-count = the claim count");
+}
