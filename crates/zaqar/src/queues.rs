@@ -124,6 +124,16 @@ fn check_dead_letter_chain(z: &Zaqar, project: &str, queue: &str, settings: &Que
 async fn store(z: &Zaqar, project: &str, queue: &str, meta: Metadata) -> Result<(), ZaqarError> {
     let settings = QueueSettings::read(&meta)?;
     check_dead_letter_chain(z, project, queue, &settings)?;
+    // Claim counts are a quorum queue's return counts: a classic queue declared over AMQP
+    // does not keep them, so its claim-count DLQ would never move anything.
+    let existing = engine::vhost(&z.broker, project).and_then(|v| engine::queue(&v, queue));
+    if settings.dead_letter.is_some()
+        && existing.is_some_and(|q| q.config.queue_type != charon_engine::QueueType::Quorum)
+    {
+        return Err(ZaqarError::invalid(format!(
+            "Queue {queue} is not a quorum queue: it keeps no claim counts, so _max_claim_count can not be used on it."
+        )));
+    }
     z.metadata.set(project, queue, Some(meta)).await
 }
 

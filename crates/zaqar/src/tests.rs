@@ -400,3 +400,30 @@ async fn an_expired_claim_returns_its_messages_counted() {
     let (_, again) = call(&z, "POST", "/v2/queues/q/claims", "").await;
     assert_eq!(again["messages"][0]["claim_count"], 2);
 }
+
+#[tokio::test]
+async fn a_classic_queue_declared_over_amqp_can_not_get_a_claim_count_dlq() {
+    let z = gateway();
+    call(&z, "PUT", "/v2/queues/zaqar-made", "").await;
+    let vhost = z.broker.vhost("p1").unwrap();
+    let declare = charon_engine::QueueDeclare {
+        name: "classic".into(),
+        passive: false,
+        durable: true,
+        exclusive: false,
+        auto_delete: false,
+        arguments: charon_model::Table::new(),
+    };
+    vhost.declare_queue(&declare, 0).await.unwrap();
+    let meta = r#"{"_max_claim_count": 1, "_dead_letter_queue": "d"}"#;
+    let (status, body) = call(&z, "PUT", "/v2/queues/classic", meta).await;
+    assert_eq!(status, StatusCode::BAD_REQUEST);
+    assert!(body["description"].as_str().unwrap().starts_with("Queue classic is not a quorum queue"));
+    assert_eq!(call(&z, "PUT", "/v2/queues/zaqar-made", meta).await.0, StatusCode::NO_CONTENT);
+    // Its messages are Zaqar messages all the same.
+    assert_eq!(
+        call(&z, "POST", "/v2/queues/classic/messages", r#"{"messages":[{"body":1}]}"#).await.0,
+        StatusCode::CREATED
+    );
+    assert_eq!(call(&z, "POST", "/v2/queues/classic/claims", "").await.0, StatusCode::CREATED);
+}
