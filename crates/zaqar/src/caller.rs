@@ -33,8 +33,47 @@ fn parse_uuid(text: &str) -> Option<String> {
     (hex.len() == 32 && hex.chars().all(|c| c.is_ascii_hexdigit())).then(|| hex.to_ascii_lowercase())
 }
 
-/// Reads and checks the headers as Zaqar's hooks do.
+/// `require_accepts_json`: an `Accept` header that rules JSON out is refused (406).
+fn check_accept(headers: &HeaderMap) -> Result<(), ZaqarError> {
+    let Some(accept) = headers.get("accept").and_then(|v| v.to_str().ok()) else { return Ok(()) };
+    let accepted = accept
+        .split(',')
+        .map(|range| range.split(';').next().unwrap_or_default().trim())
+        .any(|range| matches!(range, "application/json" | "application/*" | "*/*" | ""));
+    if accepted {
+        return Ok(());
+    }
+    Err(ZaqarError::new(
+        StatusCode::NOT_ACCEPTABLE,
+        "Media type not acceptable",
+        "\nEndpoint only serves `application/json`; specify client-side\nmedia type support with the \"Accept\" header.",
+    ))
+}
+
+/// `require_content_type_be_non_urlencoded`: a form-encoded body is refused.
+fn check_not_form(headers: &HeaderMap) -> Result<(), ZaqarError> {
+    let has_body = headers
+        .get("content-length")
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<u64>().ok())
+        .is_some_and(|n| n > 0);
+    let form = headers
+        .get("content-type")
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.trim().eq_ignore_ascii_case("application/x-www-form-urlencoded"));
+    if has_body && form {
+        return Err(ZaqarError::new(
+            StatusCode::BAD_REQUEST,
+            "Invalid Content-Type",
+            "Endpoint does not accept `application/x-www-form-urlencoded` content; currently supported media type is `application/json`; specify proper client-side media type with the \"Content-Type\" header.",
+        ));
+    }
+    Ok(())
+}
+
+/// Reads and checks the headers as Zaqar's hooks do, in their order.
 pub(crate) fn caller(headers: &HeaderMap) -> Result<Caller, ZaqarError> {
+    check_accept(headers)?;
     let client = headers.get("client-id").and_then(|v| v.to_str().ok());
     let Some(client) = client else {
         return Err(ZaqarError::new(
@@ -55,7 +94,10 @@ pub(crate) fn caller(headers: &HeaderMap) -> Result<Caller, ZaqarError> {
             "Empty project header not allowed",
             "X-PROJECT-ID cannot be an empty string. Specify the right header X-PROJECT-ID and retry.",
         )),
-        Some(project) => Ok(Caller { project: project.to_owned(), client_id }),
+        Some(project) => {
+            check_not_form(headers)?;
+            Ok(Caller { project: project.to_owned(), client_id })
+        }
     }
 }
 

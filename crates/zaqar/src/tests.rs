@@ -427,3 +427,30 @@ async fn a_classic_queue_declared_over_amqp_can_not_get_a_claim_count_dlq() {
     );
     assert_eq!(call(&z, "POST", "/v2/queues/classic/claims", "").await.0, StatusCode::CREATED);
 }
+
+#[tokio::test]
+async fn non_json_accept_and_form_bodies_are_refused() {
+    let z = gateway();
+    let html = Request::builder()
+        .uri("/v2/queues")
+        .header("accept", "text/html")
+        .header("client-id", CLIENT)
+        .header("x-project-id", "p1");
+    let (status, body, _) = send(&z, html.body(Body::empty()).unwrap()).await;
+    assert_eq!((status, body["title"].clone()), (StatusCode::NOT_ACCEPTABLE, json!("Media type not acceptable")));
+    let form = Request::builder()
+        .method("PUT")
+        .uri("/v2/queues/q")
+        .header("content-type", "application/x-www-form-urlencoded")
+        .header("content-length", "3")
+        .header("client-id", CLIENT)
+        .header("x-project-id", "p1");
+    let (status, body, _) = send(&z, form.body(Body::from("a=b")).unwrap()).await;
+    assert_eq!((status, body["title"].clone()), (StatusCode::BAD_REQUEST, json!("Invalid Content-Type")));
+    let json_ok = Request::builder()
+        .uri("/v2/queues")
+        .header("accept", "application/json")
+        .header("client-id", CLIENT)
+        .header("x-project-id", "p1");
+    assert_eq!(send(&z, json_ok.body(Body::empty()).unwrap()).await.0, StatusCode::OK);
+}
