@@ -17,6 +17,7 @@ mod report;
 mod scenarios;
 mod seqs;
 mod target;
+mod zaqar_http;
 
 use anyhow::{Result, bail};
 use clap::Parser;
@@ -73,6 +74,12 @@ struct Cli {
     /// Broker B's management API.
     #[arg(long)]
     api2: Option<String>,
+    /// Broker A's Zaqar gateway, `host:port` (for the `zaqar` scenario).
+    #[arg(long)]
+    zaqar: Option<String>,
+    /// Broker B's Zaqar gateway.
+    #[arg(long)]
+    zaqar2: Option<String>,
     /// Poll this API path (e.g. `/api/queues`) once a second while each run lasts.
     #[arg(long)]
     poll: Option<String>,
@@ -82,9 +89,9 @@ struct Cli {
 async fn main() -> Result<()> {
     let cli = Cli::parse();
     let api = |url: &Option<String>| url.as_deref().map(api_poll::ApiUrl::parse).transpose();
-    let a = Target { url: cli.url.clone(), pid: cli.pid, api: api(&cli.api)? };
+    let a = Target { url: cli.url.clone(), pid: cli.pid, api: api(&cli.api)?, zaqar: cli.zaqar.clone() };
     let b = match cli.compare.clone() {
-        Some(url) => Some(Target { url, pid: cli.pid2, api: api(&cli.api2)? }),
+        Some(url) => Some(Target { url, pid: cli.pid2, api: api(&cli.api2)?, zaqar: cli.zaqar2.clone() }),
         None => None,
     };
     let mut failed = false;

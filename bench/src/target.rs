@@ -20,6 +20,8 @@ pub(crate) struct Target {
     pub(crate) pid: Option<u32>,
     /// Its management API, when given.
     pub(crate) api: Option<crate::api_poll::ApiUrl>,
+    /// Its Zaqar gateway (`host:port`), when given.
+    pub(crate) zaqar: Option<String>,
 }
 
 impl Target {

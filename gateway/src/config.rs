@@ -46,6 +46,16 @@ pub(crate) struct Cli {
     /// Address of the Prometheus endpoint (`/metrics`). Default 127.0.0.1:15692.
     #[arg(long)]
     prometheus_listen: Option<String>,
+    /// Address of the Zaqar v2 HTTP gateway. Default 127.0.0.1:8888 (Zaqar's port).
+    #[arg(long)]
+    zaqar_listen: Option<String>,
+    /// Turns the Zaqar gateway off.
+    #[arg(long)]
+    no_zaqar: bool,
+    /// Refuse Zaqar projects that have no vhost (400) instead of creating the vhost on first
+    /// use.
+    #[arg(long)]
+    zaqar_no_create_vhosts: bool,
     /// Data directory (durable topology and messages). Default `./data`.
     #[arg(long)]
     data_dir: Option<PathBuf>,
@@ -161,6 +171,9 @@ struct FileConfig {
     anonymous_user: Option<String>,
     http_listen: Option<String>,
     prometheus_listen: Option<String>,
+    zaqar_listen: Option<String>,
+    zaqar_enabled: Option<bool>,
+    zaqar_create_vhosts: Option<bool>,
     data_dir: Option<PathBuf>,
     vm_memory_high_watermark: Option<f64>,
     vm_memory_high_watermark_absolute: Option<ByteSize>,
@@ -271,6 +284,10 @@ pub(crate) struct Config {
     pub(crate) anonymous_user: Option<String>,
     pub(crate) http_listen: String,
     pub(crate) prometheus_listen: String,
+    /// The Zaqar gateway's address; `None`: off.
+    pub(crate) zaqar_listen: Option<String>,
+    /// Whether Zaqar creates a missing project's vhost on first use.
+    pub(crate) zaqar_create_vhosts: bool,
     pub(crate) data_dir: PathBuf,
     pub(crate) memory_watermark: MemoryWatermark,
     /// Bytes.
@@ -408,6 +425,10 @@ impl Config {
         let http_listen = cli.http_listen.clone().or(file.http_listen).unwrap_or_else(|| "127.0.0.1:15672".to_owned());
         let prometheus_listen =
             cli.prometheus_listen.clone().or(file.prometheus_listen).unwrap_or_else(|| "127.0.0.1:15692".to_owned());
+        let zaqar_enabled = !cli.no_zaqar && file.zaqar_enabled.unwrap_or(true);
+        let zaqar_listen = zaqar_enabled
+            .then(|| cli.zaqar_listen.clone().or(file.zaqar_listen).unwrap_or_else(|| "127.0.0.1:8888".to_owned()));
+        let zaqar_create_vhosts = !cli.zaqar_no_create_vhosts && file.zaqar_create_vhosts.unwrap_or(true);
         let data_dir = cli.data_dir.clone().or(file.data_dir).unwrap_or_else(|| PathBuf::from("./data"));
         let absolute = match &cli.vm_memory_high_watermark_absolute {
             Some(text) => Some(parse_size(text)?),
@@ -466,6 +487,8 @@ impl Config {
             anonymous_user,
             http_listen,
             prometheus_listen,
+            zaqar_listen,
+            zaqar_create_vhosts,
             data_dir,
             memory_watermark,
             disk_free_limit,
@@ -520,6 +543,21 @@ mod tests {
 
     fn cli(args: &[&str]) -> Cli {
         Cli::parse_from(std::iter::once("charon").chain(args.iter().copied()))
+    }
+
+    #[test]
+    fn the_zaqar_gateway_is_on_at_8888_by_default_and_can_be_turned_off() {
+        let config = Config::resolve(&cli(&[]), FileConfig::default()).unwrap();
+        assert_eq!((config.zaqar_listen.as_deref(), config.zaqar_create_vhosts), (Some("127.0.0.1:8888"), true));
+        let off = Config::resolve(&cli(&["--no-zaqar", "--zaqar-no-create-vhosts"]), FileConfig::default()).unwrap();
+        assert_eq!((off.zaqar_listen, off.zaqar_create_vhosts), (None, false));
+        let file =
+            toml::from_str::<FileConfig>("zaqar_listen = \"0.0.0.0:9999\"\nzaqar_create_vhosts = false").unwrap();
+        let from_file = Config::resolve(&cli(&[]), file).unwrap();
+        assert_eq!((from_file.zaqar_listen.as_deref(), from_file.zaqar_create_vhosts), (Some("0.0.0.0:9999"), false));
+        let disabled =
+            Config::resolve(&cli(&[]), toml::from_str::<FileConfig>("zaqar_enabled = false").unwrap()).unwrap();
+        assert_eq!(disabled.zaqar_listen, None);
     }
 
     #[test]

@@ -113,6 +113,25 @@ async fn run(config: Config) -> anyhow::Result<()> {
             shutdown_rx.clone(),
         )));
     }
+    // Before the management API: its line is the last one tests wait for.
+    let zaqar = match &config.zaqar_listen {
+        Some(address) => {
+            let listener = tokio::net::TcpListener::bind(address)
+                .await
+                .with_context(|| format!("binding the Zaqar gateway to {address}"))?;
+            let local = listener.local_addr().context("reading the Zaqar address")?;
+            println!("charon: zaqar listening on {local}");
+            broker.listeners().add("http/zaqar", local);
+            let settings = charon_zaqar::ZaqarConfig {
+                data_dir: Some(config.data_dir.clone()),
+                create_vhosts: config.zaqar_create_vhosts,
+            };
+            let gateway =
+                charon_zaqar::Zaqar::new(Arc::clone(&broker), settings).context("opening the Zaqar metadata")?;
+            Some(tokio::spawn(charon_zaqar::serve(listener, gateway, shutdown_rx.clone())))
+        }
+        None => None,
+    };
     let http = tokio::net::TcpListener::bind(&config.http_listen)
         .await
         .with_context(|| format!("binding the HTTP API to {}", config.http_listen))?;
@@ -140,6 +159,9 @@ async fn run(config: Config) -> anyhow::Result<()> {
         let _ = https.await;
     }
     let _ = metrics.await;
+    if let Some(zaqar) = zaqar {
+        let _ = zaqar.await;
+    }
     store.log.close().context("flushing the message log")?;
     Ok(())
 }

@@ -22,6 +22,8 @@ pub struct Charon {
     pub amqps_port: Option<u16>,
     /// The HTTPS management API port, when TLS is configured.
     pub https_port: Option<u16>,
+    /// The Zaqar gateway's port, when it is on.
+    pub zaqar_port: Option<u16>,
     /// Everything it wrote on stderr so far.
     stderr: std::sync::Arc<std::sync::Mutex<String>>,
 }
@@ -58,7 +60,14 @@ impl Charon {
             .args(["--listen", "127.0.0.1:0", "--log-level", "warn"])
             .arg("--data-dir")
             .arg(data_dir)
-            .args(["--http-listen", "127.0.0.1:0", "--prometheus-listen", "127.0.0.1:0"])
+            .args([
+                "--http-listen",
+                "127.0.0.1:0",
+                "--prometheus-listen",
+                "127.0.0.1:0",
+                "--zaqar-listen",
+                "127.0.0.1:0",
+            ])
             .args(args)
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
@@ -85,7 +94,7 @@ impl Charon {
         let (tx, rx) = mpsc::channel();
         std::thread::spawn(move || {
             for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-                for what in ["amqp", "amqps", "http", "https", "prometheus"] {
+                for what in ["amqp", "amqps", "http", "https", "prometheus", "zaqar"] {
                     if let Some(addr) = line.strip_prefix(&format!("charon: {what} listening on ")) {
                         let port: u16 = addr.rsplit(':').next().and_then(|p| p.parse().ok()).expect("port");
                         let _ = tx.send((what, port));
@@ -117,6 +126,7 @@ impl Charon {
             prometheus_port: ports["prometheus"],
             amqps_port: ports.get("amqps").copied(),
             https_port: ports.get("https").copied(),
+            zaqar_port: ports.get("zaqar").copied(),
             stderr: kept,
         })
     }

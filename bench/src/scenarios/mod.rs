@@ -9,6 +9,7 @@ mod max_length;
 mod memory;
 mod one_to_one;
 mod redrive;
+mod zaqar;
 
 use anyhow::Result;
 
@@ -47,6 +48,11 @@ pub(crate) enum Scenario {
     /// N dead letters moved back to their queue at an unlimited rate: a redrive job on Charon
     /// (`--api`), a consume-republish loop elsewhere.
     Redrive,
+    /// Zaqar over HTTP: 32 clients post, claim and delete (by claim id) N messages.
+    Zaqar,
+    /// Zaqar's claim-count dead-letter storm: N messages claimed once, then moved to the DLQ by
+    /// the next claims.
+    ZaqarDlq,
 }
 
 impl Scenario {
@@ -62,6 +68,7 @@ impl Scenario {
             Self::Memory | Self::MemoryWaiting => 1_000_000,
             Self::ApiQueues => 10_000,
             Self::Redrive => 1_000_000,
+            Self::Zaqar | Self::ZaqarDlq => 100_000,
         }
     }
 }
@@ -103,6 +110,8 @@ pub(crate) async fn run(target: &Target, scenario: Scenario, params: Params) -> 
         Scenario::S10 => amqp10::one_to_one(target, params, &tag).await,
         Scenario::ApiQueues => api_queues::listing(target, params, &tag).await,
         Scenario::Redrive => redrive::run(target, params, &tag).await,
+        Scenario::Zaqar => zaqar::post_claim_delete(target, params, &tag).await,
+        Scenario::ZaqarDlq => zaqar::dead_letter_storm(target, params, &tag).await,
     };
     let peak = rss.finish();
     let mut outcome = result?;

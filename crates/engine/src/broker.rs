@@ -430,6 +430,13 @@ impl Broker {
         all
     }
 
+    /// The vhost named `name`, without a user check (gateways that map their own identities
+    /// to vhosts, like Zaqar's projects): one map lookup, no listing.
+    #[must_use]
+    pub fn vhost(&self, name: &str) -> Option<Arc<VHost>> {
+        self.vhosts.read().get(name).cloned()
+    }
+
     /// Opens a vhost for a user.
     ///
     /// # Errors

@@ -21,5 +21,8 @@ pub mod events;
 mod sink;
 
 pub use copy::{dead_lettered_copy, is_cycle};
+// Gateways that move messages to a dead-letter queue themselves (Zaqar's claim-count move)
+// count them like the queues do.
+pub use counts::{DeadLetterCounts, DeadLetterStrategy, count_dead_letter};
 pub use drops::{DROP_REASON_ANNOTATION, DROP_REASON_HEADER, DropReason, Drops, FALLBACK_QUEUE, marked_dropped};
 pub(crate) use sink::{DeadLetterSink, DeadLetterer, Forward, Outcome};

@@ -1,0 +1,79 @@
+//! Zaqar's claim-count dead-letter queue, made crash-safe.
+//!
+//! Zaqar evaluates it at claim time: a message the claim picks that was already claimed
+//! `_max_claim_count` times is moved to `_dead_letter_queue` instead of being returned. Zaqar's
+//! own move (insert into the DLQ, then delete from the source) can leave a message in both or,
+//! when the DLQ is missing, rewrite it and return nothing. Here the claim holds the message as
+//! an unacknowledged delivery while its dead-lettered copy — a death with reason
+//! `delivery_limit`, so AMQP consumers of the DLQ see `x-death` / `x-opt-deaths`, and the claim
+//! count as its failed-delivery count (1.0 `header.delivery-count`) — is published into the DLQ
+//! and confirmed (synced); only then is the original acknowledged. A crash in between leaves
+//! the original in its queue (it comes back) and possibly a copy in the DLQ: at least once,
+//! never lost. The DLQ is created when missing.
+
+use std::sync::Arc;
+
+use charon_engine::dead_letter::{DeadLetterStrategy, count_dead_letter, dead_lettered_copy};
+use charon_engine::{Broker, Delivery, QueueRef, Settle, VHost};
+use charon_model::DeathReason;
+
+use crate::engine;
+use crate::error::ZaqarError;
+use crate::reserved::DeadLetterSettings;
+
+/// Moves `deliveries` (held by a claim in the making) from `source` to the dead-letter queue.
+///
+/// # Errors
+/// 503 when the DLQ could not take them: they are requeued in `source`.
+pub(crate) async fn move_to_dead_letter_queue(
+    broker: &Broker,
+    vhost: &VHost,
+    source: &QueueRef,
+    deliveries: Vec<Delivery>,
+    settings: &DeadLetterSettings,
+) -> Result<(), ZaqarError> {
+    if deliveries.is_empty() {
+        return Ok(());
+    }
+    let seqs: Vec<u64> = deliveries.iter().map(|d| d.seq).collect();
+    let now = crate::message::now_ms();
+    let copies: Vec<_> = deliveries
+        .iter()
+        .map(|d| {
+            let claims = d.message.broker.acquired_count;
+            let ttl = d.message.properties().ttl;
+            let mut copy = dead_lettered_copy(
+                &d.message,
+                source.name(),
+                DeathReason::DeliveryLimit,
+                "",
+                Some(&settings.queue),
+                now,
+            );
+            copy.broker.delivery_count = claims;
+            // `_dead_letter_queue_messages_ttl` replaces the TTL; else the message keeps its own
+            // (the engine's copy drops it, as a dead letter's TTL goes into its death record).
+            copy.properties_mut().ttl = settings.ttl.map(|s| s.unsigned_abs().saturating_mul(1000)).or(ttl);
+            Arc::new(copy)
+        })
+        .collect();
+    let moved = async {
+        let (target, _) = engine::ensure_queue(vhost, &settings.queue).await?;
+        engine::publish_confirmed(broker, &target, copies).await
+    };
+    if let Err(error) = moved.await {
+        source.settle(seqs, Settle::Requeue).await;
+        return Err(error);
+    }
+    let count = seqs.len();
+    source.settle(seqs, Settle::Ack).await;
+    for _ in 0..count {
+        count_dead_letter(
+            source.config.queue_type,
+            DeadLetterStrategy::AtLeastOnce,
+            DeathReason::DeliveryLimit,
+            &source.dead_lettered,
+        );
+    }
+    Ok(())
+}
