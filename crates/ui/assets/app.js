@@ -42,7 +42,18 @@
     return String(value);
   }
 
+  // The previous value and time of each counter a rate is derived from.
+  var previous = new WeakMap();
+
   function fill(scope, data) {
+    var now = Date.now();
+    scope.querySelectorAll("[data-rate-of]").forEach(function (el) {
+      var value = pointer(data, el.getAttribute("data-rate-of"));
+      if (typeof value !== "number") return;
+      var before = previous.get(el);
+      if (before && now > before.at) el.textContent = rate(Math.max(0, value - before.value) * 1000 / (now - before.at));
+      previous.set(el, { value: value, at: now });
+    });
     scope.querySelectorAll("[data-ptr]").forEach(function (el) {
       var value = pointer(data, el.getAttribute("data-ptr"));
       var text = format(value, el.getAttribute("data-fmt"));

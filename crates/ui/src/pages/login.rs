@@ -28,7 +28,7 @@ pub(crate) async fn form(Query(query): Query<HashMap<String, String>>) -> Respon
 fn render(next: &str, error: Option<&str>, status: StatusCode) -> Response {
     let body = html! {
         div.login {
-            h1 { span.mark { "⛴" } " Charon" }
+            h1 { (crate::layout::LOGO) " Charon" }
             p.sub { "Management" }
             @if let Some(error) = error { p.flash.error role="alert" { (error) } }
             form method="post" action="/login" {

@@ -78,14 +78,21 @@ fn totals(overview: &JsonValue) -> Markup {
                 }
             }
             h2 { "Message rates" }
-            table.data #message-rates {
+            table.data.narrow #message-rates {
                 thead { tr { th { "" } th.num { "Total" } th.num { "Rate" } } }
                 tbody {
                     @for (key, label) in MESSAGE_STATS {
                         tr {
                             td { (label) }
-                            td.num data-ptr=(format!("/message_stats/{key}")) data-fmt="count" data-rate-of=(key) { (count(int(overview, &format!("/message_stats/{key}")))) }
-                            td.num data-rate=(key) { (rate(float(overview, &format!("/message_stats/{key}_details/rate")))) }
+                            td.num data-ptr=(format!("/message_stats/{key}")) data-fmt="count" { (count(int(overview, &format!("/message_stats/{key}")))) }
+                            @let details = format!("/message_stats/{key}_details/rate");
+                            @if overview.pointer(&details).is_some() {
+                                td.num data-ptr=(details) data-fmt="rate" { (rate(float(overview, &details))) }
+                            } @else {
+                                // The API gives the totals only: the script derives the rate
+                                // from two polls.
+                                td.num data-rate-of=(format!("/message_stats/{key}")) { "–" }
+                            }
                         }
                     }
                 }
