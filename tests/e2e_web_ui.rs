@@ -94,16 +94,32 @@ impl Browser {
         }
     }
 
+    /// The text of `css` (read again when the page's script reloaded the page meanwhile).
     async fn text(&self, css: &str) -> String {
-        self.client.find(Locator::Css(css)).await.unwrap_or_else(|e| panic!("{css}: {e}")).text().await.unwrap()
+        for _ in 0..20 {
+            if let Ok(element) = self.client.find(Locator::Css(css)).await
+                && let Ok(text) = element.text().await
+            {
+                return text;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        panic!("{css} not found on {}", self.path().await);
     }
 
     async fn texts(&self, css: &str) -> Vec<String> {
-        let mut texts = Vec::new();
-        for element in self.client.find_all(Locator::Css(css)).await.unwrap() {
-            texts.push(element.text().await.unwrap());
+        'again: for _ in 0..20 {
+            let mut texts = Vec::new();
+            for element in self.client.find_all(Locator::Css(css)).await.unwrap() {
+                let Ok(text) = element.text().await else {
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                    continue 'again;
+                };
+                texts.push(text);
+            }
+            return texts;
         }
-        texts
+        panic!("{css} kept changing");
     }
 
     async fn fill(&self, css: &str, value: &str) {
@@ -363,6 +379,17 @@ async fn a_dead_letter_queue_is_browsed_and_redriven_from_the_browser() {
     for reason in ["rejected", "expired", "maxlen"] {
         browser.client.find(Locator::Css("select[name=reason]")).await.unwrap().select_by_value(reason).await.unwrap();
         browser.click("form.filter button[type=submit]").await;
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while !browser.path().await.contains(&format!("reason={reason}"))
+            || browser.texts("table.deaths tbody td:first-child").await.len() != PER_REASON
+        {
+            assert!(
+                Instant::now() < deadline,
+                "{reason}: {:?}",
+                browser.texts("table.deaths tbody td:first-child").await
+            );
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
         let reasons = browser.texts("table.deaths tbody td:first-child").await;
         assert_eq!(reasons.len(), PER_REASON, "{reason}: {reasons:?}");
         assert!(reasons.iter().all(|r| r == reason), "{reason}: {reasons:?}");

@@ -31,19 +31,23 @@ fn href(vhost: &str, id: &str) -> String {
 pub(crate) fn destination_fields(prefix: &str) -> Markup {
     html! {
         div.destination {
-            label.choice { input type="radio" name=(format!("{prefix}_type")) value="original" checked; " the queue each message died in, from its " }
-            select name=(format!("{prefix}_death")) {
-                option value="first" { "first death" }
-                option value="last" { "last death" }
+            div.option {
+                label.choice { input type="radio" name=(format!("{prefix}_type")) value="original" checked; " the queue each message died in, from its" }
+                select name=(format!("{prefix}_death")) {
+                    option value="first" { "first death" }
+                    option value="last" { "last death" }
+                }
             }
-            br;
-            label.choice { input type="radio" name=(format!("{prefix}_type")) value="queue"; " queue " }
-            input type="text" name=(format!("{prefix}_queue")) placeholder="queue name" size="16";
-            br;
-            label.choice { input type="radio" name=(format!("{prefix}_type")) value="exchange"; " exchange " }
-            input type="text" name=(format!("{prefix}_exchange")) placeholder="exchange" size="12";
-            " routing key "
-            input type="text" name=(format!("{prefix}_routing_key")) placeholder="routing key" size="12";
+            div.option {
+                label.choice { input type="radio" name=(format!("{prefix}_type")) value="queue"; " queue" }
+                input type="text" name=(format!("{prefix}_queue")) placeholder="queue name" size="16";
+            }
+            div.option {
+                label.choice { input type="radio" name=(format!("{prefix}_type")) value="exchange"; " exchange" }
+                input type="text" name=(format!("{prefix}_exchange")) placeholder="exchange" size="12";
+                span { "routing key" }
+                input type="text" name=(format!("{prefix}_routing_key")) placeholder="routing key" size="12";
+            }
         }
     }
 }
@@ -217,7 +221,7 @@ pub(crate) async fn list(
                 fieldset {
                     legend { "Pace" }
                     div.grid {
-                        label { "Rate (messages/s, empty: unlimited)" input type="number" name="rate" min="1" step="any"; }
+                        label { "Rate (messages/s, empty: unlimited)" input type="number" name="rate" min="1" step="1"; }
                         label { "At most (messages, empty: all)" input type="number" name="max_messages" min="1"; }
                     }
                     label.choice { input type="checkbox" name="dry_run" value="true" checked; " Dry run: only count what would move, by reason and source" }
@@ -236,6 +240,34 @@ fn describe_destination(destination: Option<&JsonValue>) -> String {
         "queue" => format!("queue {}", text(d, "/queue")),
         "exchange" => format!("exchange {} / {}", text(d, "/exchange"), text(d, "/routing_key")),
         _ => show(d),
+    }
+}
+
+/// The criteria of a filter that are set, in words ("none" when it takes every message).
+fn describe_filter(filter: Option<&JsonValue>) -> String {
+    let Some(filter) = filter.and_then(JsonValue::as_object) else { return "none".to_owned() };
+    let parts: Vec<String> = filter
+        .iter()
+        .filter_map(|(key, value)| match value {
+            JsonValue::Null => None,
+            JsonValue::Array(a) if a.is_empty() => None,
+            JsonValue::Object(o) if o.is_empty() => None,
+            JsonValue::Array(a) => Some(format!("{key}: {}", a.iter().map(show).collect::<Vec<_>>().join(", "))),
+            JsonValue::Number(n) if key.starts_with("died_") => {
+                Some(format!("{key}: {} UTC", n.as_u64().map_or_else(|| n.to_string(), utc)))
+            }
+            other => Some(format!("{key}: {}", show(other))),
+        })
+        .collect();
+    if parts.is_empty() { "none (every message)".to_owned() } else { parts.join("; ") }
+}
+
+/// A job's time: milliseconds (or seconds) since the epoch as UTC.
+fn when(value: Option<&JsonValue>) -> String {
+    match value.and_then(JsonValue::as_u64) {
+        Some(ms) if ms > 100_000_000_000 => format!("{} UTC", utc(ms / 1000)),
+        Some(seconds) => format!("{} UTC", utc(seconds)),
+        None => value.map(show).unwrap_or_default(),
     }
 }
 
@@ -288,8 +320,8 @@ pub(crate) fn job_body(form: &Form) -> Result<JsonValue, String> {
     body.insert("filter".into(), filter(form)?);
     body.insert("dry_run".into(), json!(form.get("dry_run") == "true"));
     if let Some(rate) = form.some("rate") {
-        let rate: f64 =
-            rate.parse().ok().filter(|r: &f64| *r > 0.0).ok_or("Rate: a positive number of messages per second")?;
+        let rate: u32 =
+            rate.parse().ok().filter(|r| *r > 0).ok_or("Rate: a positive whole number of messages per second")?;
         body.insert("rate".into(), json!(rate));
     }
     if let Some(max) = form.some("max_messages") {
@@ -316,13 +348,14 @@ pub(crate) async fn one(
                     p.hint { a href="/redrives" { "← all jobs" } }
                     table.data.narrow.kv { tbody {
                         tr { th { "State" } td { span #job-state class=(format!("state state-{state}")) data-ptr="/state" data-reload { (state) } @let reason = text(job, "/reason"); @if !reason.is_empty() { " — " span #job-reason { (reason) } } } }
-                        tr { th { "Source" } td { (text(job, "/vhost")) " / " (text(job, "/source")) } }
+                        tr { th { "Source" } td { "queue " (text(job, "/source")) " in virtual host " (text(job, "/vhost")) } }
                         tr { th { "Destination" } td { (describe_destination(job.pointer("/destination"))) } }
-                        tr { th { "Filter" } td { code { (show(job.pointer("/filter").unwrap_or(&JsonValue::Null))) } } }
+                        tr { th { "Filter" } td { (describe_filter(job.pointer("/filter"))) } }
                         tr { th { "Dry run" } td { (text(job, "/dry_run")) } }
                         tr { th { "Rate limit" } td { @if job.pointer("/rate").is_some_and(|r| !r.is_null()) { (rate(float(job, "/rate"))) } @else { "unlimited" } } }
                         tr { th { "At most" } td { @if job.pointer("/max_messages").is_some_and(|r| !r.is_null()) { (count(int(job, "/max_messages"))) } @else { "all" } } }
-                        tr { th { "Created" } td { (text(job, "/created_at")) } }
+                        tr { th { "Created" } td { (when(job.pointer("/created_at"))) } }
+                        tr { th { "Updated" } td { (when(job.pointer("/updated_at"))) } }
                     } }
                     h2 { "Progress" }
                     (progress_bar(job))
@@ -420,6 +453,20 @@ mod tests {
     use super::*;
 
     #[test]
+    fn jobs_read_in_words() {
+        assert_eq!(
+            describe_filter(Some(&json!({"reasons": [], "died_after": null, "headers": {}}))),
+            "none (every message)"
+        );
+        assert_eq!(
+            describe_filter(Some(&json!({"reasons": ["expired", "maxlen"], "died_after": 0, "headers": {"t": "a"}}))),
+            r#"died_after: 1970-01-01 00:00:00 UTC; headers: {"t":"a"}; reasons: expired, maxlen"#
+        );
+        assert_eq!(when(Some(&json!(1_795_681_377_298u64))), "2026-11-26 08:22:57 UTC");
+        assert_eq!(when(Some(&json!(1_795_681_377u64))), "2026-11-26 08:22:57 UTC");
+    }
+
+    #[test]
     fn times_convert_both_ways() {
         assert_eq!(parse_time("1970-01-01T00:00"), Some(0));
         assert_eq!(parse_time("2026-11-26T07:30"), Some(1_795_678_200));
@@ -446,7 +493,7 @@ mod tests {
                 "destination": {"type": "original", "death": "last"},
                 "filter": {"reasons": ["rejected", "expired"], "source_queues": ["a", "b"], "died_after": 1_795_678_200u64, "headers": {"tenant": "acme"}},
                 "dry_run": true,
-                "rate": 50.0,
+                "rate": 50,
             })
         );
         let form = Form::parse(
@@ -459,6 +506,7 @@ mod tests {
         assert_eq!(job_body(&form).unwrap()["dry_run"], json!(false));
         assert!(job_body(&Form::parse(b"source=dlq&destination_type=queue")).is_err());
         assert!(job_body(&Form::parse(b"source=dlq&rate=-1")).is_err());
+        assert!(job_body(&Form::parse(b"source=dlq&rate=2.5")).is_err(), "the API takes whole messages per second");
         assert!(job_body(&Form::parse(b"destination_type=original")).is_err());
     }
 }
