@@ -360,15 +360,21 @@ async fn a_dead_letter_queue_is_browsed_and_redriven_from_the_browser() {
     dead_letters_for_three_reasons(&charon, &channel).await;
     browser.log_in("guest", "guest").await;
 
-    // The overview and the Dead letters tab count the deaths by reason.
+    // A message that never died, put straight into the DLQ: deleted from the browser below.
+    publish(&channel, "dlq", "not a dead letter", "junk").await;
+    wait_messages(&charon, "dlq", 3 * PER_REASON as u64 + 1).await;
+
+    // The overview and the Dead letters tab count the deaths by reason, per queue they died in.
     assert_eq!(browser.text("#dead-by-reason tr[data-reason=rejected] td:nth-child(2)").await, "10");
+    assert_eq!(browser.text("#dead-by-reason tr[data-reason=maxlen] td:nth-child(2)").await, "10");
+    browser.shot("overview-dead-letters").await;
     browser.goto("/dead-letters").await;
-    let dlq = "table.dead-letters tr[data-key=dlq]";
     for reason in ["rejected", "expired", "maxlen"] {
-        let cell = format!("{dlq} td[data-ptr='/dead_lettered/{reason}']");
+        let cell = format!("table.dead-letters tr[data-key=work-{reason}] td[data-ptr='/dead_lettered/{reason}']");
         assert_eq!(browser.text(&cell).await, PER_REASON.to_string(), "{reason}");
     }
-    assert_eq!(browser.text(&format!("{dlq} td[data-ptr='/messages']")).await, "30");
+    let dlq = "table.dead-letters tr[data-key=dlq]";
+    assert_eq!(browser.text(&format!("{dlq} td[data-ptr='/messages']")).await, "31");
     browser.shot("dead-letters").await;
 
     // The browser: a page of messages, each with its death history; the reason filter.
@@ -376,26 +382,46 @@ async fn a_dead_letter_queue_is_browsed_and_redriven_from_the_browser() {
     assert_eq!(browser.path().await, "/dead-letters/%2F/dlq");
     assert_eq!(browser.client.find_all(Locator::Css("article.message")).await.unwrap().len(), 20, "one page");
     browser.shot("dead-letter-browser").await;
-    for reason in ["rejected", "expired", "maxlen"] {
-        browser.client.find(Locator::Css("select[name=reason]")).await.unwrap().select_by_value(reason).await.unwrap();
-        browser.click("form.filter button[type=submit]").await;
-        let deadline = Instant::now() + Duration::from_secs(20);
-        while !browser.path().await.contains(&format!("reason={reason}"))
-            || browser.texts("table.deaths tbody td:first-child").await.len() != PER_REASON
-        {
-            assert!(
-                Instant::now() < deadline,
-                "{reason}: {:?}",
-                browser.texts("table.deaths tbody td:first-child").await
-            );
-            tokio::time::sleep(Duration::from_millis(100)).await;
+    let filter = |reason: &'static str, message_id: &'static str, expected: usize| {
+        let browser = &browser;
+        async move {
+            let select = browser.client.find(Locator::Css("select[name=reason]")).await.unwrap();
+            select.select_by_value(reason).await.unwrap();
+            browser.fill("input[name=message_id]", message_id).await;
+            browser.click("form.filter button[type=submit]").await;
+            let deadline = Instant::now() + Duration::from_secs(20);
+            while !browser.path().await.contains(&format!("reason={reason}&"))
+                || browser.client.find_all(Locator::Css("article.message")).await.unwrap().len() != expected
+            {
+                assert!(Instant::now() < deadline, "{reason}/{message_id}: not {expected} messages");
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
         }
+    };
+    for reason in ["rejected", "expired", "maxlen"] {
+        filter(reason, "", PER_REASON).await;
         let reasons = browser.texts("table.deaths tbody td:first-child").await;
-        assert_eq!(reasons.len(), PER_REASON, "{reason}: {reasons:?}");
         assert!(reasons.iter().all(|r| r == reason), "{reason}: {reasons:?}");
         let queues = browser.texts("table.deaths tbody td:nth-child(2)").await;
         assert!(queues.iter().all(|q| *q == format!("work-{reason}")), "{queues:?}");
     }
+
+    // Delete selected: the message that never died.
+    filter("", "junk", 1).await;
+    assert_eq!(browser.text("article.message .payload pre").await, "not a dead letter");
+    browser.click("article.message input[name=ids]").await;
+    browser.click("button[formaction$='/delete']").await;
+    browser.client.accept_alert().await.unwrap();
+    assert_eq!(browser.wait_text(".flash", false, |t| !t.is_empty()).await, "Deleted 1 message(s)");
+    assert_eq!(messages(&charon, "dlq").await, 3 * PER_REASON as u64);
+
+    // Move selected: one maxlen death back to the queue it died in (the form's default).
+    filter("maxlen", "", PER_REASON).await;
+    browser.click("article.message input[name=ids]").await;
+    browser.click("button[formaction$='/move']").await;
+    assert_eq!(browser.wait_text(".flash", false, |t| !t.is_empty()).await, "Moved 1 message(s), 0 failed");
+    assert_eq!(messages(&charon, "dlq").await, 3 * PER_REASON as u64 - 1);
+    assert_eq!(messages(&charon, "work-maxlen").await, 2);
 
     // A dry run counts by reason and source and moves nothing.
     browser.goto("/redrives?vhost=%2F&source=dlq").await;
@@ -415,12 +441,13 @@ async fn a_dead_letter_queue_is_browsed_and_redriven_from_the_browser() {
     browser.click("form.redrive button[type=submit]").await;
     assert!(browser.path().await.starts_with("/redrives/%2F/"), "the job's page");
     browser.wait_text("#job-state", true, |s| s == "completed").await;
-    assert_eq!(browser.text("#dry-run-total strong").await, "30");
-    for reason in ["rejected", "expired", "maxlen"] {
-        assert_eq!(browser.text(&format!("#dry-run-by-reason tr[data-key={reason}] td.num")).await, "10");
-        assert_eq!(browser.text(&format!("#dry-run-by-source tr[data-key=work-{reason}] td.num")).await, "10");
+    assert_eq!(browser.text("#dry-run-total strong").await, "29");
+    for (reason, count) in [("rejected", "10"), ("expired", "10"), ("maxlen", "9")] {
+        assert_eq!(browser.text(&format!("#dry-run-by-reason tr[data-key={reason}] td.num")).await, count);
+        assert_eq!(browser.text(&format!("#dry-run-by-source tr[data-key=work-{reason}] td.num")).await, count);
     }
-    assert_eq!(messages(&charon, "dlq").await, 30, "a dry run moves nothing");
+    browser.shot("redrive-dry-run").await;
+    assert_eq!(messages(&charon, "dlq").await, 29, "a dry run moves nothing");
 
     // A redrive at 5 messages/s to the queues they died in: progress shows while it runs.
     browser.goto("/redrives?vhost=%2F&source=dlq").await;
@@ -449,7 +476,7 @@ async fn a_dead_letter_queue_is_browsed_and_redriven_from_the_browser() {
     browser.click("#job-resume").await;
     browser.wait_text(".flash.ok", false, |t| t.ends_with("resume done")).await;
     browser.wait_text("#job-state", false, |s| s == "completed").await;
-    assert_eq!(browser.text("#progress-moved").await, "30");
+    assert_eq!(browser.text("#progress-moved").await, "29");
     assert_eq!(browser.text(".job .progress .label").await, "100%");
     browser.shot("redrive-completed").await;
 

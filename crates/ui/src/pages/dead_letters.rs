@@ -42,7 +42,7 @@ pub(crate) async fn summary(State(ui): State<Arc<Ui>>, viewer: Viewer) -> Respon
         }
     }
     let content = html! {
-        p.hint { "Queues that hold dead-lettered messages, by the reason they died. Browse a queue to see each message's death history, delete or move messages, or start a redrive job to send them back." }
+        p.hint { "Queues that dead-lettered messages, by reason, and the queues that receive dead letters. Browse a queue to see each message's death history, delete or move messages, or start a redrive job to send them back." }
         p { a.button href="/redrives" { "Redrive jobs" } }
         @if let Err(error) = &vhosts { (failure("Virtual hosts", error)) }
         @for (vhost, path, queues) in &sections {
@@ -53,7 +53,7 @@ pub(crate) async fn summary(State(ui): State<Arc<Ui>>, viewer: Viewer) -> Respon
                     Ok(queues) if items(queues, "").is_empty() => p.empty { "No dead-lettered messages" },
                     Ok(queues) => table.data.dead-letters data-src=(path) data-items="" data-key="queue" {
                         thead {
-                            tr.group { th { "" } th.num colspan="4" { "Dead-lettered (total)" } th.num colspan="4" { "Rate" } th.num colspan="2" { "Held now" } th {} }
+                            tr.group { th { "" } th.num colspan="4" { "Dead-lettered from this queue" } th.num colspan="4" { "Rate" } th.num colspan="2" { "Held now" } th {} }
                             tr {
                                 th { "Queue" }
                                 @for reason in REASONS { th.num { (reason) } }
