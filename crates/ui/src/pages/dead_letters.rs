@@ -53,7 +53,7 @@ pub(crate) async fn summary(State(ui): State<Arc<Ui>>, viewer: Viewer) -> Respon
                     Ok(queues) if items(queues, "").is_empty() => p.empty { "No dead-lettered messages" },
                     Ok(queues) => table.data.dead-letters data-src=(path) data-items="" data-key="queue" {
                         thead {
-                            tr.group { th { "" } th.num colspan="4" { "Dead-lettered from this queue" } th.num colspan="4" { "Rate" } th.num colspan="2" { "Held now" } th {} }
+                            tr.group { th { "" } th colspan="4" { "Dead-lettered from this queue" } th colspan="4" { "Rate" } th colspan="2" { "Held now" } th {} }
                             tr {
                                 th { "Queue" }
                                 @for reason in REASONS { th.num { (reason) } }
@@ -75,7 +75,7 @@ pub(crate) async fn summary(State(ui): State<Arc<Ui>>, viewer: Viewer) -> Respon
                                 }
                                 td.num data-ptr="/messages" data-fmt="count" { (count(int(q, "/messages"))) }
                                 td.num data-ptr="/oldest_message_age_seconds" data-fmt="age" {
-                                    @if q.pointer("/oldest_message_age_seconds").is_some_and(|v| !v.is_null()) { (age(int(q, "/oldest_message_age_seconds"))) } @else { "–" }
+                                    @if int(q, "/messages") > 0 { (age(int(q, "/oldest_message_age_seconds"))) } @else { "–" }
                                 }
                                 td.actions {
                                     a.small.button href=(crate::pages::browser::href(vhost, &queue)) { "Browse" } " "

@@ -49,7 +49,7 @@ pub(crate) async fn list(
                 p.hint { (count(int(listed, "/filtered_count"))) " of " (count(int(listed, "/total_count"))) " queues" }
                 table.data #queues data-src=(path) data-items="/items" data-key="vhost,name" {
                     thead {
-                        tr.group { th colspan="5" { "Overview" } th.num colspan="3" { "Messages" } th.num colspan="3" { "Message rates" } }
+                        tr.group { th colspan="5" { "Overview" } th colspan="3" { "Messages" } th colspan="3" { "Message rates" } }
                         tr {
                             th { "Virtual host" } th { "Name" } th { "Type" } th { "Features" } th { "State" }
                             th.num { "Ready" } th.num { "Unacked" } th.num { "Total" }

@@ -301,7 +301,8 @@ pub(crate) async fn create(State(ui): State<Arc<Ui>>, viewer: Viewer, form: Form
     let path = format!("/api/charon/redrives/{}", segment(&vhost));
     match ui.api.call(&viewer.user, Method::POST, &path, Some(&body)).await {
         Ok(job) => {
-            viewer.flash(&ui, false, "Redrive started");
+            let dry_run = job.pointer("/dry_run").and_then(JsonValue::as_bool) == Some(true);
+            viewer.flash(&ui, false, if dry_run { "Dry run started" } else { "Redrive started" });
             Redirect::to(&href(&vhost, &text(&job, "/id"))).into_response()
         }
         Err(error) => {
@@ -357,8 +358,10 @@ pub(crate) async fn one(
                         tr { th { "Created" } td { (when(job.pointer("/created_at"))) } }
                         tr { th { "Updated" } td { (when(job.pointer("/updated_at"))) } }
                     } }
+                    @let dry_run = job.pointer("/dry_run").and_then(JsonValue::as_bool) == Some(true);
                     h2 { "Progress" }
-                    (progress_bar(job))
+                    @if dry_run { p.hint { "A dry run moves nothing: it counts what would move." } }
+                    @else { (progress_bar(job)) }
                     div.cards {
                         @for (key, label) in [("moved", "Moved"), ("skipped", "Skipped"), ("failed", "Failed"), ("remaining", "Remaining")] {
                             @let ptr = format!("/progress/{key}");
