@@ -66,6 +66,8 @@ pub fn app(broker: Arc<Broker>, api: Router) -> Router {
         .route("/redrives/{vhost}/{id}", get(pages::redrives::one))
         .route("/redrives/{vhost}/{id}/{action}", post(pages::redrives::act))
         .route("/admin", get(pages::admin::page))
+        .route("/admin/policies", post(pages::admin::put_policy))
+        .route("/admin/policies/delete", post(pages::admin::delete_policy))
         .route("/ui/api/{*path}", get(proxy::get))
         .with_state(ui)
         .fallback_service(api)

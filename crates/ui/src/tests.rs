@@ -252,3 +252,42 @@ async fn the_embedded_assets_are_served() {
     let js = send(&app, "GET", "/static/app.js", None, None).await;
     assert!(js.status == StatusCode::OK && js.body.contains("data-src"));
 }
+
+#[tokio::test]
+async fn policies_are_added_and_deleted_with_the_apis_checks() {
+    let (_broker, app) = app();
+    let token = log_in(&app, "guest", "guest").await;
+    let csrf = csrf_of(&send(&app, "GET", "/admin", Some(&token), None).await.body);
+    let form = format!(
+        "csrf={csrf}&vhost=%2F&name=dlx&pattern=%5Eorders%24&apply_to=queues&priority=3\
+         &definition=%7B%22dead-letter-exchange%22%3A%22dlx%22%7D"
+    );
+    let saved = send(&app, "POST", "/admin/policies", Some(&token), Some(&form)).await;
+    assert_eq!((saved.status, saved.location.as_str()), (StatusCode::SEE_OTHER, "/admin#policies"));
+    let (status, policy) = api(&app, "GET", "/api/policies/%2F/dlx", "").await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(
+        policy,
+        serde_json::json!({"vhost":"/","name":"dlx","pattern":"^orders$","apply-to":"queues",
+            "definition":{"dead-letter-exchange":"dlx"},"priority":3})
+    );
+    let admin = send(&app, "GET", "/admin", Some(&token), None).await;
+    assert!(admin.body.contains("Policy dlx saved") && admin.body.contains("<code>^orders$</code>"));
+    // The API's own refusal comes back as it is.
+    let bad = form.replace("%7B%22dead-letter-exchange%22%3A%22dlx%22%7D", "%7B%22max-length%22%3A%22x%22%7D");
+    send(&app, "POST", "/admin/policies", Some(&token), Some(&bad)).await;
+    let refused = send(&app, "GET", "/admin", Some(&token), None).await;
+    assert!(refused.body.contains("Policy refused: 400"), "{}", refused.body);
+    let not_json = form.replace("%7B%22dead-letter-exchange%22%3A%22dlx%22%7D", "nope");
+    send(&app, "POST", "/admin/policies", Some(&token), Some(&not_json)).await;
+    assert!(send(&app, "GET", "/admin", Some(&token), None).await.body.contains("Definition is not JSON"));
+    // Without the token nothing happens; with it the policy goes.
+    let delete = "vhost=%2F&name=dlx";
+    assert_eq!(
+        send(&app, "POST", "/admin/policies/delete", Some(&token), Some(delete)).await.status,
+        StatusCode::FORBIDDEN
+    );
+    assert_eq!(api(&app, "GET", "/api/policies/%2F/dlx", "").await.0, StatusCode::OK);
+    send(&app, "POST", "/admin/policies/delete", Some(&token), Some(&format!("csrf={csrf}&{delete}"))).await;
+    assert_eq!(api(&app, "GET", "/api/policies/%2F/dlx", "").await.0, StatusCode::NOT_FOUND);
+}
