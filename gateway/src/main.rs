@@ -112,7 +112,7 @@ async fn run(config: Config) -> anyhow::Result<()> {
         https = Some(tokio::spawn(charon_http::serve_tls_router(
             listener,
             acceptors.https.clone(),
-            management.clone(),
+            management.clone().layer(axum::Extension(charon_ui::OverTls)),
             shutdown_rx.clone(),
         )));
     }

@@ -32,6 +32,11 @@ use charon_engine::Broker;
 use crate::api::Api;
 use crate::session::Sessions;
 
+/// Marks requests that came over HTTPS (the embedding program layers it on the HTTPS listener's
+/// router: `app.layer(axum::Extension(OverTls))`): the session cookie is then `Secure`.
+#[derive(Debug, Clone, Copy)]
+pub struct OverTls;
+
 /// What every page handler shares.
 pub(crate) struct Ui {
     broker: Arc<Broker>,

@@ -143,9 +143,11 @@ pub(crate) fn token_in(cookie_header: &str) -> Option<&str> {
         .map(|(_, v)| v)
 }
 
-/// The `Set-Cookie` value that gives the browser `token`.
-pub(crate) fn set_cookie(token: &str) -> String {
-    format!("{COOKIE}={token}; Path=/; HttpOnly; SameSite=Strict; Max-Age={}", LIFETIME.as_secs())
+/// The `Set-Cookie` value that gives the browser `token` (`Secure` when served over HTTPS, so the
+/// browser never sends it over plain HTTP).
+pub(crate) fn set_cookie(token: &str, secure: bool) -> String {
+    let secure = if secure { "; Secure" } else { "" };
+    format!("{COOKIE}={token}; Path=/; HttpOnly; SameSite=Strict; Max-Age={}{secure}", LIFETIME.as_secs())
 }
 
 /// The `Set-Cookie` value that removes it.
@@ -200,8 +202,10 @@ mod tests {
     fn the_cookie_is_found_among_others_and_is_strict() {
         assert_eq!(token_in("a=1; charon_session=abc; b=2"), Some("abc"));
         assert_eq!(token_in("xcharon_session=abc"), None);
-        let cookie = set_cookie("abc");
+        let cookie = set_cookie("abc", false);
         assert!(cookie.contains("HttpOnly") && cookie.contains("SameSite=Strict") && cookie.contains("Path=/"));
+        assert!(!cookie.contains("Secure"));
+        assert!(set_cookie("abc", true).ends_with("; Secure"));
     }
 
     #[test]

@@ -291,3 +291,14 @@ async fn policies_are_added_and_deleted_with_the_apis_checks() {
     send(&app, "POST", "/admin/policies/delete", Some(&token), Some(&format!("csrf={csrf}&{delete}"))).await;
     assert_eq!(api(&app, "GET", "/api/policies/%2F/dlx", "").await.0, StatusCode::NOT_FOUND);
 }
+
+#[tokio::test]
+async fn the_cookie_is_secure_over_https() {
+    let (_broker, app) = app();
+    let https = app.layer(axum::Extension(crate::OverTls));
+    let reply = send(&https, "POST", "/login", None, Some("username=guest&password=guest")).await;
+    assert!(reply.cookie.ends_with("; Secure"), "{}", reply.cookie);
+    let (_broker, plain) = self::app();
+    let reply = send(&plain, "POST", "/login", None, Some("username=guest&password=guest")).await;
+    assert!(!reply.cookie.contains("Secure"), "{}", reply.cookie);
+}

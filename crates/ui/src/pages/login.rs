@@ -54,7 +54,8 @@ pub(crate) async fn submit(State(ui): State<Arc<Ui>>, extensions: Extensions, fo
     match auth::log_in(&ui.broker, peer, MECHANISM, form.get("username"), form.get("password")).await {
         Ok(user) => {
             let token = ui.sessions.start(&user.name);
-            ([(header::SET_COOKIE, session::set_cookie(&token))], Redirect::to(next)).into_response()
+            let secure = extensions.get::<crate::OverTls>().is_some();
+            ([(header::SET_COOKIE, session::set_cookie(&token, secure))], Redirect::to(next)).into_response()
         }
         Err(Refusal::Credentials) => render(next, Some("Login failed"), StatusCode::UNAUTHORIZED),
         Err(Refusal::NotManagement) => {
