@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Runs every test on a fresh machine: installs the Python clients the interop tests use into
-# .venv, the Node.js ones into tests/node/node_modules and promtool (apt), then lints and
+# .venv, the Node.js ones into tests/node/node_modules, promtool and Chromium (apt), then lints and
 # tests the whole workspace.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -26,6 +26,16 @@ if ! command -v promtool >/dev/null; then
   $SUDO apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends prometheus >/dev/null
 fi
+# Headless Chromium and chromedriver (Debian's `chromium`, `chromium-driver`) for the web UI's
+# browser tests (tests/e2e_web_ui.rs); installed only when absent. With CHARON_REQUIRE_BROWSER
+# those tests fail instead of skipping when the browser is missing.
+if ! command -v chromedriver >/dev/null || ! command -v chromium >/dev/null; then
+  SUDO=""
+  [ "$(id -u)" -eq 0 ] || SUDO="sudo"
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends chromium chromium-driver >/dev/null
+fi
+export CHARON_REQUIRE_BROWSER=1
 # rabbitmqadmin v2, RabbitMQ's Rust CLI, for tests/e2e_rabbitmqadmin.rs: built once into a cache
 # outside the checkout, and again only when the pinned version changes (the check costs nothing).
 RABBITMQADMIN_VERSION=2.35.0

@@ -82,6 +82,9 @@ async fn run(config: Config) -> anyhow::Result<()> {
             shutdown_rx.clone(),
         )));
     }
+    // The management port serves the web UI's pages in front of the JSON API (one router: the
+    // same sessions and rate samples over HTTP and HTTPS).
+    let management = charon_ui::app(Arc::clone(&broker), charon_http::router(Arc::clone(&broker)));
     let mut https = None;
     if let (Some(tls), Some(acceptors)) = (&config.tls, &acceptors) {
         for address in &tls.listen {
@@ -106,10 +109,10 @@ async fn run(config: Config) -> anyhow::Result<()> {
         let local = listener.local_addr().context("reading the HTTPS address")?;
         println!("charon: https listening on {local}");
         broker.listeners().add("https", local);
-        https = Some(tokio::spawn(charon_http::serve_tls(
+        https = Some(tokio::spawn(charon_http::serve_tls_router(
             listener,
             acceptors.https.clone(),
-            Arc::clone(&broker),
+            management.clone().layer(axum::Extension(charon_ui::OverTls)),
             shutdown_rx.clone(),
         )));
     }
@@ -138,7 +141,7 @@ async fn run(config: Config) -> anyhow::Result<()> {
     let local = http.local_addr().context("reading the HTTP address")?;
     println!("charon: http listening on {local}");
     broker.listeners().add("http", local);
-    let api = tokio::spawn(charon_http::serve(http, Arc::clone(&broker), shutdown_rx.clone()));
+    let api = tokio::spawn(charon_http::serve_router(http, management, shutdown_rx.clone()));
     let prometheus = tokio::net::TcpListener::bind(&config.prometheus_listen)
         .await
         .with_context(|| format!("binding the Prometheus endpoint to {}", config.prometheus_listen))?;

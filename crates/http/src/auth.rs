@@ -18,15 +18,92 @@ use crate::error::ApiError;
 /// The mechanism named in the login policy's log line.
 const MECHANISM: &str = "HTTP basic";
 
+/// A user the embedding program already authenticated (the web UI's session), put in a
+/// request's extensions before it calls the router in-process. Requests from the network never
+/// carry extensions, so only code linked into the broker can vouch for a user this way; the
+/// management-tag rule still applies to it.
+#[derive(Clone, Debug)]
+pub struct Authenticated(User);
+
+impl Authenticated {
+    /// Vouches for `user`.
+    #[must_use]
+    pub fn new(user: User) -> Self {
+        Self(user)
+    }
+}
+
+/// Why a management login was refused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum Refusal {
+    /// Unknown user, wrong password, or refused by the login policy (`loopback_users`).
+    #[error("Not_Authorized")]
+    Credentials,
+    /// The user has no management tag.
+    #[error("Not management user")]
+    NotManagement,
+}
+
+/// A management login as the API applies it to basic auth, for anything that logs users in
+/// over the management port (the web UI's login form too).
+///
+/// With a `peer` the login goes through the broker's login policy: it first waits out the
+/// throttle's delay for that address (whatever the outcome, so a slow answer says nothing),
+/// then `loopback_users` applies, and a refusal is logged and counted under `mechanism`.
+/// Without one (in-process callers, the unit tests) only the users are checked. A user without
+/// a management tag is refused as RabbitMQ refuses it.
+///
+/// # Errors
+/// [`Refusal`] says why.
+pub async fn log_in(
+    broker: &Broker,
+    peer: Option<SocketAddr>,
+    mechanism: &str,
+    name: &str,
+    password: &str,
+) -> Result<User, Refusal> {
+    let user = match peer {
+        None => broker.authenticate(name, password),
+        Some(peer) => {
+            let policy = broker.login();
+            let delay = policy.delay(peer);
+            if !delay.is_zero() {
+                tokio::time::sleep(delay).await;
+            }
+            policy.admit(peer, mechanism, name, broker.authenticate(name, password))
+        }
+    };
+    management(user.ok_or(Refusal::Credentials)?)
+}
+
+/// `user` if it has a management tag.
+///
+/// # Errors
+/// [`Refusal::NotManagement`], logged as RabbitMQ logs it.
+pub fn management(user: User) -> Result<User, Refusal> {
+    if user.tags().is_management() {
+        Ok(user)
+    } else {
+        tracing::warn!(user = user.name, "HTTP access denied: Not management user");
+        Err(Refusal::NotManagement)
+    }
+}
+
 /// Rejects requests without valid credentials or from users without a management tag;
 /// passes the [`User`] on to the handlers.
 ///
-/// Credentials from a served connection go through the login policy: the request first waits
-/// out the throttle's delay for its address (whatever the outcome, so a slow answer says
-/// nothing), then `loopback_users` applies, and a refusal is logged and counted. A request
-/// without an address (the router called in-process, as the unit tests do) is only checked
-/// against the users.
+/// Credentials go through [`log_in`]. A request carrying [`Authenticated`] (only in-process
+/// callers can) is taken as that user, still subject to the management-tag rule.
 pub(crate) async fn require_user(State(broker): State<Arc<Broker>>, mut request: Request, next: Next) -> Response {
+    if let Some(Authenticated(user)) = request.extensions_mut().remove::<Authenticated>() {
+        return match management(user) {
+            Ok(user) => {
+                request.extensions_mut().insert::<User>(user);
+                next.run(request).await
+            }
+            Err(refusal) => refused(refusal),
+        };
+    }
     let credentials = request
         .headers()
         .get(header::AUTHORIZATION)
@@ -40,36 +117,38 @@ pub(crate) async fn require_user(State(broker): State<Arc<Broker>>, mut request:
                 .and_then(|text| text.split_once(':').map(|(n, p)| (n.to_owned(), p.to_owned())))
         });
     let peer = request.extensions().get::<ConnectInfo<SocketAddr>>().map(|info| info.0);
-    let user = match (credentials, peer) {
-        (None, _) => None,
-        (Some(credentials), None) => credentials.and_then(|(name, password)| broker.authenticate(&name, &password)),
-        (Some(credentials), Some(peer)) => {
-            let policy = broker.login();
-            let delay = policy.delay(peer);
-            if !delay.is_zero() {
-                tokio::time::sleep(delay).await;
-            }
-            match credentials {
-                Some((name, password)) => policy.admit(peer, MECHANISM, &name, broker.authenticate(&name, &password)),
-                None => {
-                    policy.refuse(peer, MECHANISM, "", "malformed credentials");
-                    None
+    let user = match credentials {
+        None => Err(Refusal::Credentials),
+        Some(Some((name, password))) => log_in(&broker, peer, MECHANISM, &name, &password).await,
+        Some(None) => {
+            if let Some(peer) = peer {
+                let policy = broker.login();
+                let delay = policy.delay(peer);
+                if !delay.is_zero() {
+                    tokio::time::sleep(delay).await;
                 }
+                policy.refuse(peer, MECHANISM, "", "malformed credentials");
             }
+            Err(Refusal::Credentials)
         }
     };
     match user {
-        Some(user) if !user.tags().is_management() => {
-            tracing::warn!(user = user.name, "HTTP access denied: Not management user");
-            ApiError::not_authorised("Not management user").into_response()
-        }
-        Some(user) => {
+        Ok(user) => {
             request.extensions_mut().insert::<User>(user);
             next.run(request).await
         }
-        None => ApiError::not_authorized().into_response(),
+        Err(refusal) => refused(refusal),
     }
 }
+
+/// The API's answer to a refused login.
+fn refused(refusal: Refusal) -> Response {
+    match refusal {
+        Refusal::Credentials => ApiError::not_authorized().into_response(),
+        Refusal::NotManagement => ApiError::not_authorised("Not management user").into_response(),
+    }
+}
+
 /// `is_authorized_admin`.
 pub(crate) fn admin(user: &User) -> Result<(), ApiError> {
     if user.tags().is_administrator() { Ok(()) } else { Err(ApiError::not_authorised("Not administrator user")) }

@@ -35,7 +35,7 @@
 //! [`serve_tls`] HTTPS.
 
 mod aliveness;
-mod auth;
+pub mod auth;
 mod bindings;
 mod channels;
 mod connections;
@@ -78,7 +78,7 @@ use charon_engine::Broker;
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 
-pub use tls::serve_tls;
+pub use tls::{serve_tls, serve_tls_router};
 
 /// The API's routes over `broker`.
 pub fn router(broker: Arc<Broker>) -> Router {
@@ -183,12 +183,22 @@ pub fn router(broker: Arc<Broker>) -> Router {
 ///
 /// # Errors
 /// When the listener fails.
-pub async fn serve(
+pub async fn serve(listener: TcpListener, broker: Arc<Broker>, shutdown: watch::Receiver<bool>) -> std::io::Result<()> {
+    serve_router(listener, router(broker), shutdown).await
+}
+
+/// Serves `app` (the API's [`router`], possibly with more routes around it, such as the web UI)
+/// on `listener` until `shutdown` turns true, with the peer address each request needs for the
+/// login policy.
+///
+/// # Errors
+/// When the listener fails.
+pub async fn serve_router(
     listener: TcpListener,
-    broker: Arc<Broker>,
+    app: Router,
     mut shutdown: watch::Receiver<bool>,
 ) -> std::io::Result<()> {
-    axum::serve(listener, router(broker).into_make_service_with_connect_info::<SocketAddr>())
+    axum::serve(listener, app.into_make_service_with_connect_info::<SocketAddr>())
         .with_graceful_shutdown(async move {
             let _ = shutdown.wait_for(|stop| *stop).await;
         })

@@ -8,6 +8,7 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
+use axum::Router;
 use axum::serve::{Listener, ListenerExt};
 use charon_engine::Broker;
 use tokio::net::{TcpListener, TcpStream};
@@ -30,6 +31,20 @@ pub async fn serve_tls(
     listener: TcpListener,
     acceptor: TlsAcceptor,
     broker: Arc<Broker>,
+    shutdown: watch::Receiver<bool>,
+) -> io::Result<()> {
+    serve_tls_router(listener, acceptor, router(broker), shutdown).await
+}
+
+/// Serves `app` (the API's [`router`], possibly with more routes around it) over TLS on
+/// `listener` until `shutdown` turns true.
+///
+/// # Errors
+/// When the listener fails.
+pub async fn serve_tls_router(
+    listener: TcpListener,
+    acceptor: TlsAcceptor,
+    app: Router,
     mut shutdown: watch::Receiver<bool>,
 ) -> io::Result<()> {
     let local = listener.local_addr()?;
@@ -37,7 +52,7 @@ pub async fn serve_tls(
     let handshakes = tokio::spawn(handshake_loop(listener, acceptor, accepted, shutdown.clone()));
     // `tap_io` only so that axum's `ConnectInfo<SocketAddr>` applies to this listener too.
     let tls = TlsListener { local, incoming }.tap_io(|_| {});
-    let served = axum::serve(tls, router(broker).into_make_service_with_connect_info::<SocketAddr>())
+    let served = axum::serve(tls, app.into_make_service_with_connect_info::<SocketAddr>())
         .with_graceful_shutdown(async move {
             let _ = shutdown.wait_for(|stop| *stop).await;
         })
