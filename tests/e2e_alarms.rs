@@ -53,16 +53,18 @@ async fn drain(channel: &Channel, queue: &str) -> usize {
 }
 
 /// Four publishers flood 600 MiB of 1 MiB transient messages into a queue nobody consumes,
-/// against a 45 MB watermark (the debug binary idles near 30 MB): they are blocked ("low on memory") whenever resident memory
+/// against a 60 MB watermark (the debug binary idles near 32 MB, and under the flood it does
+/// not get below about 45 MB: the connections' buffers, the log writer's batch; at a 45 MB
+/// watermark each clearing let only a few messages in and the flood took minutes): they are blocked ("low on memory") whenever resident memory
 /// passes it, the queue pages the bodies to the log meanwhile, the alarm clears and they go
 /// on. Resident memory never exceeds the watermark by more than a bound, and every message is
 /// there at the end. (Before the alarm existed, 10,000 such messages took the broker to 8 GB.)
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_flood_bigger_than_the_watermark_is_held_near_it_and_nothing_is_lost() {
-    const WATERMARK: u64 = 45_000_000;
+    const WATERMARK: u64 = 60_000_000;
     const PUBLISHERS: usize = 4;
     const EACH: usize = 150;
-    let charon = support::Charon::start_with(&["--vm-memory-high-watermark-absolute", "45MB"]);
+    let charon = support::Charon::start_with(&["--vm-memory-high-watermark-absolute", "60MB"]);
     let peak = Arc::new(AtomicU64::new(0));
     let sampling = Arc::new(AtomicBool::new(true));
     let sampler = {
