@@ -104,6 +104,9 @@ pub(super) struct DlxPending {
     parked: Option<ParkedLetters>,
     /// Letters whose own spill was written, by sequence number, until its place comes.
     placing: HashMap<u64, u64>,
+    /// Whether letters wait at their messages' original records (recovered after a restart):
+    /// only then do compaction's moves of the queue's own records concern the letters.
+    at_originals: bool,
 }
 
 impl DlxPending {
@@ -132,7 +135,13 @@ impl DlxPending {
             return false;
         };
         parked.push(Parked::recovered(recovered, reason, place));
+        self.at_originals = true;
         true
+    }
+
+    /// Whether moves of the queue's own records can concern letters (see [`Self::placed`]).
+    pub(super) fn at_originals(&self) -> bool {
+        self.at_originals
     }
 
     /// The letters as length limits and `messages` count them.
