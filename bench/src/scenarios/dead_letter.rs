@@ -31,14 +31,14 @@ const NACK_PREFETCH: u16 = 250;
 const POLL: Duration = Duration::from_millis(5);
 
 /// A dead-letter exchange with its queue, and a source queue dead-lettering into it.
-struct Topology {
-    conn: Connection,
-    setup: Channel,
-    source: String,
-    dlq: String,
+pub(super) struct Topology {
+    pub(super) conn: Connection,
+    pub(super) setup: Channel,
+    pub(super) source: String,
+    pub(super) dlq: String,
 }
 
-async fn topology(
+pub(super) async fn topology(
     target: &Target,
     tag: &str,
     source_durable: bool,
@@ -87,7 +87,7 @@ async fn topology_bound(
 }
 
 impl Topology {
-    async fn remove(self) -> Result<()> {
+    pub(super) async fn remove(self) -> Result<()> {
         for queue in [&self.source, &self.dlq] {
             self.setup.queue_delete(queue.as_str().into(), Default::default()).await?;
         }
@@ -100,7 +100,7 @@ impl Topology {
     /// Waits until the DLQ holds `expected` messages and returns when it did. If its depth
     /// stops growing for [`amqp091::IDLE`], returns when it last grew: the drain that follows
     /// counts what is missing.
-    async fn until_dlq_holds(&self, expected: u64) -> Result<Instant> {
+    pub(super) async fn until_dlq_holds(&self, expected: u64) -> Result<Instant> {
         let mut depth = 0;
         let mut grew = Instant::now();
         loop {

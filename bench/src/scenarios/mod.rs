@@ -3,6 +3,7 @@
 
 mod amqp10;
 mod api_queues;
+mod browse;
 mod dead_letter;
 mod fanout;
 mod max_length;
@@ -48,6 +49,8 @@ pub(crate) enum Scenario {
     /// N dead letters moved back to their queue at an unlimited rate: a redrive job on Charon
     /// (`--api`), a consume-republish loop elsewhere.
     Redrive,
+    /// The dead-letter browser over an N-message DLQ (Charon's API, `--api`): ms per page.
+    Browse,
     /// Zaqar over HTTP: 32 clients post, claim and delete (by claim id) N messages.
     Zaqar,
     /// Zaqar's claim-count dead-letter storm: N messages claimed once, then moved to the DLQ by
@@ -68,6 +71,7 @@ impl Scenario {
             Self::Memory | Self::MemoryWaiting => 1_000_000,
             Self::ApiQueues => 10_000,
             Self::Redrive => 1_000_000,
+            Self::Browse => 10_000_000,
             Self::Zaqar | Self::ZaqarDlq => 100_000,
         }
     }
@@ -110,6 +114,7 @@ pub(crate) async fn run(target: &Target, scenario: Scenario, params: Params) -> 
         Scenario::S10 => amqp10::one_to_one(target, params, &tag).await,
         Scenario::ApiQueues => api_queues::listing(target, params, &tag).await,
         Scenario::Redrive => redrive::run(target, params, &tag).await,
+        Scenario::Browse => browse::dlq(target, params, &tag).await,
         Scenario::Zaqar => zaqar::post_claim_delete(target, params, &tag).await,
         Scenario::ZaqarDlq => zaqar::dead_letter_storm(target, params, &tag).await,
     };
