@@ -51,7 +51,8 @@ pub(super) async fn dlq(target: &Target, params: Params, tag: &str) -> Result<Ou
             }
             let page: serde_json::Value = serde_json::from_str(&body).context("a page is JSON")?;
             let items = page.get("items").and_then(|i| i.as_array()).context("a page has items")?;
-            let last = items.last().and_then(|i| i.get("id")).and_then(|id| id.as_str()).and_then(|id| id.parse::<u64>().ok());
+            let last =
+                items.last().and_then(|i| i.get("id")).and_then(|id| id.as_str()).and_then(|id| id.parse::<u64>().ok());
             Ok::<_, anyhow::Error>((started.elapsed().as_secs_f64() * 1000.0, items.len(), last))
         }
     };

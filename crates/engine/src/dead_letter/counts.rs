@@ -2,10 +2,11 @@
 //! (`rabbit_global_counters.erl`, through the `metrics` facade) and Charon's per-queue counts,
 //! which live on the queue's handle and are rendered by [`crate::metrics`].
 
+use std::sync::OnceLock;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use charon_model::DeathReason;
-use metrics::counter;
+use metrics::{Counter, counter};
 
 use crate::queue::args::QueueType;
 
@@ -18,25 +19,62 @@ pub(crate) const STRATEGIES: [DeadLetterStrategy; 3] =
     [DeadLetterStrategy::Disabled, DeadLetterStrategy::AtMostOnce, DeadLetterStrategy::AtLeastOnce];
 
 /// Messages one queue dead-lettered (or dropped for want of a dead-letter exchange), by reason
-/// and strategy.
+/// and strategy; and the queue's handles on the global counters it adds to.
 #[derive(Debug, Default)]
-pub struct DeadLetterCounts([[AtomicU64; 3]; 4]);
+pub struct DeadLetterCounts {
+    counts: [[AtomicU64; 3]; 4],
+    /// Made at the queue's first dead letter (the recorder is installed long before): looking
+    /// a labelled counter up by name at every dead letter cost more than the rest of counting.
+    globals: OnceLock<GlobalCounters>,
+}
+
+/// One queue's handles on RabbitMQ's global dead-letter counters (its type is fixed).
+#[derive(Debug)]
+struct GlobalCounters {
+    by_reason: [[Counter; 3]; 4],
+    confirmed: Counter,
+}
+
+impl GlobalCounters {
+    fn new(queue_type: QueueType) -> Self {
+        let by_strategy = |reason: DeathReason| {
+            STRATEGIES.map(|strategy| {
+                counter!(global_name(reason), "queue_type" => queue_type.module(), "dead_letter_strategy" => strategy.label())
+            })
+        };
+        let confirmed = counter!(
+            "rabbitmq_global_messages_dead_lettered_confirmed_total",
+            "queue_type" => queue_type.module(),
+            "dead_letter_strategy" => DeadLetterStrategy::AtLeastOnce.label()
+        );
+        Self { by_reason: REASONS.map(by_strategy), confirmed }
+    }
+}
+
+/// The slot of `strategy` and `reason` in an array laid out as [`REASONS`] × [`STRATEGIES`].
+fn pick<T>(by_reason: &[[T; 3]; 4], strategy: DeadLetterStrategy, reason: DeathReason) -> &T {
+    let [maxlen, expired, rejected, delivery_limit] = by_reason;
+    let by_strategy = match reason {
+        DeathReason::Maxlen => maxlen,
+        DeathReason::Expired => expired,
+        DeathReason::Rejected => rejected,
+        DeathReason::DeliveryLimit => delivery_limit,
+    };
+    let [disabled, at_most_once, at_least_once] = by_strategy;
+    match strategy {
+        DeadLetterStrategy::Disabled => disabled,
+        DeadLetterStrategy::AtMostOnce => at_most_once,
+        DeadLetterStrategy::AtLeastOnce => at_least_once,
+    }
+}
 
 impl DeadLetterCounts {
     fn slot(&self, strategy: DeadLetterStrategy, reason: DeathReason) -> &AtomicU64 {
-        let [maxlen, expired, rejected, delivery_limit] = &self.0;
-        let by_strategy = match reason {
-            DeathReason::Maxlen => maxlen,
-            DeathReason::Expired => expired,
-            DeathReason::Rejected => rejected,
-            DeathReason::DeliveryLimit => delivery_limit,
-        };
-        let [disabled, at_most_once, at_least_once] = by_strategy;
-        match strategy {
-            DeadLetterStrategy::Disabled => disabled,
-            DeadLetterStrategy::AtMostOnce => at_most_once,
-            DeadLetterStrategy::AtLeastOnce => at_least_once,
-        }
+        pick(&self.counts, strategy, reason)
+    }
+
+    fn globals(&self, queue_type: QueueType) -> &GlobalCounters {
+        self.globals.get_or_init(|| GlobalCounters::new(queue_type))
     }
 
     /// Counts one message.
@@ -88,19 +126,13 @@ pub fn count_dead_letter(
     reason: DeathReason,
     queue: &DeadLetterCounts,
 ) {
-    counter!(global_name(reason), "queue_type" => queue_type.module(), "dead_letter_strategy" => strategy.label())
-        .increment(1);
+    pick(&queue.globals(queue_type).by_reason, strategy, reason).increment(1);
     queue.add(strategy, reason);
 }
 
 /// Counts one at-least-once dead letter that every target confirmed
 /// (`rabbitmq_global_messages_dead_lettered_confirmed_total`; a classic queue's only under
 /// Charon's guarantee).
-pub(crate) fn count_confirmed(queue_type: QueueType) {
-    counter!(
-        "rabbitmq_global_messages_dead_lettered_confirmed_total",
-        "queue_type" => queue_type.module(),
-        "dead_letter_strategy" => DeadLetterStrategy::AtLeastOnce.label()
-    )
-    .increment(1);
+pub(crate) fn count_confirmed(queue_type: QueueType, queue: &DeadLetterCounts) {
+    queue.globals(queue_type).confirmed.increment(1);
 }

@@ -81,7 +81,7 @@ fn a_letter_comes_back_with_its_death_time_and_leaves_the_log_once_confirmed() {
     let copy = std::sync::Arc::new(charon_model::Message::default());
     for letter in f.state.dlx_due() {
         assert_eq!(letter.copied_at, None);
-        let number = f.state.dlx_sent(letter.id, &copy, 777, 42);
+        let number = f.state.dlx_sent(letter.id, &copy, 777, 42).unwrap();
         f.state.dlx_answered(number, false);
     }
     f.flush();
@@ -98,7 +98,7 @@ fn a_letter_comes_back_with_its_death_time_and_leaves_the_log_once_confirmed() {
         for letter in due {
             assert_eq!(letter.copied_at, Some(777), "its copy is made again with the first death time");
             assert!(letter.copy.is_none(), "the copy itself was not kept");
-            let number = f.state.dlx_sent(letter.id, &copy, 777, 42);
+            let number = f.state.dlx_sent(letter.id, &copy, 777, 42).unwrap();
             f.state.dlx_answered(number, true);
             confirmed += 1;
         }

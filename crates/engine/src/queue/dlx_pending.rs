@@ -3,7 +3,10 @@
 //! length limits — until every queue its dead letter was routed to confirmed the copy.
 //!
 //! The queue task forwards what is due ([`DlxPending::due`]) through the queue's outbox, one
-//! confirm number per target, and reports each target's answer ([`DlxPending::answered`]). A
+//! confirm number per target, and reports each target's answer ([`DlxPending::answered`]). The
+//! number names the letter and its target itself (see [`Number`]), so no map from numbers to
+//! letters is kept: a map insert and remove per copy was the largest part of what this mode
+//! costs over at-most-once in S5 (BENCHMARKS.md). A
 //! letter nobody routes, or that a target refused (a full `reject-publish` queue), stays and is
 //! tried again when the topology or the queue's policy changes, and on a timer; targets that
 //! confirmed are not sent it again.
@@ -14,6 +17,7 @@ use std::sync::Arc;
 use charon_model::{DeathReason, Message};
 use charon_store::segment_log::{LogReader, RecoveredMessage};
 use foldhash::HashMap;
+use smallvec::SmallVec;
 
 use super::dlx_parked::{Parked, ParkedLetters, Unparked};
 use super::entry::Entry;
@@ -25,6 +29,48 @@ use super::paging::packed::Packed;
 /// Confirm numbers of at-least-once copies carry this bit, so that they never collide with the
 /// numbers of crash-safe forwards (`unconfirmed.rs`) the same queue waits for.
 pub(super) const NUMBER_BIT: u64 = 1 << 63;
+
+/// Bits of a confirm number for the target's slot in its letter (a dead letter routed to more
+/// than 2^20 queues reaches the first 2^20).
+const SLOT_BITS: u32 = 20;
+/// Bits for the letter's id: below bit 62, which redrive jobs use (`REFUSED_TO_PUBLISHER_BIT`).
+const ID_BITS: u32 = 62 - SLOT_BITS;
+const ID_MASK: u64 = (1 << ID_BITS) - 1;
+const SLOT_MASK: u64 = (1 << SLOT_BITS) - 1;
+
+/// A confirm number: [`NUMBER_BIT`], the low [`ID_BITS`] of the letter's id and the target's
+/// slot in the letter. Ids only grow, and every letter in memory is far younger than 2^42
+/// letters, so the full id is the latest id that has those low bits (serial-number
+/// arithmetic, as for AMQP 1.0's counters).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Number {
+    id: u64,
+    slot: usize,
+}
+
+impl Number {
+    fn encode(self) -> u64 {
+        NUMBER_BIT | ((self.id & ID_MASK) << SLOT_BITS) | self.slot as u64
+    }
+
+    /// The number `number` names, given the latest id handed out.
+    fn decode(number: u64, latest_id: u64) -> Self {
+        let low = (number >> SLOT_BITS) & ID_MASK;
+        let id = latest_id.wrapping_sub(latest_id.wrapping_sub(low) & ID_MASK);
+        Self { id, slot: (number & SLOT_MASK) as usize }
+    }
+}
+
+/// Where a letter's copy stands with one target queue.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Sent {
+    /// Sent, no answer yet.
+    Outstanding,
+    /// The target has it: it is not sent there again.
+    Confirmed,
+    /// The target refused it (full): it is sent there again at the next attempt.
+    Refused,
+}
 
 /// Letters read back from the parked ones only while fewer than this are in memory.
 const UNPARK_BELOW: usize = 4096;
@@ -39,8 +85,9 @@ struct Letter {
     /// When the copy was first made: a letter parked without it makes it again with this
     /// death time.
     copied_at: Option<i64>,
-    /// Target queues (by id) that confirmed the copy.
-    confirmed: Vec<u64>,
+    /// Target queues (by id) the copy was sent to, each at its slot (see [`Number`]): most
+    /// letters have one target, so none of this allocates.
+    sent: SmallVec<[(u64, Sent); 1]>,
     /// Copies sent and not answered yet.
     outstanding: usize,
     /// A target refused the copy since the last attempt.
@@ -60,7 +107,7 @@ impl Letter {
             reason,
             copy: None,
             copied_at: None,
-            confirmed: Vec::new(),
+            sent: SmallVec::new(),
             outstanding: 0,
             refused: false,
             due: true,
@@ -72,7 +119,29 @@ impl Letter {
     /// Whether it only waits (no attempt running or asked for, no target has it): then it can
     /// wait on disk.
     fn idle(&self) -> bool {
-        !self.due && self.outstanding == 0 && self.confirmed.is_empty()
+        !self.due && self.outstanding == 0 && !self.any_confirmed()
+    }
+
+    fn any_confirmed(&self) -> bool {
+        self.sent.iter().any(|&(_, sent)| sent == Sent::Confirmed)
+    }
+
+    /// The targets that have the copy.
+    fn confirmed(&self) -> Vec<u64> {
+        self.sent.iter().filter(|&&(_, sent)| sent == Sent::Confirmed).map(|&(target, _)| target).collect()
+    }
+
+    /// The slot of `target` for a new attempt: the one it refused at, else a new one (`None`
+    /// past [`SLOT_BITS`]).
+    fn slot_for(&mut self, target: u64) -> Option<usize> {
+        if let Some(slot) = self.sent.iter().position(|&(t, sent)| t == target && sent == Sent::Refused) {
+            return Some(slot);
+        }
+        let slot = self.sent.len();
+        (slot as u64 <= SLOT_MASK).then(|| {
+            self.sent.push((target, Sent::Refused));
+            slot
+        })
     }
 }
 
@@ -93,9 +162,6 @@ pub(super) struct Due {
 pub(super) struct DlxPending {
     letters: BTreeMap<u64, Letter>,
     next_id: u64,
-    /// Confirm number → (letter, target queue id).
-    numbers: HashMap<u64, (u64, u64)>,
-    next_number: u64,
     bytes: u64,
     /// The letters marked due, in the order they became due: a pass looks at these only, not
     /// at every letter waiting for its targets' answers.
@@ -208,31 +274,31 @@ impl DlxPending {
                 reason: letter.reason,
                 copy: letter.copy.clone(),
                 copied_at: letter.copied_at,
-                confirmed: letter.confirmed.clone(),
+                confirmed: letter.confirmed(),
             });
         }
         due
     }
 
     /// The copy of letter `id` (made at `copied_at`) goes to `target`: returns its confirm
-    /// number.
-    pub(super) fn sent(&mut self, id: u64, copy: &Arc<Message>, copied_at: i64, target: u64) -> u64 {
-        self.next_number += 1;
-        let number = self.next_number | NUMBER_BIT;
-        if let Some(letter) = self.letters.get_mut(&id) {
-            letter.copy.get_or_insert_with(|| Arc::clone(copy));
-            letter.copied_at.get_or_insert(copied_at);
-            letter.outstanding += 1;
+    /// number (`None`: the letter is gone, or has 2^20 targets already; it is not sent).
+    pub(super) fn sent(&mut self, id: u64, copy: &Arc<Message>, copied_at: i64, target: u64) -> Option<u64> {
+        let letter = self.letters.get_mut(&id)?;
+        let slot = letter.slot_for(target)?;
+        if let Some(entry) = letter.sent.get_mut(slot) {
+            entry.1 = Sent::Outstanding;
         }
-        self.numbers.insert(number, (id, target));
-        number
+        letter.copy.get_or_insert_with(|| Arc::clone(copy));
+        letter.copied_at.get_or_insert(copied_at);
+        letter.outstanding += 1;
+        Some(Number { id, slot }.encode())
     }
 
     /// Letter `id` has no target left to send to: with targets that confirmed before (every
     /// route vanished after them) it is done, as RabbitMQ acks it then; without, it waits for
     /// the next attempt, on disk when it can.
     pub(super) fn unroutable(&mut self, id: u64, journal: &mut Journal) -> Option<Entry> {
-        let done = self.letters.get(&id).is_some_and(|l| !l.confirmed.is_empty() && l.outstanding == 0);
+        let done = self.letters.get(&id).is_some_and(|l| l.any_confirmed() && l.outstanding == 0);
         if done {
             return self.remove(id, journal);
         }
@@ -244,14 +310,13 @@ impl DlxPending {
     /// accepted: a deleted target never confirms). Returns the letter once every target it was
     /// sent to accepted it; one that was refused waits, on disk when it can.
     pub(super) fn answered(&mut self, number: u64, accepted: bool, journal: &mut Journal) -> Option<Entry> {
-        let (id, target) = self.numbers.remove(&number)?;
+        let Number { id, slot } = Number::decode(number, self.next_id);
         let letter = self.letters.get_mut(&id)?;
+        // An answer for a slot not waiting for one (the letters were taken meanwhile) is late.
+        let sent = letter.sent.get_mut(slot).filter(|(_, sent)| *sent == Sent::Outstanding)?;
+        sent.1 = if accepted { Sent::Confirmed } else { Sent::Refused };
         letter.outstanding = letter.outstanding.saturating_sub(1);
-        if accepted {
-            letter.confirmed.push(target);
-        } else {
-            letter.refused = true;
-        }
+        letter.refused |= !accepted;
         if letter.outstanding > 0 {
             return None;
         }
@@ -337,7 +402,6 @@ impl DlxPending {
     /// Takes every letter (the strategy was switched away: RabbitMQ deletes them), recording
     /// each exit; returns how many there were.
     pub(super) fn take_all(&mut self, journal: &mut Journal) -> usize {
-        self.numbers.clear();
         self.bytes = 0;
         self.due.clear();
         self.placing.clear();
@@ -399,7 +463,8 @@ mod tests {
         let due = pending.due();
         assert_eq!(due.len(), 1);
         assert!(pending.due().is_empty(), "taken once per attempt");
-        let (a, b) = (pending.sent(due[0].id, &copy(), 0, 10), pending.sent(due[0].id, &copy(), 0, 11));
+        let (a, b) =
+            (pending.sent(due[0].id, &copy(), 0, 10).unwrap(), pending.sent(due[0].id, &copy(), 0, 11).unwrap());
         assert_ne!(a & NUMBER_BIT, 0);
         assert!(pending.answered(a, true, &mut j).is_none());
         assert_eq!(pending.answered(b, true, &mut j).map(|e| e.seq), Some(1));
@@ -412,7 +477,7 @@ mod tests {
         let mut j = Journal::new(1);
         pending.hold(entry(1), DeathReason::Expired);
         let id = pending.due()[0].id;
-        let (a, b) = (pending.sent(id, &copy(), 0, 10), pending.sent(id, &copy(), 0, 11));
+        let (a, b) = (pending.sent(id, &copy(), 0, 10).unwrap(), pending.sent(id, &copy(), 0, 11).unwrap());
         assert!(pending.answered(a, true, &mut j).is_none());
         assert!(pending.answered(b, false, &mut j).is_none(), "refused: it stays");
         assert!(pending.due().is_empty(), "not before a retry is asked for");
@@ -420,7 +485,7 @@ mod tests {
         let again = pending.due();
         assert_eq!(again[0].confirmed, [10]);
         assert!(again[0].copy.is_some(), "the same copy, its death recorded once");
-        let c = pending.sent(id, &copy(), 0, 11);
+        let c = pending.sent(id, &copy(), 0, 11).unwrap();
         assert_eq!(pending.answered(c, true, &mut j).map(|e| e.seq), Some(1));
     }
 
@@ -434,13 +499,52 @@ mod tests {
         assert_eq!(pending.size().count, 1);
         pending.retry_all();
         let id = pending.due()[0].id;
-        let a = pending.sent(id, &copy(), 0, 10);
-        let b = pending.sent(id, &copy(), 0, 11);
+        let a = pending.sent(id, &copy(), 0, 10).unwrap();
+        let b = pending.sent(id, &copy(), 0, 11).unwrap();
         pending.answered(a, true, &mut j);
         pending.answered(b, false, &mut j);
         pending.retry_all();
         let id = pending.due()[0].id;
         assert_eq!(pending.unroutable(id, &mut j).map(|e| e.seq), Some(1), "routes vanished after a confirm: done");
+    }
+
+    #[test]
+    fn a_number_names_its_letter_across_the_wrap_of_its_id_bits() {
+        for (id, latest) in
+            [(1, 1), (5, 9), (ID_MASK - 2, ID_MASK + 3), (ID_MASK + 1, ID_MASK + 1), (u64::MAX - 3, u64::MAX)]
+        {
+            for slot in [0, 1, SLOT_MASK as usize] {
+                let number = Number { id, slot }.encode();
+                assert_eq!(number & (NUMBER_BIT | super::super::requests::REFUSED_TO_PUBLISHER_BIT), NUMBER_BIT);
+                assert_eq!(Number::decode(number, latest), Number { id, slot }, "id {id}, latest {latest}");
+            }
+        }
+    }
+
+    #[test]
+    fn a_refusing_target_keeps_its_slot_and_late_answers_are_ignored() {
+        let mut pending = DlxPending::default();
+        let mut j = Journal::new(1);
+        pending.hold(entry(1), DeathReason::Rejected);
+        let id = pending.due()[0].id;
+        let a = pending.sent(id, &copy(), 0, 10).unwrap();
+        assert!(pending.answered(a, false, &mut j).is_none());
+        assert!(pending.answered(a, true, &mut j).is_none(), "answered already: ignored");
+        for _ in 0..3 {
+            pending.retry_all();
+            let id = pending.due()[0].id;
+            let again = pending.sent(id, &copy(), 0, 10).unwrap();
+            assert_eq!(again, a, "the same slot each attempt");
+            assert!(pending.answered(again, false, &mut j).is_none());
+        }
+        pending.retry_all();
+        let id = pending.due()[0].id;
+        let b = pending.sent(id, &copy(), 0, 11).unwrap();
+        assert_ne!(a, b);
+        let a = pending.sent(id, &copy(), 0, 10).unwrap();
+        assert!(pending.answered(b, true, &mut j).is_none());
+        assert_eq!(pending.answered(a, true, &mut j).map(|e| e.seq), Some(1));
+        assert!(pending.answered(a, true, &mut j).is_none(), "the letter is gone");
     }
 
     #[test]
@@ -451,7 +555,7 @@ mod tests {
             pending.hold(entry(seq), DeathReason::Expired);
         }
         let id = pending.due()[0].id;
-        let number = pending.sent(id, &copy(), 0, 10);
+        let number = pending.sent(id, &copy(), 0, 10).unwrap();
         assert_eq!(pending.take_all(&mut j), 3);
         assert!(pending.answered(number, true, &mut j).is_none(), "late answers are ignored");
         assert_eq!(pending.size(), Size::default());

@@ -247,7 +247,7 @@ impl Task {
         }
         self.write_journal();
         self.state.set_expiry_room(self.outbox.room());
-        let pending = u64::from(self.state.stats().dead_letters_pending);
+        let pending = self.state.dead_letters_pending();
         self.handle.dead_letters_pending.store(pending, std::sync::atomic::Ordering::Relaxed);
         self.handle.admission.set_closed(self.state.holds_publishers());
         let oldest = self.state.oldest_ready_at().unwrap_or(0);
@@ -396,9 +396,9 @@ impl Task {
                 continue;
             };
             for target in targets {
-                let number = self.state.dlx_sent(letter.id, &copy, copied_at, target.id);
-                let forward = Forward::new(Arc::clone(&copy), vec![target], Some(number));
-                self.outbox.push(forward);
+                if let Some(number) = self.state.dlx_sent(letter.id, &copy, copied_at, target.id) {
+                    self.outbox.push(Forward::new(Arc::clone(&copy), vec![target], Some(number)));
+                }
             }
         }
     }

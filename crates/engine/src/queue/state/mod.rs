@@ -459,6 +459,12 @@ impl QueueState {
         }
     }
 
+    /// The dead letters waiting for their targets (every pass publishes it: cheaper than
+    /// [`Self::stats`]).
+    pub(crate) fn dead_letters_pending(&self) -> u64 {
+        self.dlx.size().count
+    }
+
     pub(crate) fn stats(&self) -> QueueStats {
         let count = |n: usize| u32::try_from(n).unwrap_or(u32::MAX);
         QueueStats {
@@ -735,7 +741,7 @@ impl QueueState {
     }
 
     /// The copy of dead letter `id` goes to target queue `target`: its confirm number.
-    pub(crate) fn dlx_sent(&mut self, id: u64, copy: &Arc<Message>, copied_at: i64, target: u64) -> u64 {
+    pub(crate) fn dlx_sent(&mut self, id: u64, copy: &Arc<Message>, copied_at: i64, target: u64) -> Option<u64> {
         self.dlx.sent(id, copy, copied_at, target)
     }
 
@@ -758,7 +764,7 @@ impl QueueState {
     }
 
     fn dlx_done(&mut self, entry: &Entry) {
-        count_confirmed(self.handle.config.queue_type);
+        count_confirmed(self.handle.config.queue_type, &self.handle.dead_lettered);
         self.effects.journal().removed(entry);
         self.refresh_refusing();
     }
