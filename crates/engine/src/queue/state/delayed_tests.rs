@@ -77,6 +77,8 @@ fn delayed_messages_wait_until_due_then_go_in_due_order() {
         );
         assert_eq!(counts(&s), (1, 2), "{queue_type:?}: delayed messages are not ready");
         assert_eq!(s.stats().message_bytes_delayed, 9);
+        let gauges = s.gauges();
+        assert_eq!((gauges.messages(), gauges.delayed, gauges.bytes()), (3, 2, 12), "the depth counts them");
         assert_eq!(s.next_deadline(), Some(3_000), "the timer wakes the queue for the earliest");
         assert_eq!(get_all(&mut s), ["now"]);
         at(&mut s, 2_999);
@@ -135,6 +137,7 @@ fn purge_delete_remove_and_browse_see_delayed_messages() {
     let mut s = state(QueueType::Quorum, QueueSettings::default());
     publish(&mut s, vec![message("a", Some(9_000), None), message("b", None, None), message("c", Some(8_000), None)]);
     assert!(matches!(s.check_delete(false, true), Err(EngineError::NotEmpty(_))));
+    assert_eq!(s.check_delete(false, false).unwrap(), 3, "a delete reports the delayed messages it takes");
     let browse = |s: &QueueState, include_delayed: bool| -> Vec<(u64, bool)> {
         let request = BrowseRequest { include_delayed, ..BrowseRequest::oldest(10) };
         s.browse(request).resolve().items.iter().map(|i| (i.seq, i.delayed)).collect()

@@ -521,6 +521,8 @@ impl QueueState {
             unacked: u64::try_from(self.consumers.unacked_len()).unwrap_or(u64::MAX),
             ready_bytes: ready.bytes,
             unacked_bytes: self.consumers.unacked_bytes(),
+            delayed: self.delayed.size().count,
+            delayed_bytes: self.delayed.size().bytes,
             consumers: u64::try_from(self.consumers.len()).unwrap_or(u64::MAX),
         }
     }
@@ -594,7 +596,9 @@ impl QueueState {
         self.requeue(entries, true);
     }
 
-    /// Checks `if-unused` / `if-empty`; on success returns the ready count the delete reports.
+    /// Checks `if-unused` / `if-empty` (delayed messages make a queue not empty); on success
+    /// returns the count the delete reports: the ready messages and the delayed ones, which go
+    /// with it.
     pub(crate) fn check_delete(&self, if_unused: bool, if_empty: bool) -> Result<u32, EngineError> {
         if if_unused && !self.consumers.is_empty() {
             return Err(EngineError::InUse(self.handle.resource()));
@@ -602,7 +606,8 @@ impl QueueState {
         if if_empty && self.ready.len() + self.delayed.len() > 0 {
             return Err(EngineError::NotEmpty(self.handle.resource()));
         }
-        Ok(self.stats().ready)
+        let stats = self.stats();
+        Ok(stats.ready.saturating_add(stats.delayed))
     }
 
     /// The queue is going away: tell every consumer.
