@@ -214,11 +214,16 @@ fn the_delayed_part_is_bounded_and_refuses_beyond_it() {
     assert!(publish(&mut s, vec![message("r", None, None)]).is_empty());
 }
 
+/// What left the queue to be dead-lettered: body, reason, and the "not before" time of its
+/// dead-lettered copy.
 fn discarded(state: &mut QueueState) -> Vec<(String, DeathReason, Option<i64>)> {
     state
         .take_discarded()
         .into_iter()
-        .map(|d| (String::from_utf8_lossy(d.message.body.bytes()).into_owned(), d.reason, d.message.broker.not_before))
+        .map(|d| {
+            let copy = crate::dead_letter::dead_lettered_copy(&d.message, "d", d.reason, "", None, START);
+            (String::from_utf8_lossy(d.message.body.bytes()).into_owned(), d.reason, copy.broker.not_before)
+        })
         .collect()
 }
 

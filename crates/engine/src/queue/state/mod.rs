@@ -366,10 +366,6 @@ impl QueueState {
     /// message's log record is removed by the task once its dead letter is safe
     /// ([`Self::remove_from_log`]).
     fn discard(&mut self, mut entry: Entry, reason: DeathReason) {
-        if is_delayed(entry.message.broker.not_before, self.now) {
-            // A delayed message that dies (dropped, expired) is not delayed in its targets.
-            Arc::make_mut(&mut entry.message).broker.not_before = None;
-        }
         let removal = Removal { seq: entry.seq, persisted: entry.persisted, spilled: entry.spilled };
         let message =
             if self.quorum { super::counts::as_discarded(entry.message, entry.failed) } else { entry.message };
