@@ -293,3 +293,40 @@ async fn claim_counts_and_metadata_survive_a_kill_9() {
     let (_, stats) = zaqar_async(port, "GET", "/v2/queues/moved-dlq/stats".into(), String::new()).await;
     assert_eq!(serde_json::from_str::<Value>(&stats).unwrap()["messages"]["total"], 1);
 }
+
+/// A delayed message survives a `kill -9` still delayed: after the restart it is neither
+/// claimable nor fetched over AMQP before its time (the message posted with it without delay
+/// is), and is claimed once due.
+#[tokio::test]
+async fn a_delayed_message_survives_a_kill_9_still_delayed() {
+    const DELAY_S: u64 = 8;
+    let data = tempfile::tempdir().unwrap();
+    let mut charon = support::Charon::start_on(data.path(), &[]);
+    let port = charon.zaqar_port.unwrap();
+    let meta = r#"{"_default_message_delay": 1}"#;
+    assert_eq!(zaqar_async(port, "PUT", "/v2/queues/later".into(), meta.into()).await.0, 201);
+    let posted_at = std::time::Instant::now();
+    let body = format!(r#"{{"messages":[{{"body":"d","delay":{DELAY_S}}},{{"body":"r","delay":0}}]}}"#);
+    assert_eq!(zaqar_async(port, "POST", "/v2/queues/later/messages".into(), body).await.0, 201);
+    charon.kill9();
+    let charon = support::Charon::start_on(data.path(), &[]);
+    let port = charon.zaqar_port.unwrap();
+    let bodies = |claim: &str| -> Vec<Value> {
+        let claim: Value = serde_json::from_str(claim).unwrap();
+        claim["messages"].as_array().unwrap().iter().map(|m| m["body"].clone()).collect()
+    };
+    let (status, claim) = zaqar_async(port, "POST", "/v2/queues/later/claims?limit=5".into(), String::new()).await;
+    assert!(posted_at.elapsed() < Duration::from_secs(DELAY_S - 1), "the restart took too long to test the delay");
+    assert_eq!((status, bodies(&claim)), (201, vec![json!("r")]), "only the message without delay");
+    let (_, stats) = zaqar_async(port, "GET", "/v2/queues/later/stats".into(), String::new()).await;
+    let stats: Value = serde_json::from_str(&stats).unwrap();
+    assert_eq!((stats["messages"]["free"].clone(), stats["messages"]["total"].clone()), (json!(1), json!(2)));
+    let conn = Connection::connect(&charon.url(), ConnectionProperties::default()).await.unwrap();
+    let ch = conn.create_channel().await.unwrap();
+    assert!(ch.basic_get("later".into(), BasicGetOptions { no_ack: true }).await.unwrap().is_none());
+    tokio::time::sleep(Duration::from_secs(DELAY_S).saturating_sub(posted_at.elapsed()) + Duration::from_millis(300))
+        .await;
+    let (status, claim) = zaqar_async(port, "POST", "/v2/queues/later/claims?limit=5".into(), String::new()).await;
+    assert_eq!((status, bodies(&claim)), (201, vec![json!("d")]), "claimed once due");
+    let _ = conn.close(200, "bye".into()).await;
+}

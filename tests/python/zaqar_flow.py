@@ -6,6 +6,7 @@ Usage: zaqar_flow.py ZAQAR_PORT AMQP_PORT HTTP_PORT. Prints "zaqar flow ok" at t
 import base64
 import json
 import sys
+import time
 import urllib.request
 
 import pika
@@ -91,7 +92,13 @@ check(claim.ttl == 120, "renewed")
 for m in msgs:
     m.delete()  # DELETE .../messages/{id}?claim_id={cid}
 stats = q.stats["messages"]
-check(stats == {"free": 1, "claimed": 0, "total": 1}, "after deletes %r" % stats)
+check({k: stats[k] for k in ("free", "claimed", "total")} == {"free": 1, "claimed": 0, "total": 1},
+      "after deletes %r" % stats)
+# The oldest and newest message, as Zaqar shows them when the queue holds messages.
+check(stats["oldest"] == stats["newest"] and set(stats["oldest"]) == {"age", "created", "href"},
+      "oldest/newest %r" % stats)
+check(stats["oldest"]["href"].startswith("/v2/queues/orders/messages/"), "stat href %r" % stats)
+check(len(stats["oldest"]["created"]) == 20 and stats["oldest"]["created"].endswith("Z"), "created %r" % stats)
 claim = q.claim(ttl=60, grace=60, limit=5)
 check(len(list(claim)) == 1, "claimed the last one")
 claim.delete()
@@ -107,6 +114,30 @@ check(len(ids) == 7 and len(set(ids)) == 7, "ids %r" % ids)
 q.delete_messages(*ids[:3])
 check(q.stats["messages"]["total"] == 4, "deleted by ids")
 check(q.message(ids[3]).body == 3, "message by id")
+
+# 6. Delays: honoured on a queue with `_default_message_delay` (Zaqar drops a message's
+#    `delay` elsewhere). Not claimable, listed or popped before it is due; then claimed.
+slow = cli.queue("slow", force_create=True)
+slow.metadata(new_meta={"_default_message_delay": 1})
+posted_at = time.time()
+slow.post({"body": {"late": True}, "ttl": 300, "delay": 2})
+check(list(slow.claim(ttl=60, grace=60, limit=5)) == [], "claimed before its delay")
+check(list(slow.messages(echo=True)) == [], "listed before its delay")
+delayed = list(slow.messages(echo=True, include_delayed=True))
+check(len(delayed) == 1 and delayed[0].body == {"late": True}, "include_delayed %r" % delayed)
+stats = slow.stats["messages"]
+check(stats["free"] == 1 and stats["total"] == 1 and "oldest" not in stats, "delayed stats %r" % stats)
+time.sleep(max(0.0, posted_at + 2.3 - time.time()))
+due = list(slow.claim(ttl=60, grace=60, limit=5))
+check(len(due) == 1 and due[0].body == {"late": True}, "claimed once due %r" % due)
+due[0].delete()
+check(slow.stats["messages"]["total"] == 0, "deleted with its claim")
+# Over AMQP too: a delayed message is not delivered before it is due.
+slow.post({"body": "amqp", "delay": 2})
+check(ch.basic_get("slow", auto_ack=True)[0] is None, "AMQP get before the delay")
+time.sleep(2.3)
+method, props, body = ch.basic_get("slow", auto_ack=True)
+check(method is not None and json.loads(body) == "amqp", "AMQP get once due %r" % body)
 
 amqp.close()
 print("zaqar flow ok")

@@ -136,6 +136,7 @@ async fn scan(queue: &QueueRef, q: &BrowseQuery) -> Result<(Vec<BrowsedMessage>,
             newest_first: q.newest,
             limit: chunk,
             include_unacked: false,
+            include_delayed: false,
         };
         let page = queue.browse(request).await.map_err(|e| engine_error(&e))?;
         let last = page.items.last().map(|item| item.seq);

@@ -111,7 +111,7 @@ async fn totals(vhosts: &[Arc<VHost>]) -> (usize, usize, u64, u64, u64, u64) {
             if let Ok(stats) = queue.stats().await {
                 ready += u64::from(stats.ready);
                 unacked += u64::from(stats.unacked);
-                other += u64::from(stats.dead_letters_pending);
+                other += u64::from(stats.dead_letters_pending) + u64::from(stats.delayed);
                 consumers += u64::from(stats.consumers);
             }
         }

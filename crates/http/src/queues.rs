@@ -39,10 +39,14 @@ async fn render(vhost: &VHost, queue: &QueueRef, sampler: &Sampler) -> Option<Js
         "type": config.queue_type.as_str(),
         "state": "running",
         "consumers": stats.consumers,
-        "messages": u64::from(stats.ready) + u64::from(stats.unacked) + u64::from(stats.dead_letters_pending),
+        // Delayed messages (Zaqar's `delay`) are in `messages`, never in `messages_ready`.
+        "messages": u64::from(stats.ready)
+            + u64::from(stats.unacked)
+            + u64::from(stats.dead_letters_pending)
+            + u64::from(stats.delayed),
         "messages_ready": stats.ready,
         "messages_unacknowledged": stats.unacked,
-        "message_bytes": stats.message_bytes_ready + stats.message_bytes_unacknowledged,
+        "message_bytes": stats.message_bytes_ready + stats.message_bytes_unacknowledged + stats.message_bytes_delayed,
         "message_bytes_ready": stats.message_bytes_ready,
         "message_bytes_unacknowledged": stats.message_bytes_unacknowledged,
         "node": charon_engine::broker::node_name(),

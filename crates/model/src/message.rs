@@ -65,6 +65,11 @@ pub struct BrokerAnnotations {
     /// How often a redrive job moved the message out of a dead-letter queue (Charon's
     /// extension, issue 20); consumers see it as [`REDRIVE_COUNT_KEY`] once it is above 0.
     pub redrive_count: u32,
+    /// Not deliverable before this moment (ms since the epoch): a queue keeps the message out
+    /// of its ready messages until then (Zaqar's per-message `delay`, the only way to set it;
+    /// no AMQP header or annotation sets it, and no AMQP consumer sees it). Stored with the
+    /// message, so the delay survives restarts; a dead letter's copy loses it.
+    pub not_before: Option<i64>,
 }
 
 /// The 0.9.1 header / 1.0 message annotation that shows a redelivered quorum-queue message's

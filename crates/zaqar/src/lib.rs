@@ -30,6 +30,7 @@ mod messages;
 mod metadata;
 mod queues;
 mod reserved;
+mod stats;
 mod versions;
 
 pub use error::ZaqarError;

@@ -16,7 +16,9 @@ use crate::caller::{Caller, check_queue};
 use crate::claims::Holder;
 use crate::error::ZaqarError;
 use crate::message::{self, now_ms};
-use crate::reserved::{MAX_MESSAGE_TTL, MAX_POST_SIZE, MIN_MESSAGE_TTL, QueueSettings};
+use crate::reserved::{
+    MAX_MESSAGE_DELAY, MAX_MESSAGE_TTL, MAX_POST_SIZE, MIN_MESSAGE_DELAY, MIN_MESSAGE_TTL, QueueSettings,
+};
 use crate::{Zaqar, engine};
 
 /// `max_messages_per_page`.
@@ -36,8 +38,13 @@ fn base(queue: &str) -> String {
     format!("/v2/queues/{queue}")
 }
 
-/// `POST /v2/queues/{q}/messages` `{"messages": [{"ttl", "body"}]}`: publishes them (creating
-/// the queue) and answers 201 with their hrefs once the engine confirmed them.
+/// `POST /v2/queues/{q}/messages` `{"messages": [{"ttl", "body", "delay"}]}`: publishes them
+/// (creating the queue) and answers 201 with their hrefs once the engine confirmed them.
+///
+/// A delay is Zaqar's only when the queue has `_default_message_delay`: its post spec then has
+/// a `delay` field (an int, defaulting to the queue's delay); otherwise the field is dropped,
+/// unchecked. A delayed message is published with a "not before" time (post time + delay): the
+/// engine keeps it out of the queue's ready messages until then, for every protocol.
 pub(crate) async fn post(
     State(z): State<Arc<Zaqar>>,
     Extension(caller): Extension<Caller>,
@@ -77,17 +84,25 @@ pub(crate) async fn post(
         let Some(content) = item.get("body") else {
             return Err(ZaqarError::body("Missing \"body\" field."));
         };
-        if item.get("delay").is_some_and(|d| d.as_i64() != Some(0)) {
-            // Charon has no delayed delivery; a delay it would not honour is refused.
-            return Err(ZaqarError::invalid("Message delays are not supported by Charon: delay must be 0."));
-        }
+        let delay =
+            if settings.default_delay != 0 { body::int_field(item, "delay", Some(settings.default_delay))? } else { 0 };
         if !(MIN_MESSAGE_TTL..=MAX_MESSAGE_TTL).contains(&ttl) {
             return Err(ZaqarError::invalid(format!(
                 "The TTL for a message may not exceed {MAX_MESSAGE_TTL} seconds, and must be at least {MIN_MESSAGE_TTL} seconds long."
             )));
         }
+        if !(MIN_MESSAGE_DELAY..=MAX_MESSAGE_DELAY).contains(&delay) {
+            // Zaqar's text, its missing space included.
+            return Err(ZaqarError::invalid(format!(
+                "The Delay TTL for a message may not exceed {MAX_MESSAGE_DELAY} seconds,and must be at least {MIN_MESSAGE_DELAY} seconds long."
+            )));
+        }
         let token = format!("{batch}-{i}");
-        messages.push(Arc::new(message::posted(&name, content, ttl, &caller.client_id, token, now)));
+        let mut posted = message::posted(&name, content, ttl, &caller.client_id, token, now);
+        if delay > 0 {
+            posted.broker.not_before = Some(now.saturating_add(delay.saturating_mul(1000)));
+        }
+        messages.push(Arc::new(posted));
     }
     let vhost = engine::vhost_for_write(&z.broker, &caller.project, z.config.create_vhosts).await?;
     let (queue, _) = engine::ensure_queue(&vhost, &name).await?;
@@ -107,7 +122,14 @@ async fn find_ids(queue: &QueueRef, tokens: &[String]) -> Vec<String> {
     let mut before = None;
     let limit = tokens.len().saturating_mul(2).max(64);
     for _ in 0..FIND_PAGES {
-        let request = BrowseRequest { after: None, before, newest_first: true, limit, include_unacked: true };
+        let request = BrowseRequest {
+            after: None,
+            before,
+            newest_first: true,
+            limit,
+            include_unacked: true,
+            include_delayed: true,
+        };
         let Ok(page) = queue.browse(request).await else { break };
         for item in &page.items {
             if let Some(token) = message::token(&item.message)
@@ -132,10 +154,17 @@ fn queue_of(z: &Zaqar, caller: &Caller, name: &str) -> Result<QueueRef, ZaqarErr
         .ok_or_else(|| ZaqarError::not_found(format!("Queue {name} does not exist for project {}", caller.project)))
 }
 
-/// One message by sequence number, claimed or not.
+/// One message by sequence number, claimed, delayed or not (Zaqar's `get` does not look at
+/// delays).
 async fn find(queue: &QueueRef, seq: u64) -> Option<BrowsedMessage> {
-    let request =
-        BrowseRequest { after: seq.checked_sub(1), before: None, newest_first: false, limit: 1, include_unacked: true };
+    let request = BrowseRequest {
+        after: seq.checked_sub(1),
+        before: None,
+        newest_first: false,
+        limit: 1,
+        include_unacked: true,
+        include_delayed: true,
+    };
     queue.browse(request).await.ok()?.items.into_iter().find(|i| i.seq == seq)
 }
 
@@ -146,7 +175,10 @@ fn shown(z: &Zaqar, queue: &QueueRef, name: &str, item: &BrowsedMessage, now: i6
     message::render(&item.message, item.seq, &base(name), claim.as_ref().map(|(cid, _)| cid.as_str()), count, now)
 }
 
-/// `GET /v2/queues/{q}/messages?limit&marker&echo&include_claimed` or `?ids=`.
+/// `GET /v2/queues/{q}/messages?limit&marker&echo&include_claimed&include_delayed` or `?ids=`.
+///
+/// Delayed messages are listed only with `include_delayed=true` — and always when the queue has
+/// no `_default_message_delay`: Zaqar then sets `include_delayed` itself.
 pub(crate) async fn list(
     State(z): State<Arc<Zaqar>>,
     Extension(caller): Extension<Caller>,
@@ -169,8 +201,7 @@ pub(crate) async fn list(
     let limit = usize::try_from(limit.unwrap_or(10)).unwrap_or(10);
     let echo = bool_param(&query, "echo")?.unwrap_or(false);
     let include_claimed = bool_param(&query, "include_claimed")?.unwrap_or(false);
-    // Charon has no delayed messages: there are none to include.
-    bool_param(&query, "include_delayed")?;
+    let asked_delayed = bool_param(&query, "include_delayed")?;
     let marker = match query.get("marker") {
         Some(m) => Some(message::seq_of(m).ok_or_else(|| ZaqarError::invalid(format!("Invalid marker: {m}")))?),
         None => None,
@@ -178,14 +209,22 @@ pub(crate) async fn list(
     let Ok(queue) = queue_of(&z, &caller, &name) else {
         return Ok(Json(json!({ "messages": [], "links": [] })));
     };
+    let delaying = QueueSettings::read(&z.metadata.get(&caller.project, &name))?.default_delay != 0;
+    let include_delayed = !delaying || asked_delayed.unwrap_or(false);
     let now = now_ms();
     let mut shown_messages = Vec::new();
     let mut after = marker;
     let mut last = marker;
     // Pages until `limit` messages passed the echo filter (a page with more never comes back empty).
     loop {
-        let request =
-            BrowseRequest { after, before: None, newest_first: false, limit, include_unacked: include_claimed };
+        let request = BrowseRequest {
+            after,
+            before: None,
+            newest_first: false,
+            limit,
+            include_unacked: include_claimed,
+            include_delayed,
+        };
         let page = queue.browse(request).await.map_err(|e| ZaqarError::unavailable(e.to_string()))?;
         for item in &page.items {
             last = Some(item.seq);
@@ -212,6 +251,11 @@ pub(crate) async fn list(
         }
         if include_claimed {
             href.push_str("&include_claimed=true");
+        }
+        if include_delayed {
+            // Zaqar's next link repeats the listing's arguments, `include_delayed` as it used it
+            // (set by Zaqar itself when the queue has no default delay).
+            href.push_str("&include_delayed=true");
         }
         links.push(json!({ "rel": "next", "href": href }));
     }

@@ -309,7 +309,8 @@ pub(crate) async fn patch(
     Ok(Json(reserved::shown(&meta)).into_response())
 }
 
-/// `GET /v2/queues/{q}/stats`: free (ready), claimed (unacknowledged) and total messages.
+/// `GET /v2/queues/{q}/stats`: free, claimed and total messages, and the oldest and newest
+/// (see [`crate::stats`]).
 pub(crate) async fn stats(
     State(z): State<Arc<Zaqar>>,
     Extension(caller): Extension<Caller>,
@@ -319,9 +320,8 @@ pub(crate) async fn stats(
     let queue = engine::vhost(&z.broker, &caller.project)
         .and_then(|v| engine::queue(&v, &name))
         .ok_or_else(|| queue_missing(&name, &caller.project))?;
-    let stats = queue.stats().await.map_err(|_| queue_missing(&name, &caller.project))?;
-    let (free, claimed) = (u64::from(stats.ready), u64::from(stats.unacked));
-    Ok(Json(json!({ "messages": { "free": free, "claimed": claimed, "total": free + claimed } })))
+    let stats = crate::stats::of(&queue, &name, crate::message::now_ms()).await?;
+    stats.map(Json).ok_or_else(|| queue_missing(&name, &caller.project))
 }
 
 /// `POST /v2/queues/{q}/purge` `{"resource_types": [...]}`: removes every message, claimed ones

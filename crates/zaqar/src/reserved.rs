@@ -14,6 +14,10 @@ pub(crate) const MAX_MESSAGE_TTL: i64 = 1_209_600;
 pub(crate) const MIN_MESSAGE_TTL: i64 = 60;
 /// `default_message_ttl`.
 pub(crate) const DEFAULT_MESSAGE_TTL: i64 = 3600;
+/// `max_message_delay`.
+pub(crate) const MAX_MESSAGE_DELAY: i64 = 900;
+/// `MIN_DELAY_TTL`.
+pub(crate) const MIN_MESSAGE_DELAY: i64 = 0;
 
 /// What a queue's reserved metadata asks for.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -22,6 +26,10 @@ pub(crate) struct QueueSettings {
     pub(crate) default_ttl: i64,
     /// Largest post, bytes.
     pub(crate) max_post_size: u64,
+    /// `_default_message_delay`, seconds; 0 when unset. Zaqar's v2 API honours a message's
+    /// `delay` only when this is set (its post spec has no `delay` field otherwise, so the
+    /// field is dropped), and only then keeps delayed messages out of listings and claims.
+    pub(crate) default_delay: i64,
     /// The claim-count dead-letter queue, when both of its keys are set.
     pub(crate) dead_letter: Option<DeadLetterSettings>,
 }
@@ -50,7 +58,7 @@ impl QueueSettings {
     /// Reads and checks the reserved keys of `meta` as Zaqar does before storing them.
     ///
     /// # Errors
-    /// Zaqar's 400 texts; and Charon's for what it does not do (delays, encryption).
+    /// Zaqar's 400 texts; and Charon's for what it does not do (encryption).
     pub(crate) fn read(meta: &Metadata) -> Result<Self, ZaqarError> {
         let default_ttl = int_of(meta, "_default_message_ttl")?;
         if let Some(ttl) = default_ttl
@@ -68,9 +76,13 @@ impl QueueSettings {
                 "_max_messages_post_size can not exceed {MAX_POST_SIZE},  and must be at least greater than 0."
             )));
         }
-        if int_of(meta, "_default_message_delay")?.is_some() {
-            // Charon has no delayed delivery: a delay it would not honour is refused.
-            return Err(ZaqarError::invalid("_default_message_delay is not supported by Charon: it must be 0."));
+        let default_delay = int_of(meta, "_default_message_delay")?;
+        if let Some(delay) = default_delay
+            && !(MIN_MESSAGE_DELAY..=MAX_MESSAGE_DELAY).contains(&delay)
+        {
+            return Err(ZaqarError::invalid(format!(
+                "The TTL can not exceed {MAX_MESSAGE_DELAY} seconds, and must be at least {MIN_MESSAGE_DELAY} seconds long."
+            )));
         }
         match meta.get("_enable_encrypt_messages") {
             None | Some(Value::Null) | Some(Value::Bool(false)) => {}
@@ -82,6 +94,7 @@ impl QueueSettings {
         Ok(Self {
             default_ttl: default_ttl.unwrap_or(DEFAULT_MESSAGE_TTL),
             max_post_size: max_post_size.map_or(MAX_POST_SIZE, i64::unsigned_abs),
+            default_delay: default_delay.unwrap_or(0),
             dead_letter: dead_letter(meta)?,
         })
     }
@@ -178,7 +191,13 @@ mod tests {
         assert!(text(json!({"_default_message_ttl": 10})).contains("must be at least 60 seconds long"));
         assert!(text(json!({"_max_messages_post_size": 300_000})).contains("can not exceed 262144"));
         assert!(text(json!({"_dead_letter_queue": "a b"})).contains("_dead_letter_queue must be a queue name"));
-        assert!(text(json!({"_default_message_delay": 5})).contains("not supported"));
+        let range = "Invalid API request: The TTL can not exceed 900 seconds, and must be at least 0 seconds long.";
+        assert!(text(json!({"_default_message_delay": 901})).ends_with(range));
+        assert!(text(json!({"_default_message_delay": -1})).ends_with(range));
+        assert!(text(json!({"_default_message_delay": "x"})).contains("_default_message_delay must be integer."));
+        let delayed = QueueSettings::read(&meta(json!({"_default_message_delay": 900}))).unwrap();
+        assert_eq!(delayed.default_delay, 900);
+        assert_eq!(QueueSettings::read(&meta(json!({"_default_message_delay": 0}))).unwrap().default_delay, 0);
     }
 
     #[test]

@@ -264,7 +264,9 @@ async fn post_list_get_and_delete_by_id() {
     assert_eq!(call(&z, "DELETE", &hrefs[0], "").await.0, StatusCode::NO_CONTENT);
     assert_eq!(call(&z, "GET", &hrefs[0], "").await.0, StatusCode::NOT_FOUND);
     let (_, stats) = call(&z, "GET", "/v2/queues/q/stats", "").await;
-    assert_eq!(stats, json!({"messages": {"free": 1, "claimed": 0, "total": 1}}));
+    let m = &stats["messages"];
+    assert_eq!((m["free"].clone(), m["claimed"].clone(), m["total"].clone()), (json!(1), json!(0), json!(1)));
+    assert_eq!((m["oldest"]["href"].clone(), m["newest"]["href"].clone()), (json!(hrefs[1]), json!(hrefs[1])));
     // ids= and pop= rules, then pop.
     assert_eq!(
         call(&z, "DELETE", "/v2/queues/q/messages", "").await.1["description"],
@@ -312,10 +314,9 @@ async fn claims_their_errors_and_the_403_on_mismatch() {
     assert_eq!((messages[0]["body"].clone(), messages[0]["claim_count"].clone()), (json!(1), json!(1)));
     let (_, shown) = call(&z, "GET", &format!("{claims}/{cid}"), "").await;
     assert_eq!((shown["ttl"].clone(), shown["messages"].as_array().unwrap().len()), (json!(60), 2));
-    assert_eq!(
-        call(&z, "GET", "/v2/queues/q/stats", "").await.1["messages"],
-        json!({"free": 1, "claimed": 2, "total": 3})
-    );
+    let (_, stats) = call(&z, "GET", "/v2/queues/q/stats", "").await;
+    let m = &stats["messages"];
+    assert_eq!((m["free"].clone(), m["claimed"].clone(), m["total"].clone()), (json!(1), json!(2), json!(3)));
     // Deleting a claimed message: without the claim 403, with another claim id 400/403.
     let plain = href.split('?').next().unwrap().to_owned();
     let unable = |d: &str| error("Unable to delete", d);
@@ -453,4 +454,125 @@ async fn non_json_accept_and_form_bodies_are_refused() {
         .header("client-id", CLIENT)
         .header("x-project-id", "p1");
     assert_eq!(send(&z, json_ok.body(Body::empty()).unwrap()).await.0, StatusCode::OK);
+}
+
+/// `{"age": 0, "created": "YYYY-MM-DDTHH:MM:SSZ", "href": ...}` of a message just posted (its
+/// age may have reached a second).
+fn assert_stat(stat: &Value, href: &str) {
+    assert_eq!(stat["href"].as_str(), Some(href), "{stat}");
+    assert!(matches!(stat["age"].as_i64(), Some(0 | 1)), "whole seconds since the post: {stat}");
+    let created = stat["created"].as_str().unwrap();
+    let shape: String = created.chars().map(|c| if c.is_ascii_digit() { '9' } else { c }).collect();
+    assert_eq!(shape, "9999-99-99T99:99:99Z");
+    assert_eq!(stat.as_object().unwrap().len(), 3);
+}
+
+#[tokio::test]
+async fn stats_show_the_oldest_and_newest_message_only_when_there_are_messages() {
+    let z = gateway();
+    call(&z, "PUT", "/v2/queues/s", "").await;
+    let (_, empty) = call(&z, "GET", "/v2/queues/s/stats", "").await;
+    assert_eq!(empty, json!({"messages": {"claimed": 0, "free": 0, "total": 0}}));
+    let (_, posted) =
+        call(&z, "POST", "/v2/queues/s/messages", r#"{"messages":[{"body":1},{"body":2},{"body":3}]}"#).await;
+    let hrefs: Vec<&str> = posted["resources"].as_array().unwrap().iter().map(|h| h.as_str().unwrap()).collect();
+    // The oldest claimed still counts as the oldest.
+    assert_eq!(call(&z, "POST", "/v2/queues/s/claims?limit=1", "").await.0, StatusCode::CREATED);
+    let (status, stats) = call(&z, "GET", "/v2/queues/s/stats", "").await;
+    assert_eq!(status, StatusCode::OK);
+    let m = &stats["messages"];
+    assert_eq!((m["free"].clone(), m["claimed"].clone(), m["total"].clone()), (json!(2), json!(1), json!(3)));
+    assert_stat(&m["oldest"], hrefs[0]);
+    assert_stat(&m["newest"], hrefs[2]);
+}
+
+#[tokio::test]
+async fn a_delay_is_honoured_only_on_a_queue_with_a_default_delay_as_zaqar_does() {
+    let z = gateway();
+    // No `_default_message_delay`: Zaqar's post spec drops `delay`, unchecked; the message is
+    // claimable at once.
+    let (status, _) = call(&z, "POST", "/v2/queues/plain/messages", r#"{"messages":[{"body":1,"delay":"x"}]}"#).await;
+    assert_eq!(status, StatusCode::CREATED);
+    call(&z, "POST", "/v2/queues/plain/messages", r#"{"messages":[{"body":2,"delay":600}]}"#).await;
+    let (status, claim) = call(&z, "POST", "/v2/queues/plain/claims?limit=5", "").await;
+    assert_eq!((status, claim["messages"].as_array().unwrap().len()), (StatusCode::CREATED, 2));
+    // The queue's delay is checked as Zaqar checks it.
+    let range = "The TTL can not exceed 900 seconds, and must be at least 0 seconds long.";
+    assert_eq!(
+        call(&z, "PUT", "/v2/queues/slow", r#"{"_default_message_delay": 901}"#).await,
+        (StatusCode::BAD_REQUEST, error("Invalid API request", range))
+    );
+    let (status, body) =
+        patch(&z, "/v2/queues/plain", r#"[{"op":"add","path":"/metadata/_default_message_delay","value":-1}]"#).await;
+    assert_eq!((status, body["description"].clone()), (StatusCode::BAD_REQUEST, json!(range)));
+    assert_eq!(call(&z, "PUT", "/v2/queues/slow", r#"{"_default_message_delay": 900}"#).await.0, StatusCode::CREATED);
+    // A message's delay: an int from 0 to 900.
+    let uri = "/v2/queues/slow/messages";
+    let delay_range = "The Delay TTL for a message may not exceed 900 seconds,and must be at least 0 seconds long.";
+    for bad in ["901", "-1"] {
+        let body = format!(r#"{{"messages":[{{"body":1,"delay":{bad}}}]}}"#);
+        assert_eq!(
+            call(&z, "POST", uri, &body).await,
+            (StatusCode::BAD_REQUEST, error("Invalid API request", delay_range))
+        );
+    }
+    assert_eq!(
+        call(&z, "POST", uri, r#"{"messages":[{"body":1,"delay":"x"}]}"#).await,
+        (StatusCode::BAD_REQUEST, error("Invalid request body", "The value of the \"delay\" field must be a int."))
+    );
+    // One due in a second, one with the queue's 900 s, one not delayed.
+    let posted = r#"{"messages":[{"body":"soon","delay":1},{"body":"default"},{"body":"now","delay":0}]}"#;
+    let (status, posted) = call(&z, "POST", uri, posted).await;
+    assert_eq!(status, StatusCode::CREATED);
+    let hrefs: Vec<String> =
+        posted["resources"].as_array().unwrap().iter().map(|h| h.as_str().unwrap().to_owned()).collect();
+    assert_eq!(hrefs.len(), 3);
+    let bodies = |page: &Value| -> Vec<Value> {
+        page["messages"].as_array().unwrap().iter().map(|m| m["body"].clone()).collect()
+    };
+    let (_, listed) = call(&z, "GET", "/v2/queues/slow/messages?echo=true", "").await;
+    assert_eq!(bodies(&listed), [json!("now")], "delayed messages are not listed");
+    let (_, listed) = call(&z, "GET", "/v2/queues/slow/messages?echo=true&include_delayed=true", "").await;
+    assert_eq!(bodies(&listed), [json!("soon"), json!("default"), json!("now")]);
+    assert!(listed["links"][0]["href"].as_str().unwrap().ends_with("&echo=true&include_delayed=true"));
+    assert_eq!(call(&z, "GET", &hrefs[0], "").await.1["body"], "soon", "shown by id while delayed");
+    // Stats: delayed messages are free; the oldest and newest are the one not delayed.
+    let (_, stats) = call(&z, "GET", "/v2/queues/slow/stats", "").await;
+    let m = &stats["messages"];
+    assert_eq!((m["free"].clone(), m["claimed"].clone(), m["total"].clone()), (json!(3), json!(0), json!(3)));
+    assert_stat(&m["oldest"], &hrefs[2]);
+    assert_stat(&m["newest"], &hrefs[2]);
+    // Claims see only what is due.
+    let (_, claim) = call(&z, "POST", "/v2/queues/slow/claims?limit=5", "").await;
+    assert_eq!(bodies(&claim), [json!("now")]);
+    assert_eq!(call(&z, "POST", "/v2/queues/slow/claims?limit=5", "").await.0, StatusCode::NO_CONTENT);
+    tokio::time::sleep(std::time::Duration::from_millis(1_100)).await;
+    let (status, claim) = call(&z, "POST", "/v2/queues/slow/claims?limit=5", "").await;
+    assert_eq!((status, bodies(&claim)), (StatusCode::CREATED, vec![json!("soon")]));
+    // A delayed message can be deleted by id; the queue's stats count it until then.
+    assert_eq!(call(&z, "GET", "/v2/queues/slow/stats", "").await.1["messages"]["free"], 1);
+    assert_eq!(call(&z, "DELETE", &hrefs[1], "").await.0, StatusCode::NO_CONTENT);
+    assert_eq!(call(&z, "GET", &hrefs[1], "").await.0, StatusCode::NOT_FOUND);
+    let (_, stats) = call(&z, "GET", "/v2/queues/slow/stats", "").await;
+    assert_eq!((stats["messages"]["free"].clone(), stats["messages"]["total"].clone()), (json!(0), json!(2)));
+}
+
+#[tokio::test]
+async fn the_default_delay_applies_to_messages_without_one_and_purge_takes_delayed_ones() {
+    let z = gateway();
+    call(&z, "PUT", "/v2/queues/d", r#"{"_default_message_delay": 1}"#).await;
+    call(&z, "POST", "/v2/queues/d/messages", r#"{"messages":[{"body":"a"},{"body":"b","delay":0}]}"#).await;
+    let (_, claim) = call(&z, "POST", "/v2/queues/d/claims?limit=5", "").await;
+    assert_eq!(claim["messages"].as_array().unwrap().len(), 1);
+    assert_eq!(claim["messages"][0]["body"], "b");
+    call(&z, "POST", "/v2/queues/d/messages", r#"{"messages":[{"body":"c","delay":900}]}"#).await;
+    tokio::time::sleep(std::time::Duration::from_millis(1_100)).await;
+    let (_, claim) = call(&z, "POST", "/v2/queues/d/claims?limit=5", "").await;
+    assert_eq!(claim["messages"][0]["body"], "a");
+    assert_eq!(
+        call(&z, "POST", "/v2/queues/d/purge", r#"{"resource_types":["messages"]}"#).await.0,
+        StatusCode::NO_CONTENT
+    );
+    let (_, stats) = call(&z, "GET", "/v2/queues/d/stats", "").await;
+    assert_eq!(stats["messages"]["total"], 0, "the delayed one is purged too");
 }

@@ -45,6 +45,9 @@ pub fn dead_lettered_copy(
     // (`rabbit_fifo:annotate_msg/2` sets the `delivery_count` annotation, which 1.0 consumers see
     // as `header.delivery-count`); the acquired count is queue-internal and does not.
     copy.broker.acquired_count = 0;
+    // A delay belonged to the queue the message left (one that dies while delayed — dropped,
+    // expired — is not delayed again in its targets).
+    copy.broker.not_before = None;
     // 0.9.1 property bytes no longer match (expiration and x-death change); a 1.0 bare message
     // is immutable and stays as it was, the history going into its annotations.
     if matches!(copy.encoded, Encoded::Amqp091Properties(_)) {
@@ -112,6 +115,14 @@ mod tests {
         m.broker.acquired_count = 3;
         let copy = dead_lettered_copy(&m, "q", DeathReason::Rejected, "dlx", None, 1);
         assert_eq!((copy.broker.delivery_count, copy.broker.acquired_count), (2, 0));
+    }
+
+    #[test]
+    fn a_dead_letter_is_not_delayed_in_its_targets() {
+        let mut m = message();
+        m.broker.not_before = Some(9_000);
+        let copy = dead_lettered_copy(&m, "q", DeathReason::Expired, "dlx", None, 1);
+        assert_eq!(copy.broker.not_before, None);
     }
 
     #[test]

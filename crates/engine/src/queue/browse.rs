@@ -35,13 +35,16 @@ pub struct BrowseRequest {
     pub limit: usize,
     /// Also the messages delivered to a consumer and not settled yet (Zaqar's claimed ones).
     pub include_unacked: bool,
+    /// Also the delayed messages, whose "not before" time has not come (Zaqar's
+    /// `include_delayed`); they come marked [`BrowsedMessage::delayed`].
+    pub include_delayed: bool,
 }
 
 impl BrowseRequest {
     /// The first `limit` messages, oldest first, ready ones only.
     #[must_use]
     pub fn oldest(limit: usize) -> Self {
-        Self { after: None, before: None, newest_first: false, limit, include_unacked: false }
+        Self { after: None, before: None, newest_first: false, limit, include_unacked: false, include_delayed: false }
     }
 
     fn admits(&self, seq: u64) -> bool {
@@ -73,6 +76,8 @@ pub struct BrowsedMessage {
     pub returned: u32,
     /// Whether a consumer holds it unsettled right now.
     pub unacked: bool,
+    /// Whether it is delayed: not deliverable before its "not before" time, which has not come.
+    pub delayed: bool,
 }
 
 /// A page of a queue's messages.
@@ -143,6 +148,15 @@ impl Collector {
 
     /// A message whole in memory.
     pub(super) fn entry(&mut self, entry: &Entry, unacked: bool) {
+        self.whole(entry, unacked, false);
+    }
+
+    /// A delayed message (whole in memory).
+    pub(super) fn delayed(&mut self, entry: &Entry) {
+        self.whole(entry, false, true);
+    }
+
+    fn whole(&mut self, entry: &Entry, unacked: bool, delayed: bool) {
         if !self.request.admits(entry.seq) || self.past(entry.seq) || !self.take() {
             return;
         }
@@ -153,6 +167,7 @@ impl Collector {
             redelivered: entry.redelivered,
             returned: entry.returned,
             unacked,
+            delayed,
         }));
     }
 
@@ -259,6 +274,7 @@ fn resolve_run(request: &BrowseRequest, sources: Vec<Source>, reader: Option<&Lo
                 redelivered: false,
                 returned: 0,
                 unacked: false,
+                delayed: false,
             });
         }
     }

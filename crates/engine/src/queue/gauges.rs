@@ -11,6 +11,8 @@ pub struct QueueGauges {
     unacked: AtomicU64,
     ready_bytes: AtomicU64,
     unacked_bytes: AtomicU64,
+    delayed: AtomicU64,
+    delayed_bytes: AtomicU64,
     consumers: AtomicU64,
 }
 
@@ -25,21 +27,26 @@ pub struct GaugeValues {
     pub ready_bytes: u64,
     /// Body bytes of the unacknowledged messages.
     pub unacked_bytes: u64,
+    /// Delayed messages (Zaqar's `delay`): not ready, but in the queue's depth.
+    pub delayed: u64,
+    /// Their body bytes.
+    pub delayed_bytes: u64,
     /// Consumers.
     pub consumers: u64,
 }
 
 impl GaugeValues {
-    /// Ready and unacknowledged: RabbitMQ's queue depth (`messages`).
+    /// Ready, unacknowledged and delayed: RabbitMQ's queue depth (`messages`), with the
+    /// delayed messages the management API also counts there.
     #[must_use]
     pub fn messages(&self) -> u64 {
-        self.ready + self.unacked
+        self.ready + self.unacked + self.delayed
     }
 
     /// Their bytes (`messages_bytes`).
     #[must_use]
     pub fn bytes(&self) -> u64 {
-        self.ready_bytes + self.unacked_bytes
+        self.ready_bytes + self.unacked_bytes + self.delayed_bytes
     }
 
     /// Adds `other`, for the aggregated families.
@@ -48,6 +55,8 @@ impl GaugeValues {
         self.unacked += other.unacked;
         self.ready_bytes += other.ready_bytes;
         self.unacked_bytes += other.unacked_bytes;
+        self.delayed += other.delayed;
+        self.delayed_bytes += other.delayed_bytes;
         self.consumers += other.consumers;
     }
 }
@@ -59,6 +68,8 @@ impl QueueGauges {
         self.unacked.store(values.unacked, Relaxed);
         self.ready_bytes.store(values.ready_bytes, Relaxed);
         self.unacked_bytes.store(values.unacked_bytes, Relaxed);
+        self.delayed.store(values.delayed, Relaxed);
+        self.delayed_bytes.store(values.delayed_bytes, Relaxed);
         self.consumers.store(values.consumers, Relaxed);
     }
 
@@ -70,6 +81,8 @@ impl QueueGauges {
             unacked: self.unacked.load(Relaxed),
             ready_bytes: self.ready_bytes.load(Relaxed),
             unacked_bytes: self.unacked_bytes.load(Relaxed),
+            delayed: self.delayed.load(Relaxed),
+            delayed_bytes: self.delayed_bytes.load(Relaxed),
             consumers: self.consumers.load(Relaxed),
         }
     }

@@ -74,6 +74,7 @@ impl Journal {
             expires_at: entry.expires_at,
             size: u32::try_from(body_size(&entry.message)).unwrap_or(u32::MAX),
             priority: entry.message.properties().priority.unwrap_or(0),
+            not_before: entry.message.broker.not_before,
             payload,
         });
     }

@@ -28,6 +28,9 @@ pub(super) struct Level {
     pager: Option<Pager>,
     /// Messages a purge that waits for the paged run to be read back has removed so far.
     taken: usize,
+    /// The highest sequence number the run ever held: a message above it can join at the
+    /// tail without breaking the run's sequence order.
+    max_seq: u64,
 }
 
 impl Level {
@@ -60,6 +63,7 @@ impl Level {
     /// behind it, written to the log if it is not already (a spill). `idle`: nobody consumes,
     /// so the head is kept shorter.
     pub(super) fn push(&mut self, mut entry: Entry, idle: bool, journal: &mut Journal) {
+        self.max_seq = self.max_seq.max(entry.seq);
         let size = body_size(&entry.message);
         self.bytes += size;
         let resident = if idle { IDLE_RESIDENT_MESSAGES } else { RESIDENT_MESSAGES };
@@ -78,11 +82,27 @@ impl Level {
     /// Puts a message back into the head (requeue), at its sequence position: a delivered
     /// message's sequence number is below every message that was never delivered.
     pub(super) fn insert(&mut self, entry: Entry) {
+        self.max_seq = self.max_seq.max(entry.seq);
         let size = body_size(&entry.message);
         self.bytes += size;
         self.head_bytes += size;
         let at = self.head.partition_point(|e| e.seq < entry.seq);
         self.head.insert(at, entry);
+    }
+
+    /// Whether a message with sequence number `seq` can join at the run's tail ([`Self::push`])
+    /// in sequence order: the run never held a later one.
+    pub(super) fn fits_at_tail(&self, seq: u64) -> bool {
+        seq > self.max_seq
+    }
+
+    /// Whether a message with sequence number `seq` can join the head at its sequence position
+    /// ([`Self::insert`]): no message behind the head comes before it.
+    pub(super) fn fits_in_head(&self, seq: u64) -> bool {
+        match &self.pager {
+            None => true,
+            Some(pager) => pager.is_empty() || pager.first_seq().is_some_and(|first| first > seq),
+        }
     }
 
     /// Takes the next ready message, refilling the head first when it ran dry (none comes
@@ -252,6 +272,7 @@ impl Level {
             tracing::error!(queue = queue_name, "recovered messages but no log to read them from");
             return;
         };
+        self.max_seq = self.max_seq.max(restored.last().map_or(0, |m| m.seq));
         let restored = pager.restore(restored, &mut self.head, journal);
         self.head_bytes += restored.head_bytes;
         self.bytes += restored.head_bytes + restored.paged_bytes;

@@ -16,7 +16,8 @@
 //! - [`limits`]: TTL, length limits, delivery limit and `x-expires`;
 //! - [`effects`]: what a pass produces — session events, dead letters, and the [`journal`]
 //!   of log records with the confirmations that wait for them;
-//! - [`counts`]: how a quorum queue's delivery counts show on the messages it hands out.
+//! - [`counts`]: how a quorum queue's delivery counts show on the messages it hands out;
+//! - [`delayed`]: messages whose "not before" time has not come, out of the ready runs.
 //!
 //! Every message carries a queue-local sequence number (the store's key); enqueue / settle /
 //! requeue are the only ways messages move; every path on which a message leaves other than by
@@ -31,6 +32,7 @@ mod command;
 mod consumer_timeout;
 mod consumers;
 mod counts;
+mod delayed;
 mod dlx_parked;
 #[cfg(test)]
 mod dlx_parked_tests;

@@ -85,6 +85,34 @@ impl Ready {
         }
     }
 
+    /// Moves a delayed message that is due into its run where its sequence number puts it: at
+    /// the tail when no later message joined the run meanwhile; else into the head when nothing
+    /// paged comes before it; else, in a quorum queue, into the returned run (it goes out
+    /// before later messages, as Zaqar hands out due messages in posting order). A classic
+    /// queue whose paged messages come before it cannot take it yet without breaking its
+    /// sequence order: it comes back, to be tried again once the head has caught up.
+    pub(super) fn insert_due(&mut self, entry: Entry, idle: bool, journal: &mut Journal) -> Result<(), Entry> {
+        let priority = entry.message.properties().priority;
+        let run = self.order.run_of(priority);
+        let Some(level) = self.level_mut(run) else { return Err(entry) };
+        if level.fits_at_tail(entry.seq) {
+            level.push(entry, idle, journal);
+            return Ok(());
+        }
+        if level.fits_in_head(entry.seq) {
+            level.insert(entry);
+            return Ok(());
+        }
+        let returned = self.order.returned_run_of(priority);
+        match self.levels.get_mut(returned) {
+            Some(level) if returned != run => {
+                level.insert(entry);
+                Ok(())
+            }
+            _ => Err(entry),
+        }
+    }
+
     /// Takes the next ready message (see [`Level::pop`]): `None` when there is none, or while
     /// the run it comes from is being read back ([`Self::awaiting_read`]) or waits to retry a
     /// failed read.

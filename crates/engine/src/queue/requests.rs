@@ -137,6 +137,11 @@ pub struct QueueStats {
     pub ready: u32,
     /// Delivered, not yet settled.
     pub unacked: u32,
+    /// Delayed: published with a "not before" time that has not come (Zaqar's `delay`). Not
+    /// ready, but counted in `messages` and against the length limits.
+    pub delayed: u32,
+    /// Their body bytes.
+    pub message_bytes_delayed: u64,
     /// Consumers.
     pub consumers: u32,
     /// At-least-once dead letters waiting for their targets (RabbitMQ's `messages_dlx`): not

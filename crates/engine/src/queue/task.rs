@@ -166,6 +166,7 @@ async fn run(
             task.finish_pass();
             break;
         }
+        task.state.release_due();
         task.state.expire(false);
         task.state.dispatch();
         task.state.expire(true);

@@ -56,6 +56,7 @@ pub(super) async fn move_messages(
                 newest_first: false,
                 limit: 1,
                 include_unacked: false,
+                include_delayed: false,
             })
             .await?;
         let Some(item) = page.items.into_iter().next().filter(|item| item.seq == *id) else {

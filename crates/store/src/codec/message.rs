@@ -39,6 +39,13 @@ pub(super) fn put_message(out: &mut BytesMut, m: &Message) {
     put_varint(out, u64::from(m.broker.delivery_count));
     put_varint(out, u64::from(m.broker.acquired_count));
     put_varint(out, u64::from(m.broker.redrive_count));
+    match m.broker.not_before {
+        None => out.put_u8(0),
+        Some(at) => {
+            out.put_u8(1);
+            put_zigzag(out, at);
+        }
+    }
     match &m.broker.deaths {
         None => out.put_u8(0),
         Some(history) => {
@@ -59,7 +66,7 @@ pub(super) fn put_message(out: &mut BytesMut, m: &Message) {
     }
 }
 
-/// Reads a message of layout `version` (1 has no redrive count).
+/// Reads a message of layout `version` (1 has no redrive count, 2 no "not before" time).
 pub(super) fn read_message(r: &mut Reader, version: u8) -> Result<Message, CodecError> {
     let origin = match r.u8("origin")? {
         0 => Origin::Broker,
@@ -84,6 +91,7 @@ pub(super) fn read_message(r: &mut Reader, version: u8) -> Result<Message, Codec
     let delivery_count = r.u32("delivery count")?;
     let acquired_count = r.u32("acquired count")?;
     let redrive_count = if version >= 2 { r.u32("redrive count")? } else { 0 };
+    let not_before = if version >= 3 && r.bool("not before")? { Some(r.zigzag("not before")?) } else { None };
     let deaths = if r.bool("death history")? { Some(Box::new(read_history(r)?)) } else { None };
     let encoded = match r.u8("encoding kind")? {
         0 => Encoded::None,
@@ -94,7 +102,8 @@ pub(super) fn read_message(r: &mut Reader, version: u8) -> Result<Message, Codec
     let mut message = Message::new(routing, body);
     message.headers = headers;
     message.annotations = annotations;
-    message.broker = BrokerAnnotations { deaths, delivery_count, acquired_count, refusal: None, redrive_count };
+    message.broker =
+        BrokerAnnotations { deaths, delivery_count, acquired_count, refusal: None, redrive_count, not_before };
     message.encoded = encoded;
     message.origin = origin;
     message.set_properties(properties);

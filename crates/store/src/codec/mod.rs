@@ -17,8 +17,9 @@ use charon_model::{Message, Table};
 use self::wire::Reader;
 
 /// The layout version written first in every encoded message. Version 2 added the redrive
-/// count after the acquired count; version 1 (without it) is still read.
-pub const FORMAT_VERSION: u8 = 2;
+/// count after the acquired count; version 3 the "not before" time after it (a presence byte,
+/// then the time). Versions 1 and 2 (without them) are still read.
+pub const FORMAT_VERSION: u8 = 3;
 
 /// A stored message or table that does not decode.
 #[derive(Debug, thiserror::Error)]

@@ -108,6 +108,7 @@ fn full_message() -> Message {
         acquired_count: 7,
         refusal: None,
         redrive_count: 3,
+        not_before: Some(1_790_000_000_123),
     };
     m.encoded = Encoded::Amqp10Bare(Bytes::from_static(b"\x00\x53\x70\x45"));
     m.origin = Origin::Amqp10;
@@ -188,15 +189,34 @@ fn truncated_or_flipped_input_is_an_error_never_a_panic() {
 fn a_version_1_message_reads_without_a_redrive_count() {
     let mut m = Message::default();
     m.routing.routing_key = "k".into();
-    let v2 = encode(&m).to_vec();
+    let v3 = encode(&m).to_vec();
     // Version 1 ends with the acquired count, the death-history flag and the encoding kind:
-    // the same bytes without the redrive count (the third byte from the end here).
-    let mut v1 = v2.clone();
+    // the same bytes without the redrive count and the "not before" flag (the fourth and third
+    // bytes from the end here).
+    let mut v1 = v3.clone();
     v1[0] = 1;
-    v1.remove(v1.len() - 3);
+    v1.drain(v1.len() - 4..v1.len() - 2);
     assert_eq!(decode_message(Bytes::from(v1)).unwrap(), m);
     m.broker.redrive_count = 300;
     assert_eq!(decode_message(encode(&m)).unwrap().broker.redrive_count, 300);
+}
+
+#[test]
+fn a_version_2_message_reads_without_a_not_before_time() {
+    let mut m = Message::default();
+    m.broker.redrive_count = 2;
+    let v3 = encode(&m).to_vec();
+    // Version 2 is version 3 without the "not before" presence byte (third from the end).
+    let mut v2 = v3.clone();
+    v2[0] = 2;
+    v2.remove(v2.len() - 3);
+    assert_eq!(decode_message(Bytes::from(v2)).unwrap(), m);
+    m.broker.not_before = Some(1_790_000_000_000);
+    let with_time = encode(&m);
+    assert_eq!(with_time.len(), v3.len() + 6, "a presence byte 1, then the zigzag varint of the time");
+    assert_eq!(decode_message(with_time).unwrap().broker.not_before, Some(1_790_000_000_000));
+    m.broker.not_before = Some(-5);
+    assert_eq!(decode_message(encode(&m)).unwrap().broker.not_before, Some(-5));
 }
 
 #[test]
@@ -290,11 +310,12 @@ fn a_death_history_written_before_causes_still_decodes() {
         ]
     );
     assert_eq!((deaths.first.queue.as_str(), deaths.last.queue.as_str()), ("q2", "q1"));
-    // The current encoder writes such a history byte for byte as it was, in layout 2 (a zero
-    // redrive count after the acquired count).
+    // The current encoder writes such a history byte for byte as it was, in layout 3 (a zero
+    // redrive count and no "not before" time after the acquired count).
     let mut current = old.clone();
-    current[0] = 2;
+    current[0] = 3;
     current.insert(19, 0);
+    current.insert(20, 0);
     assert_eq!(encode(&m).to_vec(), current);
 }
 

@@ -59,6 +59,10 @@ pub enum Record {
         /// Its priority (0 when it has none), so that a restart can put it back in its
         /// priority queue's level without reading the message.
         priority: u8,
+        /// Its "not before" time, ms since the epoch (the message's
+        /// `BrokerAnnotations::not_before`), so that a restart can keep it delayed without
+        /// reading every message.
+        not_before: Option<i64>,
         /// The encoded message.
         payload: Bytes,
     },
@@ -163,6 +167,8 @@ pub struct RecoveredMessage {
     pub size: u32,
     /// Its priority (0 when it has none).
     pub priority: u8,
+    /// Not deliverable before this moment, ms since the epoch.
+    pub not_before: Option<i64>,
     /// Where its enqueue record lies ([`LogReader::read`] gives the message back).
     pub place: Place,
     /// Whether it had been handed to a consumer.

@@ -25,6 +25,9 @@ const HAS_EXPIRY: u8 = 1;
 /// An enqueue's flags byte: a priority byte follows (after the deadline). Records written
 /// before priorities existed have only [`HAS_EXPIRY`] or nothing, and read as priority 0.
 const HAS_PRIORITY: u8 = 2;
+/// An enqueue's flags byte: the message's "not before" time follows (after the priority), so
+/// that a restart finds delayed messages without reading every message.
+const HAS_NOT_BEFORE: u8 = 4;
 
 /// Appends one framed record and returns its framed length (0 for [`Record::Released`],
 /// which is never written).
@@ -42,18 +45,23 @@ pub(super) fn put_record(out: &mut BytesMut, record: &Record) -> usize {
             out.put_u64_le(*seq);
             out.put_slice(payload);
         }
-        Record::Enqueue { queue, seq, expires_at, size, priority, payload } => {
+        Record::Enqueue { queue, seq, expires_at, size, priority, not_before, payload } => {
             out.put_u8(ENQUEUE);
             out.put_u64_le(*queue);
             out.put_u64_le(*seq);
             out.put_u32_le(*size);
-            let flags = (u8::from(expires_at.is_some()) * HAS_EXPIRY) | (u8::from(*priority != 0) * HAS_PRIORITY);
+            let flags = (u8::from(expires_at.is_some()) * HAS_EXPIRY)
+                | (u8::from(*priority != 0) * HAS_PRIORITY)
+                | (u8::from(not_before.is_some()) * HAS_NOT_BEFORE);
             out.put_u8(flags);
             if let Some(at) = expires_at {
                 out.put_i64_le(*at);
             }
             if *priority != 0 {
                 out.put_u8(*priority);
+            }
+            if let Some(at) = not_before {
+                out.put_i64_le(*at);
             }
             out.put_slice(payload);
         }
@@ -137,7 +145,7 @@ fn decode(mut p: Bytes) -> Option<Record> {
             need(&p, 21)?;
             let (queue, seq, size) = (p.get_u64_le(), p.get_u64_le(), p.get_u32_le());
             let flags = p.get_u8();
-            if flags & !(HAS_EXPIRY | HAS_PRIORITY) != 0 {
+            if flags & !(HAS_EXPIRY | HAS_PRIORITY | HAS_NOT_BEFORE) != 0 {
                 return None;
             }
             let expires_at = if flags & HAS_EXPIRY == 0 {
@@ -152,7 +160,13 @@ fn decode(mut p: Bytes) -> Option<Record> {
                 need(&p, 1)?;
                 p.get_u8()
             };
-            Record::Enqueue { queue, seq, expires_at, size, priority, payload: p }
+            let not_before = if flags & HAS_NOT_BEFORE == 0 {
+                None
+            } else {
+                need(&p, 8)?;
+                Some(p.get_i64_le())
+            };
+            Record::Enqueue { queue, seq, expires_at, size, priority, not_before, payload: p }
         }
         REMOVE => {
             need(&p, 16)?;
@@ -197,7 +211,15 @@ mod tests {
     use super::*;
 
     fn enqueue(expires_at: Option<i64>, priority: u8) -> Record {
-        Record::Enqueue { queue: 3, seq: 4, expires_at, size: 2, priority, payload: Bytes::from_static(b"ab") }
+        Record::Enqueue {
+            queue: 3,
+            seq: 4,
+            expires_at,
+            size: 2,
+            priority,
+            not_before: None,
+            payload: Bytes::from_static(b"ab"),
+        }
     }
 
     fn round_trip(record: &Record) -> Option<Record> {
@@ -214,6 +236,15 @@ mod tests {
         for (expires_at, priority) in [(None, 0), (Some(-7), 0), (None, 255), (Some(1 << 40), 9)] {
             let record = enqueue(expires_at, priority);
             assert_eq!(round_trip(&record), Some(record));
+            for not_before in [Some(1 << 41), Some(-1)] {
+                let delayed = match enqueue(expires_at, priority) {
+                    Record::Enqueue { queue, seq, expires_at, size, priority, payload, .. } => {
+                        Record::Enqueue { queue, seq, expires_at, size, priority, not_before, payload }
+                    }
+                    other => other,
+                };
+                assert_eq!(round_trip(&delayed), Some(delayed));
+            }
         }
     }
 

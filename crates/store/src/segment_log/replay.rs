@@ -112,7 +112,7 @@ struct ReplayState {
 impl ReplayState {
     fn apply(&mut self, record: Record, place: Place) {
         match record {
-            Record::Enqueue { queue, seq, expires_at, size, priority, .. } => {
+            Record::Enqueue { queue, seq, expires_at, size, priority, not_before, .. } => {
                 let replay = self.queues.entry(queue).or_default();
                 // A queue's enqueues come in sequence order; one that does not is a message
                 // compaction wrote again (the earlier copy may be gone with its segment).
@@ -126,6 +126,7 @@ impl ReplayState {
                     expires_at,
                     size,
                     priority,
+                    not_before,
                     place,
                     delivered: false,
                     dead_lettered: None,
@@ -284,6 +285,7 @@ mod tests {
             expires_at: None,
             size: 1,
             priority: 0,
+            not_before: None,
             place,
             delivered: false,
             dead_lettered: None,

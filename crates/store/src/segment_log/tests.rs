@@ -6,7 +6,15 @@ use super::replay::{segment_files, segment_path};
 use super::*;
 
 fn enqueue(queue: u64, seq: u64, body: &'static [u8]) -> Record {
-    Record::Enqueue { queue, seq, expires_at: None, size: 0, priority: 0, payload: Bytes::from_static(body) }
+    Record::Enqueue {
+        queue,
+        seq,
+        expires_at: None,
+        size: 0,
+        priority: 0,
+        not_before: None,
+        payload: Bytes::from_static(body),
+    }
 }
 
 /// Appends and waits until the records are durable.
@@ -61,6 +69,7 @@ fn every_record_kind_survives_a_reopen() {
                     expires_at: Some(-5),
                     size: 7,
                     priority: 9,
+                    not_before: Some(77),
                     payload: Bytes::from_static(b"a"),
                 },
                 enqueue(1, 11, b"b"),
@@ -79,9 +88,9 @@ fn every_record_kind_survives_a_reopen() {
     let q1 = &recovery.queues[&1];
     assert_eq!(
         q1.iter()
-            .map(|m| (m.seq, m.expires_at, m.size, m.priority, m.delivered, m.returned, m.failed))
+            .map(|m| (m.seq, m.expires_at, m.size, m.priority, m.not_before, m.delivered, m.returned, m.failed))
             .collect::<Vec<_>>(),
-        vec![(10, Some(-5), 7, 9, false, 0, 0), (11, None, 0, 0, true, 2, 1)]
+        vec![(10, Some(-5), 7, 9, Some(77), false, 0, 0), (11, None, 0, 0, None, true, 2, 1)]
     );
     assert_eq!(payloads(&log, q1), ["a", "b"]);
     assert_eq!(seqs(&recovery, 2), vec![1]);
@@ -345,7 +354,7 @@ fn completions_carry_the_places_that_read_the_messages_back() {
 }
 
 fn enqueue_owned(queue: u64, seq: u64, payload: Bytes) -> Record {
-    Record::Enqueue { queue, seq, expires_at: None, size: 0, priority: 0, payload }
+    Record::Enqueue { queue, seq, expires_at: None, size: 0, priority: 0, not_before: None, payload }
 }
 
 #[test]

@@ -344,6 +344,7 @@ fn browse_all(state: &QueueState, limit: usize, newest_first: bool) -> Vec<(u64,
             newest_first,
             limit,
             include_unacked: false,
+            include_delayed: false,
         };
         let page = state.browse(request).resolve();
         assert!(page.items.len() <= limit);

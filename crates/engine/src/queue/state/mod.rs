@@ -28,13 +28,14 @@ use charon_store::segment_log::{LogReader, Place, Placed, Record, RecoveredQueue
 use super::arrivals::Arrivals;
 use super::browse::{BrowseRequest, Plan};
 use super::consumers::Consumers;
+use super::delayed::{Delayed, is_delayed};
 use super::dlx_parked::{LETTER_LOG_KEY, Parked};
 use super::dlx_pending::{DlxPending, Due, NUMBER_BIT as DLX_NUMBER_BIT};
 use super::effects::{Discarded, Effects, Events, Held, RefusedDeadLetter};
 use super::entry::Entry;
 use super::handle::QueueRef;
 use super::journal::reason_of;
-use super::limits::{Limits, Size};
+use super::limits::{Limits, Size, body_size};
 use super::order::Order;
 use super::paging::packed::{Packed, PagedEntry};
 use super::paging::{Removed, Wake, packed_places};
@@ -63,6 +64,8 @@ pub(crate) struct QueueState {
     /// The sequence number of the next message.
     next_seq: u64,
     ready: Ready,
+    /// Messages whose "not before" time has not come: out of the ready runs until then.
+    delayed: Delayed,
     consumers: Consumers,
     limits: Limits,
     effects: Effects,
@@ -70,6 +73,8 @@ pub(crate) struct QueueState {
     dlx: DlxPending,
     /// When stuck at-least-once dead letters are tried again, ms since epoch.
     dlx_retry_at: Option<i64>,
+    /// Delayed messages a purge that waits for paged runs to be read back has removed so far.
+    purged_delayed: usize,
     /// Reads the log (restore), once paging is on.
     reader: Option<LogReader>,
     /// When the ready messages arrived, roughly (the oldest one's age).
@@ -87,6 +92,9 @@ const DLX_RETRY_MS: i64 = 180_000;
 /// The same under Charon's guarantee: a full target may have room again without any change
 /// to the topology, and its publishers may be waiting for these letters to leave.
 const GUARANTEE_RETRY_MS: i64 = 5_000;
+/// How long a due message of a classic queue waits before it tries again to join the ready
+/// messages in sequence order (see [`Ready::insert_due`]).
+const DUE_RETRY_MS: i64 = 1_000;
 
 impl QueueState {
     pub(crate) fn new(handle: QueueRef, settings: QueueSettings, now: i64) -> Self {
@@ -104,11 +112,13 @@ impl QueueState {
             now,
             next_seq: 1,
             ready: Ready::new(order),
+            delayed: Delayed::default(),
             consumers: Consumers::new(single_active, quorum),
             limits: Limits::new(settings, quorum, now),
             effects,
             dlx: DlxPending::default(),
             dlx_retry_at: None,
+            purged_delayed: 0,
             reader: None,
             arrivals: Arrivals::default(),
             counters: MessageCounters::default(),
@@ -133,6 +143,7 @@ impl QueueState {
         let clock_floor = u64::try_from(self.now).unwrap_or(0) << 20;
         let last = restored.last().map_or(0, |m| m.seq);
         let restored = self.restore_waiting(restored);
+        let restored = self.restore_delayed(restored);
         // Their arrival is not in the log: their age counts from the restart.
         if let Some(first) = restored.iter().next() {
             self.arrivals.arrived(first.seq, self.now);
@@ -182,6 +193,39 @@ impl QueueState {
         RecoveredQueue::from(rest)
     }
 
+    /// Messages still delayed (their "not before" time, kept in their log records, has not
+    /// come) are read back and wait in the delayed part again; returns the rest. A delayed
+    /// message that cannot be read back is lost to the queue and leaves the log. Runs with the
+    /// restore, off the runtime's workers.
+    fn restore_delayed(&mut self, restored: RecoveredQueue) -> RecoveredQueue {
+        let now = self.now;
+        if !restored.iter().any(|m| Delayed::recovered_delayed(m, now)) {
+            return restored;
+        }
+        let (delayed, rest): (Vec<_>, Vec<_>) = restored.into_iter().partition(|m| Delayed::recovered_delayed(m, now));
+        let places: Vec<Place> = delayed.iter().map(|m| m.place).collect();
+        let read = self.reader.as_ref().map(|reader| reader.read(&places)).unwrap_or_default();
+        let mut read = read.into_iter();
+        for recovered in delayed {
+            match read.next().and_then(Result::ok).and_then(|bytes| decode_message(bytes).ok()) {
+                Some(message) => {
+                    let mut entry = Entry::new(recovered.seq, Arc::new(message), recovered.expires_at, true);
+                    (entry.returned, entry.failed) = (recovered.returned, recovered.failed);
+                    self.delayed.push(entry);
+                }
+                None => {
+                    tracing::error!(
+                        queue = self.handle.name(),
+                        seq = recovered.seq,
+                        "a delayed message could not be read back"
+                    );
+                    self.effects.journal().left(recovered.seq, true, false);
+                }
+            }
+        }
+        RecoveredQueue::from(rest)
+    }
+
     /// The clock for this pass.
     pub(crate) fn set_now(&mut self, now: i64) {
         self.now = now;
@@ -198,7 +242,13 @@ impl QueueState {
         let written_before = self.effects.journal_ref().written();
         let mut published = 0;
         for item in items {
-            if self.limits.refuses(&item.message, self.ready.size()) {
+            let delayed = is_delayed(item.message.broker.not_before, self.now);
+            if delayed && self.delayed.full(body_size(&item.message)) {
+                // The delayed part is bounded (see `delayed.rs`): the publisher hears of it.
+                refused.extend(item.confirm);
+                continue;
+            }
+            if self.limits.refuses(&item.message, self.queued_size()) {
                 if self.limits.dead_letters_refused() {
                     refused.extend(item.confirm);
                     self.effects.discard(item.message, DeathReason::Maxlen, None);
@@ -219,7 +269,11 @@ impl QueueState {
             if persisted {
                 self.effects.journal().enqueue(&entry);
             }
-            self.ready.push(entry, self.consumers.is_empty(), self.effects.journal());
+            if delayed {
+                self.delayed.push(entry);
+            } else {
+                self.ready.push(entry, self.consumers.is_empty(), self.effects.journal());
+            }
             accepted.extend(item.confirm);
             published += 1;
             self.enforce_limits();
@@ -358,6 +412,7 @@ impl QueueState {
     /// either way, as they would be by the next pass.
     pub(crate) fn try_get(&mut self, owner: Owner, no_ack: bool) -> Result<Option<GetOk>, ReadPending> {
         self.limits.used(self.now);
+        self.release_due();
         self.expire_head(false);
         if self.head_expired() {
             // Its dead-lettering waits for room (see `set_expiry_room`); it is not handed out.
@@ -395,7 +450,10 @@ impl QueueState {
     /// entries still being read back off the task answers [`ReadPending`]: what it removed so
     /// far is counted, and asking again once the read is done goes on where it stopped.
     pub(crate) fn try_purge(&mut self) -> Result<u32, ReadPending> {
+        let delayed = self.delayed.take_all(self.effects.journal());
+        self.purged_delayed += delayed;
         let count = self.ready.take_all(self.effects.journal()).ok_or(ReadPending)?;
+        let count = count + std::mem::take(&mut self.purged_delayed);
         Ok(u32::try_from(count).unwrap_or(u32::MAX))
     }
 
@@ -419,6 +477,9 @@ impl QueueState {
         if request.include_unacked {
             plan.run(|collector| self.consumers.browse(collector));
         }
+        if request.include_delayed {
+            plan.run(|collector| self.delayed.browse(collector));
+        }
         plan
     }
 
@@ -428,6 +489,7 @@ impl QueueState {
     pub(crate) fn remove(&mut self, seqs: &[u64]) -> Removed {
         let mut removed = Removed::default();
         self.ready.remove(seqs, self.effects.journal(), &mut removed);
+        self.delayed.remove(seqs, self.effects.journal(), &mut removed);
         removed
     }
 
@@ -455,6 +517,8 @@ impl QueueState {
             unacked: u64::try_from(self.consumers.unacked_len()).unwrap_or(u64::MAX),
             ready_bytes: ready.bytes,
             unacked_bytes: self.consumers.unacked_bytes(),
+            delayed: self.delayed.size().count,
+            delayed_bytes: self.delayed.size().bytes,
             consumers: u64::try_from(self.consumers.len()).unwrap_or(u64::MAX),
         }
     }
@@ -470,6 +534,8 @@ impl QueueState {
         QueueStats {
             ready: count(self.ready.len()),
             unacked: count(self.consumers.unacked_len()),
+            delayed: count(self.delayed.len()),
+            message_bytes_delayed: self.delayed.size().bytes,
             consumers: count(self.consumers.len()),
             dead_letters_pending: u32::try_from(self.dlx.size().count).unwrap_or(u32::MAX),
             dead_letters_pending_bytes: self.dlx.size().bytes,
@@ -496,8 +562,10 @@ impl QueueState {
         const PARKED: u64 = std::mem::size_of::<Parked>() as u64;
         let unacked = u64::try_from(self.consumers.unacked_len()).unwrap_or(u64::MAX);
         let (waiting, parked) = self.dlx.resident();
-        (resident.count + unacked + waiting.count) * WHOLE
+        let delayed = self.delayed.resident();
+        (resident.count + unacked + waiting.count + delayed.count) * WHOLE
             + resident.bytes
+            + delayed.bytes
             + self.consumers.unacked_bytes()
             + waiting.bytes
             + paged * PAGED
@@ -530,15 +598,18 @@ impl QueueState {
         self.requeue(entries, true);
     }
 
-    /// Checks `if-unused` / `if-empty`; on success returns the ready count the delete reports.
+    /// Checks `if-unused` / `if-empty` (delayed messages make a queue not empty); on success
+    /// returns the count the delete reports: the ready messages and the delayed ones, which go
+    /// with it.
     pub(crate) fn check_delete(&self, if_unused: bool, if_empty: bool) -> Result<u32, EngineError> {
         if if_unused && !self.consumers.is_empty() {
             return Err(EngineError::InUse(self.handle.resource()));
         }
-        if if_empty && self.ready.len() > 0 {
+        if if_empty && self.ready.len() + self.delayed.len() > 0 {
             return Err(EngineError::NotEmpty(self.handle.resource()));
         }
-        Ok(self.stats().ready)
+        let stats = self.stats();
+        Ok(stats.ready.saturating_add(stats.delayed))
     }
 
     /// The queue is going away: tell every consumer.
@@ -587,13 +658,46 @@ impl QueueState {
     /// needs a message being read off the task waits for it: the queue then owes drops (see
     /// [`Self::owes_drops`]) and the task makes them before anything else.
     fn enforce_limits(&mut self) {
-        while self.limits.drops_head(self.ready.size()) {
-            let Some(entry) = self.ready.pop(self.now, self.effects.journal()) else {
+        while self.limits.drops_head(self.queued_size()) {
+            // The next ready message goes first; delayed ones (oldest first) once none is ready.
+            let entry = match self.ready.pop(self.now, self.effects.journal()) {
+                Some(entry) => Some(entry),
+                None if self.ready.len() == 0 => self.delayed.pop_oldest(),
+                None => None,
+            };
+            let Some(entry) = entry else {
                 break;
             };
             self.discard(entry, DeathReason::Maxlen);
         }
-        self.limits.enforced(self.ready.size() + self.counted_dead_letters());
+        self.limits.enforced(self.queued_size() + self.counted_dead_letters());
+    }
+
+    /// The messages the length limits count: the ready ones and the delayed ones.
+    fn queued_size(&self) -> Size {
+        self.ready.size() + self.delayed.size()
+    }
+
+    /// Moves the delayed messages that are due to the ready runs, in due order (see
+    /// [`Ready::insert_due`]); those whose TTL ran out while they were delayed expire instead.
+    /// Only the delayed part's earliest wake-up is looked at: nothing else is scanned.
+    pub(crate) fn release_due(&mut self) {
+        let now = self.now;
+        let mut blocked = Vec::new();
+        while let Some(entry) = self.delayed.pop_woken(now) {
+            if entry.expires_at.is_some_and(|deadline| deadline <= now) {
+                self.discard(entry, DeathReason::Expired);
+                self.limits.expired_one();
+                continue;
+            }
+            if let Err(entry) = self.ready.insert_due(entry, self.consumers.is_empty(), self.effects.journal()) {
+                blocked.push(entry);
+            }
+        }
+        for entry in blocked {
+            // A classic queue's paged messages come before it: tried again shortly.
+            self.delayed.push_until(entry, now.saturating_add(DUE_RETRY_MS));
+        }
     }
 
     /// Whether `drop-head` has messages left to drop that are being read off the task. Limits
@@ -603,13 +707,13 @@ impl QueueState {
     /// Dropping later rather than after each message of a publish drops the same messages:
     /// whatever is over the limit is the oldest, and stays so as more arrive.
     pub(crate) fn owes_drops(&self) -> bool {
-        self.limits.drops_head(self.ready.size()) && self.ready.awaiting_read()
+        self.limits.drops_head(self.queued_size()) && self.ready.awaiting_read()
     }
 
     /// Makes the drops the queue owes, as far as the reads allow; returns whether it still owes
     /// some.
     pub(crate) fn make_owed_drops(&mut self) -> bool {
-        if self.limits.drops_head(self.ready.size()) {
+        if self.limits.drops_head(self.queued_size()) {
             self.enforce_limits();
         }
         self.owes_drops()
@@ -623,7 +727,7 @@ impl QueueState {
 
     /// Ends a quorum queue's refusal once it is back under 80 % of its limit.
     pub(crate) fn refresh_refusing(&mut self) {
-        self.limits.refresh_refusing(self.ready.size() + self.counted_dead_letters());
+        self.limits.refresh_refusing(self.queued_size() + self.counted_dead_letters());
     }
 
     /// The waiting dead letters the length limits count: RabbitMQ's at-least-once letters are
@@ -689,7 +793,7 @@ impl QueueState {
     pub(crate) fn next_deadline(&self) -> Option<i64> {
         let head = if self.limits.has_expiry_room() { self.ready.head_deadline() } else { None };
         let unused = self.limits.unused_deadline(self.consumers.is_empty());
-        [head, unused, self.dlx_retry_at].into_iter().flatten().min()
+        [head, unused, self.dlx_retry_at, self.delayed.next_wake()].into_iter().flatten().min()
     }
 
     /// Whether `x-expires` has run out: the queue is deleted, its messages are not
@@ -864,6 +968,8 @@ fn passed_on_when_refused(item: &Enqueue) -> bool {
         && item.confirm.is_none_or(|n| n & (DLX_NUMBER_BIT | super::requests::REFUSED_TO_PUBLISHER_BIT) == 0)
 }
 
+#[cfg(test)]
+mod delayed_tests;
 #[cfg(test)]
 mod priority_tests;
 #[cfg(test)]
