@@ -531,6 +531,8 @@ async fn an_administrator_adds_a_user_and_a_vhost_grants_permissions_and_the_use
     assert_eq!((permission["configure"].clone(), permission["write"].clone()), (json!("^ops-.*"), json!(".*")));
     let rows = browser.texts("#permissions tbody tr").await;
     assert!(rows.iter().any(|r| r.starts_with("ops") && r.contains("shop") && r.contains("^ops-.*")), "{rows:?}");
+    // The page from its top (the form's redirect scrolled it to the permissions).
+    browser.goto("/admin").await;
     browser.shot("admin").await;
 
     // The new user: a queue in its vhost, declared as guest (who created the vhost and so got

@@ -111,8 +111,8 @@ pub(crate) async fn page(State(ui): State<Arc<Ui>>, viewer: Viewer) -> Response 
                     }
                 }
             }
-            h3 { "Add or update a policy" }
             form.policy method="post" action="/admin/policies" {
+                h3 { "Add or update a policy" }
                 (csrf(&viewer))
                 div.grid {
                     label { "Virtual host"

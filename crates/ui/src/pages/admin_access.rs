@@ -84,8 +84,8 @@ pub(crate) fn clear_permission(viewer: &Viewer, user: &str, vhost: &str) -> Mark
 /// The add-user form.
 pub(crate) fn add_user_form(viewer: &Viewer) -> Markup {
     html! {
-        h3 { "Add a user" }
         form.admin #add-user method="post" action="/admin/users" {
+            h3 { "Add a user" }
             (csrf(viewer))
             div.grid {
                 label { "Username" input type="text" name="name" required autocomplete="off"; }
@@ -103,8 +103,8 @@ pub(crate) fn add_user_form(viewer: &Viewer) -> Markup {
 /// The add-vhost form.
 pub(crate) fn add_vhost_form(viewer: &Viewer) -> Markup {
     html! {
-        h3 { "Add a virtual host" }
         form.admin #add-vhost method="post" action="/admin/vhosts" {
+            h3 { "Add a virtual host" }
             (csrf(viewer))
             div.grid {
                 label { "Name" input type="text" name="name" required autocomplete="off"; }
@@ -119,8 +119,8 @@ pub(crate) fn add_vhost_form(viewer: &Viewer) -> Markup {
 /// The set-permission form, its choices the users and vhosts the page listed.
 pub(crate) fn set_permission_form(viewer: &Viewer, users: Option<&JsonValue>, vhosts: Option<&JsonValue>) -> Markup {
     html! {
-        h3 { "Set permission" }
         form.admin #set-permission method="post" action="/admin/permissions" {
+            h3 { "Set permission" }
             (csrf(viewer))
             div.grid {
                 label { "User"
