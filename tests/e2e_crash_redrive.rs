@@ -174,13 +174,23 @@ async fn twenty_kill_9_cycles_during_a_redrive_lose_no_message() {
 async fn kill_9_cycles_during_a_filtered_redrive_lose_no_message() {
     const FILTERED_CYCLES: u64 = 10;
     let data = tempfile::tempdir().unwrap();
-    let job_id = {
-        let charon = support::Charon::start_on(data.path(), &[]);
+    {
+        // Set up, then stopped cleanly: the rejections' exits from the work queue are on disk,
+        // so a message found there at the end can only have been moved back by the job.
+        let mut charon = support::Charon::start_on(data.path(), &[]);
         let conn = connect(charon.port).await;
         let ch = conn.create_channel().await.unwrap();
         declare(&ch).await;
         publish_all(&ch).await;
         reject_all(&conn.create_channel().await.unwrap(), charon.http_port).await;
+        assert_eq!(queue_messages(charon.http_port, ORDERS).await, 0);
+        drop(conn);
+        charon.terminate();
+        assert!(charon.wait_exit(Duration::from_secs(30)).is_some(), "a clean stop");
+    }
+    let job_id = {
+        let charon = support::Charon::start_on(data.path(), &[]);
+        assert_eq!(queue_messages(charon.http_port, ORDERS).await, 0, "nothing came back to the work queue");
         let body = r#"{"source":"rd-dlq","destination":{"type":"original","death":"first"},"rate":1000,
                        "filter":{"headers":{"half":"even"}}}"#;
         let (status, job) = api(charon.http_port, "POST", "/api/charon/redrives/%2F", body).await;
@@ -222,7 +232,8 @@ async fn kill_9_cycles_during_a_filtered_redrive_lose_no_message() {
         missing.len(),
         &missing[..missing.len().min(20)]
     );
-    assert!(back.iter().all(even), "only selected messages moved");
+    let strays: Vec<&u64> = back.iter().filter(|id| !even(id)).collect();
+    assert!(strays.is_empty(), "{} unselected messages moved: {:?}", strays.len(), &strays[..strays.len().min(20)]);
     assert!((1..=MESSAGES).filter(|id| !even(id)).all(|id| left.contains(&id)), "the others stayed");
     // A removal lost in a crash behind the recorded cursor leaves a copy in the source too.
     let twice = left.iter().filter(|id| even(id)).count();
