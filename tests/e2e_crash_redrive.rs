@@ -57,7 +57,7 @@ async fn publish_all(ch: &Channel) {
         for _ in 0..500 {
             id += 1;
             let mut headers = FieldTable::default();
-            let half = if id % 2 == 0 { "even" } else { "odd" };
+            let half = if id.is_multiple_of(2) { "even" } else { "odd" };
             headers.insert(ShortString::from("half"), AMQPValue::LongString(half.into()));
             let properties = BasicProperties::default().with_delivery_mode(2).with_headers(headers);
             let confirm = ch
@@ -222,7 +222,7 @@ async fn kill_9_cycles_during_a_filtered_redrive_lose_no_message() {
     let conn = connect(charon.port).await;
     let (back, deliveries) = drain(&conn.create_channel().await.unwrap(), ORDERS).await;
     let (left, _) = drain(&conn.create_channel().await.unwrap(), DLQ).await;
-    let even = |id: &u64| id % 2 == 0;
+    let even = |id: &u64| id.is_multiple_of(2);
     let lost: Vec<u64> = (1..=MESSAGES).filter(|id| !back.contains(id) && !left.contains(id)).collect();
     assert!(lost.is_empty(), "{} messages in neither queue: {:?}", lost.len(), &lost[..lost.len().min(20)]);
     let missing: Vec<u64> = (1..=MESSAGES).filter(|id| even(id) && !back.contains(id)).collect();
