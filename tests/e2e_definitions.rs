@@ -134,12 +134,8 @@ fn a_definitions_file_that_does_not_import_stops_the_start() {
 
 /// A GET on the management API, as `user:password`.
 fn http_get(charon: &support::Charon, credentials: &str, path: &str) -> String {
-    use base64::Engine;
-    let config = ureq::Agent::config_builder().http_status_as_error(false).build();
-    let agent = ureq::Agent::new_with_config(config);
-    let authorization = format!("Basic {}", base64::engine::general_purpose::STANDARD.encode(credentials));
-    let url = format!("http://127.0.0.1:{}{path}", charon.http_port);
-    let mut response = agent.get(&url).header("authorization", &authorization).call().expect("GET");
-    assert_eq!(response.status().as_u16(), 200);
-    response.body_mut().read_to_string().expect("body")
+    let (user, password) = credentials.split_once(':').expect("user:password");
+    let reply = support::http::Call::new(charon.http_port, "GET", path).basic(user, password).send_blocking();
+    assert_eq!(reply.status, 200, "{path}: {}", reply.body);
+    reply.body
 }

@@ -7,32 +7,19 @@ mod support;
 
 use std::time::Duration;
 
-use base64::Engine;
 use futures_util::StreamExt;
 use lapin::{Connection, ConnectionProperties, ErrorKind, Event};
 use serde_json::Value;
 
 /// One blocking request to the API as guest, with extra headers; status and body.
 async fn api(charon: &support::Charon, method: &str, path: &str, headers: &[(&str, &str)]) -> (u16, String) {
-    let url = format!("http://127.0.0.1:{}{path}", charon.http_port);
-    let (method, headers): (String, Vec<(String, String)>) =
-        (method.to_owned(), headers.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())).collect());
-    tokio::task::spawn_blocking(move || {
-        let config = ureq::Agent::config_builder().http_status_as_error(false).build();
-        let agent = ureq::Agent::new_with_config(config);
-        let credentials = base64::engine::general_purpose::STANDARD.encode("guest:guest");
-        let mut request = ureq::http::Request::builder()
-            .method(method.as_str())
-            .uri(url)
-            .header("authorization", format!("Basic {credentials}"));
-        for (key, value) in &headers {
-            request = request.header(key, value);
-        }
-        let mut response = agent.run(request.body(String::new()).unwrap()).unwrap();
-        (response.status().as_u16(), response.body_mut().read_to_string().unwrap())
-    })
-    .await
-    .unwrap()
+    let mut call = support::http::Call::new(charon.http_port, method, path).basic("guest", "guest");
+    for (key, value) in headers {
+        call = call.header(key, value);
+    }
+    let reply = call.send().await;
+    assert_ne!(reply.status, 0, "{method} {path} got no answer");
+    (reply.status, reply.body)
 }
 
 /// The name of the connection the client called `connection_name`, once the API lists it.

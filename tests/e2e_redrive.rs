@@ -7,7 +7,6 @@ mod support;
 
 use std::time::Duration;
 
-use base64::Engine;
 use lapin::options::{
     BasicGetOptions, BasicPublishOptions, BasicRejectOptions, ConfirmSelectOptions, QueueBindOptions,
     QueueDeclareOptions,
@@ -17,24 +16,9 @@ use lapin::{BasicProperties, Connection, ConnectionProperties};
 use serde_json::Value;
 
 async fn http(port: u16, method: &str, path: &str, body: &str) -> (u16, String) {
-    let url = format!("http://127.0.0.1:{port}{path}");
-    let (method, body) = (method.to_owned(), body.to_owned());
-    tokio::task::spawn_blocking(move || {
-        let config = ureq::Agent::config_builder().http_status_as_error(false).build();
-        let agent = ureq::Agent::new_with_config(config);
-        let credentials = base64::engine::general_purpose::STANDARD.encode("guest:guest");
-        let request = ureq::http::Request::builder()
-            .method(method.as_str())
-            .uri(url)
-            .header("authorization", format!("Basic {credentials}"))
-            .header("content-type", "application/json")
-            .body(body)
-            .unwrap();
-        let mut response = agent.run(request).unwrap();
-        (response.status().as_u16(), response.body_mut().read_to_string().unwrap())
-    })
-    .await
-    .unwrap()
+    let reply = support::http::Call::api(port, method, path).body(body).send().await;
+    assert_ne!(reply.status, 0, "{method} {path} got no answer");
+    (reply.status, reply.body)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -120,11 +104,7 @@ async fn moved_messages_carry_their_count_and_history_and_the_job_is_counted_and
     }
     assert_eq!(keys, ["redrive.running.e2e-dlq", "redrive.completed.e2e-dlq"]);
 
-    let url = format!("http://127.0.0.1:{}/metrics", charon.prometheus_port);
-    let metrics =
-        tokio::task::spawn_blocking(move || ureq::get(&url).call().unwrap().body_mut().read_to_string().unwrap())
-            .await
-            .unwrap();
+    let metrics = support::http::Call::new(charon.prometheus_port, "GET", "/metrics").send().await.body;
     let line = r#"charon_redrive_messages_total{vhost="/",source="e2e-dlq",destination="original",outcome="moved"} 5"#;
     assert!(
         metrics.contains(line),

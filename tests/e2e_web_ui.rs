@@ -3,7 +3,8 @@
 //! page with live numbers, a dead-letter queue holding messages that died for three reasons
 //! (rejected, expired, maxlen, produced with lapin), its browser, a redrive dry run, a
 //! rate-limited redrive with visible progress, pause and resume, and the messages back in the
-//! queues they died in.
+//! queues they died in; and the Admin tab: an administrator adds a user and a virtual host and
+//! grants permissions, then that user logs in.
 //!
 //! Needs `chromedriver` and `chromium` (Debian's `chromium-driver`, `chromium`; scripts/test.sh
 //! installs them). Without chromedriver the tests say so and pass, unless
@@ -21,7 +22,6 @@ use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use base64::Engine;
 use fantoccini::{Client, ClientBuilder, Locator};
 use lapin::options::{
     BasicGetOptions, BasicPublishOptions, BasicRejectOptions, ConfirmSelectOptions, QueueDeclareOptions,
@@ -188,23 +188,10 @@ fn find(name: &str) -> Option<PathBuf> {
 
 /// One request to the API as guest: status and JSON body.
 async fn api(charon: &support::Charon, method: &str, path: &str, body: Option<Value>) -> (u16, Value) {
-    let url = format!("http://127.0.0.1:{}{path}", charon.http_port);
-    let method = method.to_owned();
-    tokio::task::spawn_blocking(move || {
-        let config = ureq::Agent::config_builder().http_status_as_error(false).build();
-        let agent = ureq::Agent::new_with_config(config);
-        let credentials = base64::engine::general_purpose::STANDARD.encode("guest:guest");
-        let request = ureq::http::Request::builder()
-            .method(method.as_str())
-            .uri(url)
-            .header("authorization", format!("Basic {credentials}"))
-            .header("content-type", "application/json");
-        let mut response = agent.run(request.body(body.map(|b| b.to_string()).unwrap_or_default()).unwrap()).unwrap();
-        let text = response.body_mut().read_to_string().unwrap();
-        (response.status().as_u16(), serde_json::from_str(&text).unwrap_or(Value::Null))
-    })
-    .await
-    .unwrap()
+    let call = support::http::Call::api(charon.http_port, method, path);
+    let reply = call.body(body.map(|b| b.to_string()).unwrap_or_default()).send().await;
+    assert_ne!(reply.status, 0, "{method} {path} got no answer");
+    (reply.status, reply.json())
 }
 
 async fn messages(charon: &support::Charon, queue: &str) -> u64 {
@@ -327,9 +314,7 @@ async fn log_in_then_the_queues_page_shows_live_numbers() {
     browser.goto("/").await;
     assert_eq!(browser.text("#alarms").await, "No alarms in effect");
     browser.shot("overview").await;
-    for (path, name) in
-        [("/connections", "connections"), ("/channels", "channels"), ("/exchanges", "exchanges"), ("/admin", "admin")]
-    {
+    for (path, name) in [("/connections", "connections"), ("/channels", "channels"), ("/exchanges", "exchanges")] {
         browser.goto(path).await;
         browser.shot(name).await;
     }
@@ -493,5 +478,77 @@ async fn a_dead_letter_queue_is_browsed_and_redriven_from_the_browser() {
     assert_eq!(messages(&charon, "work-maxlen").await, PER_REASON as u64 + 1);
     let got = channel.basic_get("work-expired".into(), BasicGetOptions::default()).await.unwrap().expect("a message");
     assert!(String::from_utf8_lossy(&got.data).ends_with("timed out"));
+    let _ = browser.client.clone().close().await;
+}
+
+/// The Admin tab's forms: a user with tags and a password, a virtual host, permissions in it;
+/// then the new user logs in, sees its vhost's queue, and gets none of the administrator's forms.
+#[tokio::test]
+async fn an_administrator_adds_a_user_and_a_vhost_grants_permissions_and_the_user_logs_in() {
+    let charon = support::Charon::start();
+    let Some(browser) = Browser::start(&charon).await else { return };
+    browser.log_in("guest", "guest").await;
+    assert_eq!(browser.path().await, "/");
+    browser.goto("/admin").await;
+
+    browser.fill("#add-user input[name=name]", "ops").await;
+    browser.fill("#add-user input[name=password]", "s3cret-pw").await;
+    browser.fill("#add-user input[name=password_confirm]", "s3cret-pw").await;
+    browser.fill("#add-user input[name=tags]", "management").await;
+    browser.click("#add-user button[type=submit]").await;
+    assert_eq!(browser.wait_text(".flash", false, |t| !t.is_empty()).await, "User ops saved");
+    let (status, user) = api(&charon, "GET", "/api/users/ops", None).await;
+    assert_eq!((status, user["tags"].clone()), (200, json!(["management"])));
+
+    browser.fill("#add-vhost input[name=name]", "shop").await;
+    browser.fill("#add-vhost input[name=description]", "The shop's messages").await;
+    browser.click("#add-vhost button[type=submit]").await;
+    assert_eq!(browser.wait_text(".flash", false, |t| !t.is_empty()).await, "Virtual host shop saved");
+    assert_eq!(api(&charon, "GET", "/api/vhosts/shop", None).await.1["description"], "The shop's messages");
+
+    browser
+        .client
+        .find(Locator::Css("#set-permission select[name=user]"))
+        .await
+        .unwrap()
+        .select_by_value("ops")
+        .await
+        .unwrap();
+    browser
+        .client
+        .find(Locator::Css("#set-permission select[name=vhost]"))
+        .await
+        .unwrap()
+        .select_by_value("shop")
+        .await
+        .unwrap();
+    browser.fill("#set-permission input[name=configure]", "^ops-.*").await;
+    browser.fill("#set-permission input[name=read]", ".*").await;
+    browser.click("#set-permission button[type=submit]").await;
+    assert_eq!(browser.wait_text(".flash", false, |t| !t.is_empty()).await, "Permissions of ops in shop set");
+    let (status, permission) = api(&charon, "GET", "/api/permissions/shop/ops", None).await;
+    assert_eq!(status, 200);
+    assert_eq!((permission["configure"].clone(), permission["write"].clone()), (json!("^ops-.*"), json!(".*")));
+    let rows = browser.texts("#permissions tbody tr").await;
+    assert!(rows.iter().any(|r| r.starts_with("ops") && r.contains("shop") && r.contains("^ops-.*")), "{rows:?}");
+    // The page from its top (the form's redirect scrolled it to the permissions).
+    browser.goto("/admin").await;
+    browser.shot("admin").await;
+
+    // The new user: a queue in its vhost, declared as guest (who created the vhost and so got
+    // full permissions there), is on its Queues page.
+    assert_eq!(api(&charon, "PUT", "/api/queues/shop/ops-orders", Some(json!({"durable": true}))).await.0, 201);
+    browser.click("form[action='/logout'] button").await;
+    browser.log_in("ops", "s3cret-pw").await;
+    assert_eq!(browser.path().await, "/");
+    assert_eq!(browser.text("header .who strong").await, "ops");
+    browser.goto("/queues").await;
+    assert_eq!(browser.text("#queues tr[data-key='shop\u{1f}ops-orders'] td:nth-child(2)").await, "ops-orders");
+    // Not an administrator: the lists it may not read say so, and no form manages access.
+    browser.goto("/admin").await;
+    assert!(browser.text("#users").await.contains("401"), "users are an administrator's");
+    for form in ["#add-user", "#add-vhost", "#set-permission"] {
+        assert!(browser.client.find_all(Locator::Css(form)).await.unwrap().is_empty(), "{form}");
+    }
     let _ = browser.client.clone().close().await;
 }

@@ -24,20 +24,9 @@ const CLIENT: &str = "0123456789abcdef0123456789abcdef";
 /// One blocking request to the Zaqar gateway as project `/` (the default vhost); status and
 /// body.
 fn zaqar(port: u16, method: &str, path: &str, body: &str) -> (u16, String) {
-    let config = ureq::Agent::config_builder().http_status_as_error(false).build();
-    let agent = ureq::Agent::new_with_config(config);
-    let request = ureq::http::Request::builder()
-        .method(method)
-        .uri(format!("http://127.0.0.1:{port}{path}"))
-        .header("client-id", CLIENT)
-        .header("x-project-id", "/")
-        .header("content-type", "application/json")
-        .body(body.to_owned())
-        .unwrap();
-    match agent.run(request) {
-        Ok(mut response) => (response.status().as_u16(), response.body_mut().read_to_string().unwrap_or_default()),
-        Err(_) => (0, String::new()),
-    }
+    let call = support::http::Call::new(port, method, path).header("client-id", CLIENT).header("x-project-id", "/");
+    let reply = call.header("content-type", "application/json").body(body).send_blocking();
+    (reply.status, reply.body)
 }
 
 async fn zaqar_async(port: u16, method: &'static str, path: String, body: String) -> (u16, String) {

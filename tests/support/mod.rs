@@ -1,6 +1,8 @@
 //! Starting the real `charon` binary for end-to-end tests.
 #![allow(dead_code, unreachable_pub, clippy::expect_used, clippy::unwrap_used, clippy::indexing_slicing)]
 
+pub mod http;
+
 use std::io::{BufRead, BufReader};
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};

@@ -297,3 +297,108 @@ async fn pause_resume_and_cancel_keep_every_message() {
     assert_eq!(orders + left, 40, "none lost, none duplicated");
     assert!(matches!(broker.redrives().resume(&vhost, &job.id).await, Err(RedriveError::Conflict(_))));
 }
+
+/// Publishes `count` messages straight into `q`, the `every`-th of them with tenant `acme`
+/// (body `m<i>`), the others with tenant `other`.
+async fn fill(q: &QueueRef, count: usize, every: usize) {
+    for chunk in (0..count).collect::<Vec<_>>().chunks(500) {
+        let items = chunk
+            .iter()
+            .map(|i| {
+                let routing = Routing { routing_key: q.name().into(), ..Routing::default() };
+                let mut m = Message::new(routing, Body::Data(format!("m{i}").into()));
+                let tenant = if i % every == 0 { "acme" } else { "other" };
+                m.headers.insert("tenant", Value::long_str(tenant));
+                Enqueue { message: Arc::new(m), confirm: None }
+            })
+            .collect();
+        assert!(q.publish(items, None).await);
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_filter_selecting_10_of_10_000_holds_none_of_the_others() {
+    let (broker, vhost) = setup().await;
+    let dlq = queue(&vhost, "dlq");
+    fill(&dlq, 10_000, 1_000).await;
+    assert_eq!(ready(&dlq, 10_000).await, 10_000);
+    // A rate keeps the job running long enough to be watched.
+    let job = broker
+        .redrives()
+        .create(
+            &vhost,
+            spec(
+                r#"{"source":"dlq","destination":{"type":"queue","queue":"billing"},
+                     "filter":{"headers":{"tenant":"acme"}},"rate":20}"#,
+            ),
+        )
+        .await
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let mut samples = 0;
+    while broker.redrives().get("/", &job.id).unwrap().state == JobState::Running && Instant::now() < deadline {
+        let stats = dlq.stats().await.unwrap();
+        assert_eq!(stats.unacked, 0, "the job holds no message of the source");
+        assert!(stats.ready >= 9_990, "{}", stats.ready);
+        samples += 1;
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    assert!(samples > 20, "the job was watched while it ran ({samples} samples)");
+    let done = finished(&broker, &job.id).await;
+    assert_eq!(done.state, JobState::Completed, "{done:?}");
+    assert_eq!((done.progress.moved, done.progress.skipped, done.progress.failed), (10, 9_990, 0));
+    assert_eq!(done.progress.remaining, 0);
+    let stats = dlq.stats().await.unwrap();
+    assert_eq!((stats.ready, stats.unacked), (9_990, 0));
+    let moved = drain(&queue(&vhost, "billing")).await;
+    let expected: Vec<String> = (0..10).map(|i| format!("m{}", i * 1_000)).collect();
+    assert_eq!(moved.iter().map(body).collect::<Vec<_>>(), expected);
+    assert!(moved.iter().all(|m| m.broker.redrive_count == 1));
+    let left = drain(&dlq).await;
+    assert_eq!(left.len(), 9_990);
+    assert!(left.iter().all(|m| m.headers.get("tenant") == Some(&Value::long_str("other"))));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_filtered_job_paused_by_a_refusal_resumes_from_its_cursor() {
+    let (broker, vhost) = setup().await;
+    let full = table(&[("x-max-length", Value::I64(1)), ("x-overflow", Value::long_str("reject-publish"))]);
+    vhost.declare_queue(&declare("small", full), 1).await.unwrap();
+    let dlq = queue(&vhost, "dlq");
+    // m0, m3, m6, m9 are acme's.
+    fill(&dlq, 10, 3).await;
+    assert_eq!(ready(&dlq, 10).await, 10);
+    let job = broker
+        .redrives()
+        .create(
+            &vhost,
+            spec(
+                r#"{"source":"dlq","destination":{"type":"queue","queue":"small"},
+                     "filter":{"headers":{"tenant":"acme"}},"rate":50}"#,
+            ),
+        )
+        .await
+        .unwrap();
+    let paused = finished(&broker, &job.id).await;
+    assert_eq!(paused.state, JobState::Paused, "{paused:?}");
+    assert!(paused.reason.as_deref().unwrap().contains("'small' refused"), "{:?}", paused.reason);
+    assert_eq!(paused.progress.moved, 1);
+    assert_eq!(dlq.stats().await.unwrap().unacked, 0, "a paused job holds nothing");
+    let small = queue(&vhost, "small");
+    let mut got = Vec::new();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while got.len() < 4 && Instant::now() < deadline {
+        got.extend(drain(&small).await);
+        if broker.redrives().get("/", &job.id).unwrap().state == JobState::Paused {
+            broker.redrives().resume(&vhost, &job.id).await.unwrap();
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert_eq!(got.iter().map(body).collect::<Vec<_>>(), ["m0", "m3", "m6", "m9"]);
+    let done = finished(&broker, &job.id).await;
+    assert_eq!(done.state, JobState::Completed, "{done:?}");
+    // Each resume went on from the cursor: the skipped ones were counted once.
+    assert_eq!((done.progress.moved, done.progress.skipped), (4, 6));
+    let left = drain(&dlq).await;
+    assert_eq!(left.iter().map(body).collect::<Vec<_>>(), ["m1", "m2", "m4", "m5", "m7", "m8"]);
+}

@@ -302,3 +302,95 @@ async fn the_cookie_is_secure_over_https() {
     let reply = send(&plain, "POST", "/login", None, Some("username=guest&password=guest")).await;
     assert!(!reply.cookie.contains("Secure"), "{}", reply.cookie);
 }
+
+#[tokio::test]
+async fn an_administrator_adds_and_deletes_users_vhosts_and_permissions() {
+    let (broker, app) = app();
+    let token = log_in(&app, "guest", "guest").await;
+    let admin = send(&app, "GET", "/admin", Some(&token), None).await;
+    for form in [r#"action="/admin/users""#, r#"action="/admin/vhosts""#, r#"action="/admin/permissions""#] {
+        assert!(admin.body.contains(form), "an administrator gets {form}");
+    }
+    let csrf = csrf_of(&admin.body);
+    let post = |path: &'static str, form: String| {
+        let (app, token) = (app.clone(), token.clone());
+        async move { send(&app, "POST", path, Some(&token), Some(&form)).await }
+    };
+    // A user with tags and a password.
+    let mismatch = post("/admin/users", format!("csrf={csrf}&name=ops&password=pw1&password_confirm=pw2&tags=")).await;
+    assert_eq!(mismatch.location, "/admin#users");
+    assert_eq!(api(&app, "GET", "/api/users/ops", "").await.0, StatusCode::NOT_FOUND);
+    let added = post(
+        "/admin/users",
+        format!("csrf={csrf}&name=ops&password=s3cret&password_confirm=s3cret&tags=monitoring%2C+management"),
+    )
+    .await;
+    assert_eq!((added.status, added.location.as_str()), (StatusCode::SEE_OTHER, "/admin#users"));
+    let (status, user) = api(&app, "GET", "/api/users/ops", "").await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(user["tags"], serde_json::json!(["monitoring", "management"]));
+    assert!(broker.authenticate("ops", "s3cret").is_some(), "the password was set");
+    // A vhost, then a permission in it.
+    post("/admin/vhosts", format!("csrf={csrf}&name=shop&description=the+shop&tags=eu")).await;
+    let (status, vhost) = api(&app, "GET", "/api/vhosts/shop", "").await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!((vhost["description"].as_str(), vhost["tags"].clone()), (Some("the shop"), serde_json::json!(["eu"])));
+    let granted =
+        post("/admin/permissions", format!("csrf={csrf}&user=ops&vhost=shop&configure=%5Eops-.*&write=.*&read=")).await;
+    assert_eq!(granted.location, "/admin#permissions");
+    let (status, permission) = api(&app, "GET", "/api/permissions/shop/ops", "").await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(
+        (permission["configure"].as_str(), permission["write"].as_str(), permission["read"].as_str()),
+        (Some("^ops-.*"), Some(".*"), Some(""))
+    );
+    let page = send(&app, "GET", "/admin", Some(&token), None).await;
+    assert!(page.body.contains("Permissions of ops in shop set"), "the outcome is shown");
+    assert!(page.body.contains("<code>^ops-.*</code>"));
+    // The API's refusals are shown as they are.
+    post("/admin/permissions", format!("csrf={csrf}&user=nobody&vhost=shop&configure=&write=&read=")).await;
+    assert!(send(&app, "GET", "/admin", Some(&token), None).await.body.contains("Refused: 400"));
+    // Without the token nothing happens.
+    assert_eq!(post("/admin/users/delete", "name=ops".to_owned()).await.status, StatusCode::FORBIDDEN);
+    assert_eq!(api(&app, "GET", "/api/users/ops", "").await.0, StatusCode::OK);
+    // Cleared and deleted.
+    post("/admin/permissions/delete", format!("csrf={csrf}&user=ops&vhost=shop")).await;
+    assert_eq!(api(&app, "GET", "/api/permissions/shop/ops", "").await.0, StatusCode::NOT_FOUND);
+    post("/admin/vhosts/delete", format!("csrf={csrf}&name=shop")).await;
+    assert_eq!(api(&app, "GET", "/api/vhosts/shop", "").await.0, StatusCode::NOT_FOUND);
+    post("/admin/users/delete", format!("csrf={csrf}&name=ops")).await;
+    assert_eq!(api(&app, "GET", "/api/users/ops", "").await.0, StatusCode::NOT_FOUND);
+}
+
+#[tokio::test]
+async fn a_non_administrator_sees_no_access_forms_and_its_posts_are_refused() {
+    let (_broker, app) = app();
+    assert_eq!(
+        api(&app, "PUT", "/api/users/watcher", r#"{"password":"pw","tags":"monitoring"}"#).await.0,
+        StatusCode::CREATED
+    );
+    let token = log_in(&app, "watcher", "pw").await;
+    let admin = send(&app, "GET", "/admin", Some(&token), None).await;
+    assert_eq!(admin.status, StatusCode::OK);
+    assert!(admin.body.contains("Users: 401"), "the users are an administrator's: {}", admin.body);
+    for form in ["/admin/users", "/admin/vhosts", "/admin/permissions"] {
+        assert!(!admin.body.contains(&format!(r#"action="{form}"#)), "no form posting to {form}");
+    }
+    let csrf = csrf_of(&admin.body);
+    for (path, form) in [
+        ("/admin/users", "name=evil&password=x&password_confirm=x&tags=administrator"),
+        ("/admin/users/delete", "name=guest"),
+        ("/admin/vhosts", "name=evil"),
+        ("/admin/vhosts/delete", "name=%2F"),
+        ("/admin/permissions", "user=watcher&vhost=%2F&configure=.*&write=.*&read=.*"),
+        ("/admin/permissions/delete", "user=guest&vhost=%2F"),
+    ] {
+        let reply = send(&app, "POST", path, Some(&token), Some(&format!("csrf={csrf}&{form}"))).await;
+        assert_eq!(reply.status, StatusCode::FORBIDDEN, "{path}");
+    }
+    assert_eq!(api(&app, "GET", "/api/users/evil", "").await.0, StatusCode::NOT_FOUND);
+    assert_eq!(api(&app, "GET", "/api/users/guest", "").await.0, StatusCode::OK);
+    assert_eq!(api(&app, "GET", "/api/vhosts/evil", "").await.0, StatusCode::NOT_FOUND);
+    assert_eq!(api(&app, "GET", "/api/permissions/%2F/guest", "").await.0, StatusCode::OK);
+    assert_eq!(api(&app, "GET", "/api/permissions/%2F/watcher", "").await.0, StatusCode::NOT_FOUND);
+}

@@ -9,6 +9,7 @@ use tokio::sync::watch;
 
 use super::progress::{DryRunResult, Progress};
 use super::spec::{Filter, JobSpec, Target};
+use super::sweep::Sweep;
 use crate::clock::now_ms;
 
 /// Where a job is in its life.
@@ -128,6 +129,8 @@ pub enum Control {
 #[derive(Debug)]
 pub struct Job {
     view: Mutex<JobView>,
+    /// A filtered job's cursor in its source (kept with the record, not shown by the API).
+    sweep: Mutex<Option<Sweep>>,
     control: watch::Sender<Control>,
     /// Set when the job is deleted: its task's last saves must not write it back.
     removed: AtomicBool,
@@ -137,8 +140,30 @@ impl Job {
     /// A job with `view`, its task asked to run or stay paused as the view's state says.
     #[must_use]
     pub fn new(view: JobView) -> Self {
+        Self::restored(view, None)
+    }
+
+    /// A job as the store kept it: its view and where its sweep was.
+    #[must_use]
+    pub fn restored(view: JobView, sweep: Option<Sweep>) -> Self {
         let initial = if view.state == JobState::Paused { Control::Pause } else { Control::Run };
-        Self { view: Mutex::new(view), control: watch::Sender::new(initial), removed: AtomicBool::new(false) }
+        Self {
+            view: Mutex::new(view),
+            sweep: Mutex::new(sweep),
+            control: watch::Sender::new(initial),
+            removed: AtomicBool::new(false),
+        }
+    }
+
+    /// Where its sweep is (`None`: a fresh sweep starts at the oldest message).
+    #[must_use]
+    pub fn sweep(&self) -> Option<Sweep> {
+        *self.sweep.lock()
+    }
+
+    /// Records where its sweep is (written with the next save).
+    pub fn set_sweep(&self, sweep: Option<Sweep>) {
+        *self.sweep.lock() = sweep;
     }
 
     /// A copy of the view.
@@ -182,10 +207,55 @@ impl Job {
         self.removed.load(Ordering::Acquire)
     }
 
-    /// The JSON record the store keeps.
+    /// The JSON record the store keeps: the view, and the sweep when there is one.
     #[must_use]
     pub fn record(&self) -> Vec<u8> {
+        let sweep = self.sweep();
+        let view = self.view.lock();
         // A view of strings, numbers and maps of them always serializes.
-        serde_json::to_vec(&*self.view.lock()).unwrap_or_default()
+        serde_json::to_vec(&Record { view: &view, sweep }).unwrap_or_default()
+    }
+}
+
+/// A job's record as written.
+#[derive(Serialize)]
+struct Record<'a> {
+    #[serde(flatten)]
+    view: &'a JobView,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    sweep: Option<Sweep>,
+}
+
+/// A job's record as read back (records written before sweeps existed have none).
+#[derive(Debug, Deserialize)]
+pub struct StoredJob {
+    /// The view.
+    #[serde(flatten)]
+    pub view: JobView,
+    /// The sweep.
+    #[serde(default)]
+    pub sweep: Option<Sweep>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_record_keeps_the_sweep_and_reads_records_without_one() {
+        let spec: JobSpec = serde_json::from_str(
+            r#"{"source":"dlq","destination":{"type":"queue","queue":"q"},"filter":{"reasons":["rejected"]}}"#,
+        )
+        .unwrap();
+        let job = Job::new(JobView::new("a1".into(), "/", spec));
+        let plain: StoredJob = serde_json::from_slice(&job.record()).unwrap();
+        assert_eq!((plain.view, plain.sweep), (job.view(), None));
+        let sweep = Sweep { after: Some(41), skipped: 7 };
+        job.set_sweep(Some(sweep));
+        let record = job.record();
+        let stored: StoredJob = serde_json::from_slice(&record).unwrap();
+        assert_eq!((stored.view, stored.sweep), (job.view(), Some(sweep)));
+        // The API's JSON (the view) has no sweep.
+        assert!(serde_json::to_value(job.view()).unwrap().get("sweep").is_none());
     }
 }

@@ -11,7 +11,8 @@
 //!   selects; [`route`]: where one message goes and the copy that goes there;
 //! - [`job`]: a job's view, state and control; [`progress`]: its counts and dry-run result;
 //! - [`bucket`]: the rate limit;
-//! - `pass` (private): one pass over the source — consume, filter, publish with confirms, ack;
+//! - `pass` (private): one pass over the source — take (consume, or browse with a filter),
+//!   publish with confirms, ack or remove; [`sweep`]: a browsing job's durable cursor;
 //! - `runner` (private): a job's task; `lifecycle` (private): state changes, saved and
 //!   announced ([`events`]);
 //! - [`oneshot`]: moving chosen messages once (the dead-letter browser);
@@ -30,6 +31,7 @@ pub mod registry;
 pub mod route;
 mod runner;
 pub mod spec;
+pub mod sweep;
 
 pub use error::RedriveError;
 pub use job::{JobState, JobView};

@@ -1,21 +1,36 @@
-//! One pass of a job over its source queue.
+//! One pass of a job over its source.
 //!
-//! The job consumes the source like any consumer (its deliveries bounded by a window: the
-//! session's outbound [`crate::gate::Gate`]), and for each message it decides:
+//! A pass takes the source's messages in one of two ways:
 //!
-//! - the filter does not select it (or the job is a dry run): it is set aside, unacknowledged,
-//!   and requeued when the pass ends, so it stays in the source in its place and is not
-//!   delivered again meanwhile — the pass cannot spin on it;
-//! - otherwise it is re-published through the vhost's normal route (route cache, exchange
-//!   bindings) with a confirmation per message, and the source delivery is acknowledged only
-//!   once every queue it was routed to confirmed it: a crash in between leaves it in the source
-//!   (moved again later: a duplicate, never a loss).
+//! - **Consuming** (a job without a filter that moves messages: the fast path). The job
+//!   consumes the source like any consumer (its deliveries bounded by a window: the session's
+//!   outbound [`crate::gate::Gate`]); a selected message's delivery is acknowledged once every
+//!   queue its copy was routed to confirmed it. A message it cannot move is set aside,
+//!   unacknowledged, and requeued to its place when the pass ends.
+//! - **Browsing** (a job with a filter, or a dry run). The job reads the source page by page
+//!   without taking anything ([`crate::queue::QueueHandle::browse`], oldest first, from its
+//!   [`super::sweep::Sweep`] cursor) and moves only what the filter selects: it publishes the
+//!   copies, waits for every destination's confirmation, then removes those sequence numbers
+//!   from the source ([`crate::queue::QueueHandle::remove`]). Messages the filter skips are
+//!   never held: they stay ready for the source's consumers throughout (a filter selecting 10
+//!   of 10,000 leaves 9,990 untouched). A message taken or deleted between its page and its
+//!   removal is not removed twice nor counted as moved (its copy went out: a duplicate).
 //!
-//! A pass ends when it has looked at as many messages as the source held ready when the pass
-//! began (new arrivals wait for the next job), when `max_messages` are moved, when the source
-//! runs dry, or when the job is paused or cancelled; a destination that refuses a message (a
-//! full `reject-publish` queue, a deleted queue, no route) pauses it with the reason. Messages
-//! in flight are settled before the pass returns.
+//! Either way a copy is re-published through the vhost's normal route (route cache, exchange
+//! bindings) with a confirmation per message, and the source lets it go only after every queue
+//! it was routed to confirmed it: a crash in between leaves it in the source (moved again
+//! later: a duplicate, never a loss). Duplicates after a crash: a consumed delivery whose ack
+//! was not yet logged comes back; a removal is logged like an acknowledgement, not synced, so
+//! a removed message can come back too — above the browsing job's recorded cursor it is moved
+//! again, below it it stays in the source as well as at the destination. The cursor is only
+//! ever recorded below every message not yet confirmed, so nothing is skipped unmoved.
+//!
+//! A pass ends when it has looked at what the source held when the pass began (as many ready
+//! messages when consuming; up to the newest one when browsing: new arrivals wait for the next
+//! job), when `max_messages` are moved, when the source runs dry, or when the job is paused or
+//! cancelled; a destination that refuses a message (a full `reject-publish` queue, a deleted
+//! queue, no route) pauses it with the reason. Messages in flight are settled before the pass
+//! returns.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -31,14 +46,19 @@ use super::lifecycle::Lifecycle;
 use super::progress::{DryRunResult, RateMeter};
 use super::route::redriven;
 use super::spec::Target;
+use super::sweep::{Cursor, Sweep};
 use crate::metrics::REDRIVE_MESSAGES;
-use crate::queue::{ConfirmTo, ConsumeSpec, Enqueue, QueueRef, REFUSED_TO_PUBLISHER_BIT, Settle};
+use crate::queue::{BrowseRequest, ConfirmTo, ConsumeSpec, Enqueue, QueueRef, REFUSED_TO_PUBLISHER_BIT, Settle};
 use crate::route_cache::RouteCache;
 use crate::session::{Delivery, Owner, SessionEvent, SessionSink};
 use crate::vhost::VHost;
 
-/// Deliveries a job holds at most before settling or setting them aside.
+/// Deliveries a job holds at most before settling or setting them aside (consuming), or
+/// selected messages it keeps in memory before reading the next page (browsing).
 pub(super) const WINDOW: u32 = 2048;
+
+/// Messages a browsing pass reads per page.
+const PAGE: usize = 2048;
 
 /// How long a pass waits without deliveries before it asks whether the source ran dry.
 const IDLE_CHECK: Duration = Duration::from_millis(200);
@@ -106,8 +126,11 @@ struct Pass<'a> {
     seen: u64,
     /// How many more may move (`max_messages`).
     allowance: u64,
-    /// Set aside: requeued when the pass ends.
+    /// Set aside: requeued when the pass ends (consuming).
     aside: Vec<u64>,
+    /// Browsing: where the pass is in the source, and the newest message it looks at.
+    cursor: Option<Cursor>,
+    until: u64,
     pending: HashMap<u64, Pending>,
     next_publish: u64,
     /// Destination queues by id: their confirm channel and name.
@@ -150,9 +173,13 @@ pub(super) async fn run(
         Err(e) => return PassEnd::Failed(e.to_string()),
     };
     let allowance = if view.dry_run { u64::MAX } else { view.allowance() };
+    let browsing = view.dry_run || !view.filter.is_empty();
+    // A dry run counts from the start every pass; a filtered job goes on from its cursor.
+    let sweep = if view.dry_run { Sweep::default() } else { job.sweep().unwrap_or_default() };
+    let to_see = if browsing { ready.saturating_sub(sweep.skipped) } else { ready };
     job.update(|v| {
-        v.progress.skipped = 0;
-        v.progress.remaining = ready.min(allowance);
+        v.progress.skipped = if browsing { sweep.skipped } else { 0 };
+        v.progress.remaining = to_see.min(allowance);
         v.dry_run_result = None;
     });
     if ready == 0 || allowance == 0 {
@@ -161,12 +188,32 @@ pub(super) async fn run(
     let window = u32::try_from(allowance.min(ready)).unwrap_or(WINDOW).clamp(1, WINDOW);
     let window = view.rate.map_or(window, |rate| window.min(rate));
     let (sink, mut rx) = SessionSink::new(session, window);
+    let mut pass = Pass::new(job, vhost, lifecycle, &source, sink, &view);
+    pass.to_see = to_see;
+    pass.allowance = allowance;
+    if browsing {
+        // The newest message now bounds the pass.
+        let newest = BrowseRequest { newest_first: true, ..BrowseRequest::oldest(1) };
+        match source.browse(newest).await {
+            Ok(page) => match page.items.first() {
+                Some(item) => pass.until = item.seq,
+                None => return PassEnd::Completed,
+            },
+            Err(e) => return PassEnd::Failed(e.to_string()),
+        }
+        pass.cursor = Some(Cursor::resume(sweep));
+        pass.drive(&mut rx, control).await;
+        while let Ok(event) = rx.try_recv() {
+            pass.after_end(event).await;
+        }
+        return pass.finish().await;
+    }
     let consumer = lifecycle.next_id();
     let spec = ConsumeSpec {
         id: consumer,
         tag: format!("charon-redrive-{}", view.id),
         owner: Owner { session, channel: 1 },
-        session: sink.clone(),
+        session: pass.sink.clone(),
         no_ack: false,
         prefetch: 0,
         link_credit: None,
@@ -177,39 +224,6 @@ pub(super) async fn run(
     if let Err(e) = source.consume(spec).await {
         return PassEnd::Failed(e.to_string());
     }
-    let now = Instant::now();
-    let mut pass = Pass {
-        job,
-        vhost,
-        lifecycle,
-        source: Arc::clone(&source),
-        sink,
-        target: view.destination.clone(),
-        dry_run: view.dry_run,
-        filter: view.filter.clone(),
-        counters: Counters::new(&view),
-        to_see: ready,
-        seen: 0,
-        allowance,
-        aside: Vec::new(),
-        pending: HashMap::new(),
-        next_publish: 1,
-        channels: HashMap::new(),
-        names: Vec::new(),
-        cache: RouteCache::new(),
-        bucket: view.rate.map(|rate| TokenBucket::new(rate, now)),
-        meter: RateMeter::new(now, view.progress.moved),
-        last_save: now,
-        dry: DryRunResult::default(),
-        backlog: std::collections::VecDeque::new(),
-        wake: None,
-        exhausted: false,
-        end: None,
-        moved: 0,
-        skipped: 0,
-        failed: 0,
-        folded: (0, 0, 0),
-    };
     pass.drive(&mut rx, control).await;
     // Every delivery to the consumer was sent before the cancel returns: what is left in the
     // inbox is set aside with the rest.
@@ -220,7 +234,52 @@ pub(super) async fn run(
     pass.finish().await
 }
 
-impl Pass<'_> {
+impl<'a> Pass<'a> {
+    fn new(
+        job: &'a Arc<Job>,
+        vhost: &'a Arc<VHost>,
+        lifecycle: &'a Lifecycle,
+        source: &QueueRef,
+        sink: SessionSink,
+        view: &JobView,
+    ) -> Self {
+        let now = Instant::now();
+        Pass {
+            job,
+            vhost,
+            lifecycle,
+            source: Arc::clone(source),
+            sink,
+            target: view.destination.clone(),
+            dry_run: view.dry_run,
+            filter: view.filter.clone(),
+            counters: Counters::new(view),
+            to_see: 0,
+            seen: 0,
+            allowance: 0,
+            aside: Vec::new(),
+            cursor: None,
+            until: 0,
+            pending: HashMap::new(),
+            next_publish: 1,
+            channels: HashMap::new(),
+            names: Vec::new(),
+            cache: RouteCache::new(),
+            bucket: view.rate.map(|rate| TokenBucket::new(rate, now)),
+            meter: RateMeter::new(now, view.progress.moved),
+            last_save: now,
+            dry: DryRunResult::default(),
+            backlog: std::collections::VecDeque::new(),
+            wake: None,
+            exhausted: false,
+            end: None,
+            moved: 0,
+            skipped: 0,
+            failed: 0,
+            folded: (0, 0, 0),
+        }
+    }
+
     async fn drive(&mut self, rx: &mut mpsc::UnboundedReceiver<SessionEvent>, control: &mut watch::Receiver<Control>) {
         let mut idle_since = Instant::now();
         loop {
@@ -235,7 +294,9 @@ impl Pass<'_> {
                     return;
                 }
             }
-            let idle = self.end.is_none() && self.pending.is_empty() && self.backlog.is_empty();
+            let idle =
+                self.cursor.is_none() && self.end.is_none() && self.pending.is_empty() && self.backlog.is_empty();
+            let wants_page = self.wants_page();
             let idle_at = idle_since + IDLE_CHECK;
             let wake = self.wake.unwrap_or(idle_at);
             tokio::select! {
@@ -251,6 +312,10 @@ impl Pass<'_> {
                         Some(event) => self.handle(event).await,
                         None => self.stop(PassEnd::Cancelled),
                     }
+                }
+                () = std::future::ready(()), if wants_page => {
+                    self.next_page().await;
+                    self.publish_progress();
                 }
                 () = tokio::time::sleep_until(wake.into()), if self.wake.is_some() => {
                     self.wake = None;
@@ -287,6 +352,55 @@ impl Pass<'_> {
         self.publish_progress();
     }
 
+    /// Whether a browsing pass is to read its next page: it is taking messages and has room.
+    fn wants_page(&self) -> bool {
+        self.cursor.is_some()
+            && self.end.is_none()
+            && !self.exhausted
+            && self.backlog.len() + self.pending.len() < WINDOW as usize
+    }
+
+    /// Reads the next page above the cursor and sorts its messages.
+    async fn next_page(&mut self) {
+        let Some(cursor) = &self.cursor else { return };
+        let request = BrowseRequest {
+            after: cursor.read(),
+            before: Some(self.until.saturating_add(1)),
+            newest_first: false,
+            limit: PAGE,
+            include_unacked: false,
+        };
+        let page = match self.source.browse(request).await {
+            Ok(page) => page,
+            Err(_) => {
+                self.stop(PassEnd::Failed(format!("source queue '{}' was deleted", self.source.name())));
+                return;
+            }
+        };
+        if !page.has_more {
+            // This page holds the rest (what is read of it below).
+            self.exhausted = true;
+        }
+        let mut items = page.items.into_iter();
+        while !self.taken_enough() {
+            let Some(item) = items.next() else { break };
+            let delivery =
+                Delivery { seq: item.seq, message: item.message, redelivered: item.redelivered, delivery_count: 0 };
+            self.sort(delivery);
+        }
+        if self.taken_enough() {
+            self.exhausted = true;
+        }
+        if self.wake.is_none() {
+            self.pump().await;
+        }
+    }
+
+    /// Whether the pass selected as many as it may move.
+    fn taken_enough(&self) -> bool {
+        self.moved + self.pending.len() as u64 + self.backlog.len() as u64 >= self.allowance
+    }
+
     /// Events after the consumer was cancelled: deliveries are set aside.
     async fn after_end(&mut self, event: SessionEvent) {
         if let SessionEvent::Deliveries { items, .. } = event {
@@ -296,7 +410,12 @@ impl Pass<'_> {
         }
     }
 
+    /// Leaves messages in the source: consuming, they are requeued when the pass ends; browsing
+    /// holds nothing (its cursor keeps what is still to move open).
     fn set_aside(&mut self, seqs: impl Iterator<Item = u64>) {
+        if self.cursor.is_some() {
+            return;
+        }
         let before = self.aside.len();
         self.aside.extend(seqs);
         let n = u32::try_from(self.aside.len() - before).unwrap_or(u32::MAX);
@@ -312,24 +431,38 @@ impl Pass<'_> {
                 self.set_aside(std::iter::once(delivery.seq));
                 continue;
             }
-            self.seen += 1;
-            let message = &delivery.message;
-            if !self.filter.matches(message) {
-                self.skipped += 1;
-                self.set_aside(std::iter::once(delivery.seq));
-            } else if self.dry_run {
-                self.dry.count(last_death(message).map(|(d, _)| (d.reason.as_str(), d.queue.as_str())));
-                self.set_aside(std::iter::once(delivery.seq));
-            } else {
-                self.backlog.push_back(delivery);
-            }
-            let selected = self.moved + self.pending.len() as u64 + self.backlog.len() as u64;
-            if self.seen >= self.to_see || selected >= self.allowance {
+            self.sort(delivery);
+            if self.seen >= self.to_see || self.taken_enough() {
                 self.exhausted = true;
             }
         }
         if self.wake.is_none() {
             self.pump().await;
+        }
+    }
+
+    /// Looks at one message: skipped, counted (dry run) or selected into the backlog.
+    fn sort(&mut self, delivery: Delivery) {
+        self.seen += 1;
+        let seq = delivery.seq;
+        let message = &delivery.message;
+        if !self.filter.matches(message) {
+            self.skipped += 1;
+            match self.cursor.as_mut() {
+                Some(cursor) => cursor.skip(seq),
+                None => self.set_aside(std::iter::once(seq)),
+            }
+        } else if self.dry_run {
+            self.dry.count(last_death(message).map(|(d, _)| (d.reason.as_str(), d.queue.as_str())));
+            match self.cursor.as_mut() {
+                Some(cursor) => cursor.pass(seq),
+                None => self.set_aside(std::iter::once(seq)),
+            }
+        } else {
+            if let Some(cursor) = self.cursor.as_mut() {
+                cursor.select(seq);
+            }
+            self.backlog.push_back(delivery);
         }
     }
 
@@ -396,9 +529,14 @@ impl Pass<'_> {
 
     /// A message that cannot move: it stays in the source; a destination's refusal (`pause`)
     /// pauses the job with that reason.
+    /// Browsing, a message no destination can take is decided (the cursor passes it); one a
+    /// destination refused stays open, to be tried again when the job resumes.
     fn fail(&mut self, seq: u64, pause: Option<String>) {
         self.failed += 1;
         self.set_aside(std::iter::once(seq));
+        if let Some(cursor) = self.cursor.as_mut().filter(|_| pause.is_none()) {
+            cursor.close(seq);
+        }
         if let Some(reason) = pause {
             self.stop(PassEnd::Paused(Some(reason)));
         }
@@ -452,11 +590,32 @@ impl Pass<'_> {
                 Some(reason) => self.fail(pending.source_seq, Some(reason)),
             }
         }
-        if !acked.is_empty() {
-            self.moved += acked.len() as u64;
-            let n = u32::try_from(acked.len()).unwrap_or(u32::MAX);
-            self.source.settle(acked, Settle::Ack).await;
-            self.sink.outbound.release(n);
+        if acked.is_empty() {
+            return;
+        }
+        if self.cursor.is_some() {
+            self.remove(acked).await;
+            return;
+        }
+        self.moved += acked.len() as u64;
+        let n = u32::try_from(acked.len()).unwrap_or(u32::MAX);
+        self.source.settle(acked, Settle::Ack).await;
+        self.sink.outbound.release(n);
+    }
+
+    /// Browsing: removes from the source the messages whose copies every destination confirmed.
+    /// Only those it removed count as moved: one taken or deleted meanwhile is not there any
+    /// more (its copy is a duplicate) and is not counted.
+    async fn remove(&mut self, confirmed: Vec<u64>) {
+        let removed = self.source.remove(confirmed.clone()).await;
+        if let Some(cursor) = self.cursor.as_mut() {
+            for seq in &confirmed {
+                cursor.close(*seq);
+            }
+        }
+        match removed {
+            Ok(removed) => self.moved += removed.len() as u64,
+            Err(_) => self.stop(PassEnd::Failed(format!("source queue '{}' was deleted", self.source.name()))),
         }
     }
 
@@ -480,6 +639,9 @@ impl Pass<'_> {
         });
         let rate = self.meter.sample(now, total);
         self.job.update(|v| v.progress.set_rate(rate));
+        if let Some(cursor) = self.cursor.as_ref().filter(|_| !self.dry_run) {
+            self.job.set_sweep(Some(cursor.committed()));
+        }
         if now.duration_since(self.last_save) >= SAVE_EVERY {
             self.last_save = now;
             drop(self.lifecycle.save(self.job));
@@ -495,6 +657,13 @@ impl Pass<'_> {
         }
         self.publish_progress();
         let end = self.end.take().unwrap_or(PassEnd::Completed);
+        if end == PassEnd::Completed {
+            // The sweep is over: a job that ran again would start a new one.
+            self.job.set_sweep(None);
+        } else if self.cursor.is_some() && !self.dry_run {
+            // Where a paused job resumes (or a restarted one, were the broker to stop now).
+            drop(self.lifecycle.save(self.job));
+        }
         if self.dry_run && end == PassEnd::Completed {
             let dry = std::mem::take(&mut self.dry);
             self.job.update(|v| v.dry_run_result = Some(dry));

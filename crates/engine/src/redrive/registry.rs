@@ -8,7 +8,7 @@ use std::sync::atomic::AtomicU64;
 use parking_lot::Mutex;
 
 use super::error::RedriveError;
-use super::job::{Control, Job, JobState, JobView};
+use super::job::{Control, Job, JobState, JobView, StoredJob};
 use super::lifecycle::Lifecycle;
 use super::runner;
 use super::spec::JobSpec;
@@ -42,24 +42,24 @@ impl Redrives {
                 return;
             }
         };
-        let mut views: Vec<JobView> = stored
+        let mut views: Vec<StoredJob> = stored
             .into_iter()
-            .filter_map(|s| match serde_json::from_slice::<JobView>(&s.record) {
-                Ok(view) => Some(view),
+            .filter_map(|s| match serde_json::from_slice::<StoredJob>(&s.record) {
+                Ok(job) => Some(job),
                 Err(error) => {
                     tracing::error!(vhost = %s.vhost, job = %s.id, %error, "a stored redrive job does not decode; skipped");
                     None
                 }
             })
             .collect();
-        views.sort_by_key(|v| v.created_at);
-        for mut view in views {
+        views.sort_by_key(|v| v.view.created_at);
+        for StoredJob { mut view, sweep } in views {
             let vhost = vhosts.get(&view.vhost).cloned();
             if vhost.is_none() && !view.state.is_finished() {
                 view.state = JobState::Failed;
                 view.reason = Some(format!("vhost '{}' no longer exists", view.vhost));
             }
-            let job = Arc::new(Job::new(view));
+            let job = Arc::new(Job::restored(view, sweep));
             let state = job.read(|v| v.state);
             if let Some(vhost) = vhost.filter(|_| !state.is_finished()) {
                 tracing::info!(vhost = %vhost.name(), job = %job.read(|v| v.id.clone()), state = state.as_str(), "redrive job resumed");

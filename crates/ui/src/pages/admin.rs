@@ -1,5 +1,6 @@
 //! Admin: users, virtual hosts, permissions and policies, as the API lists them to this user
-//! (the API refuses the lists a user may not see; the page says so in their place).
+//! (the API refuses the lists a user may not see; the page says so in their place). An
+//! administrator also gets the forms of [`super::admin_access`] to manage the first three.
 
 use std::sync::Arc;
 
@@ -16,12 +17,17 @@ use crate::format::{items, json, text};
 use crate::layout::{Tab, csrf, failure};
 use crate::viewer::Viewer;
 
+use super::admin_access::{
+    add_user_form, add_vhost_form, clear_permission, delete_user, delete_vhost, may_administer, set_permission_form,
+};
+
 /// `GET /admin`.
 pub(crate) async fn page(State(ui): State<Arc<Ui>>, viewer: Viewer) -> Response {
     let users = ui.api.get(&viewer.user, "/api/users").await;
     let vhosts = ui.api.get(&viewer.user, "/api/vhosts").await;
     let permissions = ui.api.get(&viewer.user, "/api/permissions").await;
     let policies = ui.api.get(&viewer.user, "/api/policies").await;
+    let admin = may_administer(&viewer);
     let content = html! {
         nav.subtabs { a href="#users" { "Users" } a href="#vhosts" { "Virtual hosts" } a href="#permissions" { "Permissions" } a href="#policies" { "Policies" } }
         section #users {
@@ -29,7 +35,7 @@ pub(crate) async fn page(State(ui): State<Arc<Ui>>, viewer: Viewer) -> Response 
             @match &users {
                 Err(error) => (failure("Users", error)),
                 Ok(users) => table.data {
-                    thead { tr { th { "Name" } th { "Tags" } th { "Can access virtual hosts" } } }
+                    thead { tr { th { "Name" } th { "Tags" } th { "Can access virtual hosts" } @if admin { th {} } } }
                     tbody { @for user in items(users, "") {
                         @let name = text(user, "/name");
                         tr {
@@ -38,37 +44,43 @@ pub(crate) async fn page(State(ui): State<Arc<Ui>>, viewer: Viewer) -> Response 
                             td { @if let Ok(permissions) = &permissions {
                                 (items(permissions, "").iter().filter(|p| text(p, "/user") == name).map(|p| text(p, "/vhost")).collect::<Vec<_>>().join(", "))
                             } }
+                            @if admin { td.actions { (delete_user(&viewer, &name)) } }
                         }
                     } }
                 },
             }
+            @if admin { (add_user_form(&viewer)) }
         }
         section #vhosts {
             h2 { "Virtual hosts" }
             @match &vhosts {
                 Err(error) => (failure("Virtual hosts", error)),
                 Ok(vhosts) => table.data {
-                    thead { tr { th { "Name" } th { "Description" } th { "Default queue type" } th { "Tags" } } }
+                    thead { tr { th { "Name" } th { "Description" } th { "Default queue type" } th { "Tags" } @if admin { th {} } } }
                     tbody { @for vhost in items(vhosts, "") { tr {
                         td { (text(vhost, "/name")) } td { (text(vhost, "/description")) }
                         td { (text(vhost, "/default_queue_type")) }
                         td { @for tag in items(vhost, "/tags") { span.badge { (json(tag)) } " " } }
+                        @if admin { td.actions { (delete_vhost(&viewer, &text(vhost, "/name"))) } }
                     } } }
                 },
             }
+            @if admin { (add_vhost_form(&viewer)) }
         }
         section #permissions {
             h2 { "Permissions" }
             @match &permissions {
                 Err(error) => (failure("Permissions", error)),
                 Ok(permissions) => table.data {
-                    thead { tr { th { "User" } th { "Virtual host" } th { "Configure" } th { "Write" } th { "Read" } } }
+                    thead { tr { th { "User" } th { "Virtual host" } th { "Configure" } th { "Write" } th { "Read" } @if admin { th {} } } }
                     tbody { @for p in items(permissions, "") { tr {
                         td { (text(p, "/user")) } td { (text(p, "/vhost")) }
                         td { code { (text(p, "/configure")) } } td { code { (text(p, "/write")) } } td { code { (text(p, "/read")) } }
+                        @if admin { td.actions { (clear_permission(&viewer, &text(p, "/user"), &text(p, "/vhost"))) } }
                     } } }
                 },
             }
+            @if admin { (set_permission_form(&viewer, users.as_ref().ok(), vhosts.as_ref().ok())) }
         }
         section #policies {
             h2 { "Policies" }
@@ -99,8 +111,8 @@ pub(crate) async fn page(State(ui): State<Arc<Ui>>, viewer: Viewer) -> Response 
                     }
                 }
             }
-            h3 { "Add or update a policy" }
             form.policy method="post" action="/admin/policies" {
+                h3 { "Add or update a policy" }
                 (csrf(&viewer))
                 div.grid {
                     label { "Virtual host"

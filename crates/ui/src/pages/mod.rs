@@ -1,6 +1,7 @@
 //! The pages, one module per tab (the dead-letter browser and redrive jobs have their own).
 
 pub(crate) mod admin;
+pub(crate) mod admin_access;
 pub(crate) mod browser;
 pub(crate) mod connections;
 pub(crate) mod dead_letters;
