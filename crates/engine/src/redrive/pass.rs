@@ -369,6 +369,8 @@ impl<'a> Pass<'a> {
             newest_first: false,
             limit: PAGE,
             include_unacked: false,
+            // A delayed message is not ready: a redrive moves it once it is due.
+            include_delayed: false,
         };
         let page = match self.source.browse(request).await {
             Ok(page) => page,
