@@ -22,6 +22,7 @@
 //! This crate knows no wire format and does no I/O, except that [`node_name`] reads the host
 //! name.
 
+pub mod calendar;
 pub mod death;
 pub mod death_cause;
 pub mod erlang;

@@ -10,6 +10,8 @@ use axum::response::{IntoResponse, Redirect, Response};
 use maud::{Markup, html};
 use serde_json::{Map, Value as JsonValue, json};
 
+use charon_model::calendar::UtcTime;
+
 use crate::Ui;
 use crate::api::segment;
 use crate::form::Form;
@@ -124,31 +126,12 @@ pub(crate) fn parse_time(value: &str) -> Option<u64> {
     if !(1..=12).contains(&month) || !(1..=31).contains(&day) || hour > 23 || minute > 59 || second > 60 {
         return None;
     }
-    // Howard Hinnant's days_from_civil.
-    let y = if month <= 2 { year - 1 } else { year };
-    let era = y.div_euclid(400);
-    let yoe = y - era * 400;
-    let doy = (153 * (if month > 2 { month - 3 } else { month + 9 }) + 2) / 5 + day - 1;
-    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-    let days = era * 146_097 + doe - 719_468;
-    u64::try_from(days * 86_400 + hour * 3600 + minute * 60 + second).ok()
+    u64::try_from(UtcTime { year, month, day, hour, minute, second }.to_epoch()).ok()
 }
 
 /// Seconds since the epoch as `YYYY-MM-DD HH:MM:SS` UTC.
 pub(crate) fn utc(seconds: u64) -> String {
-    let days = i64::try_from(seconds / 86_400).unwrap_or(0);
-    let rest = seconds % 86_400;
-    // Howard Hinnant's civil_from_days.
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let day = doy - (153 * mp + 2) / 5 + 1;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 };
-    let year = yoe + era * 400 + i64::from(month <= 2);
-    format!("{year:04}-{month:02}-{day:02} {:02}:{:02}:{:02}", rest / 3600, rest % 3600 / 60, rest % 60)
+    UtcTime::from_epoch(i64::try_from(seconds).unwrap_or(i64::MAX)).format(' ')
 }
 
 /// `GET /redrives?vhost=&source=`: the jobs of every vhost, and the form.
