@@ -317,11 +317,14 @@ pub(crate) async fn stats(
     Path(name): Path<String>,
 ) -> Result<Json<Value>, ZaqarError> {
     check_queue(&caller, &name)?;
-    let queue = engine::vhost(&z.broker, &caller.project)
-        .and_then(|v| engine::queue(&v, &name))
-        .ok_or_else(|| queue_missing(&name, &caller.project))?;
-    let stats = crate::stats::of(&queue, &name, crate::message::now_ms()).await?;
-    stats.map(Json).ok_or_else(|| queue_missing(&name, &caller.project))
+    let queue = engine::vhost(&z.broker, &caller.project).and_then(|v| engine::queue(&v, &name));
+    let stats = match queue {
+        Some(queue) => crate::stats::of(&queue, &name, crate::message::now_ms()).await?,
+        None => None,
+    };
+    // Zaqar's v2 stats resource answers a queue that does not exist (or vanished meanwhile) as
+    // an empty one: 200 with zero counts, not 404.
+    Ok(Json(stats.unwrap_or_else(crate::stats::empty)))
 }
 
 /// `POST /v2/queues/{q}/purge` `{"resource_types": [...]}`: removes every message, claimed ones

@@ -38,6 +38,11 @@ pub(crate) async fn of(queue: &QueueRef, name: &str, now_ms: i64) -> Result<Opti
     Ok(Some(json!({ "messages": messages })))
 }
 
+/// The stats of a queue that does not exist, as Zaqar's v2 resource shows them.
+pub(crate) fn empty() -> Value {
+    json!({ "messages": { "claimed": 0, "free": 0, "total": 0 } })
+}
+
 /// The first (or last) message of the queue, claimed or not, delayed ones left out.
 async fn end(queue: &QueueRef, newest_first: bool) -> Result<Option<BrowsedMessage>, ZaqarError> {
     let request = BrowseRequest {

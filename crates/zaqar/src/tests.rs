@@ -473,6 +473,9 @@ async fn stats_show_the_oldest_and_newest_message_only_when_there_are_messages()
     call(&z, "PUT", "/v2/queues/s", "").await;
     let (_, empty) = call(&z, "GET", "/v2/queues/s/stats", "").await;
     assert_eq!(empty, json!({"messages": {"claimed": 0, "free": 0, "total": 0}}));
+    // A queue that does not exist reads as an empty one (Zaqar's v2 stats resource), not 404.
+    let (status, missing) = call(&z, "GET", "/v2/queues/never-made/stats", "").await;
+    assert_eq!((status, missing), (StatusCode::OK, json!({"messages": {"claimed": 0, "free": 0, "total": 0}})));
     let (_, posted) =
         call(&z, "POST", "/v2/queues/s/messages", r#"{"messages":[{"body":1},{"body":2},{"body":3}]}"#).await;
     let hrefs: Vec<&str> = posted["resources"].as_array().unwrap().iter().map(|h| h.as_str().unwrap()).collect();
