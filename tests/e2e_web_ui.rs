@@ -98,6 +98,20 @@ impl Browser {
         }
     }
 
+    /// Waits until the page's path (with its query) satisfies `ok`: a click that submits a form
+    /// or follows a link returns before the browser has navigated.
+    async fn wait_path(&self, what: &str, ok: impl Fn(&str) -> bool) -> String {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            let path = self.path().await;
+            if ok(&path) {
+                return path;
+            }
+            assert!(Instant::now() < deadline, "never reached {what} (at {path})");
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+
     /// The text of `css` (read again when the page's script reloaded the page meanwhile).
     async fn text(&self, css: &str) -> String {
         for _ in 0..20 {
@@ -283,13 +297,13 @@ async fn log_in_then_the_queues_page_shows_live_numbers() {
     assert_eq!(browser.text(".flash.error").await, "Login failed");
     browser.shot("login").await;
     browser.goto("/queues").await;
-    assert!(browser.path().await.starts_with("/login?next="), "still logged out");
+    browser.wait_path("/login?next=", |p| p.starts_with("/login?next=")).await;
 
     // The right one opens the page asked for first.
     browser.fill("input[name=username]", "guest").await;
     browser.fill("input[name=password]", "guest").await;
     browser.click("button[type=submit]").await;
-    assert_eq!(browser.path().await, "/queues");
+    browser.wait_path("/queues", |p| p == "/queues").await;
     assert_eq!(browser.text("nav.tabs a.active").await, "Queues and Streams");
     let row = "#queues tr[data-key='/\u{1f}orders']";
     assert_eq!(browser.text(&format!("{row} td:nth-child(2)")).await, "orders");
@@ -303,7 +317,7 @@ async fn log_in_then_the_queues_page_shows_live_numbers() {
 
     // One queue: its numbers and the arguments; purge asks, then empties it.
     browser.click(&format!("{row} td:nth-child(2) a")).await;
-    assert_eq!(browser.path().await, "/queues/%2F/orders");
+    browser.wait_path("/queues/%2F/orders", |p| p == "/queues/%2F/orders").await;
     assert_eq!(browser.text("section[data-src] .card span[data-ptr='/messages']").await, "5");
     browser.shot("queue").await;
     browser.click("form[action$='/purge'] button").await;
@@ -370,7 +384,7 @@ async fn a_dead_letter_queue_is_browsed_and_redriven_from_the_browser() {
 
     // The browser: a page of messages, each with its death history; the reason filter.
     browser.click(&format!("{dlq} td:first-child a")).await;
-    assert_eq!(browser.path().await, "/dead-letters/%2F/dlq");
+    browser.wait_path("/dead-letters/%2F/dlq", |p| p == "/dead-letters/%2F/dlq").await;
     assert_eq!(browser.client.find_all(Locator::Css("article.message")).await.unwrap().len(), 20, "one page");
     browser.shot("dead-letter-browser").await;
     let filter = |reason: &'static str, message_id: &'static str, expected: usize| {
@@ -430,7 +444,7 @@ async fn a_dead_letter_queue_is_browsed_and_redriven_from_the_browser() {
     );
     browser.shot("redrive-form").await;
     browser.click("form.redrive button[type=submit]").await;
-    assert!(browser.path().await.starts_with("/redrives/%2F/"), "the job's page");
+    browser.wait_path("/redrives/%2F/", |p| p.starts_with("/redrives/%2F/")).await;
     browser.wait_text("#job-state", true, |s| s == "completed").await;
     assert_eq!(browser.text("#dry-run-total strong").await, "29");
     for (reason, count) in [("rejected", "10"), ("expired", "10"), ("maxlen", "9")] {
@@ -488,7 +502,7 @@ async fn an_administrator_adds_a_user_and_a_vhost_grants_permissions_and_the_use
     let charon = support::Charon::start();
     let Some(browser) = Browser::start(&charon).await else { return };
     browser.log_in("guest", "guest").await;
-    assert_eq!(browser.path().await, "/");
+    browser.wait_path("/", |p| p == "/").await;
     browser.goto("/admin").await;
 
     browser.fill("#add-user input[name=name]", "ops").await;
@@ -540,7 +554,7 @@ async fn an_administrator_adds_a_user_and_a_vhost_grants_permissions_and_the_use
     assert_eq!(api(&charon, "PUT", "/api/queues/shop/ops-orders", Some(json!({"durable": true}))).await.0, 201);
     browser.click("form[action='/logout'] button").await;
     browser.log_in("ops", "s3cret-pw").await;
-    assert_eq!(browser.path().await, "/");
+    browser.wait_path("/", |p| p == "/").await;
     assert_eq!(browser.text("header .who strong").await, "ops");
     browser.goto("/queues").await;
     assert_eq!(browser.text("#queues tr[data-key='shop\u{1f}ops-orders'] td:nth-child(2)").await, "ops-orders");
