@@ -38,7 +38,7 @@ pub(crate) async fn page(
     Path((vhost, queue)): Path<(String, String)>,
     Query(query): Query<HashMap<String, String>>,
 ) -> Response {
-    let page_number = query.get("page").and_then(|p| p.parse::<u64>().ok()).filter(|p| *p > 0).unwrap_or(1);
+    let page_number = super::listing::page_number(&query);
     let filters: Vec<(&str, &str)> = FILTERS
         .iter()
         .filter_map(|key| query.get(*key).map(|v| (*key, v.trim())).filter(|(_, v)| !v.is_empty()))

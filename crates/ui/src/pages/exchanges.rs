@@ -8,6 +8,7 @@ use axum::response::Response;
 use maud::{Markup, html};
 use serde_json::Value as JsonValue;
 
+use super::listing;
 use crate::Ui;
 use crate::api::segment;
 use crate::format::{count, int, items, json, text};
@@ -29,18 +30,12 @@ pub(crate) async fn list(
     viewer: Viewer,
     Query(query): Query<HashMap<String, String>>,
 ) -> Response {
-    let page_number = query.get("page").and_then(|p| p.parse::<u64>().ok()).filter(|p| *p > 0).unwrap_or(1);
-    let filter = query.get("name").map_or("", String::as_str);
-    let path = format!(
-        "/api/exchanges?page={page_number}&page_size={PAGE_SIZE}&pagination=true&use_regex=false&name={}",
-        segment(filter)
-    );
+    let page_number = listing::page_number(&query);
+    let filter = listing::name_filter(&query);
+    let path = listing::api_path("exchanges", page_number, PAGE_SIZE, filter);
     let listed = ui.api.get(&viewer.user, &path).await;
     let content = html! {
-        form.filter method="get" action="/exchanges" {
-            label { "Filter " input type="search" name="name" value=(filter) placeholder="exchange name"; }
-            button type="submit" { "Apply" }
-        }
+        (listing::filter_form("/exchanges", filter, "exchange name"))
         @match &listed {
             Err(error) => (failure("Exchanges", error)),
             Ok(listed) => {

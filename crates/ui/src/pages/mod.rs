@@ -6,6 +6,7 @@ pub(crate) mod browser;
 pub(crate) mod connections;
 pub(crate) mod dead_letters;
 pub(crate) mod exchanges;
+pub(crate) mod listing;
 pub(crate) mod login;
 pub(crate) mod overview;
 pub(crate) mod queues;

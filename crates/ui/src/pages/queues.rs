@@ -10,6 +10,7 @@ use axum::response::{IntoResponse, Redirect, Response};
 use maud::{Markup, html};
 use serde_json::Value as JsonValue;
 
+use super::listing;
 use crate::Ui;
 use crate::api::segment;
 use crate::form::Form;
@@ -31,18 +32,12 @@ pub(crate) async fn list(
     viewer: Viewer,
     Query(query): Query<HashMap<String, String>>,
 ) -> Response {
-    let page_number = query.get("page").and_then(|p| p.parse::<u64>().ok()).filter(|p| *p > 0).unwrap_or(1);
-    let filter = query.get("name").map_or("", String::as_str);
-    let path = format!(
-        "/api/queues?page={page_number}&page_size={PAGE_SIZE}&pagination=true&use_regex=false&name={}",
-        segment(filter)
-    );
+    let page_number = listing::page_number(&query);
+    let filter = listing::name_filter(&query);
+    let path = listing::api_path("queues", page_number, PAGE_SIZE, filter);
     let listed = ui.api.get(&viewer.user, &path).await;
     let content = html! {
-        form.filter method="get" action="/queues" {
-            label { "Filter " input type="search" name="name" value=(filter) placeholder="queue name"; }
-            button type="submit" { "Apply" }
-        }
+        (listing::filter_form("/queues", filter, "queue name"))
         @match &listed {
             Err(error) => (failure("Queues", error)),
             Ok(listed) => {
