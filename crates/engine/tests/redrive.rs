@@ -89,6 +89,11 @@ fn spec(json: &str) -> JobSpec {
     serde_json::from_str(json).unwrap()
 }
 
+/// Creates the job `json` describes (it must be accepted).
+async fn start(broker: &Broker, vhost: &Arc<VHost>, json: &str) -> JobView {
+    broker.redrives().create(vhost, spec(json)).await.unwrap()
+}
+
 async fn finished(broker: &Broker, id: &str) -> JobView {
     let deadline = Instant::now() + Duration::from_secs(10);
     loop {
@@ -108,11 +113,7 @@ async fn original_sends_each_message_back_where_it_died_with_its_history_and_a_c
     dead_letter(&vhost, "orders", "shop", "order.new", "o2", "acme").await;
     let dlq = queue(&vhost, "dlq");
     assert_eq!(ready(&dlq, 3).await, 3);
-    let job = broker
-        .redrives()
-        .create(&vhost, spec(r#"{"source":"dlq","destination":{"type":"original","death":"first"}}"#))
-        .await
-        .unwrap();
+    let job = start(&broker, &vhost, r#"{"source":"dlq","destination":{"type":"original","death":"first"}}"#).await;
     assert_eq!(job.state, JobState::Running);
     let done = finished(&broker, &job.id).await;
     assert_eq!(done.state, JobState::Completed, "{done:?}");
@@ -143,17 +144,13 @@ async fn a_filter_leaves_the_others_in_place_and_in_order_without_spinning() {
     dead_letter(&vhost, "orders", "shop", "order.new", "move-2", "acme").await;
     let dlq = queue(&vhost, "dlq");
     assert_eq!(ready(&dlq, 5).await, 5);
-    let job = broker
-        .redrives()
-        .create(
-            &vhost,
-            spec(
-                r#"{"source":"dlq","destination":{"type":"queue","queue":"billing"},
+    let job = start(
+        &broker,
+        &vhost,
+        r#"{"source":"dlq","destination":{"type":"queue","queue":"billing"},
                      "filter":{"reasons":["rejected"],"headers":{"tenant":"acme"}}}"#,
-            ),
-        )
-        .await
-        .unwrap();
+    )
+    .await;
     let done = finished(&broker, &job.id).await;
     assert_eq!(done.state, JobState::Completed);
     assert_eq!((done.progress.moved, done.progress.skipped), (2, 3));
@@ -171,11 +168,9 @@ async fn a_dry_run_counts_by_reason_and_source_and_moves_nothing() {
     expire(&vhost, "orders", "e1").await;
     let dlq = queue(&vhost, "dlq");
     assert_eq!(ready(&dlq, 3).await, 3);
-    let job = broker
-        .redrives()
-        .create(&vhost, spec(r#"{"source":"dlq","destination":{"type":"original","death":"last"},"dry_run":true}"#))
-        .await
-        .unwrap();
+    let job =
+        start(&broker, &vhost, r#"{"source":"dlq","destination":{"type":"original","death":"last"},"dry_run":true}"#)
+            .await;
     let done = finished(&broker, &job.id).await;
     assert_eq!(done.state, JobState::Completed);
     let dry = done.dry_run_result.expect("a dry-run result");
@@ -198,11 +193,8 @@ async fn a_full_destination_pauses_the_job_and_a_resume_finishes_it() {
     }
     let dlq = queue(&vhost, "dlq");
     assert_eq!(ready(&dlq, 3).await, 3);
-    let job = broker
-        .redrives()
-        .create(&vhost, spec(r#"{"source":"dlq","destination":{"type":"queue","queue":"small"},"rate":50}"#))
-        .await
-        .unwrap();
+    let job =
+        start(&broker, &vhost, r#"{"source":"dlq","destination":{"type":"queue","queue":"small"},"rate":50}"#).await;
     let paused = finished(&broker, &job.id).await;
     assert_eq!(paused.state, JobState::Paused, "{paused:?}");
     assert!(paused.reason.as_deref().unwrap().contains("'small' refused"), "{:?}", paused.reason);
@@ -237,14 +229,12 @@ async fn max_messages_rate_and_one_running_job_per_source() {
     let dlq = queue(&vhost, "dlq");
     assert_eq!(ready(&dlq, 12).await, 12);
     let started = Instant::now();
-    let job = broker
-        .redrives()
-        .create(
-            &vhost,
-            spec(r#"{"source":"dlq","destination":{"type":"queue","queue":"billing"},"rate":20,"max_messages":10}"#),
-        )
-        .await
-        .unwrap();
+    let job = start(
+        &broker,
+        &vhost,
+        r#"{"source":"dlq","destination":{"type":"queue","queue":"billing"},"rate":20,"max_messages":10}"#,
+    )
+    .await;
     let second = broker
         .redrives()
         .create(&vhost, spec(r#"{"source":"dlq","destination":{"type":"queue","queue":"billing"}}"#))
@@ -271,11 +261,8 @@ async fn pause_resume_and_cancel_keep_every_message() {
     }
     let dlq = queue(&vhost, "dlq");
     assert_eq!(ready(&dlq, 40).await, 40);
-    let job = broker
-        .redrives()
-        .create(&vhost, spec(r#"{"source":"dlq","destination":{"type":"original","death":"first"},"rate":40}"#))
-        .await
-        .unwrap();
+    let job =
+        start(&broker, &vhost, r#"{"source":"dlq","destination":{"type":"original","death":"first"},"rate":40}"#).await;
     tokio::time::sleep(Duration::from_millis(200)).await;
     let paused = broker.redrives().pause(&vhost, &job.id).await.unwrap();
     assert_eq!(paused.state, JobState::Paused);
@@ -323,17 +310,13 @@ async fn a_filter_selecting_10_of_10_000_holds_none_of_the_others() {
     fill(&dlq, 10_000, 1_000).await;
     assert_eq!(ready(&dlq, 10_000).await, 10_000);
     // A rate keeps the job running long enough to be watched.
-    let job = broker
-        .redrives()
-        .create(
-            &vhost,
-            spec(
-                r#"{"source":"dlq","destination":{"type":"queue","queue":"billing"},
+    let job = start(
+        &broker,
+        &vhost,
+        r#"{"source":"dlq","destination":{"type":"queue","queue":"billing"},
                      "filter":{"headers":{"tenant":"acme"}},"rate":20}"#,
-            ),
-        )
-        .await
-        .unwrap();
+    )
+    .await;
     let deadline = Instant::now() + Duration::from_secs(20);
     let mut samples = 0;
     while broker.redrives().get("/", &job.id).unwrap().state == JobState::Running && Instant::now() < deadline {
@@ -368,17 +351,13 @@ async fn a_filtered_job_paused_by_a_refusal_resumes_from_its_cursor() {
     // m0, m3, m6, m9 are acme's.
     fill(&dlq, 10, 3).await;
     assert_eq!(ready(&dlq, 10).await, 10);
-    let job = broker
-        .redrives()
-        .create(
-            &vhost,
-            spec(
-                r#"{"source":"dlq","destination":{"type":"queue","queue":"small"},
+    let job = start(
+        &broker,
+        &vhost,
+        r#"{"source":"dlq","destination":{"type":"queue","queue":"small"},
                      "filter":{"headers":{"tenant":"acme"}},"rate":50}"#,
-            ),
-        )
-        .await
-        .unwrap();
+    )
+    .await;
     let paused = finished(&broker, &job.id).await;
     assert_eq!(paused.state, JobState::Paused, "{paused:?}");
     assert!(paused.reason.as_deref().unwrap().contains("'small' refused"), "{:?}", paused.reason);
