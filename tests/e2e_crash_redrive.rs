@@ -117,6 +117,19 @@ async fn drain(ch: &Channel, queue: &str) -> (BTreeSet<u64>, u64) {
     (ids, count)
 }
 
+/// The job once it is no longer running (or after 60 s, as it then stands).
+async fn until_not_running(http_port: u16, job_id: &str) -> Value {
+    let path = format!("/api/charon/redrives/%2F/{job_id}");
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    loop {
+        let job = api(http_port, "GET", &path, "").await.1;
+        if job["state"] != "running" || std::time::Instant::now() > deadline {
+            return job;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn twenty_kill_9_cycles_during_a_redrive_lose_no_message() {
     let data = tempfile::tempdir().unwrap();
@@ -145,15 +158,7 @@ async fn twenty_kill_9_cycles_during_a_redrive_lose_no_message() {
         charon.kill9();
     }
     let charon = support::Charon::start_on(data.path(), &[]);
-    let path = format!("/api/charon/redrives/%2F/{job_id}");
-    let mut job = Value::Null;
-    for _ in 0..1200 {
-        job = api(charon.http_port, "GET", &path, "").await.1;
-        if job["state"] != "running" {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    let job = until_not_running(charon.http_port, &job_id).await;
     assert_eq!(job["state"], "completed", "{job}");
     let conn = connect(charon.port).await;
     let (back, deliveries) = drain(&conn.create_channel().await.unwrap(), ORDERS).await;
@@ -209,15 +214,7 @@ async fn kill_9_cycles_during_a_filtered_redrive_lose_no_message() {
         charon.kill9();
     }
     let charon = support::Charon::start_on(data.path(), &[]);
-    let path = format!("/api/charon/redrives/%2F/{job_id}");
-    let mut job = Value::Null;
-    for _ in 0..1200 {
-        job = api(charon.http_port, "GET", &path, "").await.1;
-        if job["state"] != "running" {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    let job = until_not_running(charon.http_port, &job_id).await;
     assert_eq!(job["state"], "completed", "{job}");
     let conn = connect(charon.port).await;
     let (back, deliveries) = drain(&conn.create_channel().await.unwrap(), ORDERS).await;
