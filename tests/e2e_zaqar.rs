@@ -1,6 +1,6 @@
 //! The Zaqar v2 gateway on the real binary: python-zaqarclient as shipped through the
 //! claim-count dead-letter flow, HTTP and AMQP 0.9.1 / 1.0 on the same queues, and `kill -9`
-//! during claim-count dead-letter moves losing nothing.
+//! during claim-count dead-letter moves leaving every message in exactly one queue.
 #![allow(clippy::expect_used, clippy::unwrap_used, clippy::indexing_slicing)]
 
 mod support;
@@ -171,7 +171,7 @@ async fn drain(conn: &Connection, queue: &str) -> Vec<u64> {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn kill_9_during_claim_count_dead_letter_moves_loses_nothing() {
+async fn kill_9_during_claim_count_dead_letter_moves_leaves_each_message_in_exactly_one_queue() {
     let data = tempfile::tempdir().unwrap();
     let next = Arc::new(Mutex::new(0u64));
     let confirmed = Arc::new(Mutex::new(BTreeSet::new()));
@@ -200,6 +200,10 @@ async fn kill_9_during_claim_count_dead_letter_moves_loses_nothing() {
     let mut found: BTreeSet<u64> = drain(&conn, "src").await.into_iter().collect();
     let dead = drain(&conn, "dlq").await;
     assert!(!dead.is_empty(), "some messages were moved to the DLQ");
+    let both: Vec<&u64> = dead.iter().filter(|n| found.contains(n)).collect();
+    assert!(both.is_empty(), "{} messages are in both the source and the DLQ: {both:?}", both.len());
+    let unique: BTreeSet<u64> = dead.iter().copied().collect();
+    assert_eq!(unique.len(), dead.len(), "no message is in the DLQ twice");
     found.extend(dead);
     let confirmed = confirmed.lock().unwrap().clone();
     let lost: Vec<&u64> = confirmed.difference(&found).collect();

@@ -70,8 +70,8 @@ pub use limits::{ChannelSlot, ConnectionSlot, LimitScope, Limits};
 pub use listeners::{Listener, Listeners};
 pub use policy::{ApplyTo, Policy, PolicyFields, PolicyKind};
 pub use queue::{
-    ConfirmTo, ConsumeSpec, ConsumerReport, ConsumerTimeout, CreditGrant, Enqueue, GetOk, MessageCounters, Overflow,
-    QueueHandle, QueueRef, QueueSettings, QueueStats, QueueType, Settle,
+    ConfirmTo, ConsumeSpec, ConsumerReport, ConsumerTimeout, CreditGrant, Enqueue, GetOk, MessageCounters, MovedFrom,
+    Overflow, QueueHandle, QueueRef, QueueSettings, QueueStats, QueueType, Settle,
 };
 pub use reply_to::{ReplyConsumer, ReplyConsumers};
 pub use route_cache::RouteCache;

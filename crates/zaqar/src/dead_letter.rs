@@ -6,15 +6,19 @@
 //! when the DLQ is missing, rewrite it and return nothing. Here the claim holds the message as
 //! an unacknowledged delivery while its dead-lettered copy — a death with reason
 //! `delivery_limit`, so AMQP consumers of the DLQ see `x-death` / `x-opt-deaths`, and the claim
-//! count as its failed-delivery count (1.0 `header.delivery-count`) — is published into the DLQ
-//! and confirmed (synced); only then is the original acknowledged. A crash in between leaves
-//! the original in its queue (it comes back) and possibly a copy in the DLQ: at least once,
-//! never lost. The DLQ is created when missing.
+//! count as its failed-delivery count (1.0 `header.delivery-count`) — is moved into the DLQ:
+//! its log record there also removes the original from the source's log
+//! ([`charon_engine::QueueRef::publish_moved`]), so whenever a crash comes, the message is in
+//! exactly one of the two queues, never in both and never in neither. Once the DLQ confirmed
+//! (synced) the move, the source's delivery is acknowledged. The DLQ is created when missing.
+//!
+//! A DLQ that is full (a length limit set by policy) refuses the move whatever its overflow
+//! mode: the message stays in its source, and the claim returns the others it found.
 
 use std::sync::Arc;
 
 use charon_engine::dead_letter::{DeadLetterStrategy, count_dead_letter, dead_lettered_copy};
-use charon_engine::{Broker, Delivery, QueueRef, Settle, VHost};
+use charon_engine::{Broker, Delivery, MovedFrom, QueueRef, Settle, VHost};
 use charon_model::DeathReason;
 
 use crate::engine;
@@ -59,7 +63,8 @@ pub(crate) async fn move_to_dead_letter_queue(
         .collect();
     let moved = async {
         let (target, _) = engine::ensure_queue(vhost, &settings.queue).await?;
-        engine::publish_confirmed(broker, &target, copies).await
+        let from = MovedFrom { queue: source.id, seqs: seqs.clone() };
+        engine::move_confirmed(broker, &target, copies, from).await
     };
     if let Err(error) = moved.await {
         source.settle(seqs, Settle::Requeue).await;

@@ -5,7 +5,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use charon_engine::access::VhostInfo;
-use charon_engine::{Broker, ConfirmTo, Enqueue, QueueDeclare, QueueRef, SessionEvent, SessionSink, VHost};
+use charon_engine::{Broker, ConfirmTo, Enqueue, MovedFrom, QueueDeclare, QueueRef, SessionEvent, SessionSink, VHost};
 use charon_model::{Message, Table, Value};
 
 use crate::error::ZaqarError;
@@ -91,6 +91,30 @@ pub(crate) async fn publish_confirmed(
     queue: &QueueRef,
     messages: Vec<Arc<Message>>,
 ) -> Result<(), ZaqarError> {
+    publish_and_wait(broker, queue, messages, None).await
+}
+
+/// Enqueues `messages`, moved out of `from`, on `queue` and waits until the queue confirmed
+/// every one: each one's log record there also removes it from its source
+/// ([`QueueRef::publish_moved`]), so a crash leaves it in exactly one of the two.
+///
+/// # Errors
+/// 503 when the queue is gone, refused a message or did not confirm in time.
+pub(crate) async fn move_confirmed(
+    broker: &Broker,
+    queue: &QueueRef,
+    messages: Vec<Arc<Message>>,
+    from: MovedFrom,
+) -> Result<(), ZaqarError> {
+    publish_and_wait(broker, queue, messages, Some(from)).await
+}
+
+async fn publish_and_wait(
+    broker: &Broker,
+    queue: &QueueRef,
+    messages: Vec<Arc<Message>>,
+    from: Option<MovedFrom>,
+) -> Result<(), ZaqarError> {
     let failed = || ZaqarError::unavailable("Messages could not be enqueued.");
     let expected = messages.len();
     if expected == 0 {
@@ -99,7 +123,12 @@ pub(crate) async fn publish_confirmed(
     let (session, mut events) = SessionSink::new(broker.next_id(), u32::MAX);
     let items: Vec<Enqueue> =
         messages.into_iter().zip(1u64..).map(|(message, seq)| Enqueue { message, confirm: Some(seq) }).collect();
-    if !queue.publish(items, Some(ConfirmTo { session, channel: 1 })).await {
+    let to = ConfirmTo { session, channel: 1 };
+    let published = match from {
+        Some(from) => queue.publish_moved(items, from, to).await,
+        None => queue.publish(items, Some(to)).await,
+    };
+    if !published {
         return Err(failed());
     }
     let mut confirmed = 0;

@@ -386,6 +386,34 @@ async fn a_message_claimed_max_times_moves_to_the_dead_letter_queue_with_a_death
     assert_eq!(message.properties().ttl, Some(600_000));
 }
 
+/// A DLQ with no room refuses the move, even one that dead-letters what it refuses (a classic
+/// `reject-publish-dlx` queue): the message stays in its source, not also in the DLQ's dead
+/// letters, and the claim does not return it.
+#[tokio::test]
+async fn a_full_dead_letter_queue_refuses_the_move_and_the_message_stays() {
+    let z = gateway();
+    call(&z, "PUT", "/v2/queues/src", r#"{"_max_claim_count": 1, "_dead_letter_queue": "dlq"}"#).await;
+    let vhost = z.broker.vhost("p1").unwrap();
+    let mut arguments = charon_model::Table::new();
+    arguments.insert("x-max-length", charon_model::Value::I64(0));
+    arguments.insert("x-overflow", charon_model::Value::long_str("reject-publish-dlx"));
+    arguments.insert("x-dead-letter-exchange", charon_model::Value::long_str(""));
+    arguments.insert("x-dead-letter-routing-key", charon_model::Value::long_str("dlq-dead"));
+    let declare = charon_engine::QueueDeclare { name: "dlq".into(), durable: true, arguments, ..Default::default() };
+    vhost.declare_queue(&declare, 0).await.unwrap();
+    let declare = charon_engine::QueueDeclare { name: "dlq-dead".into(), durable: true, ..Default::default() };
+    vhost.declare_queue(&declare, 0).await.unwrap();
+    call(&z, "POST", "/v2/queues/src/messages", r#"{"messages":[{"body":1}]}"#).await;
+    let (_, claim) = call(&z, "POST", "/v2/queues/src/claims", "").await;
+    let cid = claim["messages"][0]["href"].as_str().unwrap().split('=').next_back().unwrap().to_owned();
+    call(&z, "DELETE", &format!("/v2/queues/src/claims/{cid}"), "").await;
+    assert_eq!(call(&z, "POST", "/v2/queues/src/claims", "").await.0, StatusCode::NO_CONTENT);
+    assert_eq!(call(&z, "GET", "/v2/queues/src/stats", "").await.1["messages"]["total"], 1);
+    for queue in ["dlq", "dlq-dead"] {
+        assert_eq!(vhost.queue(queue, 0).unwrap().stats().await.unwrap().ready, 0, "{queue}");
+    }
+}
+
 #[tokio::test]
 async fn an_expired_claim_returns_its_messages_counted() {
     let z = gateway();

@@ -8,7 +8,7 @@ use tokio::sync::oneshot;
 use super::browse::{BrowseRequest, Plan};
 use super::paging::Removed;
 use super::paging::packed::PagedEntry;
-use super::requests::{ConfirmTo, ConsumeSpec, CreditGrant, Enqueue, GetOk, QueueStats, Settle};
+use super::requests::{ConfirmTo, ConsumeSpec, CreditGrant, Enqueue, GetOk, MovedFrom, QueueStats, Settle};
 use super::settings::QueueSettings;
 use crate::error::EngineError;
 use crate::session::{ConsumerId, Owner};
@@ -18,6 +18,12 @@ pub(crate) enum QueueCmd {
     Publish {
         items: Vec<Enqueue>,
         confirm_to: Option<ConfirmTo>,
+    },
+    /// A publish of messages moved out of another queue (see [`super::QueueRef::publish_moved`]).
+    PublishMoved {
+        items: Vec<Enqueue>,
+        from: MovedFrom,
+        confirm_to: ConfirmTo,
     },
     Consume(Box<ConsumeSpec>, oneshot::Sender<Result<(), EngineError>>),
     Cancel(ConsumerId, oneshot::Sender<bool>),

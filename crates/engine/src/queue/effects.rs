@@ -162,7 +162,7 @@ mod tests {
         ));
         effects.journal().enable();
         let before = effects.journal_ref().written();
-        effects.journal().enqueue(&Entry::new(1, persistent(), None, true));
+        effects.journal().enqueue(&Entry::new(1, persistent(), None, true), None);
         effects.confirm(to, vec![3], vec![], before);
         assert!(effects.take_events().is_empty());
         let (records, confirms) = effects.take_journal();

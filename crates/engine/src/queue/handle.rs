@@ -11,7 +11,9 @@ use super::admission::Admission;
 use super::browse::{BrowsePage, BrowseRequest};
 use super::command::QueueCmd;
 use super::consumer_timeout::TimeoutCell;
-use super::requests::{ConfirmTo, ConsumeSpec, CreditGrant, Enqueue, GetOk, QueueConfig, QueueStats, Settle};
+use super::requests::{
+    ConfirmTo, ConsumeSpec, CreditGrant, Enqueue, GetOk, MovedFrom, QueueConfig, QueueStats, Settle,
+};
 use super::settings::QueueSettings;
 use crate::dead_letter::counts::DeadLetterCounts;
 use crate::error::{EngineError, Resource};
@@ -105,6 +107,17 @@ impl QueueHandle {
     pub async fn publish(&self, items: Vec<Enqueue>, confirm_to: Option<ConfirmTo>) -> bool {
         self.admission.admitted().await;
         self.send(QueueCmd::Publish { items, confirm_to }).await.is_ok()
+    }
+
+    /// Enqueues messages moved out of another queue (Zaqar's claim-count dead-letter queue),
+    /// as [`Self::publish`] does, except that a persisted message's log record here also
+    /// removes it from its source: after a crash it is in exactly one of the two queues, never
+    /// in both, never in neither. The caller still acknowledges the source's deliveries once
+    /// confirmed (the log ignores that second removal). A queue that is gone, or has no room
+    /// for a message (any overflow mode), refuses it.
+    pub async fn publish_moved(&self, items: Vec<Enqueue>, from: MovedFrom, confirm_to: ConfirmTo) -> bool {
+        self.admission.admitted().await;
+        self.send(QueueCmd::PublishMoved { items, from, confirm_to }).await.is_ok()
     }
 
     /// Adds a consumer.

@@ -65,8 +65,9 @@ impl Journal {
         self.records.len()
     }
 
-    /// Records a newly enqueued message.
-    pub(super) fn enqueue(&mut self, entry: &Entry) {
+    /// Records a newly enqueued message; `replaces` names the `(queue, seq)` it was moved out
+    /// of, which the same record removes.
+    pub(super) fn enqueue(&mut self, entry: &Entry, replaces: Option<(u64, u64)>) {
         let payload = self.encode(&entry.message);
         self.records.push(Record::Enqueue {
             queue: self.queue,
@@ -75,6 +76,7 @@ impl Journal {
             size: u32::try_from(body_size(&entry.message)).unwrap_or(u32::MAX),
             priority: entry.message.properties().priority.unwrap_or(0),
             not_before: entry.message.broker.not_before,
+            replaces,
             payload,
         });
     }
@@ -220,7 +222,7 @@ mod tests {
         let mut journal = Journal::new(7);
         journal.enable();
         let mut persisted = Entry::new(1, message(2), Some(5), true);
-        journal.enqueue(&persisted);
+        journal.enqueue(&persisted, None);
         journal.delivered(&persisted);
         persisted.returned(true);
         journal.delivered(&persisted);

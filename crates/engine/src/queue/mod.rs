@@ -73,8 +73,8 @@ pub use gauges::{GaugeValues, QueueGauges};
 pub use handle::{QueueHandle, QueueRef};
 pub(crate) use links::QueueLinks;
 pub use requests::{
-    ConfirmTo, ConsumeSpec, ConsumerReport, CreditGrant, Enqueue, GetOk, MessageCounters, QueueConfig, QueueStats,
-    REFUSED_TO_PUBLISHER_BIT, Settle,
+    ConfirmTo, ConsumeSpec, ConsumerReport, CreditGrant, Enqueue, GetOk, MessageCounters, MovedFrom, QueueConfig,
+    QueueStats, REFUSED_TO_PUBLISHER_BIT, Settle,
 };
 pub use settings::{Overflow, QueueSettings};
 

@@ -39,6 +39,16 @@ pub struct Enqueue {
     pub confirm: Option<u64>,
 }
 
+/// Where the messages of a [`super::QueueRef::publish_moved`] come from: the source queue's id
+/// and each message's sequence number there, in the order of the publish's items.
+#[derive(Debug)]
+pub struct MovedFrom {
+    /// The source queue's id ([`super::QueueHandle::id`]).
+    pub queue: u64,
+    /// Per item, the message's sequence number in the source.
+    pub seqs: Vec<u64>,
+}
+
 /// A confirm number with this bit set is refused to its publisher when the queue is full, even
 /// for a message with a death history (which a full queue otherwise passes on to the fallback
 /// queue as a dead letter): redrive jobs number their copies so (bit 62; bit 63 marks the

@@ -108,7 +108,7 @@ impl Writer {
             if !self.index.is_live_in(queue, seq, segment) {
                 continue;
             }
-            moved.push(record);
+            moved.push(without_replaces(record));
             if let Some((returned, failed)) = self.index.delivery(queue, seq) {
                 moved.push(Record::Delivered { queue, seq, returned, failed });
             }
@@ -117,5 +117,16 @@ impl Writer {
             }
         }
         moved
+    }
+}
+
+/// An enqueue as compaction writes it again: without the message it replaced, whose removal
+/// must not be replayed after newer records of its queue (see [`Record::Enqueue`]).
+fn without_replaces(record: Record) -> Record {
+    match record {
+        Record::Enqueue { queue, seq, expires_at, size, priority, not_before, payload, .. } => {
+            Record::Enqueue { queue, seq, expires_at, size, priority, not_before, replaces: None, payload }
+        }
+        other => other,
     }
 }

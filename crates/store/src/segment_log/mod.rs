@@ -63,6 +63,12 @@ pub enum Record {
         /// `BrokerAnnotations::not_before`), so that a restart can keep it delayed without
         /// reading every message.
         not_before: Option<i64>,
+        /// The message this one replaces, as `(queue, seq)`: a message moved between queues
+        /// (Zaqar's claim-count dead-letter queue) enters its target and leaves its source in
+        /// this one record, so a crash leaves it in exactly one of them. Replay removes it from
+        /// the source; a later `Remove` of it there finds nothing, and compaction drops the
+        /// field (the source's enqueue lies in the same or an older segment, deleted first).
+        replaces: Option<(u64, u64)>,
         /// The encoded message.
         payload: Bytes,
     },

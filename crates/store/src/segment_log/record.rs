@@ -28,6 +28,9 @@ const HAS_PRIORITY: u8 = 2;
 /// An enqueue's flags byte: the message's "not before" time follows (after the priority), so
 /// that a restart finds delayed messages without reading every message.
 const HAS_NOT_BEFORE: u8 = 4;
+/// An enqueue's flags byte: the queue and seq of the message it replaces follow (after the
+/// "not before" time): it left that queue in this same record.
+const HAS_REPLACES: u8 = 8;
 
 /// Appends one framed record and returns its framed length (0 for [`Record::Released`],
 /// which is never written).
@@ -45,14 +48,15 @@ pub(super) fn put_record(out: &mut BytesMut, record: &Record) -> usize {
             out.put_u64_le(*seq);
             out.put_slice(payload);
         }
-        Record::Enqueue { queue, seq, expires_at, size, priority, not_before, payload } => {
+        Record::Enqueue { queue, seq, expires_at, size, priority, not_before, replaces, payload } => {
             out.put_u8(ENQUEUE);
             out.put_u64_le(*queue);
             out.put_u64_le(*seq);
             out.put_u32_le(*size);
             let flags = (u8::from(expires_at.is_some()) * HAS_EXPIRY)
                 | (u8::from(*priority != 0) * HAS_PRIORITY)
-                | (u8::from(not_before.is_some()) * HAS_NOT_BEFORE);
+                | (u8::from(not_before.is_some()) * HAS_NOT_BEFORE)
+                | (u8::from(replaces.is_some()) * HAS_REPLACES);
             out.put_u8(flags);
             if let Some(at) = expires_at {
                 out.put_i64_le(*at);
@@ -62,6 +66,10 @@ pub(super) fn put_record(out: &mut BytesMut, record: &Record) -> usize {
             }
             if let Some(at) = not_before {
                 out.put_i64_le(*at);
+            }
+            if let Some((queue, seq)) = replaces {
+                out.put_u64_le(*queue);
+                out.put_u64_le(*seq);
             }
             out.put_slice(payload);
         }
@@ -145,7 +153,7 @@ fn decode(mut p: Bytes) -> Option<Record> {
             need(&p, 21)?;
             let (queue, seq, size) = (p.get_u64_le(), p.get_u64_le(), p.get_u32_le());
             let flags = p.get_u8();
-            if flags & !(HAS_EXPIRY | HAS_PRIORITY | HAS_NOT_BEFORE) != 0 {
+            if flags & !(HAS_EXPIRY | HAS_PRIORITY | HAS_NOT_BEFORE | HAS_REPLACES) != 0 {
                 return None;
             }
             let expires_at = if flags & HAS_EXPIRY == 0 {
@@ -166,7 +174,13 @@ fn decode(mut p: Bytes) -> Option<Record> {
                 need(&p, 8)?;
                 Some(p.get_i64_le())
             };
-            Record::Enqueue { queue, seq, expires_at, size, priority, not_before, payload: p }
+            let replaces = if flags & HAS_REPLACES == 0 {
+                None
+            } else {
+                need(&p, 16)?;
+                Some((p.get_u64_le(), p.get_u64_le()))
+            };
+            Record::Enqueue { queue, seq, expires_at, size, priority, not_before, replaces, payload: p }
         }
         REMOVE => {
             need(&p, 16)?;
@@ -218,6 +232,7 @@ mod tests {
             size: 2,
             priority,
             not_before: None,
+            replaces: None,
             payload: Bytes::from_static(b"ab"),
         }
     }
@@ -236,10 +251,11 @@ mod tests {
         for (expires_at, priority) in [(None, 0), (Some(-7), 0), (None, 255), (Some(1 << 40), 9)] {
             let record = enqueue(expires_at, priority);
             assert_eq!(round_trip(&record), Some(record));
-            for not_before in [Some(1 << 41), Some(-1)] {
+            for (not_before, replaces) in [(Some(1 << 41), None), (Some(-1), Some((7, u64::MAX))), (None, Some((0, 1)))]
+            {
                 let delayed = match enqueue(expires_at, priority) {
                     Record::Enqueue { queue, seq, expires_at, size, priority, payload, .. } => {
-                        Record::Enqueue { queue, seq, expires_at, size, priority, not_before, payload }
+                        Record::Enqueue { queue, seq, expires_at, size, priority, not_before, replaces, payload }
                     }
                     other => other,
                 };
@@ -259,7 +275,7 @@ mod tests {
         payload.put_u64_le(3);
         payload.put_u64_le(4);
         payload.put_u32_le(2);
-        payload.put_u8(4);
-        assert!(decode(payload.freeze()).is_none(), "flag bit 2 means nothing yet");
+        payload.put_u8(16);
+        assert!(decode(payload.freeze()).is_none(), "flag bit 4 means nothing yet");
     }
 }

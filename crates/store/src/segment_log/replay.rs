@@ -112,7 +112,10 @@ struct ReplayState {
 impl ReplayState {
     fn apply(&mut self, record: Record, place: Place) {
         match record {
-            Record::Enqueue { queue, seq, expires_at, size, priority, not_before, .. } => {
+            Record::Enqueue { queue, seq, expires_at, size, priority, not_before, replaces, .. } => {
+                if let Some((from, from_seq)) = replaces {
+                    self.apply(Record::Remove { queue: from, seq: from_seq }, place);
+                }
                 let replay = self.queues.entry(queue).or_default();
                 // A queue's enqueues come in sequence order; one that does not is a message
                 // compaction wrote again (the earlier copy may be gone with its segment).

@@ -13,6 +13,7 @@ fn enqueue(queue: u64, seq: u64, body: &'static [u8]) -> Record {
         size: 0,
         priority: 0,
         not_before: None,
+        replaces: None,
         payload: Bytes::from_static(body),
     }
 }
@@ -70,6 +71,7 @@ fn every_record_kind_survives_a_reopen() {
                     size: 7,
                     priority: 9,
                     not_before: Some(77),
+                    replaces: None,
                     payload: Bytes::from_static(b"a"),
                 },
                 enqueue(1, 11, b"b"),
@@ -354,7 +356,7 @@ fn completions_carry_the_places_that_read_the_messages_back() {
 }
 
 fn enqueue_owned(queue: u64, seq: u64, payload: Bytes) -> Record {
-    Record::Enqueue { queue, seq, expires_at: None, size: 0, priority: 0, not_before: None, payload }
+    Record::Enqueue { queue, seq, expires_at: None, size: 0, priority: 0, not_before: None, replaces: None, payload }
 }
 
 #[test]
@@ -623,4 +625,87 @@ fn a_dead_lettered_record_one_byte_short_is_invalid_not_misread() {
     short.put_u32_le(crc32fast::hash(payload));
     short.put_slice(payload);
     assert!(matches!(next_record(&short.freeze()), Next::Invalid(_)));
+}
+
+/// A message moved from queue 1 (seq 0) to queue 2 by an enqueue that names it.
+fn moved(queue: u64, seq: u64, replaces: (u64, u64), body: &'static [u8]) -> Record {
+    match enqueue(queue, seq, body) {
+        Record::Enqueue { queue, seq, expires_at, size, priority, not_before, payload, .. } => {
+            Record::Enqueue { queue, seq, expires_at, size, priority, not_before, replaces: Some(replaces), payload }
+        }
+        other => other,
+    }
+}
+
+#[test]
+fn an_enqueue_that_replaces_a_message_moves_it_in_one_record_whole_or_not_at_all() {
+    let dir = tempfile::tempdir().unwrap();
+    {
+        let (log, _) = open(dir.path());
+        append_synced(&log, vec![enqueue(1, 0, b"moved"), enqueue(1, 1, b"stays")]);
+        append_synced(&log, vec![moved(2, 7, (1, 0), b"moved")]);
+        log.close().unwrap();
+    }
+    let (log, recovery) = open(dir.path());
+    assert_eq!((seqs(&recovery, 1), seqs(&recovery, 2)), (vec![1], vec![7]), "in the target only");
+    assert_eq!(payloads(&log, &recovery.queues[&2]), ["moved"]);
+    // The source's own removal, written after the move, finds nothing and changes nothing.
+    append_synced(&log, vec![Record::Remove { queue: 1, seq: 0 }]);
+    log.close().unwrap();
+    let (log, recovery) = open(dir.path());
+    assert_eq!((seqs(&recovery, 1), seqs(&recovery, 2)), (vec![1], vec![7]));
+    log.close().unwrap();
+    // The move record torn anywhere: the message is in the source only.
+    let (_, path) = segment_files(dir.path()).unwrap().pop().unwrap();
+    let whole = std::fs::read(&path).unwrap();
+    let remove_len = 8 + 1 + 16;
+    let move_len = 8 + 1 + 8 + 8 + 4 + 1 + 16 + b"moved".len();
+    let start = whole.len() - remove_len - move_len;
+    for cut in [start + 1, start + 30, start + move_len - 1] {
+        std::fs::write(&path, &whole[..cut]).unwrap();
+        let (log, recovery) = open(dir.path());
+        assert_eq!((seqs(&recovery, 1), seqs(&recovery, 2)), (vec![0, 1], vec![]), "cut at {cut}");
+        log.close().unwrap();
+    }
+}
+
+#[test]
+fn the_source_of_a_moved_message_no_longer_pins_its_segment() {
+    let dir = tempfile::tempdir().unwrap();
+    let options = LogOptions { segment_bytes: 64, fault: None };
+    let (log, _) = MessageLog::open(dir.path(), options).unwrap();
+    append_synced(&log, vec![enqueue(1, 0, b"a payload that fills a segment")]);
+    append_synced(&log, vec![moved(2, 0, (1, 0), b"a payload that fills a segment")]);
+    append_synced(&log, vec![Record::Remove { queue: 2, seq: 0 }, enqueue(3, 0, b"new")]);
+    writer_idle(&log);
+    let segments = segment_files(dir.path()).unwrap();
+    assert!(segments.iter().all(|(n, _)| *n > 2), "both spent segments deleted: {segments:?}");
+}
+
+#[test]
+fn compaction_writes_a_moved_message_again_without_the_removal_it_carried() {
+    let dir = tempfile::tempdir().unwrap();
+    let options = LogOptions { segment_bytes: 1024, fault: None };
+    let (log, _) = MessageLog::open(dir.path(), options.clone()).unwrap();
+    // The long-lived message moved into queue 2; later queue 1 holds a message with the seq it
+    // replaced (queues never reuse one, but replay must not depend on it).
+    append_synced(&log, vec![enqueue(1, 5, b"source"), moved(2, 0, (1, 5), b"the long-lived one")]);
+    let churn = b"a payload that fills a segment quickly, so that the long-lived one is mostly alone there";
+    for seq in 1..20 {
+        append_synced(&log, vec![enqueue(3, seq, churn), Record::Remove { queue: 3, seq }]);
+    }
+    // In a segment of live messages, which compaction leaves alone.
+    let mut later = vec![enqueue(1, 5, b"a later one")];
+    later.extend((0..8).map(|seq| enqueue(4, seq, churn)));
+    append_synced(&log, later);
+    for seq in 20..200 {
+        append_synced(&log, vec![enqueue(3, seq, churn)]);
+        append_synced(&log, vec![Record::Remove { queue: 3, seq }]);
+    }
+    writer_idle_until_settled(&log);
+    assert!(segment_files(dir.path()).unwrap().iter().all(|(n, _)| *n > 1), "segment 1 compacted away");
+    log.close().unwrap();
+    let (log, recovery) = MessageLog::open(dir.path(), options).unwrap();
+    assert_eq!((seqs(&recovery, 1), seqs(&recovery, 2)), (vec![5], vec![0]));
+    assert_eq!(payloads(&log, &recovery.queues[&1]), ["a later one"]);
 }

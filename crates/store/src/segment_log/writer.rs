@@ -195,9 +195,13 @@ impl Writer {
                 Record::Enqueue { queue, seq, .. } | Record::Spill { queue, seq, .. } if relocation => {
                     self.index.moved(queue, seq, self.segment);
                 }
-                Record::Enqueue { queue, seq, .. } | Record::Spill { queue, seq, .. } => {
+                Record::Enqueue { queue, seq, replaces, .. } => {
                     self.index.enqueued(queue, seq, self.segment);
+                    if let Some((from, from_seq)) = replaces {
+                        self.index.removed(from, from_seq);
+                    }
                 }
+                Record::Spill { queue, seq, .. } => self.index.enqueued(queue, seq, self.segment),
                 Record::Remove { queue, seq } | Record::Released { queue, seq } => self.index.removed(queue, seq),
                 Record::Delivered { queue, seq, returned, failed } => {
                     self.index.delivered(queue, seq, returned, failed)

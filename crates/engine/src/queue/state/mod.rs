@@ -40,7 +40,9 @@ use super::order::Order;
 use super::paging::packed::{Packed, PagedEntry};
 use super::paging::{Removed, Wake, packed_places};
 use super::ready::Ready;
-use super::requests::{ConfirmTo, ConsumeSpec, CreditGrant, Enqueue, GetOk, MessageCounters, QueueStats, Settle};
+use super::requests::{
+    ConfirmTo, ConsumeSpec, CreditGrant, Enqueue, GetOk, MessageCounters, MovedFrom, QueueStats, Settle,
+};
 use super::settings::QueueSettings;
 use super::turns::SingleActive;
 use super::unconfirmed::Removal;
@@ -237,11 +239,23 @@ impl QueueState {
     }
 
     pub(crate) fn publish(&mut self, items: Vec<Enqueue>, confirm_to: Option<ConfirmTo>) {
+        self.admit(items, confirm_to, None);
+    }
+
+    /// Publishes messages moved out of queue `from.queue`: each persisted one's enqueue record
+    /// also removes it there (see `Record::Enqueue::replaces`). One this queue has no room
+    /// for is refused, neither dead-lettered nor passed on, so that it stays in its source.
+    pub(crate) fn publish_moved(&mut self, items: Vec<Enqueue>, from: &MovedFrom, confirm_to: ConfirmTo) {
+        self.admit(items, Some(confirm_to), Some(from));
+    }
+
+    fn admit(&mut self, items: Vec<Enqueue>, confirm_to: Option<ConfirmTo>, from: Option<&MovedFrom>) {
         let mut accepted = Vec::new();
         let mut refused = Vec::new();
         let written_before = self.effects.journal_ref().written();
         let mut published = 0;
-        for item in items {
+        for (index, item) in items.into_iter().enumerate() {
+            let replaces = from.and_then(|from| Some((from.queue, *from.seqs.get(index)?)));
             let delayed = is_delayed(item.message.broker.not_before, self.now);
             if delayed && self.delayed.full(body_size(&item.message)) {
                 // The delayed part is bounded (see `delayed.rs`): the publisher hears of it.
@@ -249,7 +263,10 @@ impl QueueState {
                 continue;
             }
             if self.limits.refuses(&item.message, self.queued_size()) {
-                if self.limits.dead_letters_refused() {
+                if from.is_some() {
+                    // A move this queue cannot take stays in its source, whole.
+                    refused.extend(item.confirm);
+                } else if self.limits.dead_letters_refused() {
                     refused.extend(item.confirm);
                     self.effects.discard(item.message, DeathReason::Maxlen, None);
                 } else if passed_on_when_refused(&item) {
@@ -267,7 +284,7 @@ impl QueueState {
             let persisted = self.effects.journal_ref().persists(&item.message, self.quorum);
             let entry = Entry::new(seq, item.message, expires_at, persisted);
             if persisted {
-                self.effects.journal().enqueue(&entry);
+                self.effects.journal().enqueue(&entry, replaces);
             }
             if delayed {
                 self.delayed.push(entry);

@@ -142,6 +142,7 @@ fn a_durable_queue_restores_off_the_runtime_thread_and_its_first_get_sees_every_
                     size,
                     priority: 0,
                     not_before: None,
+                    replaces: None,
                     payload: payload.freeze(),
                 }
             })
