@@ -13,7 +13,7 @@ use super::entry::Entry;
 use super::journal::Journal;
 use super::limits::{Size, body_size};
 use super::paging::packed::{Packed, PagedEntry};
-use super::paging::{IDLE_RESIDENT_MESSAGES, Pager, RESIDENT_BYTES, RESIDENT_MESSAGES, Removed};
+use super::paging::{Pager, RESIDENT_BYTES, Removed};
 
 /// One run of ready messages.
 #[derive(Debug, Default)]
@@ -59,14 +59,13 @@ impl Level {
         Size { count: u64::try_from(self.head.len()).unwrap_or(u64::MAX), bytes: self.head_bytes }
     }
 
-    /// Adds a new ready message at the tail: into the head while the queue is short, else
-    /// behind it, written to the log if it is not already (a spill). `idle`: nobody consumes,
-    /// so the head is kept shorter.
-    pub(super) fn push(&mut self, mut entry: Entry, idle: bool, journal: &mut Journal) {
+    /// Adds a new ready message at the tail: into the head while the queue is short (it holds
+    /// fewer than `resident` messages, see [`super::paging::resident_messages`]), else behind
+    /// it, written to the log if it is not already (a spill).
+    pub(super) fn push(&mut self, mut entry: Entry, resident: usize, journal: &mut Journal) {
         self.max_seq = self.max_seq.max(entry.seq);
         let size = body_size(&entry.message);
         self.bytes += size;
-        let resident = if idle { IDLE_RESIDENT_MESSAGES } else { RESIDENT_MESSAGES };
         let long = self.head.len() >= resident || self.head_bytes >= RESIDENT_BYTES;
         let Some(pager) = self.pager.as_mut().filter(|pager| long || !pager.is_empty()) else {
             self.head_bytes += size;
@@ -311,6 +310,7 @@ impl Level {
 mod tests {
     use std::sync::Arc;
 
+    use crate::queue::paging::{IDLE_RESIDENT_MESSAGES, RESIDENT_MESSAGES};
     use charon_model::{Body, Message, Routing};
 
     use super::*;
@@ -328,11 +328,11 @@ mod tests {
         let mut ready = Level::default();
         let mut journal = Journal::new(1);
         for seq in 1..=(RESIDENT_MESSAGES as u64 + 5) {
-            ready.push(entry(seq, "ab"), true, &mut journal);
+            ready.push(entry(seq, "ab"), IDLE_RESIDENT_MESSAGES, &mut journal);
         }
         assert_eq!(ready.runs(), (RESIDENT_MESSAGES + 5, 0, 0));
         assert_eq!((ready.len(), ready.bytes()), (RESIDENT_MESSAGES + 5, 2 * (RESIDENT_MESSAGES as u64 + 5)));
-        assert_eq!(journal.written(), 0, "nothing spilled");
+        assert!(journal.take().0.is_empty(), "nothing spilled");
         assert!(!ready.wants_places() && !ready.spilled_any());
     }
 
@@ -341,7 +341,7 @@ mod tests {
         let mut ready = Level::default();
         let mut journal = Journal::new(1);
         for seq in [2, 4, 6] {
-            ready.push(entry(seq, "m"), false, &mut journal);
+            ready.push(entry(seq, "m"), RESIDENT_MESSAGES, &mut journal);
         }
         let first = ready.pop(0, &mut journal).unwrap();
         assert_eq!(first.seq, 2);
@@ -358,13 +358,13 @@ mod tests {
         let mut e = entry(1, "m");
         e.expires_at = Some(50);
         e.persisted = true;
-        ready.push(e, false, &mut journal);
-        ready.push(entry(2, "m"), false, &mut journal);
+        ready.push(e, RESIDENT_MESSAGES, &mut journal);
+        ready.push(entry(2, "m"), RESIDENT_MESSAGES, &mut journal);
         assert_eq!(ready.head_deadline(), Some(50));
         assert_eq!(ready.head(0, &mut journal).map(|e| e.seq), Some(1));
         assert_eq!(ready.take_all(&mut journal), Some(2));
         assert_eq!((ready.len(), ready.bytes()), (0, 0));
         assert_eq!(ready.head_deadline(), None);
-        assert_eq!(journal.written(), 1, "only the persisted one is in the log");
+        assert_eq!(journal.take().0.len(), 1, "only the persisted one is in the log");
     }
 }

@@ -70,10 +70,10 @@ impl Ready {
 
     /// Adds a new ready message at the tail of its run (see [`Level::push`]). `idle`: nobody
     /// consumes, so the heads are kept shorter.
-    pub(super) fn push(&mut self, entry: Entry, idle: bool, journal: &mut Journal) {
+    pub(super) fn push(&mut self, entry: Entry, resident: usize, journal: &mut Journal) {
         let run = self.order.run_of(entry.message.properties().priority);
         if let Some(level) = self.level_mut(run) {
-            level.push(entry, idle, journal);
+            level.push(entry, resident, journal);
         }
     }
 
@@ -91,12 +91,12 @@ impl Ready {
     /// before later messages, as Zaqar hands out due messages in posting order). A classic
     /// queue whose paged messages come before it cannot take it yet without breaking its
     /// sequence order: it comes back, to be tried again once the head has caught up.
-    pub(super) fn insert_due(&mut self, entry: Entry, idle: bool, journal: &mut Journal) -> Result<(), Entry> {
+    pub(super) fn insert_due(&mut self, entry: Entry, resident: usize, journal: &mut Journal) -> Result<(), Entry> {
         let priority = entry.message.properties().priority;
         let run = self.order.run_of(priority);
         let Some(level) = self.level_mut(run) else { return Err(entry) };
         if level.fits_at_tail(entry.seq) {
-            level.push(entry, idle, journal);
+            level.push(entry, resident, journal);
             return Ok(());
         }
         if level.fits_in_head(entry.seq) {

@@ -53,6 +53,26 @@ pub(super) const RESIDENT_MESSAGES: usize = 2048;
 pub(super) const IDLE_RESIDENT_MESSAGES: usize = 256;
 /// Body bytes kept whole in memory before new messages wait on disk.
 pub(super) const RESIDENT_BYTES: u64 = 4 * 1024 * 1024;
+/// A message that expires this soon after it arrives (ms) is kept whole in memory while the
+/// head is shorter than [`SHORT_LIVED_RESIDENT_MESSAGES`]: written out, it would be read back
+/// at its expiry anyway (to be dead-lettered or dropped), a write, a sync-free spill and a
+/// read for a message that never waits long. (A 100 ms queue TTL at 250k msg/s is 25k
+/// messages; the body bytes stay bounded by [`RESIDENT_BYTES`].)
+const SHORT_LIVED_MS: i64 = 1_000;
+pub(super) const SHORT_LIVED_RESIDENT_MESSAGES: usize = 32_768;
+
+/// How many ready messages the head may hold before a new message that arrives at `now` and
+/// expires at `expires_at` waits on disk: fewer while nobody consumes (`idle`), more for a
+/// message about to expire.
+pub(super) fn resident_messages(idle: bool, expires_at: Option<i64>, now: i64) -> usize {
+    if expires_at.is_some_and(|at| at.saturating_sub(now) <= SHORT_LIVED_MS) {
+        SHORT_LIVED_RESIDENT_MESSAGES
+    } else if idle {
+        IDLE_RESIDENT_MESSAGES
+    } else {
+        RESIDENT_MESSAGES
+    }
+}
 /// Messages (and body bytes) read back at once when the head runs dry.
 const REFILL_MESSAGES: usize = 1024;
 const REFILL_BYTES: u64 = 2 * 1024 * 1024;

@@ -74,6 +74,24 @@ fn a_queue_with_a_consumer_keeps_a_longer_head_than_one_nobody_consumes_from() {
     assert_eq!(idle.runs(), (IDLE_RESIDENT_MESSAGES, 0, RESIDENT_MESSAGES + 10 - IDLE_RESIDENT_MESSAGES));
 }
 
+/// A spill only lets a transient message leave memory: its publisher is confirmed on arrival,
+/// not after the log wrote it (an at-least-once source waiting for this queue's confirm keeps
+/// its dead letter in memory meanwhile).
+#[test]
+fn a_spilled_transient_message_is_confirmed_without_waiting_for_the_log() {
+    let mut f = fixture(false, QueueSettings::default());
+    f.publish(bodies(0..IDLE_RESIDENT_MESSAGES), 1, None);
+    let (session, _events) = SessionSink::new(1, 0);
+    let to = crate::queue::requests::ConfirmTo { session, channel: 1 };
+    let mut message = Message::new(charon_model::Routing::default(), charon_model::Body::Data("spilled".into()));
+    message.set_properties(Properties { delivery_mode: Some(1), ..Properties::default() });
+    let item = crate::queue::requests::Enqueue { message: Arc::new(message), confirm: Some(7) };
+    f.state.publish(vec![item], Some(to));
+    assert_eq!(f.state.take_outbox().len(), 1, "confirmed at once");
+    let (records, held) = f.state.take_journal();
+    assert_eq!((count(&records, |r| matches!(r, Record::Spill { .. })), held.len()), (1, 0));
+}
+
 #[test]
 fn a_durable_queue_pages_persistent_messages_through_their_enqueue_records() {
     let mut f = fixture(true, QueueSettings::default());
@@ -123,10 +141,11 @@ fn length_limits_purge_and_requeues_see_the_paged_messages() {
 #[test]
 fn paged_messages_expire_at_the_head_in_order() {
     let mut f = fixture(false, QueueSettings::default());
-    f.publish(bodies(0..IDLE_RESIDENT_MESSAGES + OVER), 1, Some(1_000));
+    f.publish(bodies(0..IDLE_RESIDENT_MESSAGES + OVER), 1, Some(10_000));
     f.flush();
-    assert_eq!(f.state.next_deadline(), Some(2_000));
-    f.state.set_now(2_001);
+    assert_eq!(f.runs(), (IDLE_RESIDENT_MESSAGES, OVER, 0), "paged");
+    assert_eq!(f.state.next_deadline(), Some(11_000));
+    f.state.set_now(11_001);
     f.state.expire(false);
     let expired = f.state.take_discarded();
     assert_eq!(expired.len(), IDLE_RESIDENT_MESSAGES + OVER);
@@ -134,6 +153,23 @@ fn paged_messages_expire_at_the_head_in_order() {
     assert_eq!(last, Some(format!("message {}", IDLE_RESIDENT_MESSAGES + OVER - 1)));
     assert!(expired.iter().all(|d| d.reason == DeathReason::Expired));
     assert_eq!(f.state.stats().ready, 0);
+}
+
+/// A message that expires within a second stays whole in memory (up to a bound) even while
+/// nobody consumes: written out, it would be read back at its expiry anyway.
+#[test]
+fn messages_about_to_expire_stay_in_memory_up_to_their_own_bound() {
+    let mut f = fixture(false, QueueSettings::default());
+    f.publish(bodies(0..SHORT_LIVED_RESIDENT_MESSAGES + 10), 1, Some(1_000));
+    assert_eq!(f.runs(), (SHORT_LIVED_RESIDENT_MESSAGES, 0, 10));
+    assert_eq!(f.flush().len(), 10, "only those beyond the bound are spilled");
+    f.state.set_now(2_001);
+    f.state.expire(false);
+    assert_eq!(f.state.take_discarded().len(), SHORT_LIVED_RESIDENT_MESSAGES + 10);
+    // A longer TTL pages as before.
+    let mut longer = fixture(false, QueueSettings::default());
+    longer.publish(bodies(0..IDLE_RESIDENT_MESSAGES + 10), 1, Some(1_001));
+    assert_eq!(longer.runs(), (IDLE_RESIDENT_MESSAGES, 0, 10));
 }
 
 #[test]

@@ -38,7 +38,7 @@ use super::journal::reason_of;
 use super::limits::{Limits, Size, body_size};
 use super::order::Order;
 use super::paging::packed::{Packed, PagedEntry};
-use super::paging::{Removed, Wake, packed_places};
+use super::paging::{Removed, Wake, packed_places, resident_messages};
 use super::ready::Ready;
 use super::requests::{
     ConfirmTo, ConsumeSpec, CreditGrant, Enqueue, GetOk, MessageCounters, MovedFrom, QueueStats, Settle,
@@ -289,7 +289,8 @@ impl QueueState {
             if delayed {
                 self.delayed.push(entry);
             } else {
-                self.ready.push(entry, self.consumers.is_empty(), self.effects.journal());
+                let resident = resident_messages(self.consumers.is_empty(), expires_at, self.now);
+                self.ready.push(entry, resident, self.effects.journal());
             }
             accepted.extend(item.confirm);
             published += 1;
@@ -707,7 +708,8 @@ impl QueueState {
                 self.limits.expired_one();
                 continue;
             }
-            if let Err(entry) = self.ready.insert_due(entry, self.consumers.is_empty(), self.effects.journal()) {
+            let resident = resident_messages(self.consumers.is_empty(), entry.expires_at, now);
+            if let Err(entry) = self.ready.insert_due(entry, resident, self.effects.journal()) {
                 blocked.push(entry);
             }
         }
