@@ -57,6 +57,23 @@ fn python_zaqarclient_drives_the_claim_count_dead_letter_flow() {
     assert!(stdout.contains("zaqar flow ok"), "{stdout}");
 }
 
+/// Token mode: python-zaqarclient's Keystone backend gets its token from the gateway itself
+/// (`/v3/auth/tokens`, a broker user's password) and uses it; a wrong password and a request
+/// without a token are refused.
+#[test]
+fn python_zaqarclient_authenticates_with_a_broker_users_token() {
+    let python = python();
+    assert!(python.exists(), "{} is missing: run scripts/test.sh", python.display());
+    let charon = support::Charon::start_with(&["--zaqar-auth", "tokens"]);
+    let script = support::workspace_root().join("tests/python/zaqar_tokens.py");
+    let output =
+        Command::new(&python).arg(&script).arg(charon.zaqar_port.unwrap().to_string()).output().expect("run python");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "zaqar_tokens.py failed\nstdout:\n{stdout}\nstderr:\n{stderr}");
+    assert!(stdout.contains("zaqar tokens ok"), "{stdout}");
+}
+
 #[tokio::test]
 async fn http_posts_are_consumed_over_0_9_1_and_1_0_and_amqp_publishes_are_claimed_over_http() {
     let charon = support::Charon::start();

@@ -56,6 +56,11 @@ pub(crate) struct Cli {
     /// use.
     #[arg(long)]
     zaqar_no_create_vhosts: bool,
+    /// How Zaqar requests authenticate: `noauth` (Zaqar's: `X-Project-Id` names the project)
+    /// or `tokens` (Keystone-free: `POST /v3/auth/tokens` with a broker user's password, then
+    /// `X-Auth-Token`; the user's permissions apply). Default `noauth`.
+    #[arg(long, value_enum)]
+    zaqar_auth: Option<ZaqarAuthMode>,
     /// Data directory (durable topology and messages). Default `./data`.
     #[arg(long)]
     data_dir: Option<PathBuf>,
@@ -159,6 +164,17 @@ struct FileUser {
     tags: Vec<String>,
 }
 
+/// `--zaqar-auth` / `zaqar_auth`: how Zaqar requests authenticate.
+#[derive(Clone, Copy, Debug, Default, Deserialize, PartialEq, Eq, clap::ValueEnum)]
+#[serde(rename_all = "lowercase")]
+enum ZaqarAuthMode {
+    /// Zaqar's `noauth`.
+    #[default]
+    Noauth,
+    /// Keystone-free tokens of the broker's users.
+    Tokens,
+}
+
 /// The configuration file.
 #[derive(Clone, Debug, Default, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields)]
@@ -174,6 +190,7 @@ struct FileConfig {
     zaqar_listen: Option<String>,
     zaqar_enabled: Option<bool>,
     zaqar_create_vhosts: Option<bool>,
+    zaqar_auth: Option<ZaqarAuthMode>,
     data_dir: Option<PathBuf>,
     vm_memory_high_watermark: Option<f64>,
     vm_memory_high_watermark_absolute: Option<ByteSize>,
@@ -288,6 +305,8 @@ pub(crate) struct Config {
     pub(crate) zaqar_listen: Option<String>,
     /// Whether Zaqar creates a missing project's vhost on first use.
     pub(crate) zaqar_create_vhosts: bool,
+    /// How Zaqar requests authenticate.
+    pub(crate) zaqar_auth: charon_zaqar::ZaqarAuth,
     pub(crate) data_dir: PathBuf,
     pub(crate) memory_watermark: MemoryWatermark,
     /// Bytes.
@@ -429,6 +448,10 @@ impl Config {
         let zaqar_listen = zaqar_enabled
             .then(|| cli.zaqar_listen.clone().or(file.zaqar_listen).unwrap_or_else(|| "127.0.0.1:8888".to_owned()));
         let zaqar_create_vhosts = !cli.zaqar_no_create_vhosts && file.zaqar_create_vhosts.unwrap_or(true);
+        let zaqar_auth = match cli.zaqar_auth.or(file.zaqar_auth).unwrap_or_default() {
+            ZaqarAuthMode::Noauth => charon_zaqar::ZaqarAuth::NoAuth,
+            ZaqarAuthMode::Tokens => charon_zaqar::ZaqarAuth::Tokens,
+        };
         let data_dir = cli.data_dir.clone().or(file.data_dir).unwrap_or_else(|| PathBuf::from("./data"));
         let absolute = match &cli.vm_memory_high_watermark_absolute {
             Some(text) => Some(parse_size(text)?),
@@ -489,6 +512,7 @@ impl Config {
             prometheus_listen,
             zaqar_listen,
             zaqar_create_vhosts,
+            zaqar_auth,
             data_dir,
             memory_watermark,
             disk_free_limit,
@@ -558,6 +582,19 @@ mod tests {
         let disabled =
             Config::resolve(&cli(&[]), toml::from_str::<FileConfig>("zaqar_enabled = false").unwrap()).unwrap();
         assert_eq!(disabled.zaqar_listen, None);
+    }
+
+    #[test]
+    fn zaqar_authenticates_nothing_by_default_and_tokens_when_asked() {
+        use charon_zaqar::ZaqarAuth;
+        assert_eq!(Config::resolve(&cli(&[]), FileConfig::default()).unwrap().zaqar_auth, ZaqarAuth::NoAuth);
+        let flag = Config::resolve(&cli(&["--zaqar-auth", "tokens"]), FileConfig::default()).unwrap();
+        assert_eq!(flag.zaqar_auth, ZaqarAuth::Tokens);
+        let file = toml::from_str::<FileConfig>("zaqar_auth = \"tokens\"").unwrap();
+        assert_eq!(Config::resolve(&cli(&[]), file).unwrap().zaqar_auth, ZaqarAuth::Tokens);
+        let over = toml::from_str::<FileConfig>("zaqar_auth = \"tokens\"").unwrap();
+        assert_eq!(Config::resolve(&cli(&["--zaqar-auth", "noauth"]), over).unwrap().zaqar_auth, ZaqarAuth::NoAuth);
+        assert!(toml::from_str::<FileConfig>("zaqar_auth = \"keystone\"").is_err(), "refused, not ignored");
     }
 
     #[test]

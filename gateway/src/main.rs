@@ -128,6 +128,7 @@ async fn run(config: Config) -> anyhow::Result<()> {
             let settings = charon_zaqar::ZaqarConfig {
                 data_dir: Some(config.data_dir.clone()),
                 create_vhosts: config.zaqar_create_vhosts,
+                auth: config.zaqar_auth,
             };
             let gateway =
                 charon_zaqar::Zaqar::new(Arc::clone(&broker), settings).context("opening the Zaqar metadata")?;

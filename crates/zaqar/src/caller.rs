@@ -1,12 +1,17 @@
 //! Who asks: every `/v2` request names its client (`Client-ID`, a UUID) and its project
-//! (`X-Project-ID`, noauth mode), checked in Zaqar's hook order (`require_client_id`, then
+//! (`X-Project-ID` in noauth mode; the token's project with token authentication, see
+//! [`crate::access`]), checked in Zaqar's hook order (`require_client_id`, then
 //! `extract_project_id`) before any handler runs.
 
-use axum::extract::Request;
+use std::sync::Arc;
+
+use axum::extract::{Request, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 
+use crate::Zaqar;
+use crate::auth::ZaqarAuth;
 use crate::error::ZaqarError;
 
 /// Zaqar's `PROJECT_ID_MAX_LEN`.
@@ -71,8 +76,9 @@ fn check_not_form(headers: &HeaderMap) -> Result<(), ZaqarError> {
     Ok(())
 }
 
-/// Reads and checks the headers as Zaqar's hooks do, in their order.
-pub(crate) fn caller(headers: &HeaderMap) -> Result<Caller, ZaqarError> {
+/// Reads and checks the headers as Zaqar's hooks do, in their order; `token_project` (a
+/// token's scope) replaces `X-Project-ID`, as keystonemiddleware replaces it.
+pub(crate) fn caller(headers: &HeaderMap, token_project: Option<&str>) -> Result<Caller, ZaqarError> {
     check_accept(headers)?;
     let client = headers.get("client-id").and_then(|v| v.to_str().ok());
     let Some(client) = client else {
@@ -84,7 +90,7 @@ pub(crate) fn caller(headers: &HeaderMap) -> Result<Caller, ZaqarError> {
     };
     let client_id = parse_uuid(client)
         .ok_or_else(|| ZaqarError::new(StatusCode::BAD_REQUEST, "Wrong UUID value", "Malformed hexadecimal UUID."))?;
-    let project = headers.get("x-project-id").map(|v| v.to_str().unwrap_or_default());
+    let project = token_project.or_else(|| headers.get("x-project-id").map(|v| v.to_str().unwrap_or_default()));
     match project {
         None => {
             Err(ZaqarError::new(StatusCode::BAD_REQUEST, "Project-Id Missing", "The header X-PROJECT-ID was missing"))
@@ -124,9 +130,26 @@ pub(crate) fn valid_name(name: &str) -> bool {
         && name.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-' | b'.'))
 }
 
-/// The middleware: checks the headers of every `/v2` request and hands the [`Caller`] on.
-pub(crate) async fn identify(mut request: Request, next: Next) -> Response {
-    match caller(request.headers()) {
+/// The middleware: checks the headers of every `/v2` request (and, with token
+/// authentication, its token and the user's permissions) and hands the [`Caller`] on.
+pub(crate) async fn identify(State(zaqar): State<Arc<Zaqar>>, mut request: Request, next: Next) -> Response {
+    let caller = match zaqar.config.auth {
+        ZaqarAuth::NoAuth => caller(request.headers(), None),
+        ZaqarAuth::Tokens => {
+            let token = match crate::access::token(&zaqar, request.headers()) {
+                Ok(token) => token,
+                Err(refused) => return refused.into_response(),
+            };
+            let caller = caller(request.headers(), token.project.as_deref());
+            if let Ok(caller) = &caller
+                && let Err(refused) = crate::access::authorize(&zaqar, &token, caller, request.method(), request.uri())
+            {
+                return refused.into_response();
+            }
+            caller
+        }
+    };
+    match caller {
         Ok(caller) => {
             request.extensions_mut().insert(caller);
             next.run(request).await

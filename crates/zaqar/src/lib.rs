@@ -1,6 +1,7 @@
-//! Charon's OpenStack Zaqar v2 HTTP gateway (noauth mode): queues, messages and claims over
-//! HTTP on the same engine queues AMQP 0.9.1 and 1.0 clients use, with Zaqar's claim-count
-//! dead-letter queue made crash-safe.
+//! Charon's OpenStack Zaqar v2 HTTP gateway: queues, messages and claims over HTTP on the same
+//! engine queues AMQP 0.9.1 and 1.0 clients use, with Zaqar's claim-count dead-letter queue
+//! made crash-safe. Zaqar's `noauth` mode by default; Keystone-free tokens of the broker's
+//! users with [`ZaqarAuth::Tokens`] (see `auth.rs` and `access.rs`).
 //!
 //! A Zaqar project is a vhost (created on first write unless [`ZaqarConfig::create_vhosts`] is
 //! off); a Zaqar queue is a durable quorum queue of that vhost; a post is a persistent publish
@@ -18,6 +19,8 @@ use charon_engine::Broker;
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 
+mod access;
+mod auth;
 mod body;
 mod caller;
 mod claim_routes;
@@ -33,6 +36,7 @@ mod reserved;
 mod stats;
 mod versions;
 
+pub use auth::ZaqarAuth;
 pub use error::ZaqarError;
 pub use metadata::MetadataError;
 
@@ -41,8 +45,11 @@ pub use metadata::MetadataError;
 pub struct ZaqarConfig {
     /// Where queue metadata is kept (`<dir>/zaqar/metadata.json`); `None`: in memory only.
     pub data_dir: Option<PathBuf>,
-    /// Whether a project without a vhost gets one on its first write (else 400).
+    /// Whether a project without a vhost gets one on its first write (else 400). Token
+    /// authentication never creates one: a user needs permissions in the vhost first.
     pub create_vhosts: bool,
+    /// How requests authenticate.
+    pub auth: ZaqarAuth,
 }
 
 /// The gateway's state, shared by its handlers.
@@ -52,6 +59,7 @@ pub struct Zaqar {
     config: ZaqarConfig,
     metadata: metadata::MetadataStore,
     claims: Arc<claims::Claims>,
+    tokens: auth::Tokens,
 }
 
 impl Zaqar {
@@ -61,7 +69,7 @@ impl Zaqar {
     /// When the metadata file exists but cannot be read.
     pub fn new(broker: Arc<Broker>, config: ZaqarConfig) -> Result<Arc<Self>, MetadataError> {
         let metadata = metadata::MetadataStore::open(config.data_dir.clone())?;
-        Ok(Arc::new(Self { broker, config, metadata, claims: Arc::default() }))
+        Ok(Arc::new(Self { broker, config, metadata, claims: Arc::default(), tokens: auth::Tokens::default() }))
     }
 
     /// Starts requeueing the messages of expired claims (on the current runtime), for as long as
@@ -87,8 +95,12 @@ pub fn router(zaqar: Arc<Zaqar>) -> Router {
             "/v2/queues/{queue}/claims/{claim}",
             get(claim_routes::show).patch(claim_routes::renew).delete(claim_routes::release),
         )
-        .layer(axum::middleware::from_fn(caller::identify));
-    Router::new().route("/", get(versions::versions)).merge(v2).with_state(zaqar)
+        .layer(axum::middleware::from_fn_with_state(Arc::clone(&zaqar), caller::identify));
+    Router::new()
+        .route("/", get(versions::versions))
+        .route("/v3/auth/tokens", post(auth::issue))
+        .merge(v2)
+        .with_state(zaqar)
 }
 
 /// Serves the gateway on `listener` until `shutdown` turns true.
@@ -111,3 +123,7 @@ pub async fn serve(
 #[cfg(test)]
 #[allow(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing)]
 mod tests;
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing)]
+mod auth_tests;

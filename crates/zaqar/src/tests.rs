@@ -14,7 +14,11 @@ use crate::{Zaqar, ZaqarConfig};
 const CLIENT: &str = "0123456789abcdef0123456789abcdef";
 
 fn gateway() -> Arc<Zaqar> {
-    Zaqar::new(Broker::new(BrokerConfig::default()), ZaqarConfig { data_dir: None, create_vhosts: true }).unwrap()
+    Zaqar::new(
+        Broker::new(BrokerConfig::default()),
+        ZaqarConfig { data_dir: None, create_vhosts: true, ..ZaqarConfig::default() },
+    )
+    .unwrap()
 }
 
 async fn send(z: &Arc<Zaqar>, request: Request<Body>) -> (StatusCode, Value, Option<String>) {
@@ -95,7 +99,7 @@ async fn queue_names_and_long_projects_are_refused() {
 #[tokio::test]
 async fn a_refused_project_gets_400_when_vhosts_are_not_created() {
     let broker = Broker::new(BrokerConfig::default());
-    let z = Zaqar::new(broker, ZaqarConfig { data_dir: None, create_vhosts: false }).unwrap();
+    let z = Zaqar::new(broker, ZaqarConfig { data_dir: None, create_vhosts: false, ..ZaqarConfig::default() }).unwrap();
     let (status, body) = call(&z, "PUT", "/v2/queues/q", "").await;
     assert_eq!(status, StatusCode::BAD_REQUEST);
     assert!(body["description"].as_str().unwrap().contains("Project p1 has no virtual host"));
