@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use fe2o3_amqp::types::messaging::Body;
 use fe2o3_amqp::types::primitives::Value as Amqp;
-use fe2o3_amqp::{Connection as Amqp10Connection, Receiver, Session};
+use fe2o3_amqp::{Receiver, Session};
 use lapin::options::{
     BasicGetOptions, BasicPublishOptions, BasicRejectOptions, ConfirmSelectOptions, ExchangeDeclareOptions,
     ExchangeDeleteOptions, QueueBindOptions, QueueDeclareOptions,
@@ -65,7 +65,7 @@ async fn a_rejection_reaches_091_and_10_listeners_as_one_json_event() {
     .expect("clients may bind to the event exchange");
 
     // A 1.0 listener for every event.
-    let mut amqp10 = open_10(&charon, "events-e2e").await;
+    let mut amqp10 = charon.open_amqp10("events-e2e").await;
     let mut session = Session::begin(&mut amqp10).await.expect("begin");
     let mut receiver = Receiver::attach(&mut session, "events", format!("/exchanges/{EVENTS}").as_str())
         .await
@@ -151,24 +151,11 @@ async fn wait_for_link_queues(charon: &support::Charon, expected: usize) {
 #[tokio::test]
 async fn other_exchanges_stay_refused_as_1_0_sources() {
     let charon = support::Charon::start();
-    let mut amqp10 = open_10(&charon, "events-e2e-refused").await;
+    let mut amqp10 = charon.open_amqp10("events-e2e-refused").await;
     let mut session = Session::begin(&mut amqp10).await.expect("begin");
     let refused = Receiver::attach(&mut session, "topic", "/exchanges/amq.topic").await;
     assert!(refused.is_err(), "RabbitMQ 4.0.5 refuses /exchanges/ sources");
     let _ = amqp10.close().await;
-}
-
-async fn open_10(charon: &support::Charon, container: &str) -> fe2o3_amqp::connection::ConnectionHandle<()> {
-    Amqp10Connection::builder()
-        .container_id(container)
-        .hostname("vhost:/")
-        .sasl_profile(fe2o3_amqp::sasl_profile::SaslProfile::Plain {
-            username: "guest".into(),
-            password: "guest".into(),
-        })
-        .open(format!("amqp://127.0.0.1:{}", charon.port).as_str())
-        .await
-        .expect("1.0 open")
 }
 
 #[tokio::test]
@@ -212,7 +199,7 @@ async fn clients_cannot_publish_to_redeclare_or_delete_the_event_exchange() {
     assert_eq!(close_reason(&error).map(|(code, _)| code), Some(403));
 
     // A 1.0 publisher is refused like on any internal exchange.
-    let mut amqp10 = open_10(&charon, "events-e2e-sender").await;
+    let mut amqp10 = charon.open_amqp10("events-e2e-sender").await;
     let mut session = Session::begin(&mut amqp10).await.expect("begin");
     let sender = fe2o3_amqp::Sender::attach(&mut session, "s", format!("/exchanges/{EVENTS}/k").as_str()).await;
     assert!(sender.is_err(), "an internal exchange is no 1.0 target");

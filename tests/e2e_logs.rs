@@ -34,16 +34,7 @@ async fn text_logs_have_no_escape_codes_and_rabbitmq_wording() {
     let data = tempfile::tempdir().unwrap();
     let charon = support::Charon::start_on_with_env(data.path(), &[], &[("RUST_LOG", "info")]);
     connect_twice(&charon).await;
-    let mut amqp10 = fe2o3_amqp::Connection::builder()
-        .container_id("logs10")
-        .hostname("vhost:/")
-        .sasl_profile(fe2o3_amqp::sasl_profile::SaslProfile::Plain {
-            username: "guest".into(),
-            password: "guest".into(),
-        })
-        .open(format!("amqp://127.0.0.1:{}", charon.port).as_str())
-        .await
-        .expect("1.0 open");
+    let mut amqp10 = charon.open_amqp10("logs10").await;
     amqp10.close().await.expect("1.0 close");
     let port = charon.port;
     let text = wait_for_lines(

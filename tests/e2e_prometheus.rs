@@ -218,21 +218,12 @@ async fn the_aggregated_output_does_not_grow_with_the_queues() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn amqp10_publishes_deliveries_publishers_and_consumers_are_counted_under_amqp10() {
-    use fe2o3_amqp::{Connection as Amqp10Connection, Receiver, Sender, Session};
+    use fe2o3_amqp::{Receiver, Sender, Session};
     let charon = support::Charon::start();
     let conn = Connection::connect(&charon.url(), ConnectionProperties::default()).await.expect("connect");
     let channel = conn.create_channel().await.expect("channel");
     channel.queue_declare("prom10".into(), QueueDeclareOptions::default(), FieldTable::default()).await.unwrap();
-    let mut connection = Amqp10Connection::builder()
-        .container_id("prom10")
-        .hostname("vhost:/")
-        .sasl_profile(fe2o3_amqp::sasl_profile::SaslProfile::Plain {
-            username: "guest".into(),
-            password: "guest".into(),
-        })
-        .open(format!("amqp://127.0.0.1:{}", charon.port).as_str())
-        .await
-        .expect("1.0 open");
+    let mut connection = charon.open_amqp10("prom10").await;
     let mut session = Session::begin(&mut connection).await.unwrap();
     let mut sender = Sender::attach(&mut session, "s", "/queues/prom10").await.unwrap();
     let mut receiver = Receiver::attach(&mut session, "r", "/queues/prom10").await.unwrap();

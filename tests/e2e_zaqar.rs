@@ -13,7 +13,7 @@ use std::time::Duration;
 
 use fe2o3_amqp::types::messaging::Body;
 use fe2o3_amqp::types::primitives::Value as Amqp;
-use fe2o3_amqp::{Connection as Amqp10Connection, Receiver, Session};
+use fe2o3_amqp::{Receiver, Session};
 use lapin::options::{BasicGetOptions, BasicPublishOptions, ConfirmSelectOptions};
 use lapin::types::AMQPValue;
 use lapin::{BasicProperties, Connection, ConnectionProperties};
@@ -99,16 +99,7 @@ async fn http_posts_are_consumed_over_0_9_1_and_1_0_and_amqp_publishes_are_claim
     let headers = properties.headers().clone().unwrap();
     assert_eq!(headers.inner().get("x-zaqar-client-id"), Some(&AMQPValue::LongString(CLIENT.into())));
     // 1.0: the same payload as a data section.
-    let mut amqp10 = Amqp10Connection::builder()
-        .container_id("zaqar-cross")
-        .hostname("vhost:/")
-        .sasl_profile(fe2o3_amqp::sasl_profile::SaslProfile::Plain {
-            username: "guest".into(),
-            password: "guest".into(),
-        })
-        .open(format!("amqp://127.0.0.1:{}", charon.port).as_str())
-        .await
-        .unwrap();
+    let mut amqp10 = charon.open_amqp10("zaqar-cross").await;
     let mut session = Session::begin(&mut amqp10).await.unwrap();
     let mut receiver = Receiver::attach(&mut session, "r", "/queues/cross").await.unwrap();
     let delivery = tokio::time::timeout(Duration::from_secs(5), receiver.recv::<Body<Amqp>>()).await.unwrap().unwrap();

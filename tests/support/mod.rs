@@ -155,6 +155,21 @@ impl Charon {
         format!("amqp://guest:guest@127.0.0.1:{}/%2f", self.port)
     }
 
+    /// An AMQP 1.0 connection (fe2o3) as `guest` (SASL PLAIN) to vhost `/`, with container id
+    /// `container`.
+    pub async fn open_amqp10(&self, container: &str) -> fe2o3_amqp::connection::ConnectionHandle<()> {
+        fe2o3_amqp::Connection::builder()
+            .container_id(container)
+            .hostname("vhost:/")
+            .sasl_profile(fe2o3_amqp::sasl_profile::SaslProfile::Plain {
+                username: "guest".into(),
+                password: "guest".into(),
+            })
+            .open(format!("amqp://127.0.0.1:{}", self.port).as_str())
+            .await
+            .expect("1.0 open")
+    }
+
     /// The process's resident memory (`VmRSS`), in bytes.
     pub fn rss_bytes(&self) -> u64 {
         rss_of(self.child.id())
