@@ -13,7 +13,10 @@
 //! (synced) the move, the source's delivery is acknowledged. The DLQ is created when missing.
 //!
 //! A DLQ that is full (a length limit set by policy) refuses the move whatever its overflow
-//! mode: the message stays in its source, and the claim returns the others it found.
+//! mode: the message stays in its source, and the claim returns the others it found. One
+//! window is left: a move the DLQ does not confirm within 30 s (a stalled disk) is requeued in
+//! its source, and should the DLQ's record still reach the disk afterwards, both queues serve
+//! the message until a restart, which keeps the DLQ's copy only.
 
 use std::sync::Arc;
 

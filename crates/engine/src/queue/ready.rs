@@ -68,8 +68,8 @@ impl Ready {
             .fold(Size::default(), |a, b| Size { count: a.count + b.count, bytes: a.bytes + b.bytes })
     }
 
-    /// Adds a new ready message at the tail of its run (see [`Level::push`]). `idle`: nobody
-    /// consumes, so the heads are kept shorter.
+    /// Adds a new ready message at the tail of its run, whose head holds up to `resident`
+    /// messages (see [`Level::push`]).
     pub(super) fn push(&mut self, entry: Entry, resident: usize, journal: &mut Journal) {
         let run = self.order.run_of(entry.message.properties().priority);
         if let Some(level) = self.level_mut(run) {

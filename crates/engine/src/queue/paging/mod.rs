@@ -73,6 +73,7 @@ pub(super) fn resident_messages(idle: bool, expires_at: Option<i64>, now: i64) -
         RESIDENT_MESSAGES
     }
 }
+
 /// Messages (and body bytes) read back at once when the head runs dry.
 const REFILL_MESSAGES: usize = 1024;
 const REFILL_BYTES: u64 = 2 * 1024 * 1024;
