@@ -8,7 +8,8 @@ use std::sync::Arc;
 use charon_model::{DeathReason, Message};
 use charon_store::segment_log::Record;
 
-use super::journal::Journal;
+use super::dlx_pending::NUMBER_BIT as DLX_NUMBER_BIT;
+use super::journal::{Journal, Mark};
 use super::requests::ConfirmTo;
 use super::unconfirmed::Removal;
 use crate::session::{SessionEvent, SessionSink};
@@ -94,14 +95,16 @@ impl Effects {
         &self.journal
     }
 
-    /// Confirms a publish batch: at once when it wrote nothing to the log (`written_before`
-    /// is the journal's count before the batch), else once the log has synced this pass.
-    pub(super) fn confirm(&mut self, to: ConfirmTo, accepted: Vec<u64>, refused: Vec<u64>, written_before: usize) {
+    /// Confirms a publish batch: at once when it wrote nothing the confirmation must wait for
+    /// (`before`: the journal when the batch began; see [`Journal::holds`]), else once the log
+    /// has this pass. Numbers with [`DLX_NUMBER_BIT`] are a queue's own dead letters.
+    pub(super) fn confirm(&mut self, to: ConfirmTo, accepted: Vec<u64>, refused: Vec<u64>, before: Mark) {
         if accepted.is_empty() && refused.is_empty() {
             return;
         }
+        let paced = accepted.iter().chain(&refused).any(|number| number & DLX_NUMBER_BIT == 0);
         let event = SessionEvent::Confirms { channel: to.channel, accepted, refused };
-        if self.journal.written() == written_before {
+        if !self.journal.holds(before, paced) {
             self.send(to.session, event);
         } else {
             self.journal.hold(to.session, event);
@@ -153,15 +156,16 @@ mod tests {
         let (session, _rx) = SessionSink::new(1, 0);
         let to = ConfirmTo { session, channel: 2 };
         let mut effects = Effects::new(4);
-        effects.confirm(to.clone(), vec![], vec![], 0);
+        let empty = effects.journal_ref().mark();
+        effects.confirm(to.clone(), vec![], vec![], empty);
         assert!(effects.take_events().is_empty(), "nothing to confirm, nothing sent");
-        effects.confirm(to.clone(), vec![1], vec![2], 0);
+        effects.confirm(to.clone(), vec![1], vec![2], empty);
         assert!(matches!(
             effects.take_events().as_slice(),
             [(_, SessionEvent::Confirms { channel: 2, accepted, refused })] if accepted == &[1] && refused == &[2]
         ));
         effects.journal().enable();
-        let before = effects.journal_ref().written();
+        let before = effects.journal_ref().mark();
         effects.journal().enqueue(&Entry::new(1, persistent(), None, true), None);
         effects.confirm(to, vec![3], vec![], before);
         assert!(effects.take_events().is_empty());

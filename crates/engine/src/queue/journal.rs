@@ -27,6 +27,13 @@ use crate::session::{SessionEvent, SessionSink};
 const ENCODE_CHUNK: usize = 64 * 1024;
 const ENCODE_LOW_WATER: usize = 4 * 1024;
 
+/// Where a [`Journal`] stood when a publish began.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) struct Mark {
+    records: usize,
+    kept: usize,
+}
+
 /// One queue's log records of a pass and the confirmations that wait for them.
 #[derive(Debug)]
 pub(super) struct Journal {
@@ -36,8 +43,8 @@ pub(super) struct Journal {
     enabled: bool,
     /// Records for the log, in order.
     records: Vec<Record>,
-    /// How many of `records` a confirmation waits for: all but spills and their releases,
-    /// which only let transient messages leave memory (nothing recovers them).
+    /// How many of `records` a crash must find: all but spills and their releases, which only
+    /// let transient messages leave memory (nothing recovers them).
     kept: usize,
     /// Confirmations to send once `records` are on disk.
     confirms: Vec<(SessionSink, SessionEvent)>,
@@ -63,11 +70,20 @@ impl Journal {
         self.enabled && (quorum || message.is_persistent())
     }
 
-    /// Records written so far this pass that a confirmation waits for (a publish that adds
-    /// some holds its confirmation until the log has them). A spill does not count: a
-    /// transient message confirmed by a long queue is confirmed on arrival, as by a short one.
-    pub(super) fn written(&self) -> usize {
-        self.kept
+    /// Where the journal stands, taken before a publish (see [`Self::holds`]).
+    pub(super) fn mark(&self) -> Mark {
+        Mark { records: self.records.len(), kept: self.kept }
+    }
+
+    /// Whether the confirmation of a publish begun at `mark` waits for the log: when it added
+    /// records a crash must find; when it only spilled, if `paced`. A publisher's confirmation
+    /// of a spilled message then means that it left memory, which paces a flood into a long
+    /// queue (the memory alarm, reading resident memory, reacts too late for 1 MiB messages).
+    /// A queue's own dead letters are not paced: their source frees its letter on the confirm,
+    /// and waiting for a write that no crash needs kept ~20k letters at a time in memory (S5
+    /// under the guarantee).
+    pub(super) fn holds(&self, mark: Mark, paced: bool) -> bool {
+        self.kept != mark.kept || (paced && self.records.len() != mark.records)
     }
 
     fn keep(&mut self, record: Record) {
@@ -244,7 +260,9 @@ mod tests {
         journal.spill(&mut transient);
         assert!(transient.spilled);
         journal.removed(&transient);
-        assert_eq!(journal.written(), 4, "a confirmation waits for all but the spill and its release");
+        assert!(journal.holds(Mark { records: 6, kept: 3 }, false), "a record a crash must find");
+        assert!(!journal.holds(Mark { records: 5, kept: 4 }, false), "only the release: not for a dead letter");
+        assert!(journal.holds(Mark { records: 5, kept: 4 }, true), "paced: a publisher's confirm waits for it");
         let (records, confirms) = journal.take();
         assert_eq!(
             kinds(&records),
@@ -260,7 +278,7 @@ mod tests {
         assert!(matches!(records.get(2), Some(Record::Delivered { returned: 1, failed: 1, .. })));
         assert!(matches!(records.first(), Some(Record::Enqueue { expires_at: Some(5), size: 1, .. })));
         assert!(confirms.is_empty());
-        assert_eq!(journal.written(), 0, "taken");
+        assert_eq!(journal.mark(), Mark { records: 0, kept: 0 }, "taken");
     }
 
     #[test]

@@ -74,22 +74,26 @@ fn a_queue_with_a_consumer_keeps_a_longer_head_than_one_nobody_consumes_from() {
     assert_eq!(idle.runs(), (IDLE_RESIDENT_MESSAGES, 0, RESIDENT_MESSAGES + 10 - IDLE_RESIDENT_MESSAGES));
 }
 
-/// A spill only lets a transient message leave memory: its publisher is confirmed on arrival,
-/// not after the log wrote it (an at-least-once source waiting for this queue's confirm keeps
-/// its dead letter in memory meanwhile).
+/// A spill only lets a transient message leave memory. A publisher's confirmation of one waits
+/// until the log wrote it (it paces a flood into a long queue); a queue's own dead letter's
+/// does not (its at-least-once source frees the letter on the confirmation).
 #[test]
-fn a_spilled_transient_message_is_confirmed_without_waiting_for_the_log() {
-    let mut f = fixture(false, QueueSettings::default());
-    f.publish(bodies(0..IDLE_RESIDENT_MESSAGES), 1, None);
-    let (session, _events) = SessionSink::new(1, 0);
-    let to = crate::queue::requests::ConfirmTo { session, channel: 1 };
-    let mut message = Message::new(charon_model::Routing::default(), charon_model::Body::Data("spilled".into()));
-    message.set_properties(Properties { delivery_mode: Some(1), ..Properties::default() });
-    let item = crate::queue::requests::Enqueue { message: Arc::new(message), confirm: Some(7) };
-    f.state.publish(vec![item], Some(to));
-    assert_eq!(f.state.take_outbox().len(), 1, "confirmed at once");
-    let (records, held) = f.state.take_journal();
-    assert_eq!((count(&records, |r| matches!(r, Record::Spill { .. })), held.len()), (1, 0));
+fn a_spilled_message_paces_its_publisher_but_not_a_dead_letters_source() {
+    let spilled = |number: u64| {
+        let mut f = fixture(false, QueueSettings::default());
+        f.publish(bodies(0..IDLE_RESIDENT_MESSAGES), 1, None);
+        let (session, _events) = SessionSink::new(1, 0);
+        let to = crate::queue::requests::ConfirmTo { session, channel: 1 };
+        let mut message = Message::new(charon_model::Routing::default(), charon_model::Body::Data("spilled".into()));
+        message.set_properties(Properties { delivery_mode: Some(1), ..Properties::default() });
+        let item = crate::queue::requests::Enqueue { message: Arc::new(message), confirm: Some(number) };
+        f.state.publish(vec![item], Some(to));
+        let sent = f.state.take_outbox().len();
+        let (records, held) = f.state.take_journal();
+        (count(&records, |r| matches!(r, Record::Spill { .. })), sent, held.len())
+    };
+    assert_eq!(spilled(7), (1, 0, 1), "a publisher's: held for the log");
+    assert_eq!(spilled(7 | crate::queue::dlx_pending::NUMBER_BIT), (1, 1, 0), "a dead letter's: at once");
 }
 
 #[test]

@@ -252,7 +252,7 @@ impl QueueState {
     fn admit(&mut self, items: Vec<Enqueue>, confirm_to: Option<ConfirmTo>, from: Option<&MovedFrom>) {
         let mut accepted = Vec::new();
         let mut refused = Vec::new();
-        let written_before = self.effects.journal_ref().written();
+        let before = self.effects.journal_ref().mark();
         let mut published = 0;
         for (index, item) in items.into_iter().enumerate() {
             let replaces = from.and_then(|from| Some((from.queue, *from.seqs.get(index)?)));
@@ -299,7 +299,7 @@ impl QueueState {
         self.counters.published += published;
         if let Some(to) = confirm_to {
             // Held back until the log has synced this pass when anything was written.
-            self.effects.confirm(to, accepted, refused, written_before);
+            self.effects.confirm(to, accepted, refused, before);
         }
     }
 
