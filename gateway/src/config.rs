@@ -92,6 +92,11 @@ pub(crate) struct Cli {
     /// or `consumer-timeout` policy sets none; `false` turns it off. Default 1800000 (30 min).
     #[arg(long)]
     consumer_timeout: Option<String>,
+    /// Threads of the async runtime that runs connections and queues, as Erlang's `+S`
+    /// schedulers for RabbitMQ. Default: one per core. (The message log writes and syncs on a
+    /// thread of its own, and paged reads and metadata commits run on a blocking pool.)
+    #[arg(long)]
+    worker_threads: Option<usize>,
     /// Keep dead letters RabbitMQ drops silently (missing DLX, no route, cycle, full target) in
     /// each vhost's `amq.charon.dead-letters` queue. Default true.
     #[arg(long)]
@@ -199,6 +204,7 @@ struct FileConfig {
     frame_max: Option<u32>,
     max_message_size: Option<u64>,
     consumer_timeout: Option<Timeout>,
+    worker_threads: Option<usize>,
     dead_letter_fallback: Option<bool>,
     dead_letter_guarantee: Option<String>,
     tls_cert: Option<PathBuf>,
@@ -316,6 +322,8 @@ pub(crate) struct Config {
     pub(crate) max_message_size: u64,
     /// ms; `None`: off.
     pub(crate) consumer_timeout: Option<u64>,
+    /// The runtime's worker threads; `None`: tokio's default, one per core.
+    pub(crate) worker_threads: Option<usize>,
     pub(crate) dead_letter_fallback: bool,
     pub(crate) dead_letter_guarantee: bool,
     /// amqps and HTTPS; `None` without a certificate.
@@ -485,6 +493,10 @@ impl Config {
                 .consumer_timeout
                 .map_or(Ok(Some(charon_engine::queue::DEFAULT_CONSUMER_TIMEOUT_MS)), Timeout::millis)?,
         };
+        let worker_threads = cli.worker_threads.or(file.worker_threads);
+        if worker_threads == Some(0) {
+            bail!("worker_threads must be at least 1");
+        }
         let loopback_users = match &cli.loopback_users {
             Some(text) => text.split(',').map(str::trim).filter(|u| !u.is_empty()).map(str::to_owned).collect(),
             None => file.loopback_users.clone().unwrap_or_else(|| LoginConfig::default().loopback_users),
@@ -520,6 +532,7 @@ impl Config {
             frame_max,
             max_message_size,
             consumer_timeout,
+            worker_threads,
             dead_letter_fallback,
             dead_letter_guarantee,
             tls,
@@ -582,6 +595,17 @@ mod tests {
         let disabled =
             Config::resolve(&cli(&[]), toml::from_str::<FileConfig>("zaqar_enabled = false").unwrap()).unwrap();
         assert_eq!(disabled.zaqar_listen, None);
+    }
+
+    #[test]
+    fn worker_threads_default_to_the_runtimes_choice_and_zero_is_refused() {
+        assert_eq!(Config::resolve(&cli(&[]), FileConfig::default()).unwrap().worker_threads, None);
+        let flag = Config::resolve(&cli(&["--worker-threads", "1"]), FileConfig::default()).unwrap();
+        assert_eq!(flag.worker_threads, Some(1));
+        let file = toml::from_str::<FileConfig>("worker_threads = 3").unwrap();
+        assert_eq!(Config::resolve(&cli(&[]), file).unwrap().worker_threads, Some(3));
+        let zero = Config::resolve(&cli(&["--worker-threads", "0"]), FileConfig::default());
+        assert_eq!(zero.unwrap_err().to_string(), "worker_threads must be at least 1");
     }
 
     #[test]
