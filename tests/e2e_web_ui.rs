@@ -150,6 +150,24 @@ impl Browser {
         self.client.find(Locator::Css(css)).await.unwrap_or_else(|e| panic!("{css}: {e}")).click().await.unwrap();
     }
 
+    /// The flash message of the page shown now, if it has one (see [`Self::next_flash`]).
+    async fn flash(&self) -> Option<fantoccini::elements::Element> {
+        self.client.find(Locator::Css(".flash")).await.ok()
+    }
+
+    /// The flash message of the page a submit leads to. `old` is the flash of the page the
+    /// submit started from: it must go stale first, so that it is never read as the answer.
+    async fn next_flash(&self, old: Option<fantoccini::elements::Element>) -> String {
+        if let Some(old) = old {
+            let deadline = Instant::now() + Duration::from_secs(30);
+            while old.text().await.is_ok() {
+                assert!(Instant::now() < deadline, "the page with the old flash never went away");
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+        }
+        self.wait_text(".flash", false, |t| !t.is_empty()).await
+    }
+
     /// Waits until the text of `css` satisfies `ok` (the page's script updates it, or `reload`).
     async fn wait_text(&self, css: &str, reload: bool, ok: impl Fn(&str) -> bool) -> String {
         let deadline = Instant::now() + Duration::from_secs(60);
@@ -415,16 +433,18 @@ async fn a_dead_letter_queue_is_browsed_and_redriven_from_the_browser() {
     filter("", "junk", 1).await;
     assert_eq!(browser.text("article.message .payload pre").await, "not a dead letter");
     browser.click("article.message input[name=ids]").await;
+    let old = browser.flash().await;
     browser.click("button[formaction$='/delete']").await;
     browser.client.accept_alert().await.unwrap();
-    assert_eq!(browser.wait_text(".flash", false, |t| !t.is_empty()).await, "Deleted 1 message(s)");
+    assert_eq!(browser.next_flash(old).await, "Deleted 1 message(s)");
     assert_eq!(messages(&charon, "dlq").await, 3 * PER_REASON as u64);
 
     // Move selected: one maxlen death back to the queue it died in (the form's default).
     filter("maxlen", "", PER_REASON).await;
     browser.click("article.message input[name=ids]").await;
+    let old = browser.flash().await;
     browser.click("button[formaction$='/move']").await;
-    assert_eq!(browser.wait_text(".flash", false, |t| !t.is_empty()).await, "Moved 1 message(s), 0 failed");
+    assert_eq!(browser.next_flash(old).await, "Moved 1 message(s), 0 failed");
     assert_eq!(messages(&charon, "dlq").await, 3 * PER_REASON as u64 - 1);
     assert_eq!(messages(&charon, "work-maxlen").await, 2);
 
@@ -509,15 +529,17 @@ async fn an_administrator_adds_a_user_and_a_vhost_grants_permissions_and_the_use
     browser.fill("#add-user input[name=password]", "s3cret-pw").await;
     browser.fill("#add-user input[name=password_confirm]", "s3cret-pw").await;
     browser.fill("#add-user input[name=tags]", "management").await;
+    let old = browser.flash().await;
     browser.click("#add-user button[type=submit]").await;
-    assert_eq!(browser.wait_text(".flash", false, |t| !t.is_empty()).await, "User ops saved");
+    assert_eq!(browser.next_flash(old).await, "User ops saved");
     let (status, user) = api(&charon, "GET", "/api/users/ops", None).await;
     assert_eq!((status, user["tags"].clone()), (200, json!(["management"])));
 
     browser.fill("#add-vhost input[name=name]", "shop").await;
     browser.fill("#add-vhost input[name=description]", "The shop's messages").await;
+    let old = browser.flash().await;
     browser.click("#add-vhost button[type=submit]").await;
-    assert_eq!(browser.wait_text(".flash", false, |t| !t.is_empty()).await, "Virtual host shop saved");
+    assert_eq!(browser.next_flash(old).await, "Virtual host shop saved");
     assert_eq!(api(&charon, "GET", "/api/vhosts/shop", None).await.1["description"], "The shop's messages");
 
     browser
@@ -538,8 +560,9 @@ async fn an_administrator_adds_a_user_and_a_vhost_grants_permissions_and_the_use
         .unwrap();
     browser.fill("#set-permission input[name=configure]", "^ops-.*").await;
     browser.fill("#set-permission input[name=read]", ".*").await;
+    let old = browser.flash().await;
     browser.click("#set-permission button[type=submit]").await;
-    assert_eq!(browser.wait_text(".flash", false, |t| !t.is_empty()).await, "Permissions of ops in shop set");
+    assert_eq!(browser.next_flash(old).await, "Permissions of ops in shop set");
     let (status, permission) = api(&charon, "GET", "/api/permissions/shop/ops", None).await;
     assert_eq!(status, 200);
     assert_eq!((permission["configure"].clone(), permission["write"].clone()), (json!("^ops-.*"), json!(".*")));
