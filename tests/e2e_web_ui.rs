@@ -168,6 +168,13 @@ impl Browser {
         self.wait_text(".flash", false, |t| !t.is_empty()).await
     }
 
+    /// Clicks `button`, which submits a form, and returns the flash message of the answer.
+    async fn submit(&self, button: &str) -> String {
+        let old = self.flash().await;
+        self.click(button).await;
+        self.next_flash(old).await
+    }
+
     /// Waits until the text of `css` satisfies `ok` (the page's script updates it, or `reload`).
     async fn wait_text(&self, css: &str, reload: bool, ok: impl Fn(&str) -> bool) -> String {
         let deadline = Instant::now() + Duration::from_secs(60);
@@ -442,9 +449,7 @@ async fn a_dead_letter_queue_is_browsed_and_redriven_from_the_browser() {
     // Move selected: one maxlen death back to the queue it died in (the form's default).
     filter("maxlen", "", PER_REASON).await;
     browser.click("article.message input[name=ids]").await;
-    let old = browser.flash().await;
-    browser.click("button[formaction$='/move']").await;
-    assert_eq!(browser.next_flash(old).await, "Moved 1 message(s), 0 failed");
+    assert_eq!(browser.submit("button[formaction$='/move']").await, "Moved 1 message(s), 0 failed");
     assert_eq!(messages(&charon, "dlq").await, 3 * PER_REASON as u64 - 1);
     assert_eq!(messages(&charon, "work-maxlen").await, 2);
 
@@ -529,17 +534,13 @@ async fn an_administrator_adds_a_user_and_a_vhost_grants_permissions_and_the_use
     browser.fill("#add-user input[name=password]", "s3cret-pw").await;
     browser.fill("#add-user input[name=password_confirm]", "s3cret-pw").await;
     browser.fill("#add-user input[name=tags]", "management").await;
-    let old = browser.flash().await;
-    browser.click("#add-user button[type=submit]").await;
-    assert_eq!(browser.next_flash(old).await, "User ops saved");
+    assert_eq!(browser.submit("#add-user button[type=submit]").await, "User ops saved");
     let (status, user) = api(&charon, "GET", "/api/users/ops", None).await;
     assert_eq!((status, user["tags"].clone()), (200, json!(["management"])));
 
     browser.fill("#add-vhost input[name=name]", "shop").await;
     browser.fill("#add-vhost input[name=description]", "The shop's messages").await;
-    let old = browser.flash().await;
-    browser.click("#add-vhost button[type=submit]").await;
-    assert_eq!(browser.next_flash(old).await, "Virtual host shop saved");
+    assert_eq!(browser.submit("#add-vhost button[type=submit]").await, "Virtual host shop saved");
     assert_eq!(api(&charon, "GET", "/api/vhosts/shop", None).await.1["description"], "The shop's messages");
 
     browser
@@ -560,9 +561,7 @@ async fn an_administrator_adds_a_user_and_a_vhost_grants_permissions_and_the_use
         .unwrap();
     browser.fill("#set-permission input[name=configure]", "^ops-.*").await;
     browser.fill("#set-permission input[name=read]", ".*").await;
-    let old = browser.flash().await;
-    browser.click("#set-permission button[type=submit]").await;
-    assert_eq!(browser.next_flash(old).await, "Permissions of ops in shop set");
+    assert_eq!(browser.submit("#set-permission button[type=submit]").await, "Permissions of ops in shop set");
     let (status, permission) = api(&charon, "GET", "/api/permissions/shop/ops", None).await;
     assert_eq!(status, 200);
     assert_eq!((permission["configure"].clone(), permission["write"].clone()), (json!("^ops-.*"), json!(".*")));

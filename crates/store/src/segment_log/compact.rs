@@ -99,7 +99,7 @@ impl Writer {
     fn live_records(&self, segment: u64, bytes: &Bytes) -> Vec<Record> {
         let mut moved = Vec::new();
         let mut offset = HEADER_LEN.min(bytes.len());
-        while let Next::Record(record, len) = next_record(&bytes.slice(offset..)) {
+        while let Next::Record(mut record, len) = next_record(&bytes.slice(offset..)) {
             offset += len;
             let (Record::Enqueue { queue, seq, .. } | Record::Spill { queue, seq, .. }) = &record else {
                 continue;
@@ -108,7 +108,12 @@ impl Writer {
             if !self.index.is_live_in(queue, seq, segment) {
                 continue;
             }
-            moved.push(without_replaces(record));
+            // Written again without the message it replaced: that removal must not be replayed
+            // after newer records of its queue (see `Record::Enqueue`).
+            if let Record::Enqueue { replaces, .. } = &mut record {
+                *replaces = None;
+            }
+            moved.push(record);
             if let Some((returned, failed)) = self.index.delivery(queue, seq) {
                 moved.push(Record::Delivered { queue, seq, returned, failed });
             }
@@ -117,16 +122,5 @@ impl Writer {
             }
         }
         moved
-    }
-}
-
-/// An enqueue as compaction writes it again: without the message it replaced, whose removal
-/// must not be replayed after newer records of its queue (see [`Record::Enqueue`]).
-fn without_replaces(record: Record) -> Record {
-    match record {
-        Record::Enqueue { queue, seq, expires_at, size, priority, not_before, payload, .. } => {
-            Record::Enqueue { queue, seq, expires_at, size, priority, not_before, replaces: None, payload }
-        }
-        other => other,
     }
 }

@@ -628,13 +628,12 @@ fn a_dead_lettered_record_one_byte_short_is_invalid_not_misread() {
 }
 
 /// A message moved from queue 1 (seq 0) to queue 2 by an enqueue that names it.
-fn moved(queue: u64, seq: u64, replaces: (u64, u64), body: &'static [u8]) -> Record {
-    match enqueue(queue, seq, body) {
-        Record::Enqueue { queue, seq, expires_at, size, priority, not_before, payload, .. } => {
-            Record::Enqueue { queue, seq, expires_at, size, priority, not_before, replaces: Some(replaces), payload }
-        }
-        other => other,
+fn moved(queue: u64, seq: u64, from: (u64, u64), body: &'static [u8]) -> Record {
+    let mut record = enqueue(queue, seq, body);
+    if let Record::Enqueue { replaces, .. } = &mut record {
+        *replaces = Some(from);
     }
+    record
 }
 
 #[test]
