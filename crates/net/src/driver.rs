@@ -15,12 +15,17 @@ pub const READ_CHUNK: usize = 64 * 1024;
 pub const OUTPUT_HIGH_WATER: usize = 1024 * 1024;
 /// Stop taking deliveries from queues while this much output is pending.
 pub const DELIVERY_HIGH_WATER: usize = 256 * 1024;
+/// How long the ACK of a read waits for a write to carry it, where the protocol lets it wait
+/// ([`Protocol::DEFERS_ACKS`]).
+pub const ACK_DELAY: std::time::Duration = std::time::Duration::from_millis(1);
 
 /// Runs one connection until it is closed and its output written, or the socket fails.
 ///
 /// Each wake-up (a read batch, engine events, a timer) is acted on in full, then everything
 /// it produced goes out in one write: a read of many pipelined frames costs one `read` and
-/// one `write`, not one per frame. `alarms` holds publishers (see [`Protocol::on_alarm`]);
+/// one `write`, not one per frame. Each read is acknowledged at once
+/// ([`Transport::after_read`]), or, where the protocol [defers ACKs](Protocol::DEFERS_ACKS),
+/// by the next write or after [`ACK_DELAY`]. `alarms` holds publishers (see [`Protocol::on_alarm`]);
 /// `shutdown` turning true closes the connection the protocol's way. `stream` is plain TCP or
 /// TLS (see [`Transport`]).
 pub async fn drive<T: Transport, P: Protocol>(
@@ -43,6 +48,9 @@ pub async fn drive<T: Transport, P: Protocol>(
         protocol.on_shutdown(Instant::now());
     }
     let mut watching_alarms = true;
+    // A read this wake-up has not answered yet, and when an ACK of it is due at the latest.
+    let mut unanswered_read = false;
+    let mut ack_due: Option<tokio::time::Instant> = None;
     loop {
         protocol.act().await;
         take_output(&mut pending, protocol.output());
@@ -62,6 +70,7 @@ pub async fn drive<T: Transport, P: Protocol>(
             match write_now::<T>(&writer, &mut pending) {
                 Ok(0) => {}
                 Ok(_) => {
+                    (unanswered_read, ack_due) = (false, None);
                     protocol.on_written(Instant::now());
                     if (protocol.is_closed() || eof) && pending.is_empty() {
                         break;
@@ -70,7 +79,14 @@ pub async fn drive<T: Transport, P: Protocol>(
                 Err(_) => break,
             }
         }
-        let deadline = protocol.poll_timeout().map(tokio::time::Instant::from_std);
+        if std::mem::take(&mut unanswered_read) {
+            ack_due.get_or_insert_with(|| tokio::time::Instant::now() + ACK_DELAY);
+        }
+        let protocol_deadline = protocol.poll_timeout().map(tokio::time::Instant::from_std);
+        let deadline = match (protocol_deadline, ack_due) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
         let reading = !eof && protocol.reading() && pending.len() < OUTPUT_HIGH_WATER && !protocol.is_closed();
         let taking_events = pending.len() < DELIVERY_HIGH_WATER && protocol.taking_events();
         tokio::select! {
@@ -87,7 +103,11 @@ pub async fn drive<T: Transport, P: Protocol>(
                 match read {
                     Ok(0) | Err(_) => eof = true,
                     Ok(_) => {
-                        T::after_read(&reader);
+                        if P::DEFERS_ACKS {
+                            unanswered_read = true;
+                        } else {
+                            T::after_read(&reader);
+                        }
                         protocol.on_input(&mut input, Instant::now()).await;
                         if input.capacity() - input.len() < 4096 {
                             input.reserve(READ_CHUNK);
@@ -98,6 +118,7 @@ pub async fn drive<T: Transport, P: Protocol>(
             written = write_or_flush(&mut writer, &pending), if !pending.is_empty() || unflushed => {
                 match written {
                     Ok(n) => {
+                        ack_due = None;
                         if pending.is_empty() {
                             unflushed = false;
                         } else {
@@ -115,7 +136,14 @@ pub async fn drive<T: Transport, P: Protocol>(
                 }
             }
             () = sleep_until(deadline), if deadline.is_some() => {
-                protocol.on_timeout(Instant::now());
+                let now = tokio::time::Instant::now();
+                if ack_due.is_some_and(|due| due <= now) {
+                    ack_due = None;
+                    T::after_read(&reader);
+                }
+                if protocol_deadline.is_some_and(|due| due <= now) {
+                    protocol.on_timeout(Instant::now());
+                }
             }
         }
     }

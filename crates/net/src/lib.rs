@@ -11,7 +11,7 @@ mod driver;
 mod protocol;
 mod transport;
 
-pub use driver::{DELIVERY_HIGH_WATER, OUTPUT_HIGH_WATER, READ_CHUNK, drive};
+pub use driver::{ACK_DELAY, DELIVERY_HIGH_WATER, OUTPUT_HIGH_WATER, READ_CHUNK, drive};
 pub use protocol::{AlarmStep, Protocol};
 pub use transport::{TlsReader, Transport};
 

@@ -24,6 +24,14 @@ pub trait Protocol: Send {
     /// The broker's alarm state, watched by the driver (publishers are held while it says so).
     type Alarm: Clone + Send + Sync + 'static;
 
+    /// Whether the ACK of a read may wait up to [`crate::ACK_DELAY`] for the connection's
+    /// next write to carry it, instead of going out at once (`TCP_QUICKACK`, see
+    /// [`crate::Transport::after_read`]). A client with Nagle's algorithm on then sends what
+    /// it wrote meanwhile in one segment instead of one segment per frame; a client that
+    /// waits for an ACK the broker has no data to carry waits up to that delay, not the
+    /// kernel's 40 ms.
+    const DEFERS_ACKS: bool = false;
+
     /// Consumes what it can of a read batch, leaving an incomplete frame in `input`.
     fn on_input(&mut self, input: &mut BytesMut, now: Instant) -> impl Future<Output = ()> + Send;
 

@@ -20,8 +20,9 @@ struct Seen {
 }
 
 /// Echoes each complete line upper-cased; `quit` closes. While the alarm is on it stops at a
-/// line starting with `pub` and reads no more, as a held publisher.
-struct Lines {
+/// line starting with `pub` and reads no more, as a held publisher. `DEFER`: its
+/// [`Protocol::DEFERS_ACKS`].
+struct Lines<const DEFER: bool = false> {
     out: BytesMut,
     closed: bool,
     held: bool,
@@ -31,7 +32,7 @@ struct Lines {
     seen: Arc<Mutex<Seen>>,
 }
 
-impl Lines {
+impl<const DEFER: bool> Lines<DEFER> {
     fn new(events: mpsc::UnboundedReceiver<String>, seen: Arc<Mutex<Seen>>) -> Self {
         Self { out: BytesMut::new(), closed: false, held: false, stopped: false, events, deadline: None, seen }
     }
@@ -54,8 +55,9 @@ impl Lines {
     }
 }
 
-impl Protocol for Lines {
+impl<const DEFER: bool> Protocol for Lines<DEFER> {
     type Alarm = bool;
+    const DEFERS_ACKS: bool = DEFER;
 
     async fn on_input(&mut self, input: &mut BytesMut, _now: Instant) {
         if let Ok(mut seen) = self.seen.lock() {
@@ -144,7 +146,7 @@ async fn start() -> Running {
     let (alarm, alarms) = watch::channel(false);
     let (shutdown, stop) = watch::channel(false);
     let seen = Arc::new(Mutex::new(Seen::default()));
-    let protocol = Lines::new(inbox, Arc::clone(&seen));
+    let protocol = Lines::<false>::new(inbox, Arc::clone(&seen));
     let task = tokio::spawn(drive(server, protocol, alarms, stop));
     Running { client, task, events, alarm, shutdown, seen }
 }
@@ -274,7 +276,7 @@ mod tls {
         let (_alarm, alarms) = watch::channel(false);
         let (_shutdown, stop) = watch::channel(false);
         let seen = Arc::new(Mutex::new(Seen::default()));
-        let protocol = Lines::new(inbox, Arc::clone(&seen));
+        let protocol = Lines::<false>::new(inbox, Arc::clone(&seen));
         let server = tokio::spawn(async move {
             let (tcp, _) = listener.accept().await.unwrap();
             let stream = acceptor.accept(tcp).await.unwrap();
@@ -300,5 +302,116 @@ mod tls {
         assert_eq!(rest, b"BYE\n", "the last bytes arrive before close_notify");
         tokio::time::timeout(Duration::from_secs(5), server).await.unwrap().unwrap();
         assert!(seen.lock().unwrap().finished);
+    }
+}
+
+/// When the driver acknowledges reads: `TCP_QUICKACK` calls counted by a transport.
+mod acks {
+    use std::pin::Pin;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::task::{Context, Poll};
+
+    use tokio::io::{AsyncRead, ReadBuf};
+    use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
+
+    use super::*;
+    use crate::{ACK_DELAY, Transport};
+
+    /// Plain TCP whose ACKs are counted instead of sent.
+    struct Counted {
+        stream: TcpStream,
+        acks: Arc<AtomicUsize>,
+    }
+
+    struct CountedReader {
+        half: OwnedReadHalf,
+        acks: Arc<AtomicUsize>,
+    }
+
+    impl AsyncRead for CountedReader {
+        fn poll_read(
+            mut self: Pin<&mut Self>,
+            cx: &mut Context<'_>,
+            buf: &mut ReadBuf<'_>,
+        ) -> Poll<std::io::Result<()>> {
+            Pin::new(&mut self.half).poll_read(cx, buf)
+        }
+    }
+
+    impl Transport for Counted {
+        type Reader = CountedReader;
+        type Writer = OwnedWriteHalf;
+        const BUFFERED: bool = false;
+
+        fn into_split(self) -> (CountedReader, OwnedWriteHalf) {
+            let (half, writer) = self.stream.into_split();
+            (CountedReader { half, acks: self.acks }, writer)
+        }
+
+        fn after_read(reader: &CountedReader) {
+            reader.acks.fetch_add(1, Ordering::SeqCst);
+        }
+
+        fn try_write(writer: &OwnedWriteHalf, bytes: &[u8]) -> std::io::Result<usize> {
+            <TcpStream as Transport>::try_write(writer, bytes)
+        }
+    }
+
+    /// A connection whose protocol defers ACKs (or not), and its ACK count.
+    async fn start<const DEFER: bool>() -> (TcpStream, Arc<AtomicUsize>, mpsc::UnboundedSender<String>) {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let client = TcpStream::connect(listener.local_addr().unwrap()).await.unwrap();
+        let (server, _) = listener.accept().await.unwrap();
+        let acks = Arc::new(AtomicUsize::new(0));
+        let (events, inbox) = mpsc::unbounded_channel();
+        let (alarm, alarms) = watch::channel(false);
+        let (shutdown, stop) = watch::channel(false);
+        let protocol = Lines::<DEFER>::new(inbox, Arc::default());
+        let transport = Counted { stream: server, acks: Arc::clone(&acks) };
+        tokio::spawn(async move {
+            drive(transport, protocol, alarms, stop).await;
+            drop((alarm, shutdown));
+        });
+        (client, acks, events)
+    }
+
+    /// Waits until `acks` counts `want`; returns how long that took.
+    async fn acked(acks: &AtomicUsize, want: usize) -> Duration {
+        let started = Instant::now();
+        while acks.load(Ordering::SeqCst) < want {
+            assert!(started.elapsed() < Duration::from_secs(5), "no ACK");
+            tokio::time::sleep(Duration::from_micros(200)).await;
+        }
+        started.elapsed()
+    }
+
+    #[tokio::test]
+    async fn a_protocol_that_does_not_defer_acknowledges_every_read_at_once() {
+        let (mut client, acks, _events) = start::<false>().await;
+        client.write_all(b"one\n").await.unwrap();
+        assert_eq!(read_exactly(&mut client, 4).await, b"ONE\n");
+        acked(&acks, 1).await;
+        client.write_all(b"par").await.unwrap();
+        acked(&acks, 2).await;
+    }
+
+    #[tokio::test]
+    async fn a_deferred_ack_rides_on_the_answer_or_goes_out_after_the_delay() {
+        let (mut client, acks, events) = start::<true>().await;
+        client.write_all(b"one\n").await.unwrap();
+        assert_eq!(read_exactly(&mut client, 4).await, b"ONE\n");
+        tokio::time::sleep(ACK_DELAY * 20).await;
+        assert_eq!(acks.load(Ordering::SeqCst), 0, "the answer carried the ACK");
+        // Half a line: nothing to answer, so the ACK goes out alone, once the delay is over.
+        let written = Instant::now();
+        client.write_all(b"par").await.unwrap();
+        acked(&acks, 1).await;
+        assert!(written.elapsed() >= ACK_DELAY, "acknowledged after {:?}", written.elapsed());
+        // An engine event's output written within the delay carries the ACK too.
+        client.write_all(b"t").await.unwrap();
+        events.send("DELIVERY\n".to_owned()).unwrap();
+        assert_eq!(read_exactly(&mut client, 9).await, b"DELIVERY\n");
+        tokio::time::sleep(ACK_DELAY * 20).await;
+        assert!(acks.load(Ordering::SeqCst) <= 2, "at most the read that the event missed");
     }
 }

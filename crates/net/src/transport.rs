@@ -29,7 +29,7 @@ pub trait Transport: Send + 'static {
     /// Socket options, then the two halves.
     fn into_split(self) -> (Self::Reader, Self::Writer);
 
-    /// Called after each read batch.
+    /// Acknowledges what was read (see the TCP implementation).
     fn after_read(reader: &Self::Reader);
 
     /// Writes what fits without waiting; `Ok(0)` when the driver must wait for the writer.
@@ -55,7 +55,8 @@ impl Transport for TcpStream {
     /// Acknowledges at once, not after the kernel's delayed-ACK timer: a client with Nagle's
     /// algorithm on (fe2o3-amqp's default, and any client that leaves it on) holds each small
     /// frame until the one before is acknowledged, and S10 ran at 4.7k msg/s instead of 66k.
-    /// Linux clears the flag as it goes, hence once per read batch (not per frame).
+    /// Linux clears the flag as it goes, hence once per read batch (not per frame), or, for a
+    /// protocol that defers ACKs, once a read has waited [`crate::ACK_DELAY`] for a write.
     fn after_read(reader: &OwnedReadHalf) {
         #[cfg(target_os = "linux")]
         let _ = reader.as_ref().set_quickack(true);

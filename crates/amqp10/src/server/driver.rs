@@ -71,6 +71,11 @@ struct Amqp10 {
 impl Protocol for Amqp10 {
     type Alarm = Alarms;
 
+    /// fe2o3-amqp leaves Nagle's algorithm on. ACKed at once, its frames came one per segment
+    /// whenever a runtime worker was idle to read each: S10 with two workers cost 15–36 CPU-s
+    /// per million messages, and 7–8 with deferred ACKs (BENCHMARKS.md).
+    const DEFERS_ACKS: bool = true;
+
     async fn on_input(&mut self, input: &mut BytesMut, now: Instant) {
         let login = Credentials { anonymous: self.anonymous_user.as_deref(), peer: &self.peer };
         feed(&mut self.conn, &mut self.session, input, login, &mut self.login_delay, now).await;
