@@ -277,6 +277,15 @@ impl Level {
         self.bytes += restored.head_bytes + restored.paged_bytes;
     }
 
+    /// Takes the pager's finished reads (see [`Pager::collect_finished`]).
+    pub(super) fn collect_reads(&mut self, now: i64, journal: &mut Journal) {
+        if let Some(pager) = &mut self.pager {
+            let refilled = pager.collect_finished(&mut self.head, now, journal);
+            self.head_bytes += refilled.head_bytes;
+            self.bytes = self.bytes.saturating_sub(refilled.lost_bytes);
+        }
+    }
+
     /// Refills the empty head from the pager.
     fn refill(&mut self, now: i64, journal: &mut Journal) {
         if let Some(pager) = &mut self.pager {

@@ -131,6 +131,13 @@ impl Ready {
         }
     }
 
+    /// Takes the finished reads of every run (see [`Level::collect_reads`]).
+    pub(super) fn collect_reads(&mut self, now: i64, journal: &mut Journal) {
+        for level in &mut self.levels {
+            level.collect_reads(now, journal);
+        }
+    }
+
     /// The next ready message, without taking it (see [`Self::pop`]).
     pub(super) fn head(&mut self, now: i64, journal: &mut Journal) -> Option<&Entry> {
         let mut run = self.next_run()?;

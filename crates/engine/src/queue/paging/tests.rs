@@ -510,3 +510,31 @@ fn a_priority_queue_browses_in_arrival_order_and_unsettled_messages_only_when_as
     assert_eq!(first, vec![(all[0].0, false), (held[0], true), (all[2].0, false)], "m1 (priority 7) is held");
     assert!(remove(&mut f.state, &held).is_empty(), "a held message is its consumer's to settle");
 }
+
+/// S5 lost up to 79,168 of 200,000 messages this way: they stayed in their queue, expired,
+/// and never reached the dead-letter queue.
+#[test]
+fn a_read_done_during_a_pass_without_expiry_room_still_gives_the_queue_its_deadline() {
+    let runtime = tokio::runtime::Builder::new_current_thread().build().unwrap();
+    let _inside = runtime.enter();
+    let mut f = fixture(false, QueueSettings::default());
+    f.state.set_now(1_000);
+    let total = IDLE_RESIDENT_MESSAGES + OVER;
+    // Longer than the TTL that keeps messages resident (`resident_messages`).
+    f.publish(bodies(0..total), 1, Some(5_000));
+    f.flush();
+    // All expired. A pass with room for the head empties it, and the next page is read.
+    f.state.set_now(60_000);
+    f.state.set_expiry_room(IDLE_RESIDENT_MESSAGES + 1);
+    f.state.expire(false);
+    assert!(f.state.ready().reading(), "{:?}", f.runs());
+    std::thread::sleep(Duration::from_millis(300));
+    // The read is done and woke the queue, whose outbox was full: a pass without room.
+    f.state.set_expiry_room(0);
+    f.state.expire(false);
+    // The outbox emptied: the queue must not sleep without a deadline.
+    f.state.set_expiry_room(100);
+    assert!(f.state.next_deadline().is_some_and(|at| at < 60_000), "{:?}", f.state.next_deadline());
+    f.state.expire(false);
+    assert_eq!(f.state.stats().ready, u32::try_from(total - IDLE_RESIDENT_MESSAGES - 100).unwrap());
+}

@@ -780,6 +780,8 @@ impl QueueState {
 
     fn expire_head(&mut self, inclusive: bool) {
         let now = self.now;
+        // Also when expiry has no room: the deadline the queue sleeps until needs them.
+        self.ready.collect_reads(now, self.effects.journal());
         while self.limits.has_expiry_room()
             && let Some(deadline) = self.ready.head(now, self.effects.journal()).and_then(|e| e.expires_at)
         {
