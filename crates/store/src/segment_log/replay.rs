@@ -2,7 +2,7 @@
 //! found, a torn tail of the last segment cut off, and the writer's index of where live
 //! messages lie.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::{Path, PathBuf};
 
 use bytes::Bytes;
@@ -107,6 +107,13 @@ fn truncate(path: &Path, len: u64, recovery: &mut Recovery, cut: usize) -> Resul
 struct ReplayState {
     index: Index,
     queues: HashMap<u64, QueueReplay>,
+    /// Messages a move replaced before their own enqueue was replayed, as `(queue, seq)`.
+    ///
+    /// A queue answers a get before its pass writes the pass's records, so a message taken
+    /// and moved at once can have its move written ahead of its enqueue into the source (the
+    /// engine test `moved.rs` caught it). Its enqueue, when it comes, is the message leaving
+    /// again: seqs are never reused.
+    replaced: HashSet<(u64, u64)>,
 }
 
 impl ReplayState {
@@ -114,6 +121,9 @@ impl ReplayState {
         match record {
             Record::Enqueue { queue, seq, expires_at, size, priority, not_before, replaces, .. } => {
                 if let Some((from, from_seq)) = replaces {
+                    if self.queues.get(&from).is_none_or(|source| source.is_new(from_seq)) {
+                        self.replaced.insert((from, from_seq));
+                    }
                     self.apply(Record::Remove { queue: from, seq: from_seq }, place);
                 }
                 let replay = self.queues.entry(queue).or_default();
@@ -137,6 +147,9 @@ impl ReplayState {
                     failed: 0,
                 };
                 replay.enqueued(message);
+                if self.replaced.remove(&(queue, seq)) {
+                    self.apply(Record::Remove { queue, seq }, place);
+                }
             }
             Record::Remove { queue, seq } => {
                 if let Some(replay) = self.queues.get_mut(&queue) {

@@ -708,3 +708,17 @@ fn compaction_writes_a_moved_message_again_without_the_removal_it_carried() {
     assert_eq!((seqs(&recovery, 1), seqs(&recovery, 2)), (vec![5], vec![0]));
     assert_eq!(payloads(&log, &recovery.queues[&1]), ["a later one"]);
 }
+
+#[test]
+fn a_move_written_ahead_of_its_sources_enqueue_still_leaves_the_message_in_its_target_only() {
+    let dir = tempfile::tempdir().unwrap();
+    {
+        let (log, _) = open(dir.path());
+        append_synced(&log, vec![moved(2, 0, (1, 0), b"moved")]);
+        append_synced(&log, vec![enqueue(1, 0, b"moved"), enqueue(1, 1, b"stays")]);
+        log.close().unwrap();
+    }
+    let (log, recovery) = open(dir.path());
+    assert_eq!((seqs(&recovery, 1), seqs(&recovery, 2)), (vec![1], vec![0]));
+    assert_eq!(payloads(&log, &recovery.queues[&1]), ["stays"]);
+}
