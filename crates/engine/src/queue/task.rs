@@ -20,7 +20,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use charon_model::Message;
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, oneshot};
 
 use super::command::QueueCmd;
 use super::dlx_parked::LETTER_LOG_KEY;
@@ -28,7 +28,7 @@ use super::dlx_pending::NUMBER_BIT as DLX_NUMBER_BIT;
 use super::handle::QueueRef;
 use super::links::{OnSelfDelete, QueueLinks};
 use super::outbox::{Outbox, room_in};
-use super::requests::ConfirmTo;
+use super::requests::{ConfirmTo, GetOk};
 use super::settings::QueueSettings;
 use super::state::{QueueState, ReadPending};
 use super::unconfirmed::Unconfirmed;
@@ -65,6 +65,9 @@ enum Applied {
     Stop,
 }
 
+/// A get's answer and where it goes.
+type GetAnswer = (oneshot::Sender<Option<GetOk>>, Option<GetOk>);
+
 struct Task {
     handle: QueueRef,
     state: QueueState,
@@ -78,6 +81,8 @@ struct Task {
     /// The broker's store, when it has one: a durable queue journals its persistent messages
     /// there, and every queue pages out what does not fit in memory.
     store: Option<Arc<Persistence>>,
+    /// Answers to gets, sent once the pass's log records are appended (see `finish_pass`).
+    gets: Vec<GetAnswer>,
 }
 
 async fn run(
@@ -98,7 +103,7 @@ async fn run(
     let (confirm_sink, mut confirms) = SessionSink::new(handle.id, 0);
     let outbox = Outbox::new(ConfirmTo { session: confirm_sink, channel: 0 });
     let unconfirmed = Unconfirmed::default();
-    let mut task = Task { handle, state, outbox, unconfirmed, dead_letters, on_self_delete, store };
+    let mut task = Task { handle, state, outbox, unconfirmed, dead_letters, on_self_delete, store, gets: Vec::new() };
     let mut confirmed = Vec::new();
     let mut received = Vec::with_capacity(BATCH);
     // Commands taken from the mailbox and not yet applied: the rest of a batch while the queue
@@ -142,7 +147,7 @@ async fn run(
         task.state.placed(placed);
         waiting_for_read = task.state.make_owed_drops();
         while !waiting_for_read && let Some(command) = commands.pop_front() {
-            match apply(&mut task.state, command) {
+            match apply(&mut task.state, &mut task.gets, command) {
                 Applied::Done => waiting_for_read = task.state.owes_drops(),
                 Applied::WaitForRead(command) => {
                     commands.push_front(command);
@@ -243,10 +248,15 @@ impl Task {
         // A deleted target never confirms: a crash-safe forward is done with it, an
         // at-least-once letter waits for a route that exists.
         self.answers(gone, false);
+        // The records first: what a consumer or a get does with a message (a move into another
+        // queue, say) reaches the log after the message's own enqueue.
+        self.write_journal();
+        for (reply, got) in self.gets.drain(..) {
+            let _ = reply.send(got);
+        }
         for (session, event) in self.state.take_outbox() {
             session.send(event);
         }
-        self.write_journal();
         self.state.set_expiry_room(self.outbox.room());
         let pending = self.state.dead_letters_pending();
         self.handle.dead_letters_pending.store(pending, std::sync::atomic::Ordering::Relaxed);
@@ -440,7 +450,8 @@ fn dead_letterer<'a>(handle: &'a QueueRef, settings: &'a QueueSettings) -> DeadL
     }
 }
 
-fn apply(state: &mut QueueState, command: QueueCmd) -> Applied {
+/// Applies one command; a get's answer goes to `gets`, to be sent after the pass's records.
+fn apply(state: &mut QueueState, gets: &mut Vec<GetAnswer>, command: QueueCmd) -> Applied {
     match command {
         QueueCmd::Publish { items, confirm_to } => state.publish(items, confirm_to),
         QueueCmd::PublishMoved { items, from, confirm_to } => state.publish_moved(items, &from, confirm_to),
@@ -460,9 +471,7 @@ fn apply(state: &mut QueueState, command: QueueCmd) -> Applied {
         QueueCmd::SettleModified { seqs, failed, annotations } => state.settle_modified(&seqs, failed, &annotations),
         QueueCmd::SettleRefused { seqs, how, cause } => state.settle_refused(&seqs, how, &cause),
         QueueCmd::Get { owner, no_ack, reply } => match state.try_get(owner, no_ack) {
-            Ok(got) => {
-                let _ = reply.send(got);
-            }
+            Ok(got) => gets.push((reply, got)),
             Err(ReadPending) => return Applied::WaitForRead(QueueCmd::Get { owner, no_ack, reply }),
         },
         QueueCmd::Purge(reply) => match state.try_purge() {
