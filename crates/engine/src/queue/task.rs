@@ -248,14 +248,14 @@ impl Task {
         // A deleted target never confirms: a crash-safe forward is done with it, an
         // at-least-once letter waits for a route that exists.
         self.answers(gone, false);
-        // The records first: what a consumer or a get does with a message (a move into another
-        // queue, say) reaches the log after the message's own enqueue.
-        self.write_journal();
-        for (reply, got) in self.gets.drain(..) {
-            let _ = reply.send(got);
-        }
         for (session, event) in self.state.take_outbox() {
             session.send(event);
+        }
+        self.write_journal();
+        // After the records: what a client does with a message it got (a move into another
+        // queue, say) reaches the log after the message's own enqueue.
+        for (reply, got) in self.gets.drain(..) {
+            let _ = reply.send(got);
         }
         self.state.set_expiry_room(self.outbox.room());
         let pending = self.state.dead_letters_pending();
