@@ -528,10 +528,18 @@ fn a_read_done_during_a_pass_without_expiry_room_still_gives_the_queue_its_deadl
     f.state.set_expiry_room(IDLE_RESIDENT_MESSAGES + 1);
     f.state.expire(false);
     assert!(f.state.ready().reading(), "{:?}", f.runs());
-    std::thread::sleep(Duration::from_millis(300));
-    // The read is done and woke the queue, whose outbox was full: a pass without room.
-    f.state.set_expiry_room(0);
-    f.state.expire(false);
+    // The read is done and woke the queue, whose outbox was full: passes without room, until
+    // one takes the read.
+    let started = std::time::Instant::now();
+    loop {
+        f.state.set_expiry_room(0);
+        f.state.expire(false);
+        if !f.state.ready().reading() {
+            break;
+        }
+        assert!(started.elapsed() < Duration::from_secs(10), "no pass without room took the finished read");
+        std::thread::sleep(Duration::from_millis(5));
+    }
     // The outbox emptied: the queue must not sleep without a deadline.
     f.state.set_expiry_room(100);
     assert!(f.state.next_deadline().is_some_and(|at| at < 60_000), "{:?}", f.state.next_deadline());
