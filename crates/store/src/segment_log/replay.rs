@@ -109,10 +109,10 @@ struct ReplayState {
     queues: HashMap<u64, QueueReplay>,
     /// Messages a move replaced before their own enqueue was replayed, as `(queue, seq)`.
     ///
-    /// A queue answers a get before its pass writes the pass's records, so a message taken
-    /// and moved at once can have its move written ahead of its enqueue into the source (the
-    /// engine test `moved.rs` caught it). Its enqueue, when it comes, is the message leaving
-    /// again: seqs are never reused.
+    /// A queue hands deliveries to its consumers before its pass writes the pass's records
+    /// (gets were answered before them too, until the engine test `moved.rs` caught it), so a
+    /// message taken and moved at once can have its move written ahead of its enqueue into the
+    /// source. Its enqueue, when it comes, is the message leaving again: seqs are never reused.
     replaced: HashSet<(u64, u64)>,
 }
 
