@@ -474,4 +474,6 @@ impl Drop for MessageLog {
 }
 
 #[cfg(test)]
+mod padding_tests;
+#[cfg(test)]
 mod tests;

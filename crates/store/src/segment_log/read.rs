@@ -150,7 +150,7 @@ fn payload(span: &Bytes, span_start: u64, place: &Place) -> Result<Bytes, ReadEr
     match next_record(&span.slice(from..to)) {
         Next::Record(Record::Enqueue { payload, .. } | Record::Spill { payload, .. }, _) => Ok(payload),
         Next::Record(..) => Err(corrupt("not a message record")),
-        Next::End => Err(corrupt("no record")),
+        Next::End | Next::Padding => Err(corrupt("no record")),
         Next::Torn(what) | Next::Invalid(what) => Err(corrupt(what)),
     }
 }

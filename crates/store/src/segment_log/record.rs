@@ -114,6 +114,10 @@ pub(super) enum Next {
     Record(Record, usize),
     /// No bytes left.
     End,
+    /// Nothing but zeros left: the part of the segment the writer allocated ahead of its
+    /// records (see `Writer::preallocate`). No record is ever all zeros, since every record has
+    /// a kind byte and a zero-length frame would not hold it.
+    Padding,
     /// A record cut short or failing its CRC: a torn write at the tail of the last segment,
     /// corruption anywhere else.
     Torn(&'static str),
@@ -133,6 +137,13 @@ pub(super) fn next_record(bytes: &Bytes) -> Next {
     let mut frame = frame;
     let len = frame.get_u32_le() as usize;
     let crc = frame.get_u32_le();
+    if len == 0 {
+        // The CRC of nothing is 0, so a zeroed frame would pass it: check the rest instead.
+        if bytes.iter().all(|b| *b == 0) {
+            return Next::Padding;
+        }
+        return Next::Torn("a zero-length record");
+    }
     let Some(payload) = bytes.get(FRAME_LEN..FRAME_LEN + len) else {
         return Next::Torn("a record cut short");
     };

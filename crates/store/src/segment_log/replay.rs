@@ -71,6 +71,13 @@ pub(super) fn replay(dir: &Path) -> Result<Replayed, LogError> {
             let rest = bytes.slice(offset..);
             match next_record(&rest) {
                 Next::End => break,
+                // The writer allocates ahead of its records; it finds the end of the last
+                // segment from the file's length, so the zeros go (they held nothing).
+                Next::Padding if is_last => {
+                    truncate(path, offset as u64, &mut recovery, 0)?;
+                    break;
+                }
+                Next::Padding => break,
                 Next::Record(record, len) => {
                     recovery.records += 1;
                     let place =
