@@ -3,8 +3,10 @@
 //! Routing a message through exchanges takes the vhost's read lock and walks bindings. Most
 //! publishers send many messages to few `(exchange, routing key)` pairs, so each channel keeps
 //! the result and reuses it while the vhost's topology version is unchanged: a cache hit costs
-//! one atomic load and two hash lookups, with no lock. Results that depend on message headers
-//! are never cached.
+//! one atomic load and two hash lookups, with no lock, and a publisher that sends to the same
+//! pair again (an AMQP 1.0 link to one address, a 0.9.1 channel publishing to one queue) finds
+//! it in the last pair used, two string comparisons (the two lookups were 2 % of the broker's
+//! CPU in S10). Results that depend on message headers are never cached.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -20,6 +22,8 @@ pub struct RouteCache {
     version: u64,
     entries: usize,
     by_exchange: HashMap<String, HashMap<String, Arc<[QueueRef]>>>,
+    /// The pair found or stored last, with its route.
+    last: Option<(String, String, Arc<[QueueRef]>)>,
 }
 
 impl RouteCache {
@@ -40,19 +44,103 @@ impl RouteCache {
     fn clear(&mut self) {
         self.by_exchange.clear();
         self.entries = 0;
+        self.last = None;
     }
 
-    pub(crate) fn get(&self, exchange: &str, key: &str) -> Option<Arc<[QueueRef]>> {
-        self.by_exchange.get(exchange)?.get(key).cloned()
+    pub(crate) fn get(&mut self, exchange: &str, key: &str) -> Option<Arc<[QueueRef]>> {
+        if let Some((last_exchange, last_key, queues)) = &self.last
+            && last_exchange == exchange
+            && last_key == key
+        {
+            return Some(Arc::clone(queues));
+        }
+        let queues = self.by_exchange.get(exchange)?.get(key).cloned()?;
+        self.remember(exchange, key, &queues);
+        Some(queues)
+    }
+
+    /// Makes `(exchange, key)` the pair looked at first, reusing the strings' allocations.
+    fn remember(&mut self, exchange: &str, key: &str, queues: &Arc<[QueueRef]>) {
+        let (mut last_exchange, mut last_key) = match self.last.take() {
+            Some((e, k, _)) => (e, k),
+            None => (String::new(), String::new()),
+        };
+        last_exchange.clear();
+        last_exchange.push_str(exchange);
+        last_key.clear();
+        last_key.push_str(key);
+        self.last = Some((last_exchange, last_key, Arc::clone(queues)));
     }
 
     pub(crate) fn insert(&mut self, exchange: &str, key: &str, queues: Arc<[QueueRef]>) {
         if self.entries >= MAX_ENTRIES {
             self.clear();
         }
+        self.remember(exchange, key, &queues);
         let keys = self.by_exchange.entry(exchange.to_owned()).or_default();
         if keys.insert(key.to_owned(), queues).is_none() {
             self.entries += 1;
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use charon_model::Table;
+
+    use super::*;
+    use crate::queue::{QueueConfig, QueueHandle, QueueType};
+
+    fn route(names: &[&str]) -> Arc<[QueueRef]> {
+        let queue = |name: &&str| {
+            let (tx, _rx) = tokio::sync::mpsc::channel(1);
+            let config = QueueConfig {
+                name: (*name).into(),
+                vhost: "/".into(),
+                durable: false,
+                auto_delete: false,
+                exclusive_owner: None,
+                arguments: Table::new(),
+                queue_type: QueueType::Classic,
+            };
+            Arc::new(QueueHandle::new(1, config, tx))
+        };
+        names.iter().map(queue).collect()
+    }
+
+    fn names(queues: &Arc<[QueueRef]>) -> Vec<&str> {
+        queues.iter().map(|queue| queue.name()).collect()
+    }
+
+    #[test]
+    fn each_pair_gets_its_own_route_whichever_was_used_last() {
+        let mut cache = RouteCache::new();
+        cache.validate(1);
+        cache.insert("x", "a", route(&["qa"]));
+        cache.insert("x", "b", route(&["qb"]));
+        cache.insert("y", "a", route(&["qya"]));
+        for _ in 0..2 {
+            assert_eq!(names(&cache.get("x", "a").unwrap()), ["qa"]);
+            assert_eq!(names(&cache.get("x", "a").unwrap()), ["qa"]);
+            assert_eq!(names(&cache.get("x", "b").unwrap()), ["qb"]);
+            assert_eq!(names(&cache.get("y", "a").unwrap()), ["qya"]);
+            assert!(cache.get("y", "b").is_none());
+            assert!(cache.get("xa", "").is_none(), "not a concatenation of exchange and key");
+        }
+    }
+
+    #[test]
+    fn a_new_topology_version_forgets_the_last_pair_too() {
+        let mut cache = RouteCache::new();
+        cache.validate(1);
+        cache.insert("x", "a", route(&["qa"]));
+        assert!(cache.get("x", "a").is_some());
+        cache.validate(2);
+        assert!(cache.get("x", "a").is_none());
+        cache.validate(2);
+        cache.insert("x", "a", route(&["qa2"]));
+        assert_eq!(names(&cache.get("x", "a").unwrap()), ["qa2"]);
     }
 }
