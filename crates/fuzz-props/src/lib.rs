@@ -130,7 +130,7 @@ pub fn amqp091_properties(data: &[u8]) {
 /// back.
 pub fn amqp10_message(data: &[u8]) {
     if let Ok(parsed) = charon_amqp10::codec::parse_message(&Bytes::copy_from_slice(data)) {
-        store_reads_back(&charon_amqp10::mapping::to_model(&parsed, "x", "key"));
+        store_reads_back(&charon_amqp10::mapping::to_model(&parsed, "x", "key".to_owned()));
     }
 }
 

@@ -18,7 +18,7 @@ fn message_id(id: &AmqpMessageId) -> MessageId {
 /// Builds the model message for a parsed transfer routed to `exchange` with `routing_key`.
 /// The bare message is kept verbatim for 1.0 consumers.
 #[must_use]
-pub fn to_model(parsed: &ParsedMessage, exchange: &str, routing_key: &str) -> Message {
+pub fn to_model(parsed: &ParsedMessage, exchange: &str, routing_key: String) -> Message {
     let header = parsed.header.unwrap_or_default();
     let mut properties = Properties {
         // RabbitMQ stores a message whose header omits `durable` (or has no header) as durable.
@@ -57,7 +57,7 @@ pub fn to_model(parsed: &ParsedMessage, exchange: &str, routing_key: &str) -> Me
     // An `x-cc` annotation stays an annotation: RabbitMQ 4.0.5 routes a 1.0 message by its
     // target's key alone (rabbit_amqp_session:lookup_routing_key/4 replaces the routing keys), so
     // CC keys neither route it nor show up in its death history.
-    let routing = Routing { exchange: exchange.to_owned(), routing_key: routing_key.to_owned(), ..Routing::default() };
+    let routing = Routing { exchange: exchange.to_owned(), routing_key, ..Routing::default() };
     let mut message = Message::new(routing, body);
     message.set_properties(properties);
     message.headers = parsed.application_properties.iter().cloned().collect();

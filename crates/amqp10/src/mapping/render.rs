@@ -431,7 +431,7 @@ mod tests {
         push_section(&mut published, DATA, Amqp::Binary(b"body".to_vec().into()));
         let payload = Bytes::from(published.clone());
         let parsed = parse_message(&payload).unwrap();
-        let message = to_model(&parsed, "", "q");
+        let message = to_model(&parsed, "", "q".to_owned());
         let out = for_consumer(&message, DeliveryFacts { redelivered: true, delivery_count: 0 });
         assert!(out.ends_with(&published));
         let again = parse_message(&Bytes::from(out)).unwrap();

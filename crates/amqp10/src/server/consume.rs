@@ -190,9 +190,29 @@ impl Session {
         state: Option<DeliveryState>,
         conn: &mut Connection,
     ) {
-        if !self.unsettled.keys().any(|(c, _)| *c == channel) {
-            return;
+        // One delivery: what a client that settles each message sends, once per message. Its
+        // entry says it all, without the id list and per-queue map of a range (three
+        // allocations and a scan of every unsettled delivery per message in S10).
+        if first == last
+            && let Some(out) = self.unsettled.remove(&(channel, first))
+        {
+            self.settle_queue(out.queue, std::iter::once(out.seq), state.as_ref()).await;
+        } else {
+            if !self.unsettled.keys().any(|(c, _)| *c == channel) {
+                return;
+            }
+            for (queue, seqs) in self.take_range(channel, first, last) {
+                self.settle_queue(queue, seqs, state.as_ref()).await;
+            }
         }
+        if !settled {
+            conn.settle_outgoing(channel, first, last_given.then_some(last), state);
+        }
+    }
+
+    /// Takes the unsettled deliveries of `channel` from `first` to `last` (serial numbers),
+    /// their sequence numbers grouped by queue, in the order of their ids.
+    fn take_range(&mut self, channel: u16, first: u32, last: u32) -> Vec<(QueueRef, Vec<u64>)> {
         let span = u64::from(last.wrapping_sub(first)) + 1;
         let ids: Vec<u32> = if span <= self.unsettled.len() as u64 {
             (0..span).filter_map(|i| u32::try_from(i).ok()).map(|i| first.wrapping_add(i)).collect()
@@ -203,9 +223,6 @@ impl Session {
                 .map(|(_, id)| *id)
                 .collect()
         };
-        let how = settle_op(state.as_ref());
-        let annotations = modified_annotations(state.as_ref());
-        let cause = refusal_cause(state.as_ref());
         let mut by_queue: HashMap<u64, (QueueRef, Vec<u64>)> = HashMap::new();
         let mut sorted = ids;
         sorted.sort_by_key(|id| id.wrapping_sub(first));
@@ -214,25 +231,33 @@ impl Session {
                 by_queue.entry(out.queue.id).or_insert_with(|| (out.queue.clone(), Vec::new())).1.push(out.seq);
             }
         }
-        for (_, (queue, seqs)) in by_queue {
-            if how == Settle::Ack {
-                let acked = u64::try_from(seqs.len()).unwrap_or(u64::MAX);
-                self.counters.add_typed(queue.config.queue_type, TypedCounter::Acknowledged, acked);
-            }
-            match (&annotations, &cause) {
-                (Some(table), _) => {
-                    self.flush_settles().await;
-                    queue.settle_modified(seqs, how == Settle::RequeueFailed, table.clone()).await;
-                }
-                (None, Some(cause)) => {
-                    self.flush_settles().await;
-                    queue.settle_refused(seqs, how, Arc::clone(cause)).await;
-                }
-                (None, None) => self.settles.add(queue, how, seqs),
-            }
+        by_queue.into_values().collect()
+    }
+
+    /// Settles `seqs` of `queue` with the outcome `state`: plain outcomes join the batch
+    /// handed over at the end of the read, the others (which carry annotations or a cause)
+    /// go at once, behind that batch.
+    async fn settle_queue<I>(&mut self, queue: QueueRef, seqs: I, state: Option<&DeliveryState>)
+    where
+        I: IntoIterator<Item = u64>,
+        I::IntoIter: ExactSizeIterator,
+    {
+        let seqs = seqs.into_iter();
+        let how = settle_op(state);
+        if how == Settle::Ack {
+            let acked = u64::try_from(seqs.len()).unwrap_or(u64::MAX);
+            self.counters.add_typed(queue.config.queue_type, TypedCounter::Acknowledged, acked);
         }
-        if !settled {
-            conn.settle_outgoing(channel, first, last_given.then_some(last), state);
+        match (modified_annotations(state), refusal_cause(state)) {
+            (Some(table), _) => {
+                self.flush_settles().await;
+                queue.settle_modified(seqs.collect(), how == Settle::RequeueFailed, table).await;
+            }
+            (None, Some(cause)) => {
+                self.flush_settles().await;
+                queue.settle_refused(seqs.collect(), how, cause).await;
+            }
+            (None, None) => self.settles.add(queue, how, seqs),
         }
     }
 }

@@ -204,7 +204,7 @@ impl Session {
                 return;
             }
         };
-        let message = to_model(&parsed, &exchange, &routing_key);
+        let message = to_model(&parsed, &exchange, routing_key);
         self.counters.add(Counter::Received, 1);
         if !settled {
             self.counters.add(Counter::ReceivedConfirm, 1);

@@ -23,11 +23,12 @@ impl<Q> Default for Settles<Q> {
 
 impl<Q> Settles<Q> {
     /// Adds settlements; they join the last batch when it is for the same queue and outcome
-    /// (so a queue still sees them in the order the client made them).
-    pub(crate) fn add(&mut self, queue: Arc<Q>, how: Settle, seqs: Vec<u64>) {
+    /// (so a queue still sees them in the order the client made them), without allocating
+    /// beyond that batch's growth.
+    pub(crate) fn add(&mut self, queue: Arc<Q>, how: Settle, seqs: impl IntoIterator<Item = u64>) {
         match self.pending.last_mut() {
             Some((last, last_how, batch)) if Arc::ptr_eq(last, &queue) && *last_how == how => batch.extend(seqs),
-            _ => self.pending.push((queue, how, seqs)),
+            _ => self.pending.push((queue, how, seqs.into_iter().collect())),
         }
     }
 

@@ -122,9 +122,8 @@ fn read_strings(r: &mut Reader) -> Result<Vec<String>, CodecError> {
     (0..n).map(|_| r.string("string list item")).collect()
 }
 
-fn put_opt_str(out: &mut BytesMut, bits: &mut u32, bit: u32, value: &Option<String>) {
+fn put_opt_str(out: &mut BytesMut, value: &Option<String>) {
     if let Some(text) = value {
-        *bits |= 1 << bit;
         put_str(out, text);
     }
 }
@@ -160,62 +159,73 @@ fn read_id(r: &mut Reader) -> Result<MessageId, CodecError> {
     })
 }
 
-/// Properties: a bitmap of the present fields (in declaration order), then each present field.
+/// Properties: a bitmap of the present fields (in declaration order), then each present field,
+/// written straight into `out` (the bitmap is known before the fields: no scratch buffer).
 fn put_properties(out: &mut BytesMut, p: &Properties) {
-    let mut bits = 0u32;
-    let mut body = BytesMut::new();
-    put_opt_str(&mut body, &mut bits, 0, &p.content_type);
-    put_opt_str(&mut body, &mut bits, 1, &p.content_encoding);
+    let present = [
+        p.content_type.is_some(),
+        p.content_encoding.is_some(),
+        p.delivery_mode.is_some(),
+        p.durable.is_some(),
+        p.priority.is_some(),
+        p.correlation_id.is_some(),
+        p.reply_to.is_some(),
+        p.ttl.is_some(),
+        p.message_id.is_some(),
+        p.timestamp.is_some(),
+        p.message_type.is_some(),
+        p.user_id.is_some(),
+        p.app_id.is_some(),
+        p.cluster_id.is_some(),
+        p.to.is_some(),
+        p.subject.is_some(),
+        p.absolute_expiry_time.is_some(),
+        p.group_id.is_some(),
+        p.group_sequence.is_some(),
+        p.reply_to_group_id.is_some(),
+    ];
+    let bits = present.iter().rev().fold(0u32, |bits, has| (bits << 1) | u32::from(*has));
+    put_varint(out, u64::from(bits));
+    put_opt_str(out, &p.content_type);
+    put_opt_str(out, &p.content_encoding);
     if let Some(mode) = p.delivery_mode {
-        bits |= 1 << 2;
-        body.put_u8(mode);
+        out.put_u8(mode);
     }
     if let Some(durable) = p.durable {
-        bits |= 1 << 3;
-        body.put_u8(u8::from(durable));
+        out.put_u8(u8::from(durable));
     }
     if let Some(priority) = p.priority {
-        bits |= 1 << 4;
-        body.put_u8(priority);
+        out.put_u8(priority);
     }
     if let Some(id) = &p.correlation_id {
-        bits |= 1 << 5;
-        put_id(&mut body, id);
+        put_id(out, id);
     }
-    put_opt_str(&mut body, &mut bits, 6, &p.reply_to);
+    put_opt_str(out, &p.reply_to);
     if let Some(ttl) = p.ttl {
-        bits |= 1 << 7;
-        put_varint(&mut body, ttl);
+        put_varint(out, ttl);
     }
     if let Some(id) = &p.message_id {
-        bits |= 1 << 8;
-        put_id(&mut body, id);
+        put_id(out, id);
     }
     if let Some(ts) = p.timestamp {
-        bits |= 1 << 9;
-        put_zigzag(&mut body, ts);
+        put_zigzag(out, ts);
     }
-    put_opt_str(&mut body, &mut bits, 10, &p.message_type);
+    put_opt_str(out, &p.message_type);
     if let Some(user) = &p.user_id {
-        bits |= 1 << 11;
-        put_bytes(&mut body, user);
+        put_bytes(out, user);
     }
-    put_opt_str(&mut body, &mut bits, 12, &p.app_id);
-    put_opt_str(&mut body, &mut bits, 13, &p.cluster_id);
-    put_opt_str(&mut body, &mut bits, 14, &p.to);
-    put_opt_str(&mut body, &mut bits, 15, &p.subject);
+    put_opt_str(out, &p.app_id);
+    put_opt_str(out, &p.cluster_id);
+    put_opt_str(out, &p.to);
+    put_opt_str(out, &p.subject);
     if let Some(at) = p.absolute_expiry_time {
-        bits |= 1 << 16;
-        put_zigzag(&mut body, at);
+        put_zigzag(out, at);
     }
-    put_opt_str(&mut body, &mut bits, 17, &p.group_id);
+    put_opt_str(out, &p.group_id);
     if let Some(seq) = p.group_sequence {
-        bits |= 1 << 18;
-        put_varint(&mut body, u64::from(seq));
+        put_varint(out, u64::from(seq));
     }
-    put_opt_str(&mut body, &mut bits, 19, &p.reply_to_group_id);
-    put_varint(out, u64::from(bits));
-    out.put_slice(&body);
+    put_opt_str(out, &p.reply_to_group_id);
 }
 
 fn read_properties(r: &mut Reader) -> Result<Properties, CodecError> {
