@@ -1,5 +1,5 @@
 //! The performatives of the message path — transfer, disposition, flow — encoded and decoded
-//! by hand.
+//! by hand, and a message's `header` section read by hand.
 //!
 //! serde_amqp builds each performative through a generic serializer into a fresh `Vec` and
 //! decodes it through a generic visitor; at one transfer, one flow share and one disposition
@@ -17,7 +17,9 @@ use fe2o3_amqp_types::performatives::{Disposition, Flow, Performative, Transfer}
 use serde_bytes::ByteBuf;
 
 use super::FRAME_TYPE_AMQP;
+use super::message::HeaderFields;
 
+const HEADER: u8 = 0x70;
 const FLOW: u8 = 0x13;
 const TRANSFER: u8 = 0x14;
 const DISPOSITION: u8 = 0x15;
@@ -307,6 +309,14 @@ impl<'a> Reader<'a> {
         }
     }
 
+    fn opt_ubyte(&mut self) -> Option<Option<u8>> {
+        match self.next()? {
+            None | Some(0x40) => Some(None),
+            Some(0x50) => self.byte().map(Some),
+            Some(_) => None,
+        }
+    }
+
     /// Only absent fields remain.
     fn done(&self) -> bool {
         self.left == 0 && self.bytes.is_empty()
@@ -316,7 +326,20 @@ impl<'a> Reader<'a> {
 /// Decodes a transfer, disposition or flow in its plain encoding: `(performative, length)`,
 /// or `None` for anything the serde_amqp decoder must see.
 pub(crate) fn decode_hot(body: &[u8]) -> Option<(Performative, usize)> {
-    let [0x00, 0x53, code, constructor, rest @ ..] = body else {
+    let (code, mut r, len) = described_list(body)?;
+    let performative = match code {
+        TRANSFER => Performative::Transfer(transfer(&mut r)?),
+        DISPOSITION => Performative::Disposition(disposition(&mut r)?),
+        FLOW => Performative::Flow(flow(&mut r)?),
+        _ => return None,
+    };
+    r.done().then_some((performative, len))
+}
+
+/// A list described by a small ulong at the front of `bytes`, in the `list0` or `list8` form:
+/// its descriptor code, a reader of its fields and its encoded length.
+fn described_list(bytes: &[u8]) -> Option<(u8, Reader<'_>, usize)> {
+    let [0x00, 0x53, code, constructor, rest @ ..] = bytes else {
         return None;
     };
     let (content, count, header) = match *constructor {
@@ -328,15 +351,25 @@ pub(crate) fn decode_hot(body: &[u8]) -> Option<(Performative, usize)> {
         }
         _ => return None,
     };
-    let len = 4 + header + content.len();
-    let mut r = Reader { bytes: content, left: count };
-    let performative = match *code {
-        TRANSFER => Performative::Transfer(transfer(&mut r)?),
-        DISPOSITION => Performative::Disposition(disposition(&mut r)?),
-        FLOW => Performative::Flow(flow(&mut r)?),
-        _ => return None,
+    Some((*code, Reader { bytes: content, left: count }, 4 + header + content.len()))
+}
+
+/// A message's `header` section (exactly `section`) in its plain encoding, or `None` for
+/// anything the general decoder must see (other forms, more fields than the five it has).
+/// Every message of a durable publisher carries one: read through the value tree it cost two
+/// allocations per message.
+pub(crate) fn header(section: &[u8]) -> Option<HeaderFields> {
+    let (HEADER, mut r, len) = described_list(section)? else {
+        return None;
     };
-    r.done().then_some((performative, len))
+    let fields = HeaderFields {
+        durable: r.opt_bool()?,
+        priority: r.opt_ubyte()?,
+        ttl: r.opt_uint()?,
+        first_acquirer: r.opt_bool()?,
+        delivery_count: r.opt_uint()?,
+    };
+    (r.done() && len == section.len()).then_some(fields)
 }
 
 fn transfer(r: &mut Reader<'_>) -> Option<Transfer> {
@@ -549,6 +582,72 @@ mod tests {
     }
 
     /// What the hand decoder does not know goes to serde_amqp.
+    #[test]
+    fn plain_headers_read_as_the_value_tree_reads_them_and_others_are_left_to_it() {
+        use fe2o3_amqp_types::messaging::{Header, Priority};
+
+        use crate::codec::encode_value;
+        use crate::codec::message::header_from_tree;
+
+        let mut read_by_hand = 0;
+        for durable in [false, true] {
+            for priority in [0u8, 4, 9] {
+                for ttl in [None, Some(0u32), Some(200), Some(70_000)] {
+                    for first_acquirer in [false, true] {
+                        for delivery_count in [0u32, 1, 300] {
+                            let value =
+                                Header { durable, priority: Priority(priority), ttl, first_acquirer, delivery_count };
+                            let bytes = encode_value(&value);
+                            let by_tree = header_from_tree(&bytes).unwrap();
+                            if let Some(by_hand) = header(&bytes) {
+                                read_by_hand += 1;
+                                assert_eq!(by_hand, by_tree, "{value:?}");
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        assert_eq!(read_by_hand, 2 * 3 * 4 * 2 * 3, "serde_amqp's own encodings are all plain");
+
+        let plain: [(&[u8], HeaderFields); 3] = [
+            (&[0x00, 0x53, 0x70, 0x45], HeaderFields::default()),
+            (
+                &[0x00, 0x53, 0x70, 0xc0, 0x05, 0x03, 0x41, 0x40, 0x52, 0x07],
+                HeaderFields { durable: Some(true), ttl: Some(7), ..HeaderFields::default() },
+            ),
+            (
+                &[0x00, 0x53, 0x70, 0xc0, 0x0b, 0x05, 0x42, 0x50, 0x03, 0x43, 0x41, 0x70, 0, 0, 1, 0],
+                HeaderFields {
+                    durable: Some(false),
+                    priority: Some(3),
+                    ttl: Some(0),
+                    first_acquirer: Some(true),
+                    delivery_count: Some(256),
+                },
+            ),
+        ];
+        for (bytes, expected) in plain {
+            assert_eq!(header(bytes), Some(expected), "{bytes:02x?}");
+            assert_eq!(header_from_tree(bytes).unwrap(), expected, "{bytes:02x?}");
+        }
+        let others: [&[u8]; 5] = [
+            // A boolean with its value in a byte.
+            &[0x00, 0x53, 0x70, 0xc0, 0x03, 0x01, 0x56, 0x01],
+            // A sixth field (the tree reads the first five).
+            &[0x00, 0x53, 0x70, 0xc0, 0x07, 0x06, 0x40, 0x40, 0x40, 0x40, 0x40, 0x40],
+            // The descriptor as a ulong.
+            &[0x00, 0x80, 0, 0, 0, 0, 0, 0, 0, 0x70, 0x45],
+            // list32.
+            &[0x00, 0x53, 0x70, 0xd0, 0, 0, 0, 0x05, 0, 0, 0, 0x01, 0x41],
+            // A priority that is no ubyte: refused by the tree too.
+            &[0x00, 0x53, 0x70, 0xc0, 0x03, 0x02, 0x40, 0x43],
+        ];
+        for bytes in others {
+            assert_eq!(header(bytes), None, "{bytes:02x?}");
+        }
+    }
+
     #[test]
     fn other_encodings_are_left_to_serde_amqp() {
         // A transfer with a state, a flow with properties, list32, a named descriptor, a

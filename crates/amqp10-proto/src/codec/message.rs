@@ -51,6 +51,14 @@ pub struct HeaderFields {
 }
 
 fn header_fields(section: &[u8]) -> Result<HeaderFields, DecodeError> {
+    match super::hot::header(section) {
+        Some(fields) => Ok(fields),
+        None => header_from_tree(section),
+    }
+}
+
+/// The header through the general value tree: any encoding the spec allows.
+pub(super) fn header_from_tree(section: &[u8]) -> Result<HeaderFields, DecodeError> {
     let Amqp::Described(described) = decode_whole(section)? else {
         return Err(DecodeError::Invalid("header must be described"));
     };
@@ -147,7 +155,9 @@ pub fn parse_message(payload: &Bytes) -> Result<ParsedMessage, DecodeError> {
     let mut bare_start = None;
     let mut body_start = None;
     let mut body_end = None;
-    let mut data_sections = Vec::new();
+    // The first data section, then any others: most messages have one, which needs no Vec.
+    let mut first_data = None;
+    let mut more_data = Vec::new();
     let mut last_code = 0u64;
     while at < payload.len() {
         let rest = payload.get(at..).ok_or(DecodeError::Truncated)?;
@@ -181,7 +191,12 @@ pub fn parse_message(payload: &Bytes) -> Result<ParsedMessage, DecodeError> {
                 body_start.get_or_insert(at);
                 body_end = Some(at + len);
                 if code == DATA {
-                    data_sections.push(data_content(payload, at, section)?);
+                    let content = data_content(payload, at, section)?;
+                    if first_data.is_none() {
+                        first_data = Some(content);
+                    } else {
+                        more_data.push(content);
+                    }
                 }
                 parsed.body = Some(match (code, parsed.body.take()) {
                     (DATA, None) => BodyKind::SingleData(Bytes::new()),
@@ -197,9 +212,12 @@ pub fn parse_message(payload: &Bytes) -> Result<ParsedMessage, DecodeError> {
         }
         at += len;
     }
-    match (&parsed.body, data_sections.as_slice()) {
-        (Some(BodyKind::SingleData(_)), [only]) => parsed.body = Some(BodyKind::SingleData(only.clone())),
-        (Some(BodyKind::MultipleData(_)), sections) => {
+    match (&parsed.body, first_data) {
+        (Some(BodyKind::SingleData(_)), Some(only)) if more_data.is_empty() => {
+            parsed.body = Some(BodyKind::SingleData(only));
+        }
+        (Some(BodyKind::MultipleData(_)), first) => {
+            let sections: Vec<Bytes> = first.into_iter().chain(more_data).collect();
             parsed.body = Some(BodyKind::MultipleData(sections.concat().into()));
         }
         _ => {}

@@ -24,21 +24,25 @@ pub(super) fn plain_sections(out: &mut Vec<u8>, message: &Message, facts: Delive
     let props = message.properties();
     let delivery_count = message.broker.delivery_count.saturating_add(facts.delivery_count);
     let first_acquirer = !facts.redelivered && delivery_count == 0;
-    let mut header = Vec::with_capacity(16);
-    header.push(boolean(props.durable.unwrap_or(true)));
+    // Five fields of at most 5 bytes each: always a list8, whose size byte is filled in once
+    // the fields are written (no scratch buffer per delivery).
+    out.extend([0x00, 0x53, 0x70, 0xc0, 0, 5]);
+    let size_at = out.len() - 2;
+    out.push(boolean(props.durable.unwrap_or(true)));
     match props.priority {
-        Some(priority) => header.extend([0x50, priority]),
-        None => header.push(0x40),
+        Some(priority) => out.extend([0x50, priority]),
+        None => out.push(0x40),
     }
     match props.ttl.and_then(|t| u32::try_from(t).ok()) {
-        Some(ttl) => uint(&mut header, ttl),
-        None => header.push(0x40),
+        Some(ttl) => uint(out, ttl),
+        None => out.push(0x40),
     }
-    header.push(boolean(first_acquirer));
-    uint(&mut header, delivery_count);
-    out.extend([0x00, 0x53, 0x70]);
-    compound(out, 0xc0, 5, header.len());
-    out.extend_from_slice(&header);
+    out.push(boolean(first_acquirer));
+    uint(out, delivery_count);
+    let size = u8::try_from(out.len() - size_at - 1).unwrap_or(u8::MAX);
+    if let Some(slot) = out.get_mut(size_at) {
+        *slot = size;
+    }
 
     let exchange = message.routing.exchange.as_bytes();
     let routing_key = message.routing.routing_key.as_bytes();
