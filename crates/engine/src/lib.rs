@@ -71,7 +71,7 @@ pub use listeners::{Listener, Listeners};
 pub use policy::{ApplyTo, Policy, PolicyFields, PolicyKind};
 pub use queue::{
     ConfirmTo, ConsumeSpec, ConsumerReport, ConsumerTimeout, CreditGrant, Enqueue, GetOk, MessageCounters, MovedFrom,
-    Overflow, QueueHandle, QueueRef, QueueSettings, QueueStats, QueueType, Settle,
+    Overflow, QueueHandle, QueueRef, QueueSettings, QueueStats, QueueType, Settle, SettleSeqs,
 };
 pub use reply_to::{ReplyConsumer, ReplyConsumers};
 pub use route_cache::RouteCache;

@@ -140,7 +140,7 @@ impl Session {
 
     /// Hands batched settlements to their queues, in the order they were made.
     pub(crate) async fn flush_settles(&mut self) {
-        for (queue, how, seqs) in self.settles.take() {
+        for (queue, how, seqs) in self.settles.drain() {
             queue.settle(seqs, how).await;
         }
     }

@@ -2,17 +2,20 @@
 //!
 //! A client that accepts each delivery sends one disposition per message; handed to the queue
 //! one by one, each is a message to the queue task and a wake-up of it. Collected while a read
-//! batch is handled and handed over once, they are one message per queue and outcome.
+//! batch is handled and handed over once, they are one message per queue and outcome. A
+//! client that sends one disposition per read (fe2o3 does, each one let go by the ACK our
+//! next transfer carries) makes one batch of one message per read: the batch holds its seqs
+//! inline and the list keeps its room, so that costs no allocation.
 
 use std::sync::Arc;
 
-use charon_engine::{QueueHandle, Settle};
+use charon_engine::{QueueHandle, Settle, SettleSeqs};
 
 /// Settlements waiting to be handed to their queues (`Arc<Q>`, a [`charon_engine::QueueRef`]
 /// in the broker), in the order they were made.
 #[derive(Debug)]
 pub(crate) struct Settles<Q = QueueHandle> {
-    pending: Vec<(Arc<Q>, Settle, Vec<u64>)>,
+    pending: Vec<(Arc<Q>, Settle, SettleSeqs)>,
 }
 
 impl<Q> Default for Settles<Q> {
@@ -32,9 +35,9 @@ impl<Q> Settles<Q> {
         }
     }
 
-    /// The batches, oldest first, leaving none.
-    pub(crate) fn take(&mut self) -> Vec<(Arc<Q>, Settle, Vec<u64>)> {
-        std::mem::take(&mut self.pending)
+    /// The batches, oldest first, leaving none (and the list's room for the next ones).
+    pub(crate) fn drain(&mut self) -> std::vec::Drain<'_, (Arc<Q>, Settle, SettleSeqs)> {
+        self.pending.drain(..)
     }
 }
 
@@ -52,7 +55,7 @@ mod tests {
         settles.add(Arc::clone(&a), Settle::Ack, vec![4]);
         settles.add(Arc::clone(&a), Settle::Requeue, vec![5]);
         let batches: Vec<(&str, Settle, Vec<u64>)> =
-            settles.take().into_iter().map(|(q, how, seqs)| (*q, how, seqs)).collect();
+            settles.drain().map(|(q, how, seqs)| (*q, how, seqs.to_vec())).collect();
         assert_eq!(
             batches,
             vec![
@@ -62,6 +65,6 @@ mod tests {
                 ("a", Settle::Requeue, vec![5]),
             ]
         );
-        assert!(settles.take().is_empty());
+        assert_eq!(settles.drain().count(), 0);
     }
 }

@@ -28,7 +28,7 @@ pub(crate) enum QueueCmd {
     Consume(Box<ConsumeSpec>, oneshot::Sender<Result<(), EngineError>>),
     Cancel(ConsumerId, oneshot::Sender<bool>),
     Settle {
-        seqs: Vec<u64>,
+        seqs: super::requests::SettleSeqs,
         how: Settle,
     },
     SettleModified {

@@ -12,7 +12,7 @@ use super::browse::{BrowsePage, BrowseRequest};
 use super::command::QueueCmd;
 use super::consumer_timeout::TimeoutCell;
 use super::requests::{
-    ConfirmTo, ConsumeSpec, CreditGrant, Enqueue, GetOk, MovedFrom, QueueConfig, QueueStats, Settle,
+    ConfirmTo, ConsumeSpec, CreditGrant, Enqueue, GetOk, MovedFrom, QueueConfig, QueueStats, Settle, SettleSeqs,
 };
 use super::settings::QueueSettings;
 use crate::dead_letter::counts::DeadLetterCounts;
@@ -135,8 +135,8 @@ impl QueueHandle {
     }
 
     /// Settles delivered messages by sequence number.
-    pub async fn settle(&self, seqs: Vec<u64>, how: Settle) {
-        let _ = self.send(QueueCmd::Settle { seqs, how }).await;
+    pub async fn settle(&self, seqs: impl Into<SettleSeqs>, how: Settle) {
+        let _ = self.send(QueueCmd::Settle { seqs: seqs.into(), how }).await;
     }
 
     /// Requeues delivered messages with AMQP 1.0's `modified` outcome, counting a failed

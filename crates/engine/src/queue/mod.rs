@@ -74,7 +74,7 @@ pub use handle::{QueueHandle, QueueRef};
 pub(crate) use links::QueueLinks;
 pub use requests::{
     ConfirmTo, ConsumeSpec, ConsumerReport, CreditGrant, Enqueue, GetOk, MessageCounters, MovedFrom, QueueConfig,
-    QueueStats, REFUSED_TO_PUBLISHER_BIT, Settle,
+    QueueStats, REFUSED_TO_PUBLISHER_BIT, Settle, SettleSeqs,
 };
 pub use settings::{Overflow, QueueSettings};
 

@@ -91,6 +91,10 @@ pub struct ConsumeSpec {
     pub arguments: Table,
 }
 
+/// The sequence numbers of one settlement: most are one message (an AMQP 1.0 client settles
+/// each delivery alone), held inline so that handing it to the queue allocates nothing.
+pub type SettleSeqs = smallvec::SmallVec<[u64; 2]>;
+
 /// How to settle delivered messages.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Settle {
