@@ -581,7 +581,6 @@ mod tests {
         }
     }
 
-    /// What the hand decoder does not know goes to serde_amqp.
     #[test]
     fn plain_headers_read_as_the_value_tree_reads_them_and_others_are_left_to_it() {
         use fe2o3_amqp_types::messaging::{Header, Priority};
@@ -648,6 +647,7 @@ mod tests {
         }
     }
 
+    /// What the hand decoder does not know goes to serde_amqp.
     #[test]
     fn other_encodings_are_left_to_serde_amqp() {
         // A transfer with a state, a flow with properties, list32, a named descriptor, a

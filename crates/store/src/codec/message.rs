@@ -161,7 +161,7 @@ fn read_id(r: &mut Reader) -> Result<MessageId, CodecError> {
 
 /// Properties: a bitmap of the present fields (in declaration order), then each present field,
 /// written straight into `out` (the bitmap is known before the fields: no scratch buffer).
-fn put_properties(out: &mut BytesMut, p: &Properties) {
+pub(super) fn put_properties(out: &mut BytesMut, p: &Properties) {
     let present = [
         p.content_type.is_some(),
         p.content_encoding.is_some(),

@@ -343,3 +343,19 @@ fn a_corrupt_death_cause_is_an_error() {
         assert!(decode_message(Bytes::from(corrupt)).is_err(), "byte {offset} = {bad:#x} decoded");
     }
 }
+
+#[test]
+fn properties_are_written_as_the_format_has_always_had_them() {
+    // The bitmap (bits 0, 3, 7 and 19: 524,425 as a varint), then the present fields in bit
+    // order: what logs written before the properties were encoded in place hold.
+    let properties = Properties {
+        content_type: Some("t".into()),
+        durable: Some(true),
+        ttl: Some(300),
+        reply_to_group_id: Some("g".into()),
+        ..Properties::default()
+    };
+    let mut out = BytesMut::new();
+    message::put_properties(&mut out, &properties);
+    assert_eq!(&out[..], [0x89, 0x81, 0x20, 1, b't', 1, 0xac, 0x02, 1, b'g']);
+}
