@@ -6,7 +6,10 @@
 //!   queue is an `Enqueue` record; a quorum queue records every message. Its publisher's
 //!   confirmation is held back until the log has synced the pass's records.
 //! - Handing it to a consumer writes `Delivered` (so it comes back redelivered after a crash,
-//!   with its quorum counts); a quorum return writes the new counts.
+//!   with its quorum counts); a quorum return writes the new counts. RabbitMQ 4.0.5's classic
+//!   queues keep no such mark: after a `kill -9` they bring back every message redelivered,
+//!   delivered or not, where Charon flags only those it had delivered (observed, see
+//!   `conformance/OBSERVED-0.9.1.md`; after a clean stop both flag only the delivered ones).
 //! - Leaving the queue for good (ack, dead letter, expiry, overflow, purge) writes `Remove`.
 //!   These are not waited for: after a crash an acked message may come back, redelivered —
 //!   at least once, never lost.
