@@ -88,26 +88,11 @@ impl RouteCache {
 mod tests {
     #![allow(clippy::unwrap_used)]
 
-    use charon_model::Table;
-
     use super::*;
-    use crate::queue::{QueueConfig, QueueHandle, QueueType};
+    use crate::queue::QueueHandle;
 
     fn route(names: &[&str]) -> Arc<[QueueRef]> {
-        let queue = |name: &&str| {
-            let (tx, _rx) = tokio::sync::mpsc::channel(1);
-            let config = QueueConfig {
-                name: (*name).into(),
-                vhost: "/".into(),
-                durable: false,
-                auto_delete: false,
-                exclusive_owner: None,
-                arguments: Table::new(),
-                queue_type: QueueType::Classic,
-            };
-            Arc::new(QueueHandle::new(1, config, tx))
-        };
-        names.iter().map(queue).collect()
+        names.iter().map(|name| QueueHandle::detached(1, name)).collect()
     }
 
     fn names(queues: &Arc<[QueueRef]>) -> Vec<&str> {

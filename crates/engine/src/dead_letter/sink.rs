@@ -199,11 +199,9 @@ mod tests {
     use std::collections::HashMap;
 
     use charon_model::Body;
-    use tokio::sync::mpsc;
 
     use super::*;
     use crate::queue::handle::QueueHandle;
-    use crate::queue::requests::QueueConfig;
 
     /// Exchanges by name, each with the queues it routes every message to.
     struct Exchanges(HashMap<&'static str, Vec<QueueRef>>);
@@ -219,17 +217,7 @@ mod tests {
     }
 
     fn queue(id: u64, name: &str) -> QueueRef {
-        let (tx, _rx) = mpsc::channel(1);
-        let config = QueueConfig {
-            name: name.into(),
-            vhost: "/".into(),
-            durable: false,
-            auto_delete: false,
-            exclusive_owner: None,
-            arguments: Table::new(),
-            queue_type: QueueType::Classic,
-        };
-        Arc::new(QueueHandle::new(id, config, tx))
+        QueueHandle::detached(id, name)
     }
 
     fn letter(key: &str) -> (Arc<Message>, DeathReason) {

@@ -363,27 +363,14 @@ mod tests {
     use std::sync::Arc;
 
     use charon_model::{Body, Message, Routing, Table};
-    use tokio::sync::mpsc;
 
-    use super::super::args::QueueType;
     use super::super::handle::QueueHandle;
-    use super::super::requests::QueueConfig;
     use super::*;
     use crate::gate::Gate;
     use crate::session::SessionSink;
 
     fn queue() -> QueueRef {
-        let (tx, _rx) = mpsc::channel(1);
-        let config = QueueConfig {
-            name: "q".into(),
-            vhost: "/".into(),
-            durable: false,
-            auto_delete: false,
-            exclusive_owner: None,
-            arguments: Table::new(),
-            queue_type: QueueType::Classic,
-        };
-        Arc::new(QueueHandle::new(1, config, tx))
+        QueueHandle::detached(1, "q")
     }
 
     fn spec(id: u64, session: &SessionSink, channel: u32, prefetch: u32) -> ConsumeSpec {

@@ -68,6 +68,29 @@ impl QueueHandle {
         }
     }
 
+    /// A classic, transient queue `name` in vhost `/` with an unstarted mailbox of `capacity`,
+    /// for tests of what holds and addresses queues rather than of what queues do.
+    #[cfg(test)]
+    pub(crate) fn with_mailbox(id: u64, name: &str, capacity: usize) -> (QueueRef, mpsc::Receiver<QueueCmd>) {
+        let (tx, rx) = mpsc::channel(capacity);
+        let config = QueueConfig {
+            name: name.into(),
+            vhost: "/".into(),
+            durable: false,
+            auto_delete: false,
+            exclusive_owner: None,
+            arguments: charon_model::Table::new(),
+            queue_type: super::args::QueueType::Classic,
+        };
+        (Arc::new(Self::new(id, config, tx)), rx)
+    }
+
+    /// [`Self::with_mailbox`] whose mailbox goes nowhere.
+    #[cfg(test)]
+    pub(crate) fn detached(id: u64, name: &str) -> QueueRef {
+        Self::with_mailbox(id, name, 1).0
+    }
+
     /// Queue name.
     #[must_use]
     pub fn name(&self) -> &str {

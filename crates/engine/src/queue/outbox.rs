@@ -132,27 +132,15 @@ pub(super) async fn room_in(target: &QueueRef) {
 
 #[cfg(test)]
 mod tests {
-    use charon_model::{Message, Table};
+    use charon_model::Message;
     use tokio::sync::mpsc;
 
-    use super::super::args::QueueType;
     use super::super::handle::QueueHandle;
-    use super::super::requests::QueueConfig;
     use super::*;
     use crate::session::{SessionEvent, SessionSink};
 
     fn queue(id: u64, capacity: usize) -> (QueueRef, mpsc::Receiver<QueueCmd>) {
-        let (tx, rx) = mpsc::channel(capacity);
-        let config = QueueConfig {
-            name: format!("q{id}"),
-            vhost: "/".into(),
-            durable: false,
-            auto_delete: false,
-            exclusive_owner: None,
-            arguments: Table::new(),
-            queue_type: QueueType::Classic,
-        };
-        (Arc::new(QueueHandle::new(id, config, tx)), rx)
+        QueueHandle::with_mailbox(id, &format!("q{id}"), capacity)
     }
 
     fn forward(targets: &[&QueueRef]) -> Forward {

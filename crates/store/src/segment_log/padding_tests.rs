@@ -3,38 +3,14 @@
 #![allow(clippy::unwrap_used, clippy::indexing_slicing)]
 
 use std::path::Path;
-use std::sync::mpsc;
-use std::time::Duration;
 
 use bytes::Bytes;
 
 use super::record::{HEADER_LEN, Next, next_record};
 use super::replay::segment_files;
+use super::tests::{append_synced, enqueue, seqs};
 use super::writer::PREALLOCATE;
-use super::{LogError, LogOptions, MessageLog, Record, Recovery};
-
-fn enqueue(seq: u64, body: &'static [u8]) -> Record {
-    Record::Enqueue {
-        queue: 1,
-        seq,
-        expires_at: None,
-        size: 0,
-        priority: 0,
-        not_before: None,
-        replaces: None,
-        payload: Bytes::from_static(body),
-    }
-}
-
-fn append_synced(log: &MessageLog, records: Vec<Record>) {
-    let (tx, rx) = mpsc::channel();
-    log.append(records, Some(Box::new(move |r| tx.send(r.is_ok()).unwrap())));
-    assert!(rx.recv_timeout(Duration::from_secs(10)).unwrap());
-}
-
-fn seqs(recovery: &Recovery) -> Vec<u64> {
-    recovery.queues.get(&1).map(|m| m.iter().map(|m| m.seq).collect()).unwrap_or_default()
-}
+use super::{LogError, LogOptions, MessageLog};
 
 /// Where the records of a segment file end, and what follows them.
 fn records_end(bytes: &[u8]) -> (usize, &'static str) {
@@ -58,7 +34,7 @@ fn last_segment(dir: &Path) -> std::path::PathBuf {
 fn the_segment_being_written_is_zero_filled_ahead_and_trimmed_when_closed() {
     let dir = tempfile::tempdir().unwrap();
     let (log, _) = MessageLog::open(dir.path(), LogOptions::default()).unwrap();
-    append_synced(&log, vec![enqueue(1, b"first"), enqueue(2, b"second")]);
+    append_synced(&log, vec![enqueue(1, 1, b"first"), enqueue(1, 2, b"second")]);
     let path = last_segment(dir.path());
     let bytes = std::fs::read(&path).unwrap();
     let (end, after) = records_end(&bytes);
@@ -66,7 +42,7 @@ fn the_segment_being_written_is_zero_filled_ahead_and_trimmed_when_closed() {
     assert_eq!(bytes.len() as u64, end as u64 + PREALLOCATE, "a MiB of zeros after the records");
 
     // Later appends overwrite the zeros rather than grow the file.
-    append_synced(&log, vec![enqueue(3, b"third")]);
+    append_synced(&log, vec![enqueue(1, 3, b"third")]);
     let again = std::fs::read(&path).unwrap();
     assert_eq!(again.len(), bytes.len());
     assert!(records_end(&again).0 > end);
@@ -75,7 +51,7 @@ fn the_segment_being_written_is_zero_filled_ahead_and_trimmed_when_closed() {
     let closed = std::fs::read(&path).unwrap();
     assert_eq!(records_end(&closed), (closed.len(), "end"), "closing trims the zeros");
     let (_log, recovery) = MessageLog::open(dir.path(), LogOptions::default()).unwrap();
-    assert_eq!(seqs(&recovery), [1, 2, 3]);
+    assert_eq!(seqs(&recovery, 1), [1, 2, 3]);
 }
 
 #[test]
@@ -84,7 +60,7 @@ fn a_sealed_segment_ends_with_its_last_record() {
     let options = LogOptions { segment_bytes: 4096, fault: None };
     let (log, _) = MessageLog::open(dir.path(), options).unwrap();
     for seq in 0..40 {
-        append_synced(&log, vec![enqueue(seq, &[b'x'; 300])]);
+        append_synced(&log, vec![enqueue(1, seq, &[b'x'; 300])]);
     }
     let segments = segment_files(dir.path()).unwrap();
     assert!(segments.len() >= 3, "{segments:?}");
@@ -103,7 +79,7 @@ fn a_crash_leaves_the_zeros_and_replay_cuts_them_keeping_every_record() {
     let dir = tempfile::tempdir().unwrap();
     let crashed = {
         let (log, _) = MessageLog::open(dir.path(), LogOptions::default()).unwrap();
-        append_synced(&log, vec![enqueue(1, b"one"), enqueue(2, b"two")]);
+        append_synced(&log, vec![enqueue(1, 1, b"one"), enqueue(1, 2, b"two")]);
         // What a kill -9 leaves: the file as it is while the writer runs.
         std::fs::read(last_segment(dir.path())).unwrap()
     };
@@ -112,13 +88,13 @@ fn a_crash_leaves_the_zeros_and_replay_cuts_them_keeping_every_record() {
     let (end, _) = records_end(&crashed);
 
     let (log, recovery) = MessageLog::open(dir.path(), LogOptions::default()).unwrap();
-    assert_eq!(seqs(&recovery), [1, 2]);
+    assert_eq!(seqs(&recovery, 1), [1, 2]);
     assert_eq!(recovery.truncated_bytes, 0, "zeros are not a torn write");
     assert_eq!(std::fs::metadata(&path).unwrap().len(), end as u64);
-    append_synced(&log, vec![enqueue(3, b"three")]);
+    append_synced(&log, vec![enqueue(1, 3, b"three")]);
     log.close().unwrap();
     let (_log, recovery) = MessageLog::open(dir.path(), LogOptions::default()).unwrap();
-    assert_eq!(seqs(&recovery), [1, 2, 3], "appends after the cut land where the records end");
+    assert_eq!(seqs(&recovery, 1), [1, 2, 3], "appends after the cut land where the records end");
 }
 
 #[test]
@@ -128,7 +104,7 @@ fn bytes_after_a_zeroed_frame_are_a_torn_tail_at_the_end_and_corruption_before_i
         let options = LogOptions { segment_bytes: 64, fault: None };
         let (log, _) = MessageLog::open(dir.path(), options).unwrap();
         for seq in 0..3 {
-            append_synced(&log, vec![enqueue(seq, b"a payload that fills a segment")]);
+            append_synced(&log, vec![enqueue(1, seq, b"a payload that fills a segment")]);
         }
         log.close().unwrap();
     }
@@ -145,7 +121,7 @@ fn bytes_after_a_zeroed_frame_are_a_torn_tail_at_the_end_and_corruption_before_i
     with_garbage_after_zeros(&mut bytes);
     std::fs::write(&last, &bytes).unwrap();
     let (log, recovery) = MessageLog::open(dir.path(), LogOptions::default()).unwrap();
-    assert_eq!(seqs(&recovery), [0, 1, 2]);
+    assert_eq!(seqs(&recovery, 1), [0, 1, 2]);
     assert_eq!(recovery.truncated_bytes, 121);
     assert_eq!(std::fs::metadata(&last).unwrap().len(), whole as u64);
     log.close().unwrap();

@@ -5,7 +5,7 @@ use std::sync::atomic::AtomicBool;
 use super::replay::{segment_files, segment_path};
 use super::*;
 
-fn enqueue(queue: u64, seq: u64, body: &'static [u8]) -> Record {
+pub(super) fn enqueue(queue: u64, seq: u64, body: &'static [u8]) -> Record {
     Record::Enqueue {
         queue,
         seq,
@@ -19,7 +19,7 @@ fn enqueue(queue: u64, seq: u64, body: &'static [u8]) -> Record {
 }
 
 /// Appends and waits until the records are durable.
-fn append_synced(log: &MessageLog, records: Vec<Record>) {
+pub(super) fn append_synced(log: &MessageLog, records: Vec<Record>) {
     let (tx, rx) = mpsc::channel();
     log.append(records, Some(Box::new(move |r| tx.send(r.is_ok()).unwrap())));
     assert!(rx.recv_timeout(Duration::from_secs(10)).unwrap());
@@ -51,7 +51,7 @@ fn payloads(log: &MessageLog, messages: &RecoveredQueue) -> Vec<String> {
     log.reader().read(&places).into_iter().map(|r| String::from_utf8(r.unwrap().to_vec()).unwrap()).collect()
 }
 
-fn seqs(recovery: &Recovery, queue: u64) -> Vec<u64> {
+pub(super) fn seqs(recovery: &Recovery, queue: u64) -> Vec<u64> {
     recovery.queues.get(&queue).map(|m| m.iter().map(|m| m.seq).collect()).unwrap_or_default()
 }
 
