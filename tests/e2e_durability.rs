@@ -93,6 +93,38 @@ async fn durable_topology_and_persistent_messages_survive_a_restart_and_nothing_
     stop(charon);
 }
 
+/// RabbitMQ 4.0.5's classic queues keep no delivery marks: after a crash every message they
+/// recover comes back redelivered, delivered before or not (probe in
+/// `conformance/OBSERVED-0.9.1.md`); after a clean stop only the unacked one does (the test
+/// above). A message of the new run is not redelivered.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn after_a_kill_every_recovered_message_of_a_classic_queue_comes_back_redelivered() {
+    let data = tempfile::tempdir().unwrap();
+    let mut charon = support::Charon::start_on(data.path(), &[]);
+    {
+        let (_conn, ch) = channel(&charon).await;
+        declare(&ch, "keep", true, &[]).await;
+        for body in ["one", "two", "three"] {
+            publish(&ch, "", "keep", body.as_bytes(), persistent()).await;
+        }
+        let got = ch.basic_get("keep".into(), BasicGetOptions::default()).await.unwrap().expect("a message");
+        assert_eq!(got.delivery.data, b"one");
+        charon.kill9();
+    }
+
+    let charon = support::Charon::start_on(data.path(), &[]);
+    let (_conn, ch) = channel(&charon).await;
+    publish(&ch, "", "keep", b"four", persistent()).await;
+    let mut seen = Vec::new();
+    for _ in 0..4 {
+        let got = ch.basic_get("keep".into(), BasicGetOptions { no_ack: true }).await.unwrap().expect("a message");
+        seen.push((String::from_utf8(got.delivery.data.clone()).unwrap(), got.delivery.redelivered));
+    }
+    let expected = [("one", true), ("two", true), ("three", true), ("four", false)].map(|(b, r)| (b.to_owned(), r));
+    assert_eq!(seen, expected);
+    stop(charon);
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn ttl_deadlines_delivery_counts_and_death_history_survive_a_restart() {
     let data = tempfile::tempdir().unwrap();

@@ -31,14 +31,16 @@ pub(crate) struct Settings {
     pub(crate) amqp10: charon_amqp10::server::ServerConfig,
 }
 
-/// Accepts on `listener` until shutdown; `tls` makes it an amqps listener.
+/// Accepts on `listener` until shutdown; `tls` makes it an amqps listener. Returns whether
+/// every connection closed within the grace period (the rest are aborted, and what they owed
+/// their queues, the requeue of their unsettled messages, is not told).
 pub(crate) async fn accept_loop(
     listener: TcpListener,
     tls: Option<TlsAcceptor>,
     broker: Arc<Broker>,
     settings: Arc<Settings>,
     mut shutdown: watch::Receiver<bool>,
-) {
+) -> bool {
     let mut connections = JoinSet::new();
     loop {
         tokio::select! {
@@ -70,7 +72,9 @@ pub(crate) async fn accept_loop(
     let drained = tokio::time::timeout(SHUTDOWN_GRACE, async { while connections.join_next().await.is_some() {} });
     if drained.await.is_err() {
         connections.abort_all();
+        return false;
     }
+    true
 }
 
 /// The TLS handshake, then the connection as on plain TCP. A failed handshake only ends this

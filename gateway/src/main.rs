@@ -159,8 +159,9 @@ async fn run(config: Config) -> anyhow::Result<()> {
     wait_for_signal().await;
     tracing::info!("shutting down: closing connections with 320 CONNECTION_FORCED");
     let _ = shutdown_tx.send(true);
+    let mut drained = true;
     for handle in listeners {
-        let _ = handle.await;
+        drained &= handle.await.unwrap_or(false);
     }
     let _ = api.await;
     if let Some(https) = https {
@@ -170,7 +171,16 @@ async fn run(config: Config) -> anyhow::Result<()> {
     if let Some(zaqar) = zaqar {
         let _ = zaqar.await;
     }
-    store.log.close().context("flushing the message log")?;
+    // The connections' last words to their queues (requeues, and their log records) are in
+    // the queues' mailboxes; each queue hands its records to the log before the log closes.
+    // Only then is the stop clean (see `charon_store::segment_log::MessageLog::close`).
+    broker.flush_queues().await;
+    if drained {
+        store.log.close().context("flushing the message log")?;
+    } else {
+        tracing::warn!("connections did not close in time: the next start recovers as after a crash");
+        store.log.close_unclean().context("flushing the message log")?;
+    }
     Ok(())
 }
 

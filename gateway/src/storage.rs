@@ -21,7 +21,8 @@ pub(crate) fn open(config: &Config) -> anyhow::Result<(Arc<Broker>, Arc<Persiste
     let started = std::time::Instant::now();
     let (log, recovery) = MessageLog::open(&dir.log_dir(), log_options()).context("opening the message log")?;
     let messages: usize = recovery.queues.values().map(charon_store::segment_log::RecoveredQueue::len).sum();
-    tracing::info!(messages, elapsed_ms = started.elapsed().as_millis(), "message log recovered");
+    let after_crash = recovery.after_crash;
+    tracing::info!(messages, after_crash, elapsed_ms = started.elapsed().as_millis(), "message log recovered");
     let store = Persistence::new(log, meta);
     let broker = Broker::with_store(config.broker_config(), Arc::clone(&store), recovery.queues)
         .context("restoring the broker's durable state")?;

@@ -422,6 +422,18 @@ impl Broker {
         Ok(())
     }
 
+    /// Returns once every queue has applied what it was sent before and handed its log
+    /// records to the log (see [`crate::QueueHandle::flush`]): a clean stop runs it after the
+    /// connections closed, before it closes the log.
+    pub async fn flush_queues(&self) {
+        for vhost in self.vhosts() {
+            for queue in vhost.queues() {
+                // A queue that is gone has nothing left to write.
+                let _ = queue.flush().await;
+            }
+        }
+    }
+
     /// Every vhost, by name.
     #[must_use]
     pub fn vhosts(&self) -> Vec<Arc<VHost>> {

@@ -200,12 +200,16 @@ pub(crate) struct Plan {
     request: BrowseRequest,
     runs: Vec<Collector>,
     reader: Option<LogReader>,
+    /// Messages numbered below this were recovered after a crash and show as redelivered, as
+    /// the queue would deliver them.
+    recovered_before: u64,
 }
 
 impl Plan {
-    /// An empty plan for `request`; `reader` reads what its runs have in the log.
-    pub(super) fn new(request: BrowseRequest, reader: Option<LogReader>) -> Self {
-        Self { request, runs: Vec::new(), reader }
+    /// An empty plan for `request`; `reader` reads what its runs have in the log; messages
+    /// numbered below `recovered_before` show as redelivered.
+    pub(super) fn new(request: BrowseRequest, reader: Option<LogReader>, recovered_before: u64) -> Self {
+        Self { request, runs: Vec::new(), reader, recovered_before }
     }
 
     /// Walks one more run of the queue with `walk`, which hands each candidate to the
@@ -220,7 +224,7 @@ impl Plan {
     /// sequence order and cuts the page at its limit. This reads the disk: run it on the
     /// blocking pool.
     pub(crate) fn resolve(self) -> BrowsePage {
-        let Self { request, runs, reader } = self;
+        let Self { request, runs, reader, recovered_before } = self;
         let mut more = false;
         let mut items = Vec::new();
         for run in runs {
@@ -235,6 +239,9 @@ impl Plan {
         if items.len() > request.limit {
             items.truncate(request.limit);
             more = true;
+        }
+        for item in &mut items {
+            item.redelivered |= item.seq < recovered_before;
         }
         BrowsePage { items, has_more: more }
     }

@@ -48,6 +48,9 @@ pub(crate) enum QueueCmd {
         reply: oneshot::Sender<Option<GetOk>>,
     },
     Purge(oneshot::Sender<u32>),
+    /// Answered once everything the queue was asked before is applied and its log records
+    /// are handed to the log (a clean stop waits for it before it closes the log).
+    Flush(oneshot::Sender<()>),
     /// Plans a page of its messages, resolved by the caller off the task.
     Browse {
         request: BrowseRequest,

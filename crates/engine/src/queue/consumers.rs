@@ -290,7 +290,9 @@ impl Consumers {
         }
     }
 
-    /// Hands `entry` to the consumer that reserved it, recording it in the log.
+    /// Hands `entry` to the consumer that reserved it; a quorum queue records it in the log
+    /// (a classic queue records a delivery only when the message comes back: see
+    /// `QueueState::requeue`).
     pub(super) fn hand_out(&mut self, index: usize, entry: Entry, quorum: bool, journal: &mut Journal) {
         let Some(consumer) = self.list.get_mut(index) else {
             return;
@@ -305,7 +307,9 @@ impl Consumers {
         } else {
             consumer.unacked += 1;
             let (owner, id) = (consumer.spec.owner, consumer.spec.id);
-            journal.delivered(&entry);
+            if quorum {
+                journal.delivered(&entry);
+            }
             self.hold(Unacked { entry, consumer: Some(id), owner });
         }
     }

@@ -185,6 +185,15 @@ impl QueueHandle {
         self.call(|reply| QueueCmd::Get { owner, no_ack, reply }).await
     }
 
+    /// Returns once the queue has applied everything sent to it before and handed the log
+    /// records that produced (see [`QueueCmd::Flush`]).
+    ///
+    /// # Errors
+    /// NOT_FOUND when the queue is gone.
+    pub async fn flush(&self) -> Result<(), EngineError> {
+        self.call(QueueCmd::Flush).await
+    }
+
     /// Removes all ready messages, returning how many.
     ///
     /// # Errors

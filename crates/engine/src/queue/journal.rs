@@ -5,11 +5,13 @@
 //!   RabbitMQ 4.0.5's `mc_amqp:get_property(durable, _)` defaults it to true) entering a durable
 //!   queue is an `Enqueue` record; a quorum queue records every message. Its publisher's
 //!   confirmation is held back until the log has synced the pass's records.
-//! - Handing it to a consumer writes `Delivered` (so it comes back redelivered after a crash,
-//!   with its quorum counts); a quorum return writes the new counts. RabbitMQ 4.0.5's classic
-//!   queues keep no such mark: after a `kill -9` they bring back every message redelivered,
-//!   delivered or not, where Charon flags only those it had delivered (observed, see
-//!   `conformance/OBSERVED-0.9.1.md`; after a clean stop both flag only the delivered ones).
+//! - A quorum queue writes `Delivered` when it hands a message to a consumer and when the
+//!   message comes back (with its counts). A classic queue writes it only when the message
+//!   comes back: RabbitMQ 4.0.5's classic queues keep no delivery marks, and after a crash
+//!   bring every recovered message back redelivered, as Charon does (see
+//!   `charon_store::segment_log::MessageLog::close`; observed, see
+//!   `conformance/OBSERVED-0.9.1.md`). After a clean stop the messages that came back, the
+//!   unsettled ones of the closed connections included, are redelivered and no others.
 //! - Leaving the queue for good (ack, dead letter, expiry, overflow, purge) writes `Remove`.
 //!   These are not waited for: after a crash an acked message may come back, redelivered —
 //!   at least once, never lost.
@@ -117,7 +119,7 @@ impl Journal {
         entry.spilled = true;
     }
 
-    /// A persisted message went to a consumer (or came back with new quorum counts).
+    /// A persisted message went to a quorum queue's consumer, or came back from a consumer.
     pub(super) fn delivered(&mut self, entry: &Entry) {
         if entry.persisted {
             let (seq, returned, failed) = (entry.seq, entry.returned, entry.failed);

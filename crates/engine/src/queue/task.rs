@@ -66,7 +66,11 @@ enum Applied {
 }
 
 /// A get's answer and where it goes.
-type GetAnswer = (oneshot::Sender<Option<GetOk>>, Option<GetOk>);
+/// An answer sent once the pass's log records are appended (see `finish_pass`).
+enum AfterJournal {
+    Got(oneshot::Sender<Option<GetOk>>, Option<GetOk>),
+    Flushed(oneshot::Sender<()>),
+}
 
 struct Task {
     handle: QueueRef,
@@ -81,8 +85,9 @@ struct Task {
     /// The broker's store, when it has one: a durable queue journals its persistent messages
     /// there, and every queue pages out what does not fit in memory.
     store: Option<Arc<Persistence>>,
-    /// Answers to gets, sent once the pass's log records are appended (see `finish_pass`).
-    gets: Vec<GetAnswer>,
+    /// Answers to gets and flushes, sent once the pass's log records are appended (see
+    /// `finish_pass`).
+    after_journal: Vec<AfterJournal>,
 }
 
 async fn run(
@@ -103,7 +108,8 @@ async fn run(
     let (confirm_sink, mut confirms) = SessionSink::new(handle.id, 0);
     let outbox = Outbox::new(ConfirmTo { session: confirm_sink, channel: 0 });
     let unconfirmed = Unconfirmed::default();
-    let mut task = Task { handle, state, outbox, unconfirmed, dead_letters, on_self_delete, store, gets: Vec::new() };
+    let mut task =
+        Task { handle, state, outbox, unconfirmed, dead_letters, on_self_delete, store, after_journal: Vec::new() };
     let mut confirmed = Vec::new();
     let mut received = Vec::with_capacity(BATCH);
     // Commands taken from the mailbox and not yet applied: the rest of a batch while the queue
@@ -147,7 +153,7 @@ async fn run(
         task.state.placed(placed);
         waiting_for_read = task.state.make_owed_drops();
         while !waiting_for_read && let Some(command) = commands.pop_front() {
-            match apply(&mut task.state, &mut task.gets, command) {
+            match apply(&mut task.state, &mut task.after_journal, command) {
                 Applied::Done => waiting_for_read = task.state.owes_drops(),
                 Applied::WaitForRead(command) => {
                     commands.push_front(command);
@@ -254,8 +260,15 @@ impl Task {
         self.write_journal();
         // After the records: what a client does with a message it got (a move into another
         // queue, say) reaches the log after the message's own enqueue.
-        for (reply, got) in self.gets.drain(..) {
-            let _ = reply.send(got);
+        for answer in self.after_journal.drain(..) {
+            match answer {
+                AfterJournal::Got(reply, got) => {
+                    let _ = reply.send(got);
+                }
+                AfterJournal::Flushed(reply) => {
+                    let _ = reply.send(());
+                }
+            }
         }
         self.state.set_expiry_room(self.outbox.room());
         let pending = self.state.dead_letters_pending();
@@ -451,7 +464,7 @@ fn dead_letterer<'a>(handle: &'a QueueRef, settings: &'a QueueSettings) -> DeadL
 }
 
 /// Applies one command; a get's answer goes to `gets`, to be sent after the pass's records.
-fn apply(state: &mut QueueState, gets: &mut Vec<GetAnswer>, command: QueueCmd) -> Applied {
+fn apply(state: &mut QueueState, after_journal: &mut Vec<AfterJournal>, command: QueueCmd) -> Applied {
     match command {
         QueueCmd::Publish { items, confirm_to } => state.publish(items, confirm_to),
         QueueCmd::PublishMoved { items, from, confirm_to } => state.publish_moved(items, &from, confirm_to),
@@ -471,9 +484,10 @@ fn apply(state: &mut QueueState, gets: &mut Vec<GetAnswer>, command: QueueCmd) -
         QueueCmd::SettleModified { seqs, failed, annotations } => state.settle_modified(&seqs, failed, &annotations),
         QueueCmd::SettleRefused { seqs, how, cause } => state.settle_refused(&seqs, how, &cause),
         QueueCmd::Get { owner, no_ack, reply } => match state.try_get(owner, no_ack) {
-            Ok(got) => gets.push((reply, got)),
+            Ok(got) => after_journal.push(AfterJournal::Got(reply, got)),
             Err(ReadPending) => return Applied::WaitForRead(QueueCmd::Get { owner, no_ack, reply }),
         },
+        QueueCmd::Flush(reply) => after_journal.push(AfterJournal::Flushed(reply)),
         QueueCmd::Purge(reply) => match state.try_purge() {
             Ok(count) => {
                 let _ = reply.send(count);
@@ -552,5 +566,7 @@ fn drain_after_stop(rx: &mut mpsc::Receiver<QueueCmd>) {
     }
 }
 
+#[cfg(test)]
+mod restart_tests;
 #[cfg(test)]
 mod tests;

@@ -5,8 +5,8 @@
 //!
 //! It must stay small next to a queue of ten million messages: per queue and segment the live
 //! sequence numbers are a compressed bitmap (a queue's sequence numbers are dense, so a bit or
-//! two per message), and only delivered messages — a consumer's unacknowledged window — have
-//! an entry of their own.
+//! two per message), and only messages with a `Delivered` record (a quorum queue's deliveries, a
+//! classic queue's returns) have an entry of their own.
 
 use std::collections::BTreeMap;
 

@@ -22,6 +22,7 @@
 //!   compacted: they are appended again at the head (see `compact`), and their queues are
 //!   told the new places.
 
+mod clean_stop;
 mod compact;
 mod index;
 mod marks;
@@ -79,7 +80,8 @@ pub enum Record {
         /// Sequence number.
         seq: u64,
     },
-    /// The message was handed to a consumer (it comes back redelivered), with its counts.
+    /// The message was handed to a consumer (quorum queues) or came back from one, with its
+    /// counts: a restart brings it back redelivered.
     Delivered {
         /// Queue id.
         queue: u64,
@@ -199,6 +201,9 @@ pub struct Recovery {
     pub records: u64,
     /// Bytes of a torn tail cut off the last segment.
     pub truncated_bytes: u64,
+    /// Whether the last run did not stop cleanly (see [`MessageLog::close`]). A new log
+    /// follows no run, and no crash.
+    pub after_crash: bool,
 }
 
 /// A failure the writer reports to completions that can no longer succeed.
@@ -293,7 +298,8 @@ impl std::fmt::Debug for LogOptions {
 
 enum Command {
     Append(Vec<Record>, Option<Completion>),
-    Close(mpsc::Sender<Result<(), String>>),
+    /// Sync everything and stop; leave the clean-stop mark when `.1` says the stop is clean.
+    Close(mpsc::Sender<Result<(), String>>, bool),
 }
 
 /// State shared with the writer thread.
@@ -366,7 +372,14 @@ impl MessageLog {
     /// I/O errors and corruption that a crash cannot explain.
     pub fn open(dir: &Path, options: LogOptions) -> Result<(Self, Recovery), LogError> {
         std::fs::create_dir_all(dir).map_err(|source| LogError::Io { path: dir.to_owned(), source })?;
-        let replayed = replay::replay(dir)?;
+        let mut replayed = replay::replay(dir)?;
+        // Before the writer starts: no append of this run may meet the last run's mark.
+        let clean = clean_stop::take(dir).map_err(|source| LogError::Io { path: dir.to_owned(), source })?;
+        let after_crash = !clean && replayed.recovery.segments > 0;
+        replayed.recovery.after_crash = after_crash;
+        for queue in replayed.recovery.queues.values_mut() {
+            queue.after_crash = after_crash;
+        }
         let shared = Arc::new(Shared {
             failing: AtomicBool::new(false),
             disk_low: AtomicBool::new(false),
@@ -406,15 +419,31 @@ impl MessageLog {
     }
 
     /// Writes and syncs everything appended so far and stops the writer; later appends fail.
+    /// The stop is clean: the broker has appended everything it owed the log (requeued
+    /// messages' marks included), so the next start does not treat it as a crash (see
+    /// `clean_stop`).
     ///
     /// # Errors
     /// When the last writes could not be made durable.
     pub fn close(&self) -> Result<(), LogError> {
+        self.close_as(true)
+    }
+
+    /// [`Self::close`] after a stop that could not finish what it owed the log (connections
+    /// that would not close in time): the next start treats it as a crash.
+    ///
+    /// # Errors
+    /// When the last writes could not be made durable.
+    pub fn close_unclean(&self) -> Result<(), LogError> {
+        self.close_as(false)
+    }
+
+    fn close_as(&self, clean: bool) -> Result<(), LogError> {
         let Some(tx) = self.commands.lock().take() else {
             return Ok(());
         };
         let (reply_tx, reply_rx) = mpsc::channel();
-        let sent = tx.send(Command::Close(reply_tx)).is_ok();
+        let sent = tx.send(Command::Close(reply_tx, clean)).is_ok();
         let result = if sent { reply_rx.recv().unwrap_or(Ok(())) } else { Ok(()) };
         if let Some(handle) = self.writer.lock().take() {
             let _ = handle.join();
@@ -467,9 +496,11 @@ impl MessageLog {
     }
 }
 
+/// A log dropped without [`MessageLog::close`] syncs what it was given, but nothing says the
+/// broker finished what it owed it: the next start treats it as a crash.
 impl Drop for MessageLog {
     fn drop(&mut self) {
-        let _ = self.close();
+        let _ = self.close_unclean();
     }
 }
 

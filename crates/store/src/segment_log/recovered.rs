@@ -9,13 +9,22 @@ use super::RecoveredMessage;
 #[derive(Debug, Default, PartialEq)]
 pub struct RecoveredQueue {
     chunks: Vec<Vec<RecoveredMessage>>,
+    /// Whether the run that wrote them crashed (see [`super::Recovery::after_crash`]).
+    pub(super) after_crash: bool,
 }
 
 impl RecoveredQueue {
     /// Chunks already in sequence order, one after the other.
     pub(super) fn from_chunks(mut chunks: Vec<Vec<RecoveredMessage>>) -> Self {
         chunks.retain(|chunk| !chunk.is_empty());
-        Self { chunks }
+        Self { chunks, after_crash: false }
+    }
+
+    /// Whether the run that wrote them crashed: a classic queue then brings every one of them
+    /// back redelivered, as RabbitMQ 4.0.5's do.
+    #[must_use]
+    pub fn after_crash(&self) -> bool {
+        self.after_crash
     }
 
     /// How many messages.

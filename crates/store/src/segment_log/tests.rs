@@ -722,3 +722,33 @@ fn a_move_written_ahead_of_its_sources_enqueue_still_leaves_the_message_in_its_t
     assert_eq!((seqs(&recovery, 1), seqs(&recovery, 2)), (vec![1], vec![0]));
     assert_eq!(payloads(&log, &recovery.queues[&1]), ["stays"]);
 }
+
+#[test]
+fn a_start_knows_whether_the_last_run_stopped_cleanly() {
+    let dir = tempfile::tempdir().unwrap();
+    let (log, recovery) = open(dir.path());
+    assert!(!recovery.after_crash, "a new log follows no crash");
+    append_synced(&log, vec![enqueue(1, 1, b"a")]);
+    log.close().unwrap();
+
+    let (log, recovery) = open(dir.path());
+    assert!(!recovery.after_crash);
+    assert!(!recovery.queues[&1].after_crash());
+    // Dropped without a close: what it was given is synced, but the stop was not clean.
+    drop(log);
+
+    let (log, recovery) = open(dir.path());
+    assert!(recovery.after_crash);
+    assert!(recovery.queues[&1].after_crash());
+    log.close_unclean().unwrap();
+    let (log, recovery) = open(dir.path());
+    assert!(recovery.after_crash, "an unclean close leaves no mark");
+    log.close().unwrap();
+
+    // The mark is taken at the start, before anything is appended: a crash of that run
+    // (which runs no close at all) finds none.
+    let (_log, recovery) = open(dir.path());
+    assert!(!recovery.after_crash);
+    assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), segment_files(dir.path()).unwrap().len());
+    assert_eq!(seqs(&recovery, 1), [1]);
+}

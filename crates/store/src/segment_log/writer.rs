@@ -11,6 +11,7 @@ use std::time::Duration;
 
 use bytes::BytesMut;
 
+use super::clean_stop;
 use super::index::Index;
 use super::record::{HEADER_LEN, header, put_record};
 use super::replay::{segment_files, segment_path};
@@ -157,8 +158,8 @@ impl Writer {
             while let Some(command) = next.take() {
                 match command {
                     Command::Append(records, done) => batch.push(records, done),
-                    Command::Close(reply) => {
-                        closing = Some(reply);
+                    Command::Close(reply, clean) => {
+                        closing = Some((reply, clean));
                         break;
                     }
                 }
@@ -169,8 +170,11 @@ impl Writer {
             self.commit(batch);
             self.compact_oldest();
         }
-        if let Some(reply) = closing {
-            let synced = self.trim().map_err(|error| format!("{}: {error}", self.path().display()));
+        if let Some((reply, clean)) = closing {
+            let mut synced = self.trim().map_err(|error| format!("{}: {error}", self.path().display()));
+            if clean && synced.is_ok() {
+                synced = clean_stop::mark(&self.dir).map_err(|error| format!("{}: {error}", self.dir.display()));
+            }
             let _ = reply.send(synced);
         }
     }

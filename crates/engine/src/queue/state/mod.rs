@@ -65,6 +65,9 @@ pub(crate) struct QueueState {
     now: i64,
     /// The sequence number of the next message.
     next_seq: u64,
+    /// Messages numbered below this were recovered after a crash: a classic queue delivers
+    /// them redelivered, as RabbitMQ 4.0.5's do (see [`Self::enable_journal`]). 0 otherwise.
+    recovered_before: u64,
     ready: Ready,
     /// Messages whose "not before" time has not come: out of the ready runs until then.
     delayed: Delayed,
@@ -113,6 +116,7 @@ impl QueueState {
             quorum,
             now,
             next_seq: 1,
+            recovered_before: 0,
             ready: Ready::new(order),
             delayed: Delayed::default(),
             consumers: Consumers::new(single_active, quorum),
@@ -144,6 +148,12 @@ impl QueueState {
         self.effects.journal().enable();
         let clock_floor = u64::try_from(self.now).unwrap_or(0) << 20;
         let last = restored.last().map_or(0, |m| m.seq);
+        // RabbitMQ 4.0.5's classic queues keep no delivery marks: after a crash every
+        // recovered message may have been delivered, and goes out redelivered. A clean stop
+        // wrote a mark for each message that came back from a consumer (see `requeue`).
+        if restored.after_crash() && !self.quorum {
+            self.recovered_before = last.saturating_add(1);
+        }
         let restored = self.restore_waiting(restored);
         let restored = self.restore_delayed(restored);
         // Their arrival is not in the log: their age counts from the restart.
@@ -416,9 +426,9 @@ impl QueueState {
                 self.discard(entry, DeathReason::DeliveryLimit);
                 continue;
             }
-            if self.quorum {
-                self.effects.journal().delivered(&entry);
-            }
+            // Its mark (with a quorum queue's counts) is what a restart after a clean stop
+            // knows of its having been delivered.
+            self.effects.journal().delivered(&entry);
             self.ready.insert(entry);
         }
     }
@@ -436,16 +446,19 @@ impl QueueState {
             // Its dead-lettering waits for room (see `set_expiry_room`); it is not handed out.
             return Ok(None);
         }
-        let Some(entry) = self.ready.pop(self.now, self.effects.journal()) else {
+        let Some(mut entry) = self.ready.pop(self.now, self.effects.journal()) else {
             return if self.ready.awaiting_read() { Err(ReadPending) } else { Ok(None) };
         };
+        self.mark_recovered(&mut entry);
         let delivery = entry.delivery(self.quorum);
         self.counters.delivered += 1;
         self.counters.redelivered += u64::from(delivery.redelivered);
         if no_ack {
             self.effects.journal().removed(&entry);
         } else {
-            self.effects.journal().delivered(&entry);
+            if self.quorum {
+                self.effects.journal().delivered(&entry);
+            }
             self.consumers.got(entry, owner);
         }
         let remaining = u32::try_from(self.ready.len()).unwrap_or(u32::MAX);
@@ -490,7 +503,7 @@ impl QueueState {
     /// Plans a page of the queue's messages (ready ones, and unsettled ones when asked), to be
     /// resolved off the task ([`Plan::resolve`]).
     pub(crate) fn browse(&self, request: BrowseRequest) -> Plan {
-        let mut plan = Plan::new(request, self.reader.clone());
+        let mut plan = Plan::new(request, self.reader.clone(), self.recovered_before);
         self.ready.browse(&mut plan);
         if request.include_unacked {
             plan.run(|collector| self.consumers.browse(collector));
@@ -644,13 +657,14 @@ impl QueueState {
                 break;
             };
             let entry = if self.head_expired() { None } else { self.ready.pop(self.now, self.effects.journal()) };
-            let Some(entry) = entry else {
+            let Some(mut entry) = entry else {
                 // Expired (its dead-lettering waits for room), or the next page is being read
                 // (its completion wakes the queue), or reading it failed; the queue tries
                 // again later.
                 self.consumers.unreserve(index);
                 break;
             };
+            self.mark_recovered(&mut entry);
             delivered += 1;
             redelivered += u64::from(entry.redelivered);
             self.consumers.hand_out(index, entry, self.quorum, self.effects.journal());
@@ -658,6 +672,11 @@ impl QueueState {
         self.counters.delivered += delivered;
         self.counters.redelivered += redelivered;
         self.consumers.flush(&mut self.effects);
+    }
+
+    /// A message recovered after a crash goes out redelivered (see `recovered_before`).
+    fn mark_recovered(&self, entry: &mut Entry) {
+        entry.redelivered |= entry.seq < self.recovered_before;
     }
 
     /// Applies a receiver's flow to a credit-based consumer. A drain runs after dispatch, so

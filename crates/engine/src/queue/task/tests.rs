@@ -34,11 +34,11 @@ impl DeadLetterSink for NoRoutes {
     }
 }
 
-const OWNER: Owner = Owner { session: 1, channel: 1 };
+pub(super) const OWNER: Owner = Owner { session: 1, channel: 1 };
 /// Messages behind the head, on disk.
 const PAGED: usize = 3_000;
 
-fn runtime() -> tokio::runtime::Runtime {
+pub(super) fn runtime() -> tokio::runtime::Runtime {
     tokio::runtime::Builder::new_current_thread().enable_all().max_blocking_threads(1).build().unwrap()
 }
 
@@ -49,16 +49,16 @@ fn message(i: usize) -> Message {
     m
 }
 
-fn body(got: &super::super::GetOk) -> String {
+pub(super) fn body(got: &super::super::GetOk) -> String {
     String::from_utf8(got.delivery.message.body.bytes().to_vec()).unwrap()
 }
 
-fn store(dir: &std::path::Path) -> (Arc<Persistence>, std::collections::HashMap<u64, RecoveredQueue>) {
+pub(super) fn store(dir: &std::path::Path) -> (Arc<Persistence>, std::collections::HashMap<u64, RecoveredQueue>) {
     let (log, recovery) = MessageLog::open(&dir.join("log"), LogOptions::default()).unwrap();
     (Persistence::new(log, MetaStore::open(&dir.join("meta.redb")).unwrap()), recovery.queues)
 }
 
-fn spawn(id: u64, settings: QueueSettings, store: &Arc<Persistence>, restored: RecoveredQueue) -> QueueRef {
+pub(super) fn spawn(id: u64, settings: QueueSettings, store: &Arc<Persistence>, restored: RecoveredQueue) -> QueueRef {
     let config = QueueConfig {
         name: format!("q{id}"),
         vhost: "/".into(),
@@ -78,7 +78,7 @@ fn spawn(id: u64, settings: QueueSettings, store: &Arc<Persistence>, restored: R
 
 /// Publishes `range` as persistent messages and waits for their confirmation: the log has
 /// then placed them, and the queue takes the places at its next command.
-async fn publish(queue: &QueueRef, range: std::ops::Range<usize>) {
+pub(super) async fn publish(queue: &QueueRef, range: std::ops::Range<usize>) {
     let (session, mut events) = SessionSink::new(1, 0);
     let items: Vec<Enqueue> =
         range.clone().map(|i| Enqueue { message: Arc::new(message(i)), confirm: Some(i as u64) }).collect();
