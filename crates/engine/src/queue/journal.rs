@@ -31,6 +31,8 @@ use crate::session::{SessionEvent, SessionSink};
 /// Fresh room reserved for encoding when less than [`ENCODE_LOW_WATER`] is left.
 const ENCODE_CHUNK: usize = 64 * 1024;
 const ENCODE_LOW_WATER: usize = 4 * 1024;
+/// The most records a pass's vector starts with room for (see [`Journal::take`]).
+const RECORDS_CAPACITY_CAP: usize = 1024;
 
 /// Where a [`Journal`] stood when a publish began.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -170,7 +172,10 @@ impl Journal {
     /// Takes the pass's records and the confirmations that wait for them.
     pub(super) fn take(&mut self) -> (Vec<Record>, Vec<(SessionSink, SessionEvent)>) {
         self.kept = 0;
-        (std::mem::take(&mut self.records), std::mem::take(&mut self.confirms))
+        // The records go to the log's writer; the next pass likely writes as many, and starting
+        // at that size spares the vector's growth by doubling (1 % of S10's CPU in reallocs).
+        let next = Vec::with_capacity(self.records.len().min(RECORDS_CAPACITY_CAP));
+        (std::mem::replace(&mut self.records, next), std::mem::take(&mut self.confirms))
     }
 
     /// Encodes a message into the shared buffer.
