@@ -298,8 +298,11 @@ impl std::fmt::Debug for LogOptions {
 
 enum Command {
     Append(Vec<Record>, Option<Completion>),
-    /// Sync everything and stop; leave the clean-stop mark when `.1` says the stop is clean.
-    Close(mpsc::Sender<Result<(), String>>, bool),
+    /// Sync everything and stop, answering on `reply`; leave the clean-stop mark if `clean`.
+    Close {
+        reply: mpsc::Sender<Result<(), String>>,
+        clean: bool,
+    },
 }
 
 /// State shared with the writer thread.
@@ -443,7 +446,7 @@ impl MessageLog {
             return Ok(());
         };
         let (reply_tx, reply_rx) = mpsc::channel();
-        let sent = tx.send(Command::Close(reply_tx, clean)).is_ok();
+        let sent = tx.send(Command::Close { reply: reply_tx, clean }).is_ok();
         let result = if sent { reply_rx.recv().unwrap_or(Ok(())) } else { Ok(()) };
         if let Some(handle) = self.writer.lock().take() {
             let _ = handle.join();

@@ -158,7 +158,7 @@ impl Writer {
             while let Some(command) = next.take() {
                 match command {
                     Command::Append(records, done) => batch.push(records, done),
-                    Command::Close(reply, clean) => {
+                    Command::Close { reply, clean } => {
                         closing = Some((reply, clean));
                         break;
                     }
