@@ -25,6 +25,7 @@
 mod clean_stop;
 mod compact;
 mod index;
+mod linger;
 mod marks;
 mod read;
 mod record;

@@ -7,12 +7,13 @@ use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, mpsc};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use bytes::BytesMut;
 
 use super::clean_stop;
 use super::index::Index;
+use super::linger::Linger;
 use super::record::{HEADER_LEN, header, put_record};
 use super::replay::{segment_files, segment_path};
 use super::{Command, Completion, LogError, LogOptions, Place, Placed, Record, Shared};
@@ -55,6 +56,8 @@ pub(super) struct Batch {
     appends: Vec<(Option<Completion>, Vec<Pending>)>,
     /// A compaction: the messages move, and their new places go to the relocation listener.
     relocation: bool,
+    /// Whether a record needs a sync (see [`Self::needs_sync`]), kept as records come.
+    sync: bool,
 }
 
 impl Batch {
@@ -75,6 +78,7 @@ impl Batch {
         for record in &records {
             let offset = self.bytes.len();
             let len = put_record(&mut self.bytes, record);
+            self.sync |= record.needs_sync();
             if let Record::Enqueue { queue, seq, .. } | Record::Spill { queue, seq, .. } = record {
                 pending.push(Pending { queue: *queue, seq: *seq, offset, len });
             }
@@ -92,7 +96,7 @@ impl Batch {
     /// one, and the next synced batch makes it durable with it. With a consumer settling each
     /// message, this halves the syncs of a publish-and-consume stream.
     fn needs_sync(&self) -> bool {
-        self.records.iter().any(Record::needs_sync)
+        self.sync
     }
 }
 
@@ -118,6 +122,8 @@ pub(super) struct Writer {
     /// (a batch of removals needs none): a roll-over and closing sync them, so only the last
     /// segment can end torn.
     unsynced: bool,
+    /// How long a batch waits for more under a stream.
+    linger: Linger,
 }
 
 impl Writer {
@@ -143,6 +149,7 @@ impl Writer {
             oldest_watch: super::compact::OldestWatch::default(),
             unsynced: false,
             buffer: BytesMut::new(),
+            linger: Linger::default(),
         };
         writer.index.segments.entry(segment).or_default();
         writer.reclaim();
@@ -152,9 +159,17 @@ impl Writer {
     pub(super) fn run(mut self, rx: mpsc::Receiver<Command>) {
         let mut closing = None;
         while closing.is_none() {
-            let Ok(first) = rx.recv() else { break };
+            // Records already waiting arrived while the last commit ran: a stream.
+            let (first, streaming) = match rx.try_recv() {
+                Ok(first) => (first, true),
+                Err(_) => match rx.recv() {
+                    Ok(first) => (first, false),
+                    Err(_) => break,
+                },
+            };
             let mut batch = Batch::into(std::mem::take(&mut self.buffer));
             let mut next = Some(first);
+            let mut deadline = None;
             while let Some(command) = next.take() {
                 match command {
                     Command::Append(records, done) => batch.push(records, done),
@@ -163,8 +178,14 @@ impl Writer {
                         break;
                     }
                 }
-                if batch.bytes.len() < MAX_BATCH {
-                    next = rx.try_recv().ok();
+                if batch.bytes.len() >= MAX_BATCH {
+                    break;
+                }
+                next = rx.try_recv().ok();
+                if next.is_none() && batch.needs_sync() {
+                    // See `linger`: under a stream, wait about a sync's time for more.
+                    let until = *deadline.get_or_insert_with(|| Instant::now() + self.linger.wait(streaming));
+                    next = rx.recv_timeout(until.saturating_duration_since(Instant::now())).ok();
                 }
             }
             self.commit(batch);
@@ -182,8 +203,7 @@ impl Writer {
     /// Writes (and syncs, unless it only spills) a batch, retrying until it is on disk, then
     /// completes it with the places of its messages.
     pub(super) fn commit(&mut self, batch: Batch) {
-        let sync = batch.needs_sync();
-        let Batch { mut bytes, records, appends, relocation } = batch;
+        let Batch { mut bytes, records, appends, relocation, sync } = batch;
         let full = self.written_len + bytes.len() as u64 > self.options.segment_bytes;
         if !bytes.is_empty() && self.written_len > HEADER_LEN as u64 && full {
             self.roll();
@@ -259,9 +279,15 @@ impl Writer {
             Some(error) => Err(error),
             None => {
                 self.preallocate(bytes.len() as u64);
-                self.file
+                let started = Instant::now();
+                let written = self
+                    .file
                     .write_all_at(bytes, self.written_len)
-                    .and_then(|()| if sync { self.file.sync_data() } else { Ok(()) })
+                    .and_then(|()| if sync { self.file.sync_data() } else { Ok(()) });
+                if sync {
+                    self.linger.synced(started.elapsed());
+                }
+                written
             }
         };
         match result {
