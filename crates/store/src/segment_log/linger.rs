@@ -5,9 +5,11 @@
 //! that arrive while a sync runs are synced on their own the moment it ends, and each sync's
 //! confirms release a burst as small as the last.
 //!
-//! So when records were already waiting as the last commit ended (a stream), the writer waits
+//! So when records were already waiting as the last commit ended (a stream), the writer sleeps
 //! as long as that commit's sync took before it syncs them: about as many again arrive, and
-//! the sync is shared by twice as many. A publisher that waits for each confirm never finds
+//! the sync is shared by twice as many. It sleeps rather than waiting on its channel, so the
+//! records that arrive meanwhile do not wake it one by one (a timed receive did, and cost S10
+//! with `TCP_NODELAY` a quarter more CPU). A publisher that waits for each confirm never finds
 //! records waiting, so it never waits. The wait is bounded by [`MAX_LINGER`].
 
 use std::time::Duration;

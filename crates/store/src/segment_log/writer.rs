@@ -169,7 +169,7 @@ impl Writer {
             };
             let mut batch = Batch::into(std::mem::take(&mut self.buffer));
             let mut next = Some(first);
-            let mut deadline = None;
+            let mut lingered = false;
             while let Some(command) = next.take() {
                 match command {
                     Command::Append(records, done) => batch.push(records, done),
@@ -182,10 +182,16 @@ impl Writer {
                     break;
                 }
                 next = rx.try_recv().ok();
-                if next.is_none() && batch.needs_sync() {
-                    // See `linger`: under a stream, wait about a sync's time for more.
-                    let until = *deadline.get_or_insert_with(|| Instant::now() + self.linger.wait(streaming));
-                    next = rx.recv_timeout(until.saturating_duration_since(Instant::now())).ok();
+                if next.is_none() && !lingered && batch.needs_sync() {
+                    // See `linger`: under a stream, sleep about a sync's time, then take what
+                    // came meanwhile. A sleep, not a timed receive: records arriving meanwhile
+                    // need not wake the writer one by one.
+                    lingered = true;
+                    let wait = self.linger.wait(streaming);
+                    if !wait.is_zero() {
+                        std::thread::sleep(wait);
+                        next = rx.try_recv().ok();
+                    }
                 }
             }
             self.commit(batch);
