@@ -96,6 +96,18 @@ pub(crate) fn cases() -> Vec<Case> {
             trailing
         ),
         case!(
+            "connection.method.truncated_publish_501",
+            "a basic.publish cut off inside its routing key closes the connection with 501",
+            ["raw"],
+            truncated_publish
+        ),
+        case!(
+            "connection.method.publish_trailing_bytes_501",
+            "extra bytes after basic.publish's flags close the connection with 501",
+            ["raw"],
+            publish_trailing
+        ),
+        case!(
             "connection.method.zero_length_method_frame_501",
             "an empty method frame closes the connection with 501",
             ["raw"],
@@ -339,6 +351,19 @@ async fn trailing(ctx: Ctx) -> CaseResult {
     let args = Enc::new().u32(0).u16(10).u8(0).bytes(b"xyz").done();
     bad(&ctx, raw::method(1, 60, 10, &args), 501, "FRAME_ERROR - cannot decode <<0,0,0,0,0,10,0,120,121,122>>", 60, 10)
         .await
+}
+
+// basic.publish has a decoder of its own in a broker that decodes it by hand: the same rules.
+async fn truncated_publish(ctx: Ctx) -> CaseResult {
+    // The routing key announces 5 octets and carries 2; no flags octet.
+    let args = Enc::new().u16(0).shortstr("amq.fanout").u8(5).bytes(b"ab").done();
+    let text = "FRAME_ERROR - cannot decode <<0,0,10,97,109,113,46,102,97,110,111,117,116,5,97,98>>";
+    bad(&ctx, raw::method(1, 60, 40, &args), 501, text, 60, 40).await
+}
+
+async fn publish_trailing(ctx: Ctx) -> CaseResult {
+    let args = Enc::new().u16(0).shortstr("").shortstr("k").u8(0).u8(7).done();
+    bad(&ctx, raw::method(1, 60, 40, &args), 501, "FRAME_ERROR - cannot decode <<0,0,0,1,107,0,7>>", 60, 40).await
 }
 
 async fn zero_length_method(ctx: Ctx) -> CaseResult {

@@ -2,13 +2,14 @@
 //!
 //! Frame splitting and body frames are ours (zero-copy: a body is a `Bytes` slice of the read
 //! buffer); method frames are decoded and encoded with amq-protocol's generated code, wrapped
-//! here so it could be replaced; content-header properties and field tables use our own codec
+//! here so it could be replaced, except `basic.publish`, decoded by hand (`publish.rs`); content-header properties and field tables use our own codec
 //! that keeps header order.
 
 mod frame;
 mod method;
 mod method_tables;
 mod properties;
+mod publish;
 mod table;
 
 pub use frame::{
@@ -16,6 +17,7 @@ pub use frame::{
 };
 pub use method::{MethodError, decode_method, encode_method, method_ids, put_ack, put_deliver, put_nack};
 pub use properties::{DecodedProperties, decode_properties, encode_properties};
+pub use publish::{Publish, decode_publish, is_publish};
 pub use table::{decode_table, encode_table};
 
 /// A field table, property list or method payload could not be decoded.

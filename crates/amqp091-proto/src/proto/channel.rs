@@ -1,10 +1,9 @@
 //! Per-channel protocol state: open/closing, and reassembly of `basic.publish` content from
 //! header and body frames.
 
-use amq_protocol::protocol::basic::Publish;
 use bytes::{Bytes, BytesMut};
 
-use crate::codec::DecodedProperties;
+use crate::codec::{DecodedProperties, Publish};
 
 /// Where a channel is in its life.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -24,7 +23,7 @@ pub(super) enum Assembly {
     #[default]
     Idle,
     /// A `basic.publish` arrived; expecting its content header.
-    Header(Box<Publish>),
+    Header(Publish),
     /// Expecting body frames.
     Body(Box<PartialContent>),
 }

@@ -9,7 +9,9 @@ use super::channel::{Assembly, ChannelSlot, PartialContent, Phase};
 use super::connection::{Connection, HardError, qos_prefetch_size, unexpected_frame, well_formed};
 use super::reply::ReplyCode;
 use super::{Event, Host, PublishCommand};
-use crate::codec::{FRAME_HEADER, FRAME_HEARTBEAT, FRAME_METHOD, RawFrame, decode_method, decode_properties};
+use crate::codec::{
+    FRAME_HEADER, FRAME_HEARTBEAT, FRAME_METHOD, RawFrame, decode_method, decode_properties, decode_publish, is_publish,
+};
 
 impl Connection {
     pub(super) fn handle_channel_frame(&mut self, frame: RawFrame, host: &mut dyn Host) -> Result<(), HardError> {
@@ -77,6 +79,17 @@ impl Connection {
         if let Some(explanation) = awaiting {
             return Err(HardError::new(ReplyCode::UnexpectedFrame, explanation).during((60, 40)));
         }
+        if is_publish(&frame.payload) {
+            // Once per message: decoded by hand (see `codec::publish`).
+            let publish = decode_publish(&frame.payload).map_err(|_| Self::cannot_decode(frame, (60, 40)))?;
+            if phase == Phase::Starting {
+                return Err(HardError::new(ReplyCode::ChannelError, "expected 'channel.open'").during((60, 40)));
+            }
+            if let Some(slot) = self.channels.get_mut(&id) {
+                slot.assembly = Assembly::Header(publish);
+            }
+            return Ok(());
+        }
         let Some(method) = Self::decode(frame)? else {
             self.finish();
             return Ok(());
@@ -114,12 +127,6 @@ impl Connection {
                 // amq-protocol drops prefetch_size; RabbitMQ refuses a non-zero one.
                 let size = qos_prefetch_size(&frame.payload);
                 Err(HardError::new(ReplyCode::NotImplemented, format!("prefetch_size!=0 ({size})")).during(ids))
-            }
-            (_, AMQPClass::Basic(basic::AMQPMethod::Publish(publish))) => {
-                if let Some(slot) = self.channels.get_mut(&id) {
-                    slot.assembly = Assembly::Header(Box::new(publish));
-                }
-                Ok(())
             }
             (_, method) => {
                 self.events.push_back(Event::Method(id, Box::new(method)));
@@ -182,7 +189,7 @@ impl Connection {
             .during((60, 40))
         })?;
         let content = PartialContent {
-            method: *publish,
+            method: publish,
             raw_properties,
             properties,
             size,

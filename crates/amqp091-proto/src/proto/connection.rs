@@ -583,11 +583,14 @@ impl Connection {
         match decode_method(&frame.payload) {
             Ok(method) => Ok(Some(method)),
             Err(MethodError::Unknown { .. }) => Ok(None),
-            Err(MethodError::Malformed { class, method }) => {
-                let fields = erlang::binary(frame.payload.get(4..).unwrap_or_default());
-                Err(HardError::new(ReplyCode::FrameError, format!("cannot decode {fields}")).during((class, method)))
-            }
+            Err(MethodError::Malformed { class, method }) => Err(Self::cannot_decode(frame, (class, method))),
         }
+    }
+
+    /// RabbitMQ's FRAME_ERROR for a method whose fields do not decode.
+    pub(super) fn cannot_decode(frame: &RawFrame, ids: (u16, u16)) -> HardError {
+        let fields = erlang::binary(frame.payload.get(4..).unwrap_or_default());
+        HardError::new(ReplyCode::FrameError, format!("cannot decode {fields}")).during(ids)
     }
 
     pub(super) fn unknown_frame(&self, frame: &RawFrame) -> HardError {

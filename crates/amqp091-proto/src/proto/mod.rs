@@ -18,14 +18,13 @@ mod handshake;
 mod reply;
 
 use amq_protocol::protocol::AMQPClass;
-use amq_protocol::protocol::basic::Publish;
 use bytes::Bytes;
 
 pub use connection::{Connection, ConnectionConfig, ConnectionState, ContentProperties, FRAME_MIN_SIZE};
 pub use handshake::{AMQP_0_9_1, AMQP_1_0_SASL, Negotiation, negotiate};
 pub use reply::{ReplyCode, reply_text};
 
-use crate::codec::DecodedProperties;
+use crate::codec::{DecodedProperties, Publish};
 
 /// What the connection needs from the broker: logins, vhosts, and the user limits checked
 /// before a channel is opened.

@@ -56,12 +56,7 @@ pub(crate) fn to_model(command: PublishCommand, user: Option<&str>) -> Result<Me
     } else {
         Encoded::Amqp091Properties(command.raw_properties)
     };
-    let routing = Routing {
-        exchange: command.method.exchange.as_str().to_owned(),
-        routing_key: command.method.routing_key.as_str().to_owned(),
-        cc,
-        bcc,
-    };
+    let routing = Routing { exchange: command.method.exchange, routing_key: command.method.routing_key, cc, bcc };
     let mut message = Message::new(routing, Body::Data(command.body));
     message.set_properties(decoded.properties);
     message.headers = decoded.headers;
@@ -108,12 +103,11 @@ fn header_keys(value: Option<&Value>) -> Vec<String> {
 
 #[cfg(test)]
 mod tests {
-    use amq_protocol::protocol::basic::Publish;
     use bytes::Bytes;
     use charon_model::Table;
 
     use super::*;
-    use crate::codec::DecodedProperties;
+    use crate::codec::{DecodedProperties, Publish};
 
     fn command(headers: Table, expiration: Option<&str>, user_id: Option<&str>) -> PublishCommand {
         let mut properties =

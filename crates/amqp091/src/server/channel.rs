@@ -1,12 +1,13 @@
 //! What the broker remembers about one 0.9.1 channel: delivery tags awaiting settlement,
 //! consumers, publisher confirms and prefetch.
 
-use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
 use std::time::Instant;
 
 use charon_engine::{ConsumerId, Gate, QueueRef, RouteCache, WriteGrants};
 
+use super::confirms::ConfirmTracker;
 use super::tx::Transaction;
 
 /// A delivery awaiting the client's ack.
@@ -141,90 +142,6 @@ pub(crate) fn by_queue(pending: Vec<PendingAck>) -> Vec<(QueueRef, Vec<u64>)> {
         }
     }
     groups
-}
-
-/// Publisher confirms of one channel.
-#[derive(Debug)]
-pub(crate) struct ConfirmTracker {
-    next: u64,
-    /// Sequence number → queues that have not answered yet, and whether one refused.
-    pending: BTreeMap<u64, (u32, bool)>,
-    acks: Vec<u64>,
-    nacks: Vec<u64>,
-}
-
-impl ConfirmTracker {
-    pub(crate) fn new() -> Self {
-        Self { next: 1, pending: BTreeMap::new(), acks: Vec::new(), nacks: Vec::new() }
-    }
-
-    /// Assigns the next sequence number to a publish routed to `queues` queues.
-    pub(crate) fn publish(&mut self, queues: usize) -> u64 {
-        let seq = self.next;
-        self.next += 1;
-        match u32::try_from(queues) {
-            Ok(0) => self.acks.push(seq),
-            Ok(n) => {
-                self.pending.insert(seq, (n, false));
-            }
-            Err(_) => {
-                self.pending.insert(seq, (u32::MAX, false));
-            }
-        }
-        seq
-    }
-
-    /// Publishes not yet confirmed.
-    pub(crate) fn unconfirmed(&self) -> usize {
-        self.pending.len()
-    }
-
-    /// Whether a publish still waits for a queue's answer.
-    pub(crate) fn is_waiting(&self) -> bool {
-        !self.pending.is_empty()
-    }
-
-    /// One queue answered for `seq`.
-    pub(crate) fn answer(&mut self, seq: u64, accepted: bool) {
-        let Some((remaining, refused)) = self.pending.get_mut(&seq) else {
-            return;
-        };
-        *remaining = remaining.saturating_sub(1);
-        *refused |= !accepted;
-        if *remaining == 0 {
-            let refused = *refused;
-            self.pending.remove(&seq);
-            if refused { self.nacks.push(seq) } else { self.acks.push(seq) }
-        }
-    }
-
-    /// The confirms to send now: nacks one by one, then acks, coalesced into one
-    /// `multiple` ack for every confirmed tag below the oldest still pending.
-    /// Messages confirmed positively since the last [`Self::drain`] (the global
-    /// `messages_confirmed` counter).
-    pub(crate) fn acked(&self) -> u64 {
-        u64::try_from(self.acks.len()).unwrap_or(u64::MAX)
-    }
-
-    pub(crate) fn drain(&mut self) -> Vec<(u64, bool, bool)> {
-        let mut out: Vec<(u64, bool, bool)> = Vec::new();
-        self.nacks.sort_unstable();
-        out.extend(self.nacks.drain(..).map(|seq| (seq, false, false)));
-        if self.acks.is_empty() {
-            return out;
-        }
-        self.acks.sort_unstable();
-        let oldest_pending = self.pending.keys().next().copied().unwrap_or(u64::MAX);
-        let below: Vec<u64> = self.acks.iter().copied().filter(|s| *s < oldest_pending).collect();
-        match below.as_slice() {
-            [] => {}
-            [only] => out.push((*only, true, false)),
-            [.., last] => out.push((*last, true, true)),
-        }
-        out.extend(self.acks.iter().copied().filter(|s| *s > oldest_pending).map(|s| (s, true, false)));
-        self.acks.clear();
-        out
-    }
 }
 
 /// A consumer on this channel.
@@ -377,23 +294,5 @@ mod tests {
         assert_eq!(unacked.oldest().map(|p| p.seq), Some(30));
         unacked.take_all();
         assert!(unacked.oldest().is_none());
-    }
-
-    #[test]
-    fn confirms_coalesce_below_the_oldest_pending() {
-        let mut t = ConfirmTracker::new();
-        let a = t.publish(1);
-        let b = t.publish(1);
-        let c = t.publish(0);
-        assert_eq!((a, b, c), (1, 2, 3));
-        // 3 is unroutable and confirmed at once, but 1 and 2 are pending: no multiple ack.
-        assert_eq!(t.drain(), [(3, true, false)]);
-        t.answer(2, true);
-        t.answer(1, true);
-        assert_eq!(t.drain(), [(2, true, true)]);
-        let d = t.publish(2);
-        t.answer(d, true);
-        t.answer(d, false);
-        assert_eq!(t.drain(), [(4, false, false)]);
     }
 }

@@ -13,6 +13,7 @@
 mod ack_timeout;
 mod basic;
 mod channel;
+mod confirms;
 mod deliver;
 pub mod driver;
 mod publish;

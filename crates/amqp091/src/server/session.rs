@@ -271,7 +271,7 @@ impl Session {
                     ));
                 }
                 if state.confirms.is_none() {
-                    state.confirms = Some(super::channel::ConfirmTracker::new());
+                    state.confirms = Some(super::confirms::ConfirmTracker::new());
                 }
                 if !select.nowait {
                     let ok = amq_protocol::protocol::confirm::SelectOk {};

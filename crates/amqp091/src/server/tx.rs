@@ -29,7 +29,8 @@ use std::sync::Arc;
 use charon_engine::{QueueRef, Settle};
 use charon_model::Message;
 
-use super::channel::{ConfirmTracker, PendingAck};
+use super::channel::PendingAck;
+use super::confirms::ConfirmTracker;
 
 /// A publish held until commit, with the queues it was routed to when it arrived.
 #[derive(Debug)]
