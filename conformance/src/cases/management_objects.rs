@@ -229,8 +229,11 @@ async fn exchange_declare_show_delete(ctx: Ctx) -> CaseResult {
     );
     check_eq!(reason(b, "PUT", &path, Some(r#"{"type":"direct"}"#)).await?, (400, json!(expected)), "inequivalent");
     let other = ctx.exchange("y");
-    let got = reason(b, "PUT", &exchange_path(b, &other), Some(r#"{"type":"bogus"}"#)).await?;
-    check_eq!(got, (400, json!("invalid exchange type 'bogus'")), "bad type");
+    // A type name RabbitMQ's VM has no atom for: for one it has (`bogus`) it says "invalid
+    // exchange type" instead (OBSERVED-0.9.1.md).
+    let kind = ctx.exchange("no-such-type");
+    let got = reason(b, "PUT", &exchange_path(b, &other), Some(&json!({ "type": kind }).to_string())).await?;
+    check_eq!(got, (400, json!(format!("unknown exchange type '{kind}'"))), "bad type");
     let got = reason(b, "PUT", &exchange_path(b, "amq.cf-objects"), Some("{}")).await?;
     check_eq!(got, (401, json!("Access refused.")), "amq.");
     let info = parse(&api(b, "GET", &path, None).await?)?;

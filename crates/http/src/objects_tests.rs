@@ -144,8 +144,8 @@ async fn exchanges_are_listed_declared_and_deleted() {
         got["reason"],
         "inequivalent arg 'type' for exchange 'x1' in vhost '/': received 'direct' but current is 'topic'"
     );
-    let (_, got) = call(&broker, "PUT", "/api/exchanges/%2F/x2", r#"{"type":"bogus"}"#).await;
-    assert_eq!(got["reason"], "invalid exchange type 'bogus'");
+    let (_, got) = call(&broker, "PUT", "/api/exchanges/%2F/x2", r#"{"type":"fanuot"}"#).await;
+    assert_eq!(got["reason"], "unknown exchange type 'fanuot'");
     assert_eq!(call(&broker, "PUT", "/api/exchanges/%2F/amq.x", "{}").await.0, StatusCode::UNAUTHORIZED);
     let (_, got) = call(&broker, "GET", uri, "").await;
     assert_eq!(

@@ -319,7 +319,7 @@ impl Importer<'_> {
         let vhost = self.vhost_of(object)?;
         let kind = text(object, "type").unwrap_or("undefined");
         if ExchangeKind::parse(kind).is_err() {
-            return Err(ImportError::Invalid(format!("precondition_failed: invalid exchange type '{kind}'")));
+            return Err(ImportError::Invalid(format!("precondition_failed: unknown exchange type '{kind}'")));
         }
         if vhost.exchange(name).is_some() {
             return Ok(());

@@ -161,8 +161,8 @@ async fn bad_input_gets_rabbitmq_s_answers() {
         bad("Please create virtual host \"nope\" prior to importing definitions.")
     );
     assert_eq!(
-        post(r#"{"exchanges":[{"name":"x","vhost":"/","type":"bogus","durable":true,"auto_delete":false,"internal":false,"arguments":{}}]}"#).await,
-        bad("precondition_failed: invalid exchange type 'bogus'")
+        post(r#"{"exchanges":[{"name":"x","vhost":"/","type":"fanuot","durable":true,"auto_delete":false,"internal":false,"arguments":{}}]}"#).await,
+        bad("precondition_failed: unknown exchange type 'fanuot'")
     );
     assert_eq!(
         post(r#"{"bindings":[{"source":"amq.direct","vhost":"/","destination":"nope","destination_type":"queue","routing_key":"k","arguments":{}}]}"#).await,
