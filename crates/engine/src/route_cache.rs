@@ -49,8 +49,8 @@ impl RouteCache {
 
     pub(crate) fn get(&mut self, exchange: &str, key: &str) -> Option<Arc<[QueueRef]>> {
         if let Some((last_exchange, last_key, queues)) = &self.last
-            && last_exchange == exchange
-            && last_key == key
+            && charon_model::text::same(last_exchange, exchange)
+            && charon_model::text::same(last_key, key)
         {
             return Some(Arc::clone(queues));
         }

@@ -18,6 +18,7 @@
 //!   same-protocol pass-through.
 //! - [`erlang`]: Erlang term printing, for the RabbitMQ texts clients see.
 //! - [`node`]: the node's name (`charon@<host>`), one for every crate that reports it.
+//! - [`text`]: name comparison on the message path (empty names without `memcmp`).
 //!
 //! This crate knows no wire format and does no I/O, except that [`node_name`] reads the host
 //! name.
@@ -31,6 +32,7 @@ pub mod message;
 pub mod node;
 pub mod properties;
 pub mod serial;
+pub mod text;
 pub mod value;
 
 pub use death::{Death, DeathEvent, DeathHistory, DeathReason, DeathRecord};

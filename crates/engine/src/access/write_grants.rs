@@ -39,7 +39,8 @@ impl WriteGrants {
             self.exchanges.clear();
             self.generation = generation;
         }
-        if let Some((_, topic)) = self.exchanges.iter().find(|(granted, _)| granted == exchange) {
+        if let Some((_, topic)) = self.exchanges.iter().find(|(granted, _)| charon_model::text::same(granted, exchange))
+        {
             return Ok(*topic);
         }
         principal.check(Action::Write, &Resource::exchange(vhost, exchange))?;
