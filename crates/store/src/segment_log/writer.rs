@@ -52,7 +52,8 @@ struct Pending {
 #[derive(Default)]
 pub(super) struct Batch {
     bytes: BytesMut,
-    records: Vec<Record>,
+    /// Each append's records as it came: moved as one vector, not record by record.
+    records: Vec<Vec<Record>>,
     appends: Vec<(Option<Completion>, Vec<Pending>)>,
     /// A compaction: the messages move, and their new places go to the relocation listener.
     relocation: bool,
@@ -83,7 +84,7 @@ impl Batch {
                 pending.push(Pending { queue: *queue, seq: *seq, offset, len });
             }
         }
-        self.records.extend(records);
+        self.records.push(records);
         self.appends.push((done, pending));
     }
 
@@ -229,13 +230,13 @@ impl Writer {
         }
         self.shared.set_failing(false);
         // Spills are never recovered, so only other records left unsynced matter.
-        if !sync && records.iter().any(|r| !matches!(r, Record::Spill { .. } | Record::Released { .. })) {
+        if !sync && records.iter().flatten().any(|r| !matches!(r, Record::Spill { .. } | Record::Released { .. })) {
             self.unsynced = true;
         }
         if !relocation {
-            self.shared.remove_backlog(super::payload_bytes(&records));
+            self.shared.remove_backlog(records.iter().map(|r| super::payload_bytes(r)).sum());
         }
-        for record in records {
+        for record in records.into_iter().flatten() {
             match record {
                 Record::Enqueue { queue, seq, .. } | Record::Spill { queue, seq, .. } if relocation => {
                     self.index.moved(queue, seq, self.segment);
