@@ -2,8 +2,9 @@
 //!
 //! Frame splitting and body frames are ours (zero-copy: a body is a `Bytes` slice of the read
 //! buffer); method frames are decoded and encoded with amq-protocol's generated code, wrapped
-//! here so it could be replaced, except `basic.publish`, decoded by hand (`publish.rs`); content-header properties and field tables use our own codec
-//! that keeps header order.
+//! here so it could be replaced, except `basic.publish`, which is decoded by hand (`publish.rs`:
+//! once per message); content-header properties and field tables use our own codec that keeps
+//! header order.
 
 mod frame;
 mod method;

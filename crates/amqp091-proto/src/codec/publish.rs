@@ -1,9 +1,9 @@
 //! `basic.publish`, decoded by hand: it arrives once per message.
 //!
 //! amq-protocol's generated parser cost 5 % of the broker's CPU in S1b (the amqprs
-//! publisher): it collects each short string byte by byte, and its flags allocate a `String`
-//! per flag name and a `Vec` to hold them — five allocations per publish before the message
-//! exists. This one reads the same fields with the same rules (short strings must be UTF-8,
+//! publisher), 261 ns per publish against 29 ns for this one: it collects each short string
+//! byte by byte, and its flags allocate a `String` per flag name and a `Vec` to hold them —
+//! five allocations per publish before the message exists. This one reads the same fields with the same rules (short strings must be UTF-8,
 //! the flags byte's other bits are ignored, nothing may follow) and allocates only the
 //! routing key, which the model message then takes over.
 

@@ -8,7 +8,11 @@ use std::collections::VecDeque;
 /// Sequence numbers are handed out in order and mostly answered in order, so the publishes
 /// from the oldest unanswered one on sit in a ring indexed by `seq - base`, not in a map: a
 /// publish costs a push and its answer an index (a `BTreeMap` insert and remove per publish
-/// were 1 % of the broker's CPU in S1b).
+/// were 1 % of the broker's CPU in S1b; 51 ns against 6 ns). The ring holds every publish
+/// since the oldest waiting one, 8 bytes each, so one publish a queue never answered would
+/// keep the later ones. None is left unanswered: a queue answers what it took once its log
+/// has it, a deleted one answers what was still in its mailbox, and `flush_publishes`
+/// answers for a queue gone before the publish reached it.
 #[derive(Debug)]
 pub(crate) struct ConfirmTracker {
     next: u64,
