@@ -136,6 +136,21 @@ mod tests {
         assert_eq!(decode_publish(&[0, 60, 0, 40, 0, 0, 255]), malformed);
     }
 
+    #[test]
+    fn names_of_255_bytes_the_most_a_short_string_holds_decode() {
+        let (exchange, key) = ("x".repeat(255), "é".repeat(127) + "k");
+        let method = basic::Publish {
+            exchange: exchange.as_str().into(),
+            routing_key: key.as_str().into(),
+            ..Default::default()
+        };
+        let bytes = payload(&method);
+        assert_eq!(bytes.len(), 4 + 2 + 256 + 256 + 1);
+        let publish = decode_publish(&bytes).unwrap();
+        assert_eq!((publish.exchange.as_str(), publish.routing_key.as_str()), (exchange.as_str(), key.as_str()));
+        assert_eq!(Ok(publish), generic(&bytes));
+    }
+
     proptest! {
         /// Any bytes after the ids: both parsers agree, field by field or on the refusal.
         #[test]
