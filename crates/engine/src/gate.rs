@@ -62,14 +62,28 @@ impl Gate {
 
     /// Takes one unit if there is room.
     pub fn try_acquire(&self) -> bool {
+        self.try_acquire_up_to(1, 1) == 1
+    }
+
+    /// Takes up to `wanted` units in one atomic step, but no more than a `sharers`th of the
+    /// room left (and at least one unit if there is room), and says how many it took.
+    ///
+    /// A queue about to deliver several messages to one consumer takes their units at once:
+    /// the owner gives units back from another thread, so every step on the count is a cache
+    /// miss (one per delivery was 2 % of the broker's CPU in S1b). Near the limit, the share
+    /// keeps that consumer from taking the units the queue's other consumers would have had
+    /// in turn, one at a time.
+    pub fn try_acquire_up_to(&self, wanted: u32, sharers: u32) -> u32 {
         let mut used = self.used.load(Ordering::SeqCst);
         loop {
             let limit = self.limit.load(Ordering::SeqCst);
-            if limit != 0 && used >= limit {
-                return false;
+            let room = if limit == 0 { u32::MAX - used } else { limit.saturating_sub(used) };
+            let taken = wanted.min((room / sharers.max(1)).max(1)).min(room);
+            if taken == 0 {
+                return 0;
             }
-            match self.used.compare_exchange_weak(used, used + 1, Ordering::SeqCst, Ordering::SeqCst) {
-                Ok(_) => return true,
+            match self.used.compare_exchange_weak(used, used + taken, Ordering::SeqCst, Ordering::SeqCst) {
+                Ok(_) => return taken,
                 Err(actual) => used = actual,
             }
         }
@@ -140,6 +154,21 @@ mod tests {
         fn resume(&self) {
             self.0.fetch_add(1, Ordering::SeqCst);
         }
+    }
+
+    #[test]
+    fn several_units_are_taken_at_once_up_to_the_room_left() {
+        let gate = Gate::new(5);
+        assert_eq!(gate.try_acquire_up_to(3, 1), 3);
+        assert_eq!(gate.try_acquire_up_to(3, 1), 2, "only two were left");
+        assert_eq!(gate.try_acquire_up_to(1, 1), 0);
+        gate.release(4);
+        assert_eq!((gate.used(), gate.try_acquire_up_to(0, 1)), (1, 0));
+        assert_eq!(gate.try_acquire_up_to(10, 2), 2, "half of the four left");
+        assert_eq!(gate.try_acquire_up_to(10, 3), 1, "a third of two, but one at least");
+        let unlimited = Gate::new(0);
+        assert_eq!(unlimited.try_acquire_up_to(1000, 2), 1000);
+        assert_eq!(unlimited.used(), 1000);
     }
 
     #[test]

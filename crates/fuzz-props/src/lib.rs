@@ -67,7 +67,7 @@ pub fn amqp091_connection(data: &[u8]) -> usize {
         while let Some(event) = conn.poll_event() {
             if let charon_amqp091::proto::Event::Publish(_, command) = event {
                 let mut message = Message::new(Routing::default(), Body::Data(command.body.clone()));
-                *message.properties_mut() = command.properties.properties.clone();
+                message.set_boxed_properties(command.properties.properties.clone());
                 message.headers = command.properties.headers.clone();
                 store_reads_back(&message);
                 accepted += 1;
@@ -120,7 +120,7 @@ pub fn amqp10_connection(data: &[u8]) -> usize {
 pub fn amqp091_properties(data: &[u8]) {
     if let Ok(decoded) = charon_amqp091::codec::decode_properties(&Bytes::copy_from_slice(data)) {
         let mut message = Message::new(Routing::default(), Body::Data(Bytes::new()));
-        *message.properties_mut() = decoded.properties;
+        message.set_boxed_properties(decoded.properties);
         message.headers = decoded.headers;
         store_reads_back(&message);
     }

@@ -44,7 +44,7 @@ fn store_seeds() -> Vec<Vec<u8>> {
         .filter_map(|raw| charon_amqp091::codec::decode_properties(&Bytes::copy_from_slice(raw)).ok())
         .map(|decoded| {
             let mut message = charon_model::Message::new(Default::default(), charon_model::Body::Data(Bytes::new()));
-            *message.properties_mut() = decoded.properties;
+            message.set_boxed_properties(decoded.properties);
             message.headers = decoded.headers;
             let mut out = BytesMut::new();
             charon_store::codec::encode_message(&message, &mut out);

@@ -227,6 +227,12 @@ impl Message {
         self.properties = if properties == Properties::default() { None } else { Some(Box::new(properties)) };
     }
 
+    /// Replaces all properties with boxed ones, as a decoder made them: moves the box, not the
+    /// 300 bytes in it.
+    pub fn set_boxed_properties(&mut self, properties: Option<Box<Properties>>) {
+        self.properties = properties.filter(|p| **p != *NO_PROPERTIES);
+    }
+
     /// Whether the message asks to survive a broker restart. A 1.0 message is persistent
     /// unless its header says `durable=false`: RabbitMQ 4.0.5 reads a missing `durable` as true
     /// (`mc_amqp:get_property(durable, _)`), though the 1.0 spec defaults it to false.

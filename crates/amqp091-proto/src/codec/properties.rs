@@ -24,12 +24,28 @@ const USER_ID: u16 = 1 << 4;
 const APP_ID: u16 = 1 << 3;
 const CLUSTER_ID: u16 = 1 << 2;
 const CONTINUATION: u16 = 1;
+/// The flags of the properties that go into the model's [`Properties`] (all but `headers` and
+/// `expiration`).
+const MODEL_FIELDS: u16 = CONTENT_TYPE
+    | CONTENT_ENCODING
+    | DELIVERY_MODE
+    | PRIORITY
+    | CORRELATION_ID
+    | REPLY_TO
+    | MESSAGE_ID
+    | TIMESTAMP
+    | TYPE
+    | USER_ID
+    | APP_ID
+    | CLUSTER_ID;
 
 /// Properties of a published message as the wire carried them.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct DecodedProperties {
-    /// The model's properties (expiration not yet validated: see `expiration`).
-    pub properties: Properties,
+    /// The model's properties (expiration not yet validated: see `expiration`); `None` when
+    /// the list sets none of them. Boxed because they are 300 bytes that every publish would
+    /// otherwise copy from the decoder to the model message several times over.
+    pub properties: Option<Box<Properties>>,
     /// The `headers` table, in wire order.
     pub headers: Table,
     /// The raw `expiration` string, validated by the channel (RabbitMQ refuses bad values with
@@ -60,7 +76,8 @@ pub fn decode_properties(raw: &Bytes) -> Result<DecodedProperties, CodecError> {
         more = input.get_u16() & CONTINUATION != 0;
     }
     let mut out = DecodedProperties::default();
-    let p = &mut out.properties;
+    let mut properties = Box::<Properties>::default();
+    let p = &mut *properties;
     let has = |bit: u16| flags & bit != 0;
     if has(CONTENT_TYPE) {
         p.content_type = Some(short_str(&mut input)?);
@@ -107,6 +124,9 @@ pub fn decode_properties(raw: &Bytes) -> Result<DecodedProperties, CodecError> {
     }
     if has(CLUSTER_ID) {
         p.cluster_id = Some(short_str(&mut input)?);
+    }
+    if flags & MODEL_FIELDS != 0 {
+        out.properties = Some(properties);
     }
     Ok(out)
 }
@@ -197,7 +217,7 @@ mod tests {
         let mut out = BytesMut::new();
         encode_properties(&mut out, &p, &headers, Some("60000"));
         let decoded = decode_properties(&out.freeze()).unwrap();
-        assert_eq!(decoded.properties, p);
+        assert_eq!(decoded.properties.as_deref(), Some(&p));
         assert_eq!(decoded.headers, headers);
         assert_eq!(decoded.expiration.as_deref(), Some("60000"));
     }
@@ -208,6 +228,17 @@ mod tests {
         encode_properties(&mut out, &Properties::default(), &Table::new(), None);
         assert_eq!(&out[..], &[0, 0]);
         assert_eq!(decode_properties(&out.freeze()).unwrap(), DecodedProperties::default());
+    }
+
+    #[test]
+    fn headers_and_expiration_alone_leave_the_model_properties_unboxed() {
+        let headers: Table = vec![("a".to_owned(), Value::I32(1))].into_iter().collect();
+        let mut out = BytesMut::new();
+        encode_properties(&mut out, &Properties::default(), &headers, Some("5"));
+        let decoded = decode_properties(&out.freeze()).unwrap();
+        assert_eq!((decoded.properties, decoded.headers, decoded.expiration.as_deref()), (None, headers, Some("5")));
+        let persistent = decode_properties(&Bytes::from_static(&[0x10, 0x00, 2])).unwrap();
+        assert_eq!(persistent.properties.map(|p| p.delivery_mode), Some(Some(2)));
     }
 
     #[test]

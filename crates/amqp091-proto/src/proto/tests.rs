@@ -389,7 +389,8 @@ fn publish_content_is_reassembled_from_several_frames() {
     let events = h.events();
     let [Event::Publish(1, command)] = events.as_slice() else { panic!("{events:?}") };
     assert_eq!(command.body, Bytes::from_static(b"helloworld"));
-    assert_eq!(command.properties.properties.content_type.as_deref(), Some("text"));
+    let properties = command.properties.properties.as_deref().expect("content-type was set");
+    assert_eq!(properties.content_type.as_deref(), Some("text"));
     assert_eq!(command.method.routing_key.as_str(), "q");
 }
 

@@ -1,6 +1,8 @@
 //! A 0.9.1 publish as a model [`Message`] (RabbitMQ 4's `mc_amqpl:init/1` plus the checks
 //! `rabbit_channel` makes on the properties before routing).
 
+use std::sync::Arc;
+
 use charon_engine::queue::args::MAX_EXPIRY_MS;
 use charon_model::{Body, Encoded, Message, Origin, Routing, Value, erlang};
 
@@ -33,14 +35,15 @@ pub(crate) enum IngestError {
 ///
 /// # Errors
 /// A bad `expiration` or a `user_id` naming another user.
-pub(crate) fn to_model(command: PublishCommand, user: Option<&str>) -> Result<Message, IngestError> {
+pub(crate) fn to_model(command: PublishCommand, user: Option<&str>) -> Result<Arc<Message>, IngestError> {
     let mut decoded = command.properties;
     if let Some(expiration) = &decoded.expiration {
         let ttl = parse_expiration(expiration)
             .map_err(|reason| IngestError::Expiration { expiration: expiration.clone(), reason })?;
-        decoded.properties.ttl = Some(ttl);
+        decoded.properties.get_or_insert_with(Box::default).ttl = Some(ttl);
     }
-    if let (Some(claimed), Some(user)) = (&decoded.properties.user_id, user)
+    let claimed = decoded.properties.as_ref().and_then(|p| p.user_id.as_ref());
+    if let (Some(claimed), Some(user)) = (claimed, user)
         && claimed.as_ref() != user.as_bytes()
     {
         return Err(IngestError::UserId {
@@ -58,11 +61,12 @@ pub(crate) fn to_model(command: PublishCommand, user: Option<&str>) -> Result<Me
     };
     let routing = Routing { exchange: command.method.exchange, routing_key: command.method.routing_key, cc, bcc };
     let mut message = Message::new(routing, Body::Data(command.body));
-    message.set_properties(decoded.properties);
+    message.set_boxed_properties(decoded.properties);
     message.headers = decoded.headers;
     message.encoded = encoded;
     message.origin = Origin::Amqp091;
-    Ok(message)
+    // Into its `Arc` here, in one move: the caller's `Result`s would each copy the 300 bytes.
+    Ok(Arc::new(message))
 }
 
 /// RabbitMQ's `rabbit_basic:parse_expiration/1`: an integer string of milliseconds.
@@ -104,7 +108,7 @@ fn header_keys(value: Option<&Value>) -> Vec<String> {
 #[cfg(test)]
 mod tests {
     use bytes::Bytes;
-    use charon_model::Table;
+    use charon_model::{Properties, Table};
 
     use super::*;
     use crate::codec::{DecodedProperties, Publish};
@@ -112,7 +116,9 @@ mod tests {
     fn command(headers: Table, expiration: Option<&str>, user_id: Option<&str>) -> PublishCommand {
         let mut properties =
             DecodedProperties { headers, expiration: expiration.map(str::to_owned), ..DecodedProperties::default() };
-        properties.properties.user_id = user_id.map(|u| Bytes::copy_from_slice(u.as_bytes()));
+        properties.properties = user_id.map(|u| {
+            Box::new(Properties { user_id: Some(Bytes::copy_from_slice(u.as_bytes())), ..Properties::default() })
+        });
         PublishCommand {
             method: Publish { exchange: "ex".into(), routing_key: "rk".into(), ..Publish::default() },
             raw_properties: Bytes::from_static(&[0x20, 0x00]),

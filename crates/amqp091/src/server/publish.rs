@@ -51,14 +51,16 @@ impl From<IngestError> for MethodError {
 impl Session {
     /// The model message of a publish on `channel`, after RabbitMQ's checks in its order:
     /// `immediate`, then the direct reply-to rewrite of `reply_to`, then the properties.
-    fn build_message(&self, channel: u16, command: PublishCommand) -> Result<Message, MethodError> {
+    fn build_message(&self, channel: u16, command: PublishCommand) -> Result<Arc<Message>, MethodError> {
         if command.method.immediate {
             return Err(MethodError::new(ReplyCode::NotImplemented, "immediate=true"));
         }
-        let reply_address = self.reply_address(channel, command.properties.properties.reply_to.as_deref())?;
+        let reply_to = command.properties.properties.as_ref().and_then(|p| p.reply_to.as_deref());
+        let reply_address = self.reply_address(channel, reply_to)?;
         let mut message = mapping::to_model(command, self.user.as_ref().map(|u| u.name.as_str()))?;
         if let Some(address) = reply_address {
-            rewrite_reply_to(&mut message, address);
+            // Not shared yet: `make_mut` copies nothing.
+            rewrite_reply_to(Arc::make_mut(&mut message), address);
         }
         Ok(message)
     }
@@ -99,7 +101,7 @@ impl Session {
         }
         let state = self.channel(channel)?;
         if let Some(tx) = state.tx.as_mut() {
-            tx.hold_publish(HeldPublish { message: Arc::new(message), queues, mandatory });
+            tx.hold_publish(HeldPublish { message, queues, mandatory });
             return Ok(());
         }
         let confirm = state.confirms.as_mut().map(|t| t.publish(queues.len()));
@@ -109,7 +111,6 @@ impl Session {
             }
             return Ok(());
         }
-        let message = Arc::new(message);
         if replies {
             self.deliver_replies(&message);
             if queues.is_empty() {

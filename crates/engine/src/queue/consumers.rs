@@ -29,12 +29,19 @@ struct Consumer {
     credit: u32,
     /// Deliveries made, as a serial number starting at the link's initial delivery-count.
     delivery_count: u32,
+    /// Units of the session's outbound gate taken for this pass and not used yet (see
+    /// [`Gate::try_acquire_up_to`]); [`Consumers::flush`] gives them back.
+    ///
+    /// [`Gate::try_acquire_up_to`]: crate::gate::Gate::try_acquire_up_to
+    outbound_held: u32,
 }
 
 impl Consumer {
     /// Takes the capacity for one more delivery, or says why not (registering the queue with
-    /// the gate that is full so it is resumed later).
-    fn reserve(&self, queue: &QueueRef) -> bool {
+    /// the gate that is full so it is resumed later). `ready` messages wait for this consumer
+    /// and `sharers - 1` others: the session's outbound units for as many of them as this one
+    /// may take are taken at once, within its share of the room.
+    fn reserve(&mut self, queue: &QueueRef, ready: usize, sharers: u32) -> bool {
         let spec = &self.spec;
         if spec.link_credit.is_some() && self.credit == 0 {
             return false;
@@ -48,6 +55,15 @@ impl Consumer {
         {
             return false;
         }
+        if self.outbound_held > 0 {
+            self.outbound_held -= 1;
+            return true;
+        }
+        let taken = spec.session.outbound.try_acquire_up_to(self.may_take(ready), sharers);
+        if taken > 0 {
+            self.outbound_held = taken - 1;
+            return true;
+        }
         if !spec.session.outbound.acquire_or_wait(queue) {
             if let Some(gate) = channel_gate {
                 gate.release(1);
@@ -57,13 +73,34 @@ impl Consumer {
         true
     }
 
-    /// Gives back what [`Self::reserve`] took, when there was no message to deliver after all.
-    fn unreserve(&self) {
+    /// How many of `ready` messages this consumer may take now (at least 1), as its credit
+    /// and prefetch allow.
+    fn may_take(&self, ready: usize) -> u32 {
+        let spec = &self.spec;
+        let mut n = u32::try_from(ready).unwrap_or(u32::MAX).max(1);
+        if spec.link_credit.is_some() {
+            n = n.min(self.credit);
+        }
+        if !spec.no_ack && spec.prefetch != 0 {
+            n = n.min(spec.prefetch.saturating_sub(self.unacked));
+        }
+        n.max(1)
+    }
+
+    /// Gives back what [`Self::reserve`] took, when there was no message to deliver after all
+    /// (the outbound unit stays held until the pass ends).
+    fn unreserve(&mut self) {
         let spec = &self.spec;
         if let Some(gate) = spec.channel_limit.as_ref().filter(|_| !spec.no_ack) {
             gate.release(1);
         }
-        spec.session.outbound.release(1);
+        self.outbound_held += 1;
+    }
+
+    /// Gives back the outbound units taken for this pass and not used.
+    fn release_held(&mut self) {
+        let held = std::mem::take(&mut self.outbound_held);
+        self.spec.session.outbound.release(held);
     }
 }
 
@@ -209,7 +246,10 @@ impl Consumers {
         let delivery_count = spec.link_credit.unwrap_or(0);
         let rank = self.turns.rank(priority);
         let at = self.list.partition_point(|c| c.rank >= rank);
-        self.list.insert(at, Consumer { spec, rank, unacked: 0, batch: Vec::new(), credit: 0, delivery_count });
+        self.list.insert(
+            at,
+            Consumer { spec, rank, unacked: 0, batch: Vec::new(), credit: 0, delivery_count, outbound_held: 0 },
+        );
         self.regroup();
         true
     }
@@ -276,16 +316,22 @@ impl Consumers {
         self.hold(Unacked { entry, consumer: None, owner });
     }
 
-    /// Reserves a delivery with the next consumer in turn that can take one; returns its
-    /// index, or none when no consumer can.
-    pub(super) fn reserve_next(&mut self, queue: &QueueRef) -> Option<usize> {
-        let list = &self.list;
-        self.turns.next(|index| list.get(index).is_some_and(|c| c.reserve(queue)))
+    /// Reserves a delivery with the next consumer in turn that can take one, while `ready`
+    /// messages wait; returns its index, or none when no consumer can. Each consumer reserves
+    /// ahead for its share of `ready` and of the gate's room at most (so that consumers on
+    /// one session leave each other room); [`Self::flush`], which must end the pass, gives
+    /// back what was not used.
+    pub(super) fn reserve_next(&mut self, queue: &QueueRef, ready: usize) -> Option<usize> {
+        let sharers = self.list.len().max(1);
+        let share = ready.div_ceil(sharers);
+        let sharers = u32::try_from(sharers).unwrap_or(u32::MAX);
+        let list = &mut self.list;
+        self.turns.next(|index| list.get_mut(index).is_some_and(|c| c.reserve(queue, share, sharers)))
     }
 
     /// Gives back a reservation that found no message.
-    pub(super) fn unreserve(&self, index: usize) {
-        if let Some(consumer) = self.list.get(index) {
+    pub(super) fn unreserve(&mut self, index: usize) {
+        if let Some(consumer) = self.list.get_mut(index) {
             consumer.unreserve();
         }
     }
@@ -314,9 +360,11 @@ impl Consumers {
         }
     }
 
-    /// Sends each consumer's deliveries of this pass as one event.
+    /// Sends each consumer's deliveries of this pass as one event, and gives back the
+    /// outbound units reserved for deliveries the pass did not make.
     pub(super) fn flush(&mut self, effects: &mut Effects) {
         for consumer in &mut self.list {
+            consumer.release_held();
             if consumer.batch.is_empty() {
                 continue;
             }
@@ -399,8 +447,8 @@ mod tests {
     /// Hands out `seqs` round-robin as dispatch does; returns who got what.
     fn dispatch(consumers: &mut Consumers, queue: &QueueRef, seqs: &[u64]) -> Vec<(ConsumerId, Vec<u64>)> {
         let mut journal = Journal::new(1);
-        for &seq in seqs {
-            let Some(index) = consumers.reserve_next(queue) else {
+        for (i, &seq) in seqs.iter().enumerate() {
+            let Some(index) = consumers.reserve_next(queue, seqs.len() - i) else {
                 break;
             };
             consumers.hand_out(index, entry(seq), false, &mut journal);
@@ -539,10 +587,39 @@ mod tests {
         let mut c = spec(10, &session, 1, 0);
         c.channel_limit = Some(Arc::clone(&gate));
         consumers.add(c, 0);
-        let index = consumers.reserve_next(&q);
+        let index = consumers.reserve_next(&q, 1);
         assert_eq!(index, Some(0));
-        assert_eq!(consumers.reserve_next(&q), None, "the gate is full");
+        assert_eq!(consumers.reserve_next(&q, 1), None, "the gate is full");
         consumers.unreserve(0);
-        assert_eq!(consumers.reserve_next(&q), Some(0));
+        assert_eq!(consumers.reserve_next(&q, 1), Some(0));
+    }
+
+    #[test]
+    fn a_pass_takes_the_sessions_units_at_once_and_gives_back_the_rest() {
+        let q = queue();
+        let (session, _rx) = SessionSink::new(1, 100);
+        let mut consumers = Consumers::new(None, false);
+        consumers.add(spec(10, &session, 1, 3), 0);
+        assert_eq!(consumers.reserve_next(&q, 5), Some(0));
+        assert_eq!(session.outbound.used(), 3, "as many as the prefetch of 3 lets it take, in one step");
+        consumers.unreserve(0);
+        consumers.flush(&mut Effects::new(1));
+        assert_eq!(session.outbound.used(), 0, "nothing was delivered: every unit is back");
+        let sent = dispatch(&mut consumers, &q, &[1, 2, 3, 4, 5]);
+        assert_eq!(sent, [(10, vec![1, 2, 3])]);
+        assert_eq!(session.outbound.used(), 3, "one unit per delivery, none held after the pass");
+    }
+
+    #[test]
+    fn consumers_of_one_session_near_its_limit_still_take_turns() {
+        let q = queue();
+        let (session, _rx) = SessionSink::new(1, 4);
+        let mut consumers = Consumers::new(None, false);
+        consumers.add(spec(10, &session, 1, 0), 0);
+        consumers.add(spec(11, &session, 1, 0), 0);
+        let mut sent = dispatch(&mut consumers, &q, &[1, 2, 3, 4, 5, 6, 7, 8]);
+        sent.sort();
+        assert_eq!(sent, [(10, vec![1, 3]), (11, vec![2, 4])]);
+        assert_eq!(session.outbound.used(), 4);
     }
 }

@@ -653,7 +653,7 @@ impl QueueState {
     pub(crate) fn dispatch(&mut self) {
         let (mut delivered, mut redelivered) = (0, 0);
         while self.ready.len() > 0 {
-            let Some(index) = self.consumers.reserve_next(&self.handle) else {
+            let Some(index) = self.consumers.reserve_next(&self.handle, self.ready.len()) else {
                 break;
             };
             let entry = if self.head_expired() { None } else { self.ready.pop(self.now, self.effects.journal()) };
