@@ -93,8 +93,9 @@ pub(crate) struct Cli {
     #[arg(long)]
     consumer_timeout: Option<String>,
     /// Threads of the async runtime that runs connections and queues, as Erlang's `+S`
-    /// schedulers for RabbitMQ. Default: one per core. (The message log writes and syncs on a
-    /// thread of its own, and paged reads and metadata commits run on a blocking pool.)
+    /// schedulers for RabbitMQ. Default: one per core but one, at least one: the message log
+    /// writes and syncs on a thread of its own, and paged reads and metadata commits run on a
+    /// blocking pool (see [`default_worker_threads`]).
     #[arg(long)]
     worker_threads: Option<usize>,
     /// Keep dead letters RabbitMQ drops silently (missing DLX, no route, cycle, full target) in
@@ -322,8 +323,8 @@ pub(crate) struct Config {
     pub(crate) max_message_size: u64,
     /// ms; `None`: off.
     pub(crate) consumer_timeout: Option<u64>,
-    /// The runtime's worker threads; `None`: tokio's default, one per core.
-    pub(crate) worker_threads: Option<usize>,
+    /// The runtime's worker threads.
+    pub(crate) worker_threads: usize,
     pub(crate) dead_letter_fallback: bool,
     pub(crate) dead_letter_guarantee: bool,
     /// amqps and HTTPS; `None` without a certificate.
@@ -497,6 +498,8 @@ impl Config {
         if worker_threads == Some(0) {
             bail!("worker_threads must be at least 1");
         }
+        let cores = std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get);
+        let worker_threads = worker_threads.unwrap_or_else(|| default_worker_threads(cores));
         let loopback_users = match &cli.loopback_users {
             Some(text) => text.split(',').map(str::trim).filter(|u| !u.is_empty()).map(str::to_owned).collect(),
             None => file.loopback_users.clone().unwrap_or_else(|| LoginConfig::default().loopback_users),
@@ -574,6 +577,18 @@ impl Config {
     }
 }
 
+/// The runtime's worker threads when none are configured: one per core but one, at least one.
+///
+/// The log writer's thread, busy with every persistent message, and the blocking pool need a
+/// core too. With one worker per core on a 2-core machine shared with its clients, the
+/// workers handed each read across cores and synced tiny batches: one worker instead carried
+/// S1b with amqprs 1.3× as fast (3.9–4.05× RabbitMQ 4.0.5, every round fast), S10 and S1a at
+/// less CPU per message, S1b with lapin and S6 at par; S5, whose source and dead-letter queue
+/// work in parallel, lost 9 % (BENCHMARKS.md, "One runtime worker per core but one").
+pub(crate) fn default_worker_threads(cores: usize) -> usize {
+    cores.saturating_sub(1).max(1)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -598,12 +613,15 @@ mod tests {
     }
 
     #[test]
-    fn worker_threads_default_to_the_runtimes_choice_and_zero_is_refused() {
-        assert_eq!(Config::resolve(&cli(&[]), FileConfig::default()).unwrap().worker_threads, None);
-        let flag = Config::resolve(&cli(&["--worker-threads", "1"]), FileConfig::default()).unwrap();
-        assert_eq!(flag.worker_threads, Some(1));
+    fn worker_threads_default_to_one_per_core_but_one_and_zero_is_refused() {
+        assert_eq!((default_worker_threads(1), default_worker_threads(2), default_worker_threads(8)), (1, 1, 7));
+        let cores = std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get);
+        let default = Config::resolve(&cli(&[]), FileConfig::default()).unwrap();
+        assert_eq!(default.worker_threads, default_worker_threads(cores));
+        let flag = Config::resolve(&cli(&["--worker-threads", "2"]), FileConfig::default()).unwrap();
+        assert_eq!(flag.worker_threads, 2);
         let file = toml::from_str::<FileConfig>("worker_threads = 3").unwrap();
-        assert_eq!(Config::resolve(&cli(&[]), file).unwrap().worker_threads, Some(3));
+        assert_eq!(Config::resolve(&cli(&[]), file).unwrap().worker_threads, 3);
         let zero = Config::resolve(&cli(&["--worker-threads", "0"]), FileConfig::default());
         assert_eq!(zero.unwrap_err().to_string(), "worker_threads must be at least 1");
     }

@@ -47,11 +47,11 @@ fn main() -> anyhow::Result<()> {
     }
     let config = Config::load(&cli)?;
     logging::init(&config.log_level, config.log_format);
-    let mut runtime = tokio::runtime::Builder::new_multi_thread();
-    if let Some(threads) = config.worker_threads {
-        runtime.worker_threads(threads);
-    }
-    let runtime = runtime.enable_all().build().context("starting the runtime")?;
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(config.worker_threads)
+        .enable_all()
+        .build()
+        .context("starting the runtime")?;
     runtime.block_on(run(config))
 }
 
