@@ -77,7 +77,7 @@ impl Consumer {
     /// and prefetch allow.
     fn may_take(&self, ready: usize) -> u32 {
         let spec = &self.spec;
-        let mut n = u32::try_from(ready).unwrap_or(u32::MAX).max(1);
+        let mut n = u32::try_from(ready).unwrap_or(u32::MAX);
         if spec.link_credit.is_some() {
             n = n.min(self.credit);
         }
