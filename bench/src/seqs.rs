@@ -23,17 +23,21 @@ pub(crate) fn read(body: &[u8]) -> Option<(u64, u64)> {
 }
 
 /// When message `seq` is sent, in nanoseconds since `epoch`: at full speed (`interval_ns` is
-/// `None`) now; at a fixed rate its scheduled time, after sleeping until then. The scheduled
-/// time, not the actual one, so a stalled broker shows as latency rather than as a slower
-/// sender (no coordinated omission).
+/// `None`) now. At a fixed rate, a sender more than a millisecond (the timer's resolution)
+/// ahead of the schedule sleeps until then and counts from when it woke: the timer's lateness
+/// is the sender's, not the broker's. A sender less than that ahead sends at once and counts
+/// from now, not from the later scheduled time, which would hide up to a millisecond of
+/// latency. A sender behind the schedule counts from the scheduled time, so a stalled broker
+/// shows as latency rather than as a slower sender (no coordinated omission).
 pub(crate) async fn send_time(seq: u64, interval_ns: Option<u64>, epoch: Instant) -> u64 {
-    let Some(interval) = interval_ns else { return since(epoch) };
-    let scheduled = seq * interval;
     let now = since(epoch);
+    let Some(interval) = interval_ns else { return now };
+    let scheduled = seq * interval;
     if scheduled > now + 1_000_000 {
         tokio::time::sleep(std::time::Duration::from_nanos(scheduled - now)).await;
+        return since(epoch).max(scheduled);
     }
-    scheduled
+    scheduled.min(now)
 }
 
 /// Nanoseconds since `epoch`.
@@ -84,5 +88,41 @@ impl Tracker {
     /// Messages that never arrived.
     pub(crate) fn lost(&self) -> u64 {
         self.expected - self.distinct
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+
+    const MS: u64 = 1_000_000;
+
+    #[tokio::test]
+    async fn a_sender_behind_its_schedule_counts_from_the_scheduled_time() {
+        let epoch = Instant::now().checked_sub(Duration::from_millis(50)).expect("an instant 50 ms ago");
+        assert_eq!(send_time(1, Some(10 * MS), epoch).await, 10 * MS);
+    }
+
+    #[tokio::test]
+    async fn a_sender_just_ahead_sends_at_once_and_counts_from_now() {
+        // An epoch half a second ahead keeps `now` at zero for the test's duration.
+        let epoch = Instant::now() + Duration::from_millis(500);
+        assert_eq!(send_time(1, Some(MS / 2), epoch).await, 0, "not the scheduled 0.5 ms");
+    }
+
+    #[tokio::test]
+    async fn a_sender_far_ahead_sleeps_and_counts_from_when_it_woke() {
+        let epoch = Instant::now();
+        let sent = send_time(1, Some(20 * MS), epoch).await;
+        let after = since(epoch);
+        assert!(sent > 20 * MS && sent <= after, "woke at {sent} ns, after the scheduled 20 ms, before {after}");
+    }
+
+    #[tokio::test]
+    async fn at_full_speed_a_sender_counts_from_now() {
+        let epoch = Instant::now() + Duration::from_millis(500);
+        assert_eq!(send_time(7, None, epoch).await, 0);
     }
 }
