@@ -125,6 +125,34 @@ async fn after_a_kill_every_recovered_message_of_a_classic_queue_comes_back_rede
     stop(charon);
 }
 
+/// A start that fails after the log opened (a port that is taken, with the first AMQP
+/// listener already listening) stops as a signal would: the log closes cleanly, so the next
+/// start does not recover as after a crash, which would flag the message redelivered.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_start_that_fails_on_a_taken_port_leaves_the_log_clean() {
+    let data = tempfile::tempdir().unwrap();
+    let charon = support::Charon::start_on(data.path(), &[]);
+    {
+        let (_conn, ch) = channel(&charon).await;
+        declare(&ch, "keep", true, &[]).await;
+        publish(&ch, "", "keep", b"one", persistent()).await;
+    }
+    stop(charon);
+
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let address = taken.local_addr().unwrap().to_string();
+    let refused = support::Charon::try_start_on(data.path(), &["--listen", &address])
+        .err()
+        .expect("the taken port stops the start");
+    assert!(refused.contains(&format!("binding {address}")), "{refused}");
+
+    let charon = support::Charon::start_on(data.path(), &[]);
+    let (_conn, ch) = channel(&charon).await;
+    let got = ch.basic_get("keep".into(), BasicGetOptions { no_ack: true }).await.unwrap().expect("a message");
+    assert_eq!((got.delivery.data.as_slice(), got.delivery.redelivered), (&b"one"[..], false));
+    stop(charon);
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn ttl_deadlines_delivery_counts_and_death_history_survive_a_restart() {
     let data = tempfile::tempdir().unwrap();

@@ -9,6 +9,7 @@ mod logging;
 mod metrics;
 mod prometheus;
 mod resources;
+mod running;
 mod storage;
 mod tls;
 
@@ -19,6 +20,7 @@ use clap::Parser;
 use tokio::sync::watch;
 
 use crate::config::{Cli, Config};
+use crate::running::Running;
 
 /// How long a stop waits for the queues to hand the log their last records (see
 /// [`charon_engine::Broker::flush_queues`]).
@@ -61,20 +63,60 @@ async fn run(config: Config) -> anyhow::Result<()> {
         config.tls.as_ref().map(tls::Acceptors::load).transpose().context("loading the TLS certificates")?;
     let metrics_handle = metrics::install()?;
     let (broker, store, _data_dir) = storage::open(&config)?;
+    let (shutdown_tx, shutdown_rx) = watch::channel(false);
+    let mut running = Running::default();
+    let started = start(&config, &broker, &store, acceptors, metrics_handle, &shutdown_rx, &mut running).await;
+    match &started {
+        Ok(()) => {
+            wait_for_signal().await;
+            tracing::info!("shutting down: closing connections with 320 CONNECTION_FORCED");
+        }
+        // What started stops as on a signal, so that the log closes cleanly: dropped open, it
+        // would make the next start recover as after a crash (every recovered message of a
+        // classic queue redelivered) although nothing crashed.
+        // (The error itself is printed as the process exits.)
+        Err(_) => tracing::error!("the start failed; stopping what started"),
+    }
+    let _ = shutdown_tx.send(true);
+    let drained = running.stop().await;
+    // The connections' last words to their queues (requeues, and their log records) are in
+    // the queues' mailboxes; each queue hands its records to the log before the log closes.
+    // Only then is the stop clean (see `charon_store::segment_log::MessageLog::close`).
+    // A queue stuck behind a read that never ends must not hold the stop: past the grace
+    // period the stop is not clean.
+    let flushed = tokio::time::timeout(FLUSH_GRACE, broker.flush_queues()).await.is_ok();
+    let closed = if drained && flushed {
+        store.log.close().context("flushing the message log")
+    } else {
+        tracing::warn!(drained, flushed, "the stop was not clean: the next start recovers as after a crash");
+        store.log.close_unclean().context("flushing the message log")
+    };
+    started.and(closed)
+}
+
+/// Loads the definitions, starts the resource monitor and binds and serves every listener,
+/// registering each task in `running` as it starts.
+async fn start(
+    config: &Config,
+    broker: &Arc<charon_engine::Broker>,
+    store: &Arc<charon_engine::persist::Persistence>,
+    acceptors: Option<tls::Acceptors>,
+    metrics_handle: metrics_exporter_prometheus::PrometheusHandle,
+    shutdown_rx: &watch::Receiver<bool>,
+    running: &mut Running,
+) -> anyhow::Result<()> {
     if let Some(path) = &config.definitions {
-        definitions::load(&broker, path).await?;
+        definitions::load(broker, path).await?;
     }
     resources::start(
         broker.resources(),
-        &store,
+        store,
         config.data_dir.clone(),
         config.memory_watermark,
         config.disk_free_limit,
     )
     .context("starting the resource monitor")?;
-    let (shutdown_tx, shutdown_rx) = watch::channel(false);
     let settings = Arc::new(listener::Settings { amqp091: config.amqp091(), amqp10: config.amqp10() });
-    let mut listeners = Vec::new();
     for address in &config.listen {
         let listener = tokio::net::TcpListener::bind(address).await.with_context(|| format!("binding {address}"))?;
         let local = listener.local_addr().context("reading the bound address")?;
@@ -82,18 +124,17 @@ async fn run(config: Config) -> anyhow::Result<()> {
         println!("charon: amqp listening on {local}");
         tracing::info!(%local, "listening for AMQP");
         broker.listeners().add("amqp", local);
-        listeners.push(tokio::spawn(listener::accept_loop(
+        running.listen(listener::accept_loop(
             listener,
             None,
-            Arc::clone(&broker),
+            Arc::clone(broker),
             Arc::clone(&settings),
             shutdown_rx.clone(),
-        )));
+        ));
     }
     // The management port serves the web UI's pages in front of the JSON API (one router: the
     // same sessions and rate samples over HTTP and HTTPS).
-    let management = charon_ui::app(Arc::clone(&broker), charon_http::router(Arc::clone(&broker)));
-    let mut https = None;
+    let management = charon_ui::app(Arc::clone(broker), charon_http::router(Arc::clone(broker)));
     if let (Some(tls), Some(acceptors)) = (&config.tls, &acceptors) {
         for address in &tls.listen {
             let listener =
@@ -103,13 +144,13 @@ async fn run(config: Config) -> anyhow::Result<()> {
             println!("charon: amqps listening on {local}");
             tracing::info!(%local, "listening for AMQP over TLS");
             broker.listeners().add("amqp/ssl", local);
-            listeners.push(tokio::spawn(listener::accept_loop(
+            running.listen(listener::accept_loop(
                 listener,
                 Some(acceptors.amqp.clone()),
-                Arc::clone(&broker),
+                Arc::clone(broker),
                 Arc::clone(&settings),
                 shutdown_rx.clone(),
-            )));
+            ));
         }
         let listener = tokio::net::TcpListener::bind(&tls.https_listen)
             .await
@@ -117,40 +158,36 @@ async fn run(config: Config) -> anyhow::Result<()> {
         let local = listener.local_addr().context("reading the HTTPS address")?;
         println!("charon: https listening on {local}");
         broker.listeners().add("https", local);
-        https = Some(tokio::spawn(charon_http::serve_tls_router(
+        running.serve(charon_http::serve_tls_router(
             listener,
             acceptors.https.clone(),
             management.clone().layer(axum::Extension(charon_ui::OverTls)),
             shutdown_rx.clone(),
-        )));
+        ));
     }
     // Before the management API: its line is the last one tests wait for.
-    let zaqar = match &config.zaqar_listen {
-        Some(address) => {
-            let listener = tokio::net::TcpListener::bind(address)
-                .await
-                .with_context(|| format!("binding the Zaqar gateway to {address}"))?;
-            let local = listener.local_addr().context("reading the Zaqar address")?;
-            println!("charon: zaqar listening on {local}");
-            broker.listeners().add("http/zaqar", local);
-            let settings = charon_zaqar::ZaqarConfig {
-                data_dir: Some(config.data_dir.clone()),
-                create_vhosts: config.zaqar_create_vhosts,
-                auth: config.zaqar_auth,
-            };
-            let gateway =
-                charon_zaqar::Zaqar::new(Arc::clone(&broker), settings).context("opening the Zaqar metadata")?;
-            Some(tokio::spawn(charon_zaqar::serve(listener, gateway, shutdown_rx.clone())))
-        }
-        None => None,
-    };
+    if let Some(address) = &config.zaqar_listen {
+        let listener = tokio::net::TcpListener::bind(address)
+            .await
+            .with_context(|| format!("binding the Zaqar gateway to {address}"))?;
+        let local = listener.local_addr().context("reading the Zaqar address")?;
+        println!("charon: zaqar listening on {local}");
+        broker.listeners().add("http/zaqar", local);
+        let settings = charon_zaqar::ZaqarConfig {
+            data_dir: Some(config.data_dir.clone()),
+            create_vhosts: config.zaqar_create_vhosts,
+            auth: config.zaqar_auth,
+        };
+        let gateway = charon_zaqar::Zaqar::new(Arc::clone(broker), settings).context("opening the Zaqar metadata")?;
+        running.serve(charon_zaqar::serve(listener, gateway, shutdown_rx.clone()));
+    }
     let http = tokio::net::TcpListener::bind(&config.http_listen)
         .await
         .with_context(|| format!("binding the HTTP API to {}", config.http_listen))?;
     let local = http.local_addr().context("reading the HTTP address")?;
     println!("charon: http listening on {local}");
     broker.listeners().add("http", local);
-    let api = tokio::spawn(charon_http::serve_router(http, management, shutdown_rx.clone()));
+    running.serve(charon_http::serve_router(http, management, shutdown_rx.clone()));
     let prometheus = tokio::net::TcpListener::bind(&config.prometheus_listen)
         .await
         .with_context(|| format!("binding the Prometheus endpoint to {}", config.prometheus_listen))?;
@@ -158,35 +195,8 @@ async fn run(config: Config) -> anyhow::Result<()> {
     println!("charon: prometheus listening on {local}");
     broker.listeners().add("http/prometheus", local);
     let identity = prometheus::Identity::load(&config.data_dir).context("reading the cluster's permanent id")?;
-    let scraper = prometheus::Scraper::new(Arc::clone(&broker), metrics_handle, identity);
-    let metrics = tokio::spawn(metrics::serve(prometheus, scraper, shutdown_rx.clone()));
-    wait_for_signal().await;
-    tracing::info!("shutting down: closing connections with 320 CONNECTION_FORCED");
-    let _ = shutdown_tx.send(true);
-    let mut drained = true;
-    for handle in listeners {
-        drained &= handle.await.unwrap_or(false);
-    }
-    let _ = api.await;
-    if let Some(https) = https {
-        let _ = https.await;
-    }
-    let _ = metrics.await;
-    if let Some(zaqar) = zaqar {
-        let _ = zaqar.await;
-    }
-    // The connections' last words to their queues (requeues, and their log records) are in
-    // the queues' mailboxes; each queue hands its records to the log before the log closes.
-    // Only then is the stop clean (see `charon_store::segment_log::MessageLog::close`).
-    // A queue stuck behind a read that never ends must not hold the stop: past the grace
-    // period the stop is not clean.
-    let flushed = tokio::time::timeout(FLUSH_GRACE, broker.flush_queues()).await.is_ok();
-    if drained && flushed {
-        store.log.close().context("flushing the message log")?;
-    } else {
-        tracing::warn!(drained, flushed, "the stop was not clean: the next start recovers as after a crash");
-        store.log.close_unclean().context("flushing the message log")?;
-    }
+    let scraper = prometheus::Scraper::new(Arc::clone(broker), metrics_handle, identity);
+    running.serve(metrics::serve(prometheus, scraper, shutdown_rx.clone()));
     Ok(())
 }
 
