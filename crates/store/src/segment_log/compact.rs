@@ -8,8 +8,19 @@
 //! them and the old segment is deleted like any spent one. A crash in between leaves both
 //! copies: replay lets the later enqueue replace the earlier one and keeps the delivery state,
 //! so nothing is lost or duplicated.
+//!
+//! Reading the old segment (up to its whole size, 64 MiB by default) runs on a thread of its
+//! own ([`Reading`]): on the writer's thread it held every sync behind it, and with it every
+//! confirm and persistent delivery of the broker (S1b at 10k msg/s: p99 65 ms and p99.9
+//! 148 ms in the round that compacted one segment, against 0.5 and 1.3 ms). The writer
+//! commits what the read found on its next batch, keeping only what is still live then.
+
+use std::path::PathBuf;
+use std::sync::mpsc;
 
 use bytes::Bytes;
+use foldhash::HashMap;
+use roaring::RoaringTreemap;
 
 use super::Record;
 use super::record::{HEADER_LEN, Next, next_record};
@@ -67,8 +78,18 @@ impl OldestWatch {
 }
 
 impl Writer {
-    /// Compacts the oldest segment if it is worth it.
+    /// Compacts the oldest segment if it is worth it: starts reading it, or commits what a
+    /// finished read found.
     pub(super) fn compact_oldest(&mut self) {
+        if let Some(reading) = self.compacting.take() {
+            match reading.result.try_recv() {
+                Ok(found) => self.finish_compaction(reading.segment, found),
+                Err(mpsc::TryRecvError::Empty) => self.compacting = Some(reading),
+                Err(mpsc::TryRecvError::Disconnected) => {}
+            }
+            self.shared.set_compacting(self.compacting.is_some());
+            return;
+        }
         if self.index.segments.len() < MIN_SEGMENTS {
             return;
         }
@@ -81,37 +102,30 @@ impl Writer {
         if !self.oldest_watch.empties_too_slowly(oldest, counts.live, self.appended, self.options.segment_bytes) {
             return;
         }
-        let path = segment_path(&self.dir, oldest);
-        let bytes = match std::fs::read(&path) {
-            Ok(raw) => Bytes::from(raw),
+        self.compacting = Some(Reading::start(segment_path(&self.dir, oldest), oldest, self.index.live_in(oldest)));
+        self.shared.set_compacting(true);
+    }
+
+    /// Writes again the enqueues the read of `segment` found that are still live there, each
+    /// followed by its delivery state when it has one. Messages removed since the read are
+    /// left out, and a segment that emptied meanwhile is already gone.
+    fn finish_compaction(&mut self, segment: u64, found: std::io::Result<Vec<Record>>) {
+        let found = match found {
+            Ok(found) => found,
             Err(error) => {
+                let path = segment_path(&self.dir, segment);
                 tracing::warn!(%error, path = %path.display(), "cannot read a segment to compact it");
                 return;
             }
         };
-        let moved = self.live_records(oldest, &bytes);
-        tracing::debug!(segment = oldest, records = moved.len(), "compacting the oldest log segment");
-        self.commit(Batch::relocation(moved));
-    }
-
-    /// The enqueues of `segment` that are still live there, each followed by its delivery
-    /// state when it has one.
-    fn live_records(&self, segment: u64, bytes: &Bytes) -> Vec<Record> {
-        let mut moved = Vec::new();
-        let mut offset = HEADER_LEN.min(bytes.len());
-        while let Next::Record(mut record, len) = next_record(&bytes.slice(offset..)) {
-            offset += len;
+        let mut moved = Vec::with_capacity(found.len());
+        for record in found {
             let (Record::Enqueue { queue, seq, .. } | Record::Spill { queue, seq, .. }) = &record else {
                 continue;
             };
             let (queue, seq) = (*queue, *seq);
             if !self.index.is_live_in(queue, seq, segment) {
                 continue;
-            }
-            // Written again without the message it replaced: that removal must not be replayed
-            // after newer records of its queue (see `Record::Enqueue`).
-            if let Record::Enqueue { replaces, .. } = &mut record {
-                *replaces = None;
             }
             moved.push(record);
             if let Some((returned, failed)) = self.index.delivery(queue, seq) {
@@ -121,6 +135,56 @@ impl Writer {
                 moved.push(Record::DeadLettered { queue, seq, reason });
             }
         }
-        moved
+        if moved.is_empty() {
+            return;
+        }
+        tracing::debug!(segment, records = moved.len(), "compacting the oldest log segment");
+        self.commit(Batch::relocation(moved));
     }
+}
+
+/// A read of the segment being compacted, on a thread of its own.
+#[derive(Debug)]
+pub(super) struct Reading {
+    segment: u64,
+    /// The enqueues it found live (as of the writer's index when it began).
+    result: mpsc::Receiver<std::io::Result<Vec<Record>>>,
+}
+
+impl Reading {
+    /// Starts reading `segment` at `path`, keeping the enqueues of the messages in `live`.
+    fn start(path: PathBuf, segment: u64, live: HashMap<u64, RoaringTreemap>) -> Self {
+        let (tx, result) = mpsc::channel();
+        let spawned = std::thread::Builder::new().name("charon-compact".to_owned()).spawn(move || {
+            let found = std::fs::read(&path).map(|raw| live_enqueues(&Bytes::from(raw), &live));
+            let _ = tx.send(found);
+        });
+        if let Err(error) = spawned {
+            // The receiver then reports the sender gone: no compaction this time.
+            tracing::warn!(%error, "cannot start a thread to compact a log segment");
+        }
+        Self { segment, result }
+    }
+}
+
+/// The enqueues in a segment's `bytes` of the messages in `live`, each without the removal it
+/// carried: written again, that removal must not be replayed after newer records of its queue
+/// (see `Record::Enqueue`).
+fn live_enqueues(bytes: &Bytes, live: &HashMap<u64, RoaringTreemap>) -> Vec<Record> {
+    let mut found = Vec::new();
+    let mut offset = HEADER_LEN.min(bytes.len());
+    while let Next::Record(mut record, len) = next_record(&bytes.slice(offset..)) {
+        offset += len;
+        let (Record::Enqueue { queue, seq, .. } | Record::Spill { queue, seq, .. }) = &record else {
+            continue;
+        };
+        if !live.get(queue).is_some_and(|seqs| seqs.contains(*seq)) {
+            continue;
+        }
+        if let Record::Enqueue { replaces, .. } = &mut record {
+            *replaces = None;
+        }
+        found.push(record);
+    }
+    found
 }

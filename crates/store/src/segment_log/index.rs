@@ -63,6 +63,15 @@ impl Index {
         segments.iter().find(|(_, live)| live.contains(seq)).map(|(segment, _)| *segment)
     }
 
+    /// The messages live in `segment`, per queue: what a compaction's read keeps (see
+    /// `compact::Reading`). A copy, so that the read can run off the writer's thread.
+    pub(super) fn live_in(&self, segment: u64) -> HashMap<u64, RoaringTreemap> {
+        self.queues
+            .iter()
+            .filter_map(|(&queue, segments)| segments.get(&segment).map(|live| (queue, live.clone())))
+            .collect()
+    }
+
     /// Whether a message is live in `segment`.
     pub(super) fn is_live_in(&self, queue: u64, seq: u64, segment: u64) -> bool {
         self.queues.get(&queue).and_then(|s| s.get(&segment)).is_some_and(|live| live.contains(seq))

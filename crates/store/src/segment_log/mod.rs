@@ -320,9 +320,15 @@ struct Shared {
     relocations: Mutex<Option<RelocationListener>>,
     /// Syncs done, for tests and statistics.
     syncs: std::sync::atomic::AtomicU64,
+    /// A compaction of the oldest segment is under way (its read runs off the writer).
+    compacting: AtomicBool,
 }
 
 impl Shared {
+    fn set_compacting(&self, compacting: bool) {
+        self.compacting.store(compacting, Ordering::SeqCst);
+    }
+
     /// `bytes` more message bytes wait for the writer.
     fn add_backlog(&self, bytes: u64) {
         let now = self.backlog.fetch_add(bytes, Ordering::SeqCst) + bytes;
@@ -393,6 +399,7 @@ impl MessageLog {
             listener: Mutex::new(None),
             relocations: Mutex::new(None),
             syncs: std::sync::atomic::AtomicU64::new(0),
+            compacting: AtomicBool::new(false),
         });
         let (tx, rx) = mpsc::channel();
         let writer = writer::Writer::start(dir, options, replayed.index, Arc::clone(&shared))?;
@@ -497,6 +504,13 @@ impl MessageLog {
     #[must_use]
     pub fn syncs(&self) -> u64 {
         self.shared.syncs.load(Ordering::Relaxed)
+    }
+
+    /// Whether a compaction of the oldest segment is under way: its read, or its commit,
+    /// which the writer makes on the next batch it is handed after the read.
+    #[must_use]
+    pub fn compacting(&self) -> bool {
+        self.shared.compacting.load(Ordering::SeqCst)
     }
 }
 

@@ -28,9 +28,16 @@ pub(super) fn append_synced(log: &MessageLog, records: Vec<Record>) {
 use std::time::Duration;
 
 /// Returns once the writer has finished everything it was handed before, deletions and
-/// compaction included: it takes commands in order and does that work before the next one.
+/// compaction included: it takes commands in order and does that work before the next one,
+/// but for a compaction's read, which runs off its thread and is committed on a later batch.
 fn writer_idle(log: &MessageLog) {
     append_synced(log, Vec::new());
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while log.compacting() {
+        assert!(std::time::Instant::now() < deadline, "a compaction that never ends");
+        std::thread::sleep(Duration::from_millis(1));
+        append_synced(log, Vec::new());
+    }
 }
 
 /// Idles the writer through enough batches for compaction to judge the oldest segment: the
@@ -409,6 +416,52 @@ fn compaction_tells_where_it_moved_each_message() {
     assert_eq!(text(log.reader().read(&[spilled.place]).pop().unwrap()), "spilled");
     let old = log.reader().read(&[first[0].place]).pop().unwrap();
     assert!(matches!(old, Err(ReadError::Gone { segment: 1 })), "{old:?}");
+}
+
+/// The read of the segment being compacted runs off the writer's thread: here it cannot end
+/// (the sealed segment was swapped for a FIFO nobody writes to yet), and appends are still
+/// written and synced meanwhile. On the writer's thread the read blocked every append behind
+/// it. Once the FIFO gives the segment's bytes, the pinned message is moved as before.
+#[test]
+fn appends_go_on_while_a_compaction_reads_its_segment() {
+    let dir = tempfile::tempdir().unwrap();
+    let options = LogOptions { segment_bytes: 1024, fault: None };
+    let (log, _) = MessageLog::open(dir.path(), options).unwrap();
+    let (tx, rx) = mpsc::channel();
+    log.set_relocation_listener(Box::new(move |placed| tx.send(placed).unwrap()));
+    let pinned = append_placed(&log, vec![enqueue(1, 0, b"pinned")]);
+    let churn: &'static [u8] = b"churn churn churn churn churn churn churn churn churn churn";
+    let mut seq = 1;
+    // Until segment 1 is sealed.
+    while append_placed(&log, vec![enqueue(2, seq, churn)])[0].place.segment == 1 {
+        append_synced(&log, vec![Record::Remove { queue: 2, seq }]);
+        seq += 1;
+    }
+    let sealed = segment_path(dir.path(), 1);
+    let bytes = std::fs::read(&sealed).unwrap();
+    std::fs::remove_file(&sealed).unwrap();
+    let made = std::process::Command::new("mkfifo").arg(&sealed).status().unwrap();
+    assert!(made.success());
+    let started = std::time::Instant::now();
+    while !log.compacting() {
+        append_synced(&log, vec![Record::Remove { queue: 2, seq }]);
+        seq += 1;
+        append_placed(&log, vec![enqueue(2, seq, churn)]);
+        assert!(started.elapsed() < Duration::from_secs(10), "no compaction began");
+    }
+    for _ in 0..100 {
+        append_synced(&log, vec![Record::Remove { queue: 2, seq }]);
+        seq += 1;
+        append_placed(&log, vec![enqueue(2, seq, churn)]);
+    }
+    assert!(log.compacting(), "the read waits for the FIFO");
+    assert!(rx.try_iter().flatten().all(|p| p.queue != 1), "nothing moved yet");
+    std::fs::write(&sealed, &bytes).unwrap();
+    writer_idle(&log);
+    let moved: Vec<Placed> = rx.try_iter().flatten().collect();
+    let to = moved.iter().rfind(|p| p.queue == 1 && p.seq == 0).expect("the pinned message moved");
+    assert!(to.place.segment > pinned[0].place.segment, "{to:?}");
+    assert_eq!(text(log.reader().read(&[to.place]).pop().unwrap()), "pinned");
 }
 
 #[test]

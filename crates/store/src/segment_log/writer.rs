@@ -105,7 +105,7 @@ pub(super) struct Writer {
     pub(super) dir: PathBuf,
     pub(super) options: LogOptions,
     pub(super) index: Index,
-    shared: Arc<Shared>,
+    pub(super) shared: Arc<Shared>,
     pub(super) segment: u64,
     file: File,
     /// Bytes of the current segment written whole (on disk up to the last sync).
@@ -117,6 +117,8 @@ pub(super) struct Writer {
     pub(super) appended: u64,
     /// How fast the oldest segment empties (see `compact_oldest`).
     pub(super) oldest_watch: super::compact::OldestWatch,
+    /// The read of a segment being compacted, while it runs.
+    pub(super) compacting: Option<super::compact::Reading>,
     /// The buffer the next batch is written into (see [`KEPT_BUFFER`]).
     buffer: BytesMut,
     /// Records that recovery reads were written to the current segment since its last sync
@@ -148,6 +150,7 @@ impl Writer {
             allocated_len: written_len,
             appended: 0,
             oldest_watch: super::compact::OldestWatch::default(),
+            compacting: None,
             unsynced: false,
             buffer: BytesMut::new(),
             linger: Linger::default(),
