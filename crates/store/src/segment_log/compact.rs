@@ -107,9 +107,13 @@ impl Writer {
     }
 
     /// Writes again the enqueues the read of `segment` found that are still live there, each
-    /// followed by its delivery state when it has one. Messages removed since the read are
-    /// left out, and a segment that emptied meanwhile is already gone.
+    /// followed by its delivery state when it has one. Messages removed since the read began
+    /// are left out.
     fn finish_compaction(&mut self, segment: u64, found: std::io::Result<Vec<Record>>) {
+        if !self.index.segments.contains_key(&segment) {
+            // It emptied and was deleted meanwhile (perhaps before the read could open it).
+            return;
+        }
         let found = match found {
             Ok(found) => found,
             Err(error) => {
