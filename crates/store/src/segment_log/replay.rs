@@ -40,6 +40,21 @@ pub(super) fn segment_path(dir: &Path, number: u64) -> PathBuf {
     dir.join(format!("{number:016}.seg"))
 }
 
+/// The mark that segment `number` was sealed without a sync of its tail, because that tail
+/// held only spills (transient messages, never recovered); the mark holds the offset the
+/// tail begins at. A power loss can tear such a tail anywhere: replay then keeps what comes
+/// before the tear instead of refusing to start, as it must for a tear anywhere else but in
+/// the last segment. The mark is made (its directory entry synced) before the next segment
+/// exists, and goes with its segment.
+pub(super) fn unsynced_mark_path(dir: &Path, number: u64) -> PathBuf {
+    dir.join(format!("{number:016}.unsynced"))
+}
+
+/// Where segment `number`'s unsynced tail of spills begins, when it is marked so.
+fn unsynced_tail(dir: &Path, number: u64) -> Option<u64> {
+    std::fs::read_to_string(unsynced_mark_path(dir, number)).ok()?.trim().parse().ok()
+}
+
 pub(super) fn replay(dir: &Path) -> Result<Replayed, LogError> {
     let segments = segment_files(dir)?;
     let mut recovery = Recovery::default();
@@ -50,6 +65,7 @@ pub(super) fn replay(dir: &Path) -> Result<Replayed, LogError> {
         // One segment at a time: nothing of it is kept but where its live messages lie.
         let bytes = Bytes::from(std::fs::read(path).map_err(io)?);
         let is_last = Some(*number) == last;
+        let unsynced_from = if is_last { None } else { unsynced_tail(dir, *number) };
         let corrupt = |offset: usize, what| LogError::Corrupt { segment: *number, offset: offset as u64, what };
         state.index.segments.insert(*number, SegmentCounts::default());
         recovery.segments += 1;
@@ -84,6 +100,10 @@ pub(super) fn replay(dir: &Path) -> Result<Replayed, LogError> {
                         Place { segment: *number, offset: offset as u64, len: u32::try_from(len).unwrap_or(u32::MAX) };
                     state.apply(record, place);
                     offset += len;
+                }
+                Next::Torn(what) | Next::Invalid(what) if unsynced_from.is_some_and(|from| offset as u64 >= from) => {
+                    tracing::warn!(segment = number, offset, what, "message log: spills never synced, torn, left out");
+                    break;
                 }
                 Next::Torn(what) if !is_last => return Err(corrupt(offset, what)),
                 Next::Torn(what) => {

@@ -2,7 +2,7 @@
 
 use std::sync::atomic::AtomicBool;
 
-use super::replay::{segment_files, segment_path};
+use super::replay::{segment_files, segment_path, unsynced_mark_path};
 use super::*;
 
 pub(super) fn enqueue(queue: u64, seq: u64, body: &'static [u8]) -> Record {
@@ -192,6 +192,50 @@ fn corruption_before_the_tail_refuses_to_open() {
     std::fs::write(path, bytes).unwrap();
     let error = MessageLog::open(dir.path(), LogOptions::default()).unwrap_err();
     assert!(matches!(error, LogError::Corrupt { segment, .. } if segment == *number), "{error}");
+}
+
+/// A segment sealed with spills written after its last sync is not synced but marked: a
+/// power loss that tears that tail (spills, never recovered anyway) does not stop the start,
+/// and what the segment holds before the tail and what later segments hold are there. A tear
+/// before the tail is corruption still, as in a segment without the mark (the test above).
+#[test]
+fn a_torn_tail_of_unsynced_spills_in_a_sealed_segment_does_not_stop_the_start() {
+    let dir = tempfile::tempdir().unwrap();
+    let options = LogOptions { segment_bytes: 1024, fault: None };
+    let spill = |seq| Record::Spill { queue: 2, seq, payload: Bytes::from_static(b"spilled spilled spilled spilled") };
+    let synced_until;
+    {
+        let (log, _) = MessageLog::open(dir.path(), options.clone()).unwrap();
+        let durable = append_placed(&log, vec![enqueue(1, 0, b"durable before the spills")]);
+        synced_until = durable[0].place.offset + u64::from(durable[0].place.len);
+        let syncs = log.syncs();
+        let mut seq = 0;
+        while append_placed(&log, vec![spill(seq)])[0].place.segment == 1 {
+            seq += 1;
+        }
+        assert_eq!(log.syncs(), syncs, "spills are not synced, and sealing their segment syncs nothing");
+        append_synced(&log, vec![enqueue(1, 1, b"durable after")]);
+        log.close().unwrap();
+    }
+    let mark = std::fs::read_to_string(unsynced_mark_path(dir.path(), 1)).unwrap();
+    assert_eq!(mark, synced_until.to_string(), "the unsynced tail begins after the enqueue");
+    let first = segment_path(dir.path(), 1);
+    let whole = std::fs::read(&first).unwrap();
+    let tear = |at: usize| {
+        let mut bytes = whole.clone();
+        bytes[at..at + 8].fill(0xa5);
+        std::fs::write(&first, &bytes).unwrap();
+    };
+
+    tear(whole.len() / 2 + 100);
+    let (log, recovery) = MessageLog::open(dir.path(), options.clone()).unwrap();
+    assert_eq!(seqs(&recovery, 1), vec![0, 1]);
+    assert!(seqs(&recovery, 2).is_empty(), "spills are never recovered");
+    drop(log);
+
+    tear(usize::try_from(synced_until).unwrap() - 12);
+    let error = MessageLog::open(dir.path(), options).unwrap_err();
+    assert!(matches!(error, LogError::Corrupt { segment: 1, .. }), "{error}");
 }
 
 #[test]

@@ -15,7 +15,7 @@ use super::clean_stop;
 use super::index::Index;
 use super::linger::Linger;
 use super::record::{HEADER_LEN, header, put_record};
-use super::replay::{segment_files, segment_path};
+use super::replay::{segment_files, segment_path, unsynced_mark_path};
 use super::{Command, Completion, LogError, LogOptions, Place, Placed, Record, Shared};
 
 /// How long to wait before retrying a failed write.
@@ -125,6 +125,10 @@ pub(super) struct Writer {
     /// (a batch of removals needs none): a roll-over and closing sync them, so only the last
     /// segment can end torn.
     unsynced: bool,
+    /// How much of the current segment is known to be on disk: what follows was written
+    /// without a sync (only spills, or `unsynced` is set). A roll-over that leaves such a tail
+    /// unsynced marks the sealed segment (see [`unsynced_mark_path`]).
+    synced_len: u64,
     /// How long a batch waits for more under a stream.
     linger: Linger,
 }
@@ -139,6 +143,8 @@ impl Writer {
         };
         let path = segment_path(dir, segment);
         let written_len = file.metadata().map_err(|source| LogError::Io { path, source })?.len();
+        // What an earlier run wrote to the segment reopened here may never have been synced.
+        let synced_len = if file.sync_data().is_ok() { written_len } else { HEADER_LEN as u64 };
         let mut writer = Self {
             dir: dir.to_owned(),
             options,
@@ -152,6 +158,7 @@ impl Writer {
             oldest_watch: super::compact::OldestWatch::default(),
             compacting: None,
             unsynced: false,
+            synced_len,
             buffer: BytesMut::new(),
             linger: Linger::default(),
         };
@@ -305,10 +312,11 @@ impl Writer {
                 if sync {
                     self.shared.syncs.fetch_add(1, Ordering::Relaxed);
                 }
+                self.written_len += bytes.len() as u64;
                 if sync {
                     self.unsynced = false;
+                    self.synced_len = self.written_len;
                 }
-                self.written_len += bytes.len() as u64;
                 self.appended += bytes.len() as u64;
                 Ok(())
             }
@@ -359,6 +367,7 @@ impl Writer {
             self.file.sync_data()?;
             self.shared.syncs.fetch_add(1, Ordering::Relaxed);
             self.unsynced = false;
+            self.synced_len = self.written_len;
         }
         Ok(())
     }
@@ -375,6 +384,9 @@ impl Writer {
             self.shared.set_failing(true);
             std::thread::sleep(RETRY);
         }
+        if self.written_len > self.synced_len {
+            self.mark_sealed_unsynced();
+        }
         loop {
             match create_segment(&self.dir, next) {
                 Ok(file) => {
@@ -383,6 +395,7 @@ impl Writer {
                     self.segment = next;
                     self.written_len = HEADER_LEN as u64;
                     self.allocated_len = self.written_len;
+                    self.synced_len = self.written_len;
                     self.index.segments.entry(next).or_default();
                     return;
                 }
@@ -391,6 +404,23 @@ impl Writer {
                     self.shared.set_failing(true);
                     std::thread::sleep(RETRY);
                 }
+            }
+        }
+    }
+
+    /// Marks the segment being sealed as ending with spills never synced, from `synced_len`
+    /// on (see [`unsynced_mark_path`]): a sync of up to a whole segment here would hold every
+    /// commit behind it. The mark is synced, and the next segment's creation syncs the
+    /// directory, so the mark is on disk before anything written after it. Without the mark
+    /// the segment is synced instead.
+    fn mark_sealed_unsynced(&mut self) {
+        let mark = unsynced_mark_path(&self.dir, self.segment);
+        let marked = File::create(&mark)
+            .and_then(|mut file| file.write_all(self.synced_len.to_string().as_bytes()).and_then(|()| file.sync_all()));
+        if let Err(error) = marked {
+            tracing::warn!(%error, path = %mark.display(), "cannot mark a log segment of spills; syncing it instead");
+            if let Err(error) = self.file.sync_data() {
+                tracing::error!(%error, "message log cannot sync a segment of spills");
             }
         }
     }
@@ -414,6 +444,8 @@ impl Writer {
                 tracing::warn!(%error, path = %path.display(), "could not delete a spent log segment");
                 break;
             }
+            // Most segments have no mark: not finding one is the usual case.
+            let _ = std::fs::remove_file(unsynced_mark_path(&self.dir, oldest));
             self.index.forget_segment(oldest);
         }
     }
