@@ -309,15 +309,13 @@ impl Writer {
         };
         match result {
             Ok(()) => {
+                self.written_len += bytes.len() as u64;
+                self.appended += bytes.len() as u64;
                 if sync {
                     self.shared.syncs.fetch_add(1, Ordering::Relaxed);
-                }
-                self.written_len += bytes.len() as u64;
-                if sync {
                     self.unsynced = false;
                     self.synced_len = self.written_len;
                 }
-                self.appended += bytes.len() as u64;
                 Ok(())
             }
             Err(error) => {
