@@ -10,6 +10,9 @@ use charon_model::{Message, Table, Value};
 
 use crate::error::ZaqarError;
 
+/// Where a publish's confirms arrive.
+type SessionEvents = tokio::sync::mpsc::UnboundedReceiver<SessionEvent>;
+
 /// How long a publish may wait for its confirmation before the post fails with 503.
 const CONFIRM_TIMEOUT: Duration = Duration::from_secs(30);
 
@@ -81,17 +84,23 @@ pub(crate) async fn ensure_queue(vhost: &VHost, name: &str) -> Result<(QueueRef,
     Ok((queue, ok.created))
 }
 
-/// Enqueues `messages` on `queue` and waits until the queue confirmed every one (a durable
-/// queue confirms once its log synced them).
+/// Enqueues `messages` on `queue`, waits until the queue confirmed every one (a durable
+/// queue confirms once its log synced them), and returns the sequence number each got in the
+/// queue: Zaqar's message ids.
 ///
 /// # Errors
-/// 503 when the queue is gone, refused a message or did not confirm in time.
+/// 503 when the queue is gone, did not keep a message (refused it, or dead-lettered it at
+/// once by its overflow mode) or did not confirm in time.
 pub(crate) async fn publish_confirmed(
     broker: &Broker,
     queue: &QueueRef,
     messages: Vec<Arc<Message>>,
-) -> Result<(), ZaqarError> {
-    publish_and_wait(broker, queue, messages, None).await
+) -> Result<Vec<u64>, ZaqarError> {
+    let (to, events, items) = confirmed_items(broker, messages);
+    let expected = items.len();
+    let numbers = queue.publish_numbered(items, to).await.ok_or_else(not_enqueued)?;
+    wait_for_confirms(events, expected).await?;
+    numbers.into_iter().map(|number| number.ok_or_else(not_enqueued)).collect()
 }
 
 /// Enqueues `messages`, moved out of `from`, on `queue` and waits until the queue confirmed
@@ -106,46 +115,43 @@ pub(crate) async fn move_confirmed(
     messages: Vec<Arc<Message>>,
     from: MovedFrom,
 ) -> Result<(), ZaqarError> {
-    publish_and_wait(broker, queue, messages, Some(from)).await
+    let (to, events, items) = confirmed_items(broker, messages);
+    let expected = items.len();
+    if !queue.publish_moved(items, from, to).await {
+        return Err(not_enqueued());
+    }
+    wait_for_confirms(events, expected).await
 }
 
-async fn publish_and_wait(
-    broker: &Broker,
-    queue: &QueueRef,
-    messages: Vec<Arc<Message>>,
-    from: Option<MovedFrom>,
-) -> Result<(), ZaqarError> {
-    let failed = || ZaqarError::unavailable("Messages could not be enqueued.");
-    let expected = messages.len();
-    if expected == 0 {
-        return Ok(());
-    }
-    let (session, mut events) = SessionSink::new(broker.next_id(), u32::MAX);
-    let items: Vec<Enqueue> =
+fn not_enqueued() -> ZaqarError {
+    ZaqarError::unavailable("Messages could not be enqueued.")
+}
+
+/// `messages` numbered for confirms, and the session the confirms come to.
+fn confirmed_items(broker: &Broker, messages: Vec<Arc<Message>>) -> (ConfirmTo, SessionEvents, Vec<Enqueue>) {
+    let (session, events) = SessionSink::new(broker.next_id(), u32::MAX);
+    let items =
         messages.into_iter().zip(1u64..).map(|(message, seq)| Enqueue { message, confirm: Some(seq) }).collect();
-    let to = ConfirmTo { session, channel: 1 };
-    let published = match from {
-        Some(from) => queue.publish_moved(items, from, to).await,
-        None => queue.publish(items, Some(to)).await,
-    };
-    if !published {
-        return Err(failed());
-    }
+    (ConfirmTo { session, channel: 1 }, events, items)
+}
+
+/// Waits for `expected` confirms; any refusal fails.
+async fn wait_for_confirms(mut events: SessionEvents, expected: usize) -> Result<(), ZaqarError> {
     let mut confirmed = 0;
     let wait = async {
         while confirmed < expected {
             match events.recv().await {
                 Some(SessionEvent::Confirms { accepted, refused, .. }) => {
                     if !refused.is_empty() {
-                        return Err(failed());
+                        return Err(not_enqueued());
                     }
                     confirmed += accepted.len();
                 }
                 Some(_) => {}
-                None => return Err(failed()),
+                None => return Err(not_enqueued()),
             }
         }
         Ok(())
     };
-    tokio::time::timeout(CONFIRM_TIMEOUT, wait).await.map_err(|_| failed())?
+    tokio::time::timeout(CONFIRM_TIMEOUT, wait).await.map_err(|_| not_enqueued())?
 }

@@ -3,30 +3,23 @@
 //! Posting makes a persistent 0.9.1-style message published through the default exchange to the
 //! queue: the JSON `body` serialised as the payload (`content-type: application/json`), the
 //! `ttl` as its per-message TTL (`expiration`, ms), the posting time as its `timestamp`, the
-//! poster's `Client-ID` in the header `x-zaqar-client-id`, and a token in `message-id` that
-//! finds the message's queue sequence number after the post. A message's Zaqar id is that
-//! sequence number, in hex: stable while the message stays in its queue, and a direct lookup.
+//! poster's `Client-ID` in the header `x-zaqar-client-id`. A message's Zaqar id is the
+//! sequence number the queue gave it (answered by the publish itself), in hex: stable while the
+//! message stays in its queue, and a direct lookup.
 //! Messages published over AMQP show as Zaqar messages too: a body that is not JSON becomes a
 //! JSON string (UTF-8, lossy), a message without TTL shows `ttl` 0.
 
 use std::sync::Arc;
 
 use bytes::Bytes;
-use charon_model::{Body, Message, MessageId, Origin, Properties, Routing, Value as AmqpValue};
+use charon_model::{Body, Message, Origin, Properties, Routing, Value as AmqpValue};
 use serde_json::{Value, json};
 
 /// The header that keeps the poster's `Client-ID` (for `echo=false` listings).
 pub(crate) const CLIENT_HEADER: &str = "x-zaqar-client-id";
 
 /// A message to post to `queue`.
-pub(crate) fn posted(
-    queue: &str,
-    body: &Value,
-    ttl_seconds: i64,
-    client_id: &str,
-    token: String,
-    now_ms: i64,
-) -> Message {
+pub(crate) fn posted(queue: &str, body: &Value, ttl_seconds: i64, client_id: &str, now_ms: i64) -> Message {
     let routing = Routing { exchange: String::new(), routing_key: queue.to_owned(), ..Routing::default() };
     let payload = serde_json::to_vec(body).unwrap_or_default();
     let mut message = Message::new(routing, Body::Data(Bytes::from(payload)));
@@ -37,18 +30,9 @@ pub(crate) fn posted(
         delivery_mode: Some(2),
         ttl: Some(ttl_seconds.unsigned_abs().saturating_mul(1000)),
         timestamp: Some(now_ms),
-        message_id: Some(MessageId::String(token)),
         ..Properties::default()
     });
     message
-}
-
-/// The token a post put in `message-id`.
-pub(crate) fn token(message: &Message) -> Option<&str> {
-    match message.properties().message_id.as_ref() {
-        Some(MessageId::String(token)) => Some(token),
-        _ => None,
-    }
 }
 
 /// The poster's client id, when Zaqar posted it.
@@ -121,7 +105,7 @@ mod tests {
 
     #[test]
     fn a_posted_message_renders_back_as_it_was_posted() {
-        let m = Arc::new(posted("q", &json!({"a": [1]}), 300, "c1", "t".into(), 1_000));
+        let m = Arc::new(posted("q", &json!({"a": [1]}), 300, "c1", 1_000));
         assert!(m.is_persistent());
         assert_eq!(client_of(&m).as_deref(), Some("c1"));
         let shown = render(&m, 42, "/v2/queues/q", Some("cid"), 2, 11_000);

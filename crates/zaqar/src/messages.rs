@@ -25,8 +25,6 @@ use crate::{Zaqar, engine};
 const MAX_PER_PAGE: i64 = 20;
 /// `max_messages_per_claim_or_pop`.
 const MAX_POP: i64 = 20;
-/// Pages of the queue's newest messages searched for a post's messages.
-const FIND_PAGES: usize = 8;
 
 type QueryResult = Result<Query<body::Pairs>, axum::extract::rejection::QueryRejection>;
 
@@ -74,9 +72,8 @@ pub(crate) async fn post(
         return Err(ZaqarError::invalid("No messages to enqueu."));
     }
     let now = now_ms();
-    let batch = format!("{:016x}", rand::random::<u64>());
     let mut messages = Vec::with_capacity(posted.len());
-    for (i, item) in posted.iter().enumerate() {
+    for item in posted {
         if !item.is_object() {
             return Err(ZaqarError::body("Messages must be JSON objects."));
         }
@@ -97,8 +94,7 @@ pub(crate) async fn post(
                 "The Delay TTL for a message may not exceed {MAX_MESSAGE_DELAY} seconds,and must be at least {MIN_MESSAGE_DELAY} seconds long."
             )));
         }
-        let token = format!("{batch}-{i}");
-        let mut posted = message::posted(&name, content, ttl, &caller.client_id, token, now);
+        let mut posted = message::posted(&name, content, ttl, &caller.client_id, now);
         if delay > 0 {
             posted.broker.not_before = Some(now.saturating_add(delay.saturating_mul(1000)));
         }
@@ -106,45 +102,12 @@ pub(crate) async fn post(
     }
     let vhost = engine::vhost_for_write(&z.broker, &caller.project, z.config.create_vhosts).await?;
     let (queue, _) = engine::ensure_queue(&vhost, &name).await?;
-    let tokens: Vec<String> = (0..messages.len()).map(|i| format!("{batch}-{i}")).collect();
-    engine::publish_confirmed(&z.broker, &queue, messages).await?;
-    let ids = find_ids(&queue, &tokens).await;
+    let ids: Vec<String> =
+        engine::publish_confirmed(&z.broker, &queue, messages).await?.into_iter().map(message::id_of).collect();
     let path = format!("{}/messages", base(&name));
     let hrefs: Vec<String> = ids.iter().map(|id| format!("{path}/{id}")).collect();
     let location = format!("{path}?ids={}", ids.join(","));
     Ok((StatusCode::CREATED, [(header::LOCATION, location)], Json(json!({ "resources": hrefs }))).into_response())
-}
-
-/// The ids of just-posted messages, found by their tokens among the queue's newest messages. A
-/// message taken by a consumer meanwhile is gone: its token stands in for its id.
-async fn find_ids(queue: &QueueRef, tokens: &[String]) -> Vec<String> {
-    let mut ids: Vec<Option<String>> = vec![None; tokens.len()];
-    let mut before = None;
-    let limit = tokens.len().saturating_mul(2).max(64);
-    for _ in 0..FIND_PAGES {
-        let request = BrowseRequest {
-            after: None,
-            before,
-            newest_first: true,
-            limit,
-            include_unacked: true,
-            include_delayed: true,
-        };
-        let Ok(page) = queue.browse(request).await else { break };
-        for item in &page.items {
-            if let Some(token) = message::token(&item.message)
-                && let Some(index) = tokens.iter().position(|t| t == token)
-                && let Some(slot) = ids.get_mut(index)
-            {
-                *slot = Some(message::id_of(item.seq));
-            }
-        }
-        before = page.items.last().map(|i| i.seq);
-        if ids.iter().all(Option::is_some) || !page.has_more {
-            break;
-        }
-    }
-    ids.into_iter().zip(tokens).map(|(id, token)| id.unwrap_or_else(|| token.clone())).collect()
 }
 
 /// The queue of a request, or 404.

@@ -235,6 +235,47 @@ async fn posts_are_checked_as_zaqar_checks_them() {
     );
 }
 
+/// A post answers the ids the queue gave its messages, even when a consumer took them at
+/// once: they are not looked for afterwards.
+#[tokio::test]
+async fn a_post_answers_its_messages_ids_even_when_a_consumer_took_them_at_once() {
+    let z = gateway();
+    let (status, first) = call(&z, "POST", "/v2/queues/q/messages", r#"{"messages":[{"body":1}]}"#).await;
+    assert_eq!(
+        (status, first["resources"].clone()),
+        (StatusCode::CREATED, json!(["/v2/queues/q/messages/000000000000000000000001"]))
+    );
+    let queue = crate::engine::queue(&crate::engine::vhost(&z.broker, "p1").unwrap(), "q").unwrap();
+    let (session, mut deliveries) = charon_engine::SessionSink::new(z.broker.next_id(), u32::MAX);
+    let spec = charon_engine::ConsumeSpec {
+        id: z.broker.next_id(),
+        tag: "taker".to_owned(),
+        owner: charon_engine::Owner { session: session.id, channel: 1 },
+        session,
+        no_ack: true,
+        prefetch: 0,
+        link_credit: None,
+        channel_limit: None,
+        exclusive: false,
+        arguments: charon_model::Table::new(),
+    };
+    queue.consume(spec).await.unwrap();
+    let (status, posted) = call(&z, "POST", "/v2/queues/q/messages", r#"{"messages":[{"body":2},{"body":3}]}"#).await;
+    assert_eq!(status, StatusCode::CREATED);
+    let hrefs: Vec<&str> = posted["resources"].as_array().unwrap().iter().map(|h| h.as_str().unwrap()).collect();
+    assert_eq!(
+        hrefs,
+        ["/v2/queues/q/messages/000000000000000000000002", "/v2/queues/q/messages/000000000000000000000003"]
+    );
+    let mut taken = 0;
+    while taken < 3 {
+        if let Some(charon_engine::SessionEvent::Deliveries { items, .. }) = deliveries.recv().await {
+            taken += items.len();
+        }
+    }
+    assert_eq!(call(&z, "GET", hrefs[1], "").await.0, StatusCode::NOT_FOUND, "taken, so gone");
+}
+
 #[tokio::test]
 async fn post_list_get_and_delete_by_id() {
     let z = gateway();

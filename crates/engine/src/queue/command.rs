@@ -19,6 +19,13 @@ pub(crate) enum QueueCmd {
         items: Vec<Enqueue>,
         confirm_to: Option<ConfirmTo>,
     },
+    /// A publish told the sequence number each message got (see
+    /// [`super::QueueRef::publish_numbered`]).
+    PublishNumbered {
+        items: Vec<Enqueue>,
+        confirm_to: ConfirmTo,
+        numbers: oneshot::Sender<Vec<Option<u64>>>,
+    },
     /// A publish of messages moved out of another queue (see [`super::QueueRef::publish_moved`]).
     PublishMoved {
         items: Vec<Enqueue>,

@@ -132,6 +132,17 @@ impl QueueHandle {
         self.send(QueueCmd::Publish { items, confirm_to }).await.is_ok()
     }
 
+    /// Enqueues messages as [`Self::publish`] does and answers, once the queue has taken them
+    /// (before their confirms), the sequence number each one got, in order: `None` for one the
+    /// queue did not keep (refused, or dead-lettered at once by its overflow mode). Zaqar's
+    /// message ids are these numbers. Answers `None` when the queue is gone, including one
+    /// that stops with the publish still in its mailbox: that publish is refused, not
+    /// confirmed as [`Self::publish`]'s would be.
+    pub async fn publish_numbered(&self, items: Vec<Enqueue>, confirm_to: ConfirmTo) -> Option<Vec<Option<u64>>> {
+        self.admission.admitted().await;
+        self.call(|numbers| QueueCmd::PublishNumbered { items, confirm_to, numbers }).await.ok()
+    }
+
     /// Enqueues messages moved out of another queue (Zaqar's claim-count dead-letter queue),
     /// as [`Self::publish`] does, except that a persisted message's log record here also
     /// removes it from its source: after a crash it is in exactly one of the two queues, never

@@ -468,6 +468,9 @@ fn apply(state: &mut QueueState, after_journal: &mut Vec<AfterJournal>, command:
     match command {
         QueueCmd::Publish { items, confirm_to } => state.publish(items, confirm_to),
         QueueCmd::PublishMoved { items, from, confirm_to } => state.publish_moved(items, &from, confirm_to),
+        QueueCmd::PublishNumbered { items, confirm_to, numbers } => {
+            let _ = numbers.send(state.publish_numbered(items, confirm_to));
+        }
         QueueCmd::Consume(spec, reply) => {
             let _ = reply.send(state.consume(*spec));
         }
@@ -548,19 +551,21 @@ async fn wait_for_room(target: Option<&QueueRef>) {
 
 /// After the queue stopped, answer what is still in the mailbox: publishes waiting for a
 /// confirmation are confirmed (RabbitMQ confirms messages whose queue went away normally),
-/// moved messages are refused (they stay in their source), and every other caller sees its
-/// reply channel close.
+/// moved messages are refused (they stay in their source), so are numbered ones (their caller
+/// was promised a place in this queue), and every other caller sees its reply channel close.
 fn drain_after_stop(rx: &mut mpsc::Receiver<QueueCmd>) {
     rx.close();
     while let Ok(command) = rx.try_recv() {
-        let (items, to, moved) = match command {
+        let (items, to, refuse) = match command {
             QueueCmd::Publish { items, confirm_to: Some(to) } => (items, to, false),
-            QueueCmd::PublishMoved { items, confirm_to, .. } => (items, confirm_to, true),
+            QueueCmd::PublishMoved { items, confirm_to, .. } | QueueCmd::PublishNumbered { items, confirm_to, .. } => {
+                (items, confirm_to, true)
+            }
             _ => continue,
         };
         let numbers: Vec<u64> = items.iter().filter_map(|i| i.confirm).collect();
         if !numbers.is_empty() {
-            let (accepted, refused) = if moved { (Vec::new(), numbers) } else { (numbers, Vec::new()) };
+            let (accepted, refused) = if refuse { (Vec::new(), numbers) } else { (numbers, Vec::new()) };
             to.session.send(crate::session::SessionEvent::Confirms { channel: to.channel, accepted, refused });
         }
     }

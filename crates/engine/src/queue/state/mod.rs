@@ -249,62 +249,83 @@ impl QueueState {
     }
 
     pub(crate) fn publish(&mut self, items: Vec<Enqueue>, confirm_to: Option<ConfirmTo>) {
-        self.admit(items, confirm_to, None);
+        self.admit(items, confirm_to, None, None);
+    }
+
+    /// Publishes as [`Self::publish`] does and returns the sequence number each message got,
+    /// in order, `None` where it was not kept here.
+    pub(crate) fn publish_numbered(&mut self, items: Vec<Enqueue>, confirm_to: ConfirmTo) -> Vec<Option<u64>> {
+        let mut numbers = Vec::with_capacity(items.len());
+        self.admit(items, Some(confirm_to), None, Some(&mut numbers));
+        numbers
     }
 
     /// Publishes messages moved out of queue `from.queue`: each persisted one's enqueue record
     /// also removes it there (see `Record::Enqueue::replaces`). One this queue has no room
     /// for is refused, neither dead-lettered nor passed on, so that it stays in its source.
     pub(crate) fn publish_moved(&mut self, items: Vec<Enqueue>, from: &MovedFrom, confirm_to: ConfirmTo) {
-        self.admit(items, Some(confirm_to), Some(from));
+        self.admit(items, Some(confirm_to), Some(from), None);
     }
 
-    fn admit(&mut self, items: Vec<Enqueue>, confirm_to: Option<ConfirmTo>, from: Option<&MovedFrom>) {
+    /// Takes `items` in, pushing the sequence number each got (or `None`) to `numbers`.
+    fn admit(
+        &mut self,
+        items: Vec<Enqueue>,
+        confirm_to: Option<ConfirmTo>,
+        from: Option<&MovedFrom>,
+        mut numbers: Option<&mut Vec<Option<u64>>>,
+    ) {
         let mut accepted = Vec::new();
         let mut refused = Vec::new();
         let before = self.effects.journal_ref().mark();
         let mut published = 0;
         for (index, item) in items.into_iter().enumerate() {
-            let replaces = from.and_then(|from| Some((from.queue, *from.seqs.get(index)?)));
-            let delayed = is_delayed(item.message.broker.not_before, self.now);
-            if delayed && self.delayed.full(body_size(&item.message)) {
-                // The delayed part is bounded (see `delayed.rs`): the publisher hears of it.
-                refused.extend(item.confirm);
-                continue;
-            }
-            if self.limits.refuses(&item.message, self.queued_size()) {
-                if from.is_some() {
-                    // A move this queue cannot take stays in its source, whole.
+            let number = 'item: {
+                let replaces = from.and_then(|from| Some((from.queue, *from.seqs.get(index)?)));
+                let delayed = is_delayed(item.message.broker.not_before, self.now);
+                if delayed && self.delayed.full(body_size(&item.message)) {
+                    // The delayed part is bounded (see `delayed.rs`): the publisher hears of it.
                     refused.extend(item.confirm);
-                } else if self.limits.dead_letters_refused() {
-                    refused.extend(item.confirm);
-                    self.effects.discard(item.message, DeathReason::Maxlen, None);
-                } else if passed_on_when_refused(&item) {
-                    let confirm = confirm_to.as_ref().zip(item.confirm).map(|(to, n)| (to.clone(), n));
-                    self.effects.refused_dead_letter(item.message, confirm);
-                } else {
-                    refused.extend(item.confirm);
+                    break 'item None;
                 }
-                continue;
+                if self.limits.refuses(&item.message, self.queued_size()) {
+                    if from.is_some() {
+                        // A move this queue cannot take stays in its source, whole.
+                        refused.extend(item.confirm);
+                    } else if self.limits.dead_letters_refused() {
+                        refused.extend(item.confirm);
+                        self.effects.discard(item.message, DeathReason::Maxlen, None);
+                    } else if passed_on_when_refused(&item) {
+                        let confirm = confirm_to.as_ref().zip(item.confirm).map(|(to, n)| (to.clone(), n));
+                        self.effects.refused_dead_letter(item.message, confirm);
+                    } else {
+                        refused.extend(item.confirm);
+                    }
+                    break 'item None;
+                }
+                let seq = self.next_seq;
+                self.next_seq += 1;
+                self.arrivals.arrived(seq, self.now);
+                let expires_at = self.limits.expiry_of(&item.message, self.now);
+                let persisted = self.effects.journal_ref().persists(&item.message, self.quorum);
+                let entry = Entry::new(seq, item.message, expires_at, persisted);
+                if persisted {
+                    self.effects.journal().enqueue(&entry, replaces);
+                }
+                if delayed {
+                    self.delayed.push(entry);
+                } else {
+                    let resident = resident_messages(self.consumers.is_empty(), expires_at, self.now);
+                    self.ready.push(entry, resident, self.effects.journal());
+                }
+                accepted.extend(item.confirm);
+                published += 1;
+                self.enforce_limits();
+                Some(seq)
+            };
+            if let Some(numbers) = numbers.as_deref_mut() {
+                numbers.push(number);
             }
-            let seq = self.next_seq;
-            self.next_seq += 1;
-            self.arrivals.arrived(seq, self.now);
-            let expires_at = self.limits.expiry_of(&item.message, self.now);
-            let persisted = self.effects.journal_ref().persists(&item.message, self.quorum);
-            let entry = Entry::new(seq, item.message, expires_at, persisted);
-            if persisted {
-                self.effects.journal().enqueue(&entry, replaces);
-            }
-            if delayed {
-                self.delayed.push(entry);
-            } else {
-                let resident = resident_messages(self.consumers.is_empty(), expires_at, self.now);
-                self.ready.push(entry, resident, self.effects.journal());
-            }
-            accepted.extend(item.confirm);
-            published += 1;
-            self.enforce_limits();
         }
         self.counters.published += published;
         if let Some(to) = confirm_to {

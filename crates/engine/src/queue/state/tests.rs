@@ -346,6 +346,21 @@ fn classic_reject_publish_refuses_and_reject_publish_dlx_also_dead_letters() {
 }
 
 #[test]
+fn a_numbered_publish_tells_each_message_its_sequence_number_and_none_where_it_was_not_kept() {
+    let mut s = state(QueueType::Classic, limited(2, Overflow::RejectPublish));
+    let (session, _rx) = SessionSink::new(1, 0);
+    let to = || ConfirmTo { session: session.clone(), channel: 1 };
+    let numbers = s.publish_numbered(vec![ttl_msg("p1", None, 1), ttl_msg("p2", None, 2)], to());
+    assert_eq!(numbers, [Some(1), Some(2)]);
+    let numbers = s.publish_numbered(vec![ttl_msg("p3", None, 3)], to());
+    assert_eq!(numbers, [None], "refused: the queue is full");
+    assert!(s.get(Owner { session: 1, channel: 1 }, true).is_some(), "p1 taken: room for one");
+    let numbers = s.publish_numbered(vec![ttl_msg("p4", None, 4), ttl_msg("p5", None, 5)], to());
+    assert_eq!(numbers, [Some(3), None], "the numbers go on where the last kept message left them");
+    assert_eq!(bodies(&s), ["p2", "p4"]);
+}
+
+#[test]
 fn max_length_bytes_counts_ready_body_bytes() {
     let settings =
         QueueSettings { max_length_bytes: Some(5), overflow: Overflow::RejectPublish, ..QueueSettings::default() };

@@ -373,7 +373,7 @@ fn gets_read_a_run_several_chunks_long_back_in_order_off_the_runtime_thread() {
 
 /// Publishes left in the mailbox of a queue that stopped: a plain one is confirmed (as RabbitMQ
 /// confirms messages whose queue went away normally), a move is refused so that the moved
-/// message stays in its source.
+/// message stays in its source, and so is a numbered one, whose caller hears no number.
 #[test]
 fn a_stopped_queue_confirms_the_publishes_left_in_its_mailbox_and_refuses_the_moves() {
     let (tx, mut rx) = tokio::sync::mpsc::channel(4);
@@ -382,11 +382,14 @@ fn a_stopped_queue_confirms_the_publishes_left_in_its_mailbox_and_refuses_the_mo
     let item = |n: u64| Enqueue { message: Arc::new(message(0)), confirm: Some(n) };
     tx.try_send(QueueCmd::Publish { items: vec![item(1)], confirm_to: Some(to.clone()) }).unwrap();
     let from = super::super::MovedFrom { queue: 9, seqs: vec![5] };
-    tx.try_send(QueueCmd::PublishMoved { items: vec![item(2)], from, confirm_to: to }).unwrap();
+    tx.try_send(QueueCmd::PublishMoved { items: vec![item(2)], from, confirm_to: to.clone() }).unwrap();
+    let (numbers, mut numbered) = tokio::sync::oneshot::channel();
+    tx.try_send(QueueCmd::PublishNumbered { items: vec![item(3)], confirm_to: to, numbers }).unwrap();
     super::drain_after_stop(&mut rx);
+    assert!(numbered.try_recv().is_err(), "no numbers for a publish the queue never took");
     let mut answers = Vec::new();
     while let Ok(SessionEvent::Confirms { channel, accepted, refused }) = events.try_recv() {
         answers.push((channel, accepted, refused));
     }
-    assert_eq!(answers, [(3, vec![1], vec![]), (3, vec![], vec![2])]);
+    assert_eq!(answers, [(3, vec![1], vec![]), (3, vec![], vec![2]), (3, vec![], vec![3])]);
 }
