@@ -184,7 +184,7 @@ enum ZaqarAuthMode {
 /// The configuration file.
 #[derive(Clone, Debug, Default, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields)]
-struct FileConfig {
+pub(crate) struct FileConfig {
     listen: Option<Vec<String>>,
     users: Option<Vec<FileUser>>,
     vhosts: Option<Vec<String>>,
@@ -403,7 +403,7 @@ impl Config {
         Self::resolve(cli, file)
     }
 
-    fn resolve(cli: &Cli, file: FileConfig) -> anyhow::Result<Self> {
+    pub(crate) fn resolve(cli: &Cli, file: FileConfig) -> anyhow::Result<Self> {
         let tls = TlsConfig::resolve(cli, &file)?;
         let definitions = cli.definitions.clone().or_else(|| file.load_definitions.clone());
         // RabbitMQ seeds no default user and vhost when definitions are to be loaded.

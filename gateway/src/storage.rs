@@ -24,8 +24,21 @@ pub(crate) fn open(config: &Config) -> anyhow::Result<(Arc<Broker>, Arc<Persiste
     let after_crash = recovery.after_crash;
     tracing::info!(messages, after_crash, elapsed_ms = started.elapsed().as_millis(), "message log recovered");
     let store = Persistence::new(log, meta);
-    let broker = Broker::with_store(config.broker_config(), Arc::clone(&store), recovery.queues)
-        .context("restoring the broker's durable state")?;
+    let broker = match Broker::with_store(config.broker_config(), Arc::clone(&store), recovery.queues) {
+        Ok(broker) => broker,
+        Err(error) => {
+            // Opening the log took its clean-stop mark. Dropped open, the log would leave none,
+            // and the next start would recover as after a crash (every recovered message of a
+            // classic queue redelivered) although nothing ran. Nothing ran, so the log closes
+            // as the last run left it: clean after a clean stop, unclean after a crash, whose
+            // redeliveries the next start still owes.
+            let closed = if after_crash { store.log.close_unclean() } else { store.log.close() };
+            if let Err(close) = closed {
+                tracing::error!(error = %close, "closing the message log after a failed restore");
+            }
+            return Err(anyhow::Error::new(error).context("restoring the broker's durable state"));
+        }
+    };
     // The log's health is one cause of the disk alarm: publishers are blocked while it
     // cannot write.
     let resources = Arc::clone(broker.resources());
@@ -47,4 +60,55 @@ fn log_options() -> LogOptions {
         hook
     });
     LogOptions { fault, ..LogOptions::default() }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use clap::Parser;
+
+    use super::*;
+    use crate::config::{Cli, FileConfig};
+
+    /// A metadata store whose `queues` table holds a row no decoder reads.
+    fn corrupt_the_metadata(data_dir: &std::path::Path) {
+        let db = redb::Database::open(data_dir.join("meta.redb")).unwrap();
+        let txn = db.begin_write().unwrap();
+        {
+            let mut table = txn.open_table(redb::TableDefinition::<&[u8], &[u8]>::new("queues")).unwrap();
+            table.insert(&[0xff_u8][..], &[][..]).unwrap();
+        }
+        txn.commit().unwrap();
+    }
+
+    /// Opens the data directory, optionally closes its log cleanly, corrupts the metadata, and
+    /// returns whether a start after the failed restore recovers as after a crash. Each start
+    /// runs in a runtime of its own, dropped with its queue tasks as a process would end.
+    fn after_a_failed_restore(close_cleanly: bool) -> bool {
+        let runtime = || tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let data_dir = dir.path().to_str().unwrap();
+        let config =
+            Config::resolve(&Cli::parse_from(["charon", "--data-dir", data_dir]), FileConfig::default()).unwrap();
+        runtime().block_on(async {
+            let (_broker, store, _lock) = open(&config).unwrap();
+            if close_cleanly {
+                store.log.close().unwrap();
+            }
+            // Otherwise dropped open, as a crash leaves it.
+        });
+        corrupt_the_metadata(dir.path());
+        let failed = runtime().block_on(async { open(&config).err().unwrap() });
+        assert!(format!("{failed:#}").contains("restoring the broker's durable state"), "{failed:#}");
+        let log_dir = DataDir::open(dir.path()).unwrap().log_dir();
+        let (_log, recovery) = MessageLog::open(&log_dir, LogOptions::default()).unwrap();
+        recovery.after_crash
+    }
+
+    #[test]
+    fn a_restore_that_fails_leaves_the_log_as_the_last_run_left_it() {
+        assert!(!after_a_failed_restore(true), "after a clean stop the next start is not after a crash");
+        assert!(after_a_failed_restore(false), "after a crash the next start still recovers as after one");
+    }
 }
