@@ -71,9 +71,18 @@ mod tests {
     use super::*;
     use crate::config::{Cli, FileConfig};
 
-    /// A metadata store whose `queues` table holds a row no decoder reads.
+    /// A metadata store whose `queues` table holds a row no decoder reads. The last run's
+    /// metadata writer thread may still hold the file for a moment after its runtime is gone.
     fn corrupt_the_metadata(data_dir: &std::path::Path) {
-        let db = redb::Database::open(data_dir.join("meta.redb")).unwrap();
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        let db = loop {
+            match redb::Database::open(data_dir.join("meta.redb")) {
+                Err(redb::DatabaseError::DatabaseAlreadyOpen) if std::time::Instant::now() < deadline => {
+                    std::thread::sleep(std::time::Duration::from_millis(10));
+                }
+                opened => break opened.unwrap(),
+            }
+        };
         let txn = db.begin_write().unwrap();
         {
             let mut table = txn.open_table(redb::TableDefinition::<&[u8], &[u8]>::new("queues")).unwrap();
