@@ -28,7 +28,7 @@ mod admission;
 pub mod args;
 mod arrivals;
 pub mod browse;
-mod command;
+pub(crate) mod command;
 mod consumer_timeout;
 mod consumers;
 mod counts;

@@ -25,6 +25,7 @@ pub mod filter;
 pub mod job;
 mod lifecycle;
 pub mod oneshot;
+mod outgoing;
 mod pass;
 pub mod progress;
 pub mod registry;

@@ -18,12 +18,15 @@
 //!
 //! Either way a copy is re-published through the vhost's normal route (route cache, exchange
 //! bindings) with a confirmation per message, and the source lets it go only after every queue
-//! it was routed to confirmed it: a crash in between leaves it in the source (moved again
-//! later: a duplicate, never a loss). Duplicates after a crash: a consumed delivery whose ack
-//! was not yet logged comes back; a removal is logged like an acknowledgement, not synced, so
-//! a removed message can come back too — above the browsing job's recorded cursor it is moved
-//! again, below it it stays in the source as well as at the destination. The cursor is only
-//! ever recorded below every message not yet confirmed, so nothing is skipped unmoved.
+//! it was routed to confirmed it. Consuming, a copy routed to one queue alone is moved: its log
+//! record there also removes the message from the source, so a crash leaves it in exactly one
+//! of the two ([`super::outgoing`]). Any other copy is not: a crash before the source let the
+//! message go leaves it in the source too (moved again later: a duplicate, never a loss) — a
+//! consumed delivery whose ack was not yet logged comes back; a removal is logged like an
+//! acknowledgement, not synced, so a removed message can come back too — above the browsing
+//! job's recorded cursor it is moved again, below it it stays in the source as well as at the
+//! destinations. The cursor is only ever recorded below every message not yet confirmed, so
+//! nothing is skipped unmoved.
 //!
 //! A pass ends when it has looked at what the source held when the pass began (as many ready
 //! messages when consuming; up to the newest one when browsing: new arrivals wait for the next
@@ -43,12 +46,13 @@ use super::bucket::TokenBucket;
 use super::filter::last_death;
 use super::job::{Control, Job, JobView};
 use super::lifecycle::Lifecycle;
+use super::outgoing::Batch;
 use super::progress::{DryRunResult, RateMeter};
 use super::route::redriven;
 use super::spec::Target;
 use super::sweep::{Cursor, Sweep};
 use crate::metrics::REDRIVE_MESSAGES;
-use crate::queue::{BrowseRequest, ConfirmTo, ConsumeSpec, Enqueue, QueueRef, REFUSED_TO_PUBLISHER_BIT, Settle};
+use crate::queue::{BrowseRequest, ConfirmTo, ConsumeSpec, QueueRef, REFUSED_TO_PUBLISHER_BIT, Settle};
 use crate::route_cache::RouteCache;
 use crate::session::{Delivery, Owner, SessionEvent, SessionSink};
 use crate::vhost::VHost;
@@ -471,7 +475,7 @@ impl<'a> Pass<'a> {
     /// Publishes from the backlog as the rate allows; when it allows nothing, sets when to
     /// try again.
     async fn pump(&mut self) {
-        let mut batch: Vec<(QueueRef, Vec<Enqueue>)> = Vec::new();
+        let mut batch = Batch::default();
         let now = Instant::now();
         while !self.backlog.is_empty() && self.end.is_none() {
             if let Some(bucket) = self.bucket.as_mut() {
@@ -490,7 +494,7 @@ impl<'a> Pass<'a> {
 
     /// Routes one selected message and adds it to the batch; a message that cannot go is set
     /// aside as failed (and a destination that cannot take it pauses the job).
-    fn address(&mut self, delivery: &Delivery, batch: &mut Vec<(QueueRef, Vec<Enqueue>)>) {
+    fn address(&mut self, delivery: &Delivery, batch: &mut Batch) {
         let routing = match self.target.address(&delivery.message) {
             Ok(routing) => routing,
             // Not the destination's fault: counted, left in the source, the job goes on.
@@ -519,14 +523,9 @@ impl<'a> Pass<'a> {
         let seq = self.next_publish | REFUSED_TO_PUBLISHER_BIT;
         self.next_publish += 1;
         self.pending.insert(seq, Pending { source_seq: delivery.seq, outstanding: queues.len(), refused: None });
-        let message = Arc::new(copy);
-        for queue in queues.iter() {
-            let enqueue = Enqueue { message: Arc::clone(&message), confirm: Some(seq) };
-            match batch.iter_mut().find(|(q, _)| q.id == queue.id) {
-                Some((_, items)) => items.push(enqueue),
-                None => batch.push((Arc::clone(queue), vec![enqueue])),
-            }
-        }
+        // Consuming, the job holds the message as a delivery: a copy to one queue is moved.
+        let held = self.cursor.is_none().then_some(delivery.seq);
+        batch.add(&queues, &Arc::new(copy), seq, held);
     }
 
     /// A message that cannot move: it stays in the source; a destination's refusal (`pause`)
@@ -544,15 +543,15 @@ impl<'a> Pass<'a> {
         }
     }
 
-    /// Publishes a batch, one command per destination queue, each with its confirm channel.
-    async fn flush(&mut self, batch: Vec<(QueueRef, Vec<Enqueue>)>) {
-        for (queue, items) in batch {
-            let channel = self.channel_of(&queue);
-            let seqs: Vec<u64> = items.iter().filter_map(|e| e.confirm).collect();
-            let to = ConfirmTo { session: self.sink.clone(), channel };
-            if !queue.publish(items, Some(to)).await {
-                self.confirms(channel, &[], &seqs).await;
-            }
+    /// Publishes a batch, each destination queue with its confirm channel; a queue that is gone
+    /// refuses its copies.
+    async fn flush(&mut self, batch: Batch) {
+        let sink = self.sink.clone();
+        let gone = batch
+            .send(self.source.id, |queue| ConfirmTo { session: sink.clone(), channel: self.channel_of(queue) })
+            .await;
+        for (channel, numbers) in gone {
+            self.confirms(channel, &[], &numbers).await;
         }
     }
 
