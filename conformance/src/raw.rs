@@ -557,6 +557,11 @@ impl<'a> Dec<'a> {
         let b = self.take(4)?;
         Ok(u32::from_be_bytes(b.try_into().unwrap_or_default()))
     }
+    /// A long long.
+    pub fn u64(&mut self) -> Result<u64, CaseError> {
+        let b = self.take(8)?;
+        Ok(u64::from_be_bytes(b.try_into().unwrap_or_default()))
+    }
     /// A shortstr (lossy UTF-8).
     pub fn shortstr(&mut self) -> Result<String, CaseError> {
         let n = usize::from(self.u8()?);

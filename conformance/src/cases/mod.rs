@@ -14,6 +14,7 @@ mod amqp10_management;
 mod amqp10_management_more;
 mod amqp10_message;
 mod amqp10_publish;
+mod close_ordering;
 mod confirms;
 mod consume;
 mod consumer_timeout;
@@ -86,6 +87,7 @@ pub(crate) fn by_area() -> Vec<(&'static str, Vec<Case>)> {
         handshake,
         access,
         heartbeats,
+        close_ordering,
         amqp10_connection,
         amqp10_attach,
         amqp10_publish,

@@ -14,6 +14,10 @@ pub(super) enum Phase {
     Open,
     /// We sent `channel.close` and wait for `close-ok`; everything else is ignored.
     Closing,
+    /// The client sent `channel.close`: its frames are ignored until the broker has released
+    /// the channel and sent the confirms it owes, then `close-ok`
+    /// ([`super::Connection::close_ok_channel`]).
+    ClientClosing,
 }
 
 /// Content reassembly.

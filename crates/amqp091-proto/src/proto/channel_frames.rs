@@ -36,8 +36,11 @@ impl Connection {
             self.channels.insert(id, ChannelSlot::new());
         }
         let phase = self.channels.get(&id).map_or(Phase::Starting, |c| c.phase);
-        if phase == Phase::Closing {
-            return self.handle_closing_channel(id, &frame);
+        match phase {
+            Phase::Closing => return self.handle_closing_channel(id, &frame),
+            // The client closed it: RabbitMQ's closing channel drops whatever else comes.
+            Phase::ClientClosing => return Ok(()),
+            Phase::Starting | Phase::Open => {}
         }
         match frame.kind {
             FRAME_METHOD => self.handle_channel_method(id, &frame, phase, host),
@@ -110,9 +113,13 @@ impl Connection {
                 Err(HardError::new(ReplyCode::ChannelError, "second 'channel.open' seen").during(ids))
             }
             (_, AMQPClass::Channel(channel::AMQPMethod::Close(_))) => {
-                self.channels.remove(&id);
-                self.send_method(id, &AMQPClass::Channel(channel::AMQPMethod::CloseOk(channel::CloseOk {})));
-                self.events.push_back(Event::ChannelClosed(id));
+                // close-ok waits for the broker: the confirms it owes for publishes before the
+                // close go first, as RabbitMQ's do (a client frees the channel at close-ok).
+                if let Some(slot) = self.channels.get_mut(&id) {
+                    slot.phase = Phase::ClientClosing;
+                    slot.assembly = Assembly::Idle;
+                }
+                self.events.push_back(Event::ChannelClosing(id));
                 Ok(())
             }
             (_, AMQPClass::Channel(channel::AMQPMethod::Flow(flow))) => {

@@ -49,8 +49,7 @@ impl Connection {
             (ConnectionState::Tuning, connection::AMQPMethod::TuneOk(tune_ok)) => self.on_tune_ok(&tune_ok, now),
             (ConnectionState::Opening, connection::AMQPMethod::Open(open)) => self.on_open(&open, now, host),
             (ConnectionState::Running, connection::AMQPMethod::Close(_)) => {
-                self.send_method(0, &AMQPClass::Connection(connection::AMQPMethod::CloseOk(connection::CloseOk {})));
-                self.finish();
+                self.close_ok(now);
                 Ok(())
             }
             (ConnectionState::Running, connection::AMQPMethod::UpdateSecret(_)) => {
@@ -75,7 +74,7 @@ impl Connection {
             ConnectionState::Opening => "opening",
             ConnectionState::Running => "running",
             ConnectionState::Closing => "closing",
-            ConnectionState::Closed => "closed",
+            ConnectionState::Lingering | ConnectionState::Closed => "closed",
         }
     }
 

@@ -22,6 +22,9 @@ pub const FRAME_MIN_SIZE: u32 = 4096;
 pub(super) const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 /// How long we wait for `connection.close-ok` after sending `connection.close`.
 const CLOSING_TIMEOUT: Duration = Duration::from_secs(3);
+/// The longest a socket stays open after the client's `connection.close` was answered
+/// (RabbitMQ's `?CLOSING_TIMEOUT`; a shorter heartbeat interval shortens it).
+const LINGER_MAX: Duration = Duration::from_secs(30);
 /// RabbitMQ's delay before it drops a connection whose handshake failed (`SILENT_CLOSE_DELAY`).
 const SILENT_CLOSE_DELAY: Duration = Duration::from_secs(3);
 
@@ -72,6 +75,12 @@ pub enum ConnectionState {
     Running,
     /// We sent `connection.close`; waiting for `close-ok`.
     Closing,
+    /// We answered the client's `connection.close` with `close-ok` and released everything;
+    /// what the client still sends is read and dropped until it closes the socket or the
+    /// linger deadline passes, as RabbitMQ's `closed` reader does. Closing the socket at once
+    /// would make the kernel answer frames still in flight (publishes a client wrote before
+    /// its close) with a reset, and the client would see an error instead of its close-ok.
+    Lingering,
     /// Finished: flush and drop the socket.
     Closed,
 }
@@ -107,6 +116,8 @@ pub struct Connection {
     pub(super) deadline: Option<Instant>,
     /// Set after a framing error: the byte stream can no longer be trusted.
     pub(super) input_dead: bool,
+    /// The broker was told to release every channel and the connection ([`Event::Closed`]).
+    released: bool,
 }
 
 /// Why processing stopped on a frame: a connection error to report with `connection.close`.
@@ -189,6 +200,7 @@ impl Connection {
             last_write: now,
             deadline: Some(now + HANDSHAKE_TIMEOUT),
             input_dead: false,
+            released: false,
         };
         conn.send_start();
         conn
@@ -361,8 +373,11 @@ impl Connection {
 
     /// Closes the connection with `code` (a hard error, or 320 at shutdown).
     pub fn close(&mut self, code: ReplyCode, explanation: &str, class_method: (u16, u16), now: Instant) {
-        if matches!(self.state, ConnectionState::Closing | ConnectionState::Closed) {
-            return;
+        match self.state {
+            ConnectionState::Closing | ConnectionState::Closed => return,
+            // Already closed on the client's word: only the socket is left to drop.
+            ConnectionState::Lingering => return self.finish(),
+            _ => {}
         }
         let close = connection::Close {
             reply_code: code.code(),
@@ -379,12 +394,38 @@ impl Connection {
     }
 
     pub(super) fn finish(&mut self) {
-        if self.state != ConnectionState::Closed {
-            self.state = ConnectionState::Closed;
+        self.release();
+        self.state = ConnectionState::Closed;
+    }
+
+    /// Tells the broker, once, that every channel and the connection are gone.
+    fn release(&mut self) {
+        if !std::mem::replace(&mut self.released, true) {
             for (id, _) in self.channels.drain() {
                 self.events.push_back(Event::ChannelClosed(id));
             }
             self.events.push_back(Event::Closed);
+        }
+    }
+
+    /// Answers the client's `connection.close`: `close-ok`, everything released, then the
+    /// socket lingers ([`ConnectionState::Lingering`]) for at most the heartbeat interval,
+    /// and never longer than [`LINGER_MAX`].
+    pub(super) fn close_ok(&mut self, now: Instant) {
+        self.send_method(0, &AMQPClass::Connection(connection::AMQPMethod::CloseOk(connection::CloseOk {})));
+        self.release();
+        self.state = ConnectionState::Lingering;
+        let linger = self.heartbeat.filter(|h| *h < LINGER_MAX).unwrap_or(LINGER_MAX);
+        self.deadline = Some(now + linger);
+    }
+
+    /// Ends a channel the client closed ([`Event::ChannelClosing`]): `close-ok`, after which
+    /// the client may open the channel number again. Anything else the broker writes for the
+    /// channel must come before this.
+    pub fn close_ok_channel(&mut self, channel: u16) {
+        if self.channels.get(&channel).is_some_and(|c| c.phase == Phase::ClientClosing) {
+            self.channels.remove(&channel);
+            self.send_method(channel, &AMQPClass::Channel(channel::AMQPMethod::CloseOk(channel::CloseOk {})));
         }
     }
 
@@ -485,6 +526,9 @@ impl Connection {
         if !input.is_empty() {
             self.last_read = now;
         }
+        if self.state == ConnectionState::Lingering {
+            return self.linger(input);
+        }
         self.publish_waiting = false;
         while !self.input_dead && self.state != ConnectionState::Closed {
             if self.publishes_held && self.state == ConnectionState::Running && starts_with_publish(input) {
@@ -506,6 +550,30 @@ impl Connection {
         if self.input_dead {
             input.clear();
         }
+    }
+
+    /// While lingering, whole frames are dropped but for a repeated `connection.close`, which
+    /// RabbitMQ answers with `close-ok` again; a framing error stops looking at the bytes.
+    fn linger(&mut self, input: &mut BytesMut) {
+        while !self.input_dead {
+            match parse_frame(input, self.frame_max) {
+                Ok(Some(frame)) => {
+                    let repeated_close = frame.channel == 0
+                        && frame.kind == FRAME_METHOD
+                        && matches!(
+                            decode_method(&frame.payload),
+                            Ok(AMQPClass::Connection(connection::AMQPMethod::Close(_)))
+                        );
+                    if repeated_close {
+                        let close_ok = connection::AMQPMethod::CloseOk(connection::CloseOk {});
+                        self.send_method(0, &AMQPClass::Connection(close_ok));
+                    }
+                }
+                Ok(None) => return,
+                Err(_) => self.input_dead = true,
+            }
+        }
+        input.clear();
     }
 
     fn framing_error(&mut self, error: &FrameError, now: Instant) {
@@ -544,7 +612,7 @@ impl Connection {
                     self.deadline = Some(now + SILENT_CLOSE_DELAY);
                 }
             }
-            ConnectionState::Closing | ConnectionState::Closed => {}
+            ConnectionState::Closing | ConnectionState::Lingering | ConnectionState::Closed => {}
             ConnectionState::Starting | ConnectionState::Tuning => {
                 tracing::debug!(code = error.code.code(), explanation = error.explanation, "handshake error");
                 self.close_silently(now);
@@ -554,7 +622,7 @@ impl Connection {
 
     fn handle_frame(&mut self, frame: RawFrame, now: Instant, host: &mut dyn Host) -> Result<(), HardError> {
         match self.state {
-            ConnectionState::Closed => Ok(()),
+            ConnectionState::Closed | ConnectionState::Lingering => Ok(()),
             ConnectionState::Closing => {
                 // Only connection.close / close-ok matter now.
                 if frame.channel == 0 && frame.kind == FRAME_METHOD {

@@ -101,8 +101,12 @@ pub enum Event {
         /// Declared body size.
         size: u64,
     },
-    /// A channel ended (the client closed it, or acknowledged our close): release its
-    /// resources.
+    /// The client sent `channel.close`: release the channel's consumers and deliveries, send
+    /// the confirms owed for its publishes, then answer with
+    /// [`Connection::close_ok_channel`]. Its frames are ignored meanwhile.
+    ChannelClosing(u16),
+    /// A channel ended (the client acknowledged our close, or the connection closed): release
+    /// its resources.
     ChannelClosed(u16),
     /// The connection is finished; flush the output and close the socket.
     Closed,

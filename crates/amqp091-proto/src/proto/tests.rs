@@ -369,6 +369,19 @@ fn publish_to_q() -> AMQPClass {
     }))
 }
 
+/// A whole `basic.publish` to `q` with `body` and no properties: method, header, body.
+fn publish_frames(channel: u16, body: &[u8]) -> Vec<u8> {
+    let mut header = BytesMut::new();
+    header.put_u16(60);
+    header.put_u16(0);
+    header.put_u64(u64::try_from(body.len()).unwrap());
+    header.put_u16(0);
+    let mut out = frame(channel, publish_to_q());
+    out.extend_from_slice(&raw(FRAME_HEADER, channel, &header));
+    out.extend_from_slice(&raw(FRAME_BODY, channel, body));
+    out
+}
+
 #[test]
 fn publish_content_is_reassembled_from_several_frames() {
     let mut h = Harness::open();
@@ -427,10 +440,11 @@ fn a_silent_peer_is_dropped_at_the_second_empty_check_as_rabbitmq_ticks() {
 }
 
 #[test]
-fn client_channel_close_is_answered_and_reported() {
+fn client_channel_close_waits_for_the_broker_and_drops_what_follows() {
     let mut h = Harness::open();
     h.send(&frame(1, channel_open()));
     h.events();
+    h.methods();
     let close = AMQPClass::Channel(channel::AMQPMethod::Close(channel::Close {
         reply_code: 200,
         reply_text: "bye".into(),
@@ -438,13 +452,76 @@ fn client_channel_close_is_answered_and_reported() {
         method_id: 0,
     }));
     h.send(&frame(1, close));
-    assert!(
-        h.methods().iter().any(|(c, m)| *c == 1 && matches!(m, AMQPClass::Channel(channel::AMQPMethod::CloseOk(_))))
-    );
-    assert!(matches!(h.events().as_slice(), [Event::ChannelClosed(1)]));
-    // The id can be reused at once.
+    // No close-ok yet: the broker sends what it owes for the channel first.
+    assert!(h.methods().is_empty());
+    assert!(matches!(h.events().as_slice(), [Event::ChannelClosing(1)]));
+    assert!(!h.conn.is_channel_open(1));
+    // What the client sends meanwhile is dropped, a publish included.
+    let qos = AMQPClass::Basic(basic::AMQPMethod::Qos(basic::Qos { prefetch_count: 1, global: false }));
+    h.send(&frame(1, qos));
+    h.send(&publish_frames(1, b"late"));
+    assert!(h.events().is_empty());
+    assert!(h.methods().is_empty());
+    h.conn.close_ok_channel(1);
+    assert!(matches!(h.methods().as_slice(), [(1, AMQPClass::Channel(channel::AMQPMethod::CloseOk(_)))]));
+    // Only once, and the id can be reused at once.
+    h.conn.close_ok_channel(1);
+    assert!(h.methods().is_empty());
     h.send(&frame(1, channel_open()));
     assert!(matches!(h.events().as_slice(), [Event::ChannelOpened(1)]));
+}
+
+#[test]
+fn after_close_ok_the_socket_lingers_and_drops_what_comes() {
+    let mut h = Harness::open();
+    h.send(&frame(1, channel_open()));
+    h.events();
+    h.methods();
+    let close = AMQPClass::Connection(connection::AMQPMethod::Close(connection::Close {
+        reply_code: 200,
+        reply_text: "bye".into(),
+        class_id: 0,
+        method_id: 0,
+    }));
+    h.send(&frame(0, close.clone()));
+    assert!(matches!(h.methods().as_slice(), [(0, AMQPClass::Connection(connection::AMQPMethod::CloseOk(_)))]));
+    assert!(matches!(h.events().as_slice(), [Event::ChannelClosed(1), Event::Closed]));
+    assert_eq!(h.conn.state(), ConnectionState::Lingering);
+    // Publishes still in flight are read and dropped, not refused; a repeated close is
+    // answered again, as RabbitMQ does.
+    let mut late = BytesMut::from(&publish_frames(1, b"late")[..]);
+    h.conn.handle_input(&mut late, h.now, &mut TestHost);
+    assert!(late.is_empty());
+    h.send(&frame(0, close));
+    assert!(matches!(h.methods().as_slice(), [(0, AMQPClass::Connection(connection::AMQPMethod::CloseOk(_)))]));
+    assert!(h.events().is_empty());
+    // Without a heartbeat it lingers RabbitMQ's 30 s at most.
+    assert_eq!(h.conn.poll_timeout(), Some(h.now + Duration::from_secs(30)));
+    h.conn.handle_timeout(h.now + Duration::from_secs(30));
+    assert_eq!(h.conn.state(), ConnectionState::Closed);
+    assert!(h.events().is_empty(), "released once");
+}
+
+#[test]
+fn a_heartbeat_shortens_the_linger_and_garbage_stops_the_reading() {
+    let mut h = Harness::with_heartbeat(5);
+    let close = AMQPClass::Connection(connection::AMQPMethod::Close(connection::Close {
+        reply_code: 200,
+        reply_text: "bye".into(),
+        class_id: 0,
+        method_id: 0,
+    }));
+    h.send(&frame(0, close));
+    h.methods();
+    assert_eq!(h.conn.poll_timeout(), Some(h.now + Duration::from_secs(5)));
+    let mut garbage = BytesMut::from(&[9u8, 9, 9, 9, 9, 9, 9, 9, 9][..]);
+    h.conn.handle_input(&mut garbage, h.now, &mut TestHost);
+    assert!(garbage.is_empty());
+    assert_eq!(h.conn.state(), ConnectionState::Lingering);
+    // A shutdown while lingering just drops the socket.
+    h.conn.close(ReplyCode::ConnectionForced, "shutdown", (0, 0), h.now);
+    assert_eq!(h.conn.state(), ConnectionState::Closed);
+    assert!(h.methods().is_empty());
 }
 
 #[test]

@@ -177,6 +177,8 @@ pub(crate) struct ChannelState {
     /// Whether it published: 4.0.5 counts a channel as a publisher (`rabbitmq_global_publishers`)
     /// from its first `basic.publish` until it closes.
     pub(crate) published: bool,
+    /// The client closed it; `close-ok` goes out once its last confirm has.
+    pub(crate) closing: bool,
 }
 
 impl ChannelState {
@@ -195,6 +197,7 @@ impl ChannelState {
             queues: Vec::new(),
             reply: None,
             published: false,
+            closing: false,
         }
     }
 

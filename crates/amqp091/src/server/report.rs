@@ -36,7 +36,7 @@ impl Session {
     /// (`Some(true)`: an alarm, `Some(false)`: the store behind).
     pub(crate) fn report(&self, conn: &Connection, blocked: Option<bool>) -> ConnectionReport {
         let state = match (conn.state(), blocked) {
-            (ConnectionState::Closing | ConnectionState::Closed, _) => "closing",
+            (ConnectionState::Closing | ConnectionState::Lingering | ConnectionState::Closed, _) => "closing",
             (_, Some(true)) => "blocked",
             (_, Some(false)) => "flow",
             _ => "running",

@@ -247,13 +247,20 @@ impl Session {
                 );
                 self.fail(channel, error, (60, 40), conn).await;
             }
+            Event::ChannelClosing(channel) => {
+                self.counted_channels.remove(&channel);
+                self.flush_publishes(conn).await;
+                self.client_closed(channel, conn).await;
+            }
             Event::ChannelClosed(channel) => {
                 self.closed_by_broker.remove(&channel);
                 self.counted_channels.remove(&channel);
                 self.flush_publishes(conn).await;
                 self.channel_gone(channel).await;
             }
-            Event::Closed => {}
+            // Before close-ok reaches the socket (it goes out after this wake-up's events):
+            // RabbitMQ deletes a connection's exclusive queues before it answers the close.
+            Event::Closed => self.close_all().await,
         }
     }
 
@@ -311,17 +318,50 @@ impl Session {
     /// A channel ended: its consumers go and the queues it used requeue what it had not
     /// settled.
     pub(crate) async fn channel_gone(&mut self, channel: u16) {
+        self.release_channel(channel).await;
+        self.forget_channel(channel);
+    }
+
+    /// The client closed `channel`. Its consumers go and its unacknowledged deliveries return
+    /// to their queues at once; `close-ok` waits for the confirms still owed for what it
+    /// published, which go out first (every queue answers: see `ConfirmTracker`), so a
+    /// client never gets an ack on a channel it already freed.
+    async fn client_closed(&mut self, channel: u16, conn: &mut Connection) {
+        self.release_channel(channel).await;
+        match self.channels.get_mut(&channel) {
+            Some(state) if state.confirms.as_ref().is_some_and(super::confirms::ConfirmTracker::is_waiting) => {
+                state.closing = true;
+            }
+            _ => {
+                self.forget_channel(channel);
+                conn.close_ok_channel(channel);
+            }
+        }
+    }
+
+    /// Lets go of what a channel holds in queues and of what it would still deliver: its
+    /// consumers, its unacknowledged deliveries (the queues requeue them), its direct
+    /// reply-to address and an open transaction. Its confirms stay.
+    async fn release_channel(&mut self, channel: u16) {
         self.committing.retain(|c| *c != channel);
-        let Some(state) = self.channels.remove(&channel) else {
+        let Some(state) = self.channels.get_mut(&channel) else {
             return;
         };
-        if state.published {
-            self.publishers = self.publishers.saturating_sub(1);
-        }
+        let queues = std::mem::take(&mut state.queues);
+        state.consumers.clear();
+        state.unacked.take_all();
+        state.reply = None;
+        state.tx = None;
         self.consumers.retain(|_, route| route.channel != channel);
         let owner = self.owner(channel);
-        for queue in &state.queues {
+        for queue in &queues {
             queue.owner_closed(owner).await;
+        }
+    }
+
+    fn forget_channel(&mut self, channel: u16) {
+        if self.channels.remove(&channel).is_some_and(|state| state.published) {
+            self.publishers = self.publishers.saturating_sub(1);
         }
     }
 
@@ -367,8 +407,10 @@ impl Session {
         }
     }
 
-    /// Sends every confirm that became ready.
+    /// Sends every confirm that became ready, then `close-ok` for a closing channel that owes
+    /// none any more.
     pub(crate) fn emit_confirms(&mut self, conn: &mut Connection) {
+        let mut answered = Vec::new();
         for (channel, state) in &mut self.channels {
             let Some(tracker) = state.confirms.as_mut() else {
                 continue;
@@ -381,6 +423,13 @@ impl Session {
                     crate::codec::put_nack(conn.output(), *channel, seq, multiple);
                 }
             }
+            if state.closing && !tracker.is_waiting() {
+                answered.push(*channel);
+            }
+        }
+        for channel in answered {
+            self.forget_channel(channel);
+            conn.close_ok_channel(channel);
         }
     }
 
