@@ -109,6 +109,21 @@ pub(crate) fn cases() -> Vec<Case> {
             body_sequence
         ),
         to091!(
+            "fidelity.to091.fields_of_other_types",
+            "a string content-type → content_type; an application property with a symbol key is left out; \
+             list and map values → array and table; a subject of another type is left out",
+            other_types
+        ),
+        to091!(
+            "fidelity.to091.message_id_of_other_types",
+            "a long, int, uint or symbol message-id / correlation-id → its text (RabbitMQ crashes the consumer)",
+            ids_other_types
+        )
+        .deliberate(
+            "RabbitMQ has no 0.9.1 mapping for an id of a type the spec does not list and closes the consuming \
+             connection with 541 INTERNAL_ERROR, so the message can never be consumed over 0.9.1",
+        ),
+        to091!(
             "fidelity.to091.app_prop_char",
             "a char application property: Charon delivers it as longstr (RabbitMQ 4.0.5 crashes)",
             char_prop
@@ -338,6 +353,33 @@ async fn app_other(ctx: Ctx) -> CaseResult {
     check_eq!(header(&p, "double"), Some(AMQPValue::Double(-2.25)), "double");
     check_eq!(header(&p, "ts"), Some(AMQPValue::Timestamp(1_700_000_000)), "timestamp (seconds)");
     check_eq!(header(&p, "null"), Some(AMQPValue::Void), "null");
+    Ok(())
+}
+
+async fn other_types(ctx: Ctx) -> CaseResult {
+    let m = Msg::new()
+        .prop(prop::SUBJECT, Value::Int(4))
+        .prop(prop::CONTENT_TYPE, s("text/plain"))
+        .app_keyed(sym("k"), Value::Int(1))
+        .app("l", Value::List(vec![Value::Int(1)]))
+        .app("m", Value::Map(serde_amqp::primitives::OrderedMap::new()));
+    let (p, _) = via091(&ctx, text(m)).await?;
+    check_eq!(short(p.content_type().as_ref()), Some("text/plain".to_owned()), "content_type");
+    check_eq!(header(&p, "k"), None, "the symbol-keyed property");
+    check_eq!(header(&p, "l"), Some(AMQPValue::FieldArray(FieldArray::from(vec![AMQPValue::LongInt(1)]))), "list");
+    check_eq!(header(&p, "m"), Some(AMQPValue::FieldTable(Default::default())), "map");
+    let names: Vec<String> =
+        p.headers().as_ref().map(|h| h.inner().keys().map(|k| k.to_string()).collect()).unwrap_or_default();
+    check_eq!(names.len(), 2, "headers {names:?}");
+    Ok(())
+}
+
+async fn ids_other_types(ctx: Ctx) -> CaseResult {
+    for (id, text) in [(Value::Long(-5), "-5"), (Value::Int(7), "7"), (Value::Uint(9), "9"), (sym("sym"), "sym")] {
+        let p = ids(&ctx, id).await?;
+        check_eq!(short(p.message_id().as_ref()), Some(text.to_owned()), "message_id");
+        check_eq!(short(p.correlation_id().as_ref()), Some(text.to_owned()), "correlation_id");
+    }
     Ok(())
 }
 

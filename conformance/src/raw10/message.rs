@@ -113,6 +113,16 @@ impl Msg {
         self.app.push((Value::String(key.to_owned()), v));
         self
     }
+    /// Adds an application property with a key of any type (the spec's is a string).
+    pub fn app_keyed(mut self, key: Value, v: Value) -> Self {
+        self.app.push((key, v));
+        self
+    }
+    /// Adds a message annotation with a key of any type (the spec's is a symbol or a ulong).
+    pub fn ann_keyed(mut self, key: Value, v: Value) -> Self {
+        self.annotations.push((key, v));
+        self
+    }
     /// Adds a message annotation (symbol key).
     pub fn ann(mut self, key: &str, v: Value) -> Self {
         self.annotations.push((Value::Symbol(Symbol::from(key)), v));

@@ -2,7 +2,8 @@
 //! routing needs. The bare message bytes are kept exactly as received.
 
 use bytes::Bytes;
-use fe2o3_amqp_types::messaging::Properties;
+use fe2o3_amqp_types::messaging::{MessageId, Properties};
+use fe2o3_amqp_types::primitives::{Binary, Symbol};
 use serde_amqp::Value as Amqp;
 
 use super::value::from_amqp;
@@ -67,15 +68,92 @@ pub(super) fn header_from_tree(section: &[u8]) -> Result<HeaderFields, DecodeErr
         Amqp::Null => Vec::new(),
         _ => return Err(DecodeError::Invalid("header must be a list")),
     };
-    let field = |i: usize| fields.get(i).filter(|v| !matches!(v, Amqp::Null));
-    let bad = || DecodeError::Invalid("header field of the wrong type");
+    // RabbitMQ takes a field of another type and acts as if it were absent (a `durable` of
+    // `int 1` leaves the message durable by default, a `ttl` of `long` sets no TTL).
+    let field = |i: usize| fields.get(i);
     Ok(HeaderFields {
-        durable: field(0).map(|v| if let Amqp::Bool(b) = v { Ok(*b) } else { Err(bad()) }).transpose()?,
-        priority: field(1).map(|v| if let Amqp::Ubyte(p) = v { Ok(*p) } else { Err(bad()) }).transpose()?,
-        ttl: field(2).map(|v| if let Amqp::Uint(t) = v { Ok(*t) } else { Err(bad()) }).transpose()?,
-        first_acquirer: field(3).map(|v| if let Amqp::Bool(b) = v { Ok(*b) } else { Err(bad()) }).transpose()?,
-        delivery_count: field(4).map(|v| if let Amqp::Uint(c) = v { Ok(*c) } else { Err(bad()) }).transpose()?,
+        durable: field(0).and_then(|v| if let Amqp::Bool(b) = v { Some(*b) } else { None }),
+        priority: field(1).and_then(|v| if let Amqp::Ubyte(p) = v { Some(*p) } else { None }),
+        ttl: field(2).and_then(|v| if let Amqp::Uint(t) = v { Some(*t) } else { None }),
+        first_acquirer: field(3).and_then(|v| if let Amqp::Bool(b) = v { Some(*b) } else { None }),
+        delivery_count: field(4).and_then(|v| if let Amqp::Uint(c) = v { Some(*c) } else { None }),
     })
+}
+
+/// The `properties` section. RabbitMQ takes a field of any type and passes the bare message
+/// on verbatim; real clients rely on it (go-amqp sends a Go `int` message-id as `long`). The
+/// typed decode takes a section whose fields all have their spec types; any other is read
+/// from the value tree field by field ([`lenient_properties`]).
+fn properties(section: &[u8]) -> Result<Properties, DecodeError> {
+    decode_exact::<Properties>(section).or_else(|_| lenient_properties(section))
+}
+
+/// Each field of a `properties` list kept when Charon can map its type and left out
+/// otherwise (1.0 consumers still get it, in the verbatim bare message):
+/// - `message-id` and `correlation-id` take any integer (a signed one as its decimal text, as
+///   a 0.9.1 consumer gets a `ulong` id) and a symbol (as a string);
+/// - `content-type` and `content-encoding` take a string as a symbol (RabbitMQ gives a 0.9.1
+///   consumer both);
+/// - a `user-id` that is not binary is refused: it is checked against the connection's user,
+///   and one that cannot be checked must not pass as checked.
+fn lenient_properties(section: &[u8]) -> Result<Properties, DecodeError> {
+    let Amqp::Described(described) = decode_whole(section)? else {
+        return Err(DecodeError::Invalid("properties must be described"));
+    };
+    let fields = match described.value {
+        Amqp::List(fields) => fields,
+        Amqp::Null => Vec::new(),
+        _ => return Err(DecodeError::Invalid("properties must be a list")),
+    };
+    let field = |i: usize| fields.get(i).filter(|v| !matches!(v, Amqp::Null));
+    let string = |i: usize| field(i).and_then(|v| if let Amqp::String(s) = v { Some(s.clone()) } else { None });
+    let symbol = |i: usize| match field(i) {
+        Some(Amqp::Symbol(s)) => Some(s.clone()),
+        Some(Amqp::String(s)) => Some(Symbol::from(s.as_str())),
+        _ => None,
+    };
+    let timestamp = |i: usize| field(i).and_then(|v| if let Amqp::Timestamp(t) = v { Some(t.clone()) } else { None });
+    let user_id = match field(1) {
+        None => None,
+        Some(Amqp::Binary(b)) => Some(b.clone()),
+        Some(_) => return Err(DecodeError::Invalid("user-id must be binary")),
+    };
+    Ok(Properties {
+        message_id: field(0).and_then(lenient_id),
+        user_id: user_id.map(|b| Binary::from(b.into_vec())),
+        to: string(2),
+        subject: string(3),
+        reply_to: string(4),
+        correlation_id: field(5).and_then(lenient_id),
+        content_type: symbol(6),
+        content_encoding: symbol(7),
+        absolute_expiry_time: timestamp(8),
+        creation_time: timestamp(9),
+        group_id: string(10),
+        group_sequence: field(11).and_then(|v| if let Amqp::Uint(n) = v { Some(*n) } else { None }),
+        reply_to_group_id: string(12),
+    })
+}
+
+/// A `message-id` or `correlation-id` of any type, as one of the four the spec lists, or
+/// `None` for a type no protocol Charon speaks can carry as an id.
+fn lenient_id(value: &Amqp) -> Option<MessageId> {
+    let decimal = |n: i64| Some(MessageId::String(n.to_string()));
+    match value {
+        Amqp::Ulong(n) => Some(MessageId::Ulong(*n)),
+        Amqp::Uuid(u) => Some(MessageId::Uuid(u.clone())),
+        Amqp::Binary(b) => Some(MessageId::Binary(b.clone())),
+        Amqp::String(s) => Some(MessageId::String(s.clone())),
+        Amqp::Symbol(s) => Some(MessageId::String(s.as_str().to_owned())),
+        Amqp::Ubyte(n) => Some(MessageId::Ulong(u64::from(*n))),
+        Amqp::Ushort(n) => Some(MessageId::Ulong(u64::from(*n))),
+        Amqp::Uint(n) => Some(MessageId::Ulong(u64::from(*n))),
+        Amqp::Byte(n) => decimal(i64::from(*n)),
+        Amqp::Short(n) => decimal(i64::from(*n)),
+        Amqp::Int(n) => decimal(i64::from(*n)),
+        Amqp::Long(n) => decimal(*n),
+        _ => None,
+    }
 }
 
 /// A transfer payload, split.
@@ -174,7 +252,7 @@ pub fn parse_message(payload: &Bytes) -> Result<ParsedMessage, DecodeError> {
             MESSAGE_ANNOTATIONS => parsed.annotations = map_entries(section)?,
             PROPERTIES => {
                 bare_start.get_or_insert(at);
-                parsed.properties = Some(decode_exact::<Properties>(section)?);
+                parsed.properties = Some(properties(section)?);
             }
             APPLICATION_PROPERTIES => {
                 bare_start.get_or_insert(at);
@@ -268,6 +346,72 @@ mod tests {
         payload.extend(encode_value(&Data(Binary::from(b"two".to_vec()))));
         let parsed = parse_message(&Bytes::from(payload)).unwrap();
         assert_eq!(parsed.body, Some(BodyKind::MultipleData(Bytes::from_static(b"onetwo"))));
+    }
+
+    /// A `properties` or `header` section built field by field with any types, and a body.
+    fn with_section(code: u64, fields: Vec<Amqp>) -> Bytes {
+        let section = Amqp::Described(Box::new(serde_amqp::described::Described {
+            descriptor: serde_amqp::descriptor::Descriptor::Code(code),
+            value: Amqp::List(fields),
+        }));
+        let mut payload = encode_value(&section);
+        payload.extend(encode_value(&Data(Binary::from(b"x".to_vec()))));
+        Bytes::from(payload)
+    }
+
+    fn lenient_properties_of(fields: Vec<Amqp>) -> Properties {
+        parse_message(&with_section(PROPERTIES, fields)).unwrap().properties.unwrap()
+    }
+
+    #[test]
+    fn ids_of_any_integer_type_or_a_symbol_are_taken_and_others_left_out() {
+        let id = |v: Amqp| lenient_properties_of(vec![v.clone(), Amqp::Null, Amqp::Null, Amqp::Null, Amqp::Null, v]);
+        let p = id(Amqp::Long(-5));
+        assert_eq!(p.message_id, Some(MessageId::String("-5".into())));
+        assert_eq!(p.correlation_id, Some(MessageId::String("-5".into())));
+        assert_eq!(id(Amqp::Int(7)).message_id, Some(MessageId::String("7".into())));
+        assert_eq!(id(Amqp::Uint(9)).message_id, Some(MessageId::Ulong(9)));
+        assert_eq!(id(Amqp::Ubyte(5)).correlation_id, Some(MessageId::Ulong(5)));
+        assert_eq!(id(Amqp::Symbol("sym".into())).message_id, Some(MessageId::String("sym".into())));
+        let odd = id(Amqp::Double(1.5.into()));
+        assert_eq!((odd.message_id, odd.correlation_id), (None, None));
+    }
+
+    #[test]
+    fn other_fields_of_another_type_are_left_out_and_strings_serve_as_symbols() {
+        let p = lenient_properties_of(vec![
+            Amqp::Null,
+            Amqp::Null,
+            Amqp::Symbol("/queues/x".into()),
+            Amqp::Int(4),
+            Amqp::Symbol("/queues/r".into()),
+            Amqp::Null,
+            Amqp::String("text/plain".into()),
+            Amqp::String("gzip".into()),
+            Amqp::Long(1),
+            Amqp::Long(1000),
+            Amqp::Symbol("g".into()),
+            Amqp::Int(3),
+            Amqp::String("rg".into()),
+        ]);
+        assert_eq!((p.to, p.subject, p.reply_to), (None, None, None));
+        assert_eq!(p.content_type.as_ref().map(Symbol::as_str), Some("text/plain"));
+        assert_eq!(p.content_encoding.as_ref().map(Symbol::as_str), Some("gzip"));
+        assert_eq!((p.absolute_expiry_time, p.creation_time, p.group_id, p.group_sequence), (None, None, None, None));
+        assert_eq!(p.reply_to_group_id.as_deref(), Some("rg"));
+    }
+
+    #[test]
+    fn a_user_id_that_is_not_binary_is_refused() {
+        let section = with_section(PROPERTIES, vec![Amqp::Null, Amqp::String("guest".into())]);
+        assert_eq!(parse_message(&section).err(), Some(DecodeError::Invalid("user-id must be binary")));
+    }
+
+    #[test]
+    fn header_fields_of_another_type_count_as_absent() {
+        let fields = vec![Amqp::Int(1), Amqp::Int(3), Amqp::Long(60_000), Amqp::Int(0), Amqp::Int(2)];
+        let parsed = parse_message(&with_section(HEADER, fields)).unwrap();
+        assert_eq!(parsed.header, Some(HeaderFields::default()));
     }
 
     #[test]

@@ -6,6 +6,8 @@ use std::sync::Arc;
 use bytes::Bytes;
 use charon_engine::metrics::Counter;
 use charon_engine::{Action, ConfirmTo, Enqueue, ExchangeKind, Principal, QueueRef};
+use charon_model::Value;
+use charon_model::erlang::parsed_binary;
 use fe2o3_amqp_types::messaging::{Accepted, DeliveryState, Rejected, Released};
 use fe2o3_amqp_types::primitives::{OrderedMap, Symbol};
 use serde_amqp::Value as Amqp;
@@ -60,6 +62,29 @@ impl Settled {
             DeliveryState::Accepted(Accepted {})
         };
         conn.settle_incoming_range(self.channel, self.first, self.last, state);
+    }
+}
+
+/// A message-annotation key RabbitMQ refuses, as its parser's term (`{symbol,<<"k">>}`,
+/// `{utf8,<<"x-k">>}`, `{ulong,7}`), or `None` for an `x-` symbol.
+fn reserved_annotation_key(key: &Value) -> Option<String> {
+    let number = |tag: &str, n: String| Some(format!("{{{tag},{n}}}"));
+    match key {
+        Value::Symbol(s) if s.starts_with("x-") => None,
+        Value::Symbol(s) => Some(format!("{{symbol,{}}}", parsed_binary(s.as_bytes()))),
+        Value::String(s) => Some(format!("{{utf8,{}}}", parsed_binary(s.as_bytes()))),
+        Value::Binary(b) => Some(format!("{{binary,{}}}", parsed_binary(b))),
+        Value::U64(n) => number("ulong", n.to_string()),
+        Value::I64(n) => number("long", n.to_string()),
+        Value::U32(n) => number("uint", n.to_string()),
+        Value::I32(n) => number("int", n.to_string()),
+        Value::U16(n) => number("ushort", n.to_string()),
+        Value::I16(n) => number("short", n.to_string()),
+        Value::U8(n) => number("ubyte", n.to_string()),
+        Value::I8(n) => number("byte", n.to_string()),
+        Value::Bool(b) => Some(b.to_string()),
+        Value::Null => Some("null".to_owned()),
+        other => Some(format!("{other:?}")),
     }
 }
 
@@ -157,14 +182,12 @@ impl Session {
                 return;
             }
         };
-        // RabbitMQ reserves message-annotation keys without `x-` and crashes the session on
-        // one (`mc_amqp`: reserved_annotation_key); the first line of its text, then no trace.
-        if let Some(key) = parsed.annotations.iter().find_map(|(k, _)| match k {
-            charon_model::Value::Symbol(key) if !key.starts_with("x-") => Some(key.clone()),
-            _ => None,
-        }) {
-            let description = format!("{{reserved_annotation_key,{{symbol,<<\"{key}\">>}}}}\n[]");
-            self.fail_session(channel, "amqp:internal-error", description, conn).await;
+        // RabbitMQ 4.3 refuses a message-annotation key that is not a symbol starting with `x-`
+        // (the spec reserves the others) and detaches the link (4.0.5 ended the session).
+        if let Some(key) = parsed.annotations.iter().find_map(|(k, _)| reserved_annotation_key(k)) {
+            let description = format!("failed to parse message: {{reserved_annotation_key,{key}}}");
+            self.publisher_gone(channel, handle);
+            conn.detach(channel, handle, Some(error("amqp:decode-error", description)));
             return;
         }
         let to = parsed.properties.as_ref().and_then(|p| p.to.as_deref());
