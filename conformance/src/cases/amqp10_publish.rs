@@ -39,6 +39,12 @@ pub(crate) fn cases() -> Vec<Case> {
             unroutable
         ),
         case10!(
+            "amqp10.publish.queue_target_deleted_detaches",
+            "a link that published to /queues/q is detached with amqp:resource-deleted when q is deleted; \
+             the session goes on",
+            queue_deleted_detaches
+        ),
+        case10!(
             "amqp10.publish.queue_target_deleted_released",
             "/queues/q after q was deleted: released, the link stays attached",
             queue_deleted
@@ -188,6 +194,26 @@ async fn queue_deleted(ctx: Ctx) -> CaseResult {
     check_eq!(send(&mut c, 0, 0, Msg::text("lost")).await?, "released", "outcome");
     lk::declare_queue(&ch, &q).await?;
     check_eq!(send(&mut c, 0, 1, Msg::text("back")).await?, "accepted", "outcome once the queue exists again");
+    c.close().await
+}
+
+async fn queue_deleted_detaches(ctx: Ctx) -> CaseResult {
+    let (_conn, ch) = ctx.lapin_channel().await?;
+    let q = ctx.queue("q");
+    lk::declare_queue(&ch, &q).await?;
+    let mut c = session(&ctx).await?;
+    c.attach_sender(0, 0, Some(&queue_addr(&q))).await?;
+    check_eq!(send(&mut c, 0, 0, Msg::text("a")).await?, "accepted", "outcome");
+    ch.queue_delete(q.as_str().into(), Default::default()).await?;
+    // Nothing is sent: the broker detaches the link on its own.
+    match c.expect_refusal(0, 0).await? {
+        Refusal::Detach(true, cond, None) if cond == "amqp:resource-deleted" => {}
+        other => return Err(CaseError::new(format!("expected detach(closed) amqp:resource-deleted, got {other:?}"))),
+    }
+    let other = ctx.queue("other");
+    lk::declare_queue(&ch, &other).await?;
+    c.attach_sender(0, 1, Some(&queue_addr(&other))).await?;
+    check_eq!(send(&mut c, 1, 1, Msg::text("b")).await?, "accepted", "a publish on a new link");
     c.close().await
 }
 

@@ -107,7 +107,14 @@ impl Protocol for Amqp10 {
     }
 
     async fn engine_events(&mut self) -> bool {
-        if self.session.inbox.recv_many(&mut self.events, EVENT_BATCH).await == 0 {
+        let received = tokio::select! {
+            received = self.session.inbox.recv_many(&mut self.events, EVENT_BATCH) => received,
+            deleted = self.session.deletions.next() => {
+                self.session.queue_deleted(&deleted, &mut self.conn);
+                return true;
+            }
+        };
+        if received == 0 {
             return false;
         }
         for event in self.events.drain(..) {

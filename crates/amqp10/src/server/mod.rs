@@ -4,12 +4,14 @@
 //! - [`driver`]: the task's I/O loop.
 //! - `session`: per-connection broker state and event dispatch.
 //! - `address`: RabbitMQ 4 v2 addresses.
-//! - `attach`, `publish`, `consume`, `management`: the link kinds; `management_http` answers
+//! - `attach`, `publish`, `consume`, `management`: the link kinds (`deletions`: the queues a
+//!   session published to by name, watched so their links are detached when they go); `management_http` answers
 //!   the `/management` node's requests, `management_body` parses them.
 
 mod address;
 mod attach;
 mod consume;
+mod deletions;
 pub mod driver;
 mod management;
 mod management_body;

@@ -269,6 +269,11 @@ impl Session {
                 return;
             }
         };
+        if let TargetAddress::Queue(_) = target {
+            for queue in queues.iter() {
+                self.deletions.watch(queue);
+            }
+        }
         if queues.is_empty() {
             // RabbitMQ releases an unsettled unroutable message (returned to its sender) and
             // drops a settled one.

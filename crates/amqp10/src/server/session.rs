@@ -16,6 +16,7 @@ use charon_engine::{
 use tokio::sync::mpsc;
 
 use super::address::TargetAddress;
+use super::deletions::Deletions;
 use super::management::ManagementPairs;
 use super::publish::{PendingBatch, PendingPublish};
 use super::settles::Settles;
@@ -71,6 +72,8 @@ pub(crate) struct Session {
     pub(crate) unsettled: FastMap<(u16, u32), Outgoing>,
     pub(crate) publishes: FastMap<u64, PendingPublish>,
     pub(crate) next_publish: u64,
+    /// Queues published to through a link that names them, watched for their deletion.
+    pub(crate) deletions: Deletions,
     pub(crate) batches: Vec<PendingBatch>,
     /// Settlements of deliveries made in this wake-up, handed to queues together.
     pub(crate) settles: Settles,
@@ -183,6 +186,7 @@ impl Session {
             unsettled: FastMap::new(),
             publishes: FastMap::new(),
             next_publish: 1,
+            deletions: Deletions::new(),
             batches: Vec::new(),
             settles: Settles::default(),
             route_cache: RouteCache::new(),
@@ -317,6 +321,23 @@ impl Session {
         let keys: Vec<(u16, u32)> = self.links.keys().copied().collect();
         for (channel, handle) in keys {
             self.link_gone(channel, handle).await;
+        }
+    }
+
+    /// The queue `name` this session published to by name was deleted: every sending link
+    /// whose target is that queue is detached with `amqp:resource-deleted`, as RabbitMQ's
+    /// session does on the queue's `eol`.
+    pub(crate) fn queue_deleted(&mut self, name: &str, conn: &mut Connection) {
+        let targeting: Vec<(u16, u32)> = self
+            .links
+            .iter()
+            .filter(|(_, link)| matches!(link, LinkState::Publisher { target } if matches!(&**target, TargetAddress::Queue(q) if q == name)))
+            .map(|(key, _)| *key)
+            .collect();
+        for (channel, handle) in targeting {
+            self.links.remove(&(channel, handle));
+            self.publishers = self.publishers.saturating_sub(1);
+            conn.detach(channel, handle, Some(error_without_description("amqp:resource-deleted")));
         }
     }
 

@@ -114,6 +114,12 @@ impl QueueHandle {
         }
     }
 
+    /// Resolves once the queue's task has stopped: the queue was deleted (or the broker is
+    /// stopping). A 1.0 session detaches the links that publish to it by name.
+    pub async fn gone(&self) {
+        self.tx.closed().await;
+    }
+
     async fn send(&self, cmd: QueueCmd) -> Result<(), EngineError> {
         self.tx.send(cmd).await.map_err(|_| EngineError::NotFound(self.resource()))
     }
