@@ -92,6 +92,14 @@ pub(crate) fn cases() -> Vec<Case> {
             modified_undeliverable
         ),
         case_v!(
+            "dlx.settle.modified_annotations_on_the_dead_letter",
+            "1.0 modified{undeliverable-here, message-annotations}: a quorum queue merges the consumer's x- \
+             annotations into the dead letter (a 0.9.1 consumer sees them as headers); a classic queue does not",
+            &CONSUME10_BOTH_QUEUES,
+            ["dlx"],
+            modified_annotations
+        ),
+        case_v!(
             "dlx.settle.modified_failed_and_released_requeue",
             "1.0 modified{delivery-failed=true}, modified{} and released requeue (quorum: delivery-count counts delivery-failed only); nothing dead-lettered",
             &CONSUME10_BOTH_QUEUES,
@@ -295,6 +303,54 @@ async fn modified_undeliverable(ctx: Ctx) -> CaseResult {
     let expected = vec![carried(&ctx, 0), carried(&ctx, 1), carried(&ctx, 0)];
     check_eq!(dead_counts(&ctx, &s.conn, &s.dlq, 3).await?, expected, "dead letters' delivery counts");
     expect_dead(&ctx, &s.conn, &s.dlq, &s.source, "rejected", &["m1", "m2", "m3"]).await
+}
+
+async fn modified_annotations(ctx: Ctx) -> CaseResult {
+    use crate::fe2o3_kit::queue_addr;
+    use crate::raw10::{Received as Received10, WAIT};
+    use fe2o3_amqp_types::messaging::{DeliveryState, Released};
+    use fe2o3_amqp_types::primitives::{OrderedMap, Symbol, Value};
+    let s = dk::setup(&ctx, &[]).await?;
+    publish_all(&ctx, &s.conn, &s.source, &["m1"]).await?;
+    let mut t = Taker::open(&ctx, &s.conn, &s.source, 10).await?;
+    let got = t.next_n(1).await?;
+    let mut annotations = OrderedMap::new();
+    annotations.insert(Symbol::from("x-opt-reason"), Value::String("poison".into()));
+    annotations.insert(Symbol::from("x-opt-attempt"), Value::Long(3));
+    if let Some(g) = got.first() {
+        t.modified_with(g, Some(true), Some(true), Some(annotations)).await?;
+    }
+    t.close().await;
+    dk::eventually_ready(&s.ch, &s.dlq, 1).await?;
+    let merged = dk::queue_kind(&ctx) == QueueKind::Quorum;
+    // Over 1.0: the message annotations.
+    let mut c = super::amqp10_attach::session(&ctx).await?;
+    c.attach_receiver(0, 0, &queue_addr(&s.dlq)).await?;
+    c.credit(0, 0, 1, false).await?;
+    let d = c.recv(0, WAIT).await?;
+    let m = Received10::parse(&d.payload)?;
+    let (reason, attempt) = (m.ann("x-opt-reason"), m.ann("x-opt-attempt"));
+    if merged {
+        check_eq!(reason, Some(Value::String("poison".into())), "x-opt-reason on the dead letter");
+        check_eq!(attempt, Some(Value::Long(3)), "x-opt-attempt on the dead letter");
+    } else {
+        check_eq!((reason, attempt), (None, None), "annotations on a classic queue's dead letter");
+    }
+    c.settle(0, d.id(), d.id(), DeliveryState::Released(Released {})).await?;
+    c.close().await?;
+    // Over 0.9.1: headers.
+    dk::eventually_ready(&s.ch, &s.dlq, 1).await?;
+    let got = lk::get(&s.ch, &s.dlq).await?.ok_or_else(|| CaseError::new("the dead letter is gone"))?;
+    let headers = got.delivery.properties.headers().clone().unwrap_or_default();
+    let reason = headers.inner().get("x-opt-reason").cloned();
+    let attempt = headers.inner().get("x-opt-attempt").cloned();
+    if merged {
+        check_eq!(reason, Some(lapin::types::AMQPValue::LongString("poison".into())), "x-opt-reason header");
+        check_eq!(attempt, Some(lapin::types::AMQPValue::LongLongInt(3)), "x-opt-attempt header");
+    } else {
+        check_eq!((reason, attempt), (None, None), "headers of a classic queue's dead letter");
+    }
+    Ok(())
 }
 
 async fn modified_failed_requeues(ctx: Ctx) -> CaseResult {

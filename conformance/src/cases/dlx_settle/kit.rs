@@ -5,6 +5,7 @@
 use std::collections::HashMap;
 use std::time::Duration;
 
+use fe2o3_amqp_types::definitions::Fields;
 use fe2o3_amqp_types::messaging::{Accepted, DeliveryState, Modified, Rejected, Released};
 use lapin::options::{BasicAckOptions, BasicNackOptions, BasicPublishOptions, BasicQosOptions, BasicRejectOptions};
 use lapin::types::AMQPValue;
@@ -198,10 +199,21 @@ impl Taker {
         failed: Option<bool>,
         undeliverable: Option<bool>,
     ) -> CaseResult {
+        self.modified_with(got, failed, undeliverable, None).await
+    }
+
+    /// 1.0 `modified` with message annotations for the broker to merge into the message.
+    pub(in crate::cases) async fn modified_with(
+        &mut self,
+        got: &Got,
+        failed: Option<bool>,
+        undeliverable: Option<bool>,
+        annotations: Option<Fields>,
+    ) -> CaseResult {
         let state = DeliveryState::Modified(Modified {
             delivery_failed: failed,
             undeliverable_here: undeliverable,
-            message_annotations: None,
+            message_annotations: annotations,
         });
         self.settle10(got.tag, got.tag, state).await
     }

@@ -9,7 +9,7 @@
 use std::borrow::Cow;
 
 use bytes::Bytes;
-use charon_model::{Encoded, Message, Origin, Properties, Table};
+use charon_model::{Encoded, Message, Origin, Properties, Table, Value};
 
 use super::convert::from_amqp10;
 use super::deaths::headers_with_deaths;
@@ -51,7 +51,11 @@ impl Rendered<'_> {
 /// also carries `x-delivery-count`, so it is encoded afresh rather than passed through.
 pub(crate) fn for_consumer(message: &Message) -> Rendered<'_> {
     match &message.encoded {
-        Encoded::Amqp091Properties(raw) if !message.broker.adds_entries() => Rendered::Raw(raw),
+        Encoded::Amqp091Properties(raw)
+            if !message.broker.adds_entries() && annotation_headers(message).next().is_none() =>
+        {
+            Rendered::Raw(raw)
+        }
         _ if message.origin == Origin::Amqp10 => {
             let converted = from_amqp10(message);
             let headers = match message.broker.deaths.as_deref() {
@@ -74,12 +78,42 @@ pub(crate) fn for_consumer(message: &Message) -> Rendered<'_> {
 
 /// The headers of a message published over 0.9.1 (or built by the broker), as a 0.9.1
 /// consumer sees them: `x-delivery-count` when a quorum queue redelivers it, then the death
-/// history.
+/// history, then the `x-` annotations a 1.0 consumer's `modified` outcome left on it.
 fn rendered_headers(message: &Message) -> Cow<'_, Table> {
-    match message.broker.with_delivery_count(&message.headers) {
+    let headers = match message.broker.with_delivery_count(&message.headers) {
         Cow::Borrowed(headers) => with_history(headers, message),
         Cow::Owned(counted) => Cow::Owned(with_history(&counted, message).into_owned()),
+    };
+    with_annotations(headers, message)
+}
+
+/// The message's `x-` annotations that RabbitMQ renders as 0.9.1 headers
+/// (`mc_amqpl:protocol_state/2`): integers as `long`, strings as `longstr`, booleans; other
+/// values are left out.
+fn annotation_headers(message: &Message) -> impl Iterator<Item = (&str, Value)> {
+    message.annotations.iter().filter(|(key, _)| key.starts_with("x-")).filter_map(|(key, value)| {
+        let header = match value {
+            Value::String(s) | Value::Symbol(s) => Value::long_str(s),
+            Value::Bool(b) => Value::Bool(*b),
+            other => Value::I64(other.as_i64()?),
+        };
+        Some((key, header))
+    })
+}
+
+/// `headers` with [`annotation_headers`] added (an annotation wins over a header of the same
+/// name) and, when there are any, sorted by name as RabbitMQ's dedup sorts them.
+fn with_annotations<'a>(headers: Cow<'a, Table>, message: &Message) -> Cow<'a, Table> {
+    let mut added = annotation_headers(message).peekable();
+    if added.peek().is_none() {
+        return headers;
     }
+    let mut table = headers.into_owned();
+    for (key, value) in added {
+        table.insert(key, value);
+    }
+    table.0.sort_by(|(a, _), (b, _)| a.cmp(b));
+    Cow::Owned(table)
 }
 
 /// `headers`, plus the death history when the message was dead-lettered.
@@ -92,7 +126,7 @@ fn with_history<'a>(headers: &'a Table, message: &Message) -> Cow<'a, Table> {
 
 #[cfg(test)]
 mod tests {
-    use charon_model::{BrokerAnnotations, DeathHistory, DeathReason, DeathRecord, Value};
+    use charon_model::{BrokerAnnotations, DeathHistory, DeathReason, DeathRecord};
 
     use super::*;
 
@@ -118,6 +152,27 @@ mod tests {
         };
         assert_eq!(headers.get("x-delivery-count"), Some(&Value::I64(1)));
         assert_eq!(expiration.as_deref(), Some("500"));
+    }
+
+    #[test]
+    fn x_annotations_a_consumer_left_become_headers_sorted_by_name() {
+        let mut m = message(0);
+        m.encoded = Encoded::Amqp091Properties(Bytes::from_static(&[0x10, 0x00, 0x02]));
+        m.annotations.insert("x-opt-reason", Value::String("poison".into()));
+        m.annotations.insert("x-opt-attempt", Value::I32(3));
+        m.annotations.insert("x-opt-ratio", Value::F64(0.5));
+        m.annotations.insert("not-x", Value::Bool(true));
+        let Rendered::Encode { headers, .. } = for_consumer(&m) else {
+            panic!("annotations are not in the publisher's property bytes");
+        };
+        assert_eq!(
+            headers.0,
+            vec![
+                ("x-opt-attempt".to_owned(), Value::I64(3)),
+                ("x-opt-reason".to_owned(), Value::long_str("poison")),
+                ("z".to_owned(), Value::I32(1)),
+            ]
+        );
     }
 
     #[test]

@@ -383,25 +383,20 @@ impl QueueState {
     /// Requeues with AMQP 1.0's `modified` outcome; a quorum queue first merges the
     /// annotations into each message.
     pub(crate) fn settle_modified(&mut self, seqs: &[u64], failed: bool, annotations: &Table) {
-        if self.quorum && !annotations.is_empty() {
-            for &seq in seqs {
-                if let Some(entry) = self.consumers.unsettled_mut(seq) {
-                    let mut message = Message::clone(&entry.message);
-                    for (key, value) in annotations.iter() {
-                        message.annotations.insert(key, value.clone());
-                    }
-                    entry.message = Arc::new(message);
-                }
-            }
-        }
+        self.merge_annotations(seqs, annotations);
         self.settle(seqs, if failed { Settle::RequeueFailed } else { Settle::Requeue });
     }
 
     /// Settles with what the refusing consumer said (`cause`): a discard hands each message to
     /// dead lettering carrying it (`BrokerAnnotations::refusal`, the message copied when it is
-    /// shared), which records it with the death. Other settles ignore it.
+    /// shared), which records it with the death. A quorum queue first merges the annotations
+    /// of a `modified{undeliverable-here}` into the message, as RabbitMQ's does, so its dead
+    /// letter carries them. Other settles ignore the cause.
     pub(crate) fn settle_refused(&mut self, seqs: &[u64], how: Settle, cause: &Arc<DeathCause>) {
         if matches!(how, Settle::Discard | Settle::DiscardUndeliverable) {
+            if let Some(annotations) = cause.annotations() {
+                self.merge_annotations(seqs, annotations);
+            }
             for &seq in seqs {
                 if let Some(entry) = self.consumers.unsettled_mut(seq) {
                     Arc::make_mut(&mut entry.message).broker.refusal = Some(Arc::clone(cause));
@@ -409,6 +404,22 @@ impl QueueState {
             }
         }
         self.settle(seqs, how);
+    }
+
+    /// A consumer's `modified` annotations into its unsettled messages `seqs` (quorum queues
+    /// only: RabbitMQ's classic queues ignore them).
+    fn merge_annotations(&mut self, seqs: &[u64], annotations: &Table) {
+        if !self.quorum || annotations.is_empty() {
+            return;
+        }
+        for &seq in seqs {
+            if let Some(entry) = self.consumers.unsettled_mut(seq) {
+                let message = Arc::make_mut(&mut entry.message);
+                for (key, value) in annotations.iter() {
+                    message.annotations.insert(key, value.clone());
+                }
+            }
+        }
     }
 
     /// The one exit for messages that leave unacknowledged: dead lettering hooks in here. The
