@@ -17,9 +17,8 @@ use conformance::{Harness, RunConfig, Target};
 
 fn main() -> std::process::ExitCode {
     Harness::new().run(|| {
-        // RabbitMQ 4.0.5's default configuration logs SASL ANONYMOUS in as guest; the catalogue
-        // expects that, so Charon runs with the same setting (it is off unless configured).
-        let charon = support::Charon::start_with(&["--anonymous-user", "guest"]);
+        // Charon's defaults, as RabbitMQ's (SASL ANONYMOUS logs in as guest from loopback).
+        let charon = support::Charon::start();
         let config = RunConfig {
             url: format!("amqp://guest:guest@127.0.0.1:{}/", charon.port),
             http_url: Some(format!("http://127.0.0.1:{}", charon.http_port)),

@@ -1,5 +1,5 @@
 //! End-to-end flows through the real binary with amqprs (an independent 0.9.1 codec), and
-//! graceful shutdown seen on a raw socket.
+//! graceful shutdown and the confirms owed before a channel's close-ok seen on a raw socket.
 #![allow(clippy::expect_used, clippy::unwrap_used, clippy::indexing_slicing)]
 
 mod support;
@@ -64,4 +64,52 @@ async fn sigterm_closes_connections_with_320_and_exits() {
     assert_eq!(close.code, 320);
     assert_eq!(close.text, "CONNECTION_FORCED - broker forced connection closure with reason 'shutdown'");
     assert_eq!(charon.wait_exit(Duration::from_secs(10)), Some(true));
+}
+
+/// Charon answers `channel.close` only once every publish before it is confirmed (RabbitMQ
+/// sends the confirms that reached the channel first, and drops later ones): 1,000 publishes,
+/// half of them unroutable, and the close in one write get 1,000 acks, then close-ok.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_confirm_goes_out_before_channel_close_ok() {
+    use conformance::raw::{self, Dec, Enc};
+    let charon = support::Charon::start();
+    let broker =
+        conformance::broker::Broker::parse(&format!("amqp://guest:guest@127.0.0.1:{}/", charon.port)).expect("url");
+    let mut c = RawConn::open_with_channel(&broker).await.expect("raw open");
+    c.send(&raw::method(1, 50, 10, &Enc::new().u16(0).shortstr("e2e-close-acks").u8(0).table(&[]).done()))
+        .await
+        .expect("declare");
+    c.expect_method(1, 50, 11).await.expect("declare-ok");
+    for round in 0..5 {
+        c.send(&raw::channel_open(2)).await.expect("open");
+        c.expect_method(2, 20, 11).await.expect("open-ok");
+        c.send(&raw::method(2, 85, 10, &[0])).await.expect("confirm.select");
+        c.expect_method(2, 85, 11).await.expect("select-ok");
+        let mut burst = Vec::new();
+        for i in 0..1000u32 {
+            burst.extend(raw::basic_publish(2, "", if i.is_multiple_of(2) { "e2e-close-acks" } else { "nowhere" }));
+            burst.extend(raw::content_header(2, 1));
+            burst.extend(raw::body(2, b"x"));
+        }
+        burst.extend(raw::method(2, 20, 40, &Enc::new().u16(200).shortstr("bye").u16(0).u16(0).done()));
+        c.send(&burst).await.expect("burst");
+        let mut acked = std::collections::BTreeSet::new();
+        loop {
+            let f = c.read_frame(Duration::from_secs(5)).await.expect("read").expect("socket open");
+            match f.method_id() {
+                Some((60, 80)) => {
+                    let mut d = Dec::new(f.args());
+                    let (tag, multiple) = (d.u64().expect("tag"), d.u8().expect("multiple") == 1);
+                    if multiple {
+                        acked.extend(1..=tag);
+                    } else {
+                        acked.insert(tag);
+                    }
+                }
+                Some((20, 41)) => break,
+                other => panic!("round {round}: unexpected {other:?}"),
+            }
+        }
+        assert_eq!(acked, (1..=1000).collect(), "round {round}: acks before close-ok");
+    }
 }

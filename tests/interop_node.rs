@@ -43,3 +43,13 @@ fn amqplib_rpc_priority_queue_single_active_consumer_and_consumer_priorities() {
 fn rhea_sends_and_receives_with_its_default_credit() {
     run_script("rhea_roundtrip.js", "rhea roundtrip ok");
 }
+
+#[test]
+fn amqplib_closes_under_load_without_errors() {
+    run_script("amqplib_close_under_load.js", "amqplib close under load ok");
+}
+
+#[test]
+fn rhea_logs_in_anonymously_and_its_modified_annotations_reach_the_dead_letter() {
+    run_script("rhea_client_paths.js", "rhea client paths ok");
+}

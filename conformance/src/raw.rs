@@ -535,7 +535,8 @@ impl<'a> Dec<'a> {
     pub fn new(data: &'a [u8]) -> Self {
         Self { data, pos: 0 }
     }
-    fn take(&mut self, n: usize) -> Result<&'a [u8], CaseError> {
+    /// The next `n` bytes.
+    pub fn take(&mut self, n: usize) -> Result<&'a [u8], CaseError> {
         let s = self
             .data
             .get(self.pos..self.pos.saturating_add(n))

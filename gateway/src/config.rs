@@ -37,9 +37,15 @@ pub(crate) struct Cli {
     /// Default `text`.
     #[arg(long, value_enum)]
     log_format: Option<LogFormat>,
-    /// Accept SASL ANONYMOUS on AMQP 1.0, logging in as this configured user (off unless set).
+    /// The user SASL ANONYMOUS logs in as, on AMQP 0.9.1 and 1.0 (RabbitMQ's
+    /// `anonymous_login_user`). Default `guest`, which `loopback_users` keeps to loopback
+    /// clients; `none` turns ANONYMOUS off.
     #[arg(long)]
-    anonymous_user: Option<String>,
+    anonymous_login_user: Option<String>,
+    /// The password ANONYMOUS logs in with, checked as any password (RabbitMQ's
+    /// `anonymous_login_pass`). Default `guest`.
+    #[arg(long)]
+    anonymous_login_pass: Option<String>,
     /// Address of the HTTP management API (policies, queue counters). Default 127.0.0.1:15672.
     #[arg(long)]
     http_listen: Option<String>,
@@ -190,7 +196,8 @@ pub(crate) struct FileConfig {
     vhosts: Option<Vec<String>>,
     log_level: Option<String>,
     log_format: Option<LogFormat>,
-    anonymous_user: Option<String>,
+    anonymous_login_user: Option<String>,
+    anonymous_login_pass: Option<String>,
     http_listen: Option<String>,
     prometheus_listen: Option<String>,
     zaqar_listen: Option<String>,
@@ -305,7 +312,6 @@ pub(crate) struct Config {
     pub(crate) vhosts: Vec<String>,
     pub(crate) log_level: String,
     pub(crate) log_format: LogFormat,
-    pub(crate) anonymous_user: Option<String>,
     pub(crate) http_listen: String,
     pub(crate) prometheus_listen: String,
     /// The Zaqar gateway's address; `None`: off.
@@ -444,12 +450,6 @@ impl Config {
         };
         let log_level = cli.log_level.clone().or(file.log_level).unwrap_or_else(|| "info".to_owned());
         let log_format = cli.log_format.or(file.log_format).unwrap_or_default();
-        let anonymous_user = cli.anonymous_user.clone().or(file.anonymous_user);
-        if let Some(name) = &anonymous_user
-            && !users.iter().any(|u| &u.name == name)
-        {
-            bail!("anonymous_user {name:?} is not a configured user");
-        }
         let http_listen = cli.http_listen.clone().or(file.http_listen).unwrap_or_else(|| "127.0.0.1:15672".to_owned());
         let prometheus_listen =
             cli.prometheus_listen.clone().or(file.prometheus_listen).unwrap_or_else(|| "127.0.0.1:15692".to_owned());
@@ -509,7 +509,15 @@ impl Config {
             Some("distinguished_name") => CertLoginFrom::DistinguishedName,
             Some(other) => bail!("ssl_cert_login_from must be common_name or distinguished_name, got {other:?}"),
         };
-        let login = LoginConfig { loopback_users, cert_login_from };
+        // RabbitMQ's `anonymous_login_user = none` turns ANONYMOUS off.
+        let anonymous = match cli.anonymous_login_user.clone().or(file.anonymous_login_user) {
+            Some(name) if name == "none" => None,
+            name => Some((
+                name.unwrap_or_else(|| "guest".to_owned()),
+                cli.anonymous_login_pass.clone().or(file.anonymous_login_pass).unwrap_or_else(|| "guest".to_owned()),
+            )),
+        };
+        let login = LoginConfig { loopback_users, cert_login_from, anonymous };
         let dead_letter_fallback = cli.dead_letter_fallback.or(file.dead_letter_fallback).unwrap_or(true);
         let dead_letter_guarantee = match cli.dead_letter_guarantee.clone().or(file.dead_letter_guarantee).as_deref() {
             None | Some("at-most-once") => false,
@@ -522,7 +530,6 @@ impl Config {
             vhosts,
             log_level,
             log_format,
-            anonymous_user,
             http_listen,
             prometheus_listen,
             zaqar_listen,
@@ -562,7 +569,7 @@ impl Config {
             max_message_size: usize::try_from(self.max_message_size).unwrap_or(usize::MAX),
             ..Default::default()
         };
-        charon_amqp10::server::ServerConfig { connection, anonymous_user: self.anonymous_user.clone() }
+        charon_amqp10::server::ServerConfig { connection }
     }
 
     pub(crate) fn broker_config(&self) -> BrokerConfig {
@@ -650,7 +657,7 @@ mod tests {
             (config.http_listen.as_str(), config.prometheus_listen.as_str()),
             ("127.0.0.1:15672", "127.0.0.1:15692")
         );
-        assert_eq!(config.anonymous_user, None);
+        assert_eq!(config.login.anonymous, Some(("guest".to_owned(), "guest".to_owned())));
         assert_eq!(config.data_dir, PathBuf::from("./data"));
     }
 
@@ -821,6 +828,15 @@ mod tests {
         for args in bad {
             assert!(Config::resolve(&cli(args), FileConfig::default()).is_err(), "{args:?}");
         }
+    }
+
+    #[test]
+    fn anonymous_logins_are_guests_unless_configured_or_turned_off() {
+        let file: FileConfig = toml::from_str("anonymous_login_user = \"app\"\nanonymous_login_pass = \"s3\"").unwrap();
+        let config = Config::resolve(&cli(&[]), file).unwrap();
+        assert_eq!(config.login.anonymous, Some(("app".to_owned(), "s3".to_owned())));
+        let config = Config::resolve(&cli(&["--anonymous-login-user", "none"]), FileConfig::default()).unwrap();
+        assert_eq!(config.login.anonymous, None);
     }
 
     #[test]

@@ -180,13 +180,22 @@ mod tests {
     }
 
     async fn opens_10(port: u16) -> bool {
+        opens_10_with(port, SaslProfile::Plain { username: "guest".into(), password: "guest".into() }).await
+    }
+
+    async fn opens_10_with(port: u16, profile: SaslProfile) -> bool {
         fe2o3_amqp::Connection::builder()
             .container_id("loopback-test")
             .hostname("vhost:/")
-            .sasl_profile(SaslProfile::Plain { username: "guest".into(), password: "guest".into() })
+            .sasl_profile(profile)
             .open(format!("amqp://127.0.0.1:{port}").as_str())
             .await
             .is_ok()
+    }
+
+    async fn anonymous_091(port: u16) -> Result<(), String> {
+        let url = format!("amqp://127.0.0.1:{port}/%2f?auth_mechanism=anonymous");
+        Connection::connect(&url, ConnectionProperties::default()).await.map(drop).map_err(|e| e.to_string())
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -204,5 +213,21 @@ mod tests {
         assert!(refusal_091(local, "guest").await.is_empty(), "guest from loopback logs in");
         assert!(opens_10(local).await);
         assert!(!opens_10(remote).await, "1.0: refused from a remote address");
+    }
+
+    /// RabbitMQ 4 offers SASL ANONYMOUS by default on both protocols, logging in as `guest`,
+    /// whom `loopback_users` keeps to the machine itself.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn anonymous_logs_in_as_guest_from_loopback_only_on_both_protocols() {
+        let (remote, _stop_remote) = broker_seeing("192.0.2.9:40000").await;
+        let (local, _stop_local) = broker_seeing("127.0.0.1:40000").await;
+        assert_eq!(anonymous_091(local).await, Ok(()));
+        assert!(opens_10_with(local, SaslProfile::Anonymous).await);
+        let refused = anonymous_091(remote).await.unwrap_err();
+        assert!(
+            refused.contains("ACCESS_REFUSED - Login was refused using authentication mechanism ANONYMOUS"),
+            "{refused}"
+        );
+        assert!(!opens_10_with(remote, SaslProfile::Anonymous).await, "1.0: refused from a remote address");
     }
 }

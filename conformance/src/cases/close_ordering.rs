@@ -111,7 +111,7 @@ async fn confirms_before_close_ok(ctx: Ctx) -> CaseResult {
         c.expect_method(2, 85, 11).await?;
         // Every other one unroutable: those are confirmed at once, the others when their
         // queue has them.
-        let key = |i: u32| if i % 2 == 0 { q.as_str() } else { "nowhere" };
+        let key = |i: u32| if i.is_multiple_of(2) { q.as_str() } else { "nowhere" };
         let mut burst: Vec<u8> = (0..1000).flat_map(|i| publish(2, key(i), format!("m{i}").as_bytes())).collect();
         burst.extend(close(2));
         c.send(&burst).await?;
@@ -131,22 +131,11 @@ async fn confirms_before_close_ok(ctx: Ctx) -> CaseResult {
         }
         // The next frame on channel 2 is the answer to a new open, not a late ack.
         c.send(&raw::channel_open(2)).await?;
-        loop {
-            let f = next(&mut c, raw::REPLY_TIMEOUT).await?.ok_or_else(|| CaseError::new("socket closed"))?;
-            match (f.channel, f.method_id()) {
-                (2, Some((20, 11))) => break,
-                (channel, id) => {
-                    return Err(CaseError::new(format!("round {round}: after close-ok: channel {channel} {id:?}")));
-                }
-            }
-        }
+        let f = next(&mut c, raw::REPLY_TIMEOUT).await?.ok_or_else(|| CaseError::new("socket closed"))?;
+        let (channel, id) = (f.channel, f.method_id());
+        check!((channel, id) == (2, Some((20, 11))), "round {round}: after close-ok: channel {channel} {id:?}");
         c.send(&close(2)).await?;
-        loop {
-            let f = next(&mut c, raw::REPLY_TIMEOUT).await?.ok_or_else(|| CaseError::new("socket closed"))?;
-            if f.channel == 2 && f.method_id() == Some((20, 41)) {
-                break;
-            }
-        }
+        c.expect_method(2, 20, 41).await?;
     }
     Ok(())
 }

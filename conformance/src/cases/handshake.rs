@@ -10,6 +10,13 @@ use std::time::Duration;
 pub(crate) fn cases() -> Vec<Case> {
     vec![
         case!(
+            "handshake.sasl.anonymous",
+            "connection.start offers ANONYMOUS (with PLAIN and AMQPLAIN); ANONYMOUS with an empty response logs in \
+             (as guest, from loopback) and opens the vhost",
+            ["raw"],
+            anonymous
+        ),
+        case!(
             "handshake.tune.rabbitmq_defaults",
             "connection.tune offers channel_max 2047, frame_max 131072, heartbeat 60",
             ["raw"],
@@ -100,6 +107,36 @@ pub(crate) fn cases() -> Vec<Case> {
 async fn tune_defaults(ctx: Ctx) -> CaseResult {
     let c = RawConn::open(ctx.broker(), &Handshake::new(ctx.broker())).await?;
     check_eq!(c.tune, Some(Tune { channel_max: 2047, frame_max: 131_072, heartbeat: 60 }), "connection.tune");
+    Ok(())
+}
+
+/// RabbitMQ 4's default `anonymous_login_user`/`anonymous_login_pass` are guest/guest: real
+/// clients (RabbitMQ's own Go AMQP 1.0 client, lapin with `auth_mechanism=anonymous`) log in
+/// with ANONYMOUS by default.
+async fn anonymous(ctx: Ctx) -> CaseResult {
+    let mut c = RawConn::connect(ctx.broker()).await?;
+    c.send(PROTOCOL_HEADER).await?;
+    let start = c.expect_method(0, 10, 10).await?;
+    let mut d = raw::Dec::new(start.args());
+    let (_major, _minor) = (d.u8()?, d.u8()?);
+    let properties = usize::try_from(d.u32()?).unwrap_or(usize::MAX);
+    d.take(properties)?;
+    let length = usize::try_from(d.u32()?).unwrap_or(usize::MAX);
+    let offered = String::from_utf8_lossy(d.take(length)?).into_owned();
+    let mut mechanisms: Vec<&str> = offered.split(' ').collect();
+    mechanisms.sort_unstable();
+    // The order differs: 4.0.5 lists ANONYMOUS last, 4.3 first.
+    check_eq!(mechanisms, vec!["AMQPLAIN", "ANONYMOUS", "PLAIN"], "mechanisms (sorted)");
+    let props = [("capabilities", raw::field_table(&[("authentication_failure_close", raw::field_bool(true))]))];
+    let args = raw::Enc::new().table(&props).shortstr("ANONYMOUS").longstr(b"").shortstr("en_US").done();
+    c.send(&raw::method(0, 10, 11, &args)).await?;
+    let tune = c.expect_tune().await?;
+    let hs = Handshake::new(ctx.broker());
+    c.send_tune_ok(&hs, tune).await?;
+    c.send_open(&hs.vhost).await?;
+    c.expect_method(0, 10, 41).await?;
+    c.send(&raw::channel_open(1)).await?;
+    c.expect_method(1, 20, 11).await?;
     Ok(())
 }
 

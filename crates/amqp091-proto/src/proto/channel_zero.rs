@@ -93,14 +93,18 @@ impl Connection {
         }
         let mechanism = start_ok.mechanism.as_str().to_owned();
         let external = mechanism == "EXTERNAL" && self.config.sasl_external;
-        if mechanism != "PLAIN" && mechanism != "AMQPLAIN" && !external {
+        let anonymous = mechanism == "ANONYMOUS" && self.config.sasl_anonymous;
+        if mechanism != "PLAIN" && mechanism != "AMQPLAIN" && !external && !anonymous {
             return Err(HardError::new(
                 ReplyCode::CommandInvalid,
                 format!("unknown authentication mechanism '{mechanism}'"),
             ));
         }
+        // ANONYMOUS ignores the response, as RabbitMQ's mechanism does.
         let login = if external {
             host.authenticate_external()
+        } else if anonymous {
+            host.authenticate_anonymous()
         } else {
             let Some((username, password)) = credentials(&mechanism, start_ok.response.as_bytes()) else {
                 return Err(HardError::new(ReplyCode::SyntaxError, "response invalid"));

@@ -46,6 +46,9 @@ pub struct ConnectionConfig {
     /// Offer SASL EXTERNAL: set per connection, on TLS connections whose client presented a
     /// verified certificate (the user name then comes from [`super::Host::authenticate_external`]).
     pub sasl_external: bool,
+    /// Offer SASL ANONYMOUS (RabbitMQ 4 does by default; the login is
+    /// [`super::Host::authenticate_anonymous`]'s).
+    pub sasl_anonymous: bool,
 }
 
 impl Default for ConnectionConfig {
@@ -58,6 +61,7 @@ impl Default for ConnectionConfig {
             product: charon_model::identity::PRODUCT.to_owned(),
             version: charon_model::identity::VERSION.to_owned(),
             sasl_external: false,
+            sasl_anonymous: false,
         }
     }
 }
@@ -310,9 +314,12 @@ impl Connection {
         self.send_method(0, &AMQPClass::Connection(connection::AMQPMethod::Start(start)));
     }
 
-    /// The SASL mechanisms offered in `connection.start`.
-    pub(super) fn mechanisms(&self) -> &'static str {
-        if self.config.sasl_external { "PLAIN AMQPLAIN EXTERNAL" } else { "PLAIN AMQPLAIN" }
+    /// The SASL mechanisms offered in `connection.start`, in RabbitMQ 4.3's order (ANONYMOUS
+    /// first; 4.0.5 put it last).
+    pub(super) fn mechanisms(&self) -> String {
+        let anonymous = if self.config.sasl_anonymous { "ANONYMOUS " } else { "" };
+        let external = if self.config.sasl_external { " EXTERNAL" } else { "" };
+        format!("{anonymous}PLAIN AMQPLAIN{external}")
     }
 
     /// Queues a method frame.

@@ -36,6 +36,11 @@ pub trait Host {
     fn authenticate_external(&mut self) -> Option<String> {
         None
     }
+    /// Logs in with SASL ANONYMOUS (offered only when [`ConnectionConfig::sasl_anonymous`] is
+    /// set): the user it logs in as, or `None` when refused.
+    fn authenticate_anonymous(&mut self) -> Option<String> {
+        None
+    }
     /// Opens a virtual host for the authenticated user. On refusal returns the NOT_ALLOWED
     /// explanation (e.g. `vhost x not found`).
     ///

@@ -179,12 +179,20 @@ impl Host for CertHost {
         self.0.map(str::to_owned)
     }
 
+    fn authenticate_anonymous(&mut self) -> Option<String> {
+        self.0.map(str::to_owned)
+    }
+
     fn open_vhost(&mut self, _username: &str, _vhost: &str) -> Result<(), String> {
         Ok(())
     }
 }
 
 fn external_start_ok() -> Vec<u8> {
+    start_ok_with("EXTERNAL")
+}
+
+fn start_ok_with(mechanism: &str) -> Vec<u8> {
     let mut caps = FieldTable::default();
     caps.insert("authentication_failure_close".into(), AMQPValue::Boolean(true));
     let mut props = FieldTable::default();
@@ -193,7 +201,7 @@ fn external_start_ok() -> Vec<u8> {
         0,
         AMQPClass::Connection(connection::AMQPMethod::StartOk(connection::StartOk {
             client_properties: props,
-            mechanism: "EXTERNAL".into(),
+            mechanism: mechanism.into(),
             response: LongString::from(Vec::new()),
             locale: "en_US".into(),
         })),
@@ -237,6 +245,31 @@ fn external_is_offered_and_accepted_only_when_configured() {
     let mut plain = Harness::new();
     assert_eq!(offered_mechanisms(&mut plain), "PLAIN AMQPLAIN");
     plain.conn.handle_input(&mut BytesMut::from(&external_start_ok()[..]), now, &mut CertHost(Some("cert-user")));
+    assert!(plain.events().is_empty());
+    assert_silent_close_after_three_seconds(&mut plain);
+}
+
+#[test]
+fn anonymous_is_offered_first_and_logs_in_as_the_host_says() {
+    let now = Instant::now();
+    let config = ConnectionConfig { sasl_anonymous: true, ..ConnectionConfig::default() };
+    let mut h = Harness { conn: Connection::new(config.clone(), now), now };
+    assert_eq!(offered_mechanisms(&mut h), "ANONYMOUS PLAIN AMQPLAIN");
+    h.conn.handle_input(&mut BytesMut::from(&start_ok_with("ANONYMOUS")[..]), now, &mut CertHost(Some("guest")));
+    assert!(matches!(h.methods().as_slice(), [(0, AMQPClass::Connection(connection::AMQPMethod::Tune(_)))]));
+    h.conn.handle_input(&mut BytesMut::from(&frame(0, tune_ok(131_072, 0))[..]), now, &mut CertHost(None));
+    h.conn.handle_input(&mut BytesMut::from(&frame(0, open("/"))[..]), now, &mut CertHost(None));
+    assert!(matches!(h.events().as_slice(), [Event::Opened { username, .. }] if username == "guest"));
+
+    let mut refused = Harness { conn: Connection::new(config, now), now };
+    refused.methods();
+    refused.conn.handle_input(&mut BytesMut::from(&start_ok_with("ANONYMOUS")[..]), now, &mut CertHost(None));
+    assert_eq!(refused.connection_close().map(|(code, ..)| code), Some(403));
+
+    // Not offered: an unknown mechanism.
+    let mut plain = Harness::new();
+    assert_eq!(offered_mechanisms(&mut plain), "PLAIN AMQPLAIN");
+    plain.conn.handle_input(&mut BytesMut::from(&start_ok_with("ANONYMOUS")[..]), now, &mut CertHost(Some("guest")));
     assert!(plain.events().is_empty());
     assert_silent_close_after_three_seconds(&mut plain);
 }

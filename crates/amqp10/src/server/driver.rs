@@ -23,8 +23,6 @@ const EVENT_BATCH: usize = 256;
 pub struct ServerConfig {
     /// Protocol limits and identity.
     pub connection: Config,
-    /// The user SASL ANONYMOUS logs in as; ANONYMOUS is not offered when unset.
-    pub anonymous_user: Option<String>,
 }
 
 /// Runs one AMQP 1.0 connection whose SASL protocol header was already read, over plain TCP
@@ -43,13 +41,13 @@ pub async fn serve<T: Transport>(
     let alarms = broker.alarms();
     let (sink, inbox) = SessionSink::new(id, OUTBOUND_WINDOW);
     config.connection.sasl_external = peer.certificate().is_some();
+    let anonymous = broker.login().offers_anonymous();
     let mut session = Session::new(id, broker, sink, inbox);
     session.origin = Some((peer.clone(), charon_engine::clock::now_ms()));
     session.name = peer.connection_name();
     let protocol = Amqp10 {
-        conn: Connection::new(config.connection, config.anonymous_user.is_some(), Instant::now()),
+        conn: Connection::new(config.connection, anonymous, Instant::now()),
         session,
-        anonymous_user: config.anonymous_user,
         peer,
         login_delay: Duration::ZERO,
         events: Vec::with_capacity(EVENT_BATCH),
@@ -61,7 +59,6 @@ pub async fn serve<T: Transport>(
 struct Amqp10 {
     conn: Connection,
     session: Session,
-    anonymous_user: Option<String>,
     peer: Peer,
     /// Set by a login attempt: the failed-login throttle's wait before the answer goes out.
     login_delay: Duration,
@@ -77,8 +74,7 @@ impl Protocol for Amqp10 {
     const DEFERS_ACKS: bool = true;
 
     async fn on_input(&mut self, input: &mut BytesMut, now: Instant) {
-        let login = Credentials { anonymous: self.anonymous_user.as_deref(), peer: &self.peer };
-        feed(&mut self.conn, &mut self.session, input, login, &mut self.login_delay, now).await;
+        feed(&mut self.conn, &mut self.session, input, &self.peer, &mut self.login_delay, now).await;
         // A login answered in this batch waits here, in this connection's task, before the
         // driver writes it: the login policy slows addresses that failed recently.
         let delay = std::mem::take(&mut self.login_delay);
@@ -166,13 +162,13 @@ async fn feed(
     conn: &mut Connection,
     session: &mut Session,
     input: &mut BytesMut,
-    login: Credentials<'_>,
+    peer: &Peer,
     delay: &mut Duration,
     now: Instant,
 ) {
     while let Some(len) = next_unit(input).filter(|&len| len < input.len()) {
         let mut unit = input.split_to(len);
-        conn.handle_input(&mut unit, now, &mut session.login(login.anonymous, login.peer, delay));
+        conn.handle_input(&mut unit, now, &mut session.login(peer, delay));
         if !unit.is_empty() {
             unit.unsplit(input.split());
             *input = unit;
@@ -182,14 +178,7 @@ async fn feed(
             session.handle_event(event, conn).await;
         }
     }
-    conn.handle_input(input, now, &mut session.login(login.anonymous, login.peer, delay));
-}
-
-/// What a login on this connection is checked with.
-#[derive(Clone, Copy)]
-struct Credentials<'a> {
-    anonymous: Option<&'a str>,
-    peer: &'a Peer,
+    conn.handle_input(input, now, &mut session.login(peer, delay));
 }
 
 /// Length of the protocol header or whole frame at the start of `input`, if it is complete.

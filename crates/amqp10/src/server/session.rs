@@ -7,7 +7,7 @@ use std::time::Duration;
 use foldhash::HashMap as FastMap;
 use foldhash::HashMapExt;
 
-use charon_engine::login::{Peer, external_login};
+use charon_engine::login::{Peer, anonymous_login, external_login};
 use charon_engine::metrics::{LocalCounters, Protocol};
 use charon_engine::{
     Action, Broker, ConnectionSlot, ConsumerId, EngineError, Owner, Principal, QueueRef, Registration, Resource,
@@ -107,7 +107,6 @@ pub(crate) struct Login<'a> {
     pub(crate) peer: &'a Peer,
     /// Set by a login attempt: how long the driver waits before its answer goes out.
     pub(crate) delay: &'a mut Duration,
-    pub(crate) anonymous_user: Option<&'a str>,
     pub(crate) user: &'a mut Option<User>,
     pub(crate) vhost: &'a mut Option<Arc<VHost>>,
     pub(crate) counted: &'a mut Option<ConnectionSlot>,
@@ -131,13 +130,11 @@ impl Host for Login<'_> {
         self.user.as_ref().map(|u| u.name.clone())
     }
 
-    /// ANONYMOUS logs in as the configured user under the same policy as any login: RabbitMQ
-    /// checks `loopback_users` for it too (so, by default, `guest` only from loopback).
+    /// ANONYMOUS logs in with the configured credentials under the same policy as any login:
+    /// RabbitMQ checks `loopback_users` for it too (so, by default, `guest` only from loopback).
     fn anonymous_user(&mut self) -> Option<String> {
-        let name = self.anonymous_user?;
-        let policy = self.broker.login();
-        *self.delay = policy.delay(self.peer.address());
-        *self.user = policy.admit(self.peer.address(), "ANONYMOUS", name, self.broker.user(name));
+        *self.delay = self.broker.login().delay(self.peer.address());
+        *self.user = anonymous_login(self.broker, self.peer);
         self.user.as_ref().map(|u| u.name.clone())
     }
 
@@ -215,17 +212,11 @@ impl Session {
         self.counters.fold();
     }
 
-    pub(crate) fn login<'a>(
-        &'a mut self,
-        anonymous_user: Option<&'a str>,
-        peer: &'a Peer,
-        delay: &'a mut Duration,
-    ) -> Login<'a> {
+    pub(crate) fn login<'a>(&'a mut self, peer: &'a Peer, delay: &'a mut Duration) -> Login<'a> {
         Login {
             broker: &self.broker,
             peer,
             delay,
-            anonymous_user,
             user: &mut self.user,
             vhost: &mut self.vhost,
             counted: &mut self.counted,

@@ -36,12 +36,20 @@ pub struct LoginConfig {
     pub loopback_users: Vec<String>,
     /// The certificate field SASL EXTERNAL takes the user name from.
     pub cert_login_from: CertLoginFrom,
+    /// The user name and password SASL ANONYMOUS logs in with (RabbitMQ's
+    /// `anonymous_login_user` and `anonymous_login_pass`); `None`: ANONYMOUS is not offered.
+    pub anonymous: Option<(String, String)>,
 }
 
 impl Default for LoginConfig {
-    /// RabbitMQ's: `guest` only from loopback.
+    /// RabbitMQ 4's: `guest` only from loopback, ANONYMOUS offered as `guest`/`guest` (so, by
+    /// default, an anonymous login works from the machine itself only).
     fn default() -> Self {
-        Self { loopback_users: vec!["guest".to_owned()], cert_login_from: CertLoginFrom::CommonName }
+        Self {
+            loopback_users: vec!["guest".to_owned()],
+            cert_login_from: CertLoginFrom::CommonName,
+            anonymous: Some(("guest".to_owned(), "guest".to_owned())),
+        }
     }
 }
 
@@ -150,6 +158,13 @@ impl LoginPolicy {
         Some(user)
     }
 
+    /// Whether SASL ANONYMOUS is offered (RabbitMQ offers it whenever its credentials are
+    /// set, whether or not they log in).
+    #[must_use]
+    pub fn offers_anonymous(&self) -> bool {
+        self.config.anonymous.is_some()
+    }
+
     /// The user name a verified client certificate logs in as with SASL EXTERNAL.
     #[must_use]
     pub fn certificate_user<'a>(&self, subject: &'a CertificateSubject) -> Option<&'a str> {
@@ -190,6 +205,16 @@ pub fn external_login(broker: &Broker, peer: &Peer) -> Option<User> {
         return None;
     };
     policy.admit(address, "EXTERNAL", name, broker.user(name))
+}
+
+/// A SASL ANONYMOUS login: the configured anonymous credentials, checked as any user name
+/// and password are (RabbitMQ's `check_user_pass_login`) and then by the policy, so the
+/// default `guest` logs in only from loopback.
+#[must_use]
+pub fn anonymous_login(broker: &Broker, peer: &Peer) -> Option<User> {
+    let policy = broker.login();
+    let (name, password) = policy.config.anonymous.as_ref()?;
+    policy.admit(peer.address(), "ANONYMOUS", name, broker.authenticate(name, password))
 }
 
 /// RabbitMQ's loopback test: 127.0.0.0/8 and ::1, also as IPv4-mapped IPv6.
