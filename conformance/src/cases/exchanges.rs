@@ -1,7 +1,7 @@
 //! Exchange declaration, deletion, built-in exchanges, e2e bindings, alternate exchanges.
 
 use crate::{
-    Case, CaseResult, Ctx, amqprs_kit as ak, case, check_eq,
+    Case, CaseResult, Ctx, amqprs_kit as ak, case, check, check_eq,
     lapin_kit::{self as lk, bind, confirm, declare_queue, drain, publish, queue_bound},
 };
 use amqprs::channel::{ExchangeDeclareArguments, ExchangeDeleteArguments};
@@ -13,6 +13,12 @@ use lapin::{
 
 pub(crate) fn cases() -> Vec<Case> {
     vec![
+        case!(
+            "exchange.local_random",
+            "x-local-random (RabbitMQ 4.0): each message goes to one bound queue, picked at random; bindings \
+             must have an empty key and lead to a classic queue",
+            local_random
+        ),
         case!(
             "exchange.declare.all_types",
             "direct, fanout, topic and headers exchanges can be declared and passively re-declared",
@@ -138,6 +144,75 @@ async fn declare_all_types(ctx: Ctx) -> CaseResult {
             .await?;
     }
     Ok(())
+}
+
+async fn local_random(ctx: Ctx) -> CaseResult {
+    let (conn, ch) = ctx.lapin_channel().await?;
+    let x = ctx.exchange("lr");
+    let kind = ExchangeKind::Custom("x-local-random".into());
+    ch.exchange_declare(x.as_str().into(), kind, ExchangeDeclareOptions::default(), FieldTable::default()).await?;
+    let queues: Vec<String> = (0..3).map(|i| ctx.queue(&format!("q{i}"))).collect();
+    for q in &queues {
+        queue_bound(&ch, q, &x, "").await?;
+    }
+    confirm(&ch).await?;
+    for i in 0..60 {
+        publish(&ch, &x, &format!("key-{i}"), format!("m{i}").as_bytes()).await?;
+    }
+    let mut total = 0;
+    for q in &queues {
+        let got = drain(&ch, q).await?;
+        check!(!got.is_empty(), "queue {q} got none of 60 (each goes to one queue at random)");
+        total += got.len();
+    }
+    check_eq!(total, 60, "messages routed, each to one queue");
+    // A non-empty key, a quorum queue and an exchange are refused as bindings.
+    let keyed = ctx.queue("keyed");
+    declare_queue(&ch, &keyed).await?;
+    lk::expect_error(
+        bind_raw(&ch, &keyed, &x, "k").await,
+        406,
+        "PRECONDITION_FAILED - Non empty binding 'k' key not permitted",
+    )?;
+    let ch = conn.create_channel().await?;
+    let quorum = ctx.queue("quorum");
+    let mut args = FieldTable::default();
+    args.insert("x-queue-type".into(), AMQPValue::LongString("quorum".into()));
+    ch.queue_declare(
+        quorum.as_str().into(),
+        lapin::options::QueueDeclareOptions { durable: true, ..Default::default() },
+        args,
+    )
+    .await?;
+    lk::expect_error(
+        bind_raw(&ch, &quorum, &x, "").await,
+        406,
+        "PRECONDITION_FAILED - Queue type rabbit_quorum_queue not valid for this exchange type",
+    )?;
+    let ch = conn.create_channel().await?;
+    let other = ctx.exchange("other");
+    ch.exchange_declare(
+        other.as_str().into(),
+        ExchangeKind::Fanout,
+        ExchangeDeclareOptions::default(),
+        FieldTable::default(),
+    )
+    .await?;
+    let refused = ch
+        .exchange_bind(
+            other.as_str().into(),
+            x.as_str().into(),
+            "".into(),
+            ExchangeBindOptions::default(),
+            FieldTable::default(),
+        )
+        .await;
+    lk::expect_error(refused, 406, "PRECONDITION_FAILED - Destination not found")
+}
+
+/// `queue.bind` with lapin's own result, for the refusals.
+async fn bind_raw(ch: &lapin::Channel, queue: &str, exchange: &str, key: &str) -> lapin::Result<()> {
+    ch.queue_bind(queue.into(), exchange.into(), key.into(), Default::default(), FieldTable::default()).await
 }
 
 async fn default_exchange(ctx: Ctx) -> CaseResult {

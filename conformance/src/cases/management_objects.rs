@@ -14,6 +14,26 @@ use crate::{Case, CaseError, CaseResult, Ctx, case, check, check_eq};
 pub(crate) fn cases() -> Vec<Case> {
     vec![
         case!(
+            "management.trailing_slash",
+            "a path with a trailing slash is the path without it: GET /api/overview/, /api/connections/ (listing the \
+             case's own connection), /api/queues/, /api/queues/{v}/; PUT and DELETE /api/vhosts/{v}/",
+            ["management"],
+            trailing_slash
+        ),
+        case!(
+            "management.exchange_local_random",
+            "PUT /api/exchanges/{v}/{x} with type x-local-random: 201, GET shows the type; /api/overview lists the type",
+            ["management"],
+            exchange_local_random
+        ),
+        case!(
+            "management.queue_legacy_leader_locator",
+            "PUT /api/queues/{v}/{q} with x-queue-leader-locator random, least-leaders or min-masters (RabbitMQ 4 \
+             takes them as balanced) on classic and quorum queues: 201, the argument as given; bogus: 400",
+            ["management"],
+            legacy_leader_locator
+        ),
+        case!(
             "management.queue_declare_and_delete",
             "PUT /api/queues/{v}/{q}: 201, then 204, 400 with RabbitMQ's inequivalence text; DELETE ?if-empty=true on a non-empty queue: 400 '... not empty'; DELETE …/contents purges (204); DELETE: 204, then 404",
             ["management"],
@@ -97,6 +117,66 @@ async fn publish(b: &Broker, routing_key: &str, payload: &str) -> Result<Value, 
     let response = api(b, "POST", &(exchange_path(b, "amq.default") + "/publish"), Some(&body.to_string())).await?;
     check_eq!(response.status, 200, "publish: {}", response.body);
     parse(&response)
+}
+
+async fn trailing_slash(ctx: Ctx) -> CaseResult {
+    let b = ctx.broker();
+    let (_conn, _ch) = ctx.lapin_channel().await?;
+    for path in ["/api/overview/".to_owned(), "/api/queues/".to_owned(), format!("/api/queues/{}/", segment(&b.vhost))]
+    {
+        check_eq!(api(b, "GET", &path, None).await?.status, 200, "GET {path}");
+    }
+    // RabbitMQ lists a connection once its stats are emitted (every 5 s by default).
+    crate::lapin_kit::eventually(
+        std::time::Duration::from_secs(10),
+        "a connection in GET /api/connections/",
+        || async {
+            let connections = parse(&api(b, "GET", "/api/connections/", None).await?)?;
+            Ok(connections.as_array().is_some_and(|all| all.iter().any(|c| at(c, "/user") == json!(b.user))))
+        },
+    )
+    .await?;
+    let vhost = format!("/api/vhosts/{}/", segment(&ctx.name("vh")));
+    check_eq!(api(b, "PUT", &vhost, Some("{}")).await?.status, 201, "PUT {vhost}");
+    check_eq!(api(b, "DELETE", &vhost, None).await?.status, 204, "DELETE {vhost}");
+    check_eq!(api(b, "GET", vhost.trim_end_matches('/'), None).await?.status, 404, "the vhost after its DELETE");
+    Ok(())
+}
+
+async fn exchange_local_random(ctx: Ctx) -> CaseResult {
+    let b = ctx.broker();
+    let x = ctx.exchange("lr");
+    let path = exchange_path(b, &x);
+    check_eq!(api(b, "PUT", &path, Some(r#"{"type":"x-local-random"}"#)).await?.status, 201, "PUT");
+    check_eq!(at(&parse(&api(b, "GET", &path, None).await?)?, "/type"), json!("x-local-random"), "type");
+    let overview = parse(&api(b, "GET", "/api/overview", None).await?)?;
+    let types = at(&overview, "/exchange_types");
+    let listed = types.as_array().is_some_and(|types| {
+        types.iter().any(|t| {
+            at(t, "/name") == json!("x-local-random")
+                && at(t, "/description") == json!("Picks one random local binding (queue) to route via (to).")
+        })
+    });
+    check!(listed, "exchange_types: {types}");
+    Ok(())
+}
+
+async fn legacy_leader_locator(ctx: Ctx) -> CaseResult {
+    let b = ctx.broker();
+    for kind in ["classic", "quorum"] {
+        for locator in ["random", "least-leaders", "min-masters"] {
+            let q = ctx.queue(kind);
+            let path = queue_path(b, &q);
+            let body = json!({"durable": true, "arguments": {"x-queue-type": kind, "x-queue-leader-locator": locator}});
+            check_eq!(api(b, "PUT", &path, Some(&body.to_string())).await?.status, 201, "PUT {kind} {locator}");
+            let info = parse(&api(b, "GET", &path, None).await?)?;
+            check_eq!(at(&info, "/arguments/x-queue-leader-locator"), json!(locator), "the argument as given");
+        }
+        let q = ctx.queue(kind);
+        let body = json!({"durable": true, "arguments": {"x-queue-type": kind, "x-queue-leader-locator": "bogus"}});
+        check_eq!(api(b, "PUT", &queue_path(b, &q), Some(&body.to_string())).await?.status, 400, "bogus");
+    }
+    Ok(())
 }
 
 async fn queue_declare_and_delete(ctx: Ctx) -> CaseResult {

@@ -10,7 +10,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use charon_model::{Routing, Table};
 
 use crate::dead_letter::events::EVENTS_EXCHANGE;
-use crate::exchange::{Binding, BindingSet, Destination, ExchangeInfo, ExchangeKind};
+use crate::exchange::{Binding, BindingSet, Destination, ExchangeInfo, ExchangeKind, local_random};
 use crate::queue::QueueRef;
 use crate::reservation::Reserved;
 
@@ -23,9 +23,11 @@ pub(crate) struct ExchangeEntry {
 #[derive(Debug, Default)]
 pub(crate) struct Routed {
     pub(crate) queues: Vec<QueueRef>,
-    /// False when a headers exchange took part: the result depends on the message's headers
-    /// and must not be cached by routing key.
+    /// False when a headers exchange took part (the result depends on the message's headers)
+    /// or an `x-local-random` one (on chance): it must not be cached by routing key.
     pub(crate) cacheable: bool,
+    /// The `x-local-random` exchanges that already picked a queue for this message.
+    pub(crate) picked_at_random: Vec<String>,
 }
 
 #[derive(Default)]
@@ -207,7 +209,7 @@ impl Topology {
     /// Routes a message published to `exchange`: every routing key (publish key, CC, BCC)
     /// through the exchange graph, with alternate exchanges where an exchange matched nothing.
     pub(crate) fn route(&self, exchange: &str, routing: &Routing, headers: &Table) -> Routed {
-        let mut routed = Routed { queues: Vec::new(), cacheable: true };
+        let mut routed = Routed { queues: Vec::new(), cacheable: true, picked_at_random: Vec::new() };
         for key in routing.all_keys() {
             let mut visited = HashSet::new();
             self.route_key(exchange, key, headers, &mut visited, &mut routed);
@@ -240,11 +242,21 @@ impl Topology {
         let Some(entry) = self.exchanges.get(exchange) else {
             return;
         };
-        if entry.info.kind == ExchangeKind::Headers {
+        if matches!(entry.info.kind, ExchangeKind::Headers | ExchangeKind::LocalRandom) {
             out.cacheable = false;
         }
         let mut destinations = Vec::new();
         entry.bindings.route(key, headers, &mut destinations);
+        if entry.info.kind == ExchangeKind::LocalRandom {
+            // One queue per message, whatever its keys: RabbitMQ routes the exchange once.
+            if out.picked_at_random.iter().any(|x| x == exchange) {
+                return;
+            }
+            out.picked_at_random.push(exchange.to_owned());
+            destinations.retain(|d| matches!(d, Destination::Queue(name) if self.queues.contains_key(name)));
+            let chosen = local_random::choose(&destinations, |n| rand::random_range(0..n));
+            destinations = chosen.into_iter().collect();
+        }
         if destinations.is_empty() {
             let by_policy = || self.policy_alternates.get(exchange).map(String::as_str);
             if let Some(alternate) = entry.info.alternate_exchange().or_else(by_policy) {

@@ -25,7 +25,8 @@ pub(crate) async fn call_as(
         .header("content-type", "application/json")
         .body(Body::from(body.to_owned()))
         .unwrap();
-    let response = crate::router(Arc::clone(broker)).oneshot(request).await.unwrap();
+    // As served: the router behind the trailing-slash rewrite.
+    let response = crate::with_trailing_slashes(crate::router(Arc::clone(broker))).oneshot(request).await.unwrap();
     let status = response.status();
     let bytes = axum::body::to_bytes(response.into_body(), 1 << 20).await.unwrap();
     (status, serde_json::from_slice(&bytes).unwrap_or(Json::Null))

@@ -72,11 +72,14 @@ mod vhosts;
 use std::net::SocketAddr;
 use std::sync::Arc;
 
-use axum::Router;
+use axum::extract::Request;
 use axum::routing::get;
+use axum::{Router, ServiceExt};
 use charon_engine::Broker;
 use tokio::net::TcpListener;
 use tokio::sync::watch;
+use tower::Layer;
+use tower::util::{MapRequest, MapRequestLayer};
 
 pub use tls::{serve_tls, serve_tls_router};
 
@@ -198,11 +201,39 @@ pub async fn serve_router(
     app: Router,
     mut shutdown: watch::Receiver<bool>,
 ) -> std::io::Result<()> {
-    axum::serve(listener, app.into_make_service_with_connect_info::<SocketAddr>())
+    axum::serve(listener, ServiceExt::into_make_service_with_connect_info::<SocketAddr>(with_trailing_slashes(app)))
         .with_graceful_shutdown(async move {
             let _ = shutdown.wait_for(|stop| *stop).await;
         })
         .await
+}
+
+/// `app` answering an API path with one trailing slash as the path without it. RabbitMQ's
+/// HTTP server (cowboy) ignores a trailing slash, so `GET /api/connections/` lists the
+/// connections; client libraries' recovery tooling asks that way. A route-level middleware
+/// would run after routing: this one wraps the router.
+pub fn with_trailing_slashes(app: Router) -> MapRequest<Router, fn(Request) -> Request> {
+    MapRequestLayer::new(trim_trailing_slash as fn(Request) -> Request).layer(app)
+}
+
+/// `/api/queues/` → `/api/queues`; `/api/queues//` (an empty name) and non-API paths stay.
+fn trim_trailing_slash(mut request: Request) -> Request {
+    let path = request.uri().path();
+    let Some(trimmed) = path.strip_suffix('/').filter(|p| p.starts_with("/api/") && !p.ends_with('/')) else {
+        return request;
+    };
+    let target = match request.uri().query() {
+        Some(query) => format!("{trimmed}?{query}"),
+        None => trimmed.to_owned(),
+    };
+    let mut parts = request.uri().clone().into_parts();
+    if let Ok(path_and_query) = target.parse() {
+        parts.path_and_query = Some(path_and_query);
+        if let Ok(uri) = axum::http::Uri::from_parts(parts) {
+            *request.uri_mut() = uri;
+        }
+    }
+    request
 }
 
 #[cfg(test)]

@@ -26,6 +26,7 @@ pub(crate) fn exchange_types() -> JsonValue {
         ("fanout", "AMQP fanout exchange, as per the AMQP specification"),
         ("headers", "AMQP headers exchange, as per the AMQP specification"),
         ("topic", "AMQP topic exchange, as per the AMQP specification"),
+        ("x-local-random", "Picks one random local binding (queue) to route via (to)."),
     ]
     .into_iter()
     .map(|(name, description)| json!({"name": name, "description": description, "enabled": true}))

@@ -25,6 +25,20 @@ async fn requests_without_valid_credentials_get_401() {
 }
 
 #[tokio::test]
+async fn a_trailing_slash_is_ignored_as_rabbitmq_s_http_server_ignores_it() {
+    let broker = Broker::new(BrokerConfig::default());
+    for uri in ["/api/overview/", "/api/connections/", "/api/queues/", "/api/queues/%2F/", "/api/vhosts/%2F/"] {
+        assert_eq!(call(&broker, "GET", uri, "").await.0, StatusCode::OK, "{uri}");
+    }
+    assert_eq!(call(&broker, "GET", "/api/queues/?page=1&page_size=5", "").await.0, StatusCode::OK);
+    assert_eq!(call(&broker, "PUT", "/api/vhosts/slashed/", "{}").await.0, StatusCode::CREATED);
+    assert_eq!(call(&broker, "DELETE", "/api/vhosts/slashed/", "").await.0, StatusCode::NO_CONTENT);
+    assert_eq!(call(&broker, "GET", "/api/vhosts/slashed", "").await.0, StatusCode::NOT_FOUND);
+    // One slash only, as an empty last name is still a name: RabbitMQ answers 404 too.
+    assert_eq!(call(&broker, "GET", "/api/queues//", "").await.0, StatusCode::NOT_FOUND);
+}
+
+#[tokio::test]
 async fn policy_lifecycle_and_rabbitmq_errors() {
     let broker = Broker::new(BrokerConfig::default());
     let uri = "/api/policies/%2F/dlx";

@@ -8,8 +8,8 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use axum::Router;
 use axum::serve::{Listener, ListenerExt};
+use axum::{Router, ServiceExt};
 use charon_engine::Broker;
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{mpsc, watch};
@@ -52,7 +52,8 @@ pub async fn serve_tls_router(
     let handshakes = tokio::spawn(handshake_loop(listener, acceptor, accepted, shutdown.clone()));
     // `tap_io` only so that axum's `ConnectInfo<SocketAddr>` applies to this listener too.
     let tls = TlsListener { local, incoming }.tap_io(|_| {});
-    let served = axum::serve(tls, app.into_make_service_with_connect_info::<SocketAddr>())
+    let app = crate::with_trailing_slashes(app);
+    let served = axum::serve(tls, ServiceExt::into_make_service_with_connect_info::<SocketAddr>(app))
         .with_graceful_shutdown(async move {
             let _ = shutdown.wait_for(|stop| *stop).await;
         })

@@ -8,6 +8,7 @@ mod binding;
 mod direct;
 mod fanout;
 mod headers;
+pub(crate) mod local_random;
 mod topic;
 
 use charon_model::{Table, Value};
@@ -31,6 +32,8 @@ pub enum ExchangeKind {
     Topic,
     /// Message headers against binding arguments (`x-match`).
     Headers,
+    /// RabbitMQ 4's `x-local-random`: one bound queue, picked at random.
+    LocalRandom,
 }
 
 impl ExchangeKind {
@@ -44,6 +47,7 @@ impl ExchangeKind {
             "fanout" => Ok(Self::Fanout),
             "topic" => Ok(Self::Topic),
             "headers" => Ok(Self::Headers),
+            local_random::NAME => Ok(Self::LocalRandom),
             other => Err(EngineError::Precondition(format!("unknown exchange type '{other}'"))),
         }
     }
@@ -56,6 +60,7 @@ impl ExchangeKind {
             Self::Fanout => "fanout",
             Self::Topic => "topic",
             Self::Headers => "headers",
+            Self::LocalRandom => local_random::NAME,
         }
     }
 }
@@ -99,7 +104,8 @@ impl BindingSet {
     pub(crate) fn new(kind: ExchangeKind) -> Self {
         match kind {
             ExchangeKind::Direct => Self::Direct(DirectBindings::default()),
-            ExchangeKind::Fanout => Self::Fanout(FanoutBindings::default()),
+            // Every binding has the empty key: all match, and routing picks one of them.
+            ExchangeKind::Fanout | ExchangeKind::LocalRandom => Self::Fanout(FanoutBindings::default()),
             ExchangeKind::Topic => Self::Topic(TopicBindings::default()),
             ExchangeKind::Headers => Self::Headers(HeadersBindings::default()),
         }

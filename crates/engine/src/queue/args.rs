@@ -217,8 +217,11 @@ fn check_overflow(value: &Value, _: &Table) -> Result<(), String> {
     one_of(value, &["drop-head", "reject-publish", "reject-publish-dlx"], "invalid_overflow")
 }
 
+/// `client-local` and `balanced`, and the legacy values RabbitMQ 4 still takes as `balanced`
+/// (`rabbit_queue_location`): RabbitMQ's AMQP 1.0 Go client sends `random` for its balanced
+/// locator. On one node every value places the queue on it.
 fn check_leader_locator(value: &Value, _: &Table) -> Result<(), String> {
-    one_of(value, &["client-local", "balanced"], "invalid_queue_locator_arg")
+    one_of(value, &["client-local", "balanced", "random", "least-leaders", "min-masters"], "invalid_queue_locator_arg")
 }
 
 fn check_queue_mode(value: &Value, _: &Table) -> Result<(), String> {
@@ -427,6 +430,25 @@ mod tests {
             err(args(&[("x-delivery-limit", Value::I32(1))])),
             "invalid arg 'x-delivery-limit' for queue 'q' in vhost '/' of queue type rabbit_classic_queue"
         );
+    }
+
+    #[test]
+    fn the_legacy_leader_locators_are_taken_on_both_queue_types() {
+        for kind in ["classic", "quorum"] {
+            for locator in ["client-local", "balanced", "random", "least-leaders", "min-masters"] {
+                let a = args(&[
+                    ("x-queue-type", Value::long_str(kind)),
+                    ("x-queue-leader-locator", Value::long_str(locator)),
+                ]);
+                assert!(validate_declare(&q(), &a).is_ok(), "{kind} {locator}");
+            }
+            let bogus =
+                args(&[("x-queue-type", Value::long_str(kind)), ("x-queue-leader-locator", Value::long_str("bogus"))]);
+            assert_eq!(
+                validate_declare(&q(), &bogus).unwrap_err().to_string(),
+                "invalid arg 'x-queue-leader-locator' for queue 'q' in vhost '/': invalid_queue_locator_arg"
+            );
+        }
     }
 
     #[test]

@@ -722,7 +722,8 @@ impl VHost {
     ///
     /// # Errors
     /// 403 for the default exchange, 404 for a missing source or destination, 405 for another
-    /// connection's exclusive queue, 406 for invalid headers-binding arguments.
+    /// connection's exclusive queue, 406 for invalid headers-binding arguments and for what
+    /// an `x-local-random` exchange does not bind.
     pub async fn bind(
         &self,
         source: &str,
@@ -736,8 +737,16 @@ impl VHost {
         let (done, ends) = {
             let mut topology = self.topology.write();
             self.check_binding_ends(&topology, source, &binding.destination, session)?;
-            if topology.exchanges.get(source).is_some_and(|e| e.info.kind == ExchangeKind::Headers) {
-                crate::exchange::validate_headers_binding(&binding.arguments)?;
+            match topology.exchanges.get(source).map(|e| e.info.kind) {
+                Some(ExchangeKind::Headers) => crate::exchange::validate_headers_binding(&binding.arguments)?,
+                Some(ExchangeKind::LocalRandom) => {
+                    let queue_type = match &binding.destination {
+                        Destination::Queue(name) => topology.queues.get(name).map(|q| q.config.queue_type),
+                        Destination::Exchange(_) => None,
+                    };
+                    crate::exchange::local_random::validate_binding(&binding.key, queue_type)?;
+                }
+                _ => {}
             }
             let durable = durable_ends(&topology, source, &binding.destination);
             match self.store.as_ref().filter(|_| durable && !topology.binding_exists(source, &binding)) {
