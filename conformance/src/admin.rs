@@ -125,7 +125,8 @@ pub fn segment(text: &str) -> String {
 }
 
 impl Ctx {
-    async fn api(&self, method: &str, path: &str, body: Option<&str>) -> Result<HttpResponse, CaseError> {
+    /// One request to the management API as the case's user.
+    pub async fn api(&self, method: &str, path: &str, body: Option<&str>) -> Result<HttpResponse, CaseError> {
         let b = self.broker();
         request(&b.http, method, path, (&b.user, &b.password), body).await
     }

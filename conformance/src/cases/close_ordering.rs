@@ -2,10 +2,14 @@
 //! clients depend on (amqplib's `close()` under load, a confirm channel closed with publishes
 //! in flight).
 
+use super::amqp10_attach::{queue, session};
 use crate::{
-    Case, CaseError, CaseResult, Ctx, case, check, check_eq,
+    Case, CaseError, CaseResult, Ctx, case, case10, check, check_eq,
+    fe2o3_kit::queue_addr,
     raw::{self, Enc, FRAME_HEARTBEAT, Frame, Handshake, RawConn},
+    raw10::{Msg, conn::Body},
 };
+use fe2o3_amqp_types::performatives::{Close, End, Performative};
 use std::time::{Duration, Instant};
 
 pub(crate) fn cases() -> Vec<Case> {
@@ -23,6 +27,29 @@ pub(crate) fn cases() -> Vec<Case> {
              none after it (five times on one connection)",
             ["raw"],
             confirms_before_close_ok
+        ),
+        case!(
+            "close.nothing_after_a_forced_close",
+            "a consumer's connection closed through the management API while deliveries stream: nothing follows \
+             connection.close",
+            ["raw", "management"],
+            nothing_after_forced_close
+        ),
+        case10!(
+            "amqp10.close.lingers_after_close",
+            "after the client's close is answered the socket stays open and frames still in flight are dropped \
+             without a reset",
+            lingers10
+        ),
+        case10!(
+            "amqp10.close.no_disposition_after_end",
+            "unsettled transfers to a durable queue and end in one write: no disposition for them reaches a session \
+             begun afterwards on the same channel",
+            no_disposition_after_end
+        )
+        .deliberate(
+            "RabbitMQ 4.3.6 sometimes sends the ended session's dispositions on the session begun after it on the \
+             same channel (2 of 5 runs; 4.0.5 never did in 5)",
         ),
     ]
 }
@@ -138,4 +165,155 @@ async fn confirms_before_close_ok(ctx: Ctx) -> CaseResult {
         c.expect_method(2, 20, 41).await?;
     }
     Ok(())
+}
+
+/// A management `DELETE /api/connections/{name}` closes the connection with 320; deliveries the
+/// queue had already sent towards it must not follow the close on the wire.
+async fn nothing_after_forced_close(ctx: Ctx) -> CaseResult {
+    let consumer = ctx.user_with("", Some((".*", ".*", ".*"))).await?;
+    let q = ctx.queue("q");
+    let (_conn, ch) = ctx.lapin_channel().await?;
+    crate::lapin_kit::declare_queue(&ch, &q).await?;
+    let mut c = RawConn::open_with_channel(&consumer).await?;
+    let consume = Enc::new().u16(0).shortstr(&q).shortstr("stream").u8(0b10).table(&[]).done(); // no-ack
+    c.send(&raw::method(1, 60, 20, &consume)).await?;
+    c.expect_method(1, 60, 21).await?;
+    let publisher = {
+        let (ch, q) = (ch.clone(), q.clone());
+        tokio::spawn(async move {
+            for i in 0..200_000u32 {
+                let published = ch
+                    .basic_publish(
+                        "".into(),
+                        q.as_str().into(),
+                        Default::default(),
+                        &i.to_be_bytes(),
+                        Default::default(),
+                    )
+                    .await;
+                if published.is_err() {
+                    return;
+                }
+            }
+        })
+    };
+    // RabbitMQ lists a connection once its stats are emitted (every 5 s by default).
+    let name = {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            let listed = ctx.api("GET", "/api/connections", None).await?;
+            let all: serde_json::Value = serde_json::from_str(&listed.body).unwrap_or_default();
+            let found = all.as_array().and_then(|all| {
+                all.iter()
+                    .find(|x| x.get("user") == Some(&serde_json::json!(consumer.user)))?
+                    .get("name")?
+                    .as_str()
+                    .map(str::to_owned)
+            });
+            if let Some(name) = found {
+                break name;
+            }
+            check!(Instant::now() < deadline, "the consumer's connection is not listed");
+            // Keep reading: a consumer that stops reading is not sent more.
+            while c.read_frame(Duration::from_millis(100)).await.is_ok() {}
+        }
+    };
+    // Deleted from another task while this one reads on, so deliveries are streaming when the
+    // close comes.
+    let deleting = {
+        let ctx = ctx.clone();
+        tokio::spawn(async move {
+            tokio::time::sleep(Duration::from_millis(100)).await;
+            ctx.api("DELETE", &format!("/api/connections/{}", crate::admin::segment(&name)), None).await
+        })
+    };
+    let mut after_close = Vec::new();
+    let mut closed = false;
+    loop {
+        match c.read_frame(Duration::from_secs(5)).await? {
+            None => break,
+            Some(f) if closed => after_close.push((f.kind, f.channel, f.method_id())),
+            Some(f) if f.method_id() == Some((10, 50)) => {
+                closed = true;
+                // Answered, as a client does; the broker may already have dropped the socket.
+                let _ = c.send(&raw::method(0, 10, 51, &[])).await;
+            }
+            Some(_) => {}
+        }
+    }
+    publisher.abort();
+    let deleted = deleting.await.map_err(|e| CaseError::new(format!("the DELETE task: {e}")))??;
+    check_eq!(deleted.status, 204, "DELETE the connection");
+    check!(closed, "no connection.close before the socket closed");
+    check_eq!(after_close, Vec::new(), "frames after connection.close");
+    Ok(())
+}
+
+/// RabbitMQ's 1.0 reader answers the client's close, then drops what comes until the client
+/// closes the socket (or 30 s pass).
+async fn lingers10(ctx: Ctx) -> CaseResult {
+    let q = queue(&ctx).await?;
+    let mut c = session(&ctx).await?;
+    c.attach_sender(0, 0, Some(&queue_addr(&q))).await?;
+    c.perf(0, &Close { error: None }).await?;
+    check_eq!(c.expect_close(Duration::from_secs(5)).await?, None, "the broker's close");
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let message = Msg::text("late").encode()?;
+    for id in 0..500 {
+        c.transfer(0, 0, id, true, &message).await?;
+    }
+    match c.read_raw(Duration::from_millis(1500)).await {
+        Err(_) => Ok(()),
+        Ok(None) => Err(CaseError::new("the socket closed (or was reset) under the late frames")),
+        Ok(Some(f)) => Err(CaseError::new(format!("a frame after close: {:?}", f.body))),
+    }
+}
+
+/// An ended session takes nothing more; its channel number may carry a new session at once.
+async fn no_disposition_after_end(ctx: Ctx) -> CaseResult {
+    // Durable, so its confirms wait for the disk and come after the new session began.
+    let q = ctx.queue("durable");
+    let (_conn, ch) = ctx.lapin_channel().await?;
+    let durable = lapin::options::QueueDeclareOptions { durable: true, ..Default::default() };
+    ch.queue_declare(q.as_str().into(), durable, Default::default()).await?;
+    let mut c = session(&ctx).await?;
+    c.attach_sender(0, 0, Some(&queue_addr(&q))).await?;
+    let message = Msg::text("m").encode()?;
+    let mut burst = Vec::new();
+    for id in 0..200u32 {
+        let t = fe2o3_amqp_types::performatives::Transfer {
+            handle: fe2o3_amqp_types::definitions::Handle(0),
+            delivery_id: Some(id),
+            delivery_tag: Some(fe2o3_amqp_types::primitives::Binary::from(id.to_be_bytes().to_vec())),
+            message_format: Some(0),
+            settled: Some(false),
+            more: false,
+            rcv_settle_mode: None,
+            state: None,
+            resume: false,
+            aborted: false,
+            batchable: false,
+        };
+        burst.extend(crate::raw10::codec::perf(0, &t, &message)?);
+    }
+    burst.extend(crate::raw10::codec::perf(0, &End { error: None }, &[])?);
+    c.send(&burst).await?;
+    // Dispositions may come before the end; nothing for those deliveries after it.
+    c.expect("end", Duration::from_secs(5), |ch, p, _| matches!(p, Performative::End(_) if ch == 0).then_some(()))
+        .await?;
+    c.begin(0).await?;
+    c.attach_sender(0, 0, Some(&queue_addr(&q))).await?;
+    loop {
+        match c.read_raw(Duration::from_millis(500)).await {
+            Err(_) => break,
+            Ok(None) => return Err(CaseError::new("the broker closed the connection")),
+            Ok(Some(f)) => match f.body {
+                Body::Perf(p, _) if matches!(*p, Performative::Disposition(_)) => {
+                    return Err(CaseError::new(format!("a disposition on the new session: {p:?}")));
+                }
+                _ => {}
+            },
+        }
+    }
+    c.close().await
 }

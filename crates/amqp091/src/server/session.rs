@@ -17,7 +17,7 @@ use super::ack_timeout::AckTimer;
 use super::channel::ChannelState;
 use super::publish::PendingBatches;
 use super::{MethodError, MethodResult};
-use crate::proto::{Connection, Event, Host, ReplyCode};
+use crate::proto::{Connection, ConnectionState, Event, Host, ReplyCode};
 
 /// A consumer as the connection knows it.
 #[derive(Clone, Debug)]
@@ -386,6 +386,22 @@ impl Session {
 
     /// Acts on one engine event.
     pub(crate) fn handle_engine_event(&mut self, event: SessionEvent, conn: &mut Connection) {
+        if conn.state() != ConnectionState::Running {
+            // After a connection.close, ours or the client's, nothing goes out but close-ok:
+            // the queues requeue what they still send once the channels' owner is gone (or drop
+            // it, unacknowledged, as RabbitMQ does). The window units come back all the same.
+            match event {
+                SessionEvent::Deliveries { items, .. } => {
+                    self.sink.outbound.release(u32::try_from(items.len()).unwrap_or(u32::MAX));
+                }
+                SessionEvent::Reply { .. } => self.sink.outbound.release(1),
+                SessionEvent::Report(reply) => {
+                    let _ = reply.send(self.report(conn, None));
+                }
+                _ => {}
+            }
+            return;
+        }
         match event {
             SessionEvent::Deliveries { consumer, items } => self.deliver(consumer, items, conn),
             SessionEvent::ConsumerCancelled { consumer } => self.consumer_cancelled(consumer, conn),
@@ -414,8 +430,11 @@ impl Session {
     }
 
     /// Sends every confirm that became ready, then `close-ok` for a closing channel that owes
-    /// none any more.
+    /// none any more. Nothing once the connection is closing.
     pub(crate) fn emit_confirms(&mut self, conn: &mut Connection) {
+        if conn.state() != ConnectionState::Running {
+            return;
+        }
         let mut answered = Vec::new();
         for (channel, state) in &mut self.channels {
             let Some(tracker) = state.confirms.as_mut() else {

@@ -748,3 +748,37 @@ fn a_range_of_publishes_settles_in_one_disposition() {
         vec![(Role::Receiver, 5, Some(7), true, Some(accepted())), (Role::Receiver, 9, None, true, Some(accepted())),]
     );
 }
+
+/// After the client's close is answered the socket lingers, as RabbitMQ's closed reader does:
+/// what still arrives is dropped, a repeated close is answered again, and the socket goes
+/// when the client closes it or 30 s later.
+#[test]
+fn after_the_clients_close_the_socket_lingers_and_drops_what_comes() {
+    let mut h = attached_publisher();
+    h.conn.grant_initial_credit(1, 0, 0);
+    h.output();
+    h.send(&frame(FRAME_TYPE_AMQP, 0, &Close { error: None }, &[]));
+    assert!(matches!(h.performatives().as_slice(), [(0, Performative::Close(c))] if c.error.is_none()));
+    assert!(matches!(h.events().as_slice(), [Event::SessionEnded(1), Event::Closed]));
+    assert_eq!(h.conn.state(), State::Lingering);
+    h.send(&frame(FRAME_TYPE_AMQP, 1, &transfer(0, false), b"late"));
+    assert!(h.events().is_empty());
+    assert!(h.performatives().is_empty());
+    h.send(&frame(FRAME_TYPE_AMQP, 0, &Close { error: None }, &[]));
+    assert!(matches!(h.performatives().as_slice(), [(0, Performative::Close(_))]));
+    assert_eq!(h.conn.poll_timeout(), Some(h.now + Duration::from_secs(30)));
+    h.conn.handle_timeout(h.now + Duration::from_secs(30));
+    assert_eq!(h.conn.state(), State::Closed);
+    assert!(h.events().is_empty(), "released once");
+}
+
+/// After our own close, the client's answer finishes the connection at once.
+#[test]
+fn the_clients_answer_to_our_close_drops_the_socket() {
+    let mut h = Harness::opened();
+    h.conn.close(None, h.now);
+    h.output();
+    h.send(&frame(FRAME_TYPE_AMQP, 0, &Close { error: None }, &[]));
+    assert_eq!(h.conn.state(), State::Closed);
+    assert!(matches!(h.events().as_slice(), [Event::SessionEnded(1), Event::Closed]));
+}

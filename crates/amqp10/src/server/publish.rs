@@ -21,7 +21,7 @@ use crate::proto::{Connection, error};
 /// A publish waiting for its queues to take it.
 #[derive(Debug)]
 pub(crate) struct PendingPublish {
-    channel: u16,
+    pub(crate) channel: u16,
     delivery_id: u32,
     remaining: usize,
     refused: bool,

@@ -235,13 +235,20 @@ impl Session {
                 );
                 self.describe(conn);
             }
-            Event::SessionBegun(_) | Event::Closed => {}
+            Event::SessionBegun(_) => {}
+            // The client's close was answered and the socket lingers: nothing is left to do for
+            // it but let go of what it held.
+            Event::Closed => self.close_all().await,
             Event::SessionEnded(channel) => {
                 self.flush_publishes(conn).await;
                 let handles: Vec<u32> = self.links.keys().filter(|(c, _)| *c == channel).map(|(_, h)| *h).collect();
                 for handle in handles {
                     self.link_gone(channel, handle).await;
                 }
+                // The queues still answer for its publishes, but an ended session takes no
+                // disposition: one would reach a session the client began later on the same
+                // channel, naming delivery ids it never sent.
+                self.publishes.retain(|_, pending| pending.channel != channel);
             }
             Event::Attach { channel, attach } => {
                 self.flush_publishes(conn).await;

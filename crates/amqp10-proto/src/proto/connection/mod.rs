@@ -102,6 +102,11 @@ pub enum State {
     Open,
     /// We sent `close`; waiting for the client's.
     Closing,
+    /// We answered the client's `close` and released every session: what the client still
+    /// sends is read and dropped (a repeated `close` is answered again) until it closes the
+    /// socket or [`CLOSING_TIMEOUT`] passes, as RabbitMQ's closed reader does. Dropping the
+    /// socket at once would make the kernel reset it under frames still in flight.
+    Lingering,
     /// Finished.
     Closed,
 }
@@ -132,6 +137,8 @@ pub struct Connection {
     anonymous: bool,
     /// A login was refused: the `auth` outcome goes out when the silent-close delay ends.
     refused_login: bool,
+    /// The broker was told, once, that every session and the connection are gone.
+    released: bool,
     /// Publisher links get no new credit (the broker's disk alarm is on).
     publishing_paused: bool,
     /// The `open` frame's properties, for the management API.
@@ -167,6 +174,7 @@ impl Connection {
             input_dead: false,
             anonymous,
             refused_login: false,
+            released: false,
             publishing_paused: false,
             client_properties: None,
         };
@@ -257,8 +265,13 @@ impl Connection {
     }
 
     fn finish(&mut self) {
-        if self.state != State::Closed {
-            self.state = State::Closed;
+        self.release();
+        self.state = State::Closed;
+    }
+
+    /// Tells the broker, once, that every session and the connection are gone.
+    fn release(&mut self) {
+        if !std::mem::replace(&mut self.released, true) {
             for channel in std::mem::take(&mut self.sessions).into_keys() {
                 self.events.push_back(Event::SessionEnded(channel));
             }
@@ -274,8 +287,11 @@ impl Connection {
 
     /// Closes the connection with an error (or none, at a clean shutdown).
     pub fn close(&mut self, err: Option<Error>, now: Instant) {
-        if matches!(self.state, State::Closing | State::Closed) {
-            return;
+        match self.state {
+            State::Closing | State::Closed => return,
+            // Already closed on the client's word: only the socket is left to drop.
+            State::Lingering => return self.finish(),
+            _ => {}
         }
         if self.state != State::Open && self.state != State::AwaitOpen {
             self.close_silently(now);
@@ -508,13 +524,20 @@ impl Connection {
     }
 
     /// The client's close: answered with a close (RabbitMQ answers it even after closing the
-    /// connection itself), then the connection is finished.
+    /// connection itself, and again when repeated). After our own close the connection is
+    /// finished; otherwise it lingers ([`State::Lingering`]).
     fn on_close(&mut self, now: Instant) {
-        if matches!(self.state, State::Open | State::Closing) {
-            self.send_performative(0, &Close { error: None });
-            self.last_write = now;
+        self.send_performative(0, &Close { error: None });
+        self.last_write = now;
+        match self.state {
+            State::Open => {
+                self.release();
+                self.state = State::Lingering;
+                self.deadline = Some(now + CLOSING_TIMEOUT);
+            }
+            State::Lingering => {}
+            _ => self.finish(),
         }
-        self.finish();
     }
 
     #[allow(clippy::too_many_arguments)]
@@ -530,11 +553,11 @@ impl Connection {
         match (self.state, performative) {
             (State::AwaitOpen, Performative::Open(open)) => self.on_open(&open, now, host),
             (State::AwaitOpen, _) => Err(Failure::Connection(error("amqp:illegal-state", "expected open"))),
-            (State::Open | State::Closing, Performative::Close(_)) => {
+            (State::Open | State::Closing | State::Lingering, Performative::Close(_)) => {
                 self.on_close(now);
                 Ok(())
             }
-            (State::Closing | State::Closed, _) => Ok(()),
+            (State::Closing | State::Lingering | State::Closed, _) => Ok(()),
             // RabbitMQ's reader has no clause for an open once running.
             (State::Open, Performative::Open(_)) => Err(reader_error("function_clause")),
             (State::Open, Performative::Begin(begin)) => self.on_begin(channel, &begin, body),
