@@ -12,7 +12,7 @@ use crate::{Case, case10};
 
 mod deliveries;
 mod frames;
-mod kit;
+pub(super) mod kit;
 mod sessions;
 
 pub(crate) fn cases() -> Vec<Case> {

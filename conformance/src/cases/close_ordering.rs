@@ -281,19 +281,7 @@ async fn no_disposition_after_end(ctx: Ctx) -> CaseResult {
     let message = Msg::text("m").encode()?;
     let mut burst = Vec::new();
     for id in 0..200u32 {
-        let t = fe2o3_amqp_types::performatives::Transfer {
-            handle: fe2o3_amqp_types::definitions::Handle(0),
-            delivery_id: Some(id),
-            delivery_tag: Some(fe2o3_amqp_types::primitives::Binary::from(id.to_be_bytes().to_vec())),
-            message_format: Some(0),
-            settled: Some(false),
-            more: false,
-            rcv_settle_mode: None,
-            state: None,
-            resume: false,
-            aborted: false,
-            batchable: false,
-        };
+        let t = super::amqp10_errors::kit::transfer(0, Some(id));
         burst.extend(crate::raw10::codec::perf(0, &t, &message)?);
     }
     burst.extend(crate::raw10::codec::perf(0, &End { error: None }, &[])?);

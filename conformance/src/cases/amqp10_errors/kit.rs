@@ -119,7 +119,7 @@ pub(super) async fn reaction(c: &mut Conn10, wait: Duration) -> Result<Vec<Strin
 }
 
 /// A first transfer frame on `handle` with `delivery_id` (unsettled, tag = the id).
-pub(super) fn transfer(handle: u32, delivery_id: Option<u32>) -> Transfer {
+pub(in crate::cases) fn transfer(handle: u32, delivery_id: Option<u32>) -> Transfer {
     Transfer {
         handle: Handle(handle),
         delivery_id,

@@ -58,16 +58,22 @@ fn header_fields(section: &[u8]) -> Result<HeaderFields, DecodeError> {
     }
 }
 
+/// The fields of a section that is a described list (`null` for no fields), through the
+/// general value tree.
+fn list_fields(section: &[u8]) -> Result<Vec<Amqp>, DecodeError> {
+    let Amqp::Described(described) = decode_whole(section)? else {
+        return Err(DecodeError::Invalid("a list section must be described"));
+    };
+    match described.value {
+        Amqp::List(fields) => Ok(fields),
+        Amqp::Null => Ok(Vec::new()),
+        _ => Err(DecodeError::Invalid("a list section must be a list")),
+    }
+}
+
 /// The header through the general value tree: any encoding the spec allows.
 pub(super) fn header_from_tree(section: &[u8]) -> Result<HeaderFields, DecodeError> {
-    let Amqp::Described(described) = decode_whole(section)? else {
-        return Err(DecodeError::Invalid("header must be described"));
-    };
-    let fields = match described.value {
-        Amqp::List(fields) => fields,
-        Amqp::Null => Vec::new(),
-        _ => return Err(DecodeError::Invalid("header must be a list")),
-    };
+    let fields = list_fields(section)?;
     // RabbitMQ takes a field of another type and acts as if it were absent (a `durable` of
     // `int 1` leaves the message durable by default, a `ttl` of `long` sets no TTL).
     let field = |i: usize| fields.get(i);
@@ -97,14 +103,7 @@ fn properties(section: &[u8]) -> Result<Properties, DecodeError> {
 /// - a `user-id` that is not binary is refused: it is checked against the connection's user,
 ///   and one that cannot be checked must not pass as checked.
 fn lenient_properties(section: &[u8]) -> Result<Properties, DecodeError> {
-    let Amqp::Described(described) = decode_whole(section)? else {
-        return Err(DecodeError::Invalid("properties must be described"));
-    };
-    let fields = match described.value {
-        Amqp::List(fields) => fields,
-        Amqp::Null => Vec::new(),
-        _ => return Err(DecodeError::Invalid("properties must be a list")),
-    };
+    let fields = list_fields(section)?;
     let field = |i: usize| fields.get(i).filter(|v| !matches!(v, Amqp::Null));
     let string = |i: usize| field(i).and_then(|v| if let Amqp::String(s) = v { Some(s.clone()) } else { None });
     let symbol = |i: usize| match field(i) {
