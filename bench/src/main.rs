@@ -13,6 +13,7 @@ mod amqprs091;
 mod amqprs_publish;
 mod api_poll;
 mod consumers;
+mod raw091;
 mod report;
 mod scenarios;
 mod seqs;
@@ -83,6 +84,9 @@ struct Cli {
     /// Poll this API path (e.g. `/api/queues`) once a second while each run lasts.
     #[arg(long)]
     poll: Option<String>,
+    /// How long a time-boxed scenario (`s1a-raw`) runs, seconds.
+    #[arg(long, default_value_t = 10)]
+    seconds: u64,
 }
 
 #[tokio::main]
@@ -103,6 +107,7 @@ async fn main() -> Result<()> {
             nodelay: cli.nodelay,
             consumer: cli.consumer,
             publisher: cli.publisher,
+            seconds: cli.seconds,
         };
         let name = format!("{scenario:?}").to_lowercase();
         let mut runs: [Vec<Outcome>; 2] = [Vec::new(), Vec::new()];

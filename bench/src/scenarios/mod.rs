@@ -24,6 +24,9 @@ pub(crate) enum Scenario {
     S1a,
     /// 16 B persistent into a durable queue, confirms 1000 in flight, qos 1000, multi-ack.
     S1b,
+    /// S1a with the raw client: a publisher flooding pre-encoded batches and a counting no-ack
+    /// consumer for `--seconds`; consumed msg/s, published msg/s and the largest backlog.
+    S1aRaw,
     /// Fanout to 10 queues, one consumer each.
     S3x10,
     /// Fanout to 100 queues, one consumer each.
@@ -63,6 +66,8 @@ impl Scenario {
     pub(crate) fn default_messages(self) -> u64 {
         match self {
             Self::S1a | Self::S1b | Self::S10 => 200_000,
+            // Time-boxed: the count is what it moved.
+            Self::S1aRaw => 0,
             Self::S3x10 => 100_000,
             Self::S3x100 => 20_000,
             // The goals' sizes: 1M expiring or rejected, 10M against a 100k limit.
@@ -91,6 +96,8 @@ pub(crate) struct Params {
     pub(crate) consumer: crate::consumers::Client,
     /// The AMQP 0.9.1 client S1's publisher runs on.
     pub(crate) publisher: crate::consumers::Client,
+    /// How long a time-boxed scenario (S1aRaw) runs.
+    pub(crate) seconds: u64,
 }
 
 /// Runs `scenario` once against `target`.
@@ -102,6 +109,7 @@ pub(crate) async fn run(target: &Target, scenario: Scenario, params: Params) -> 
     let result = match scenario {
         Scenario::S1a => one_to_one::transient(target, params, &tag).await,
         Scenario::S1b => one_to_one::persistent(target, params, &tag).await,
+        Scenario::S1aRaw => one_to_one::flood(target, params, &tag).await,
         Scenario::S3x10 => fanout::run(target, params, 10, &tag).await,
         Scenario::S3x100 => fanout::run(target, params, 100, &tag).await,
         Scenario::S5 => dead_letter::ttl(target, params, &tag).await,

@@ -25,6 +25,53 @@ pub(super) async fn persistent(target: &Target, params: Params, tag: &str) -> Re
     run(target, params, &format!("bench-s1b-{tag}"), true, spec, settle).await
 }
 
+/// S1a with the raw client shape (`crate::raw091`): for `params.seconds` a publisher floods
+/// the queue with pre-encoded batches and a no-ack consumer counts deliveries. The rate is what
+/// was consumed in that time; the notes say what was published and the largest backlog seen
+/// (published and not yet delivered, sampled every 10 ms): a broker whose publishers are not
+/// held back lets it grow with the run's length.
+pub(super) async fn flood(target: &Target, params: Params, tag: &str) -> Result<Outcome> {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+
+    let queue = format!("bench-s1a-raw-{tag}");
+    let uri = target.uri()?;
+    let mut consumer = crate::raw091::Raw::open(&uri).await?;
+    consumer.declare(&queue).await?;
+    let publisher = crate::raw091::Raw::open(&uri).await?;
+    let (published, consumed) = (Arc::new(AtomicU64::new(0)), Arc::new(AtomicU64::new(0)));
+    let stop = Arc::new(AtomicBool::new(false));
+    let counting = tokio::spawn({
+        let (queue, consumed) = (queue.clone(), Arc::clone(&consumed));
+        async move { consumer.count(&queue, consumed).await }
+    });
+    let flooding = tokio::spawn({
+        let (queue, stop, published) = (queue.clone(), Arc::clone(&stop), Arc::clone(&published));
+        async move { publisher.flood(&queue, stop, published).await }
+    });
+    let started = Instant::now();
+    let deadline = started + std::time::Duration::from_secs(params.seconds);
+    let mut max_backlog = 0u64;
+    while Instant::now() < deadline {
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+        let backlog = published.load(Ordering::Relaxed).saturating_sub(consumed.load(Ordering::Relaxed));
+        max_backlog = max_backlog.max(backlog);
+    }
+    let seconds = started.elapsed().as_secs_f64();
+    let (sent, got) = (published.load(Ordering::Relaxed), consumed.load(Ordering::Relaxed));
+    stop.store(true, Ordering::Relaxed);
+    flooding.abort();
+    counting.abort();
+    let cleanup = amqp091::connect(&target.url).await?;
+    amqp091::channel(&cleanup).await?.queue_delete(queue.as_str().into(), Default::default()).await?;
+    let _ = cleanup.close(200, "done".into()).await;
+    let mut outcome = Outcome::throughput(got, seconds);
+    outcome.notes.push(format!("published {:.0} msg/s", sent as f64 / seconds));
+    outcome.notes.push(format!("max backlog {max_backlog}"));
+    outcome.notes.push(format!("backlog at the end {}", sent.saturating_sub(got)));
+    Ok(outcome)
+}
+
 async fn run(
     target: &Target,
     params: Params,

@@ -93,13 +93,20 @@ impl Protocol for Amqp091 {
         if let Some(now) = self.ack_check.take() {
             self.session.expire_unacked(now, &mut self.conn).await;
         }
-        while let Some(event) = self.conn.poll_event() {
-            if matches!(event, Event::Opened { .. }) {
-                self.session.describe(&self.peer, &self.conn, self.connected_at);
+        // While a queue holds this connection's publishes (flow), nothing the client sent after
+        // them is acted on; engine events still are.
+        if self.session.resume(&mut self.conn).await {
+            while let Some(event) = self.conn.poll_event() {
+                if matches!(event, Event::Opened { .. }) {
+                    self.session.describe(&self.peer, &self.conn, self.connected_at);
+                }
+                self.session.handle_event(event, &mut self.conn).await;
+                if self.session.held() {
+                    break;
+                }
             }
-            self.session.handle_event(event, &mut self.conn).await;
+            self.session.flush_publishes(&mut self.conn, false).await;
         }
-        self.session.flush_publishes(&mut self.conn).await;
         // A method (basic.cancel) may have taken a waiting commit's last answers from the
         // inbox.
         self.session.finish_commits(&mut self.conn).await;
@@ -130,13 +137,20 @@ impl Protocol for Amqp091 {
     }
 
     async fn engine_events(&mut self) -> bool {
-        if self.session.inbox.recv_many(&mut self.events, EVENT_BATCH).await == 0 {
+        let held_by = self.session.held_by.clone();
+        let received = tokio::select! {
+            received = self.session.inbox.recv_many(&mut self.events, EVENT_BATCH) => received,
+            // The queue that held the publishes admits them: `act` goes on with them.
+            () = charon_engine::queue::until_admitted(held_by.as_ref()) => return true,
+        };
+        if received == 0 {
             return false;
         }
         for event in self.events.drain(..) {
             match event {
                 SessionEvent::Report(reply) => {
-                    let _ = reply.send(self.session.report(&self.conn, self.blocked));
+                    let flow = self.blocked.or(self.session.held().then_some(false));
+                    let _ = reply.send(self.session.report(&self.conn, flow));
                 }
                 event => self.session.handle_engine_event(event, &mut self.conn),
             }
@@ -148,7 +162,7 @@ impl Protocol for Amqp091 {
     }
 
     fn reading(&self) -> bool {
-        self.blocked.is_none()
+        self.blocked.is_none() && !self.session.held()
     }
 
     fn output(&mut self) -> &mut BytesMut {

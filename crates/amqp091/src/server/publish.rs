@@ -1,6 +1,7 @@
 //! `basic.publish`: build the message (`crate::mapping`), route it, batch it per queue,
 //! confirm it.
 
+use std::collections::VecDeque;
 use std::sync::Arc;
 
 use amq_protocol::protocol::AMQPClass;
@@ -17,12 +18,13 @@ use super::{MethodError, MethodResult};
 use crate::mapping::{self, IngestError};
 use crate::proto::{Connection, PublishCommand, ReplyCode};
 
-/// Publishes routed but not yet handed to their queues. Flushed before any other method is
-/// handled (so ordering is preserved) and after each read from the socket, so a queue gets
-/// one command per read instead of one per message.
+/// Publishes routed but not yet handed to their queues, in order. Flushed before any other
+/// method is handled (so ordering is preserved) and after each read from the socket, so a
+/// queue gets one command per read instead of one per message. What a queue holding its
+/// publishers (flow) has not taken stays here, in order, until it admits them.
 #[derive(Debug, Default)]
 pub(crate) struct PendingBatches {
-    batches: Vec<Batch>,
+    batches: VecDeque<Batch>,
 }
 
 #[derive(Debug)]
@@ -37,7 +39,7 @@ impl PendingBatches {
         let found = self.batches.iter_mut().find(|b| b.channel == channel && Arc::ptr_eq(&b.queue, queue));
         match found {
             Some(batch) => batch.items.push(item),
-            None => self.batches.push(Batch { queue: Arc::clone(queue), channel, items: vec![item] }),
+            None => self.batches.push_back(Batch { queue: Arc::clone(queue), channel, items: vec![item] }),
         }
     }
 }
@@ -141,15 +143,26 @@ impl Session {
         Ok(state.write_grants.check(Principal::new(self.broker.access(), user), name, exchange, is_topic)?)
     }
 
-    /// Hands batched publishes to their queues (waiting while a queue's mailbox is full).
-    pub(crate) async fn flush_publishes(&mut self, conn: &mut Connection) {
-        for batch in std::mem::take(&mut self.batches.batches) {
+    /// Hands batched publishes to their queues in order (waiting while a queue's mailbox is
+    /// full); true when all went. A queue that holds its publishers (flow) stops the flush at
+    /// its batch: that one and the rest wait, and the connection holds its socket and what the
+    /// client sent after them until the queue admits them ([`Self::resume`]). With
+    /// `force` everything goes regardless, a bounded amount: the channel or the connection is
+    /// going away, or a transaction commits what it held.
+    pub(crate) async fn flush_publishes(&mut self, conn: &mut Connection, force: bool) -> bool {
+        self.held_by = None;
+        while let Some(batch) = self.batches.batches.pop_front() {
+            if !force && batch.queue.admission.is_closed() {
+                self.held_by = Some(Arc::clone(&batch.queue));
+                self.batches.batches.push_front(batch);
+                break;
+            }
             let wants_confirm = batch.items.iter().any(|i| i.confirm.is_some());
             let seqs: Vec<u64> =
                 if wants_confirm { batch.items.iter().filter_map(|i| i.confirm).collect() } else { Vec::new() };
             let confirm_to =
                 wants_confirm.then(|| ConfirmTo { session: self.sink.clone(), channel: u32::from(batch.channel) });
-            if !batch.queue.publish(batch.items, confirm_to).await {
+            if !batch.queue.publish_checked(batch.items, confirm_to).await {
                 // The queue went away between routing and enqueueing: RabbitMQ confirms such
                 // messages, as it does for unroutable ones.
                 if let Some(state) = self.channels.get_mut(&batch.channel) {
@@ -160,6 +173,28 @@ impl Session {
             }
         }
         self.emit_confirms(conn);
+        self.held_by.is_none()
+    }
+
+    /// Whether a queue holds this connection's publishes (flow): the socket is not read
+    /// meanwhile, and the management API shows the connection in `flow`.
+    pub(crate) fn held(&self) -> bool {
+        self.held_by.is_some()
+    }
+
+    /// Goes on where a hold stopped: the held publishes, then the event it deferred. False
+    /// while a queue still holds them.
+    pub(crate) async fn resume(&mut self, conn: &mut Connection) -> bool {
+        if !self.held() {
+            return true;
+        }
+        if !self.flush_publishes(conn, false).await {
+            return false;
+        }
+        if let Some(event) = self.deferred.take() {
+            Box::pin(self.handle_event(event, conn)).await;
+        }
+        !self.held()
     }
 }
 

@@ -46,6 +46,10 @@ pub(crate) struct Session {
     /// Exclusive queues this connection declared; deleted when it closes.
     pub(crate) exclusive: Vec<QueueRef>,
     pub(crate) batches: PendingBatches,
+    /// The queue that holds this connection's publishes back (flow), while one does.
+    pub(crate) held_by: Option<QueueRef>,
+    /// The client's method that came after the held publishes: acted on once they went.
+    pub(crate) deferred: Option<Event>,
     /// Events from queues (deliveries, cancellations, confirms).
     pub(crate) inbox: mpsc::UnboundedReceiver<SessionEvent>,
     /// Channels the broker closed whose close-ok has not come yet.
@@ -144,6 +148,8 @@ impl Session {
             consumers: HashMap::new(),
             exclusive: Vec::new(),
             batches: PendingBatches::default(),
+            held_by: None,
+            deferred: None,
             inbox,
             closed_by_broker: HashSet::new(),
             committing: Vec::new(),
@@ -235,7 +241,11 @@ impl Session {
                 self.fail(channel, MethodError::commit_in_progress(), (60, 40), conn).await;
             }
             Event::Method(channel, method) => {
-                self.flush_publishes(conn).await;
+                if !self.flush_publishes(conn, false).await {
+                    // Held behind publishes a queue does not admit yet (flow): after them.
+                    self.deferred = Some(Event::Method(channel, method));
+                    return;
+                }
                 let ids = (method.get_amqp_class_id(), method.get_amqp_method_id());
                 if let Err(error) = self.handle_method(channel, *method, conn).await {
                     self.fail(channel, error, ids, conn).await;
@@ -255,13 +265,13 @@ impl Session {
             }
             Event::ChannelClosing(channel) => {
                 self.counted_channels.remove(&channel);
-                self.flush_publishes(conn).await;
+                self.flush_publishes(conn, true).await;
                 self.client_closed(channel, conn).await;
             }
             Event::ChannelClosed(channel) => {
                 self.closed_by_broker.remove(&channel);
                 self.counted_channels.remove(&channel);
-                self.flush_publishes(conn).await;
+                self.flush_publishes(conn, true).await;
                 self.channel_gone(channel).await;
             }
             // Before close-ok reaches the socket (it goes out after this wake-up's events):
@@ -316,7 +326,7 @@ impl Session {
         } else {
             conn.close_channel(channel, error.code, &error.explanation, ids);
             self.closed_by_broker.insert(channel);
-            self.flush_publishes(conn).await;
+            self.flush_publishes(conn, true).await;
             self.channel_gone(channel).await;
         }
     }

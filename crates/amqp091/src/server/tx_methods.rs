@@ -84,7 +84,7 @@ impl Session {
                 self.batches.push(queue, channel, item);
             }
         }
-        self.flush_publishes(conn).await;
+        self.flush_publishes(conn, true).await;
         for settle in settles {
             let deliveries = settle.deliveries.into_iter().map(|(_, pending)| pending).collect();
             self.release(channel, deliveries, settle.how).await?;

@@ -49,6 +49,7 @@ pub async fn serve<T: Transport>(
         conn: Connection::new(config.connection, anonymous, Instant::now()),
         session,
         peer,
+        alarm_holds: false,
         login_delay: Duration::ZERO,
         events: Vec::with_capacity(EVENT_BATCH),
     };
@@ -60,6 +61,8 @@ struct Amqp10 {
     conn: Connection,
     session: Session,
     peer: Peer,
+    /// A memory or disk alarm (or the store behind) holds publishers.
+    alarm_holds: bool,
     /// Set by a login attempt: the failed-login throttle's wait before the answer goes out.
     login_delay: Duration,
     events: Vec<SessionEvent>,
@@ -87,24 +90,24 @@ impl Protocol for Amqp10 {
         while let Some(event) = self.conn.poll_event() {
             self.session.handle_event(event, &mut self.conn).await;
         }
-        self.session.flush_publishes(&mut self.conn).await;
+        self.session.flush_publishes(&mut self.conn, false).await;
+        self.withhold_credit();
         self.session.fold_counters();
     }
 
     /// RabbitMQ's memory and disk alarms over 1.0 (and a store behind its publishers):
     /// senders get no new link credit until they clear; what they hold is still accepted.
     fn on_alarm(&mut self, alarms: &Alarms, _now: Instant) -> AlarmStep {
-        let hold = alarms.hold_publishes();
-        if hold == self.conn.publishing_paused() {
-            return AlarmStep::Wait;
-        }
-        self.conn.set_publishing_paused(hold);
-        AlarmStep::Again
+        self.alarm_holds = alarms.hold_publishes();
+        if self.withhold_credit() { AlarmStep::Again } else { AlarmStep::Wait }
     }
 
     async fn engine_events(&mut self) -> bool {
+        let held_by = self.session.held_by.clone();
         let received = tokio::select! {
             received = self.session.inbox.recv_many(&mut self.events, EVENT_BATCH) => received,
+            // The queue that held the publishes admits them: `act` hands them over.
+            () = charon_engine::queue::until_admitted(held_by.as_ref()) => return true,
             deleted = self.session.deletions.next() => {
                 self.session.queue_deleted(&deleted, &mut self.conn);
                 return true;
@@ -150,8 +153,23 @@ impl Protocol for Amqp10 {
     }
 
     async fn finish(&mut self) {
+        self.session.flush_publishes(&mut self.conn, true).await;
         self.session.close_all().await;
         self.session.log_closing();
+    }
+}
+
+impl Amqp10 {
+    /// Withholds new link credit from the sending links while an alarm or a queue's flow
+    /// holds publishes, and grants it again (topping the links up) once neither does; true
+    /// when that changed.
+    fn withhold_credit(&mut self) -> bool {
+        let paused = self.alarm_holds || self.session.held();
+        if paused == self.conn.publishing_paused() {
+            return false;
+        }
+        self.conn.set_publishing_paused(paused);
+        true
     }
 }
 

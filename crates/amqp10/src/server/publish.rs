@@ -113,7 +113,7 @@ impl Session {
             }
             Some(LinkState::ManagementRequests { pair }) => {
                 let pair = pair.clone();
-                self.flush_publishes(conn).await;
+                self.flush_publishes(conn, false).await;
                 self.management_request(&pair, &payload, conn).await;
             }
             _ => {}
@@ -298,7 +298,7 @@ impl Session {
             let item = Enqueue { message: Arc::clone(&message), confirm };
             match self.batches.iter_mut().find(|b| Arc::ptr_eq(&b.queue, queue)) {
                 Some(batch) => batch.items.push(item),
-                None => self.batches.push(PendingBatch { queue: Arc::clone(queue), items: vec![item] }),
+                None => self.batches.push_back(PendingBatch { queue: Arc::clone(queue), items: vec![item] }),
             }
         }
     }
@@ -310,16 +310,31 @@ impl Session {
         }
     }
 
-    /// Hands batched settlements and publishes to their queues.
-    pub(crate) async fn flush_publishes(&mut self, conn: &mut Connection) {
+    /// Hands batched settlements, then publishes, to their queues, in order. A queue that holds
+    /// its publishers (flow) stops the publishes at its batch: that one and the rest wait, the
+    /// sending links get no new credit meanwhile (the driver withholds it while
+    /// [`Self::held`]), so what arrives on the credit already granted is all that can join
+    /// them. With `force` everything goes regardless: the session or connection is going away.
+    pub(crate) async fn flush_publishes(&mut self, conn: &mut Connection, force: bool) {
         self.flush_settles().await;
-        for batch in std::mem::take(&mut self.batches) {
+        self.held_by = None;
+        while let Some(batch) = self.batches.pop_front() {
+            if !force && batch.queue.admission.is_closed() {
+                self.held_by = Some(Arc::clone(&batch.queue));
+                self.batches.push_front(batch);
+                return;
+            }
             let seqs: Vec<u64> = batch.items.iter().filter_map(|i| i.confirm).collect();
             let confirm_to = (!seqs.is_empty()).then(|| ConfirmTo { session: self.sink.clone(), channel: 0 });
-            if !batch.queue.publish(batch.items, confirm_to).await {
+            if !batch.queue.publish_checked(batch.items, confirm_to).await {
                 self.confirmed(&seqs, &[], conn);
             }
         }
+    }
+
+    /// Whether a queue holds this connection's publishes back (flow).
+    pub(crate) fn held(&self) -> bool {
+        self.held_by.is_some()
     }
 
     /// Queues answered for publishes: settle those every queue answered for, consecutive

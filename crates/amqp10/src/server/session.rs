@@ -1,6 +1,6 @@
 //! Per-connection broker state and dispatch of protocol and engine events.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -74,7 +74,9 @@ pub(crate) struct Session {
     pub(crate) next_publish: u64,
     /// Queues published to through a link that names them, watched for their deletion.
     pub(crate) deletions: Deletions,
-    pub(crate) batches: Vec<PendingBatch>,
+    pub(crate) batches: VecDeque<PendingBatch>,
+    /// The queue that holds this connection's publishes back (flow), while one does.
+    pub(crate) held_by: Option<QueueRef>,
     /// Settlements of deliveries made in this wake-up, handed to queues together.
     pub(crate) settles: Settles,
     pub(crate) route_cache: RouteCache,
@@ -184,7 +186,8 @@ impl Session {
             publishes: FastMap::new(),
             next_publish: 1,
             deletions: Deletions::new(),
-            batches: Vec::new(),
+            batches: VecDeque::new(),
+            held_by: None,
             settles: Settles::default(),
             route_cache: RouteCache::new(),
             write_grants: WriteGrants::default(),
@@ -240,7 +243,7 @@ impl Session {
             // it but let go of what it held.
             Event::Closed => self.close_all().await,
             Event::SessionEnded(channel) => {
-                self.flush_publishes(conn).await;
+                self.flush_publishes(conn, true).await;
                 let handles: Vec<u32> = self.links.keys().filter(|(c, _)| *c == channel).map(|(_, h)| *h).collect();
                 for handle in handles {
                     self.link_gone(channel, handle).await;
@@ -251,11 +254,11 @@ impl Session {
                 self.publishes.retain(|_, pending| pending.channel != channel);
             }
             Event::Attach { channel, attach } => {
-                self.flush_publishes(conn).await;
+                self.flush_publishes(conn, false).await;
                 self.on_attach(channel, *attach, conn).await;
             }
             Event::Detached { channel, handle } => {
-                self.flush_publishes(conn).await;
+                self.flush_publishes(conn, false).await;
                 self.return_unsettled(channel, handle).await;
                 self.link_gone(channel, handle).await;
             }
@@ -266,7 +269,7 @@ impl Session {
                 self.on_transfer(channel, handle, delivery_id, &delivery_tag, settled, payload, conn).await;
             }
             Event::Disposition { channel, first, last, last_given, settled, state } => {
-                self.flush_publishes(conn).await;
+                self.flush_publishes(conn, false).await;
                 self.on_disposition(channel, first, last, last_given, settled, state, conn).await;
             }
         }

@@ -34,6 +34,10 @@ struct Consumer {
     ///
     /// [`Gate::try_acquire_up_to`]: crate::gate::Gate::try_acquire_up_to
     outbound_held: u32,
+    /// The last time it was offered a message, its own limits stopped it: its prefetch, its
+    /// channel's, or its link credit (see [`Consumers::hungry`]). True until it is offered one
+    /// (a single active consumer's waiting ones never are).
+    held_by_application: bool,
 }
 
 impl Consumer {
@@ -43,6 +47,7 @@ impl Consumer {
     /// may take are taken at once, within its share of the room.
     fn reserve(&mut self, queue: &QueueRef, ready: usize, sharers: u32) -> bool {
         let spec = &self.spec;
+        self.held_by_application = true;
         if spec.link_credit.is_some() && self.credit == 0 {
             return false;
         }
@@ -55,6 +60,7 @@ impl Consumer {
         {
             return false;
         }
+        self.held_by_application = false;
         if self.outbound_held > 0 {
             self.outbound_held -= 1;
             return true;
@@ -248,7 +254,16 @@ impl Consumers {
         let at = self.list.partition_point(|c| c.rank >= rank);
         self.list.insert(
             at,
-            Consumer { spec, rank, unacked: 0, batch: Vec::new(), credit: 0, delivery_count, outbound_held: 0 },
+            Consumer {
+                spec,
+                rank,
+                unacked: 0,
+                batch: Vec::new(),
+                credit: 0,
+                delivery_count,
+                outbound_held: 0,
+                held_by_application: true,
+            },
         );
         self.regroup();
         true
@@ -327,6 +342,15 @@ impl Consumers {
         let sharers = u32::try_from(sharers).unwrap_or(u32::MAX);
         let list = &mut self.list;
         self.turns.next(|index| list.get_mut(index).is_some_and(|c| c.reserve(queue, share, sharers)))
+    }
+
+    /// Whether a consumer would take messages faster than it gets them: the last time it was
+    /// offered one, its own prefetch or credit did not stop it (its connection's outbound
+    /// window did, or it took one, or none was in memory to take). A backlog behind such a
+    /// consumer is the broker's pipeline falling behind its publishers, not an application
+    /// consuming slowly (which its prefetch or credit shows).
+    pub(super) fn hungry(&self) -> bool {
+        self.list.iter().any(|c| !c.held_by_application)
     }
 
     /// Gives back a reservation that found no message.

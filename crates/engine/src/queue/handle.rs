@@ -138,6 +138,15 @@ impl QueueHandle {
         self.send(QueueCmd::Publish { items, confirm_to }).await.is_ok()
     }
 
+    /// Enqueues messages without waiting for the queue to admit them: for a client connection,
+    /// which does not wait inside its task (it would stop delivering to its own consumers) but
+    /// checks [`Admission::is_closed`] first and holds its publishes, and its socket, while the
+    /// queue holds its publishers; or which hands over what it holds as it goes away. Waits
+    /// while the mailbox is full; false if the queue is gone.
+    pub async fn publish_checked(&self, items: Vec<Enqueue>, confirm_to: Option<ConfirmTo>) -> bool {
+        self.send(QueueCmd::Publish { items, confirm_to }).await.is_ok()
+    }
+
     /// Enqueues messages as [`Self::publish`] does and answers, once the queue has taken them
     /// (before their confirms), the sequence number each one got, in order: `None` for one the
     /// queue did not keep (refused, or dead-lettered at once by its overflow mode). Zaqar's

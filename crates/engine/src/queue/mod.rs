@@ -39,6 +39,7 @@ mod dlx_parked_tests;
 mod dlx_pending;
 mod effects;
 mod entry;
+mod flow;
 mod gauges;
 pub(crate) mod handle;
 mod journal;
@@ -64,7 +65,7 @@ use std::sync::Arc;
 use charon_store::segment_log::RecoveredQueue;
 use tokio::sync::mpsc;
 
-pub use admission::Admission;
+pub use admission::{Admission, until_admitted};
 pub use args::QueueType;
 pub use browse::{BrowsePage, BrowseRequest, BrowsedMessage};
 pub use consumer_timeout::{ConsumerTimeout, DEFAULT_CONSUMER_TIMEOUT_MS, TimeoutCell};

@@ -77,6 +77,11 @@ impl Outbox {
                 .take(run)
                 .map(|f| Enqueue { message: Arc::clone(&f.message), confirm: f.confirm })
                 .collect();
+            // A target holding back for flow takes no dead letters either: they wait here, and
+            // expiry stops once it is full ([`Self::room`]).
+            if target.admission.held_for_flow() {
+                return Some(target);
+            }
             let reply_to = first.reply_to.clone();
             let confirm_to = items.iter().any(|i| i.confirm.is_some()).then(|| match &reply_to {
                 Some(to) => to.clone(),
@@ -125,8 +130,10 @@ fn reply_key(forward: &Forward) -> Option<(crate::session::SessionId, u32)> {
     forward.reply_to.as_ref().map(|to| (to.session.id, to.channel))
 }
 
-/// Resolves when `target` has room in its mailbox (or is gone).
+/// Resolves when `target` takes dead letters again: it does not hold back for flow and has
+/// room in its mailbox (or is gone).
 pub(super) async fn room_in(target: &QueueRef) {
+    target.admission.flow_let_go().await;
     let _ = target.tx.reserve().await;
 }
 

@@ -182,8 +182,11 @@ async fn run(
         task.state.dispatch();
         task.state.expire(true);
         task.state.refresh_refusing();
+        task.state.refresh_flow();
         blocked = task.finish_pass();
     }
+    // Publishers held back wait no more: what they send now finds the queue gone.
+    task.handle.admission.set(false, false);
     drain_after_stop(&mut rx);
     task.drop_spills();
     // Dead letters still waiting for room in their targets are delivered after the queue is
@@ -273,7 +276,7 @@ impl Task {
         self.state.set_expiry_room(self.outbox.room());
         let pending = self.state.dead_letters_pending();
         self.handle.dead_letters_pending.store(pending, std::sync::atomic::Ordering::Relaxed);
-        self.handle.admission.set_closed(self.state.holds_publishers());
+        self.handle.admission.set(self.state.held_for_flow(), self.state.holds_for_guarantee());
         let oldest = self.state.oldest_ready_at().unwrap_or(0);
         self.handle.oldest_ready_at.store(oldest, std::sync::atomic::Ordering::Relaxed);
         self.handle.gauges.store(self.state.gauges());

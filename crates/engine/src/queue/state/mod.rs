@@ -33,6 +33,7 @@ use super::dlx_parked::{LETTER_LOG_KEY, Parked};
 use super::dlx_pending::{DlxPending, Due, NUMBER_BIT as DLX_NUMBER_BIT};
 use super::effects::{Discarded, Effects, Events, Held, RefusedDeadLetter};
 use super::entry::Entry;
+use super::flow::Flow;
 use super::handle::QueueRef;
 use super::journal::reason_of;
 use super::limits::{Limits, Size, body_size};
@@ -88,6 +89,8 @@ pub(crate) struct QueueState {
     counters: MessageCounters,
     /// How well the consumers keep up (`consumer_utilisation`).
     utilisation: Utilisation,
+    /// Whether the queue holds its publishers back for flow.
+    flow: Flow,
 }
 
 /// How long at-least-once dead letters that could not be forwarded wait before they are tried
@@ -129,6 +132,7 @@ impl QueueState {
             arrivals: Arrivals::default(),
             counters: MessageCounters::default(),
             utilisation: Utilisation::new(now),
+            flow: Flow::default(),
         }
     }
 
@@ -802,18 +806,29 @@ impl QueueState {
 
     /// The waiting dead letters the length limits count: RabbitMQ's at-least-once letters are
     /// in `messages` and count; Charon's guarantee bounds its own separately
-    /// ([`Self::holds_publishers`]).
+    /// ([`Self::holds_for_guarantee`]).
     fn counted_dead_letters(&self) -> Size {
         if self.limits.settings().at_least_once { self.dlx.size() } else { Size::default() }
     }
 
+    /// Whether the queue holds what is published to it for flow ([`Flow`], decided by
+    /// [`Self::refresh_flow`]).
+    pub(crate) fn held_for_flow(&self) -> bool {
+        self.flow.held()
+    }
+
     /// Whether a queue under Charon's guarantee has as many dead letters waiting as its bound
     /// allows: its publishers are held back until some are confirmed.
-    pub(crate) fn holds_publishers(&self) -> bool {
+    pub(crate) fn holds_for_guarantee(&self) -> bool {
         let settings = self.limits.settings();
         let waiting = self.dlx.size();
         settings.guaranteed
             && (waiting.count >= settings.pending_max.messages || waiting.bytes >= settings.pending_max.bytes)
+    }
+
+    /// Decides, after a pass's dispatch, whether the queue holds its publishers for flow.
+    pub(crate) fn refresh_flow(&mut self) {
+        self.flow.update(self.ready.len(), self.consumers.hungry());
     }
 
     /// Dead-letters expired messages at the head. `inclusive` also expires messages whose

@@ -618,3 +618,58 @@ fn persistent_messages_are_journalled_and_their_confirms_wait_for_the_log() {
     state.settle(&[transient.delivery.seq, persistent.delivery.seq], Settle::Ack);
     assert_eq!(kinds(&state.take_journal().0), ["remove"]);
 }
+
+fn no_ack(mut spec: ConsumeSpec) -> ConsumeSpec {
+    spec.no_ack = true;
+    spec
+}
+
+/// Flow control: a queue holds its publishers while messages pile up behind a consumer that
+/// only its connection's outbound window stops, and lets them go once the consumer caught up.
+#[test]
+fn a_consumer_waiting_on_its_connection_holds_the_publishers_back_until_the_backlog_drains() {
+    use super::super::flow::{FLOW_HIGH, FLOW_LOW};
+    let window = 100;
+    let (session, _rx) = SessionSink::new(1, window);
+    let mut s = QueueState::new(handle(), QueueSettings::default(), 0);
+    s.consume(no_ack(consumer(10, &session, 0))).unwrap();
+    let publish = |s: &mut QueueState, n: usize| s.publish((0..n).map(|i| msg(i as u8)).collect(), None);
+    publish(&mut s, FLOW_HIGH);
+    s.dispatch();
+    s.refresh_flow();
+    assert!(!s.held_for_flow(), "{} ready, not above the mark", FLOW_HIGH - 100);
+    publish(&mut s, 101);
+    s.dispatch();
+    s.refresh_flow();
+    assert!(s.held_for_flow(), "above the mark, the consumer waiting on its window");
+    // The connection writes what it has; the queue hands out more, until the backlog is down
+    // to the low mark.
+    let mut ready = FLOW_HIGH + 1;
+    while ready > FLOW_LOW {
+        assert!(s.held_for_flow(), "held at {ready}");
+        let _ = s.take_outbox();
+        session.outbound.release(window);
+        s.dispatch();
+        s.refresh_flow();
+        ready -= usize::try_from(window).unwrap();
+    }
+    assert!(!s.held_for_flow(), "let go at {ready}");
+}
+
+/// A slow application (its prefetch full) and a queue nobody consumes never hold publishers:
+/// their backlog is what queues are for.
+#[test]
+fn a_consumer_held_by_its_prefetch_or_no_consumer_never_holds_the_publishers() {
+    use super::super::flow::FLOW_HIGH;
+    let (session, _rx) = SessionSink::new(1, 0);
+    let mut s = QueueState::new(handle(), QueueSettings::default(), 0);
+    s.publish((0..FLOW_HIGH * 2).map(|i| msg(i as u8)).collect(), None);
+    s.dispatch();
+    s.refresh_flow();
+    assert!(!s.held_for_flow(), "no consumer");
+    s.consume(consumer(10, &session, 10)).unwrap();
+    s.dispatch();
+    s.refresh_flow();
+    assert_eq!(delivered(&mut s).first().map(|(_, seqs, _)| seqs.len()), Some(10));
+    assert!(!s.held_for_flow(), "the consumer's prefetch stops it, not its connection");
+}
