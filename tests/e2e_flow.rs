@@ -213,3 +213,36 @@ async fn a_1_0_link_gets_no_credit_while_its_queue_holds_and_gets_it_back() {
     assert!(flow.link_credit.unwrap_or(0) > 0);
     draining.abort();
 }
+
+/// A backlog that formed while nobody consumed (paged) drains once a consumer comes, even
+/// while the publisher goes on flooding: the consumer reads the pages faster than the
+/// publisher, which the queue holds back while the backlog lasts.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_paged_backlog_drains_under_a_flooding_publisher() {
+    let charon = support::Charon::start();
+    let mut setup = RawConn::open_with_channel(&broker(&charon)).await.unwrap();
+    declare(&mut setup, "burst", &[]).await;
+    let (published, publisher) = flood(&charon, "", "burst").await;
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while depth(&charon, "burst").await < 300_000 {
+        assert!(Instant::now() < deadline, "no backlog formed ({} published)", published.load(Ordering::Relaxed));
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    // The publisher goes on; a consumer comes and reads all it is sent.
+    let consumer = stalled_consumer(&charon, "burst").await;
+    let draining = drain(consumer);
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let left = depth(&charon, "burst").await;
+        if left <= 20_000 {
+            break;
+        }
+        assert!(Instant::now() < deadline, "the backlog did not drain: {left} left");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let before = published.load(Ordering::Relaxed);
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert!(published.load(Ordering::Relaxed) > before, "the publisher goes on meanwhile");
+    publisher.abort();
+    draining.abort();
+}

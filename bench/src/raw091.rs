@@ -142,8 +142,14 @@ impl Raw {
     }
 
     /// Publishes to `queue` through the default exchange, `BATCH` pre-encoded 16-byte publishes
-    /// per write, until `stop`; `published` counts what the socket took.
-    pub(crate) async fn flood(mut self, queue: &str, stop: Arc<AtomicBool>, published: Arc<AtomicU64>) -> Result<()> {
+    /// per write, until `stop` or `limit` went; `published` counts what the socket took.
+    pub(crate) async fn flood(
+        mut self,
+        queue: &str,
+        stop: Arc<AtomicBool>,
+        limit: u64,
+        published: Arc<AtomicU64>,
+    ) -> Result<()> {
         let mut batch = Vec::new();
         let mut args = Vec::new();
         args.extend_from_slice(&0u16.to_be_bytes());
@@ -161,15 +167,23 @@ impl Raw {
             frame(&mut batch, FRAME_HEADER, 1, &header);
             frame(&mut batch, FRAME_BODY, 1, &body);
         }
-        while !stop.load(Ordering::Relaxed) {
+        while !stop.load(Ordering::Relaxed) && published.load(Ordering::Relaxed) < limit {
             self.stream.write_all(&batch).await?;
             published.fetch_add(BATCH, Ordering::Relaxed);
         }
-        Ok(())
+        // Gone only once the broker read it all: a close, and its close-ok.
+        let mut out = Vec::new();
+        let mut args = Vec::new();
+        args.extend_from_slice(&200u16.to_be_bytes());
+        shortstr(&mut args, "done");
+        args.extend_from_slice(&[0, 0, 0, 0]);
+        method(&mut out, 0, 10, 50, &args);
+        self.stream.write_all(&out).await?;
+        self.expect(0, 10, 51).await.map(drop)
     }
 
-    /// Consumes `queue` with no-ack and counts deliveries into `consumed` until `stop` and
-    /// then until `until` deliveries came (or the connection ends).
+    /// Consumes `queue` with no-ack and counts deliveries into `consumed` until the connection
+    /// ends.
     pub(crate) async fn count(mut self, queue: &str, consumed: Arc<AtomicU64>) -> Result<()> {
         let mut args = Vec::new();
         args.extend_from_slice(&0u16.to_be_bytes());

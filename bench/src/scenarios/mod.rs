@@ -27,6 +27,9 @@ pub(crate) enum Scenario {
     /// S1a with the raw client: a publisher flooding pre-encoded batches and a counting no-ack
     /// consumer for `--seconds`; consumed msg/s, published msg/s and the largest backlog.
     S1aRaw,
+    /// A backlog of N (default 10M) 16 B transient messages published with the raw publisher
+    /// and nobody consuming, then drained by the raw counting consumer: the drain's rate.
+    S2Drain,
     /// Fanout to 10 queues, one consumer each.
     S3x10,
     /// Fanout to 100 queues, one consumer each.
@@ -68,6 +71,7 @@ impl Scenario {
             Self::S1a | Self::S1b | Self::S10 => 200_000,
             // Time-boxed: the count is what it moved.
             Self::S1aRaw => 0,
+            Self::S2Drain => 10_000_000,
             Self::S3x10 => 100_000,
             Self::S3x100 => 20_000,
             // The goals' sizes: 1M expiring or rejected, 10M against a 100k limit.
@@ -110,6 +114,7 @@ pub(crate) async fn run(target: &Target, scenario: Scenario, params: Params) -> 
         Scenario::S1a => one_to_one::transient(target, params, &tag).await,
         Scenario::S1b => one_to_one::persistent(target, params, &tag).await,
         Scenario::S1aRaw => one_to_one::flood(target, params, &tag).await,
+        Scenario::S2Drain => one_to_one::drain(target, params, &tag).await,
         Scenario::S3x10 => fanout::run(target, params, 10, &tag).await,
         Scenario::S3x100 => fanout::run(target, params, 100, &tag).await,
         Scenario::S5 => dead_letter::ttl(target, params, &tag).await,

@@ -47,7 +47,7 @@ pub(super) async fn flood(target: &Target, params: Params, tag: &str) -> Result<
     });
     let flooding = tokio::spawn({
         let (queue, stop, published) = (queue.clone(), Arc::clone(&stop), Arc::clone(&published));
-        async move { publisher.flood(&queue, stop, published).await }
+        async move { publisher.flood(&queue, stop, u64::MAX, published).await }
     });
     let started = Instant::now();
     let deadline = started + std::time::Duration::from_secs(params.seconds);
@@ -69,6 +69,48 @@ pub(super) async fn flood(target: &Target, params: Params, tag: &str) -> Result<
     outcome.notes.push(format!("published {:.0} msg/s", sent as f64 / seconds));
     outcome.notes.push(format!("max backlog {max_backlog}"));
     outcome.notes.push(format!("backlog at the end {}", sent.saturating_sub(got)));
+    Ok(outcome)
+}
+
+/// S2's drain: `params.messages` 16-byte transient messages published with the raw publisher
+/// into a queue nobody consumes (on Charon they page), then consumed by the raw counting
+/// consumer. The rate is the drain's; the notes say how long publishing took.
+pub(super) async fn drain(target: &Target, params: Params, tag: &str) -> Result<Outcome> {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+
+    let queue = format!("bench-s2-drain-{tag}");
+    let uri = target.uri()?;
+    let setup_conn = amqp091::connect(&target.url).await?;
+    let setup = amqp091::channel(&setup_conn).await?;
+    amqp091::declare(&setup, &queue, false, &[]).await?;
+    let published = Arc::new(AtomicU64::new(0));
+    let started = Instant::now();
+    crate::raw091::Raw::open(&uri)
+        .await?
+        .flood(&queue, Arc::new(AtomicBool::new(false)), params.messages, Arc::clone(&published))
+        .await?;
+    let total = published.load(Ordering::Relaxed);
+    while u64::from(amqp091::count(&setup, &queue).await?) < total {
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    let publish_seconds = started.elapsed().as_secs_f64();
+    let consumed = Arc::new(AtomicU64::new(0));
+    let consumer = crate::raw091::Raw::open(&uri).await?;
+    let draining = Instant::now();
+    let counting = tokio::spawn({
+        let (queue, consumed) = (queue.clone(), Arc::clone(&consumed));
+        async move { consumer.count(&queue, consumed).await }
+    });
+    while consumed.load(Ordering::Relaxed) < total {
+        tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+    }
+    let seconds = draining.elapsed().as_secs_f64();
+    counting.abort();
+    setup.queue_delete(queue.as_str().into(), Default::default()).await?;
+    let _ = setup_conn.close(200, "done".into()).await;
+    let mut outcome = Outcome::throughput(total, seconds);
+    outcome.notes.push(format!("published in {publish_seconds:.1} s"));
     Ok(outcome)
 }
 
