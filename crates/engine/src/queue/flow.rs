@@ -14,6 +14,11 @@
 //! [`FLOW_LOW`] are ready or no such consumer is left. A queue whose consumers are held by
 //! their prefetch or credit (an application working slowly), and a queue without consumers,
 //! never hold: their backlog pages as before, bounded by the memory and disk alarms.
+//!
+//! The queue decides after each pass; what its mailbox already holds then (at most its 256
+//! commands, a publisher's socket read each) still comes in. The backlog behind a hungry
+//! consumer is therefore bounded by the mark plus one mailbox, whatever the run's length; in a
+//! queue task that keeps up with its mailbox, by little more than the mark.
 
 use super::paging::RESIDENT_MESSAGES;
 
