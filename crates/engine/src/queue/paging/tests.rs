@@ -528,6 +528,13 @@ fn a_read_done_during_a_pass_without_expiry_room_still_gives_the_queue_its_deadl
     f.state.set_expiry_room(IDLE_RESIDENT_MESSAGES + 1);
     f.state.expire(false);
     assert!(f.state.ready().reading(), "{:?}", f.runs());
+    // The head's 256, and one more when the read-ahead of the next page was done in time.
+    let after_first = f.state.stats().ready;
+    assert!(
+        [total - IDLE_RESIDENT_MESSAGES, total - IDLE_RESIDENT_MESSAGES - 1]
+            .contains(&usize::try_from(after_first).unwrap()),
+        "{after_first}"
+    );
     // The read is done and woke the queue, whose outbox was full: passes without room, until
     // one takes the read.
     let started = std::time::Instant::now();
@@ -544,5 +551,5 @@ fn a_read_done_during_a_pass_without_expiry_room_still_gives_the_queue_its_deadl
     f.state.set_expiry_room(100);
     assert!(f.state.next_deadline().is_some_and(|at| at < 60_000), "{:?}", f.state.next_deadline());
     f.state.expire(false);
-    assert_eq!(f.state.stats().ready, u32::try_from(total - IDLE_RESIDENT_MESSAGES - 100).unwrap());
+    assert_eq!(f.state.stats().ready, after_first - 100);
 }
