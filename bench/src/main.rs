@@ -87,6 +87,9 @@ struct Cli {
     /// How long a time-boxed scenario (`s1a-raw`) runs, seconds.
     #[arg(long, default_value_t = 10)]
     seconds: u64,
+    /// `s2-drain`: drop the page cache (root) between filling the queue and draining it.
+    #[arg(long)]
+    drop_caches: bool,
 }
 
 #[tokio::main]
@@ -108,6 +111,7 @@ async fn main() -> Result<()> {
             consumer: cli.consumer,
             publisher: cli.publisher,
             seconds: cli.seconds,
+            drop_caches: cli.drop_caches,
         };
         let name = format!("{scenario:?}").to_lowercase();
         let mut runs: [Vec<Outcome>; 2] = [Vec::new(), Vec::new()];

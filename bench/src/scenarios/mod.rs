@@ -102,6 +102,8 @@ pub(crate) struct Params {
     pub(crate) publisher: crate::consumers::Client,
     /// How long a time-boxed scenario (S1aRaw) runs.
     pub(crate) seconds: u64,
+    /// Whether S2Drain drops the page cache between filling and draining (needs root).
+    pub(crate) drop_caches: bool,
 }
 
 /// Runs `scenario` once against `target`.

@@ -95,6 +95,11 @@ pub(super) async fn drain(target: &Target, params: Params, tag: &str) -> Result<
         tokio::time::sleep(std::time::Duration::from_millis(100)).await;
     }
     let publish_seconds = started.elapsed().as_secs_f64();
+    if params.drop_caches {
+        // The backlog is read from the device, not from memory the publishing left behind.
+        std::process::Command::new("sync").status()?;
+        std::fs::write("/proc/sys/vm/drop_caches", "3\n")?;
+    }
     let consumed = Arc::new(AtomicU64::new(0));
     let consumer = crate::raw091::Raw::open(&uri).await?;
     let draining = Instant::now();
