@@ -90,6 +90,9 @@ struct Cli {
     /// `s2-drain`: drop the page cache (root) between filling the queue and draining it.
     #[arg(long)]
     drop_caches: bool,
+    /// The raw publisher's body size in bytes (`s1a-raw`, `s2-drain`).
+    #[arg(long, default_value_t = 16)]
+    body_size: usize,
 }
 
 #[tokio::main]
@@ -112,6 +115,7 @@ async fn main() -> Result<()> {
             publisher: cli.publisher,
             seconds: cli.seconds,
             drop_caches: cli.drop_caches,
+            body_size: cli.body_size,
         };
         let name = format!("{scenario:?}").to_lowercase();
         let mut runs: [Vec<Outcome>; 2] = [Vec::new(), Vec::new()];

@@ -141,11 +141,13 @@ impl Raw {
         self.expect(1, 50, 11).await.map(drop)
     }
 
-    /// Publishes to `queue` through the default exchange, `BATCH` pre-encoded 16-byte publishes
-    /// per write, until `stop` or `limit` went; `published` counts what the socket took.
+    /// Publishes to `queue` through the default exchange, `BATCH` pre-encoded publishes of
+    /// `body_size` bytes per write, until `stop` or `limit` went; `published` counts what the
+    /// socket took.
     pub(crate) async fn flood(
         mut self,
         queue: &str,
+        body_size: usize,
         stop: Arc<AtomicBool>,
         limit: u64,
         published: Arc<AtomicU64>,
@@ -156,7 +158,7 @@ impl Raw {
         shortstr(&mut args, "");
         shortstr(&mut args, queue);
         args.push(0);
-        let body = [b'x'; 16];
+        let body = vec![b'x'; body_size];
         let mut header = Vec::new();
         header.extend_from_slice(&60u16.to_be_bytes());
         header.extend_from_slice(&0u16.to_be_bytes());

@@ -104,6 +104,8 @@ pub(crate) struct Params {
     pub(crate) seconds: u64,
     /// Whether S2Drain drops the page cache between filling and draining (needs root).
     pub(crate) drop_caches: bool,
+    /// The raw publisher's body size (S1aRaw, S2Drain).
+    pub(crate) body_size: usize,
 }
 
 /// Runs `scenario` once against `target`.

@@ -47,7 +47,7 @@ pub(super) async fn flood(target: &Target, params: Params, tag: &str) -> Result<
     });
     let flooding = tokio::spawn({
         let (queue, stop, published) = (queue.clone(), Arc::clone(&stop), Arc::clone(&published));
-        async move { publisher.flood(&queue, stop, u64::MAX, published).await }
+        async move { publisher.flood(&queue, params.body_size, stop, u64::MAX, published).await }
     });
     let started = Instant::now();
     let deadline = started + std::time::Duration::from_secs(params.seconds);
@@ -88,7 +88,7 @@ pub(super) async fn drain(target: &Target, params: Params, tag: &str) -> Result<
     let started = Instant::now();
     crate::raw091::Raw::open(&uri)
         .await?
-        .flood(&queue, Arc::new(AtomicBool::new(false)), params.messages, Arc::clone(&published))
+        .flood(&queue, params.body_size, Arc::new(AtomicBool::new(false)), params.messages, Arc::clone(&published))
         .await?;
     let total = published.load(Ordering::Relaxed);
     while u64::from(amqp091::count(&setup, &queue).await?) < total {
@@ -102,6 +102,7 @@ pub(super) async fn drain(target: &Target, params: Params, tag: &str) -> Result<
     }
     let consumed = Arc::new(AtomicU64::new(0));
     let consumer = crate::raw091::Raw::open(&uri).await?;
+    let (broker_before, client_before) = (target.cpu_seconds(), own_cpu_seconds());
     let draining = Instant::now();
     let counting = tokio::spawn({
         let (queue, consumed) = (queue.clone(), Arc::clone(&consumed));
@@ -111,12 +112,27 @@ pub(super) async fn drain(target: &Target, params: Params, tag: &str) -> Result<
         tokio::time::sleep(std::time::Duration::from_millis(5)).await;
     }
     let seconds = draining.elapsed().as_secs_f64();
+    let (broker_after, client_after) = (target.cpu_seconds(), own_cpu_seconds());
     counting.abort();
     setup.queue_delete(queue.as_str().into(), Default::default()).await?;
     let _ = setup_conn.close(200, "done".into()).await;
     let mut outcome = Outcome::throughput(total, seconds);
     outcome.notes.push(format!("published in {publish_seconds:.1} s"));
+    if let (Some(before), Some(after)) = (broker_before, broker_after) {
+        outcome.notes.push(format!("drain: broker {:.2} CPU-s", after - before));
+    }
+    if let (Some(before), Some(after)) = (client_before, client_after) {
+        outcome.notes.push(format!("client {:.2} CPU-s", after - before));
+    }
     Ok(outcome)
+}
+
+/// This process's CPU seconds so far (user + system), from `/proc/self/stat`.
+fn own_cpu_seconds() -> Option<f64> {
+    let stat = std::fs::read_to_string("/proc/self/stat").ok()?;
+    let fields: Vec<&str> = stat.rsplit_once(')')?.1.split_whitespace().collect();
+    let ticks: f64 = fields.get(11)?.parse::<f64>().ok()? + fields.get(12)?.parse::<f64>().ok()?;
+    Some(ticks / 100.0)
 }
 
 async fn run(
