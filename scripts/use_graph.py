@@ -5,12 +5,15 @@ An edge a -> b means file a names something through a path into module file b: `
 `use super::z`, an inline `crate::x::f()` or `super::y::T`, or a child module's name
 (`task::spawn` in queue/mod.rs). A path resolves to the deepest module file it names (so
 `crate::queue::QueueRef` is queue/mod.rs, `crate::queue::args::QueueType` is queue/args.rs).
+An item a module file only re-exports counts as the file that defines it (`use super::Placed`
+in segment_log/read.rs names segment_log/writer.rs, not the mod.rs that re-exports it).
 `mod x;` declarations alone are not edges. Code inside `#[cfg(test)] mod tests { ... }` (and
 files under a `tests` module) is reported separately: a cycle only through test code is "a type
 and its tests".
 
-Usage: use_graph.py crates/engine/src
-Prints the strongly connected components with more than one file, without and with test code.
+Usage: use_graph.py crates/engine/src [--edges] [--fail-on-cycles]
+Prints the strongly connected components with more than one file, without and with test code;
+with --fail-on-cycles, exits 1 when there is one outside test code (scripts/test.sh uses it).
 """
 import os
 import re
@@ -37,15 +40,32 @@ def module_files(root):
 
 
 def strip(text):
-    text = re.sub(r"//[^\n]*", "", text)
-    text = re.sub(r"/\*.*?\*/", "", text, flags=re.S)
-    text = re.sub(r'b?"(\\.|[^"\\])*"', '""', text)
-    return text
+    """Drops comments, and the contents of string and char literals (a path written in one is
+    no reference). One left-to-right scan, so that a `//` inside a string, a quote inside a
+    char literal, and a string continued over lines with a `\\` stay what they are."""
+    token = re.compile(
+        r'//[^\n]*'                        # line comment
+        r'|/\*.*?\*/'                      # block comment
+        r'|b?r(#*)".*?"\1'                  # raw string, any number of #
+        r'|b?"(?:\\.|[^"\\])*"'             # string; \\. also takes a line continuation
+        r"|b?'(?:\\.|[^'\\\n])'",           # char literal (not a lifetime: it closes)
+        re.S,
+    )
+
+    def keep(m):
+        t = m.group(0)
+        if t.startswith("//") or t.startswith("/*"):
+            return " "
+        return "''" if t.endswith("'") else '""'
+
+    return token.sub(keep, text)
 
 
 def expand_use(tree):
-    """`a::{b, c::{d, e}}` -> ['a::b', 'a::c::d', 'a::c::e']."""
-    tree = tree.replace(" ", "").replace("\n", "")
+    """`a::{b, c::{d as e, f}}` -> ['a::b', 'a::c::d', 'a::c::f']."""
+    # A rename names the same item: drop `as name` before the spaces that set it apart go.
+    tree = re.sub(r"\s+as\s+[A-Za-z_][A-Za-z0-9_]*", "", tree)
+    tree = re.sub(r"\s+", "", tree)
     out = []
 
     def go(prefix, t):
@@ -66,13 +86,14 @@ def expand_use(tree):
                 head, rest = item.split("{", 1)
                 go(prefix + head, rest[: rest.rfind("}")])
             else:
-                out.append(prefix + item.split("as")[0] if "::as" not in item else prefix + item)
+                out.append(prefix + item)
     go("", tree)
-    return [re.sub(r"::as.*$", "", p) for p in out]
+    return out
 
 
-def resolve(segments, here, files):
-    """The deepest module file `segments` (from module `here`) names."""
+def resolve(segments, here, files, reexports=None, depth=0):
+    """The deepest module file `segments` (from module `here`) names. An item a module file
+    only re-exports (`pub use child::Item;` in mod.rs) resolves to the file that defines it."""
     if not segments:
         return None
     if segments[0] == "crate":
@@ -92,20 +113,47 @@ def resolve(segments, here, files):
             return None
     best = base if base in files else None
     path = base
+    left = list(rest)
     for seg in rest:
         path = path + (seg,)
         if path in files:
             best = path
+            left = left[1:]
         else:
             break
+    if reexports and best is not None and left and depth < 8:
+        target = reexports.get(best, {}).get(left[0])
+        if target is not None:
+            found = resolve(target + left[1:], best, files, reexports, depth + 1)
+            if found is not None:
+                return found
     return best
+
+
+def reexports_of(files, texts):
+    """For each module file, the items it re-exports: name -> the path it names."""
+    out = {}
+    for module, rel in files.items():
+        found = {}
+        for m in re.finditer(r"\bpub(?:\([^)]*\))?\s+use\s+([^;]+);", texts[rel]):
+            for p in expand_use(m.group(1)):
+                segments = p.split("::")
+                if segments[-1] not in ("*", "self"):
+                    found[segments[-1]] = segments
+        out[module] = found
+    return out
 
 
 def edges(root):
     files = module_files(root)
+    texts = {}
+    for rel in files.values():
+        with open(os.path.join(root, rel)) as f:
+            texts[rel] = strip(f.read())
+    reexports = reexports_of(files, texts)
     normal, test = set(), set()
     for module, rel in files.items():
-        text = strip(open(os.path.join(root, rel)).read())
+        text = texts[rel]
         is_test_file = "tests" in module
         # Inline test modules: the module path inside them is module + ('tests',).
         spans = []
@@ -126,7 +174,7 @@ def edges(root):
         for pos, segments in refs:
             in_test = [s for s in spans if s[0] <= pos < s[1]]
             here = module + ((in_test[0][2],) if in_test else ())
-            target = resolve(segments, here, files)
+            target = resolve(segments, here, files, reexports)
             if target is None or target == module or target == here:
                 continue
             # A test module's own file is its parent's file.
@@ -170,7 +218,8 @@ def sccs(nodes, edge_set):
 
 
 def main():
-    root = sys.argv[1] if len(sys.argv) > 1 else "crates/engine/src"
+    args = [a for a in sys.argv[1:] if not a.startswith("--")]
+    root = args[0] if args else "crates/engine/src"
     files, normal, test = edges(root)
     nodes = sorted(files.values())
     print(f"{len(nodes)} files, {len(normal)} edges outside tests, {len(test)} more in tests")
@@ -182,6 +231,8 @@ def main():
     if "--edges" in sys.argv:
         for a, b in sorted(normal):
             print(f"{a} -> {b}")
+    if "--fail-on-cycles" in sys.argv and sccs(nodes, normal):
+        sys.exit(1)
 
 
 if __name__ == "__main__":
