@@ -73,12 +73,14 @@ class UseGraph(unittest.TestCase):
         self.assertEqual(normal, {("b.rs", "a.rs")})
 
     def test_a_reexported_item_counts_as_its_defining_file(self):
-        # read.rs names `super::Placed`, which mod.rs only re-exports from writer.rs.
+        # read.rs names `super::Placed`, which mod.rs only re-exports from writer.rs, and
+        # `super::Shared`, which mod.rs imports privately; mod.rs itself uses read.rs.
         root = crate({
             "lib.rs": "mod log;\n",
-            "log/mod.rs": "mod read;\nmod writer;\npub use writer::Placed;\n",
-            "log/writer.rs": "pub struct Placed;\n",
-            "log/read.rs": "use super::Placed;\nfn f(_: Placed) {}\n",
+            "log/mod.rs": "mod read;\nmod writer;\npub use writer::Placed;\nuse self::writer::Shared;\n"
+                          "fn g(_: read::Reader) {}\n",
+            "log/writer.rs": "pub struct Placed;\npub(super) struct Shared;\n",
+            "log/read.rs": "use super::{Placed, Shared};\npub struct Reader(Placed, Shared);\n",
         })
         _, normal, _ = use_graph.edges(root)
         self.assertIn(("log/read.rs", "log/writer.rs"), normal)

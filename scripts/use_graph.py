@@ -131,11 +131,12 @@ def resolve(segments, here, files, reexports=None, depth=0):
 
 
 def reexports_of(files, texts):
-    """For each module file, the items it re-exports: name -> the path it names."""
+    """For each module file, the items it brings in with `use`: name -> the path it names. A
+    child reaches a private import as well as a `pub use` through `super::`."""
     out = {}
     for module, rel in files.items():
         found = {}
-        for m in re.finditer(r"\bpub(?:\([^)]*\))?\s+use\s+([^;]+);", texts[rel]):
+        for m in re.finditer(r"\buse\s+([^;]+);", texts[rel]):
             for p in expand_use(m.group(1)):
                 segments = p.split("::")
                 if segments[-1] not in ("*", "self"):

@@ -7,9 +7,12 @@
 //! a later layout can still read this one. Decoding never panics: a record that passed its CRC
 //! but does not decode is reported, not trusted.
 
+mod error;
 mod message;
 mod value;
 mod wire;
+
+pub use error::CodecError;
 
 use bytes::{Bytes, BytesMut};
 use charon_model::{Message, Table};
@@ -20,22 +23,6 @@ use self::wire::Reader;
 /// count after the acquired count; version 3 the "not before" time after it (a presence byte,
 /// then the time). Versions 1 and 2 (without them) are still read.
 pub const FORMAT_VERSION: u8 = 3;
-
-/// A stored message or table that does not decode.
-#[derive(Debug, thiserror::Error)]
-pub enum CodecError {
-    /// Written by a newer (or unknown) layout.
-    #[error("unknown message format version {0}")]
-    UnknownVersion(u8),
-    /// Short, corrupt or inconsistent bytes.
-    #[error("malformed {what} at byte {offset}")]
-    Malformed {
-        /// What was being read.
-        what: &'static str,
-        /// Where, from the start of the input.
-        offset: usize,
-    },
-}
 
 /// Appends the encoding of `message` to `out`.
 pub fn encode_message(message: &Message, out: &mut BytesMut) {

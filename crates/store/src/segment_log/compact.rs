@@ -15,7 +15,7 @@
 //! 148 ms in the round that compacted one segment, against 0.5 and 1.3 ms). The writer
 //! commits what the read found on its next batch, keeping only what is still live then.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::mpsc;
 
 use bytes::Bytes;
@@ -23,9 +23,9 @@ use foldhash::HashMap;
 use roaring::RoaringTreemap;
 
 use super::Record;
+use super::index::Index;
 use super::record::{HEADER_LEN, Next, next_record};
 use super::replay::segment_path;
-use super::writer::{Batch, Writer};
 
 /// Segments needed before the oldest is compacted: it, one full one, and the current one.
 const MIN_SEGMENTS: usize = 3;
@@ -47,7 +47,7 @@ const GROWTH_SEGMENTS: u64 = 2;
 /// a second). Compaction is for the segments that empty too slowly for the traffic: messages
 /// that never leave, or a consumer so slow that the log would grow by several segments first.
 #[derive(Debug, Default)]
-pub(super) struct OldestWatch {
+struct OldestWatch {
     segment: u64,
     /// Its live messages, and the log's appended bytes, when the window began.
     live: u64,
@@ -77,79 +77,96 @@ impl OldestWatch {
     }
 }
 
-impl Writer {
-    /// Compacts the oldest segment if it is worth it: starts reading it, or commits what a
-    /// finished read found.
-    pub(super) fn compact_oldest(&mut self) {
-        if let Some(reading) = self.compacting.take() {
-            match reading.result.try_recv() {
-                Ok(found) => self.finish_compaction(reading.segment, found),
-                Err(mpsc::TryRecvError::Empty) => self.compacting = Some(reading),
-                Err(mpsc::TryRecvError::Disconnected) => {}
-            }
-            self.shared.set_compacting(self.compacting.is_some());
-            return;
-        }
-        if self.index.segments.len() < MIN_SEGMENTS {
-            return;
-        }
-        let Some((&oldest, &counts)) = self.index.segments.first_key_value() else {
-            return;
-        };
-        if oldest == self.segment || counts.live == 0 || counts.live.saturating_mul(GARBAGE_RATIO) > counts.written {
-            return;
-        }
-        if !self.oldest_watch.empties_too_slowly(oldest, counts.live, self.appended, self.options.segment_bytes) {
-            return;
-        }
-        self.compacting = Some(Reading::start(segment_path(&self.dir, oldest), oldest, self.index.live_in(oldest)));
-        self.shared.set_compacting(true);
+/// The compaction of the oldest segment, which the writer steps after each batch.
+#[derive(Debug, Default)]
+pub(super) struct Compaction {
+    /// How fast the oldest segment empties.
+    oldest_watch: OldestWatch,
+    /// The read of a segment being compacted, while it runs.
+    reading: Option<Reading>,
+}
+
+impl Compaction {
+    /// Whether a segment is being read for compaction.
+    pub(super) fn is_reading(&self) -> bool {
+        self.reading.is_some()
     }
 
-    /// Writes again the enqueues the read of `segment` found that are still live there, each
-    /// followed by its delivery state when it has one. Messages removed since the read began
-    /// are left out.
-    fn finish_compaction(&mut self, segment: u64, found: std::io::Result<Vec<Record>>) {
-        if !self.index.segments.contains_key(&segment) {
-            // It emptied and was deleted meanwhile (perhaps before the read could open it).
-            return;
+    /// Compacts the oldest segment of `index` if it is worth it: starts reading it, or returns
+    /// what a finished read found, for the writer to append as one relocation batch. `head` is
+    /// the segment being written, `appended` the bytes written to the log since it opened.
+    pub(super) fn step(
+        &mut self,
+        index: &Index,
+        dir: &Path,
+        head: u64,
+        appended: u64,
+        segment_bytes: u64,
+    ) -> Option<Vec<Record>> {
+        if let Some(reading) = self.reading.take() {
+            match reading.result.try_recv() {
+                Ok(found) => return still_live(index, dir, reading.segment, found),
+                Err(mpsc::TryRecvError::Empty) => self.reading = Some(reading),
+                Err(mpsc::TryRecvError::Disconnected) => {}
+            }
+            return None;
         }
-        let found = match found {
-            Ok(found) => found,
-            Err(error) => {
-                let path = segment_path(&self.dir, segment);
-                tracing::warn!(%error, path = %path.display(), "cannot read a segment to compact it");
-                return;
-            }
-        };
-        let mut moved = Vec::with_capacity(found.len());
-        for record in found {
-            let (Record::Enqueue { queue, seq, .. } | Record::Spill { queue, seq, .. }) = &record else {
-                continue;
-            };
-            let (queue, seq) = (*queue, *seq);
-            if !self.index.is_live_in(queue, seq, segment) {
-                continue;
-            }
-            moved.push(record);
-            if let Some((returned, failed)) = self.index.delivery(queue, seq) {
-                moved.push(Record::Delivered { queue, seq, returned, failed });
-            }
-            if let Some(reason) = self.index.dead_letter_reason(queue, seq) {
-                moved.push(Record::DeadLettered { queue, seq, reason });
-            }
+        if index.segments.len() < MIN_SEGMENTS {
+            return None;
         }
-        if moved.is_empty() {
-            return;
+        let (&oldest, &counts) = index.segments.first_key_value()?;
+        if oldest == head || counts.live == 0 || counts.live.saturating_mul(GARBAGE_RATIO) > counts.written {
+            return None;
         }
-        tracing::debug!(segment, records = moved.len(), "compacting the oldest log segment");
-        self.commit(Batch::relocation(moved));
+        if self.oldest_watch.empties_too_slowly(oldest, counts.live, appended, segment_bytes) {
+            self.reading = Some(Reading::start(segment_path(dir, oldest), oldest, index.live_in(oldest)));
+        }
+        None
     }
+}
+
+/// The enqueues the read of `segment` found that are still live there, each followed by its
+/// delivery state when it has one. Messages removed since the read began are left out.
+fn still_live(index: &Index, dir: &Path, segment: u64, found: std::io::Result<Vec<Record>>) -> Option<Vec<Record>> {
+    if !index.segments.contains_key(&segment) {
+        // It emptied and was deleted meanwhile (perhaps before the read could open it).
+        return None;
+    }
+    let found = match found {
+        Ok(found) => found,
+        Err(error) => {
+            let path = segment_path(dir, segment);
+            tracing::warn!(%error, path = %path.display(), "cannot read a segment to compact it");
+            return None;
+        }
+    };
+    let mut moved = Vec::with_capacity(found.len());
+    for record in found {
+        let (Record::Enqueue { queue, seq, .. } | Record::Spill { queue, seq, .. }) = &record else {
+            continue;
+        };
+        let (queue, seq) = (*queue, *seq);
+        if !index.is_live_in(queue, seq, segment) {
+            continue;
+        }
+        moved.push(record);
+        if let Some((returned, failed)) = index.delivery(queue, seq) {
+            moved.push(Record::Delivered { queue, seq, returned, failed });
+        }
+        if let Some(reason) = index.dead_letter_reason(queue, seq) {
+            moved.push(Record::DeadLettered { queue, seq, reason });
+        }
+    }
+    if moved.is_empty() {
+        return None;
+    }
+    tracing::debug!(segment, records = moved.len(), "compacting the oldest log segment");
+    Some(moved)
 }
 
 /// A read of the segment being compacted, on a thread of its own.
 #[derive(Debug)]
-pub(super) struct Reading {
+struct Reading {
     segment: u64,
     /// The enqueues it found live (as of the writer's index when it began).
     result: mpsc::Receiver<std::io::Result<Vec<Record>>>,

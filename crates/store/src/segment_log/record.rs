@@ -4,7 +4,115 @@
 
 use bytes::{Buf, BufMut, Bytes, BytesMut};
 
-use super::Record;
+/// One log record.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Record {
+    /// A message entered durable queue `queue` as its `seq`-th message; `payload` is the
+    /// encoded message ([`crate::codec`]).
+    Enqueue {
+        /// Queue id.
+        queue: u64,
+        /// The queue's sequence number for the message.
+        seq: u64,
+        /// Its TTL deadline, ms since the epoch.
+        expires_at: Option<i64>,
+        /// Its size as length limits count it (so a restart need not read the message).
+        size: u32,
+        /// Its priority (0 when it has none), so that a restart can put it back in its
+        /// priority queue's level without reading the message.
+        priority: u8,
+        /// Its "not before" time, ms since the epoch (the message's
+        /// `BrokerAnnotations::not_before`), so that a restart can keep it delayed without
+        /// reading every message.
+        not_before: Option<i64>,
+        /// The message this one replaces, as `(queue, seq)`: a message moved between queues
+        /// (Zaqar's claim-count dead-letter queue) enters its target and leaves its source in
+        /// this one record, so a crash leaves it in exactly one of them. Replay removes it from
+        /// the source; a later `Remove` of it there finds nothing, and compaction drops the
+        /// field (the source's enqueue lies in the same or an older segment, deleted first).
+        replaces: Option<(u64, u64)>,
+        /// The encoded message.
+        payload: Bytes,
+    },
+    /// The message left the queue (acknowledged, dead-lettered, expired, dropped, purged).
+    Remove {
+        /// Queue id.
+        queue: u64,
+        /// Sequence number.
+        seq: u64,
+    },
+    /// The message was handed to a consumer (quorum queues) or came back from one, with its
+    /// counts: a restart brings it back redelivered.
+    Delivered {
+        /// Queue id.
+        queue: u64,
+        /// Sequence number.
+        seq: u64,
+        /// Times it came back (quorum queues).
+        returned: u32,
+        /// Failed deliveries (quorum queues).
+        failed: u32,
+    },
+    /// The message died in an at-least-once queue and waits there for its dead letter's
+    /// targets (RabbitMQ's quorum `at-least-once`): recovered as waiting, never as ready.
+    DeadLettered {
+        /// Queue id.
+        queue: u64,
+        /// Sequence number.
+        seq: u64,
+        /// Why it died (the engine's code for the reason).
+        reason: u8,
+    },
+    /// The queue was deleted with all its messages.
+    DropQueue {
+        /// Queue id.
+        queue: u64,
+    },
+    /// A transient message of a long queue, written so that it can leave memory: it is not
+    /// synced for and never recovered.
+    Spill {
+        /// Queue id.
+        queue: u64,
+        /// The queue's sequence number for the message.
+        seq: u64,
+        /// The encoded message.
+        payload: Bytes,
+    },
+    /// A spilled message left its queue. Never written (nothing recovers a spill): it only
+    /// tells the writer that the bytes are garbage.
+    Released {
+        /// Queue id.
+        queue: u64,
+        /// Sequence number.
+        seq: u64,
+    },
+}
+
+impl Record {
+    /// Whether a crash may not lose this record once its batch completed: an enqueue (its
+    /// publisher is confirmed), a queue's deletion, and delivery counts that bound a quorum
+    /// queue's redeliveries. Removals, plain delivery marks and spills may be lost: the
+    /// message comes back, none is lost.
+    #[must_use]
+    pub fn needs_sync(&self) -> bool {
+        match self {
+            Self::Enqueue { .. } | Self::DropQueue { .. } | Self::DeadLettered { .. } => true,
+            Self::Delivered { returned, failed, .. } => *returned > 0 || *failed > 0,
+            Self::Remove { .. } | Self::Spill { .. } | Self::Released { .. } => false,
+        }
+    }
+}
+
+/// The message bytes (enqueue and spill payloads) of `records`: what the backlog counts.
+pub(super) fn payload_bytes(records: &[Record]) -> u64 {
+    records
+        .iter()
+        .map(|r| match r {
+            Record::Enqueue { payload, .. } | Record::Spill { payload, .. } => payload.len() as u64,
+            _ => 0,
+        })
+        .sum()
+}
 
 /// First bytes of every segment file.
 pub(super) const SEGMENT_MAGIC: &[u8; 8] = b"CHRNSEG1";

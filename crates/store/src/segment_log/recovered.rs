@@ -1,6 +1,50 @@
-//! One queue's messages as replay found them.
+//! What replay found: every live message, per queue, and where it lies.
 
-use super::RecoveredMessage;
+use std::collections::HashMap;
+
+use super::Place;
+
+/// A message the log still holds, as replay found it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct RecoveredMessage {
+    /// The queue's sequence number.
+    pub seq: u64,
+    /// Its TTL deadline, ms since the epoch.
+    pub expires_at: Option<i64>,
+    /// Its size as length limits count it.
+    pub size: u32,
+    /// Its priority (0 when it has none).
+    pub priority: u8,
+    /// Not deliverable before this moment, ms since the epoch.
+    pub not_before: Option<i64>,
+    /// Where its enqueue record lies ([`super::LogReader::read`] gives the message back).
+    pub place: Place,
+    /// Whether it had been handed to a consumer.
+    pub delivered: bool,
+    /// It died in an at-least-once queue and waits for its dead letter's targets, for this
+    /// reason (see [`super::Record::DeadLettered`]).
+    pub dead_lettered: Option<u8>,
+    /// Times it came back.
+    pub returned: u32,
+    /// Failed deliveries.
+    pub failed: u32,
+}
+
+/// What replay found.
+#[derive(Debug, Default)]
+pub struct Recovery {
+    /// Live messages per queue id, in sequence order.
+    pub queues: HashMap<u64, RecoveredQueue>,
+    /// Segment files read.
+    pub segments: usize,
+    /// Records read.
+    pub records: u64,
+    /// Bytes of a torn tail cut off the last segment.
+    pub truncated_bytes: u64,
+    /// Whether the last run did not stop cleanly (see [`super::MessageLog::close`]). A new log
+    /// follows no run, and no crash.
+    pub after_crash: bool,
+}
 
 /// One queue's live messages in sequence order, in the chunks replay gathered them in. Joining
 /// them into one vector would copy every entry while the chunks are still held: a restart with
@@ -9,7 +53,7 @@ use super::RecoveredMessage;
 #[derive(Debug, Default, PartialEq)]
 pub struct RecoveredQueue {
     chunks: Vec<Vec<RecoveredMessage>>,
-    /// Whether the run that wrote them crashed (see [`super::Recovery::after_crash`]).
+    /// Whether the run that wrote them crashed (see [`Recovery::after_crash`]).
     pub(super) after_crash: bool,
 }
 

@@ -2,6 +2,8 @@
 
 use std::sync::atomic::AtomicBool;
 
+use bytes::Bytes;
+
 use super::replay::{segment_files, segment_path, unsynced_mark_path};
 use super::*;
 

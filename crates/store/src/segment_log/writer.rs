@@ -12,6 +12,7 @@ use std::time::{Duration, Instant};
 use bytes::BytesMut;
 
 use super::clean_stop;
+use super::compact::Compaction;
 use super::index::Index;
 use super::linger::Linger;
 use super::record::{HEADER_LEN, header, put_record};
@@ -68,7 +69,7 @@ impl Batch {
     }
 
     /// A compaction batch moving `records`.
-    pub(super) fn relocation(records: Vec<Record>) -> Self {
+    fn relocation(records: Vec<Record>) -> Self {
         let mut batch = Self { relocation: true, ..Self::default() };
         batch.push(records, None);
         batch
@@ -102,11 +103,11 @@ impl Batch {
 }
 
 pub(super) struct Writer {
-    pub(super) dir: PathBuf,
-    pub(super) options: LogOptions,
-    pub(super) index: Index,
-    pub(super) shared: Arc<Shared>,
-    pub(super) segment: u64,
+    dir: PathBuf,
+    options: LogOptions,
+    index: Index,
+    shared: Arc<Shared>,
+    segment: u64,
     file: File,
     /// Bytes of the current segment written whole (on disk up to the last sync).
     written_len: u64,
@@ -114,11 +115,9 @@ pub(super) struct Writer {
     /// them (see [`PREALLOCATE`]); trimmed back to `written_len` when it is sealed or closed.
     allocated_len: u64,
     /// Bytes appended to the log since it was opened (how fast it grows, for compaction).
-    pub(super) appended: u64,
-    /// How fast the oldest segment empties (see `compact_oldest`).
-    pub(super) oldest_watch: super::compact::OldestWatch,
-    /// The read of a segment being compacted, while it runs.
-    pub(super) compacting: Option<super::compact::Reading>,
+    appended: u64,
+    /// The compaction of the oldest segment.
+    compaction: Compaction,
     /// The buffer the next batch is written into (see [`KEPT_BUFFER`]).
     buffer: BytesMut,
     /// Records that recovery reads were written to the current segment since its last sync
@@ -155,8 +154,7 @@ impl Writer {
             written_len,
             allocated_len: written_len,
             appended: 0,
-            oldest_watch: super::compact::OldestWatch::default(),
-            compacting: None,
+            compaction: Compaction::default(),
             unsynced: false,
             synced_len,
             buffer: BytesMut::new(),
@@ -217,9 +215,19 @@ impl Writer {
         }
     }
 
+    /// Steps the compaction of the oldest segment, and appends what it moves.
+    fn compact_oldest(&mut self) {
+        let moved =
+            self.compaction.step(&self.index, &self.dir, self.segment, self.appended, self.options.segment_bytes);
+        if let Some(moved) = moved {
+            self.commit(Batch::relocation(moved));
+        }
+        self.shared.set_compacting(self.compaction.is_reading());
+    }
+
     /// Writes (and syncs, unless it only spills) a batch, retrying until it is on disk, then
     /// completes it with the places of its messages.
-    pub(super) fn commit(&mut self, batch: Batch) {
+    fn commit(&mut self, batch: Batch) {
         let Batch { mut bytes, records, appends, relocation, sync } = batch;
         let full = self.written_len + bytes.len() as u64 > self.options.segment_bytes;
         if !bytes.is_empty() && self.written_len > HEADER_LEN as u64 && full {
