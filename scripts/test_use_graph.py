@@ -90,7 +90,9 @@ class UseGraph(unittest.TestCase):
     def test_a_cycle_through_tests_only_is_reported_apart(self):
         root = crate({
             "lib.rs": "mod a;\nmod b;\n",
-            "a.rs": "pub struct A;\n#[cfg(test)]\nmod tests {\n    use crate::b::B;\n}\n",
+            # Other attributes may stand between `#[cfg(test)]` and the module.
+            "a.rs": "pub struct A;\n#[cfg(test)]\n#[allow(clippy::unwrap_used)]\nmod tests {\n"
+                    "    use crate::b::B;\n}\n",
             "b.rs": "use crate::a::A;\npub struct B;\n",
         })
         files, normal, test = use_graph.edges(root)

@@ -158,7 +158,7 @@ def edges(root):
         is_test_file = "tests" in module
         # Inline test modules: the module path inside them is module + ('tests',).
         spans = []
-        for m in re.finditer(r"#\[cfg\(test\)\]\s*(pub(\([^)]*\))?\s+)?mod\s+(\w+)\s*\{", text):
+        for m in re.finditer(r"#\[cfg\(test\)\]\s*(?:#\[[^\]]*\]\s*)*(pub(\([^)]*\))?\s+)?mod\s+(\w+)\s*\{", text):
             depth, i = 1, m.end()
             while i < len(text) and depth:
                 depth += {"{": 1, "}": -1}.get(text[i], 0)
