@@ -1,11 +1,13 @@
 //! `charon-bench`: runs a named scenario against any AMQP broker URL and prints throughput,
 //! latency at a fixed rate, the broker's CPU seconds and peak memory (given its pid), and the
-//! lost and duplicated counts. With `--compare` it alternates two brokers round by round and
-//! prints the median ratio.
+//! lost and duplicated counts. With `--compare` (and `--compare2`) it alternates two (three)
+//! brokers round by round and prints the median ratio of A to each of the others, so one run
+//! puts Charon beside both reference RabbitMQs under the same conditions.
 //!
 //! ```text
 //! charon-bench s1b --url amqp://guest:guest@127.0.0.1:5672/%2f --pid 1234 \
-//!     --compare amqp://guest:guest@127.0.0.1:5682/%2f --pid2 5678 --rounds 3
+//!     --compare amqp://guest:guest@127.0.0.1:5683/%2f --pid2 5678 \
+//!     --compare2 amqp://guest:guest@127.0.0.1:5682/%2f --pid3 9012 --rounds 3
 //! ```
 
 mod amqp091;
@@ -46,7 +48,13 @@ struct Cli {
     /// Broker B's process id.
     #[arg(long)]
     pid2: Option<u32>,
-    /// Rounds (A, B, A, B, ...).
+    /// Broker C, run after B in each round (needs `--compare`).
+    #[arg(long, requires = "compare")]
+    compare2: Option<String>,
+    /// Broker C's process id.
+    #[arg(long)]
+    pid3: Option<u32>,
+    /// Rounds (A, B, [C,] A, B, [C,] ...).
     #[arg(long, default_value_t = 1)]
     rounds: usize,
     /// Messages per run (each scenario has its own default).
@@ -81,6 +89,9 @@ struct Cli {
     /// Broker B's Zaqar gateway.
     #[arg(long)]
     zaqar2: Option<String>,
+    /// Broker C's management API.
+    #[arg(long)]
+    api3: Option<String>,
     /// Poll this API path (e.g. `/api/queues`) once a second while each run lasts.
     #[arg(long)]
     poll: Option<String>,
@@ -99,11 +110,13 @@ struct Cli {
 async fn main() -> Result<()> {
     let cli = Cli::parse();
     let api = |url: &Option<String>| url.as_deref().map(api_poll::ApiUrl::parse).transpose();
-    let a = Target { url: cli.url.clone(), pid: cli.pid, api: api(&cli.api)?, zaqar: cli.zaqar.clone() };
-    let b = match cli.compare.clone() {
-        Some(url) => Some(Target { url, pid: cli.pid2, api: api(&cli.api2)?, zaqar: cli.zaqar2.clone() }),
-        None => None,
-    };
+    let mut targets = vec![Target { url: cli.url.clone(), pid: cli.pid, api: api(&cli.api)?, zaqar: cli.zaqar.clone() }];
+    if let Some(url) = cli.compare.clone() {
+        targets.push(Target { url, pid: cli.pid2, api: api(&cli.api2)?, zaqar: cli.zaqar2.clone() });
+    }
+    if let Some(url) = cli.compare2.clone() {
+        targets.push(Target { url, pid: cli.pid3, api: api(&cli.api3)?, zaqar: None });
+    }
     let mut failed = false;
     for scenario in &cli.scenarios {
         let params = Params {
@@ -118,11 +131,10 @@ async fn main() -> Result<()> {
             body_size: cli.body_size,
         };
         let name = format!("{scenario:?}").to_lowercase();
-        let mut runs: [Vec<Outcome>; 2] = [Vec::new(), Vec::new()];
+        let mut runs: Vec<Vec<Outcome>> = vec![Vec::new(); targets.len()];
         for round in 1..=cli.rounds.max(1) {
-            for (side, target) in [Some(&a), b.as_ref()].into_iter().enumerate() {
-                let Some(target) = target else { continue };
-                let label = if side == 0 { "A" } else { "B" };
+            for (side, target) in targets.iter().enumerate() {
+                let label = LABELS.get(side).copied().unwrap_or("?");
                 let poll = cli.poll.as_deref().zip(target.api.as_ref()).map(|(path, api)| api.at(path));
                 let poller = poll.map(api_poll::Poller::start);
                 let outcome = scenarios::run(target, *scenario, params).await?;
@@ -149,19 +161,27 @@ async fn main() -> Result<()> {
     Ok(())
 }
 
-fn summarize(name: &str, runs: &[Vec<Outcome>; 2]) {
-    let [a, b] = runs;
+/// The brokers' labels in the order they run in a round.
+const LABELS: [&str; 3] = ["A", "B", "C"];
+
+/// Prints each broker's median and A's advantage over each other broker (the median of the
+/// per-round ratios, so a slow hour affects both sides of a ratio alike).
+fn summarize(name: &str, runs: &[Vec<Outcome>]) {
+    let Some((a, others)) = runs.split_first() else { return };
     let Some(score) = a.first().map(|o| o.score) else { return };
     let values = |runs: &[Outcome]| runs.iter().map(|o| o.value).collect::<Vec<_>>();
     let median_a = median(&values(a));
-    if b.is_empty() {
+    if others.iter().all(Vec::is_empty) {
         println!("{name}: median {median_a:.1} over {} runs", a.len());
         return;
     }
-    let median_b = median(&values(b));
-    let per_round: Vec<f64> = a.iter().zip(b).map(|(a, b)| advantage(score, a.value, b.value)).collect();
-    println!(
-        "{name}: median A {median_a:.1}, median B {median_b:.1}; A/B advantage: median of rounds {:.2}x",
-        median(&per_round)
-    );
+    let mut line = format!("{name}: median A {median_a:.1}");
+    for (label, other) in LABELS.iter().skip(1).zip(others) {
+        line += &format!(", median {label} {:.1}", median(&values(other)));
+    }
+    for (label, other) in LABELS.iter().skip(1).zip(others) {
+        let per_round: Vec<f64> = a.iter().zip(other).map(|(a, o)| advantage(score, a.value, o.value)).collect();
+        line += &format!("; A/{label} advantage: median of rounds {:.2}x", median(&per_round));
+    }
+    println!("{line}");
 }
