@@ -1,9 +1,10 @@
 #!/usr/bin/env python3
 """Tests of scripts/use_graph.py on small crates written to a temporary directory.
 
-Each case is one way the graph once under-reported: a `use` path with the letters "as" in
-it, a string continued over lines with `\\`, an item reached through a re-export, and the exit
-code scripts/test.sh relies on.
+Each case is one way the graph once misreported: a `use` path with the letters "as" in it, a
+string continued over lines with `\\`, an item reached through a re-export, a `pub(in path)`
+visibility taken for a use, an item another crate defines, and the exit code scripts/test.sh
+relies on.
 """
 import os
 import subprocess
@@ -85,6 +86,29 @@ class UseGraph(unittest.TestCase):
         _, normal, _ = use_graph.edges(root)
         self.assertIn(("log/read.rs", "log/writer.rs"), normal)
         self.assertNotIn(("log/read.rs", "log/mod.rs"), normal)
+        self.assertEqual(cycles(root), [])
+
+    def test_an_item_reexported_from_another_crate_is_not_an_edge(self):
+        # lib.rs re-exports another crate whole and some of its modules; m.rs names items
+        # through both, which are not lib.rs's own; lib.rs itself uses m.rs.
+        root = crate({
+            "lib.rs": "mod m;\npub use other as q;\npub use other::{error, session};\nfn f(_: m::M) {}\n",
+            "m.rs": "use crate::error::E;\npub struct M(E, crate::q::Handle, crate::session::S);\n",
+        })
+        _, normal, _ = use_graph.edges(root)
+        self.assertNotIn(("m.rs", "lib.rs"), normal)
+        self.assertEqual(cycles(root), [])
+
+    def test_a_visibility_path_is_not_an_edge(self):
+        # `pub(in crate::q)` restricts who may see the item; it uses nothing of q's mod.rs.
+        root = crate({
+            "lib.rs": "mod q;\n",
+            "q/mod.rs": "mod disk;\nmod browse;\nfn f(_: browse::B) {}\n",
+            "q/disk.rs": "pub(in crate::q) fn read() {}\n",
+            "q/browse.rs": "pub struct B;\nfn g() { super::disk::read() }\n",
+        })
+        _, normal, _ = use_graph.edges(root)
+        self.assertNotIn(("q/disk.rs", "q/mod.rs"), normal)
         self.assertEqual(cycles(root), [])
 
     def test_a_cycle_through_tests_only_is_reported_apart(self):

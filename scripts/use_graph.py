@@ -127,6 +127,9 @@ def resolve(segments, here, files, reexports=None, depth=0):
             found = resolve(target + left[1:], best, files, reexports, depth + 1)
             if found is not None:
                 return found
+            if target[0] not in ("crate", "super", "self") and best + (target[0],) not in files:
+                # Re-exported from another crate (`pub use other as name;`): not this crate's.
+                return None
     return best
 
 
@@ -141,6 +144,9 @@ def reexports_of(files, texts):
                 segments = p.split("::")
                 if segments[-1] not in ("*", "self"):
                     found[segments[-1]] = segments
+        # A renamed import is found under its new name (`pub use other as name;`).
+        for m in re.finditer(r"\buse\s+([\w:]+)\s+as\s+(\w+)\s*;", texts[rel]):
+            found[m.group(2)] = m.group(1).split("::")
         out[module] = found
     return out
 
@@ -164,6 +170,8 @@ def edges(root):
                 depth += {"{": 1, "}": -1}.get(text[i], 0)
                 i += 1
             spans.append((m.start(), i, m.group(3)))
+        # `pub(in crate::queue)` names where an item is visible, not what it uses.
+        text = re.sub(r"\bpub\s*\(\s*in\s+[^)]*\)", lambda m: " " * len(m.group(0)), text)
         refs = []
         for m in re.finditer(r"\buse\s+([^;]+);", text):
             for p in expand_use(m.group(1)):

@@ -1,5 +1,5 @@
 //! Definitions exported from the live RabbitMQ 4.0.5 (the fixture in
-//! `crates/http/tests/fixtures`: users with passwords, a vhost with a queue limit, permissions,
+//! `crates/management/tests/fixtures`: users with passwords, a vhost with a queue limit, permissions,
 //! a topic permission, a policy, a quorum queue with a dead-letter exchange, a headers, a topic
 //! and an internal fanout exchange, and bindings between them) loaded at start with
 //! `--definitions`: no default `/` vhost is seeded, as RabbitMQ seeds none then; the users log in over AMQP with their RabbitMQ passwords and the objects
@@ -16,7 +16,7 @@ use lapin::types::{AMQPValue, FieldTable, ShortString};
 use lapin::{BasicProperties, Channel, Connection, ConnectionProperties};
 
 fn fixture() -> std::path::PathBuf {
-    support::workspace_root().join("crates/http/tests/fixtures/rabbitmq-4.0.5-definitions.json")
+    support::workspace_root().join("crates/management/tests/fixtures/rabbitmq-4.0.5-definitions.json")
 }
 
 async fn connect(charon: &support::Charon, user: &str, password: &str) -> lapin::Result<Connection> {

@@ -110,7 +110,8 @@ struct Cli {
 async fn main() -> Result<()> {
     let cli = Cli::parse();
     let api = |url: &Option<String>| url.as_deref().map(api_poll::ApiUrl::parse).transpose();
-    let mut targets = vec![Target { url: cli.url.clone(), pid: cli.pid, api: api(&cli.api)?, zaqar: cli.zaqar.clone() }];
+    let mut targets =
+        vec![Target { url: cli.url.clone(), pid: cli.pid, api: api(&cli.api)?, zaqar: cli.zaqar.clone() }];
     if let Some(url) = cli.compare.clone() {
         targets.push(Target { url, pid: cli.pid2, api: api(&cli.api2)?, zaqar: cli.zaqar2.clone() });
     }

@@ -591,7 +591,8 @@ impl Config {
 /// workers handed each read across cores and synced tiny batches: one worker instead carried
 /// S1b with amqprs 1.3× as fast (3.9–4.05× RabbitMQ 4.0.5, every round fast), S10 and S1a at
 /// less CPU per message, S1b with lapin and S6 at par; S5, whose source and dead-letter queue
-/// work in parallel, lost 9 % (BENCHMARKS.md, "One runtime worker per core but one").
+/// work in parallel, lost 9 % (bench/history/until-2026-11-29.md,
+/// "One runtime worker per core but one").
 pub(crate) fn default_worker_threads(cores: usize) -> usize {
     cores.saturating_sub(1).max(1)
 }

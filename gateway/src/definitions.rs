@@ -1,12 +1,12 @@
 //! `--definitions FILE` / `load_definitions`: RabbitMQ's definitions imported at start, once
 //! the store is open and before anything listens, through the same import as
-//! `POST /api/definitions` ([`charon_http::definitions::import`]).
+//! `POST /api/definitions` ([`charon_management::definitions::import`]).
 
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, bail};
 use charon_engine::Broker;
-use charon_http::definitions::import;
+use charon_management::definitions::import;
 
 /// Imports `path`: a file, or every `.json` file of a directory in name order, as RabbitMQ's
 /// `rabbit_definitions_import_local_filesystem` reads a directory.

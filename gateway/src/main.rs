@@ -134,7 +134,7 @@ async fn start(
     }
     // The management port serves the web UI's pages in front of the JSON API (one router: the
     // same sessions and rate samples over HTTP and HTTPS).
-    let management = charon_ui::app(Arc::clone(broker), charon_http::router(Arc::clone(broker)));
+    let management = charon_ui::app(Arc::clone(broker), charon_management::router(Arc::clone(broker)));
     if let (Some(tls), Some(acceptors)) = (&config.tls, &acceptors) {
         for address in &tls.listen {
             let listener =
@@ -158,7 +158,7 @@ async fn start(
         let local = listener.local_addr().context("reading the HTTPS address")?;
         println!("charon: https listening on {local}");
         broker.listeners().add("https", local);
-        running.serve(charon_http::serve_tls_router(
+        running.serve(charon_management::serve_tls_router(
             listener,
             acceptors.https.clone(),
             management.clone().layer(axum::Extension(charon_ui::OverTls)),
@@ -187,7 +187,7 @@ async fn start(
     let local = http.local_addr().context("reading the HTTP address")?;
     println!("charon: http listening on {local}");
     broker.listeners().add("http", local);
-    running.serve(charon_http::serve_router(http, management, shutdown_rx.clone()));
+    running.serve(charon_management::serve_router(http, management, shutdown_rx.clone()));
     let prometheus = tokio::net::TcpListener::bind(&config.prometheus_listen)
         .await
         .with_context(|| format!("binding the Prometheus endpoint to {}", config.prometheus_listen))?;

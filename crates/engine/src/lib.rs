@@ -8,52 +8,44 @@
 //! # Layout
 //! - [`access`]: users, tags, passwords and permissions, and the checks made before acting.
 //! - [`broker`]: vhosts, ids; the access registry.
-//! - [`connections`]: open connections by user and vhost, closed when either is deleted;
-//!   [`connection_info`]: what the management API shows of them.
+//! - [`connections`]: open connections by user and vhost, closed when either is deleted.
 //! - [`listeners`]: the sockets the node listens on, for the management API.
-//! - [`clock`]: the wall clock in milliseconds (a leaf: everyone reads it).
-//! - [`dead_letter`]: RabbitMQ's dead lettering, and the seam queues hand their dead letters to.
+//! - [`queue`] (the `charon-queue` crate, re-exported with its [`dead_letter`], [`session`],
+//!   [`gate`], [`clock`], [`connection_info`] and [`error`] modules): one task per queue, its
+//!   state, dead lettering, the events queues send to connections, and the errors.
 //! - [`persist`]: the message log and the metadata store, committed off the runtime.
 //! - [`vhost`]: declare/delete/bind/route; the operations adapters call.
 //! - `topology` (private): exchanges, queues and bindings behind the vhost's lock.
 //! - [`exchange`]: exchange types and their binding indexes.
-//! - [`queue`]: one task per queue; its state as owned parts (ready messages, consumers,
-//!   limits, effects); declare-argument validation.
 //! - [`reply_to`]: direct reply-to, the live `amq.rabbitmq.reply-to` consumers by address.
 //! - [`route_cache`]: per-publisher routing cache validated by a topology version.
-//! - [`gate`]: shared capacity (global prefetch, connection outbound backlog).
-//! - [`session`]: the events queues send to connections.
 //! - [`login`]: the login policy (`loopback_users`, the failed-login throttle, SASL EXTERNAL).
 //! - [`alarms`], [`limits`]: memory/disk alarms; vhost, user and connection limits.
 //! - [`policy`]: RabbitMQ policies and how they apply to queues.
 //! - [`metrics`]: counters the Prometheus endpoint renders.
 //! - [`redrive`]: redrive jobs, moving dead letters back at a chosen rate.
-//! - [`error`]: the engine's errors, with RabbitMQ's texts.
 
 pub mod access;
 pub mod alarms;
 pub mod broker;
-pub mod clock;
-pub mod connection_info;
 pub mod connections;
-pub mod dead_letter;
-pub mod error;
 pub mod exchange;
-pub mod gate;
 pub mod limits;
 pub mod listeners;
 pub mod login;
 pub mod metrics;
 pub mod persist;
 pub mod policy;
-pub mod queue;
 pub mod redrive;
 pub mod reply_to;
 mod reservation;
 pub mod route_cache;
-pub mod session;
 mod topology;
 pub mod vhost;
+
+/// The queue machine (`charon-queue`), under the name the engine has always given it.
+pub use charon_queue as queue;
+pub use charon_queue::{clock, connection_info, dead_letter, error, gate, session};
 
 pub use access::{
     Access, AccessError, Account, Action, HashingAlgorithm, PasswordHash, Permission, Principal, Tags, User, VhostInfo,

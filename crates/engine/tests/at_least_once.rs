@@ -7,9 +7,11 @@
 mod support;
 
 use std::sync::Arc;
+use std::sync::atomic::Ordering::Relaxed;
 
+use charon_engine::metrics::DeadLetterStrategy;
 use charon_engine::{Broker, BrokerConfig, VHost};
-use charon_model::{Body, Message, Routing, Table, Value};
+use charon_model::{Body, DeathReason, Message, Routing, Table, Value};
 use support::{OWNER, counts, declare, open_stored, publish_and_reject, table};
 
 fn source_args(strategy: &str, overflow: &str) -> Table {
@@ -28,22 +30,19 @@ async fn setup() -> (Arc<Broker>, Arc<VHost>) {
 
 #[tokio::test]
 async fn an_unroutable_dead_letter_waits_in_the_source_until_its_queue_is_declared() {
-    let (broker, vhost) = setup().await;
+    let (_broker, vhost) = setup().await;
     vhost.declare_queue(&declare("src", source_args("at-least-once", "reject-publish")), 1).await.unwrap();
     let source = vhost.queue("src", 1).unwrap();
     publish_and_reject(&source, "m1").await;
     assert_eq!(counts(&source, (0, 1)).await, (0, 1), "not ready, not lost: pending");
-    let gauge = |value: u32| format!("charon_queue_dead_letters_pending{{vhost=\"/\",queue=\"src\"}} {value}\n");
-    let metrics = charon_engine::metrics::render_queue_counters(&broker);
-    assert!(metrics.contains(&gauge(1)), "{metrics}");
-    let counted = "charon_queue_messages_dead_lettered_total{vhost=\"/\",queue=\"src\",reason=\"rejected\",strategy=\"at_least_once\"} 1\n";
-    assert!(metrics.contains(counted), "{metrics}");
+    assert_eq!(source.dead_letters_pending.load(Relaxed), 1);
+    assert_eq!(source.dead_lettered.get(DeadLetterStrategy::AtLeastOnce, DeathReason::Rejected), 1);
     assert_eq!(source.get(OWNER, true).await.unwrap().map(|g| g.delivery.seq), None, "never delivered");
     // The dead-letter queue appears: the letter goes there at once, not after a timer.
     vhost.declare_queue(&declare("dlq", Table::new()), 1).await.unwrap();
     let dlq = vhost.queue("dlq", 1).unwrap();
     assert_eq!(counts(&source, (0, 0)).await, (0, 0));
-    assert!(charon_engine::metrics::render_queue_counters(&broker).contains(&gauge(0)));
+    assert_eq!(source.dead_letters_pending.load(Relaxed), 0);
     let got = dlq.get(OWNER, true).await.unwrap().expect("the dead letter");
     assert_eq!(got.delivery.message.body.bytes().as_ref(), b"m1");
     let deaths = got.delivery.message.broker.deaths.as_deref().expect("its death");

@@ -148,7 +148,7 @@ pub fn store_message(data: &[u8]) {
 /// A JSON request body: a definition the HTTP API accepts is a table the store reads back.
 pub fn http_json(data: &[u8]) {
     let Ok(json) = serde_json::from_slice::<serde_json::Value>(data) else { return };
-    if let Some(Value::Table(table)) = charon_http::json::from_json(&json) {
+    if let Some(Value::Table(table)) = charon_management::json::from_json(&json) {
         table_reads_back(&table);
     }
 }

@@ -6,7 +6,7 @@ use axum::Router;
 use axum::body::Body;
 use axum::http::{Method, Request, StatusCode, header};
 use charon_engine::User;
-use charon_http::auth::Authenticated;
+use charon_management::auth::Authenticated;
 use serde_json::Value as JsonValue;
 use tower::ServiceExt;
 

@@ -4,7 +4,7 @@
 //!   default); the CSS and the small script are embedded with `include_str!`. No Node build.
 //! - Read-only pages work without JavaScript; the script only refreshes numbers by polling the
 //!   JSON API through [`proxy`] and draws redrive progress.
-//! - Log-in is a form checked by the API's own login rules ([`charon_http::auth::log_in`]: the
+//! - Log-in is a form checked by the API's own login rules ([`charon_management::auth::log_in`]: the
 //!   login policy, the management-tag rule); a session is server-side ([`session`]); every form
 //!   that changes something carries the session's CSRF token.
 //! - Every page gets its data from the API's own router, called in-process as the logged-in
@@ -44,7 +44,7 @@ pub(crate) struct Ui {
     sessions: Sessions,
 }
 
-/// The web UI's pages in front of `api` (the management API's [`charon_http::router`] over the
+/// The web UI's pages in front of `api` (the management API's [`charon_management::router`] over the
 /// same broker): requests for anything that is not a page go to `api` as they are.
 pub fn app(broker: Arc<Broker>, api: Router) -> Router {
     let ui = Arc::new(Ui { broker, api: Api::new(api.clone()), sessions: Sessions::default() });

@@ -21,7 +21,7 @@ struct Reply {
 
 fn app() -> (Arc<Broker>, Router) {
     let broker = Broker::new(BrokerConfig::default());
-    let app = crate::app(Arc::clone(&broker), charon_http::router(Arc::clone(&broker)));
+    let app = crate::app(Arc::clone(&broker), charon_management::router(Arc::clone(&broker)));
     (broker, app)
 }
 

@@ -45,7 +45,7 @@ pub(crate) fn resolve(ui: &Ui, parts: &Parts) -> Option<Viewer> {
         .find_map(session::token_in)?
         .to_owned();
     let session = ui.sessions.get(&token)?;
-    let user = ui.broker.user(session.user()).and_then(|user| charon_http::auth::management(user).ok());
+    let user = ui.broker.user(session.user()).and_then(|user| charon_management::auth::management(user).ok());
     let Some(user) = user else {
         ui.sessions.end(&token);
         return None;

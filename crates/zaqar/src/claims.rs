@@ -37,7 +37,7 @@ pub(crate) struct Claim {
     pub(crate) messages: Vec<Claimed>,
     /// Seconds it lasts from its last renewal.
     pub(crate) ttl: u64,
-    /// Seconds of grace (validated and shown; see docs/fidelity.md).
+    /// Seconds of grace (validated and shown; see docs/zaqar.md).
     pub(crate) grace: u64,
     /// When it was made, ms since the epoch.
     pub(crate) created_ms: i64,

@@ -7,7 +7,7 @@
 //! off); a Zaqar queue is a durable quorum queue of that vhost; a post is a persistent publish
 //! through the default exchange, answered once confirmed; a claim holds deliveries under an
 //! engine owner of its own until it is released, expires or its messages are deleted. How each
-//! Zaqar field maps to the message model is in docs/fidelity.md.
+//! Zaqar field maps to the message model is in docs/zaqar.md.
 
 use std::net::SocketAddr;
 use std::path::PathBuf;

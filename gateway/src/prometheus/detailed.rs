@@ -107,7 +107,7 @@ impl Selection {
                          # HELP rabbitmq_cluster_vhost_status Whether a given vhost is running\n",
                     );
                     for vhost in &vhosts {
-                        let name = charon_engine::metrics::escape_label(vhost.name());
+                        let name = super::charon::escape_label(vhost.name());
                         let _ = writeln!(text, "rabbitmq_cluster_vhost_status{{vhost=\"{name}\"}} 1");
                     }
                     pieces.push(Piece::Text(text));

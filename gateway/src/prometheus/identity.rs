@@ -4,8 +4,8 @@ use std::fmt::Write as _;
 use std::hash::{BuildHasher, Hasher};
 use std::path::Path;
 
+use super::charon::escape_label;
 use base64::Engine;
-use charon_engine::metrics::escape_label;
 
 use super::family::{BUILD_INFO, IDENTITY_INFO};
 

@@ -4,6 +4,7 @@
 //! `family=`, limited to the vhosts asked for by `vhost=`, with the `rabbitmq_detailed_`
 //! prefix).
 
+mod charon;
 mod detailed;
 mod family;
 mod global;
@@ -43,7 +44,7 @@ impl Scraper {
     pub(crate) fn aggregated(&self) -> String {
         let mut out = String::new();
         churn(PLAIN, &mut out);
-        out.push_str(&charon_engine::metrics::render_resources(&self.broker));
+        out.push_str(&charon::render_resources(&self.broker));
         let mut sum = GaugeValues::default();
         let mut queues = 0_u64;
         for vhost in self.broker.vhosts() {
@@ -58,25 +59,25 @@ impl Scraper {
         }
         self.node_totals(sum.consumers, queues, &mut out);
         self.node_families(&mut out);
-        out.push_str(&charon_engine::metrics::render_vhost_counters(&self.broker));
+        out.push_str(&charon::render_vhost_counters(&self.broker));
         out
     }
 
     /// `/metrics/per-object`, as pieces rendered one at a time while the body is sent.
     pub(crate) fn per_object(&self) -> Vec<Piece> {
-        let queues: Arc<[charon_engine::QueueRef]> = charon_engine::metrics::sorted_queues(&self.broker).into();
+        let queues: Arc<[charon_engine::QueueRef]> = charon::sorted_queues(&self.broker).into();
         let mut head = String::new();
         churn(PLAIN, &mut head);
-        head.push_str(&charon_engine::metrics::render_resources(&self.broker));
+        head.push_str(&charon::render_resources(&self.broker));
         let mut pieces = vec![Piece::Text(head)];
         for family in QUEUE_COARSE.iter().chain(&QUEUE_CONSUMERS).chain(&QUEUE_BYTES) {
             pieces.extend(Piece::queue_family(PLAIN, *family, &queues));
         }
-        for series in charon_engine::metrics::QueueSeries::ALL {
+        for series in charon::QueueSeries::ALL {
             pieces.extend(Piece::charon_series(series, &queues));
         }
         let consumers = queues.iter().map(|q| q.gauges.load().consumers).sum();
-        let mut tail = charon_engine::metrics::render_vhost_counters(&self.broker);
+        let mut tail = charon::render_vhost_counters(&self.broker);
         self.node_totals(consumers, u64::try_from(queues.len()).unwrap_or(0), &mut tail);
         self.node_families(&mut tail);
         pieces.push(Piece::Text(tail));

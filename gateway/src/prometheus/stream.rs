@@ -4,9 +4,9 @@
 use std::convert::Infallible;
 use std::sync::Arc;
 
+use super::charon::{QueueSeries, escape_label};
 use axum::body::{Body, Bytes};
 use charon_engine::QueueRef;
-use charon_engine::metrics::{QueueSeries, escape_label};
 use futures_util::StreamExt as _;
 
 use super::family::QueueFamily;

@@ -90,3 +90,53 @@ fn the_cluster_id_is_kept_across_starts() {
     assert!(first.contains("rabbitmq_cluster_permanent_id=\"rabbitmq-cluster-id-"), "{first}");
     assert_eq!(render(), first);
 }
+
+#[tokio::test]
+async fn alarm_families_follow_the_alarms() {
+    let broker = Broker::new(BrokerConfig::default());
+    let text = super::charon::render_resources(&broker);
+    assert!(text.contains(
+        "# TYPE rabbitmq_alarms_memory_used_watermark untyped\n\
+         # HELP rabbitmq_alarms_memory_used_watermark is 1 if VM memory watermark alarm is in effect\n\
+         rabbitmq_alarms_memory_used_watermark 0\n"
+    ));
+    broker.resources().set_memory_alarm(true);
+    broker.resources().set_log_failing(true);
+    let text = super::charon::render_resources(&broker);
+    assert!(text.contains("\nrabbitmq_alarms_memory_used_watermark 1\n"), "{text}");
+    assert!(text.contains("\nrabbitmq_alarms_free_disk_space_watermark 1\n"), "{text}");
+    assert!(text.contains("\nrabbitmq_alarms_file_descriptor_limit 0\n"), "{text}");
+}
+
+#[tokio::test]
+async fn the_queue_series_render_the_queue_handles_figures() {
+    use std::sync::atomic::Ordering::Relaxed;
+
+    use charon_engine::metrics::DeadLetterStrategy;
+    use charon_model::DeathReason;
+
+    use super::charon::QueueSeries;
+
+    let (scraper, _dir) = scraper(1).await;
+    let queue = super::charon::sorted_queues(&scraper.broker).pop().unwrap();
+    let now = 1_700_000_000_000;
+    let mut out = String::new();
+    QueueSeries::DeadLettered.rows(std::slice::from_ref(&queue), now, &mut out);
+    assert_eq!(out, "", "a series appears on its first count");
+    queue.dead_lettered.add(DeadLetterStrategy::AtLeastOnce, DeathReason::Rejected);
+    queue.dead_lettered.add(DeadLetterStrategy::AtLeastOnce, DeathReason::Rejected);
+    queue.dead_lettered.add(DeadLetterStrategy::Disabled, DeathReason::Expired);
+    queue.dead_letters_pending.store(3, Relaxed);
+    queue.oldest_ready_at.store(now - 1_500, Relaxed);
+    let mut out = String::new();
+    for series in QueueSeries::ALL {
+        series.rows(std::slice::from_ref(&queue), now, &mut out);
+    }
+    assert_eq!(
+        out,
+        "charon_queue_messages_dead_lettered_total{vhost=\"/\",queue=\"q\\\"0\\\\\",reason=\"expired\",strategy=\"disabled\"} 1\n\
+         charon_queue_messages_dead_lettered_total{vhost=\"/\",queue=\"q\\\"0\\\\\",reason=\"rejected\",strategy=\"at_least_once\"} 2\n\
+         charon_queue_dead_letters_pending{vhost=\"/\",queue=\"q\\\"0\\\\\"} 3\n\
+         charon_queue_oldest_message_age_seconds{vhost=\"/\",queue=\"q\\\"0\\\\\"} 1.5\n"
+    );
+}

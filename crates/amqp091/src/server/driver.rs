@@ -141,7 +141,7 @@ impl Protocol for Amqp091 {
         let received = tokio::select! {
             received = self.session.inbox.recv_many(&mut self.events, EVENT_BATCH) => received,
             // The queue that held the publishes admits them: `act` goes on with them.
-            () = charon_engine::queue::until_admitted(held_by.as_ref()) => return true,
+            () = charon_engine::queue::until_admitted(held_by.as_ref().map(|queue| &queue.admission)) => return true,
         };
         if received == 0 {
             return false;

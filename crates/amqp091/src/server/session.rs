@@ -5,7 +5,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use amq_protocol::protocol::AMQPClass;
-use charon_engine::login::{Peer, anonymous_login, external_login};
+use charon_engine::login::Peer;
 use charon_engine::metrics::{Counter, LocalCounters, Protocol};
 use charon_engine::{
     Action, Broker, ChannelSlot, ConnectionSlot, ConsumerId, Owner, Principal, QueueRef, Registration, Resource,
@@ -98,13 +98,13 @@ impl Host for Login<'_> {
 
     fn authenticate_external(&mut self) -> Option<String> {
         *self.delay = self.broker.login().delay(self.peer.address());
-        *self.user = external_login(self.broker, self.peer);
+        *self.user = self.broker.login().external_login(self.broker.access(), self.peer);
         self.user.as_ref().map(|u| u.name.clone())
     }
 
     fn authenticate_anonymous(&mut self) -> Option<String> {
         *self.delay = self.broker.login().delay(self.peer.address());
-        *self.user = anonymous_login(self.broker, self.peer);
+        *self.user = self.broker.login().anonymous_login(self.broker.access(), self.peer);
         self.user.as_ref().map(|u| u.name.clone())
     }
 

@@ -73,7 +73,7 @@ impl Protocol for Amqp10 {
 
     /// fe2o3-amqp leaves Nagle's algorithm on. ACKed at once, its frames came one per segment
     /// whenever a runtime worker was idle to read each: S10 with two workers cost 15–36 CPU-s
-    /// per million messages, and 7–8 with deferred ACKs (BENCHMARKS.md).
+    /// per million messages, and 7–8 with deferred ACKs (bench/history/until-2026-11-29.md).
     const DEFERS_ACKS: bool = true;
 
     async fn on_input(&mut self, input: &mut BytesMut, now: Instant) {
@@ -107,7 +107,7 @@ impl Protocol for Amqp10 {
         let received = tokio::select! {
             received = self.session.inbox.recv_many(&mut self.events, EVENT_BATCH) => received,
             // The queue that held the publishes admits them: `act` hands them over.
-            () = charon_engine::queue::until_admitted(held_by.as_ref()) => return true,
+            () = charon_engine::queue::until_admitted(held_by.as_ref().map(|queue| &queue.admission)) => return true,
             deleted = self.session.deletions.next() => {
                 self.session.queue_deleted(&deleted, &mut self.conn);
                 return true;

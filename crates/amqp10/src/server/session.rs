@@ -7,7 +7,7 @@ use std::time::Duration;
 use foldhash::HashMap as FastMap;
 use foldhash::HashMapExt;
 
-use charon_engine::login::{Peer, anonymous_login, external_login};
+use charon_engine::login::Peer;
 use charon_engine::metrics::{LocalCounters, Protocol};
 use charon_engine::{
     Action, Broker, ConnectionSlot, ConsumerId, EngineError, Owner, Principal, QueueRef, Registration, Resource,
@@ -128,7 +128,7 @@ impl Host for Login<'_> {
 
     fn authenticate_external(&mut self) -> Option<String> {
         *self.delay = self.broker.login().delay(self.peer.address());
-        *self.user = external_login(self.broker, self.peer);
+        *self.user = self.broker.login().external_login(self.broker.access(), self.peer);
         self.user.as_ref().map(|u| u.name.clone())
     }
 
@@ -136,7 +136,7 @@ impl Host for Login<'_> {
     /// RabbitMQ checks `loopback_users` for it too (so, by default, `guest` only from loopback).
     fn anonymous_user(&mut self) -> Option<String> {
         *self.delay = self.broker.login().delay(self.peer.address());
-        *self.user = anonymous_login(self.broker, self.peer);
+        *self.user = self.broker.login().anonymous_login(self.broker.access(), self.peer);
         self.user.as_ref().map(|u| u.name.clone())
     }
 

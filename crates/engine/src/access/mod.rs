@@ -9,7 +9,6 @@
 //! text exist once. Changes are durable (the metadata store) before they apply.
 
 mod account;
-mod action;
 mod error;
 mod password;
 mod permission;
@@ -28,7 +27,7 @@ use charon_store::meta::MetaError;
 use parking_lot::RwLock;
 
 pub use account::Account;
-pub use action::Action;
+pub use charon_queue::action::Action;
 pub use error::AccessError;
 pub use password::{HashingAlgorithm, PasswordHash};
 pub use permission::Permission;

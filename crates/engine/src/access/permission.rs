@@ -2,8 +2,8 @@
 
 use regex::Regex;
 
-use super::action::Action;
 use super::error::AccessError;
+use charon_queue::action::Action;
 
 /// Configure, write and read patterns, kept as given (the API shows them) and compiled.
 ///

@@ -1,9 +1,9 @@
 //! A user acting in a vhost: what an operation is checked against.
 
 use super::Access;
-use super::action::Action;
 use super::user::User;
 use crate::error::{EngineError, Resource};
+use charon_queue::action::Action;
 
 /// The user an operation acts for, with the registry that holds its permissions.
 ///

@@ -1,9 +1,9 @@
 //! Topic permissions: routing-key patterns per user, vhost and topic exchange, on top of the
 //! resource permissions (RabbitMQ's `set_topic_permissions`).
 
-use super::action::Action;
 use super::error::AccessError;
 use super::permission::Pattern;
+use charon_queue::action::Action;
 
 /// Write and read patterns over routing keys for one exchange.
 ///

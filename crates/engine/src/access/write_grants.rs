@@ -1,8 +1,8 @@
 //! A publisher's memory of the exchanges it may write to.
 
-use super::action::Action;
 use super::principal::Principal;
 use crate::error::{EngineError, Resource};
+use charon_queue::action::Action;
 
 /// Exchanges remembered before the list starts over, bounding a publisher that uses many.
 const MAX_EXCHANGES: usize = 16;

@@ -1,7 +1,7 @@
 //! The login policy shared by every protocol: who may log in from where, how failures are
 //! logged, and how repeated failures from one address are slowed.
 //!
-//! Password checks stay in [`crate::Broker::authenticate`]; this policy wraps their outcome:
+//! Password checks stay in [`Access::authenticate`]; this policy wraps their outcome:
 //! RabbitMQ's `loopback_users` (by default `guest` may only connect from the machine itself),
 //! the `login refused` log line, the per-address [`Throttle`], and the user name a client
 //! certificate logs in as with SASL EXTERNAL ([`CertLoginFrom`]).
@@ -15,8 +15,7 @@ use std::time::{Duration, Instant};
 pub use certificate::{CertificateError, CertificateSubject};
 pub use throttle::Throttle;
 
-use crate::access::User;
-use crate::broker::Broker;
+use crate::access::{Access, User};
 
 /// Which part of a client certificate's subject SASL EXTERNAL logs in as, as RabbitMQ's
 /// `ssl_cert_login_from`.
@@ -186,35 +185,33 @@ impl LoginPolicy {
     pub fn throttle(&self) -> &Throttle {
         &self.throttle
     }
-}
 
-/// A SASL EXTERNAL login: the user named by `peer`'s verified client certificate (as the
-/// policy's [`CertLoginFrom`] says), which must exist; refusals are logged and counted as any
-/// failed login.
-#[must_use]
-pub fn external_login(broker: &Broker, peer: &Peer) -> Option<User> {
-    let policy = broker.login();
-    let address = peer.address();
-    let Some(subject) = peer.certificate() else {
-        policy.refuse(address, "EXTERNAL", "", "no client certificate");
-        return None;
-    };
-    let Some(name) = policy.certificate_user(subject) else {
-        let reason = format!("no common name in the certificate subject '{}'", subject.distinguished_name());
-        policy.refuse(address, "EXTERNAL", "", &reason);
-        return None;
-    };
-    policy.admit(address, "EXTERNAL", name, broker.user(name))
-}
+    /// A SASL EXTERNAL login: the user named by `peer`'s verified client certificate (as the
+    /// policy's [`CertLoginFrom`] says), which must exist; refusals are logged and counted as any
+    /// failed login.
+    #[must_use]
+    pub fn external_login(&self, access: &Access, peer: &Peer) -> Option<User> {
+        let address = peer.address();
+        let Some(subject) = peer.certificate() else {
+            self.refuse(address, "EXTERNAL", "", "no client certificate");
+            return None;
+        };
+        let Some(name) = self.certificate_user(subject) else {
+            let reason = format!("no common name in the certificate subject '{}'", subject.distinguished_name());
+            self.refuse(address, "EXTERNAL", "", &reason);
+            return None;
+        };
+        self.admit(address, "EXTERNAL", name, access.user(name))
+    }
 
-/// A SASL ANONYMOUS login: the configured anonymous credentials, checked as any user name
-/// and password are (RabbitMQ's `check_user_pass_login`) and then by the policy, so the
-/// default `guest` logs in only from loopback.
-#[must_use]
-pub fn anonymous_login(broker: &Broker, peer: &Peer) -> Option<User> {
-    let policy = broker.login();
-    let (name, password) = policy.config.anonymous.as_ref()?;
-    policy.admit(peer.address(), "ANONYMOUS", name, broker.authenticate(name, password))
+    /// A SASL ANONYMOUS login: the configured anonymous credentials, checked as any user name
+    /// and password are (RabbitMQ's `check_user_pass_login`) and then by the policy, so the
+    /// default `guest` logs in only from loopback.
+    #[must_use]
+    pub fn anonymous_login(&self, access: &Access, peer: &Peer) -> Option<User> {
+        let (name, password) = self.config.anonymous.as_ref()?;
+        self.admit(peer.address(), "ANONYMOUS", name, access.authenticate(name, password))
+    }
 }
 
 /// RabbitMQ's loopback test: 127.0.0.0/8 and ::1, also as IPv4-mapped IPv6.
@@ -281,14 +278,18 @@ mod tests {
         let local = addr("127.0.0.1:4000");
         let guest = CertificateSubject::new(Some("guest".into()), "CN=guest".into());
         assert_eq!(
-            external_login(&broker, &Peer::new(local, Some(guest.clone()))).map(|u| u.name),
+            broker.login().external_login(broker.access(), &Peer::new(local, Some(guest.clone()))).map(|u| u.name),
             Some("guest".into())
         );
         let stranger = CertificateSubject::new(Some("stranger".into()), "CN=stranger".into());
-        assert_eq!(external_login(&broker, &Peer::new(local, Some(stranger))), None);
-        assert_eq!(external_login(&broker, &Peer::new(local, None)), None);
+        assert_eq!(broker.login().external_login(broker.access(), &Peer::new(local, Some(stranger))), None);
+        assert_eq!(broker.login().external_login(broker.access(), &Peer::new(local, None)), None);
         assert_eq!(broker.login().throttle().len(), 1, "refusals count against the address");
-        assert_eq!(external_login(&broker, &Peer::new(addr("192.0.2.1:4000"), Some(guest))), None, "loopback_users");
+        assert_eq!(
+            broker.login().external_login(broker.access(), &Peer::new(addr("192.0.2.1:4000"), Some(guest))),
+            None,
+            "loopback_users"
+        );
     }
 
     #[test]

@@ -26,8 +26,8 @@ use writer::MetaWriter;
 /// submitted; each method returns at once with the [`MetaDone`] to await.
 #[derive(Debug)]
 pub struct Persistence {
-    /// The message log.
-    pub log: MessageLog,
+    /// The message log (shared with every queue task, which journals to it).
+    pub log: Arc<MessageLog>,
     meta: Arc<MetaStore>,
     writer: MetaWriter,
 }
@@ -41,7 +41,7 @@ impl Persistence {
     /// Wraps an opened log and metadata store, and starts the metadata writer.
     #[must_use]
     pub fn new(log: MessageLog, meta: MetaStore) -> Arc<Self> {
-        Arc::new(Self { log, meta: Arc::new(meta), writer: MetaWriter::start() })
+        Arc::new(Self { log: Arc::new(log), meta: Arc::new(meta), writer: MetaWriter::start() })
     }
 
     /// The metadata store (recovery reads it).

@@ -3,7 +3,7 @@
 use charon_model::{Death, DeathEvent, DeathHistory, Message, Value};
 
 use super::spec::Filter;
-use crate::dead_letter::events::event::id_text;
+use crate::dead_letter::events::id_text;
 
 /// The last death of a message and its history entry: the death that brought it into the
 /// dead-letter queue. `None` for a message that never died.

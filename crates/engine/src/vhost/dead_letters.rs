@@ -9,7 +9,7 @@ use parking_lot::RwLock;
 use super::{Created, Declarer, QueueDeclare, VHost};
 use crate::clock::now_ms;
 use crate::dead_letter::events::DeadLetterEvents;
-use crate::dead_letter::{DeadLetterSink, DropReason, Drops, FALLBACK_QUEUE};
+use crate::dead_letter::{DeadLetterSink, DropReason, Drops, FALLBACK_QUEUE, Router};
 use crate::queue::QueueRef;
 use crate::topology::Topology;
 
@@ -44,11 +44,13 @@ impl DeadLetterRoutes {
     }
 }
 
-impl DeadLetterSink for DeadLetterRoutes {
+impl Router for DeadLetterRoutes {
     fn route(&self, exchange: &str, routing: &Routing, headers: &Table) -> Option<Vec<QueueRef>> {
         self.topology.upgrade()?.read().route_dead_letter(exchange, routing, headers)
     }
+}
 
+impl DeadLetterSink for DeadLetterRoutes {
     fn dropped(&self, queue: &str, reason: DropReason) -> Option<QueueRef> {
         let fallback = (self.fallback && queue != FALLBACK_QUEUE)
             .then(|| self.topology.upgrade().and_then(|t| t.read().queues.get(FALLBACK_QUEUE).cloned()))

@@ -203,12 +203,12 @@ impl VHost {
         self.store.as_ref()
     }
 
-    /// What a queue task of this vhost is linked to: the store, this vhost's dead-letter
+    /// What a queue task of this vhost is linked to: the message log, this vhost's dead-letter
     /// routes, and the topology it leaves when it deletes itself.
     pub(crate) fn queue_links(&self) -> QueueLinks {
         let me = self.me.clone();
         QueueLinks {
-            store: self.store.clone(),
+            log: self.store.as_ref().map(|store| Arc::clone(&store.log)),
             dead_letters: Arc::clone(&self.dead_letters),
             on_self_delete: Box::new(move |queue| {
                 if let Some(vhost) = me.upgrade() {

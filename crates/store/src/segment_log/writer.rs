@@ -34,7 +34,8 @@ const KEPT_BUFFER: usize = 1024 * 1024;
 /// append that grew the file also writes its inode (ext4 without a journal does it as a second
 /// synchronous write), while overwriting blocks already written leaves the inode alone: on this
 /// machine's disk the `fdatasync` path fell from 12.2 % to 9.9 % of the broker's CPU in S10
-/// (see BENCHMARKS.md, "Preallocated segments"). One MiB costs one such sync per MiB of log.
+/// (see bench/history/until-2026-11-29.md, "Preallocated segments"). One MiB costs one such
+/// sync per MiB of log.
 pub(super) const PREALLOCATE: u64 = 1024 * 1024;
 
 /// Zeros to fill ahead with, a slice at a time.

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use axum::extract::{ConnectInfo, Query, State};
 use axum::http::{Extensions, StatusCode, header};
 use axum::response::{IntoResponse, Redirect, Response};
-use charon_http::auth::{self, Refusal};
+use charon_management::auth::{self, Refusal};
 use maud::html;
 use std::collections::HashMap;
 
