@@ -423,14 +423,24 @@ impl Broker {
     }
 
     /// Returns once every queue has applied what it was sent before and handed its log
-    /// records to the log (see [`crate::QueueHandle::flush`]): a clean stop runs it after the
-    /// connections closed, before it closes the log.
+    /// records to the log, and no dead letter is still on its way to a target (see
+    /// [`crate::QueueHandle::flush`]): a clean stop runs it after the connections closed,
+    /// before it closes the log, under a time limit.
     pub async fn flush_queues(&self) {
-        for vhost in self.vhosts() {
-            for queue in vhost.queues() {
-                // A queue that is gone has nothing left to write.
-                let _ = queue.flush().await;
+        loop {
+            let mut settled = true;
+            for vhost in self.vhosts() {
+                for queue in vhost.queues() {
+                    // A queue that is gone has nothing left to write.
+                    settled &= queue.flush().await.unwrap_or(true);
+                }
             }
+            if settled {
+                return;
+            }
+            // Dead letters still on their way: their targets' confirms, and the records that
+            // then remove them from their sources, come within a log sync or two.
+            tokio::time::sleep(std::time::Duration::from_millis(5)).await;
         }
     }
 

@@ -214,11 +214,14 @@ impl QueueHandle {
     }
 
     /// Returns once the queue has applied everything sent to it before and handed the log
-    /// records that produced (see [`QueueCmd::Flush`]).
+    /// records that produced (see [`QueueCmd::Flush`]): true when none of its dead letters
+    /// still waits to be handed to a target or for a target's confirm. Until then the log
+    /// records that remove their messages are still to come (a stop that closed the log
+    /// before them would find the messages back in this queue at the next start).
     ///
     /// # Errors
     /// NOT_FOUND when the queue is gone.
-    pub async fn flush(&self) -> Result<(), EngineError> {
+    pub async fn flush(&self) -> Result<bool, EngineError> {
         self.call(QueueCmd::Flush).await
     }
 

@@ -49,6 +49,11 @@ impl Outbox {
         self.pending.push_back(forward);
     }
 
+    /// Whether every dead letter was handed to its targets.
+    pub(super) fn is_empty(&self) -> bool {
+        self.pending.is_empty()
+    }
+
     /// How many more dead letters the queue's own expiry may add. Rejects and overflow still
     /// add theirs whatever this says: they come with a client's command.
     pub(super) fn room(&self) -> usize {

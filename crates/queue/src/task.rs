@@ -68,7 +68,7 @@ enum Applied {
 /// An answer sent once the pass's log records are appended (see `finish_pass`).
 enum AfterJournal {
     Got(oneshot::Sender<Option<GetOk>>, Option<GetOk>),
-    Flushed(oneshot::Sender<()>),
+    Flushed(oneshot::Sender<bool>),
 }
 
 struct Task {
@@ -268,7 +268,7 @@ impl Task {
                     let _ = reply.send(got);
                 }
                 AfterJournal::Flushed(reply) => {
-                    let _ = reply.send(());
+                    let _ = reply.send(self.outbox.is_empty() && self.unconfirmed.is_empty());
                 }
             }
         }

@@ -67,6 +67,11 @@ impl Unconfirmed {
     pub(super) fn len(&self) -> usize {
         self.waiting.len()
     }
+
+    /// Whether no dead letter waits for its targets' confirms.
+    pub(super) fn is_empty(&self) -> bool {
+        self.waiting.is_empty()
+    }
 }
 
 #[cfg(test)]
