@@ -135,14 +135,24 @@ async fn until_not_running(http_port: u16, job_id: &str) -> Value {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn twenty_kill_9_cycles_during_a_redrive_lose_no_message() {
     let data = tempfile::tempdir().unwrap();
-    let job_id = {
-        let charon = support::Charon::start_on(data.path(), &[]);
+    {
+        // Set up, then stopped cleanly: a kill right after the rejections could leave a
+        // rejected message in both queues (dead lettering's crash semantics), and this test
+        // counts what the moves do.
+        let mut charon = support::Charon::start_on(data.path(), &[]);
         let conn = connect(charon.port).await;
         let ch = conn.create_channel().await.unwrap();
         declare(&ch).await;
         publish_all(&ch).await;
         reject_all(&conn.create_channel().await.unwrap(), charon.http_port).await;
         assert_eq!(queue_messages(charon.http_port, ORDERS).await, 0);
+        drop(conn);
+        charon.terminate();
+        assert!(charon.wait_exit(Duration::from_secs(30)).is_some(), "a clean stop");
+    }
+    let job_id = {
+        let charon = support::Charon::start_on(data.path(), &[]);
+        assert_eq!(queue_messages(charon.http_port, ORDERS).await, 0, "nothing came back to the work queue");
         // ~1,000 a second: the job spans the crash cycles.
         let body = r#"{"source":"rd-dlq","destination":{"type":"original","death":"first"},"rate":1000}"#;
         let (status, job) = api(charon.http_port, "POST", "/api/charon/redrives/%2F", body).await;
