@@ -17,6 +17,7 @@ use charon_engine::{
 use charon_model::{Table, erlang};
 
 use super::address::{TargetAddress, parse_event_source, parse_source, parse_target, v1_refusal};
+use super::attach_error::AttachError;
 use super::session::{LinkState, Session, link_owner};
 use crate::proto::Connection;
 
@@ -34,11 +35,6 @@ fn target_address(attach: &Attach) -> Option<Option<String>> {
 
 fn source_address(attach: &Attach) -> Option<String> {
     attach.source.as_deref().and_then(|s| s.address.clone())
-}
-
-/// A permission refusal as the attach error RabbitMQ ends the session with.
-fn unauthorized(error: EngineError) -> (&'static str, String) {
-    ("amqp:unauthorized-access", error.to_string())
 }
 
 fn is_paired(attach: &Attach) -> bool {
@@ -72,25 +68,18 @@ impl Session {
             Role::Sender => self.attach_publisher(channel, &attach, conn),
             Role::Receiver => self.attach_consumer(channel, &attach, conn).await,
         };
-        if let Err((condition, description)) = result {
-            self.fail_session(channel, condition, description, conn).await;
+        if let Err(error) = result {
+            self.fail_session(channel, error.condition(), error.to_string(), conn).await;
         }
     }
 
-    fn attach_publisher(
-        &mut self,
-        channel: u16,
-        attach: &Attach,
-        conn: &mut Connection,
-    ) -> Result<(), (&'static str, String)> {
+    fn attach_publisher(&mut self, channel: u16, attach: &Attach, conn: &mut Connection) -> Result<(), AttachError> {
         let handle = attach.handle.0;
-        let address =
-            target_address(attach).ok_or(("amqp:not-implemented", "Transactions not supported".to_owned()))?;
+        let address = target_address(attach).ok_or(AttachError::Transactions)?;
         let target = match address.as_deref() {
             Some(MANAGEMENT) if attach.snd_settle_mode == SenderSettleMode::Settled => {
                 if !is_paired(attach) {
-                    return Err((
-                        "amqp:invalid-field",
+                    return Err(AttachError::InvalidField(
                         "Link property 'paired' is not set to boolean value 'true'".to_owned(),
                     ));
                 }
@@ -116,9 +105,11 @@ impl Session {
             Some(text) if text.starts_with("/exchanges/") || text.starts_with("/queues/") => parse_target(text)
                 .ok_or_else(|| {
                     let term = erlang_binary_term("bad_address_string", text);
-                    ("amqp:invalid-field", format!("Attach rejected: {term}"))
+                    AttachError::InvalidField(format!("Attach rejected: {term}"))
                 })?,
-            Some(text) => return Err(("amqp:invalid-field", format!("Attach rejected: {}", v1_refusal(text, true)))),
+            Some(text) => {
+                return Err(AttachError::InvalidField(format!("Attach rejected: {}", v1_refusal(text, true))));
+            }
         };
         self.check_target(&target)?;
         let reply = Attach {
@@ -143,31 +134,31 @@ impl Session {
 
     /// The exchange or queue a publisher link names must exist; an internal exchange is
     /// refused.
-    fn check_target(&self, target: &TargetAddress) -> Result<(), (&'static str, String)> {
+    fn check_target(&self, target: &TargetAddress) -> Result<(), AttachError> {
         let Some(vhost) = self.vhost.as_ref() else {
-            return Err(("amqp:internal-error", "no vhost".to_owned()));
+            return Err(AttachError::Internal("no vhost".to_owned()));
         };
         match target {
             TargetAddress::Anonymous => Ok(()),
             // RabbitMQ's `check_exchange/6`: write on the exchange, then the lookup.
             TargetAddress::Exchange { exchange, .. } => match self
                 .authorize(Action::Write, ResourceKind::Exchange, exchange)
-                .map_err(unauthorized)
+                .map_err(AttachError::unauthorized)
                 .map(|()| vhost.exchange(exchange))?
             {
-                None => Err(("amqp:not-found", format!("no exchange '{exchange}' in vhost '{}'", vhost.name()))),
-                Some(info) if info.internal => Err((
-                    "amqp:unauthorized-access",
-                    format!("forbidden to publish to internal exchange '{exchange}' in vhost '{}'", vhost.name()),
-                )),
+                None => Err(AttachError::NotFound(format!("no exchange '{exchange}' in vhost '{}'", vhost.name()))),
+                Some(info) if info.internal => Err(AttachError::Unauthorized(format!(
+                    "forbidden to publish to internal exchange '{exchange}' in vhost '{}'",
+                    vhost.name()
+                ))),
                 Some(_) => Ok(()),
             },
             // The queue must exist, then write on the default exchange it is reached through.
             TargetAddress::Queue(queue) => match vhost.queue(queue, self.id) {
                 Err(EngineError::NotFound(_)) => {
-                    Err(("amqp:not-found", format!("no queue '{queue}' in vhost '{}'", vhost.name())))
+                    Err(AttachError::NotFound(format!("no queue '{queue}' in vhost '{}'", vhost.name())))
                 }
-                _ => self.authorize(Action::Write, ResourceKind::Exchange, "").map_err(unauthorized),
+                _ => self.authorize(Action::Write, ResourceKind::Exchange, "").map_err(AttachError::unauthorized),
             },
         }
     }
@@ -177,13 +168,12 @@ impl Session {
         channel: u16,
         attach: &Attach,
         conn: &mut Connection,
-    ) -> Result<(), (&'static str, String)> {
+    ) -> Result<(), AttachError> {
         let handle = attach.handle.0;
         let address = source_address(attach);
         if address.as_deref() == Some(MANAGEMENT) {
             if !is_paired(attach) {
-                return Err((
-                    "amqp:invalid-field",
+                return Err(AttachError::InvalidField(
                     "Link property 'paired' is not set to boolean value 'true'".to_owned(),
                 ));
             }
@@ -206,41 +196,39 @@ impl Session {
         let queue_name = match (address.as_deref(), &event_key) {
             (_, Some(_)) => String::new(),
             (None, None) => {
-                return Err(("amqp:invalid-field", "Attach rejected: {bad_address,undefined}".to_owned()));
+                return Err(AttachError::InvalidField("Attach rejected: {bad_address,undefined}".to_owned()));
             }
             (Some(text), None) if text.starts_with("/queues/") => parse_source(text).ok_or_else(|| {
                 let term = format!("{{bad_address,{{utf8,<<\"{text}\">>}}}}");
-                ("amqp:invalid-field", format!("Attach rejected: {term}"))
+                AttachError::InvalidField(format!("Attach rejected: {term}"))
             })?,
             (Some(text), None) => {
-                return Err(("amqp:invalid-field", format!("Attach rejected: {}", v1_refusal(text, false))));
+                return Err(AttachError::InvalidField(format!("Attach rejected: {}", v1_refusal(text, false))));
             }
         };
-        let vhost = self.vhost.clone().ok_or(("amqp:internal-error", "no vhost".to_owned()))?;
+        let vhost = self.vhost.clone().ok_or_else(|| AttachError::Internal("no vhost".to_owned()))?;
         // An event source reads from the event exchange (the queue is the broker's, made for
         // this link), checked before the queue is made.
         if let Some(key) = &event_key {
-            self.authorize(Action::Read, ResourceKind::Exchange, EVENTS_EXCHANGE).map_err(unauthorized)?;
+            self.authorize(Action::Read, ResourceKind::Exchange, EVENTS_EXCHANGE).map_err(AttachError::unauthorized)?;
             if let Some(principal) = self.principal() {
-                principal.check_topic(Action::Read, vhost.name(), EVENTS_EXCHANGE, key).map_err(unauthorized)?;
+                let checked = principal.check_topic(Action::Read, vhost.name(), EVENTS_EXCHANGE, key);
+                checked.map_err(AttachError::unauthorized)?;
             }
         }
         let queue = match &event_key {
             Some(key) => self.event_queue(&vhost, key).await?,
             None => vhost.queue(&queue_name, self.id).map_err(|e| match e.kind() {
-                ErrorKind::ResourceLocked => (
-                    "amqp:resource-locked",
-                    format!(
-                        "cannot obtain exclusive access to locked queue '{queue_name}' in vhost '{}'",
-                        vhost.name()
-                    ),
-                ),
-                _ => ("amqp:not-found", e.to_string()),
+                ErrorKind::ResourceLocked => AttachError::ResourceLocked(format!(
+                    "cannot obtain exclusive access to locked queue '{queue_name}' in vhost '{}'",
+                    vhost.name()
+                )),
+                _ => AttachError::NotFound(e.to_string()),
             })?,
         };
         // Read on the queue after its lookup, as RabbitMQ's `handle_attach`.
         if event_key.is_none() {
-            self.authorize(Action::Read, ResourceKind::Queue, &queue_name).map_err(unauthorized)?;
+            self.authorize(Action::Read, ResourceKind::Queue, &queue_name).map_err(AttachError::unauthorized)?;
         }
         let temporary = event_key.is_some();
         let settled = attach.snd_settle_mode == SenderSettleMode::Settled;
@@ -263,7 +251,7 @@ impl Session {
             if temporary {
                 vhost.drop_queue(&queue).await;
             }
-            return Err(("amqp:internal-error", e.to_string()));
+            return Err(AttachError::Internal(e.to_string()));
         }
         let mut source: Source = attach.source.as_deref().cloned().unwrap_or_default();
         source.default_outcome = Some(Outcome::Released(Released {}));
@@ -294,15 +282,8 @@ impl Session {
     /// The queue a dead-letter event source link consumes from: server-named, exclusive to
     /// this connection, auto-delete, bound to the event exchange with `key`; the link deletes
     /// it when it goes (docs/dead-letter-events.md).
-    async fn event_queue(&self, vhost: &VHost, key: &str) -> Result<QueueRef, (&'static str, String)> {
-        let refused = |e: EngineError| {
-            let condition = match (&e, e.kind()) {
-                (EngineError::QueueLimit { .. }, _) => "amqp:resource-limit-exceeded",
-                (_, ErrorKind::AccessRefused) => "amqp:unauthorized-access",
-                _ => "amqp:internal-error",
-            };
-            (condition, e.to_string())
-        };
+    async fn event_queue(&self, vhost: &VHost, key: &str) -> Result<QueueRef, AttachError> {
+        let refused = AttachError::refused;
         let declare = QueueDeclare { exclusive: true, auto_delete: true, ..QueueDeclare::default() };
         let declared = vhost.declare_queue(&declare, self.id).await.map_err(refused)?;
         let queue = vhost.queue(&declared.name, self.id).map_err(refused)?;

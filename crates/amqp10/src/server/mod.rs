@@ -10,6 +10,7 @@
 
 mod address;
 mod attach;
+mod attach_error;
 mod consume;
 mod deletions;
 pub mod driver;
