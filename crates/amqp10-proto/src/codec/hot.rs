@@ -119,19 +119,25 @@ fn frame(out: &mut BytesMut, channel: u16, code: u8, payload: &[u8], fields: imp
     }
 }
 
+/// The fields of a transfer [`put_transfer`] writes.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct TransferHead<'a> {
+    /// Link handle.
+    pub(crate) handle: u32,
+    /// Delivery id.
+    pub(crate) delivery_id: u32,
+    /// Delivery tag (at most 32 bytes here).
+    pub(crate) tag: &'a [u8],
+    /// Sent settled.
+    pub(crate) settled: bool,
+    /// More frames of this delivery follow.
+    pub(crate) more: bool,
+}
+
 /// Appends a transfer frame carrying `payload`, or returns false (nothing written) when its
 /// fields need the serde_amqp encoder (a tag over 32 bytes).
-#[allow(clippy::too_many_arguments)]
-pub(crate) fn put_transfer(
-    out: &mut BytesMut,
-    channel: u16,
-    handle: u32,
-    delivery_id: u32,
-    tag: &[u8],
-    settled: bool,
-    more: bool,
-    payload: &[u8],
-) -> bool {
+pub(crate) fn put_transfer(out: &mut BytesMut, channel: u16, head: TransferHead<'_>, payload: &[u8]) -> bool {
+    let TransferHead { handle, delivery_id, tag, settled, more } = head;
     if tag.len() > MAX_TAG {
         return false;
     }
@@ -471,7 +477,8 @@ mod tests {
                 [(&b""[..], true, false), (&[0, 0, 0, 7][..], false, true), (&[9; 32][..], false, false)]
             {
                 let mut out = BytesMut::new();
-                assert!(put_transfer(&mut out, 3, n, n.wrapping_add(1), tag, settled, more, b"payload"));
+                let head = TransferHead { handle: n, delivery_id: n.wrapping_add(1), tag, settled, more };
+                assert!(put_transfer(&mut out, 3, head, b"payload"));
                 let expected = serde_frame(3, &transfer(n, n.wrapping_add(1), tag, settled, more), b"payload");
                 assert_eq!(out.to_vec(), expected, "handle {n} tag {tag:?} settled {settled} more {more}");
                 let len = transfer_len(n, n.wrapping_add(1), tag, more).unwrap();
@@ -479,7 +486,8 @@ mod tests {
             }
         }
         let mut out = BytesMut::new();
-        assert!(!put_transfer(&mut out, 0, 0, 0, &[1; 33], false, false, b""));
+        let head = TransferHead { handle: 0, delivery_id: 0, tag: &[1; 33], settled: false, more: false };
+        assert!(!put_transfer(&mut out, 0, head, b""));
         assert!(out.is_empty());
     }
 

@@ -13,6 +13,7 @@ use serde_amqp::Value as Amqp;
 use serde_amqp::primitives::Symbol;
 
 use super::attach::INITIAL_DELIVERY_COUNT;
+use super::frames::{Credit, Disposition};
 use super::session::{LinkState, Outgoing, RENDER_BUFFER_KEPT, Session};
 use crate::mapping::{DeliveryFacts, render_for_consumer};
 use crate::proto::Connection;
@@ -145,17 +146,8 @@ impl Session {
         }
     }
 
-    #[allow(clippy::too_many_arguments)]
-    pub(crate) async fn on_credit(
-        &mut self,
-        channel: u16,
-        handle: u32,
-        delivery_count: Option<u32>,
-        link_credit: u32,
-        drain: bool,
-        echo: bool,
-        conn: &mut Connection,
-    ) {
+    pub(crate) async fn on_credit(&mut self, credit: Credit, conn: &mut Connection) {
+        let Credit { channel, handle, delivery_count, link_credit, drain, echo } = credit;
         self.flush_settles().await;
         match self.links.get(&(channel, handle)) {
             Some(LinkState::Consumer { queue, consumer, .. }) => {
@@ -179,17 +171,8 @@ impl Session {
     /// The client settled (or changed the state of) deliveries we sent. Like RabbitMQ, a
     /// session with nothing unsettled ignores it; otherwise an unsettled disposition is
     /// answered, echoing `last` as the client gave it.
-    #[allow(clippy::too_many_arguments)]
-    pub(crate) async fn on_disposition(
-        &mut self,
-        channel: u16,
-        first: u32,
-        last: u32,
-        last_given: bool,
-        settled: bool,
-        state: Option<DeliveryState>,
-        conn: &mut Connection,
-    ) {
+    pub(crate) async fn on_disposition(&mut self, disposition: Disposition, conn: &mut Connection) {
+        let Disposition { channel, first, last, last_given, settled, state } = disposition;
         // One delivery: what a client that settles each message sends, once per message. Its
         // entry says it all, without the id list and per-queue map of a range (three
         // allocations and a scan of every unsettled delivery per message in S10).

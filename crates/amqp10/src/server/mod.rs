@@ -14,6 +14,7 @@ mod attach_error;
 mod consume;
 mod deletions;
 pub mod driver;
+mod frames;
 mod management;
 mod management_body;
 mod management_http;

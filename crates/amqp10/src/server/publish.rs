@@ -13,6 +13,7 @@ use fe2o3_amqp_types::primitives::{OrderedMap, Symbol};
 use serde_amqp::Value as Amqp;
 
 use super::address::{TargetAddress, parse_target};
+use super::frames::Arrival;
 use super::session::{LinkState, Session};
 use crate::codec::parse_message;
 use crate::mapping::to_model;
@@ -95,21 +96,11 @@ struct AddressError {
 }
 
 impl Session {
-    #[allow(clippy::too_many_arguments)]
-    pub(crate) async fn on_transfer(
-        &mut self,
-        channel: u16,
-        handle: u32,
-        delivery_id: u32,
-        delivery_tag: &Bytes,
-        settled: bool,
-        payload: Bytes,
-        conn: &mut Connection,
-    ) {
-        match self.links.get(&(channel, handle)) {
+    pub(crate) async fn on_transfer(&mut self, arrival: Arrival<'_>, payload: Bytes, conn: &mut Connection) {
+        match self.links.get(&(arrival.channel, arrival.handle)) {
             Some(LinkState::Publisher { target }) => {
                 let target = Arc::clone(target);
-                self.publish(channel, handle, delivery_id, delivery_tag, settled, &target, payload, conn).await;
+                self.publish(arrival, &target, payload, conn).await;
             }
             Some(LinkState::ManagementRequests { pair }) => {
                 let pair = pair.clone();
@@ -162,18 +153,8 @@ impl Session {
         }
     }
 
-    #[allow(clippy::too_many_arguments)]
-    async fn publish(
-        &mut self,
-        channel: u16,
-        handle: u32,
-        delivery_id: u32,
-        delivery_tag: &Bytes,
-        settled: bool,
-        target: &TargetAddress,
-        payload: Bytes,
-        conn: &mut Connection,
-    ) {
+    async fn publish(&mut self, arrival: Arrival<'_>, target: &TargetAddress, payload: Bytes, conn: &mut Connection) {
+        let Arrival { channel, handle, delivery_id, delivery_tag, settled } = arrival;
         let parsed = match parse_message(&payload) {
             Ok(parsed) => parsed,
             Err(e) => {

@@ -17,6 +17,7 @@ use tokio::sync::mpsc;
 
 use super::address::TargetAddress;
 use super::deletions::Deletions;
+use super::frames::{Arrival, Credit, Disposition};
 use super::management::ManagementPairs;
 use super::publish::{PendingBatch, PendingPublish};
 use super::settles::Settles;
@@ -263,14 +264,16 @@ impl Session {
                 self.link_gone(channel, handle).await;
             }
             Event::Credit { channel, handle, delivery_count, link_credit, drain, echo } => {
-                self.on_credit(channel, handle, delivery_count, link_credit, drain, echo, conn).await;
+                self.on_credit(Credit { channel, handle, delivery_count, link_credit, drain, echo }, conn).await;
             }
             Event::Transfer { channel, handle, delivery_id, delivery_tag, settled, payload } => {
-                self.on_transfer(channel, handle, delivery_id, &delivery_tag, settled, payload, conn).await;
+                let arrival = Arrival { channel, handle, delivery_id, delivery_tag: &delivery_tag, settled };
+                self.on_transfer(arrival, payload, conn).await;
             }
             Event::Disposition { channel, first, last, last_given, settled, state } => {
                 self.flush_publishes(conn, false).await;
-                self.on_disposition(channel, first, last, last_given, settled, state, conn).await;
+                let disposition = Disposition { channel, first, last, last_given, settled, state };
+                self.on_disposition(disposition, conn).await;
             }
         }
     }

@@ -84,6 +84,15 @@ fn atomic(e: &Laid) -> bool {
     matches!(e.shape, Shape::Atomic)
 }
 
+/// Where the elements after a list's first go (`pp_tail`): the column the list's elements
+/// start in, the indentation of a broken line, and how many closing brackets follow the last.
+#[derive(Clone, Copy, Debug)]
+struct ListAt {
+    col0: i64,
+    ind: i64,
+    ld: i64,
+}
+
 /// Whether `e` goes flat after a comma on the current line (`pp_tail`'s and `cind_tail`'s test).
 fn fits_tail(e: &Laid, col: i64, m: i64, ld1: i64, w: i64) -> bool {
     let elen = 1 + e.len;
@@ -186,7 +195,7 @@ impl Printer {
         let tcol = col + tag_ind;
         out.push_str(&tag.flat);
         if self.tind > 0 && tag_ind > self.tind {
-            self.pp_tail(rest, col + self.tind, tcol, ind + self.tind, ld, w + tag.len, out);
+            self.pp_tail(rest, ListAt { col0: col + self.tind, ind: ind + self.tind, ld }, tcol, w + tag.len, out);
         } else {
             out.push(',');
             self.pp_list(rest, tcol, ind + tag_ind, ld, w + tag.len + 1, out);
@@ -196,22 +205,22 @@ impl Printer {
     fn pp_list(&self, items: &[Laid], col0: i64, ind: i64, ld: i64, w: i64, out: &mut String) {
         let Some((e, rest)) = items.split_first() else { return };
         let we = self.pp_element(e, col0, ind, last_depth(rest, ld), w, out);
-        self.pp_tail(rest, col0, col0 + we, ind, ld, w + we, out);
+        self.pp_tail(rest, ListAt { col0, ind, ld }, col0 + we, w + we, out);
     }
 
-    #[allow(clippy::too_many_arguments)]
-    fn pp_tail(&self, items: &[Laid], col0: i64, col: i64, ind: i64, ld: i64, w: i64, out: &mut String) {
+    fn pp_tail(&self, items: &[Laid], at: ListAt, col: i64, w: i64, out: &mut String) {
+        let ListAt { col0, ind, ld } = at;
         let Some((e, rest)) = items.split_first() else { return };
         let ld1 = last_depth(rest, ld);
         out.push(',');
         if fits_tail(e, col, self.m, ld1, w) {
             out.push_str(&e.flat);
-            self.pp_tail(rest, col0, col + 1 + e.len, ind, ld, w + 1 + e.len, out);
+            self.pp_tail(rest, at, col + 1 + e.len, w + 1 + e.len, out);
         } else {
             out.push('\n');
             out.extend(std::iter::repeat_n(' ', usize::try_from(ind).unwrap_or(0)));
             let we = self.pp_element(e, col0, ind, ld1, 0, out);
-            self.pp_tail(rest, col0, col0 + we, ind, ld, we, out);
+            self.pp_tail(rest, at, col0 + we, we, out);
         }
     }
 

@@ -143,7 +143,8 @@ impl Connection {
             && message.len() + len + 8 <= max_frame
         {
             session.send_transfer_with(&mut self.out, 8 + len + message.len(), |out| {
-                hot::put_transfer(out, channel, handle, delivery_id, tag, settled, false, message);
+                let head = hot::TransferHead { handle, delivery_id, tag, settled, more: false };
+                hot::put_transfer(out, channel, head, message);
             });
             return Some(delivery_id);
         }

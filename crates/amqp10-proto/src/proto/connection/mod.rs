@@ -540,7 +540,6 @@ impl Connection {
         }
     }
 
-    #[allow(clippy::too_many_arguments)]
     fn handle_performative(
         &mut self,
         channel: u16,
