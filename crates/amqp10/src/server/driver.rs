@@ -90,7 +90,7 @@ impl Protocol for Amqp10 {
         while let Some(event) = self.conn.poll_event() {
             self.session.handle_event(event, &mut self.conn).await;
         }
-        self.session.flush_publishes(&mut self.conn, false).await;
+        self.session.flush(&mut self.conn, false).await;
         self.withhold_credit();
         self.session.fold_counters();
     }
@@ -153,7 +153,7 @@ impl Protocol for Amqp10 {
     }
 
     async fn finish(&mut self) {
-        self.session.flush_publishes(&mut self.conn, true).await;
+        self.session.flush(&mut self.conn, true).await;
         self.session.close_all().await;
         self.session.log_closing();
     }

@@ -104,7 +104,7 @@ impl Session {
             }
             Some(LinkState::ManagementRequests { pair }) => {
                 let pair = pair.clone();
-                self.flush_publishes(conn, false).await;
+                self.flush(conn, false).await;
                 self.management_request(&pair, &payload, conn).await;
             }
             _ => {}
@@ -291,13 +291,12 @@ impl Session {
         }
     }
 
-    /// Hands batched settlements, then publishes, to their queues, in order. A queue that holds
-    /// its publishers (flow) stops the publishes at its batch: that one and the rest wait, the
-    /// sending links get no new credit meanwhile (the driver withholds it while
-    /// [`Self::held`]), so what arrives on the credit already granted is all that can join
-    /// them. With `force` everything goes regardless: the session or connection is going away.
+    /// Hands batched publishes to their queues, in order. A queue that holds its publishers
+    /// (flow) stops them at its batch: that one and the rest wait, the sending links get no new
+    /// credit meanwhile (the driver withholds it while [`Self::held`]), so what arrives on the
+    /// credit already granted is all that can join them. With `force` everything goes
+    /// regardless: the session or connection is going away.
     pub(crate) async fn flush_publishes(&mut self, conn: &mut Connection, force: bool) {
-        self.flush_settles().await;
         self.held_by = None;
         while let Some(batch) = self.batches.pop_front() {
             if !force && batch.queue.admission.is_closed() {

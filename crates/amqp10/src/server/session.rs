@@ -244,7 +244,7 @@ impl Session {
             // it but let go of what it held.
             Event::Closed => self.close_all().await,
             Event::SessionEnded(channel) => {
-                self.flush_publishes(conn, true).await;
+                self.flush(conn, true).await;
                 let handles: Vec<u32> = self.links.keys().filter(|(c, _)| *c == channel).map(|(_, h)| *h).collect();
                 for handle in handles {
                     self.link_gone(channel, handle).await;
@@ -255,11 +255,11 @@ impl Session {
                 self.publishes.retain(|_, pending| pending.channel != channel);
             }
             Event::Attach { channel, attach } => {
-                self.flush_publishes(conn, false).await;
+                self.flush(conn, false).await;
                 self.on_attach(channel, *attach, conn).await;
             }
             Event::Detached { channel, handle } => {
-                self.flush_publishes(conn, false).await;
+                self.flush(conn, false).await;
                 self.return_unsettled(channel, handle).await;
                 self.link_gone(channel, handle).await;
             }
@@ -271,7 +271,7 @@ impl Session {
                 self.on_transfer(arrival, payload, conn).await;
             }
             Event::Disposition { channel, first, last, last_given, settled, state } => {
-                self.flush_publishes(conn, false).await;
+                self.flush(conn, false).await;
                 let disposition = Disposition { channel, first, last, last_given, settled, state };
                 self.on_disposition(disposition, conn).await;
             }
@@ -424,6 +424,14 @@ impl Session {
     /// The logged-in user, for operations that check as they go.
     pub(crate) fn principal(&self) -> Option<Principal<'_>> {
         self.user.as_ref().map(|user| Principal::new(self.broker.access(), user))
+    }
+
+    /// Hands what the connection batched to the queues, in the order it was made: first the
+    /// settlements of deliveries (so a consumer's accepts reach a queue before the publishes
+    /// that follow them), then the publishes (see [`Self::flush_publishes`]).
+    pub(crate) async fn flush(&mut self, conn: &mut Connection, force: bool) {
+        self.flush_settles().await;
+        self.flush_publishes(conn, force).await;
     }
 
     pub(crate) async fn fail_session(
