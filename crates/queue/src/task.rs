@@ -320,7 +320,7 @@ impl Task {
         if discarded.is_empty() {
             return;
         }
-        let dead_letterer = dead_letterer(&self.handle, self.state.settings());
+        let dead_letterer = dead_letterer(&self.handle, self.state.settings(), self.state.now());
         let mut remove_now = Vec::new();
         for discard in discarded {
             let routed = match dead_letterer.dead_letter(&*self.dead_letters, &discard.message, discard.reason) {
@@ -378,7 +378,8 @@ impl Task {
     fn report_held(&mut self) {
         let held = self.state.take_held();
         if !held.is_empty() {
-            dead_letterer(&self.handle, self.state.settings()).report_held(&*self.dead_letters, &held);
+            dead_letterer(&self.handle, self.state.settings(), self.state.now())
+                .report_held(&*self.dead_letters, &held);
         }
     }
 
@@ -406,10 +407,10 @@ impl Task {
         }
         // A copy of the settings: the loop below also changes the state they belong to.
         let settings = self.state.settings().clone();
-        let dead_letterer = dead_letterer(&self.handle, &settings);
+        let dead_letterer = dead_letterer(&self.handle, &settings, self.state.now());
         for letter in due {
             // A letter that waited parked makes its copy again with the death time of the first.
-            let copied_at = letter.copied_at.unwrap_or_else(now_ms);
+            let copied_at = letter.copied_at.unwrap_or(dead_letterer.at);
             let copy =
                 letter.copy.or_else(|| dead_letterer.copy_at(&letter.message, letter.reason, copied_at).map(Arc::new));
             let targets = copy.as_ref().map_or_else(Vec::new, |copy| {
@@ -454,14 +455,16 @@ impl Task {
     }
 }
 
-/// What dead-lettering from this queue needs, with its current settings.
-fn dead_letterer<'a>(handle: &'a QueueRef, settings: &'a QueueSettings) -> DeadLetterer<'a> {
+/// What dead-lettering from this queue needs, with its current settings, for letters that die
+/// at `at` (the pass's time).
+fn dead_letterer<'a>(handle: &'a QueueRef, settings: &'a QueueSettings, at: i64) -> DeadLetterer<'a> {
     DeadLetterer {
         queue: &handle.config.name,
         counts: &handle.dead_lettered,
         queue_type: handle.config.queue_type,
         exchange: settings.dead_letter_exchange.as_deref(),
         routing_key: settings.dead_letter_routing_key.as_deref(),
+        at,
     }
 }
 

@@ -18,7 +18,6 @@ use super::events::DeadLetterEvents;
 use super::events::event::Death;
 use super::route::Router;
 use crate::args::QueueType;
-use crate::clock::now_ms;
 use crate::handle::QueueRef;
 use crate::requests::ConfirmTo;
 
@@ -84,6 +83,9 @@ pub(crate) struct DeadLetterer<'a> {
     pub(crate) exchange: Option<&'a str>,
     /// The dead-letter routing key, if configured.
     pub(crate) routing_key: Option<&'a str>,
+    /// When the letters die (ms since the epoch): the queue's time for the pass, an input like
+    /// every time the queue machine uses, so that two machines make the same copies.
+    pub(crate) at: i64,
 }
 
 impl DeadLetterer<'_> {
@@ -145,10 +147,10 @@ impl DeadLetterer<'_> {
         }
     }
 
-    /// The dead-lettered copy of `message` (one more death, no TTL, the dead-letter exchange
-    /// and routing key), or `None` without a dead-letter exchange.
+    /// The dead-lettered copy of `message` (one more death at [`Self::at`], no TTL, the
+    /// dead-letter exchange and routing key), or `None` without a dead-letter exchange.
     pub(crate) fn copy(&self, message: &Message, reason: DeathReason) -> Option<Message> {
-        self.copy_at(message, reason, now_ms())
+        self.copy_at(message, reason, self.at)
     }
 
     /// [`Self::copy`] with its death recorded at `at` (ms since the epoch): an at-least-once
@@ -225,7 +227,14 @@ mod tests {
     }
 
     fn from<'a>(counts: &'a DeadLetterCounts, exchange: Option<&'a str>) -> DeadLetterer<'a> {
-        DeadLetterer { queue: "src", counts, queue_type: QueueType::Classic, exchange, routing_key: Some("dl") }
+        DeadLetterer {
+            queue: "src",
+            counts,
+            queue_type: QueueType::Classic,
+            exchange,
+            routing_key: Some("dl"),
+            at: 1_700_000_000_000,
+        }
     }
 
     #[test]
@@ -241,6 +250,8 @@ mod tests {
         assert_eq!((copy.routing.exchange.as_str(), copy.routing.routing_key.as_str()), ("dlx", "dl"));
         let deaths = copy.broker.deaths.as_deref().unwrap();
         assert_eq!(deaths.entries.iter().map(|d| d.queue.as_str()).collect::<Vec<_>>(), ["src"]);
+        // It died at the queue's time for the pass, not at a clock read of its own.
+        assert_eq!((deaths.entries[0].first_time, deaths.entries[0].last_time), (1_700_000_000_000, 1_700_000_000_000));
     }
 
     #[test]

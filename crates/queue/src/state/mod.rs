@@ -248,6 +248,11 @@ impl QueueState {
         self.now = now;
     }
 
+    /// This pass's time (ms since the epoch), as [`Self::set_now`] gave it.
+    pub(crate) fn now(&self) -> i64 {
+        self.now
+    }
+
     /// The effective settings.
     pub(crate) fn settings(&self) -> &QueueSettings {
         self.limits.settings()
