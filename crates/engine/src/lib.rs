@@ -8,6 +8,8 @@
 //! # Layout
 //! - [`access`]: users, tags, passwords and permissions, and the checks made before acting.
 //! - [`broker`]: vhosts, ids; the access registry.
+//! - [`client`]: what every protocol's connection keeps of its client: login, the vhost it
+//!   opened, its connection slot and registration.
 //! - [`connections`]: open connections by user and vhost, closed when either is deleted.
 //! - [`listeners`]: the sockets the node listens on, for the management API.
 //! - [`queue`] (the `charon-queue` crate, re-exported with its [`dead_letter`], [`session`],
@@ -28,6 +30,7 @@
 pub mod access;
 pub mod alarms;
 pub mod broker;
+pub mod client;
 pub mod connections;
 pub mod exchange;
 pub mod limits;
@@ -53,6 +56,7 @@ pub use access::{
 };
 pub use alarms::{Alarms, Resources};
 pub use broker::{Broker, BrokerConfig, UserConfig};
+pub use client::{Client, ClientError, Credentials};
 pub use connection_info::{ChannelReport, ConnectionInfo, ConnectionReport};
 pub use connections::{Connections, Listed, Registration};
 pub use error::{EngineError, ErrorKind, Inequivalence, Resource, ResourceKind};

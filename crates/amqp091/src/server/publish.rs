@@ -59,7 +59,7 @@ impl Session {
         }
         let reply_to = command.properties.properties.as_ref().and_then(|p| p.reply_to.as_deref());
         let reply_address = self.reply_address(channel, reply_to)?;
-        let mut message = mapping::to_model(command, self.user.as_ref().map(|u| u.name.as_str()))?;
+        let mut message = mapping::to_model(command, self.client.user().map(|u| u.name.as_str()))?;
         if let Some(address) = reply_address {
             // Not shared yet: `make_mut` copies nothing.
             rewrite_reply_to(Arc::make_mut(&mut message), address);
@@ -77,7 +77,7 @@ impl Session {
         if topic {
             // Every routing key (CC and BCC too), as RabbitMQ's check_write_permitted_on_topics.
             let principal = self.principal()?;
-            let vhost = self.vhost.as_ref().map_or("", |v| v.name());
+            let vhost = self.client.vhost().map_or("", |v| v.name());
             for key in message.routing.all_keys() {
                 principal.check_topic(Action::Write, vhost, &message.routing.exchange, key)?;
             }
@@ -132,8 +132,8 @@ impl Session {
     /// exchange is looked up and `user-id` validated); true when the routing keys are to be
     /// checked against topic permissions too.
     fn authorize_publish(&mut self, channel: u16, exchange: &str) -> Result<bool, MethodError> {
-        let user = self.user.as_ref().ok_or_else(|| MethodError::new(ReplyCode::InternalError, "no user"))?;
-        let vhost = self.vhost.as_ref();
+        let user = self.client.user().ok_or_else(|| MethodError::new(ReplyCode::InternalError, "no user"))?;
+        let vhost = self.client.vhost();
         let state = self
             .channels
             .get_mut(&channel)

@@ -13,7 +13,9 @@ use crate::proto::{Connection, ConnectionState};
 impl Session {
     /// Records the open connection's details in the broker's registry.
     pub(crate) fn describe(&self, peer: &Peer, conn: &Connection, connected_at: i64) {
-        let (Some(tracked), Some(user), Some(vhost)) = (&self.tracked, &self.user, &self.vhost) else {
+        let (Some(tracked), Some(user), Some(vhost)) =
+            (self.client.registration(), self.client.user(), self.client.vhost())
+        else {
             return;
         };
         tracked.describe(ConnectionInfo {

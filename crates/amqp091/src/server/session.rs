@@ -8,8 +8,8 @@ use amq_protocol::protocol::AMQPClass;
 use charon_engine::login::Peer;
 use charon_engine::metrics::{Counter, LocalCounters, Protocol};
 use charon_engine::{
-    Action, Broker, ChannelSlot, ConnectionSlot, ConsumerId, Owner, Principal, QueueRef, Registration, Resource,
-    SessionEvent, SessionId, SessionSink, User, VHost,
+    Action, Broker, ChannelSlot, Client, ConsumerId, Credentials, Owner, Principal, QueueRef, Resource, SessionEvent,
+    SessionId, SessionSink, VHost,
 };
 use tokio::sync::mpsc;
 
@@ -32,14 +32,10 @@ pub(crate) struct ConsumerRoute {
 pub(crate) struct Session {
     pub(crate) id: SessionId,
     pub(crate) broker: Arc<Broker>,
-    pub(crate) user: Option<User>,
-    pub(crate) vhost: Option<Arc<VHost>>,
-    /// This connection, counted against its vhost's and user's connection limits.
-    pub(crate) counted: Option<ConnectionSlot>,
+    /// Who logged in, the vhost it opened, its connection slot and registration.
+    pub(crate) client: Client,
     /// Open channels, counted against the user's `max-channels` until they close.
     pub(crate) counted_channels: HashMap<u16, ChannelSlot>,
-    /// This connection in the broker's registry, once it opened a vhost.
-    pub(crate) tracked: Option<Registration>,
     pub(crate) sink: SessionSink,
     pub(crate) channels: HashMap<u16, ChannelState>,
     pub(crate) consumers: HashMap<ConsumerId, ConsumerRoute>,
@@ -78,49 +74,41 @@ pub(crate) struct Login<'a> {
     pub(crate) peer: &'a Peer,
     /// Set by a login attempt: how long the driver waits before its answer goes out.
     pub(crate) delay: &'a mut Duration,
-    pub(crate) user: &'a mut Option<User>,
-    pub(crate) vhost: &'a mut Option<Arc<VHost>>,
-    pub(crate) counted: &'a mut Option<ConnectionSlot>,
+    /// Who logged in and what it opened (the engine's, as for every protocol).
+    pub(crate) client: &'a mut Client,
     pub(crate) counted_channels: &'a mut HashMap<u16, ChannelSlot>,
-    /// Where the broker finds this connection to close it (its vhost or user deleted).
-    pub(crate) tracked: &'a mut Option<Registration>,
     pub(crate) sink: &'a SessionSink,
+}
+
+impl Login<'_> {
+    /// Logs in with `credentials`; the name of the user it logged in as.
+    fn login(&mut self, credentials: Credentials<'_>) -> Option<String> {
+        *self.delay = self.client.login(self.broker, self.peer, credentials);
+        self.client.user().map(|u| u.name.clone())
+    }
 }
 
 impl Host for Login<'_> {
     fn authenticate(&mut self, mechanism: &str, username: &str, password: &str) -> bool {
-        let policy = self.broker.login();
-        *self.delay = policy.delay(self.peer.address());
-        let checked = self.broker.authenticate(username, password);
-        *self.user = policy.admit(self.peer.address(), mechanism, username, checked);
-        self.user.is_some()
+        self.login(Credentials::Password { mechanism, username, password }).is_some()
     }
 
     fn authenticate_external(&mut self) -> Option<String> {
-        *self.delay = self.broker.login().delay(self.peer.address());
-        *self.user = self.broker.login().external_login(self.broker.access(), self.peer);
-        self.user.as_ref().map(|u| u.name.clone())
+        self.login(Credentials::Certificate)
     }
 
     fn authenticate_anonymous(&mut self) -> Option<String> {
-        *self.delay = self.broker.login().delay(self.peer.address());
-        *self.user = self.broker.login().anonymous_login(self.broker.access(), self.peer);
-        self.user.as_ref().map(|u| u.name.clone())
+        self.login(Credentials::Anonymous)
     }
 
     fn open_vhost(&mut self, _username: &str, vhost: &str) -> Result<(), String> {
-        let user = self.user.as_ref().ok_or_else(|| "not authenticated".to_owned())?;
-        let (opened, counted) = self.broker.connect(user, vhost).map_err(|e| e.to_string())?;
-        *self.tracked = Some(self.broker.connections().register(self.sink, &user.name, vhost));
-        *self.vhost = Some(opened);
-        *self.counted = Some(counted);
-        Ok(())
+        self.client.open_vhost(self.broker, vhost, self.sink).map_err(|e| e.to_string())
     }
 
     /// RabbitMQ counts a user's channels across its connections; one too many closes the
     /// connection (530, class and method 0) before its open-ok.
     fn open_channel(&mut self, channel: u16) -> Result<(), String> {
-        let user = self.user.as_ref().ok_or_else(|| "not authenticated".to_owned())?;
+        let user = self.client.user().ok_or_else(|| "not authenticated".to_owned())?;
         let slot = self.broker.limits().open_channel(&user.name).map_err(|e| e.to_string())?;
         self.counted_channels.insert(channel, slot);
         Ok(())
@@ -138,11 +126,8 @@ impl Session {
         Self {
             id,
             broker,
-            user: None,
-            vhost: None,
-            counted: None,
+            client: Client::default(),
             counted_channels: HashMap::new(),
-            tracked: None,
             sink,
             channels: HashMap::new(),
             consumers: HashMap::new(),
@@ -171,11 +156,8 @@ impl Session {
             broker: &self.broker,
             peer,
             delay,
-            user: &mut self.user,
-            vhost: &mut self.vhost,
-            counted: &mut self.counted,
+            client: &mut self.client,
             counted_channels: &mut self.counted_channels,
-            tracked: &mut self.tracked,
             sink: &self.sink,
         }
     }
@@ -186,12 +168,12 @@ impl Session {
 
     /// The vhost; every channel method runs after `connection.open`, so it is set.
     pub(crate) fn vhost(&self) -> Result<Arc<VHost>, MethodError> {
-        self.vhost.clone().ok_or_else(|| MethodError::new(ReplyCode::InternalError, "no vhost"))
+        self.client.vhost().cloned().ok_or_else(|| MethodError::new(ReplyCode::InternalError, "no vhost"))
     }
 
     /// The logged-in user, checked against the broker's permissions.
     pub(crate) fn principal(&self) -> Result<Principal<'_>, MethodError> {
-        let user = self.user.as_ref().ok_or_else(|| MethodError::new(ReplyCode::InternalError, "no user"))?;
+        let user = self.client.user().ok_or_else(|| MethodError::new(ReplyCode::InternalError, "no user"))?;
         Ok(Principal::new(self.broker.access(), user))
     }
 
@@ -202,12 +184,12 @@ impl Session {
 
     /// A queue of this connection's vhost, to check.
     pub(crate) fn queue_resource(&self, name: &str) -> Resource {
-        Resource::queue(self.vhost.as_ref().map_or("", |v| v.name()), name)
+        Resource::queue(self.client.vhost().map_or("", |v| v.name()), name)
     }
 
     /// An exchange of this connection's vhost, to check.
     pub(crate) fn exchange_resource(&self, name: &str) -> Resource {
-        Resource::exchange(self.vhost.as_ref().map_or("", |v| v.name()), name)
+        Resource::exchange(self.client.vhost().map_or("", |v| v.name()), name)
     }
 
     pub(crate) fn channel(&mut self, channel: u16) -> Result<&mut ChannelState, MethodError> {
@@ -387,7 +369,7 @@ impl Session {
         for channel in channels {
             self.channel_gone(channel).await;
         }
-        if let Some(vhost) = self.vhost.clone() {
+        if let Some(vhost) = self.client.vhost().cloned() {
             for queue in std::mem::take(&mut self.exclusive) {
                 vhost.drop_queue(&queue).await;
             }
@@ -471,7 +453,7 @@ impl Session {
     /// RabbitMQ's line for a connection that ends (see [`charon_engine::connections::log_closing`]).
     pub(crate) fn log_closing(&self) {
         let opened =
-            self.user.as_ref().zip(self.vhost.as_ref()).map(|(user, vhost)| (user.name.as_str(), vhost.name()));
+            self.client.user().zip(self.client.vhost()).map(|(user, vhost)| (user.name.as_str(), vhost.name()));
         charon_engine::connections::log_closing(&self.name, opened, self.started.elapsed());
     }
 

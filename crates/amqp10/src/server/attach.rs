@@ -135,7 +135,7 @@ impl Session {
     /// The exchange or queue a publisher link names must exist; an internal exchange is
     /// refused.
     fn check_target(&self, target: &TargetAddress) -> Result<(), AttachError> {
-        let Some(vhost) = self.vhost.as_ref() else {
+        let Some(vhost) = self.client.vhost() else {
             return Err(AttachError::Internal("no vhost".to_owned()));
         };
         match target {
@@ -206,7 +206,7 @@ impl Session {
                 return Err(AttachError::InvalidField(format!("Attach rejected: {}", v1_refusal(text, false))));
             }
         };
-        let vhost = self.vhost.clone().ok_or_else(|| AttachError::Internal("no vhost".to_owned()))?;
+        let vhost = self.client.vhost().cloned().ok_or_else(|| AttachError::Internal("no vhost".to_owned()))?;
         // An event source reads from the event exchange (the queue is the broker's, made for
         // this link), checked before the queue is made.
         if let Some(key) = &event_key {

@@ -114,7 +114,7 @@ fn binding_checks(source: &str, destination: &Destination) -> Result<(), Status>
 impl Session {
     /// Answers one request.
     pub(super) async fn handle_http(&mut self, method: &str, target: &str, body: &Amqp) -> Answer {
-        let vhost = self.vhost.clone().ok_or_else(|| Status("500", "no vhost".to_owned()))?;
+        let vhost = self.client.vhost().cloned().ok_or_else(|| Status("500", "no vhost".to_owned()))?;
         let Target { segments, query } = parse_target(target)?;
         let segments: Vec<&str> = segments.iter().map(String::as_str).collect();
         match (method, segments.as_slice()) {

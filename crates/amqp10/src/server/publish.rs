@@ -129,7 +129,7 @@ impl Session {
                     }),
                     Some(TargetAddress::Queue(queue)) => Ok((String::new(), queue)),
                     Some(TargetAddress::Exchange { exchange, routing_key }) => {
-                        let vhost = self.vhost.as_ref();
+                        let vhost = self.client.vhost();
                         match vhost.and_then(|v| v.exchange(&exchange)) {
                             Some(info) if info.internal => Err(AddressError {
                                 condition: "amqp:unauthorized-access",
@@ -193,7 +193,7 @@ impl Session {
         // Write on the exchange, as it comes (RabbitMQ's `lookup_target/6` for the anonymous
         // terminus; a fixed target passed at attach and is remembered); a refusal ends the
         // session as there.
-        let topic = match (self.user.as_ref(), self.vhost.as_ref()) {
+        let topic = match (self.client.user(), self.client.vhost()) {
             (Some(user), Some(vhost)) => {
                 let is_topic = || vhost.exchange(&exchange).is_some_and(|x| x.kind == ExchangeKind::Topic);
                 let principal = Principal::new(self.broker.access(), user);
@@ -213,7 +213,7 @@ impl Session {
         if !settled {
             self.counters.add(Counter::ReceivedConfirm, 1);
         }
-        if topic && let (Some(user), Some(vhost)) = (self.user.as_ref(), self.vhost.as_ref()) {
+        if topic && let (Some(user), Some(vhost)) = (self.client.user(), self.client.vhost()) {
             let principal = Principal::new(self.broker.access(), user);
             let refused = message
                 .routing
@@ -224,7 +224,7 @@ impl Session {
                 return;
             }
         }
-        if let (Some(claimed), Some(user)) = (&message.properties().user_id, &self.user)
+        if let (Some(claimed), Some(user)) = (&message.properties().user_id, self.client.user())
             && claimed.as_ref() != user.name.as_bytes()
         {
             let description = format!(
@@ -235,7 +235,7 @@ impl Session {
             self.fail_session(channel, "amqp:unauthorized-access", description, conn).await;
             return;
         }
-        let Some(vhost) = self.vhost.clone() else {
+        let Some(vhost) = self.client.vhost().cloned() else {
             return;
         };
         let queues = match vhost.route(&mut self.route_cache, &exchange, &message.routing, &message.headers) {

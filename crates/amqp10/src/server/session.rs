@@ -10,8 +10,8 @@ use foldhash::HashMapExt;
 use charon_engine::login::Peer;
 use charon_engine::metrics::{LocalCounters, Protocol};
 use charon_engine::{
-    Action, Broker, ConnectionSlot, ConsumerId, EngineError, Owner, Principal, QueueRef, Registration, Resource,
-    ResourceKind, RouteCache, SessionEvent, SessionId, SessionSink, Settle, User, VHost, WriteGrants,
+    Action, Broker, Client, ClientError, ConsumerId, Credentials, EngineError, Owner, Principal, QueueRef, Resource,
+    ResourceKind, RouteCache, SessionEvent, SessionId, SessionSink, Settle, WriteGrants,
 };
 use tokio::sync::mpsc;
 
@@ -59,13 +59,8 @@ pub(crate) struct Outgoing {
 pub(crate) struct Session {
     pub(crate) id: SessionId,
     pub(crate) broker: Arc<Broker>,
-    pub(crate) user: Option<User>,
-    pub(crate) vhost: Option<Arc<VHost>>,
-    /// This connection, counted against its vhost's and user's connection limits (1.0
-    /// sessions are not channels: RabbitMQ 4.0.5 does not count them against `max-channels`).
-    pub(crate) counted: Option<ConnectionSlot>,
-    /// This connection in the broker's registry, once it opened a vhost.
-    pub(crate) tracked: Option<Registration>,
+    /// Who logged in, the vhost it opened, its connection slot and registration.
+    pub(crate) client: Client,
     pub(crate) sink: SessionSink,
     pub(crate) inbox: mpsc::UnboundedReceiver<SessionEvent>,
     pub(crate) links: FastMap<(u16, u32), LinkState>,
@@ -110,49 +105,40 @@ pub(crate) struct Login<'a> {
     pub(crate) peer: &'a Peer,
     /// Set by a login attempt: how long the driver waits before its answer goes out.
     pub(crate) delay: &'a mut Duration,
-    pub(crate) user: &'a mut Option<User>,
-    pub(crate) vhost: &'a mut Option<Arc<VHost>>,
-    pub(crate) counted: &'a mut Option<ConnectionSlot>,
-    /// Where the broker finds this connection to close it (its vhost or user deleted).
-    pub(crate) tracked: &'a mut Option<Registration>,
+    /// Who logged in and what it opened (the engine's, as for every protocol).
+    pub(crate) client: &'a mut Client,
     pub(crate) sink: &'a SessionSink,
+}
+
+impl Login<'_> {
+    /// Logs in with `credentials`; the name of the user it logged in as.
+    fn login(&mut self, credentials: Credentials<'_>) -> Option<String> {
+        *self.delay = self.client.login(self.broker, self.peer, credentials);
+        self.client.user().map(|u| u.name.clone())
+    }
 }
 
 impl Host for Login<'_> {
     fn authenticate(&mut self, mechanism: &str, username: &str, password: &str) -> bool {
-        let policy = self.broker.login();
-        *self.delay = policy.delay(self.peer.address());
-        let checked = self.broker.authenticate(username, password);
-        *self.user = policy.admit(self.peer.address(), mechanism, username, checked);
-        self.user.is_some()
+        self.login(Credentials::Password { mechanism, username, password }).is_some()
     }
 
     fn authenticate_external(&mut self) -> Option<String> {
-        *self.delay = self.broker.login().delay(self.peer.address());
-        *self.user = self.broker.login().external_login(self.broker.access(), self.peer);
-        self.user.as_ref().map(|u| u.name.clone())
+        self.login(Credentials::Certificate)
     }
 
     /// ANONYMOUS logs in with the configured credentials under the same policy as any login:
     /// RabbitMQ checks `loopback_users` for it too (so, by default, `guest` only from loopback).
     fn anonymous_user(&mut self) -> Option<String> {
-        *self.delay = self.broker.login().delay(self.peer.address());
-        *self.user = self.broker.login().anonymous_login(self.broker.access(), self.peer);
-        self.user.as_ref().map(|u| u.name.clone())
+        self.login(Credentials::Anonymous)
     }
 
     fn open_vhost(&mut self, _username: &str, vhost: &str) -> Result<(), String> {
-        let user = self.user.as_ref().ok_or_else(|| "not authenticated".to_owned())?;
         // A refusal goes to the log only: RabbitMQ 4.0.5 answers a refused open (a connection
         // limit included) with no frame and drops the socket after its silent-close delay.
-        match self.broker.connect(user, vhost) {
-            Ok((opened, counted)) => {
-                *self.tracked = Some(self.broker.connections().register(self.sink, &user.name, vhost));
-                *self.vhost = Some(opened);
-                *self.counted = Some(counted);
-                Ok(())
-            }
-            Err(charon_engine::EngineError::VhostNotFound(_)) => {
+        match self.client.open_vhost(self.broker, vhost, self.sink) {
+            Ok(()) => Ok(()),
+            Err(ClientError::Engine(EngineError::VhostNotFound(_))) => {
                 Err(format!("AMQP 1.0 connection failed: virtual host '{vhost}' does not exist"))
             }
             Err(other) => Err(other.to_string()),
@@ -175,10 +161,7 @@ impl Session {
         Self {
             id,
             broker,
-            user: None,
-            vhost: None,
-            counted: None,
-            tracked: None,
+            client: Client::default(),
             sink,
             inbox,
             links: FastMap::new(),
@@ -205,7 +188,7 @@ impl Session {
     /// RabbitMQ's line for a connection that ends (see [`charon_engine::connections::log_closing`]).
     pub(crate) fn log_closing(&self) {
         let opened =
-            self.user.as_ref().zip(self.vhost.as_ref()).map(|(user, vhost)| (user.name.as_str(), vhost.name()));
+            self.client.user().zip(self.client.vhost()).map(|(user, vhost)| (user.name.as_str(), vhost.name()));
         charon_engine::connections::log_closing(&self.name, opened, self.started.elapsed());
     }
 
@@ -217,16 +200,7 @@ impl Session {
     }
 
     pub(crate) fn login<'a>(&'a mut self, peer: &'a Peer, delay: &'a mut Duration) -> Login<'a> {
-        Login {
-            broker: &self.broker,
-            peer,
-            delay,
-            user: &mut self.user,
-            vhost: &mut self.vhost,
-            counted: &mut self.counted,
-            tracked: &mut self.tracked,
-            sink: &self.sink,
-        }
+        Login { broker: &self.broker, peer, delay, client: &mut self.client, sink: &self.sink }
     }
 
     /// Acts on one protocol event.
@@ -308,7 +282,7 @@ impl Session {
                 self.unsettled.retain(|(c, _), out| !(*c == channel && out.handle == handle));
                 queue.cancel(consumer).await;
                 queue.owner_closed(link_owner(self.id, channel, handle)).await;
-                if let Some(vhost) = self.vhost.clone().filter(|_| temporary) {
+                if let Some(vhost) = self.client.vhost().cloned().filter(|_| temporary) {
                     vhost.drop_queue(&queue).await;
                 }
             }
@@ -382,7 +356,7 @@ impl Session {
     /// Records the open connection's details in the broker's registry.
     fn describe(&self, conn: &Connection) {
         let (Some(tracked), Some(user), Some(vhost), Some((peer, connected_at))) =
-            (&self.tracked, &self.user, &self.vhost, &self.origin)
+            (self.client.registration(), self.client.user(), self.client.vhost(), &self.origin)
         else {
             return;
         };
@@ -414,7 +388,7 @@ impl Session {
     /// Ends a session with an error and forgets its links.
     /// Checks one action of the logged-in user on a queue or exchange of its vhost.
     pub(crate) fn authorize(&self, action: Action, kind: ResourceKind, name: &str) -> Result<(), EngineError> {
-        let (Some(user), Some(vhost)) = (self.user.as_ref(), self.vhost.as_ref()) else {
+        let (Some(user), Some(vhost)) = (self.client.user(), self.client.vhost()) else {
             return Err(EngineError::Store("not logged in".to_owned()));
         };
         let resource = Resource { kind, vhost: vhost.name().to_owned(), name: name.to_owned() };
@@ -423,7 +397,7 @@ impl Session {
 
     /// The logged-in user, for operations that check as they go.
     pub(crate) fn principal(&self) -> Option<Principal<'_>> {
-        self.user.as_ref().map(|user| Principal::new(self.broker.access(), user))
+        self.client.user().map(|user| Principal::new(self.broker.access(), user))
     }
 
     /// Hands what the connection batched to the queues, in the order it was made: first the

@@ -1,0 +1,144 @@
+//! What every protocol's connection keeps of its client: who logged in, the vhost it opened,
+//! the slot that counts it against the connection limits, and its registration (by which the
+//! broker closes it when its user or vhost is deleted). Logging in and opening the vhost are
+//! the same for AMQP 0.9.1 and 1.0; only how each protocol asks and answers differs.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::access::User;
+use crate::broker::Broker;
+use crate::connections::Registration;
+use crate::error::EngineError;
+use crate::limits::ConnectionSlot;
+use crate::login::Peer;
+use crate::session::SessionSink;
+use crate::vhost::VHost;
+
+/// How a client logs in.
+#[derive(Clone, Copy, Debug)]
+pub enum Credentials<'a> {
+    /// A user name and password (SASL PLAIN, AMQPLAIN), under the mechanism's name.
+    Password {
+        /// The SASL mechanism, for the log line.
+        mechanism: &'a str,
+        /// The user name.
+        username: &'a str,
+        /// The password.
+        password: &'a str,
+    },
+    /// SASL EXTERNAL: the user the verified client certificate names.
+    Certificate,
+    /// SASL ANONYMOUS: the configured anonymous credentials.
+    Anonymous,
+}
+
+/// Why a vhost could not be opened.
+#[derive(Debug, thiserror::Error)]
+pub enum ClientError {
+    /// Nobody logged in yet.
+    #[error("not authenticated")]
+    NotAuthenticated,
+    /// The broker refused (no such vhost, no access, a connection limit).
+    #[error(transparent)]
+    Engine(#[from] EngineError),
+}
+
+/// One connection's client (see the module documentation).
+#[derive(Debug, Default)]
+pub struct Client {
+    user: Option<User>,
+    vhost: Option<Arc<VHost>>,
+    counted: Option<ConnectionSlot>,
+    registration: Option<Registration>,
+}
+
+impl Client {
+    /// Logs in from `peer` under the broker's login policy (`loopback_users`, the refusal log
+    /// line, the failed-login throttle); returns how long the answer waits (the throttle's
+    /// delay for the address, whatever the outcome).
+    pub fn login(&mut self, broker: &Broker, peer: &Peer, credentials: Credentials<'_>) -> Duration {
+        let policy = broker.login();
+        let delay = policy.delay(peer.address());
+        self.user = match credentials {
+            Credentials::Password { mechanism, username, password } => {
+                policy.admit(peer.address(), mechanism, username, broker.authenticate(username, password))
+            }
+            Credentials::Certificate => policy.external_login(broker.access(), peer),
+            Credentials::Anonymous => policy.anonymous_login(broker.access(), peer),
+        };
+        delay
+    }
+
+    /// Opens `vhost` for the logged-in user, counted against the vhost's and the user's
+    /// connection limits, and registers the connection (by its `sink`) so the broker can close
+    /// it.
+    ///
+    /// # Errors
+    /// Nobody logged in; the broker's refusal (see [`Broker::connect`]).
+    pub fn open_vhost(&mut self, broker: &Broker, vhost: &str, sink: &SessionSink) -> Result<(), ClientError> {
+        let user = self.user.as_ref().ok_or(ClientError::NotAuthenticated)?;
+        let (opened, counted) = broker.connect(user, vhost)?;
+        self.registration = Some(broker.connections().register(sink, &user.name, vhost));
+        self.vhost = Some(opened);
+        self.counted = Some(counted);
+        Ok(())
+    }
+
+    /// The logged-in user.
+    #[must_use]
+    pub fn user(&self) -> Option<&User> {
+        self.user.as_ref()
+    }
+
+    /// The vhost the client opened.
+    #[must_use]
+    pub fn vhost(&self) -> Option<&Arc<VHost>> {
+        self.vhost.as_ref()
+    }
+
+    /// The connection's registration with the broker, once its vhost is open.
+    #[must_use]
+    pub fn registration(&self) -> Option<&Registration> {
+        self.registration.as_ref()
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+    use crate::BrokerConfig;
+
+    fn peer(address: &str) -> Peer {
+        Peer::new(address.parse().unwrap(), None)
+    }
+
+    #[tokio::test]
+    async fn a_login_then_a_vhost_open_registers_the_connection() {
+        let broker = Broker::new(BrokerConfig::default());
+        let (sink, _events) = SessionSink::new(broker.next_id(), 100);
+        let mut client = Client::default();
+        assert!(matches!(client.open_vhost(&broker, "/", &sink), Err(ClientError::NotAuthenticated)));
+        let wrong = Credentials::Password { mechanism: "PLAIN", username: "guest", password: "nope" };
+        for _ in 0..5 {
+            client.login(&broker, &peer("127.0.0.1:4000"), wrong);
+            assert!(client.user().is_none(), "a wrong password");
+        }
+        let right = Credentials::Password { mechanism: "PLAIN", username: "guest", password: "guest" };
+        let delay = client.login(&broker, &peer("127.0.0.1:4000"), right);
+        assert!(delay > Duration::ZERO, "the address failed five times: its answers wait");
+        assert_eq!(client.user().map(|u| u.name.as_str()), Some("guest"));
+        assert!(matches!(
+            client.open_vhost(&broker, "nowhere", &sink),
+            Err(ClientError::Engine(EngineError::VhostNotFound(_)))
+        ));
+        client.open_vhost(&broker, "/", &sink).unwrap();
+        assert_eq!(client.vhost().map(|v| v.name()), Some("/"));
+        assert!(client.registration().is_some());
+        assert_eq!(broker.connections().len(), 1, "the broker can find it to close it");
+        let mut anonymous = Client::default();
+        anonymous.login(&broker, &peer("192.0.2.1:4000"), Credentials::Anonymous);
+        assert!(anonymous.user().is_none(), "guest, the anonymous user, only from loopback");
+    }
+}
