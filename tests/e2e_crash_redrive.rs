@@ -132,24 +132,28 @@ async fn until_not_running(http_port: u16, job_id: &str) -> Value {
     }
 }
 
+/// Every message published and rejected into the dead-letter queue, then the broker stopped
+/// cleanly: the rejections' exits from the work queue are on disk, so a message found there at
+/// the end can only have been moved back by a job. (A kill right after the rejections could
+/// leave a rejected message in both queues, as dead lettering's crash semantics allow, and the
+/// tests count what the moves do.)
+async fn rejected_then_stopped(data: &std::path::Path) {
+    let mut charon = support::Charon::start_on(data, &[]);
+    let conn = connect(charon.port).await;
+    let ch = conn.create_channel().await.unwrap();
+    declare(&ch).await;
+    publish_all(&ch).await;
+    reject_all(&conn.create_channel().await.unwrap(), charon.http_port).await;
+    assert_eq!(queue_messages(charon.http_port, ORDERS).await, 0);
+    drop(conn);
+    charon.terminate();
+    assert!(charon.wait_exit(Duration::from_secs(30)).is_some(), "a clean stop");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn twenty_kill_9_cycles_during_a_redrive_lose_no_message() {
     let data = tempfile::tempdir().unwrap();
-    {
-        // Set up, then stopped cleanly: a kill right after the rejections could leave a
-        // rejected message in both queues (dead lettering's crash semantics), and this test
-        // counts what the moves do.
-        let mut charon = support::Charon::start_on(data.path(), &[]);
-        let conn = connect(charon.port).await;
-        let ch = conn.create_channel().await.unwrap();
-        declare(&ch).await;
-        publish_all(&ch).await;
-        reject_all(&conn.create_channel().await.unwrap(), charon.http_port).await;
-        assert_eq!(queue_messages(charon.http_port, ORDERS).await, 0);
-        drop(conn);
-        charon.terminate();
-        assert!(charon.wait_exit(Duration::from_secs(30)).is_some(), "a clean stop");
-    }
+    rejected_then_stopped(data.path()).await;
     let job_id = {
         let charon = support::Charon::start_on(data.path(), &[]);
         assert_eq!(queue_messages(charon.http_port, ORDERS).await, 0, "nothing came back to the work queue");
@@ -188,20 +192,7 @@ async fn twenty_kill_9_cycles_during_a_redrive_lose_no_message() {
 async fn kill_9_cycles_during_a_filtered_redrive_lose_no_message() {
     const FILTERED_CYCLES: u64 = 10;
     let data = tempfile::tempdir().unwrap();
-    {
-        // Set up, then stopped cleanly: the rejections' exits from the work queue are on disk,
-        // so a message found there at the end can only have been moved back by the job.
-        let mut charon = support::Charon::start_on(data.path(), &[]);
-        let conn = connect(charon.port).await;
-        let ch = conn.create_channel().await.unwrap();
-        declare(&ch).await;
-        publish_all(&ch).await;
-        reject_all(&conn.create_channel().await.unwrap(), charon.http_port).await;
-        assert_eq!(queue_messages(charon.http_port, ORDERS).await, 0);
-        drop(conn);
-        charon.terminate();
-        assert!(charon.wait_exit(Duration::from_secs(30)).is_some(), "a clean stop");
-    }
+    rejected_then_stopped(data.path()).await;
     let job_id = {
         let charon = support::Charon::start_on(data.path(), &[]);
         assert_eq!(queue_messages(charon.http_port, ORDERS).await, 0, "nothing came back to the work queue");

@@ -60,7 +60,8 @@ pub enum QueueCmd {
     },
     Purge(oneshot::Sender<u32>),
     /// Answered once everything the queue was asked before is applied and its log records
-    /// are handed to the log (a clean stop waits for it before it closes the log).
+    /// are handed to the log (a clean stop waits for it before it closes the log): true when
+    /// no dead letter of the queue is still on its way to a target.
     Flush(oneshot::Sender<bool>),
     /// Plans a page of its messages, resolved by the caller off the task.
     Browse {
