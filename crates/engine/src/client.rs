@@ -1,7 +1,8 @@
 //! What every protocol's connection keeps of its client: who logged in, the vhost it opened,
-//! the slot that counts it against the connection limits, and its registration (by which the
-//! broker closes it when its user or vhost is deleted). Logging in and opening the vhost are
-//! the same for AMQP 0.9.1 and 1.0; only how each protocol asks and answers differs.
+//! the slot that counts it against the connection limits, its registration (by which the
+//! broker closes it when its user or vhost is deleted) and its share of RabbitMQ's message
+//! counters. Logging in, opening the vhost and counting are the same for AMQP 0.9.1 and 1.0;
+//! only how each protocol asks and answers differs.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -12,6 +13,7 @@ use crate::connections::Registration;
 use crate::error::EngineError;
 use crate::limits::ConnectionSlot;
 use crate::login::Peer;
+use crate::metrics::{LocalCounters, Protocol};
 use crate::session::SessionSink;
 use crate::vhost::VHost;
 
@@ -45,15 +47,22 @@ pub enum ClientError {
 }
 
 /// One connection's client (see the module documentation).
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct Client {
     user: Option<User>,
     vhost: Option<Arc<VHost>>,
     counted: Option<ConnectionSlot>,
     registration: Option<Registration>,
+    counters: LocalCounters,
 }
 
 impl Client {
+    /// A client of a `protocol` connection, not logged in yet.
+    #[must_use]
+    pub fn new(protocol: Protocol) -> Self {
+        Self { user: None, vhost: None, counted: None, registration: None, counters: LocalCounters::new(protocol) }
+    }
+
     /// Logs in from `peer` under the broker's login policy (`loopback_users`, the refusal log
     /// line, the failed-login throttle); returns how long the answer waits (the throttle's
     /// delay for the address, whatever the outcome).
@@ -102,6 +111,19 @@ impl Client {
     pub fn registration(&self) -> Option<&Registration> {
         self.registration.as_ref()
     }
+
+    /// The connection's counts since the last fold (plain integers, no atomics per message).
+    pub fn counters(&mut self) -> &mut LocalCounters {
+        &mut self.counters
+    }
+
+    /// Folds the connection's counts, with its consumers and publishers now, into the node's
+    /// (once per read or event batch: see [`LocalCounters`]).
+    pub fn fold_counters(&mut self, consumers: usize, publishers: usize) {
+        self.counters.set_consumers(consumers);
+        self.counters.set_publishers(publishers);
+        self.counters.fold();
+    }
 }
 
 #[cfg(test)]
@@ -118,7 +140,7 @@ mod tests {
     async fn a_login_then_a_vhost_open_registers_the_connection() {
         let broker = Broker::new(BrokerConfig::default());
         let (sink, _events) = SessionSink::new(broker.next_id(), 100);
-        let mut client = Client::default();
+        let mut client = Client::new(Protocol::Amqp091);
         assert!(matches!(client.open_vhost(&broker, "/", &sink), Err(ClientError::NotAuthenticated)));
         let wrong = Credentials::Password { mechanism: "PLAIN", username: "guest", password: "nope" };
         for _ in 0..5 {
@@ -137,7 +159,7 @@ mod tests {
         assert_eq!(client.vhost().map(|v| v.name()), Some("/"));
         assert!(client.registration().is_some());
         assert_eq!(broker.connections().len(), 1, "the broker can find it to close it");
-        let mut anonymous = Client::default();
+        let mut anonymous = Client::new(Protocol::Amqp10);
         anonymous.login(&broker, &peer("192.0.2.1:4000"), Credentials::Anonymous);
         assert!(anonymous.user().is_none(), "guest, the anonymous user, only from loopback");
     }

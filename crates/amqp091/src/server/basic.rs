@@ -148,7 +148,7 @@ impl Session {
         state.touch(&queue);
         let queue_type = queue.config.queue_type;
         let Some(got) = got else {
-            self.counters.add_typed(queue_type, TypedCounter::GetEmpty, 1);
+            self.client.counters().add_typed(queue_type, TypedCounter::GetEmpty, 1);
             conn.send_method(channel, &AMQPClass::Basic(basic::AMQPMethod::GetEmpty(basic::GetEmpty {})));
             return Ok(());
         };
@@ -161,9 +161,9 @@ impl Session {
             self.watch_oldest(channel);
         }
         let how = if g.no_ack { TypedCounter::GetAutoAck } else { TypedCounter::GetManualAck };
-        self.counters.add_typed(queue_type, how, 1);
+        self.client.counters().add_typed(queue_type, how, 1);
         if got.delivery.redelivered {
-            self.counters.add_typed(queue_type, TypedCounter::Redelivered, 1);
+            self.client.counters().add_typed(queue_type, TypedCounter::Redelivered, 1);
         }
         let message = &got.delivery.message;
         let ok = basic::GetOk {
@@ -209,7 +209,7 @@ impl Session {
         for (queue, seqs) in by_queue(settled) {
             if how == Settle::Ack {
                 let acked = u64::try_from(seqs.len()).unwrap_or(u64::MAX);
-                self.counters.add_typed(queue.config.queue_type, TypedCounter::Acknowledged, acked);
+                self.client.counters().add_typed(queue.config.queue_type, TypedCounter::Acknowledged, acked);
             }
             queue.settle(seqs, how).await;
         }

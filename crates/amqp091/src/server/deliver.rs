@@ -34,10 +34,10 @@ impl Session {
             let had_unacked = state.unacked.oldest().is_some();
             let queue_type = route.queue.config.queue_type;
             let how = if route.no_ack { TypedCounter::ConsumeAutoAck } else { TypedCounter::ConsumeManualAck };
-            self.counters.add_typed(queue_type, how, u64::from(count));
+            self.client.counters().add_typed(queue_type, how, u64::from(count));
             for delivery in items {
                 if delivery.redelivered {
-                    self.counters.add_typed(queue_type, TypedCounter::Redelivered, 1);
+                    self.client.counters().add_typed(queue_type, TypedCounter::Redelivered, 1);
                 }
                 let tag = state.tag();
                 if !route.no_ack {

@@ -73,7 +73,7 @@ impl Session {
         let topic = self.authorize_publish(channel, command.method.exchange.as_str())?;
         let mandatory = command.method.mandatory;
         let message = self.build_message(channel, command)?;
-        self.counters.add(Counter::Received, 1);
+        self.client.counters().add(Counter::Received, 1);
         if topic {
             // Every routing key (CC and BCC too), as RabbitMQ's check_write_permitted_on_topics.
             let principal = self.principal()?;
@@ -97,9 +97,9 @@ impl Session {
         let confirming = state.confirms.is_some();
         let first = !std::mem::replace(&mut state.published, true);
         self.publishers += usize::from(first);
-        self.counters.add(outcome, 1);
+        self.client.counters().add(outcome, 1);
         if confirming {
-            self.counters.add(Counter::ReceivedConfirm, 1);
+            self.client.counters().add(Counter::ReceivedConfirm, 1);
         }
         let state = self.channel(channel)?;
         if let Some(tx) = state.tx.as_mut() {

@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 
 use amq_protocol::protocol::AMQPClass;
 use charon_engine::login::Peer;
-use charon_engine::metrics::{Counter, LocalCounters, Protocol};
+use charon_engine::metrics::{Counter, Protocol};
 use charon_engine::{
     Action, Broker, ChannelSlot, Client, ConsumerId, Credentials, Owner, Principal, QueueRef, Resource, SessionEvent,
     SessionId, SessionSink, VHost,
@@ -56,9 +56,6 @@ pub(crate) struct Session {
     pub(crate) consumer_timeout: Option<u64>,
     /// Due when a channel's oldest unacked delivery may have timed out.
     pub(crate) ack_timer: AckTimer,
-    /// RabbitMQ's global message counters, counted here and folded into the node's once
-    /// per read or event batch ([`Self::fold_counters`]).
-    pub(crate) counters: LocalCounters,
     /// Channels that published (RabbitMQ's 0.9.1 publishers).
     pub(crate) publishers: usize,
     /// RabbitMQ's connection name (`peer -> local`), for the log lines.
@@ -126,7 +123,7 @@ impl Session {
         Self {
             id,
             broker,
-            client: Client::default(),
+            client: Client::new(Protocol::Amqp091),
             counted_channels: HashMap::new(),
             sink,
             channels: HashMap::new(),
@@ -143,7 +140,6 @@ impl Session {
             publishers: 0,
             name: String::new(),
             started: std::time::Instant::now(),
-            counters: LocalCounters::new(Protocol::Amqp091),
         }
     }
 
@@ -432,7 +428,7 @@ impl Session {
             let Some(tracker) = state.confirms.as_mut() else {
                 continue;
             };
-            self.counters.add(Counter::Confirmed, tracker.acked());
+            self.client.counters().add(Counter::Confirmed, tracker.acked());
             for (seq, ack, multiple) in tracker.drain() {
                 if ack {
                     crate::codec::put_ack(conn.output(), *channel, seq, multiple);
@@ -457,11 +453,9 @@ impl Session {
         charon_engine::connections::log_closing(&self.name, opened, self.started.elapsed());
     }
 
-    /// Folds this connection's counts into the node's (once per batch: see [`LocalCounters`]).
+    /// Folds this connection's counts into the node's (see [`Client::fold_counters`]).
     pub(crate) fn fold_counters(&mut self) {
-        self.counters.set_consumers(self.consumers.len());
-        self.counters.set_publishers(self.publishers);
-        self.counters.fold();
+        self.client.fold_counters(self.consumers.len(), self.publishers);
     }
 
     fn consumer_cancelled(&mut self, consumer: ConsumerId, conn: &mut Connection) {

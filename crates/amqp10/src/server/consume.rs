@@ -111,10 +111,10 @@ impl Session {
         if let (Some((channel, handle)), Some((queue, settled))) = (link, state) {
             let queue_type = queue.config.queue_type;
             let how = if settled { TypedCounter::ConsumeAutoAck } else { TypedCounter::ConsumeManualAck };
-            self.counters.add_typed(queue_type, how, u64::from(count));
+            self.client.counters().add_typed(queue_type, how, u64::from(count));
             for delivery in items {
                 if delivery.redelivered {
-                    self.counters.add_typed(queue_type, TypedCounter::Redelivered, 1);
+                    self.client.counters().add_typed(queue_type, TypedCounter::Redelivered, 1);
                 }
                 let facts =
                     DeliveryFacts { redelivered: delivery.redelivered, delivery_count: delivery.delivery_count };
@@ -229,7 +229,7 @@ impl Session {
         let how = settle_op(state);
         if how == Settle::Ack {
             let acked = u64::try_from(seqs.len()).unwrap_or(u64::MAX);
-            self.counters.add_typed(queue.config.queue_type, TypedCounter::Acknowledged, acked);
+            self.client.counters().add_typed(queue.config.queue_type, TypedCounter::Acknowledged, acked);
         }
         match (modified_annotations(state), refusal_cause(state)) {
             (Some(table), _) => {

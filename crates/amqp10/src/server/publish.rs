@@ -209,9 +209,9 @@ impl Session {
             }
         };
         let message = to_model(&parsed, &exchange, routing_key);
-        self.counters.add(Counter::Received, 1);
+        self.client.counters().add(Counter::Received, 1);
         if !settled {
-            self.counters.add(Counter::ReceivedConfirm, 1);
+            self.client.counters().add(Counter::ReceivedConfirm, 1);
         }
         if topic && let (Some(user), Some(vhost)) = (self.client.user(), self.client.vhost()) {
             let principal = Principal::new(self.broker.access(), user);
@@ -259,14 +259,14 @@ impl Session {
             // RabbitMQ releases an unsettled unroutable message (returned to its sender) and
             // drops a settled one.
             if settled {
-                self.counters.add(Counter::UnroutableDropped, 1);
+                self.client.counters().add(Counter::UnroutableDropped, 1);
             } else {
-                self.counters.add(Counter::UnroutableReturned, 1);
+                self.client.counters().add(Counter::UnroutableReturned, 1);
                 conn.settle_incoming(channel, delivery_id, DeliveryState::Released(Released {}));
             }
             return;
         }
-        self.counters.add(Counter::Routed, 1);
+        self.client.counters().add(Counter::Routed, 1);
         let confirm = (!settled).then(|| {
             let seq = self.next_publish;
             self.next_publish += 1;
@@ -335,7 +335,7 @@ impl Session {
                 continue;
             };
             if !done.refused {
-                self.counters.add(Counter::Confirmed, 1);
+                self.client.counters().add(Counter::Confirmed, 1);
             }
             match run.as_mut() {
                 Some(current) if current.extends(&done) => current.last = done.delivery_id,

@@ -8,7 +8,7 @@ use foldhash::HashMap as FastMap;
 use foldhash::HashMapExt;
 
 use charon_engine::login::Peer;
-use charon_engine::metrics::{LocalCounters, Protocol};
+use charon_engine::metrics::Protocol;
 use charon_engine::{
     Action, Broker, Client, ClientError, ConsumerId, Credentials, EngineError, Owner, Principal, QueueRef, Resource,
     ResourceKind, RouteCache, SessionEvent, SessionId, SessionSink, Settle, WriteGrants,
@@ -86,9 +86,6 @@ pub(crate) struct Session {
     pub(crate) origin: Option<(Peer, i64)>,
     /// Sending links (RabbitMQ's 1.0 publishers).
     pub(crate) publishers: usize,
-    /// RabbitMQ's global message counters, counted here and folded into the node's once per
-    /// read or event batch ([`Self::fold_counters`]).
-    pub(crate) counters: LocalCounters,
     /// RabbitMQ's connection name (`peer -> local`), for the log lines.
     pub(crate) name: String,
     /// When the connection was accepted, for the closing line's duration.
@@ -161,7 +158,7 @@ impl Session {
         Self {
             id,
             broker,
-            client: Client::default(),
+            client: Client::new(Protocol::Amqp10),
             sink,
             inbox,
             links: FastMap::new(),
@@ -181,7 +178,6 @@ impl Session {
             publishers: 0,
             name: String::new(),
             started: std::time::Instant::now(),
-            counters: LocalCounters::new(Protocol::Amqp10),
         }
     }
 
@@ -192,11 +188,9 @@ impl Session {
         charon_engine::connections::log_closing(&self.name, opened, self.started.elapsed());
     }
 
-    /// Folds this connection's counts into the node's (once per batch: see [`LocalCounters`]).
+    /// Folds this connection's counts into the node's (see [`Client::fold_counters`]).
     pub(crate) fn fold_counters(&mut self) {
-        self.counters.set_consumers(self.consumers.len());
-        self.counters.set_publishers(self.publishers);
-        self.counters.fold();
+        self.client.fold_counters(self.consumers.len(), self.publishers);
     }
 
     pub(crate) fn login<'a>(&'a mut self, peer: &'a Peer, delay: &'a mut Duration) -> Login<'a> {
