@@ -14,7 +14,7 @@ use crate::error::EngineError;
 use crate::limits::ConnectionSlot;
 use crate::login::Peer;
 use crate::metrics::{LocalCounters, Protocol};
-use crate::session::SessionSink;
+use crate::session::{SessionId, SessionSink};
 use crate::vhost::VHost;
 
 /// How a client logs in.
@@ -49,6 +49,8 @@ pub enum ClientError {
 /// One connection's client (see the module documentation).
 #[derive(Debug)]
 pub struct Client {
+    /// The connection's events from its queues (deliveries, confirms), and its id.
+    sink: SessionSink,
     user: Option<User>,
     vhost: Option<Arc<VHost>>,
     counted: Option<ConnectionSlot>,
@@ -57,10 +59,24 @@ pub struct Client {
 }
 
 impl Client {
-    /// A client of a `protocol` connection, not logged in yet.
+    /// A client of a `protocol` connection whose queues reach it through `sink`, not logged
+    /// in yet.
     #[must_use]
-    pub fn new(protocol: Protocol) -> Self {
-        Self { user: None, vhost: None, counted: None, registration: None, counters: LocalCounters::new(protocol) }
+    pub fn new(protocol: Protocol, sink: SessionSink) -> Self {
+        let counters = LocalCounters::new(protocol);
+        Self { sink, user: None, vhost: None, counted: None, registration: None, counters }
+    }
+
+    /// The connection's broker-unique id (its queues' owner key, its consumers' session).
+    #[must_use]
+    pub fn id(&self) -> SessionId {
+        self.sink.id
+    }
+
+    /// Where the connection's queues send its events.
+    #[must_use]
+    pub fn sink(&self) -> &SessionSink {
+        &self.sink
     }
 
     /// Logs in from `peer` under the broker's login policy (`loopback_users`, the refusal log
@@ -80,15 +96,15 @@ impl Client {
     }
 
     /// Opens `vhost` for the logged-in user, counted against the vhost's and the user's
-    /// connection limits, and registers the connection (by its `sink`) so the broker can close
+    /// connection limits, and registers the connection (by its sink) so the broker can close
     /// it.
     ///
     /// # Errors
     /// Nobody logged in; the broker's refusal (see [`Broker::connect`]).
-    pub fn open_vhost(&mut self, broker: &Broker, vhost: &str, sink: &SessionSink) -> Result<(), ClientError> {
+    pub fn open_vhost(&mut self, broker: &Broker, vhost: &str) -> Result<(), ClientError> {
         let user = self.user.as_ref().ok_or(ClientError::NotAuthenticated)?;
         let (opened, counted) = broker.connect(user, vhost)?;
-        self.registration = Some(broker.connections().register(sink, &user.name, vhost));
+        self.registration = Some(broker.connections().register(&self.sink, &user.name, vhost));
         self.vhost = Some(opened);
         self.counted = Some(counted);
         Ok(())
@@ -140,8 +156,9 @@ mod tests {
     async fn a_login_then_a_vhost_open_registers_the_connection() {
         let broker = Broker::new(BrokerConfig::default());
         let (sink, _events) = SessionSink::new(broker.next_id(), 100);
-        let mut client = Client::new(Protocol::Amqp091);
-        assert!(matches!(client.open_vhost(&broker, "/", &sink), Err(ClientError::NotAuthenticated)));
+        let mut client = Client::new(Protocol::Amqp091, sink.clone());
+        assert_eq!(client.id(), sink.id);
+        assert!(matches!(client.open_vhost(&broker, "/"), Err(ClientError::NotAuthenticated)));
         let wrong = Credentials::Password { mechanism: "PLAIN", username: "guest", password: "nope" };
         for _ in 0..5 {
             client.login(&broker, &peer("127.0.0.1:4000"), wrong);
@@ -152,14 +169,14 @@ mod tests {
         assert!(delay > Duration::ZERO, "the address failed five times: its answers wait");
         assert_eq!(client.user().map(|u| u.name.as_str()), Some("guest"));
         assert!(matches!(
-            client.open_vhost(&broker, "nowhere", &sink),
+            client.open_vhost(&broker, "nowhere"),
             Err(ClientError::Engine(EngineError::VhostNotFound(_)))
         ));
-        client.open_vhost(&broker, "/", &sink).unwrap();
+        client.open_vhost(&broker, "/").unwrap();
         assert_eq!(client.vhost().map(|v| v.name()), Some("/"));
         assert!(client.registration().is_some());
         assert_eq!(broker.connections().len(), 1, "the broker can find it to close it");
-        let mut anonymous = Client::new(Protocol::Amqp10);
+        let mut anonymous = Client::new(Protocol::Amqp10, sink);
         anonymous.login(&broker, &peer("192.0.2.1:4000"), Credentials::Anonymous);
         assert!(anonymous.user().is_none(), "guest, the anonymous user, only from loopback");
     }

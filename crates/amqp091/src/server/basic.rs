@@ -88,11 +88,11 @@ impl Session {
         let name = self.queue_name(channel, c.queue.as_str())?;
         self.authorize(Action::Read, &self.queue_resource(&name))?;
         let vhost = self.vhost()?;
-        let queue = vhost.queue(&name, self.id)?;
+        let queue = vhost.queue(&name, self.client.id())?;
         let tag = if requested.is_empty() { generated_tag() } else { requested.to_owned() };
         let id = self.broker.next_id();
         let owner = self.owner(channel);
-        let session = self.sink.clone();
+        let session = self.client.sink().clone();
         let state = self.channel(channel)?;
         let spec = ConsumeSpec {
             id,
@@ -141,7 +141,7 @@ impl Session {
         let name = self.queue_name(channel, g.queue.as_str())?;
         self.authorize(Action::Read, &self.queue_resource(&name))?;
         let vhost = self.vhost()?;
-        let queue = vhost.queue(&name, self.id)?;
+        let queue = vhost.queue(&name, self.client.id())?;
         let owner = self.owner(channel);
         let got = queue.get(owner, g.no_ack).await?;
         let state = self.channel(channel)?;

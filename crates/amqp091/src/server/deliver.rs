@@ -26,7 +26,7 @@ impl Session {
     pub(crate) fn deliver(&mut self, consumer: ConsumerId, items: Vec<Delivery>, conn: &mut Connection) {
         let count = u32::try_from(items.len()).unwrap_or(u32::MAX);
         // Room in the connection's outbound window comes back whatever happens below.
-        let outbound = self.sink.outbound.clone();
+        let outbound = self.client.sink().outbound.clone();
         let route = self.consumers.get(&consumer).cloned();
         let state = route.as_ref().and_then(|r| self.channels.get_mut(&r.channel));
         if let (Some(route), Some(state)) = (route, state) {

@@ -43,7 +43,7 @@ pub async fn serve<T: Transport>(
     let (sink, inbox) = SessionSink::new(id, OUTBOUND_WINDOW);
     config.connection.sasl_external = peer.certificate().is_some();
     config.connection.sasl_anonymous = broker.login().offers_anonymous();
-    let mut session = Session::new(id, broker, sink, inbox);
+    let mut session = Session::new(broker, sink, inbox);
     session.name = peer.connection_name();
     let protocol = Amqp091 {
         session,

@@ -160,8 +160,8 @@ impl Session {
             let wants_confirm = batch.items.iter().any(|i| i.confirm.is_some());
             let seqs: Vec<u64> =
                 if wants_confirm { batch.items.iter().filter_map(|i| i.confirm).collect() } else { Vec::new() };
-            let confirm_to =
-                wants_confirm.then(|| ConfirmTo { session: self.sink.clone(), channel: u32::from(batch.channel) });
+            let confirm_to = wants_confirm
+                .then(|| ConfirmTo { session: self.client.sink().clone(), channel: u32::from(batch.channel) });
             if !batch.queue.publish_checked(batch.items, confirm_to).await {
                 // The queue went away between routing and enqueueing: RabbitMQ confirms such
                 // messages, as it does for unroutable ones.

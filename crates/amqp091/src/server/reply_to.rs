@@ -45,7 +45,7 @@ impl Session {
         }
         let tag = if requested.is_empty() { super::basic::generated_tag() } else { requested.to_owned() };
         let id = self.broker.next_id();
-        let registered = self.broker.reply_consumers().register(self.owner(channel), id, self.sink.clone());
+        let registered = self.broker.reply_consumers().register(self.owner(channel), id, self.client.sink().clone());
         self.channel(channel)?.reply = Some(ChannelReply { tag: Arc::from(tag.as_str()), registered });
         if !c.nowait {
             let ok = basic::ConsumeOk { consumer_tag: tag.into() };
@@ -120,7 +120,7 @@ impl Session {
             );
             super::deliver::send_content(conn, channel, message);
         }
-        self.sink.outbound.release(1);
+        self.client.sink().outbound.release(1);
     }
 
     /// `queue.declare` of a name starting with `amq.rabbitmq.reply-to`, passive or not, as

@@ -9,7 +9,7 @@ use charon_engine::login::Peer;
 use charon_engine::metrics::{Counter, Protocol};
 use charon_engine::{
     Action, Broker, ChannelSlot, Client, ConsumerId, Credentials, Owner, Principal, QueueRef, Resource, SessionEvent,
-    SessionId, SessionSink, VHost,
+    SessionSink, VHost,
 };
 use tokio::sync::mpsc;
 
@@ -30,13 +30,11 @@ pub(crate) struct ConsumerRoute {
 }
 
 pub(crate) struct Session {
-    pub(crate) id: SessionId,
     pub(crate) broker: Arc<Broker>,
     /// Who logged in, the vhost it opened, its connection slot and registration.
     pub(crate) client: Client,
     /// Open channels, counted against the user's `max-channels` until they close.
     pub(crate) counted_channels: HashMap<u16, ChannelSlot>,
-    pub(crate) sink: SessionSink,
     pub(crate) channels: HashMap<u16, ChannelState>,
     pub(crate) consumers: HashMap<ConsumerId, ConsumerRoute>,
     /// Exclusive queues this connection declared; deleted when it closes.
@@ -74,7 +72,6 @@ pub(crate) struct Login<'a> {
     /// Who logged in and what it opened (the engine's, as for every protocol).
     pub(crate) client: &'a mut Client,
     pub(crate) counted_channels: &'a mut HashMap<u16, ChannelSlot>,
-    pub(crate) sink: &'a SessionSink,
 }
 
 impl Login<'_> {
@@ -99,7 +96,7 @@ impl Host for Login<'_> {
     }
 
     fn open_vhost(&mut self, _username: &str, vhost: &str) -> Result<(), String> {
-        self.client.open_vhost(self.broker, vhost, self.sink).map_err(|e| e.to_string())
+        self.client.open_vhost(self.broker, vhost).map_err(|e| e.to_string())
     }
 
     /// RabbitMQ counts a user's channels across its connections; one too many closes the
@@ -113,19 +110,12 @@ impl Host for Login<'_> {
 }
 
 impl Session {
-    pub(crate) fn new(
-        id: SessionId,
-        broker: Arc<Broker>,
-        sink: SessionSink,
-        inbox: mpsc::UnboundedReceiver<SessionEvent>,
-    ) -> Self {
+    pub(crate) fn new(broker: Arc<Broker>, sink: SessionSink, inbox: mpsc::UnboundedReceiver<SessionEvent>) -> Self {
         let consumer_timeout = broker.consumer_timeout();
         Self {
-            id,
             broker,
-            client: Client::new(Protocol::Amqp091),
+            client: Client::new(Protocol::Amqp091, sink),
             counted_channels: HashMap::new(),
-            sink,
             channels: HashMap::new(),
             consumers: HashMap::new(),
             exclusive: Vec::new(),
@@ -154,12 +144,11 @@ impl Session {
             delay,
             client: &mut self.client,
             counted_channels: &mut self.counted_channels,
-            sink: &self.sink,
         }
     }
 
     pub(crate) fn owner(&self, channel: u16) -> Owner {
-        Owner { session: self.id, channel: u32::from(channel) }
+        Owner { session: self.client.id(), channel: u32::from(channel) }
     }
 
     /// The vhost; every channel method runs after `connection.open`, so it is set.
@@ -380,9 +369,9 @@ impl Session {
             // it, unacknowledged, as RabbitMQ does). The window units come back all the same.
             match event {
                 SessionEvent::Deliveries { items, .. } => {
-                    self.sink.outbound.release(u32::try_from(items.len()).unwrap_or(u32::MAX));
+                    self.client.sink().outbound.release(u32::try_from(items.len()).unwrap_or(u32::MAX));
                 }
-                SessionEvent::Reply { .. } => self.sink.outbound.release(1),
+                SessionEvent::Reply { .. } => self.client.sink().outbound.release(1),
                 SessionEvent::Report(reply) => {
                     let _ = reply.send(self.report(conn, None));
                 }

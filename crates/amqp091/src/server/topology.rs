@@ -104,7 +104,13 @@ impl Session {
                 )?;
                 let destination = Destination::Exchange(b.destination.as_str().to_owned());
                 vhost
-                    .bind(b.source.as_str(), destination, b.routing_key.as_str(), &arguments(&b.arguments), self.id)
+                    .bind(
+                        b.source.as_str(),
+                        destination,
+                        b.routing_key.as_str(),
+                        &arguments(&b.arguments),
+                        self.client.id(),
+                    )
                     .await?;
                 if !b.nowait {
                     conn.send_method(channel, &AMQPClass::Exchange(exchange::AMQPMethod::BindOk(exchange::BindOk {})));
@@ -118,7 +124,13 @@ impl Session {
                 )?;
                 let destination = Destination::Exchange(u.destination.as_str().to_owned());
                 vhost
-                    .unbind(u.source.as_str(), destination, u.routing_key.as_str(), &arguments(&u.arguments), self.id)
+                    .unbind(
+                        u.source.as_str(),
+                        destination,
+                        u.routing_key.as_str(),
+                        &arguments(&u.arguments),
+                        self.client.id(),
+                    )
                     .await?;
                 if !u.nowait {
                     conn.send_method(
@@ -160,10 +172,10 @@ impl Session {
                     auto_delete: d.auto_delete,
                     arguments: arguments(&d.arguments),
                 };
-                let ok = vhost.declare_queue_as(&declare, self.id, Some(self.principal()?)).await?;
+                let ok = vhost.declare_queue_as(&declare, self.client.id(), Some(self.principal()?)).await?;
                 if d.exclusive
                     && !d.passive
-                    && let Ok(queue) = vhost.queue(&ok.name, self.id)
+                    && let Ok(queue) = vhost.queue(&ok.name, self.client.id())
                     && !self.exclusive.iter().any(|q| Arc::ptr_eq(q, &queue))
                 {
                     self.exclusive.push(queue);
@@ -187,7 +199,13 @@ impl Session {
                 };
                 self.authorize_binding(&self.queue_resource(&name), b.exchange.as_str(), &key)?;
                 vhost
-                    .bind(b.exchange.as_str(), Destination::Queue(name), &key, &arguments(&b.arguments), self.id)
+                    .bind(
+                        b.exchange.as_str(),
+                        Destination::Queue(name),
+                        &key,
+                        &arguments(&b.arguments),
+                        self.client.id(),
+                    )
                     .await?;
                 if !b.nowait {
                     conn.send_method(channel, &AMQPClass::Queue(queue::AMQPMethod::BindOk(queue::BindOk {})));
@@ -202,14 +220,20 @@ impl Session {
                 };
                 self.authorize_binding(&self.queue_resource(&name), u.exchange.as_str(), &key)?;
                 vhost
-                    .unbind(u.exchange.as_str(), Destination::Queue(name), &key, &arguments(&u.arguments), self.id)
+                    .unbind(
+                        u.exchange.as_str(),
+                        Destination::Queue(name),
+                        &key,
+                        &arguments(&u.arguments),
+                        self.client.id(),
+                    )
                     .await?;
                 conn.send_method(channel, &AMQPClass::Queue(queue::AMQPMethod::UnbindOk(queue::UnbindOk {})));
             }
             queue::AMQPMethod::Purge(p) => {
                 let name = self.queue_name(channel, p.queue.as_str())?;
                 self.authorize(Action::Read, &self.queue_resource(&name))?;
-                let count = vhost.queue(&name, self.id)?.purge().await?;
+                let count = vhost.queue(&name, self.client.id())?.purge().await?;
                 if !p.nowait {
                     conn.send_method(
                         channel,
@@ -220,7 +244,7 @@ impl Session {
             queue::AMQPMethod::Delete(d) => {
                 let name = self.queue_name(channel, d.queue.as_str())?;
                 self.authorize(Action::Configure, &self.queue_resource(&name))?;
-                let count = vhost.delete_queue(&name, self.id, d.if_unused, d.if_empty).await?;
+                let count = vhost.delete_queue(&name, self.client.id(), d.if_unused, d.if_empty).await?;
                 self.exclusive.retain(|q| q.name() != name);
                 if !d.nowait {
                     conn.send_method(

@@ -154,7 +154,7 @@ impl Session {
                 Some(_) => Ok(()),
             },
             // The queue must exist, then write on the default exchange it is reached through.
-            TargetAddress::Queue(queue) => match vhost.queue(queue, self.id) {
+            TargetAddress::Queue(queue) => match vhost.queue(queue, self.client.id()) {
                 Err(EngineError::NotFound(_)) => {
                     Err(AttachError::NotFound(format!("no queue '{queue}' in vhost '{}'", vhost.name())))
                 }
@@ -218,7 +218,7 @@ impl Session {
         }
         let queue = match &event_key {
             Some(key) => self.event_queue(&vhost, key).await?,
-            None => vhost.queue(&queue_name, self.id).map_err(|e| match e.kind() {
+            None => vhost.queue(&queue_name, self.client.id()).map_err(|e| match e.kind() {
                 ErrorKind::ResourceLocked => AttachError::ResourceLocked(format!(
                     "cannot obtain exclusive access to locked queue '{queue_name}' in vhost '{}'",
                     vhost.name()
@@ -238,8 +238,8 @@ impl Session {
             // RabbitMQ 4.0.5 tags a 1.0 consumer with its link handle (`"0"`, observed in
             // `/api/consumers`), not the link name.
             tag: handle.to_string(),
-            owner: link_owner(self.id, channel, handle),
-            session: self.sink.clone(),
+            owner: link_owner(self.client.id(), channel, handle),
+            session: self.client.sink().clone(),
             no_ack: settled,
             prefetch: 0,
             link_credit: Some(INITIAL_DELIVERY_COUNT),
@@ -285,10 +285,10 @@ impl Session {
     async fn event_queue(&self, vhost: &VHost, key: &str) -> Result<QueueRef, AttachError> {
         let refused = AttachError::refused;
         let declare = QueueDeclare { exclusive: true, auto_delete: true, ..QueueDeclare::default() };
-        let declared = vhost.declare_queue(&declare, self.id).await.map_err(refused)?;
-        let queue = vhost.queue(&declared.name, self.id).map_err(refused)?;
+        let declared = vhost.declare_queue(&declare, self.client.id()).await.map_err(refused)?;
+        let queue = vhost.queue(&declared.name, self.client.id()).map_err(refused)?;
         let destination = Destination::Queue(declared.name);
-        if let Err(e) = vhost.bind(EVENTS_EXCHANGE, destination, key, &Table::new(), self.id).await {
+        if let Err(e) = vhost.bind(EVENTS_EXCHANGE, destination, key, &Table::new(), self.client.id()).await {
             vhost.drop_queue(&queue).await;
             return Err(refused(e));
         }

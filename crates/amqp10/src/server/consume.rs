@@ -102,7 +102,7 @@ impl Session {
     /// its link consumes from.
     pub(crate) fn deliver(&mut self, consumer: ConsumerId, items: Vec<Delivery>, conn: &mut Connection) {
         let count = u32::try_from(items.len()).unwrap_or(u32::MAX);
-        let outbound = self.sink.outbound.clone();
+        let outbound = self.client.sink().outbound.clone();
         let link = self.consumers.get(&consumer).copied();
         let state = link.and_then(|key| match self.links.get(&key) {
             Some(LinkState::Consumer { queue, settled, .. }) => Some((Arc::clone(queue), *settled)),

@@ -42,7 +42,7 @@ pub async fn serve<T: Transport>(
     let (sink, inbox) = SessionSink::new(id, OUTBOUND_WINDOW);
     config.connection.sasl_external = peer.certificate().is_some();
     let anonymous = broker.login().offers_anonymous();
-    let mut session = Session::new(id, broker, sink, inbox);
+    let mut session = Session::new(broker, sink, inbox);
     session.origin = Some((peer.clone(), charon_engine::clock::now_ms()));
     session.name = peer.connection_name();
     let protocol = Amqp10 {

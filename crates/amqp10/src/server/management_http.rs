@@ -126,7 +126,7 @@ impl Session {
             ("DELETE", ["queues", name, "messages"]) => {
                 let name = decode(name)?;
                 self.permit(Action::Read, ResourceKind::Queue, &name)?;
-                let queue = vhost.queue(&name, self.id).map_err(|e| bad(e.to_string()))?;
+                let queue = vhost.queue(&name, self.client.id()).map_err(|e| bad(e.to_string()))?;
                 let count = queue.purge().await.map_err(|e| bad(e.to_string()))?;
                 Ok(("200", message_count(count)))
             }
@@ -134,7 +134,8 @@ impl Session {
                 let name = decode(name)?;
                 prohibit_cr_lf(&name)?;
                 self.permit(Action::Configure, ResourceKind::Queue, &name)?;
-                let count = vhost.delete_queue(&name, self.id, false, false).await.map_err(|e| bad(e.to_string()))?;
+                let count =
+                    vhost.delete_queue(&name, self.client.id(), false, false).await.map_err(|e| bad(e.to_string()))?;
                 self.management.exclusive_durable.remove(&name);
                 Ok(("200", message_count(count)))
             }
@@ -158,7 +159,10 @@ impl Session {
                 binding_checks(&source, &destination)?;
                 self.permit_binding(&vhost, &source, &destination, &key)?;
                 let args = sorted(request.arguments);
-                vhost.bind(&source, destination, &key, &args, self.id).await.map_err(|e| bad(e.to_string()))?;
+                vhost
+                    .bind(&source, destination, &key, &args, self.client.id())
+                    .await
+                    .map_err(|e| bad(e.to_string()))?;
                 Ok(("204", Amqp::Null))
             }
             ("DELETE", ["bindings", segment]) => {
@@ -172,7 +176,7 @@ impl Session {
                     .find(|b| b.key == key && charon_engine::exchange::arguments_hash(&b.arguments) == hash);
                 if let Some(binding) = found {
                     vhost
-                        .unbind(&source, binding.destination, &binding.key, &binding.arguments, self.id)
+                        .unbind(&source, binding.destination, &binding.key, &binding.arguments, self.client.id())
                         .await
                         .map_err(|e| bad(e.to_string()))?;
                 }
@@ -221,7 +225,7 @@ impl Session {
     }
 
     async fn queue_info(&self, vhost: &VHost, name: &str) -> Result<Amqp, Status> {
-        let queue = vhost.queue(name, self.id).map_err(|e| match e {
+        let queue = vhost.queue(name, self.client.id()).map_err(|e| match e {
             EngineError::NotFound(_) => Status("404", format!("queue '{name}' in vhost '{}' not found", vhost.name())),
             other => bad(other.to_string()),
         })?;
@@ -255,7 +259,7 @@ impl Session {
         prohibit_cr_lf(&name)?;
         prohibit_reserved("queue", &name, vhost)?;
         self.permit(Action::Configure, ResourceKind::Queue, &name)?;
-        let existing = vhost.queue(&name, self.id);
+        let existing = vhost.queue(&name, self.client.id());
         if let (Ok(queue), Some(&current)) = (&existing, self.management.exclusive_durable.get(&name))
             && queue.config.exclusive_owner.is_some()
             && current != request.durable
@@ -289,7 +293,7 @@ impl Session {
         };
         // The engine checks the dead-letter rule for a queue it creates.
         let ok = vhost
-            .declare_queue_as(&declare, self.id, self.principal())
+            .declare_queue_as(&declare, self.client.id(), self.principal())
             .await
             .map_err(|e| checked(e, |e| declare_status(&e)))?;
         if ok.created && declare.exclusive {

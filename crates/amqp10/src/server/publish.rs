@@ -305,7 +305,7 @@ impl Session {
                 return;
             }
             let seqs: Vec<u64> = batch.items.iter().filter_map(|i| i.confirm).collect();
-            let confirm_to = (!seqs.is_empty()).then(|| ConfirmTo { session: self.sink.clone(), channel: 0 });
+            let confirm_to = (!seqs.is_empty()).then(|| ConfirmTo { session: self.client.sink().clone(), channel: 0 });
             if !batch.queue.publish_checked(batch.items, confirm_to).await {
                 self.confirmed(&seqs, &[], conn);
             }

@@ -57,11 +57,9 @@ pub(crate) struct Outgoing {
 /// the broker's own numbers or handles bounded by `handle-max`, so SipHash's flooding defence
 /// buys nothing there and cost about 7 % of the broker's time in S10.
 pub(crate) struct Session {
-    pub(crate) id: SessionId,
     pub(crate) broker: Arc<Broker>,
     /// Who logged in, the vhost it opened, its connection slot and registration.
     pub(crate) client: Client,
-    pub(crate) sink: SessionSink,
     pub(crate) inbox: mpsc::UnboundedReceiver<SessionEvent>,
     pub(crate) links: FastMap<(u16, u32), LinkState>,
     pub(crate) consumers: FastMap<ConsumerId, (u16, u32)>,
@@ -104,7 +102,6 @@ pub(crate) struct Login<'a> {
     pub(crate) delay: &'a mut Duration,
     /// Who logged in and what it opened (the engine's, as for every protocol).
     pub(crate) client: &'a mut Client,
-    pub(crate) sink: &'a SessionSink,
 }
 
 impl Login<'_> {
@@ -133,7 +130,7 @@ impl Host for Login<'_> {
     fn open_vhost(&mut self, _username: &str, vhost: &str) -> Result<(), String> {
         // A refusal goes to the log only: RabbitMQ 4.0.5 answers a refused open (a connection
         // limit included) with no frame and drops the socket after its silent-close delay.
-        match self.client.open_vhost(self.broker, vhost, self.sink) {
+        match self.client.open_vhost(self.broker, vhost) {
             Ok(()) => Ok(()),
             Err(ClientError::Engine(EngineError::VhostNotFound(_))) => {
                 Err(format!("AMQP 1.0 connection failed: virtual host '{vhost}' does not exist"))
@@ -149,17 +146,10 @@ pub(crate) fn link_owner(session: SessionId, channel: u16, handle: u32) -> Owner
 }
 
 impl Session {
-    pub(crate) fn new(
-        id: SessionId,
-        broker: Arc<Broker>,
-        sink: SessionSink,
-        inbox: mpsc::UnboundedReceiver<SessionEvent>,
-    ) -> Self {
+    pub(crate) fn new(broker: Arc<Broker>, sink: SessionSink, inbox: mpsc::UnboundedReceiver<SessionEvent>) -> Self {
         Self {
-            id,
             broker,
-            client: Client::new(Protocol::Amqp10),
-            sink,
+            client: Client::new(Protocol::Amqp10, sink),
             inbox,
             links: FastMap::new(),
             consumers: FastMap::new(),
@@ -194,7 +184,7 @@ impl Session {
     }
 
     pub(crate) fn login<'a>(&'a mut self, peer: &'a Peer, delay: &'a mut Duration) -> Login<'a> {
-        Login { broker: &self.broker, peer, delay, client: &mut self.client, sink: &self.sink }
+        Login { broker: &self.broker, peer, delay, client: &mut self.client }
     }
 
     /// Acts on one protocol event.
@@ -275,7 +265,7 @@ impl Session {
                 self.consumers.remove(&consumer);
                 self.unsettled.retain(|(c, _), out| !(*c == channel && out.handle == handle));
                 queue.cancel(consumer).await;
-                queue.owner_closed(link_owner(self.id, channel, handle)).await;
+                queue.owner_closed(link_owner(self.client.id(), channel, handle)).await;
                 if let Some(vhost) = self.client.vhost().cloned().filter(|_| temporary) {
                     vhost.drop_queue(&queue).await;
                 }
@@ -332,7 +322,7 @@ impl Session {
             SessionEvent::Confirms { accepted, refused, .. } => self.confirmed(&accepted, &refused, conn),
             // Direct reply-to consumers exist only over 0.9.1 (4.0.5 has none over 1.0), so none
             // is ever addressed here; the window unit it took comes back all the same.
-            SessionEvent::Reply { .. } => self.sink.outbound.release(1),
+            SessionEvent::Reply { .. } => self.client.sink().outbound.release(1),
             // RabbitMQ 4.0.5 closes with an internal error quoting the reason (observed), not
             // `amqp:connection:forced` as at shutdown.
             // RabbitMQ 4.0.5 shows no state or sessions of a 1.0 connection in the management
