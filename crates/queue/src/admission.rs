@@ -90,7 +90,9 @@ mod tests {
 
     use super::*;
 
-    #[tokio::test]
+    // Paused time: each sleep below lets the spawned waiters run until they block, then moves
+    // the clock on at once, so "still waiting" is checked without a real delay.
+    #[tokio::test(start_paused = true)]
     async fn a_publisher_waits_while_closed_and_goes_on_when_opened() {
         let admission = Arc::new(Admission::default());
         admission.admitted().await;
@@ -105,7 +107,7 @@ mod tests {
         tokio::time::timeout(Duration::from_secs(1), waiting).await.unwrap().unwrap();
     }
 
-    #[tokio::test]
+    #[tokio::test(start_paused = true)]
     async fn dead_letters_wait_for_flow_only() {
         let admission = Arc::new(Admission::default());
         admission.set(true, true);

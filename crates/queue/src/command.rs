@@ -15,8 +15,8 @@ use crate::session::{ConsumerId, Owner};
 
 /// One command to a queue task.
 // Public only with `test-support`, for other crates' tests to read a mailbox; what the
-// paging commands carry stays this crate's.
-#[cfg_attr(feature = "test-support", allow(private_interfaces))]
+// paging commands carry stays this crate's (with or without the feature).
+#[allow(private_interfaces)]
 #[cfg_attr(not(feature = "test-support"), allow(unreachable_pub))]
 pub enum QueueCmd {
     Publish {
