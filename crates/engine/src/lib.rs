@@ -39,6 +39,7 @@ pub mod login;
 pub mod metrics;
 pub mod persist;
 pub mod policy;
+pub mod publisher;
 pub mod redrive;
 pub mod reply_to;
 mod reservation;
@@ -65,6 +66,7 @@ pub use gate::Gate;
 pub use limits::{ChannelSlot, ConnectionSlot, LimitScope, Limits};
 pub use listeners::{Listener, Listeners};
 pub use policy::{ApplyTo, Policy, PolicyFields, PolicyKind};
+pub use publisher::{Flush, Publisher};
 pub use queue::{
     ConfirmTo, ConsumeSpec, ConsumerReport, ConsumerTimeout, CreditGrant, Enqueue, GetOk, MessageCounters, MovedFrom,
     Overflow, QueueHandle, QueueRef, QueueSettings, QueueStats, QueueType, Settle, SettleSeqs,

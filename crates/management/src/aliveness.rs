@@ -7,7 +7,7 @@ use std::sync::Arc;
 use axum::Json;
 use axum::extract::{Extension, Path, State};
 use bytes::Bytes;
-use charon_engine::{Broker, Enqueue, Owner, QueueDeclare, RouteCache, User};
+use charon_engine::{Broker, Flush, Owner, Publisher, QueueDeclare, User};
 use charon_model::{Body, Message, Routing, Table};
 use serde_json::{Value as JsonValue, json};
 
@@ -40,14 +40,14 @@ pub(crate) async fn check(
         return Ok(failed(error.to_string()));
     }
     let routing = Routing { exchange: String::new(), routing_key: QUEUE.into(), cc: Vec::new(), bcc: Vec::new() };
-    let queues = match vhost.route(&mut RouteCache::new(), "", &routing, &Table::new()) {
+    let message = Message::new(routing, Body::Data(Bytes::from_static(PAYLOAD)));
+    let mut publisher = Publisher::new(None);
+    let queues = match publisher.route(&vhost, &message) {
         Ok(queues) => queues,
         Err(error) => return Ok(failed(error.to_string())),
     };
-    let message = Arc::new(Message::new(routing, Body::Data(Bytes::from_static(PAYLOAD))));
-    for queue in queues.iter() {
-        queue.publish(vec![Enqueue { message: Arc::clone(&message), confirm: None }], None).await;
-    }
+    publisher.push(&queues, 0, &Arc::new(message), None);
+    publisher.flush(Flush::Wait).await;
     let queue = vhost.queue(QUEUE, session).map_err(|e| ApiError::internal(e.to_string()))?;
     match queue.get(Owner { session, channel: 0 }, true).await {
         Ok(Some(_)) => Ok(Json(json!({"status": "ok"}))),

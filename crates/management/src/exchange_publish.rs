@@ -7,7 +7,7 @@ use axum::Json;
 use axum::body::Bytes;
 use axum::extract::{Extension, Path, State};
 use base64::Engine;
-use charon_engine::{Action, Broker, Enqueue, Principal, Resource, RouteCache, User};
+use charon_engine::{Action, Broker, Flush, Principal, Publisher, Resource, User};
 use charon_model::{Body, Message, MessageId, Origin, Properties, Routing, Value};
 use serde_json::{Value as JsonValue, json};
 
@@ -60,13 +60,11 @@ pub(crate) async fn publish(
     message.headers = headers;
     message.origin = Origin::Amqp091;
     message.set_properties(properties);
-    let queues = vhost
-        .route(&mut RouteCache::new(), exchange, &message.routing, &message.headers)
-        .map_err(|e| ApiError::bad_request(format!("403 ACCESS_REFUSED - {e}")))?;
-    let message = Arc::new(message);
-    for queue in queues.iter() {
-        queue.publish(vec![Enqueue { message: Arc::clone(&message), confirm: None }], None).await;
-    }
+    let mut publisher = Publisher::new(None);
+    let queues =
+        publisher.route(&vhost, &message).map_err(|e| ApiError::bad_request(format!("403 ACCESS_REFUSED - {e}")))?;
+    publisher.push(&queues, 0, &Arc::new(message), None);
+    publisher.flush(Flush::Wait).await;
     Ok(Json(json!({ "routed": !queues.is_empty() })))
 }
 

@@ -36,6 +36,13 @@ impl Admission {
         }
     }
 
+    /// [`Self::set`], for other crates' tests of what waits on a queue's admission.
+    #[cfg(feature = "test-support")]
+    #[doc(hidden)]
+    pub fn set_for_tests(&self, flow: bool, guarantee: bool) {
+        self.set(flow, guarantee);
+    }
+
     /// Whether client publishes wait now.
     #[must_use]
     pub fn is_closed(&self) -> bool {

@@ -5,7 +5,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use charon_engine::access::VhostInfo;
-use charon_engine::{Broker, ConfirmTo, Enqueue, MovedFrom, QueueDeclare, QueueRef, SessionEvent, SessionSink, VHost};
+use charon_engine::{
+    Broker, ConfirmTo, Enqueue, Flush, MovedFrom, Publisher, QueueDeclare, QueueRef, SessionEvent, SessionSink, VHost,
+};
 use charon_model::{Message, Table, Value};
 
 use crate::error::ZaqarError;
@@ -86,7 +88,8 @@ pub(crate) async fn ensure_queue(vhost: &VHost, name: &str) -> Result<(QueueRef,
 
 /// Enqueues `messages` on `queue`, waits until the queue confirmed every one (a durable
 /// queue confirms once its log synced them), and returns the sequence number each got in the
-/// queue: Zaqar's message ids.
+/// queue: Zaqar's message ids. Not through a [`Publisher`]: nothing is routed, and only
+/// [`QueueRef::publish_numbered`] answers with the numbers.
 ///
 /// # Errors
 /// 503 when the queue is gone, did not keep a message (refused it, or dead-lettered it at
@@ -103,9 +106,10 @@ pub(crate) async fn publish_confirmed(
     numbers.into_iter().map(|number| number.ok_or_else(not_enqueued)).collect()
 }
 
-/// Enqueues `messages`, moved out of `from`, on `queue` and waits until the queue confirmed
-/// every one: each one's log record there also removes it from its source
-/// ([`QueueRef::publish_moved`]), so a crash leaves it in exactly one of the two.
+/// Enqueues `messages`, moved out of `from`, on `queue` through the engine's [`Publisher`]
+/// (as a redrive moves its copies) and waits until the queue confirmed every one: each one's
+/// log record there also removes it from its source ([`QueueRef::publish_moved`]), so a crash
+/// leaves it in exactly one of the two.
 ///
 /// # Errors
 /// 503 when the queue is gone, refused a message or did not confirm in time.
@@ -115,9 +119,13 @@ pub(crate) async fn move_confirmed(
     messages: Vec<Arc<Message>>,
     from: MovedFrom,
 ) -> Result<(), ZaqarError> {
-    let (to, events, items) = confirmed_items(broker, messages);
-    let expected = items.len();
-    if !queue.publish_moved(items, from, to).await {
+    let (session, events) = SessionSink::new(broker.next_id(), u32::MAX);
+    let mut publisher = Publisher::new(Some(session));
+    let expected = messages.len();
+    for ((message, seq), number) in messages.into_iter().zip(from.seqs).zip(1u64..) {
+        publisher.push_moved(queue, 1, message, number, (from.queue, seq));
+    }
+    if !publisher.flush(Flush::Wait).await.is_empty() {
         return Err(not_enqueued());
     }
     wait_for_confirms(events, expected).await

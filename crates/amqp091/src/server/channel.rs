@@ -5,7 +5,7 @@ use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
 use std::time::Instant;
 
-use charon_engine::{ConsumerId, Gate, QueueRef, RouteCache, WriteGrants};
+use charon_engine::{ConsumerId, Gate, QueueRef, WriteGrants};
 
 use super::confirms::ConfirmTracker;
 use super::tx::Transaction;
@@ -165,7 +165,6 @@ pub(crate) struct ChannelState {
     /// Set by `tx.select` (never together with `confirms`): publishes and settlements wait in
     /// it for `tx.commit`.
     pub(crate) tx: Option<Transaction>,
-    pub(crate) route_cache: RouteCache,
     /// Exchanges this channel may publish to, while permissions are unchanged.
     pub(crate) write_grants: WriteGrants,
     /// For the empty-queue-name shortcuts of 0.9.1.
@@ -191,7 +190,6 @@ impl ChannelState {
             global_limit: Gate::new(0),
             confirms: None,
             tx: None,
-            route_cache: RouteCache::new(),
             write_grants: WriteGrants::default(),
             last_queue: None,
             queues: Vec::new(),

@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 
 use bytes::BytesMut;
 use charon_engine::login::Peer;
-use charon_engine::{Alarms, Broker, SessionEvent, SessionSink};
+use charon_engine::{Alarms, Broker, Flush, SessionEvent, SessionSink};
 use charon_net::{AlarmStep, Protocol, Transport, drive};
 use tokio::sync::watch;
 use tracing::Instrument;
@@ -105,7 +105,7 @@ impl Protocol for Amqp091 {
                     break;
                 }
             }
-            self.session.flush_publishes(&mut self.conn, false).await;
+            self.session.flush_publishes(&mut self.conn, Flush::Hold).await;
         }
         // A method (basic.cancel) may have taken a waiting commit's last answers from the
         // inbox.
@@ -137,11 +137,10 @@ impl Protocol for Amqp091 {
     }
 
     async fn engine_events(&mut self) -> bool {
-        let held_by = self.session.held_by.clone();
         let received = tokio::select! {
             received = self.session.inbox.recv_many(&mut self.events, EVENT_BATCH) => received,
             // The queue that held the publishes admits them: `act` goes on with them.
-            () = charon_engine::queue::until_admitted(held_by.as_ref().map(|queue| &queue.admission)) => return true,
+            () = charon_engine::queue::until_admitted(self.session.publisher.holding()) => return true,
         };
         if received == 0 {
             return false;

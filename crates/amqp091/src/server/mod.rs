@@ -16,6 +16,7 @@ mod channel;
 mod confirms;
 mod deliver;
 pub mod driver;
+mod method_error;
 mod publish;
 mod reply_to;
 mod report;
@@ -46,23 +47,4 @@ pub fn reply_code(error: &EngineError) -> ReplyCode {
     }
 }
 
-/// A failed channel method: the reply code, RabbitMQ's explanation, and the method's ids.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub(crate) struct MethodError {
-    pub(crate) code: ReplyCode,
-    pub(crate) explanation: String,
-}
-
-impl MethodError {
-    pub(crate) fn new(code: ReplyCode, explanation: impl Into<String>) -> Self {
-        Self { code, explanation: explanation.into() }
-    }
-}
-
-impl From<EngineError> for MethodError {
-    fn from(error: EngineError) -> Self {
-        Self { code: reply_code(&error), explanation: error.to_string() }
-    }
-}
-
-pub(crate) type MethodResult = Result<(), MethodError>;
+pub(crate) use method_error::{MethodError, MethodResult};

@@ -1,54 +1,21 @@
 //! `basic.publish`: build the message (`crate::mapping`), route it, batch it per queue,
 //! confirm it.
 
-use std::collections::VecDeque;
 use std::sync::Arc;
 
 use amq_protocol::protocol::AMQPClass;
 use amq_protocol::protocol::basic::{AMQPMethod, Return};
 use charon_engine::metrics::Counter;
 use charon_engine::reply_to::is_address;
-use charon_engine::{Action, ConfirmTo, Enqueue, ExchangeKind, Principal, QueueRef};
+use charon_engine::{Action, ExchangeKind, Flush, Principal};
 use charon_model::Message;
 
 use super::reply_to::rewrite_reply_to;
 use super::session::Session;
 use super::tx::HeldPublish;
 use super::{MethodError, MethodResult};
-use crate::mapping::{self, IngestError};
+use crate::mapping;
 use crate::proto::{Connection, PublishCommand, ReplyCode};
-
-/// Publishes routed but not yet handed to their queues, in order. Flushed before any other
-/// method is handled (so ordering is preserved) and after each read from the socket, so a
-/// queue gets one command per read instead of one per message. What a queue holding its
-/// publishers (flow) has not taken stays here, in order, until it admits them.
-#[derive(Debug, Default)]
-pub(crate) struct PendingBatches {
-    batches: VecDeque<Batch>,
-}
-
-#[derive(Debug)]
-struct Batch {
-    queue: QueueRef,
-    channel: u16,
-    items: Vec<Enqueue>,
-}
-
-impl PendingBatches {
-    pub(crate) fn push(&mut self, queue: &QueueRef, channel: u16, item: Enqueue) {
-        let found = self.batches.iter_mut().find(|b| b.channel == channel && Arc::ptr_eq(&b.queue, queue));
-        match found {
-            Some(batch) => batch.items.push(item),
-            None => self.batches.push_back(Batch { queue: Arc::clone(queue), channel, items: vec![item] }),
-        }
-    }
-}
-
-impl From<IngestError> for MethodError {
-    fn from(error: IngestError) -> Self {
-        Self::new(ReplyCode::PreconditionFailed, error.to_string())
-    }
-}
 
 impl Session {
     /// The model message of a publish on `channel`, after RabbitMQ's checks in its order:
@@ -83,9 +50,8 @@ impl Session {
             }
         }
         let vhost = self.vhost()?;
+        let queues = self.publisher.route(&vhost, &message)?;
         let state = self.channel(channel)?;
-        let queues =
-            vhost.route(&mut state.route_cache, &message.routing.exchange, &message.routing, &message.headers)?;
         // Direct reply-to: the default exchange delivers to a reply consumer's address with no
         // queue. Ordinary publishes pay a prefix check of their keys, nothing more.
         let replies = message.routing.exchange.is_empty() && message.routing.all_keys().any(is_address);
@@ -122,9 +88,7 @@ impl Session {
                 return Ok(());
             }
         }
-        for queue in queues.iter() {
-            self.batches.push(queue, channel, Enqueue { message: Arc::clone(&message), confirm });
-        }
+        self.publisher.push(&queues, u32::from(channel), &message, confirm);
         Ok(())
     }
 
@@ -143,43 +107,29 @@ impl Session {
         Ok(state.write_grants.check(Principal::new(self.broker.access(), user), name, exchange, is_topic)?)
     }
 
-    /// Hands batched publishes to their queues in order (waiting while a queue's mailbox is
-    /// full); true when all went. A queue that holds its publishers (flow) stops the flush at
-    /// its batch: that one and the rest wait, and the connection holds its socket and what the
-    /// client sent after them until the queue admits them ([`Self::resume`]). With
-    /// `force` everything goes regardless, a bounded amount: the channel or the connection is
-    /// going away, or a transaction commits what it held.
-    pub(crate) async fn flush_publishes(&mut self, conn: &mut Connection, force: bool) -> bool {
-        self.held_by = None;
-        while let Some(batch) = self.batches.batches.pop_front() {
-            if !force && batch.queue.admission.is_closed() {
-                self.held_by = Some(Arc::clone(&batch.queue));
-                self.batches.batches.push_front(batch);
-                break;
-            }
-            let wants_confirm = batch.items.iter().any(|i| i.confirm.is_some());
-            let seqs: Vec<u64> =
-                if wants_confirm { batch.items.iter().filter_map(|i| i.confirm).collect() } else { Vec::new() };
-            let confirm_to = wants_confirm
-                .then(|| ConfirmTo { session: self.client.sink().clone(), channel: u32::from(batch.channel) });
-            if !batch.queue.publish_checked(batch.items, confirm_to).await {
-                // The queue went away between routing and enqueueing: RabbitMQ confirms such
-                // messages, as it does for unroutable ones.
-                if let Some(state) = self.channels.get_mut(&batch.channel) {
-                    for seq in seqs {
-                        state.answer_confirm(seq, true);
-                    }
+    /// Hands the routed publishes to their queues ([`Flush::Hold`]: a queue holding its
+    /// publishers stops them, and the connection holds its socket and what the client sent
+    /// after them until the queue admits them, [`Self::resume`]; [`Flush::Force`] when the
+    /// channel or connection goes away, or a transaction commits); true when all went. A
+    /// queue gone between routing and enqueueing confirms its messages, as RabbitMQ does for
+    /// unroutable ones.
+    pub(crate) async fn flush_publishes(&mut self, conn: &mut Connection, mode: Flush) -> bool {
+        for (channel, seqs) in self.publisher.flush(mode).await {
+            let state = u16::try_from(channel).ok().and_then(|channel| self.channels.get_mut(&channel));
+            if let Some(state) = state {
+                for seq in seqs {
+                    state.answer_confirm(seq, true);
                 }
             }
         }
         self.emit_confirms(conn);
-        self.held_by.is_none()
+        !self.publisher.held()
     }
 
     /// Whether a queue holds this connection's publishes (flow): the socket is not read
     /// meanwhile, and the management API shows the connection in `flow`.
     pub(crate) fn held(&self) -> bool {
-        self.held_by.is_some()
+        self.publisher.held()
     }
 
     /// Goes on where a hold stopped: the held publishes, then the event it deferred. False
@@ -188,7 +138,7 @@ impl Session {
         if !self.held() {
             return true;
         }
-        if !self.flush_publishes(conn, false).await {
+        if !self.flush_publishes(conn, Flush::Hold).await {
             return false;
         }
         if let Some(event) = self.deferred.take() {

@@ -8,14 +8,13 @@ use amq_protocol::protocol::AMQPClass;
 use charon_engine::login::Peer;
 use charon_engine::metrics::{Counter, Protocol};
 use charon_engine::{
-    Action, Broker, ChannelSlot, Client, ConsumerId, Credentials, Owner, Principal, QueueRef, Resource, SessionEvent,
-    SessionSink, VHost,
+    Action, Broker, ChannelSlot, Client, ConsumerId, Credentials, Flush, Owner, Principal, Publisher, QueueRef,
+    Resource, SessionEvent, SessionSink, VHost,
 };
 use tokio::sync::mpsc;
 
 use super::ack_timeout::AckTimer;
 use super::channel::ChannelState;
-use super::publish::PendingBatches;
 use super::{MethodError, MethodResult};
 use crate::proto::{Connection, ConnectionState, Event, Host, ReplyCode};
 
@@ -39,9 +38,9 @@ pub(crate) struct Session {
     pub(crate) consumers: HashMap<ConsumerId, ConsumerRoute>,
     /// Exclusive queues this connection declared; deleted when it closes.
     pub(crate) exclusive: Vec<QueueRef>,
-    pub(crate) batches: PendingBatches,
-    /// The queue that holds this connection's publishes back (flow), while one does.
-    pub(crate) held_by: Option<QueueRef>,
+    /// Routes, and what was routed but not yet handed to the queues (in order; flushed after
+    /// each socket read, and before any other method is acted on).
+    pub(crate) publisher: Publisher,
     /// The client's method that came after the held publishes: acted on once they went.
     pub(crate) deferred: Option<Event>,
     /// Events from queues (deliveries, cancellations, confirms).
@@ -114,13 +113,12 @@ impl Session {
         let consumer_timeout = broker.consumer_timeout();
         Self {
             broker,
+            publisher: Publisher::new(Some(sink.clone())),
             client: Client::new(Protocol::Amqp091, sink),
             counted_channels: HashMap::new(),
             channels: HashMap::new(),
             consumers: HashMap::new(),
             exclusive: Vec::new(),
-            batches: PendingBatches::default(),
-            held_by: None,
             deferred: None,
             inbox,
             closed_by_broker: HashSet::new(),
@@ -208,7 +206,7 @@ impl Session {
                 self.fail(channel, MethodError::commit_in_progress(), (60, 40), conn).await;
             }
             Event::Method(channel, method) => {
-                if !self.flush_publishes(conn, false).await {
+                if !self.flush_publishes(conn, Flush::Hold).await {
                     // Held behind publishes a queue does not admit yet (flow): after them.
                     self.deferred = Some(Event::Method(channel, method));
                     return;
@@ -232,13 +230,13 @@ impl Session {
             }
             Event::ChannelClosing(channel) => {
                 self.counted_channels.remove(&channel);
-                self.flush_publishes(conn, true).await;
+                self.flush_publishes(conn, Flush::Force).await;
                 self.client_closed(channel, conn).await;
             }
             Event::ChannelClosed(channel) => {
                 self.closed_by_broker.remove(&channel);
                 self.counted_channels.remove(&channel);
-                self.flush_publishes(conn, true).await;
+                self.flush_publishes(conn, Flush::Force).await;
                 self.channel_gone(channel).await;
             }
             // Before close-ok reaches the socket (it goes out after this wake-up's events):
@@ -293,7 +291,7 @@ impl Session {
         } else {
             conn.close_channel(channel, error.code, &error.explanation, ids);
             self.closed_by_broker.insert(channel);
-            self.flush_publishes(conn, true).await;
+            self.flush_publishes(conn, Flush::Force).await;
             self.channel_gone(channel).await;
         }
     }

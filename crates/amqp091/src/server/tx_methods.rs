@@ -1,28 +1,14 @@
 //! `tx.select`, `tx.commit` and `tx.rollback`, with RabbitMQ 4.0.5's answers; the held work
 //! itself is a [`Transaction`].
 
-use std::sync::Arc;
-
 use amq_protocol::protocol::{AMQPClass, tx};
-use charon_engine::Enqueue;
+use charon_engine::Flush;
 
 use super::publish::send_return;
 use super::session::Session;
 use super::tx::{Commit, Transaction};
 use super::{MethodError, MethodResult};
 use crate::proto::{Connection, ReplyCode};
-
-impl MethodError {
-    /// Any method on a channel whose `tx.commit` is still waiting for its queues: RabbitMQ
-    /// closes the connection (`rabbit_channel` allows pipelining everywhere else).
-    pub(crate) fn commit_in_progress() -> Self {
-        Self::new(ReplyCode::ChannelError, "unexpected command while processing 'tx.commit'")
-    }
-
-    fn not_transactional() -> Self {
-        Self::new(ReplyCode::PreconditionFailed, "channel is not transactional")
-    }
-}
 
 impl Session {
     pub(crate) async fn tx_method(
@@ -79,12 +65,9 @@ impl Session {
                 continue;
             }
             let seq = tx.number(publish.queues.len());
-            for queue in publish.queues.iter() {
-                let item = Enqueue { message: Arc::clone(&publish.message), confirm: Some(seq) };
-                self.batches.push(queue, channel, item);
-            }
+            self.publisher.push(&publish.queues, u32::from(channel), &publish.message, Some(seq));
         }
-        self.flush_publishes(conn, true).await;
+        self.flush_publishes(conn, Flush::Force).await;
         for settle in settles {
             let deliveries = settle.deliveries.into_iter().map(|(_, pending)| pending).collect();
             self.release(channel, deliveries, settle.how).await?;

@@ -103,11 +103,10 @@ impl Protocol for Amqp10 {
     }
 
     async fn engine_events(&mut self) -> bool {
-        let held_by = self.session.held_by.clone();
         let received = tokio::select! {
             received = self.session.inbox.recv_many(&mut self.events, EVENT_BATCH) => received,
             // The queue that held the publishes admits them: `act` hands them over.
-            () = charon_engine::queue::until_admitted(held_by.as_ref().map(|queue| &queue.admission)) => return true,
+            () = charon_engine::queue::until_admitted(self.session.publisher.holding()) => return true,
             deleted = self.session.deletions.next() => {
                 self.session.queue_deleted(&deleted, &mut self.conn);
                 return true;

@@ -302,9 +302,7 @@ impl Session {
         let status = if ok.created { "201" } else { "200" };
         Ok((status, self.queue_info(vhost, &name).await?))
     }
-}
 
-impl Session {
     async fn put_exchange(&self, vhost: &VHost, segment: &str, body: &Amqp) -> Answer {
         let name = decode(segment)?;
         let request = decode_exchange(body)?;

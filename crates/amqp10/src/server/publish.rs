@@ -5,7 +5,8 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 use charon_engine::metrics::Counter;
-use charon_engine::{Action, ConfirmTo, Enqueue, ExchangeKind, Principal, QueueRef};
+use charon_engine::publisher::Answered;
+use charon_engine::{Action, ExchangeKind, Flush, Principal};
 use charon_model::Value;
 use charon_model::erlang::parsed_binary;
 use fe2o3_amqp_types::messaging::{Accepted, DeliveryState, Rejected, Released};
@@ -19,20 +20,12 @@ use crate::codec::parse_message;
 use crate::mapping::to_model;
 use crate::proto::{Connection, error};
 
-/// A publish waiting for its queues to take it.
-#[derive(Debug)]
-pub(crate) struct PendingPublish {
+/// An unsettled transfer waiting for its queues: the session channel it came on, and its
+/// delivery id there.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Unsettled {
     pub(crate) channel: u16,
     delivery_id: u32,
-    remaining: usize,
-    refused: bool,
-}
-
-/// Publishes routed in this read, one batch per queue.
-#[derive(Debug)]
-pub(crate) struct PendingBatch {
-    queue: QueueRef,
-    items: Vec<Enqueue>,
 }
 
 /// Consecutive publishes settled with the same outcome: one disposition.
@@ -45,13 +38,13 @@ struct Settled {
 }
 
 impl Settled {
-    fn new(done: &PendingPublish) -> Self {
-        Self { channel: done.channel, first: done.delivery_id, last: done.delivery_id, refused: done.refused }
+    fn new(done: Unsettled, refused: bool) -> Self {
+        Self { channel: done.channel, first: done.delivery_id, last: done.delivery_id, refused }
     }
 
     /// Whether `done` is the next delivery id on the same channel with the same outcome.
-    fn extends(&self, done: &PendingPublish) -> bool {
-        done.channel == self.channel && done.refused == self.refused && done.delivery_id == self.last.wrapping_add(1)
+    fn extends(&self, done: Unsettled, refused: bool) -> bool {
+        done.channel == self.channel && refused == self.refused && done.delivery_id == self.last.wrapping_add(1)
     }
 
     fn send(self, conn: &mut Connection) {
@@ -238,7 +231,7 @@ impl Session {
         let Some(vhost) = self.client.vhost().cloned() else {
             return;
         };
-        let queues = match vhost.route(&mut self.route_cache, &exchange, &message.routing, &message.headers) {
+        let queues = match self.publisher.route(&vhost, &message) {
             Ok(queues) => queues,
             Err(e) => {
                 // The link's exchange was deleted after attach.
@@ -267,21 +260,9 @@ impl Session {
             return;
         }
         self.client.counters().add(Counter::Routed, 1);
-        let confirm = (!settled).then(|| {
-            let seq = self.next_publish;
-            self.next_publish += 1;
-            self.publishes
-                .insert(seq, PendingPublish { channel, delivery_id, remaining: queues.len(), refused: false });
-            seq
-        });
-        let message = Arc::new(message);
-        for queue in queues.iter() {
-            let item = Enqueue { message: Arc::clone(&message), confirm };
-            match self.batches.iter_mut().find(|b| Arc::ptr_eq(&b.queue, queue)) {
-                Some(batch) => batch.items.push(item),
-                None => self.batches.push_back(PendingBatch { queue: Arc::clone(queue), items: vec![item] }),
-            }
-        }
+        let confirm = (!settled).then(|| self.publishes.expect(queues.len(), Unsettled { channel, delivery_id }));
+        // One confirm channel for the whole connection: the numbers tell the transfers apart.
+        self.publisher.push(&queues, 0, &Arc::new(message), confirm);
     }
 
     /// A sending link went away.
@@ -291,30 +272,22 @@ impl Session {
         }
     }
 
-    /// Hands batched publishes to their queues, in order. A queue that holds its publishers
-    /// (flow) stops them at its batch: that one and the rest wait, the sending links get no new
-    /// credit meanwhile (the driver withholds it while [`Self::held`]), so what arrives on the
-    /// credit already granted is all that can join them. With `force` everything goes
-    /// regardless: the session or connection is going away.
+    /// Hands the routed publishes to their queues, in order. A queue that holds its publishers
+    /// (flow) stops them at its batch ([`Flush::Hold`]): that one and the rest wait, the
+    /// sending links get no new credit meanwhile (the driver withholds it while
+    /// [`Self::held`]), so what arrives on the credit already granted is all that can join
+    /// them. With `force` everything goes regardless: the session or connection is going away.
+    /// A queue gone in between accepts its messages, as RabbitMQ does.
     pub(crate) async fn flush_publishes(&mut self, conn: &mut Connection, force: bool) {
-        self.held_by = None;
-        while let Some(batch) = self.batches.pop_front() {
-            if !force && batch.queue.admission.is_closed() {
-                self.held_by = Some(Arc::clone(&batch.queue));
-                self.batches.push_front(batch);
-                return;
-            }
-            let seqs: Vec<u64> = batch.items.iter().filter_map(|i| i.confirm).collect();
-            let confirm_to = (!seqs.is_empty()).then(|| ConfirmTo { session: self.client.sink().clone(), channel: 0 });
-            if !batch.queue.publish_checked(batch.items, confirm_to).await {
-                self.confirmed(&seqs, &[], conn);
-            }
+        let mode = if force { Flush::Force } else { Flush::Hold };
+        for (_, numbers) in self.publisher.flush(mode).await {
+            self.confirmed(&numbers, &[], conn);
         }
     }
 
     /// Whether a queue holds this connection's publishes back (flow).
     pub(crate) fn held(&self) -> bool {
-        self.held_by.is_some()
+        self.publisher.held()
     }
 
     /// Queues answered for publishes: settle those every queue answered for, consecutive
@@ -323,24 +296,17 @@ impl Session {
         let answers = accepted.iter().map(|s| (*s, true)).chain(refused.iter().map(|s| (*s, false)));
         let mut run: Option<Settled> = None;
         for (seq, ok) in answers {
-            let Some(pending) = self.publishes.get_mut(&seq) else {
+            let Some(Answered { value: done, refused_on }) = self.publishes.answer(seq, 0, ok) else {
                 continue;
             };
-            pending.remaining = pending.remaining.saturating_sub(1);
-            pending.refused |= !ok;
-            if pending.remaining > 0 {
-                continue;
-            }
-            let Some(done) = self.publishes.remove(&seq) else {
-                continue;
-            };
-            if !done.refused {
+            let refused = refused_on.is_some();
+            if !refused {
                 self.client.counters().add(Counter::Confirmed, 1);
             }
             match run.as_mut() {
-                Some(current) if current.extends(&done) => current.last = done.delivery_id,
+                Some(current) if current.extends(done, refused) => current.last = done.delivery_id,
                 _ => {
-                    if let Some(finished) = run.replace(Settled::new(&done)) {
+                    if let Some(finished) = run.replace(Settled::new(done, refused)) {
                         finished.send(conn);
                     }
                 }
@@ -356,17 +322,17 @@ impl Session {
 mod tests {
     use super::*;
 
-    fn done(channel: u16, delivery_id: u32, refused: bool) -> PendingPublish {
-        PendingPublish { channel, delivery_id, remaining: 0, refused }
+    fn done(channel: u16, delivery_id: u32) -> Unsettled {
+        Unsettled { channel, delivery_id }
     }
 
     #[test]
     fn a_run_grows_only_by_the_next_id_on_its_channel_with_its_outcome() {
-        let run = Settled::new(&done(1, u32::MAX, false));
-        assert!(run.extends(&done(1, 0, false)));
-        assert!(!run.extends(&done(1, 1, false)));
-        assert!(!run.extends(&done(2, 0, false)));
-        assert!(!run.extends(&done(1, 0, true)));
+        let run = Settled::new(done(1, u32::MAX), false);
+        assert!(run.extends(done(1, 0), false));
+        assert!(!run.extends(done(1, 1), false));
+        assert!(!run.extends(done(2, 0), false));
+        assert!(!run.extends(done(1, 0), true));
         assert_eq!((run.channel, run.first, run.last, run.refused), (1, u32::MAX, u32::MAX, false));
     }
 }

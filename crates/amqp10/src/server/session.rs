@@ -1,6 +1,6 @@
 //! Per-connection broker state and dispatch of protocol and engine events.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -9,9 +9,10 @@ use foldhash::HashMapExt;
 
 use charon_engine::login::Peer;
 use charon_engine::metrics::Protocol;
+use charon_engine::publisher::{Outstanding, Publisher};
 use charon_engine::{
     Action, Broker, Client, ClientError, ConsumerId, Credentials, EngineError, Owner, Principal, QueueRef, Resource,
-    ResourceKind, RouteCache, SessionEvent, SessionId, SessionSink, Settle, WriteGrants,
+    ResourceKind, SessionEvent, SessionId, SessionSink, Settle, WriteGrants,
 };
 use tokio::sync::mpsc;
 
@@ -19,7 +20,7 @@ use super::address::TargetAddress;
 use super::deletions::Deletions;
 use super::frames::{Arrival, Credit, Disposition};
 use super::management::ManagementPairs;
-use super::publish::{PendingBatch, PendingPublish};
+use super::publish::Unsettled;
 use super::settles::Settles;
 use crate::proto::{Connection, Event, Host, error};
 
@@ -64,16 +65,14 @@ pub(crate) struct Session {
     pub(crate) links: FastMap<(u16, u32), LinkState>,
     pub(crate) consumers: FastMap<ConsumerId, (u16, u32)>,
     pub(crate) unsettled: FastMap<(u16, u32), Outgoing>,
-    pub(crate) publishes: FastMap<u64, PendingPublish>,
-    pub(crate) next_publish: u64,
+    /// Unsettled transfers waiting for every queue they were routed to.
+    pub(crate) publishes: Outstanding<Unsettled>,
     /// Queues published to through a link that names them, watched for their deletion.
     pub(crate) deletions: Deletions,
-    pub(crate) batches: VecDeque<PendingBatch>,
-    /// The queue that holds this connection's publishes back (flow), while one does.
-    pub(crate) held_by: Option<QueueRef>,
+    /// Routes, and transfers routed in this wake-up, not yet handed to their queues.
+    pub(crate) publisher: Publisher,
     /// Settlements of deliveries made in this wake-up, handed to queues together.
     pub(crate) settles: Settles,
-    pub(crate) route_cache: RouteCache,
     /// Exchanges anonymous-terminus publishes may go to, while permissions are unchanged.
     pub(crate) write_grants: WriteGrants,
     pub(crate) management: ManagementPairs,
@@ -149,18 +148,15 @@ impl Session {
     pub(crate) fn new(broker: Arc<Broker>, sink: SessionSink, inbox: mpsc::UnboundedReceiver<SessionEvent>) -> Self {
         Self {
             broker,
+            publisher: Publisher::new(Some(sink.clone())),
             client: Client::new(Protocol::Amqp10, sink),
             inbox,
             links: FastMap::new(),
             consumers: FastMap::new(),
             unsettled: FastMap::new(),
-            publishes: FastMap::new(),
-            next_publish: 1,
+            publishes: Outstanding::new(0),
             deletions: Deletions::new(),
-            batches: VecDeque::new(),
-            held_by: None,
             settles: Settles::default(),
-            route_cache: RouteCache::new(),
             write_grants: WriteGrants::default(),
             management: ManagementPairs::default(),
             rendered: Vec::new(),
@@ -210,7 +206,7 @@ impl Session {
                 // The queues still answer for its publishes, but an ended session takes no
                 // disposition: one would reach a session the client began later on the same
                 // channel, naming delivery ids it never sent.
-                self.publishes.retain(|_, pending| pending.channel != channel);
+                self.publishes.retain(|pending| pending.channel != channel);
             }
             Event::Attach { channel, attach } => {
                 self.flush(conn, false).await;

@@ -25,7 +25,6 @@ pub mod filter;
 pub mod job;
 mod lifecycle;
 pub mod oneshot;
-mod outgoing;
 mod pass;
 pub mod progress;
 pub mod registry;

@@ -3,15 +3,14 @@
 //! the destination with a confirmation, and removed from the source only once every queue it
 //! was routed to confirmed it — at least once, as a job moves messages.
 
-use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
 use super::route::redriven;
 use super::spec::Target;
 use crate::metrics::REDRIVE_MESSAGES;
-use crate::queue::{BrowseRequest, ConfirmTo, Enqueue, QueueRef, REFUSED_TO_PUBLISHER_BIT};
-use crate::route_cache::RouteCache;
+use crate::publisher::{Answered, Flush, Outstanding, Publisher};
+use crate::queue::{BrowseRequest, QueueRef, REFUSED_TO_PUBLISHER_BIT};
 use crate::session::{SessionEvent, SessionSink};
 use crate::vhost::VHost;
 
@@ -45,10 +44,16 @@ pub(super) async fn move_messages(
     wanted.dedup();
     let mut outcome = MoveOutcome::default();
     let (sink, mut rx) = SessionSink::new(session, u32::MAX);
-    let mut cache = RouteCache::new();
-    // Publish number → (source seq, queues yet to confirm, refused).
-    let mut pending: HashMap<u64, (u64, usize, bool)> = HashMap::new();
-    for (n, id) in wanted.iter().enumerate() {
+    let mut publisher = Publisher::new(Some(sink));
+    // Copies waiting for every queue they were routed to, by the source message's seq.
+    let mut pending: Outstanding<u64> = Outstanding::new(REFUSED_TO_PUBLISHER_BIT);
+    let mut confirmed = Vec::new();
+    let mut settle = |answered: Option<Answered<u64>>, failed: &mut u64| match answered {
+        Some(Answered { value, refused_on: None }) => confirmed.push(value),
+        Some(Answered { refused_on: Some(_), .. }) => *failed += 1,
+        None => {}
+    };
+    for id in &wanted {
         let page = source
             .browse(BrowseRequest {
                 after: id.checked_sub(1),
@@ -68,53 +73,29 @@ pub(super) async fn move_messages(
             continue;
         };
         let copy = redriven(&item.message, routing);
-        let queues = match vhost.route(&mut cache, &copy.routing.exchange, &copy.routing, &copy.headers) {
+        let queues = match publisher.route(vhost, &copy) {
             Ok(queues) if !queues.is_empty() => queues,
             _ => {
                 outcome.failed += 1;
                 continue;
             }
         };
-        let number = (n as u64 + 1) | REFUSED_TO_PUBLISHER_BIT;
-        pending.insert(number, (item.seq, queues.len(), false));
-        let message = Arc::new(copy);
-        for queue in queues.iter() {
-            let enqueue = Enqueue { message: Arc::clone(&message), confirm: Some(number) };
-            let to = ConfirmTo { session: sink.clone(), channel: 1 };
-            if !queue.publish(vec![enqueue], Some(to)).await
-                && let Some(entry) = pending.get_mut(&number)
-            {
-                entry.1 -= 1;
-                entry.2 = true;
+        let number = pending.expect(queues.len(), item.seq);
+        publisher.push(&queues, 1, &Arc::new(copy), Some(number));
+        // One at a time, as the messages are found: a move of many does not hold them all.
+        for (channel, numbers) in publisher.flush(Flush::Wait).await {
+            for number in numbers {
+                settle(pending.answer(number, channel, false), &mut outcome.failed);
             }
         }
     }
-    let mut confirmed = Vec::new();
-    let settle = |pending: &mut HashMap<u64, (u64, usize, bool)>, confirmed: &mut Vec<u64>, failed: &mut u64| {
-        pending.retain(|_, (seq, outstanding, refused)| {
-            if *outstanding > 0 {
-                return true;
-            }
-            if *refused {
-                *failed += 1
-            } else {
-                confirmed.push(*seq)
-            }
-            false
-        });
-    };
-    settle(&mut pending, &mut confirmed, &mut outcome.failed);
     let deadline = tokio::time::Instant::now() + CONFIRM_TIMEOUT;
     while !pending.is_empty() {
         let Ok(Some(event)) = tokio::time::timeout_at(deadline, rx.recv()).await else { break };
-        if let SessionEvent::Confirms { accepted, refused, .. } = event {
-            for (number, ok) in accepted.iter().map(|n| (n, true)).chain(refused.iter().map(|n| (n, false))) {
-                if let Some(entry) = pending.get_mut(number) {
-                    entry.1 = entry.1.saturating_sub(1);
-                    entry.2 |= !ok;
-                }
+        if let SessionEvent::Confirms { channel, accepted, refused } = event {
+            for (number, ok) in accepted.iter().map(|n| (*n, true)).chain(refused.iter().map(|n| (*n, false))) {
+                settle(pending.answer(number, channel, ok), &mut outcome.failed);
             }
-            settle(&mut pending, &mut confirmed, &mut outcome.failed);
         }
     }
     // Unconfirmed in time: left in the source (a copy may still arrive: a duplicate).

@@ -20,7 +20,7 @@
 //! bindings) with a confirmation per message, and the source lets it go only after every queue
 //! it was routed to confirmed it. Consuming, a copy routed to one queue alone is moved: its log
 //! record there also removes the message from the source, so a crash leaves it in exactly one
-//! of the two ([`super::outgoing`]). Any other copy is not: a crash before the source let the
+//! of the two ([`Pass::address`]). Any other copy is not: a crash before the source let the
 //! message go leaves it in the source too (moved again later: a duplicate, never a loss) — a
 //! consumed delivery whose ack was not yet logged comes back; a removal is logged like an
 //! acknowledgement, not synced, so a removed message can come back too — above the browsing
@@ -46,14 +46,13 @@ use super::bucket::TokenBucket;
 use super::filter::last_death;
 use super::job::{Control, Job, JobView};
 use super::lifecycle::Lifecycle;
-use super::outgoing::Batch;
 use super::progress::{DryRunResult, RateMeter};
 use super::route::redriven;
 use super::spec::Target;
 use super::sweep::{Cursor, Sweep};
 use crate::metrics::REDRIVE_MESSAGES;
-use crate::queue::{BrowseRequest, ConfirmTo, ConsumeSpec, QueueRef, REFUSED_TO_PUBLISHER_BIT, Settle};
-use crate::route_cache::RouteCache;
+use crate::publisher::{Answered, Flush, Outstanding, Publisher};
+use crate::queue::{BrowseRequest, ConsumeSpec, QueueRef, REFUSED_TO_PUBLISHER_BIT, Settle};
 use crate::session::{Delivery, Owner, SessionEvent, SessionSink};
 use crate::vhost::VHost;
 
@@ -82,16 +81,6 @@ pub(super) enum PassEnd {
     Cancelled,
     /// The source is gone.
     Failed(String),
-}
-
-/// A publish awaiting its confirmations.
-struct Pending {
-    /// The source delivery to acknowledge.
-    source_seq: u64,
-    /// Queues yet to confirm.
-    outstanding: usize,
-    /// The first refusal, if any.
-    refused: Option<String>,
 }
 
 /// The `charon_redrive_messages_total` series of one job.
@@ -135,12 +124,13 @@ struct Pass<'a> {
     /// Browsing: where the pass is in the source, and the newest message it looks at.
     cursor: Option<Cursor>,
     until: u64,
-    pending: HashMap<u64, Pending>,
-    next_publish: u64,
+    /// Copies routed, not yet handed to their queues.
+    publisher: Publisher,
+    /// Copies waiting for their destinations' confirmations, by the source message's seq.
+    pending: Outstanding<u64>,
     /// Destination queues by id: their confirm channel and name.
     channels: HashMap<u64, (u32, String)>,
     names: Vec<String>,
-    cache: RouteCache,
     bucket: Option<TokenBucket>,
     meter: RateMeter,
     last_save: Instant,
@@ -253,7 +243,7 @@ impl<'a> Pass<'a> {
             vhost,
             lifecycle,
             source: Arc::clone(source),
-            sink,
+            sink: sink.clone(),
             target: view.destination.clone(),
             dry_run: view.dry_run,
             filter: view.filter.clone(),
@@ -264,11 +254,10 @@ impl<'a> Pass<'a> {
             aside: Vec::new(),
             cursor: None,
             until: 0,
-            pending: HashMap::new(),
-            next_publish: 1,
+            publisher: Publisher::new(Some(sink.clone())),
+            pending: Outstanding::new(REFUSED_TO_PUBLISHER_BIT),
             channels: HashMap::new(),
             names: Vec::new(),
-            cache: RouteCache::new(),
             bucket: view.rate.map(|rate| TokenBucket::new(rate, now)),
             meter: RateMeter::new(now, view.progress.moved),
             last_save: now,
@@ -475,7 +464,6 @@ impl<'a> Pass<'a> {
     /// Publishes from the backlog as the rate allows; when it allows nothing, sets when to
     /// try again.
     async fn pump(&mut self) {
-        let mut batch = Batch::default();
         let now = Instant::now();
         while !self.backlog.is_empty() && self.end.is_none() {
             if let Some(bucket) = self.bucket.as_mut() {
@@ -486,15 +474,25 @@ impl<'a> Pass<'a> {
                 }
             }
             if let Some(delivery) = self.backlog.pop_front() {
-                self.address(&delivery, &mut batch);
+                self.address(&delivery);
             }
         }
-        self.flush(batch).await;
+        self.flush().await;
     }
 
-    /// Routes one selected message and adds it to the batch; a message that cannot go is set
-    /// aside as failed (and a destination that cannot take it pauses the job).
-    fn address(&mut self, delivery: &Delivery, batch: &mut Batch) {
+    /// Routes one selected message and hands it to the publisher; a message that cannot go is
+    /// set aside as failed (and a destination that cannot take it pauses the job).
+    ///
+    /// A copy of a message the job holds as a delivery (consuming), routed to one queue alone,
+    /// is *moved* ([`Publisher::push_moved`]): a crash leaves it in exactly one of the two
+    /// queues. Any other copy is published as it is, and the source lets the message go once
+    /// every queue confirmed it: a crash in between can leave it in the source too (moved
+    /// again later: at least once). That covers a copy that fans out (one queue's record
+    /// cannot remove the source for all), and a message a browsing pass reads while it stays
+    /// ready in the source: a consumer of the source could take and requeue it, still in use
+    /// there after its log record was removed. A destination without room refuses a moved
+    /// copy in any overflow mode (`reject-publish-dlx` without dead-lettering a second copy).
+    fn address(&mut self, delivery: &Delivery) {
         let routing = match self.target.address(&delivery.message) {
             Ok(routing) => routing,
             // Not the destination's fault: counted, left in the source, the job goes on.
@@ -504,7 +502,7 @@ impl<'a> Pass<'a> {
             }
         };
         let copy: Message = redriven(&delivery.message, routing);
-        let queues = match self.vhost.route(&mut self.cache, &copy.routing.exchange, &copy.routing, &copy.headers) {
+        let queues = match self.publisher.route(self.vhost, &copy) {
             Ok(queues) => queues,
             Err(e) => {
                 self.fail(delivery.seq, Some(e.to_string()));
@@ -520,12 +518,20 @@ impl<'a> Pass<'a> {
             self.fail(delivery.seq, Some(reason));
             return;
         }
-        let seq = self.next_publish | REFUSED_TO_PUBLISHER_BIT;
-        self.next_publish += 1;
-        self.pending.insert(seq, Pending { source_seq: delivery.seq, outstanding: queues.len(), refused: None });
-        // Consuming, the job holds the message as a delivery: a copy to one queue is moved.
-        let held = self.cursor.is_none().then_some(delivery.seq);
-        batch.add(&queues, &Arc::new(copy), seq, held);
+        let number = self.pending.expect(queues.len(), delivery.seq);
+        let copy = Arc::new(copy);
+        match &*queues {
+            [queue] if self.cursor.is_none() => {
+                let channel = self.channel_of(queue);
+                self.publisher.push_moved(queue, channel, copy, number, (self.source.id, delivery.seq));
+            }
+            _ => {
+                for queue in queues.iter() {
+                    let channel = self.channel_of(queue);
+                    self.publisher.push(std::slice::from_ref(queue), channel, &copy, Some(number));
+                }
+            }
+        }
     }
 
     /// A message that cannot move: it stays in the source; a destination's refusal (`pause`)
@@ -543,14 +549,10 @@ impl<'a> Pass<'a> {
         }
     }
 
-    /// Publishes a batch, each destination queue with its confirm channel; a queue that is gone
-    /// refuses its copies.
-    async fn flush(&mut self, batch: Batch) {
-        let sink = self.sink.clone();
-        let gone = batch
-            .send(self.source.id, |queue| ConfirmTo { session: sink.clone(), channel: self.channel_of(queue) })
-            .await;
-        for (channel, numbers) in gone {
+    /// Hands the routed copies to their queues, waiting while one holds its publishers back;
+    /// a queue that is gone refuses its copies.
+    async fn flush(&mut self) {
+        for (channel, numbers) in self.publisher.flush(Flush::Wait).await {
             self.confirms(channel, &[], &numbers).await;
         }
     }
@@ -568,27 +570,21 @@ impl<'a> Pass<'a> {
     /// Confirmations from a destination queue: messages every queue accepted are acknowledged
     /// at the source; one that any refused stays there, and the job pauses.
     async fn confirms(&mut self, channel: u32, accepted: &[u64], refused: &[u64]) {
-        let name = channel.checked_sub(2).and_then(|i| self.names.get(i as usize)).cloned().unwrap_or_default();
-        let mut done = Vec::new();
-        for (seq, ok) in accepted.iter().map(|s| (*s, true)).chain(refused.iter().map(|s| (*s, false))) {
-            let Some(pending) = self.pending.get_mut(&seq) else { continue };
-            pending.outstanding = pending.outstanding.saturating_sub(1);
-            if !ok && pending.refused.is_none() {
-                pending.refused = Some(format!(
-                    "destination queue '{name}' refused the message (full with overflow reject-publish, or deleted)"
-                ));
-            }
-            if pending.outstanding == 0
-                && let Some(pending) = self.pending.remove(&seq)
-            {
-                done.push(pending);
-            }
-        }
+        let answers = accepted.iter().map(|s| (*s, true)).chain(refused.iter().map(|s| (*s, false)));
+        let done: Vec<Answered<u64>> =
+            answers.filter_map(|(number, ok)| self.pending.answer(number, channel, ok)).collect();
         let mut acked = Vec::new();
-        for pending in done {
-            match pending.refused {
-                None => acked.push(pending.source_seq),
-                Some(reason) => self.fail(pending.source_seq, Some(reason)),
+        for Answered { value: source_seq, refused_on } in done {
+            match refused_on {
+                None => acked.push(source_seq),
+                Some(channel) => {
+                    let name = channel.checked_sub(2).and_then(|i| self.names.get(i as usize));
+                    let reason = format!(
+                        "destination queue '{}' refused the message (full with overflow reject-publish, or deleted)",
+                        name.map_or("", String::as_str)
+                    );
+                    self.fail(source_seq, Some(reason));
+                }
             }
         }
         if acked.is_empty() {

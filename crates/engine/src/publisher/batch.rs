@@ -1,0 +1,51 @@
+//! One queue's share of what a [`super::Publisher`] routed.
+
+use std::sync::Arc;
+
+use crate::queue::{ConfirmTo, Enqueue, MovedFrom, QueueRef};
+
+/// Messages for one queue, confirmed on one channel; with `moved_from`, copies of messages
+/// of that source queue, each moved out of it by its enqueue record.
+#[derive(Debug)]
+pub(super) struct Batch {
+    pub(super) queue: QueueRef,
+    pub(super) channel: u32,
+    pub(super) items: Vec<Enqueue>,
+    moved_from: Option<u64>,
+    /// With `moved_from`: each item's sequence number in the source.
+    pub(super) moved_seqs: Vec<u64>,
+}
+
+impl Batch {
+    pub(super) fn new(queue: &QueueRef, channel: u32, moved_from: Option<u64>, first: Enqueue) -> Self {
+        Self { queue: Arc::clone(queue), channel, items: vec![first], moved_from, moved_seqs: Vec::new() }
+    }
+
+    /// Whether a message for `queue` on `channel` (moved out of `moved_from`) joins this batch.
+    pub(super) fn takes(&self, queue: &QueueRef, channel: u32, moved_from: Option<u64>) -> bool {
+        self.channel == channel && self.moved_from == moved_from && Arc::ptr_eq(&self.queue, queue)
+    }
+
+    pub(super) fn add_moved(&mut self, item: Enqueue, seq: u64) {
+        self.items.push(item);
+        self.moved_seqs.push(seq);
+    }
+
+    /// Hands the batch to its queue without waiting for its admission (the caller decided);
+    /// `None` once it did, or the confirm numbers the queue will never answer when it is gone.
+    pub(super) async fn send(self, to: Option<ConfirmTo>) -> Option<Vec<u64>> {
+        let Self { queue, items, moved_from, moved_seqs, .. } = self;
+        // Read before the items go: a gone queue does not hand them back. A batch that asks
+        // for no confirmation gives the queue nowhere to send one.
+        let to = to.filter(|_| items.iter().any(|item| item.confirm.is_some()));
+        let unanswered: Vec<u64> =
+            if to.is_some() { items.iter().filter_map(|item| item.confirm).collect() } else { Vec::new() };
+        let sent = match (moved_from, to) {
+            (Some(source), Some(to)) => {
+                queue.publish_moved(items, MovedFrom { queue: source, seqs: moved_seqs }, to).await
+            }
+            (_, to) => queue.publish_checked(items, to).await,
+        };
+        (!sent).then_some(unanswered)
+    }
+}
