@@ -1,11 +1,14 @@
-//! What every protocol's connection keeps of its client: who logged in, the vhost it opened,
-//! the slot that counts it against the connection limits, its registration (by which the
-//! broker closes it when its user or vhost is deleted) and its share of RabbitMQ's message
-//! counters. Logging in, opening the vhost and counting are the same for AMQP 0.9.1 and 1.0;
-//! only how each protocol asks and answers differs.
+//! What every protocol's connection keeps of its client: its name and inbox, who logged in,
+//! the vhost it opened, the slot that counts it against the connection limits, its
+//! registration (by which the broker closes it when its user or vhost is deleted), its
+//! publishers and its share of RabbitMQ's message counters. Logging in, opening the vhost,
+//! counting and the closing log line are the same for AMQP 0.9.1 and 1.0; only how each
+//! protocol asks and answers differs.
 
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
+
+use tokio::sync::mpsc;
 
 use crate::access::User;
 use crate::broker::Broker;
@@ -14,7 +17,7 @@ use crate::error::EngineError;
 use crate::limits::ConnectionSlot;
 use crate::login::Peer;
 use crate::metrics::{LocalCounters, Protocol};
-use crate::session::{SessionId, SessionSink};
+use crate::session::{SessionEvent, SessionId, SessionSink};
 use crate::vhost::VHost;
 
 /// How a client logs in.
@@ -49,22 +52,57 @@ pub enum ClientError {
 /// One connection's client (see the module documentation).
 #[derive(Debug)]
 pub struct Client {
-    /// The connection's events from its queues (deliveries, confirms), and its id.
+    /// RabbitMQ's connection name (`peer -> local`), for the log lines.
+    name: String,
+    /// When the connection was accepted, for the closing line's duration.
+    started: Instant,
+    /// Where the connection's queues send its events (deliveries, confirms), and its id.
     sink: SessionSink,
+    /// Those events, for the connection's task.
+    inbox: mpsc::UnboundedReceiver<SessionEvent>,
     user: Option<User>,
     vhost: Option<Arc<VHost>>,
     counted: Option<ConnectionSlot>,
     registration: Option<Registration>,
+    /// RabbitMQ's publishers of the connection: 0.9.1 channels that published, 1.0 sending
+    /// links.
+    publishers: usize,
     counters: LocalCounters,
 }
 
 impl Client {
-    /// A client of a `protocol` connection whose queues reach it through `sink`, not logged
-    /// in yet.
+    /// The client of a `protocol` connection called `name`, accepted now, whose queues reach
+    /// it through `sink` (its events arriving in `inbox`); not logged in yet.
     #[must_use]
-    pub fn new(protocol: Protocol, sink: SessionSink) -> Self {
-        let counters = LocalCounters::new(protocol);
-        Self { sink, user: None, vhost: None, counted: None, registration: None, counters }
+    pub fn new(
+        protocol: Protocol,
+        name: String,
+        sink: SessionSink,
+        inbox: mpsc::UnboundedReceiver<SessionEvent>,
+    ) -> Self {
+        Self {
+            name,
+            started: Instant::now(),
+            sink,
+            inbox,
+            user: None,
+            vhost: None,
+            counted: None,
+            registration: None,
+            publishers: 0,
+            counters: LocalCounters::new(protocol),
+        }
+    }
+
+    /// RabbitMQ's name of the connection (`peer -> local`).
+    #[must_use]
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The events the connection's queues sent it.
+    pub fn inbox(&mut self) -> &mut mpsc::UnboundedReceiver<SessionEvent> {
+        &mut self.inbox
     }
 
     /// The connection's broker-unique id (its queues' owner key, its consumers' session).
@@ -133,12 +171,30 @@ impl Client {
         &mut self.counters
     }
 
-    /// Folds the connection's counts, with its consumers and publishers now, into the node's
-    /// (once per read or event batch: see [`LocalCounters`]).
-    pub fn fold_counters(&mut self, consumers: usize, publishers: usize) {
+    /// One more publisher (a 0.9.1 channel's first publish, a 1.0 sending link attached).
+    pub fn publisher_added(&mut self) {
+        self.publishers += 1;
+    }
+
+    /// One publisher fewer (its channel or link went).
+    pub fn publisher_gone(&mut self) {
+        self.publishers = self.publishers.saturating_sub(1);
+    }
+
+    /// Folds the connection's counts, with its `consumers` and publishers now, into the
+    /// node's (once per read or event batch: see [`LocalCounters`]).
+    pub fn fold_counters(&mut self, consumers: usize) {
         self.counters.set_consumers(consumers);
-        self.counters.set_publishers(publishers);
+        self.counters.set_publishers(self.publishers);
         self.counters.fold();
+    }
+
+    /// RabbitMQ's line for the connection as it ends (see
+    /// [`crate::connections::log_closing`]).
+    pub fn log_closing(&self) {
+        let opened =
+            self.user.as_ref().zip(self.vhost.as_ref()).map(|(user, vhost)| (user.name.as_str(), vhost.name()));
+        crate::connections::log_closing(&self.name, opened, self.started.elapsed());
     }
 }
 
@@ -155,8 +211,8 @@ mod tests {
     #[tokio::test]
     async fn a_login_then_a_vhost_open_registers_the_connection() {
         let broker = Broker::new(BrokerConfig::default());
-        let (sink, _events) = SessionSink::new(broker.next_id(), 100);
-        let mut client = Client::new(Protocol::Amqp091, sink.clone());
+        let (sink, events) = SessionSink::new(broker.next_id(), 100);
+        let mut client = Client::new(Protocol::Amqp091, "a -> b".to_owned(), sink.clone(), events);
         assert_eq!(client.id(), sink.id);
         assert!(matches!(client.open_vhost(&broker, "/"), Err(ClientError::NotAuthenticated)));
         let wrong = Credentials::Password { mechanism: "PLAIN", username: "guest", password: "nope" };
@@ -176,7 +232,8 @@ mod tests {
         assert_eq!(client.vhost().map(|v| v.name()), Some("/"));
         assert!(client.registration().is_some());
         assert_eq!(broker.connections().len(), 1, "the broker can find it to close it");
-        let mut anonymous = Client::new(Protocol::Amqp10, sink);
+        let (other, events) = SessionSink::new(broker.next_id(), 100);
+        let mut anonymous = Client::new(Protocol::Amqp10, "c -> d".to_owned(), other, events);
         anonymous.login(&broker, &peer("192.0.2.1:4000"), Credentials::Anonymous);
         assert!(anonymous.user().is_none(), "guest, the anonymous user, only from loopback");
     }

@@ -40,15 +40,7 @@ impl Session {
     ) -> MethodResult {
         match method {
             basic::AMQPMethod::Qos(qos) => {
-                let state = self.channel(channel)?;
-                if qos.global {
-                    state.global_limit.set_limit(u32::from(qos.prefetch_count));
-                } else {
-                    state.consumer_prefetch = u32::from(qos.prefetch_count);
-                    // RabbitMQ quirk kept on purpose: a per-consumer qos removes the channel's
-                    // global limit (`rabbit_limiter:unlimit_prefetch` in rabbit_channel).
-                    state.global_limit.set_limit(0);
-                }
+                self.channel(channel)?.qos(qos.prefetch_count, qos.global);
                 conn.send_method(channel, &AMQPClass::Basic(basic::AMQPMethod::QosOk(basic::QosOk {})));
                 Ok(())
             }

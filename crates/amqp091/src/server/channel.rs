@@ -9,6 +9,8 @@ use charon_engine::{ConsumerId, Gate, QueueRef, WriteGrants};
 
 use super::confirms::ConfirmTracker;
 use super::tx::Transaction;
+use super::{MethodError, MethodResult};
+use crate::proto::ReplyCode;
 
 /// A delivery awaiting the client's ack.
 #[derive(Debug)]
@@ -199,6 +201,36 @@ impl ChannelState {
         }
     }
 
+    /// `basic.qos`: with `global` the channel's shared prefetch, otherwise that of consumers
+    /// created from now on. RabbitMQ quirk kept on purpose: a per-consumer qos removes the
+    /// channel's global limit (`rabbit_limiter:unlimit_prefetch` in rabbit_channel).
+    pub(crate) fn qos(&mut self, prefetch_count: u16, global: bool) {
+        if global {
+            self.global_limit.set_limit(u32::from(prefetch_count));
+        } else {
+            self.consumer_prefetch = u32::from(prefetch_count);
+            self.global_limit.set_limit(0);
+        }
+    }
+
+    /// `confirm.select`; a second one changes nothing.
+    pub(crate) fn select_confirms(&mut self) -> MethodResult {
+        if self.tx.is_some() {
+            return Err(MethodError::new(ReplyCode::PreconditionFailed, "cannot switch from tx to confirm mode"));
+        }
+        self.confirms.get_or_insert_with(ConfirmTracker::new);
+        Ok(())
+    }
+
+    /// `tx.select`; a second one keeps the transaction (and what it holds).
+    pub(crate) fn select_tx(&mut self) -> MethodResult {
+        if self.confirms.is_some() {
+            return Err(MethodError::new(ReplyCode::PreconditionFailed, "cannot switch from confirm to tx mode"));
+        }
+        self.tx.get_or_insert_with(Transaction::new);
+        Ok(())
+    }
+
     pub(crate) fn touch(&mut self, queue: &QueueRef) {
         if !self.queues.iter().any(|q| Arc::ptr_eq(q, queue)) {
             self.queues.push(Arc::clone(queue));
@@ -229,6 +261,35 @@ mod tests {
     use super::*;
 
     use super::super::test_queue::queue;
+
+    #[test]
+    fn a_consumer_qos_sets_the_next_consumers_prefetch_and_lifts_the_global_one() {
+        let mut state = ChannelState::new();
+        state.qos(10, true);
+        assert_eq!((state.consumer_prefetch, state.global_limit.limit()), (0, 10));
+        state.qos(5, false);
+        assert_eq!((state.consumer_prefetch, state.global_limit.limit()), (5, 0), "RabbitMQ's unlimit_prefetch");
+    }
+
+    #[test]
+    fn confirms_and_transactions_exclude_each_other_and_a_second_select_keeps_what_is_there() {
+        let mut confirming = ChannelState::new();
+        confirming.select_confirms().unwrap();
+        confirming.confirms.as_mut().unwrap().publish(1);
+        confirming.select_confirms().unwrap();
+        assert_eq!(confirming.confirms.as_ref().map(ConfirmTracker::unconfirmed), Some(1));
+        let refused = confirming.select_tx().unwrap_err();
+        assert_eq!(
+            (refused.code, refused.explanation.as_str()),
+            (ReplyCode::PreconditionFailed, "cannot switch from confirm to tx mode")
+        );
+        let mut transactional = ChannelState::new();
+        transactional.select_tx().unwrap();
+        transactional.select_tx().unwrap();
+        let refused = transactional.select_confirms().unwrap_err();
+        assert_eq!(refused.explanation, "cannot switch from tx to confirm mode");
+        assert!(transactional.confirms.is_none() && transactional.tx.is_some());
+    }
 
     /// Tags 1..=n, each delivery's queue sequence number ten times its tag.
     fn tags(queue: &QueueRef, n: u64) -> UnackedTags {

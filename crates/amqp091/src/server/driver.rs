@@ -6,7 +6,8 @@ use std::time::{Duration, Instant};
 
 use bytes::BytesMut;
 use charon_engine::login::Peer;
-use charon_engine::{Alarms, Broker, Flush, SessionEvent, SessionSink};
+use charon_engine::metrics::Protocol as Counted;
+use charon_engine::{Alarms, Broker, Client, Flush, SessionEvent, SessionSink};
 use charon_net::{AlarmStep, Protocol, Transport, drive};
 use tokio::sync::watch;
 use tracing::Instrument;
@@ -43,8 +44,8 @@ pub async fn serve<T: Transport>(
     let (sink, inbox) = SessionSink::new(id, OUTBOUND_WINDOW);
     config.connection.sasl_external = peer.certificate().is_some();
     config.connection.sasl_anonymous = broker.login().offers_anonymous();
-    let mut session = Session::new(broker, sink, inbox);
-    session.name = peer.connection_name();
+    let client = Client::new(Counted::Amqp091, peer.connection_name(), sink, inbox);
+    let session = Session::new(broker, client);
     let protocol = Amqp091 {
         session,
         conn: Connection::new(config.connection, Instant::now()),
@@ -138,7 +139,7 @@ impl Protocol for Amqp091 {
 
     async fn engine_events(&mut self) -> bool {
         let received = tokio::select! {
-            received = self.session.inbox.recv_many(&mut self.events, EVENT_BATCH) => received,
+            received = self.session.client.inbox().recv_many(&mut self.events, EVENT_BATCH) => received,
             // The queue that held the publishes admits them: `act` goes on with them.
             () = charon_engine::queue::until_admitted(self.session.publisher.holding()) => return true,
         };
@@ -198,6 +199,6 @@ impl Protocol for Amqp091 {
 
     async fn finish(&mut self) {
         self.session.close_all().await;
-        self.session.log_closing();
+        self.session.client.log_closing();
     }
 }

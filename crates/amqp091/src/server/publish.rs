@@ -61,8 +61,9 @@ impl Session {
             (true, true) => Counter::UnroutableReturned,
         };
         let confirming = state.confirms.is_some();
-        let first = !std::mem::replace(&mut state.published, true);
-        self.publishers += usize::from(first);
+        if !std::mem::replace(&mut state.published, true) {
+            self.client.publisher_added();
+        }
         self.client.counters().add(outcome, 1);
         if confirming {
             self.client.counters().add(Counter::ReceivedConfirm, 1);

@@ -6,12 +6,11 @@ use std::time::{Duration, Instant};
 
 use amq_protocol::protocol::AMQPClass;
 use charon_engine::login::Peer;
-use charon_engine::metrics::{Counter, Protocol};
+use charon_engine::metrics::Counter;
 use charon_engine::{
     Action, Broker, ChannelSlot, Client, ConsumerId, Credentials, Flush, Owner, Principal, Publisher, QueueRef,
-    Resource, SessionEvent, SessionSink, VHost,
+    Resource, SessionEvent, VHost,
 };
-use tokio::sync::mpsc;
 
 use super::ack_timeout::AckTimer;
 use super::channel::ChannelState;
@@ -43,8 +42,6 @@ pub(crate) struct Session {
     pub(crate) publisher: Publisher,
     /// The client's method that came after the held publishes: acted on once they went.
     pub(crate) deferred: Option<Event>,
-    /// Events from queues (deliveries, cancellations, confirms).
-    pub(crate) inbox: mpsc::UnboundedReceiver<SessionEvent>,
     /// Channels the broker closed whose close-ok has not come yet.
     pub(crate) closed_by_broker: HashSet<u16>,
     /// Channels whose `tx.commit` waits for its queues (few, and usually none).
@@ -53,12 +50,6 @@ pub(crate) struct Session {
     pub(crate) consumer_timeout: Option<u64>,
     /// Due when a channel's oldest unacked delivery may have timed out.
     pub(crate) ack_timer: AckTimer,
-    /// Channels that published (RabbitMQ's 0.9.1 publishers).
-    pub(crate) publishers: usize,
-    /// RabbitMQ's connection name (`peer -> local`), for the log lines.
-    pub(crate) name: String,
-    /// When the connection was accepted, for the closing line's duration.
-    pub(crate) started: std::time::Instant,
 }
 
 /// Checks logins and vhost access against the broker during the handshake.
@@ -109,30 +100,27 @@ impl Host for Login<'_> {
 }
 
 impl Session {
-    pub(crate) fn new(broker: Arc<Broker>, sink: SessionSink, inbox: mpsc::UnboundedReceiver<SessionEvent>) -> Self {
+    /// The session of a connection whose client (name, inbox, sink) is `client`.
+    pub(crate) fn new(broker: Arc<Broker>, client: Client) -> Self {
         let consumer_timeout = broker.consumer_timeout();
         Self {
             broker,
-            publisher: Publisher::new(Some(sink.clone())),
-            client: Client::new(Protocol::Amqp091, sink),
+            publisher: Publisher::new(Some(client.sink().clone())),
+            client,
             counted_channels: HashMap::new(),
             channels: HashMap::new(),
             consumers: HashMap::new(),
             exclusive: Vec::new(),
             deferred: None,
-            inbox,
             closed_by_broker: HashSet::new(),
             committing: Vec::new(),
             consumer_timeout,
             ack_timer: AckTimer::default(),
-            publishers: 0,
-            name: String::new(),
-            started: std::time::Instant::now(),
         }
     }
 
     pub(crate) fn try_next_event(&mut self) -> Option<SessionEvent> {
-        self.inbox.try_recv().ok()
+        self.client.inbox().try_recv().ok()
     }
 
     pub(crate) fn login<'a>(&'a mut self, peer: &'a Peer, delay: &'a mut Duration) -> Login<'a> {
@@ -187,7 +175,7 @@ impl Session {
             Event::Opened { username, vhost } => {
                 tracing::info!(
                     "connection {}: user '{username}' authenticated and granted access to vhost '{vhost}'",
-                    self.name
+                    self.client.name()
                 );
             }
             Event::ChannelOpened(channel) => {
@@ -251,16 +239,7 @@ impl Session {
             AMQPClass::Queue(m) => self.queue_method(channel, m, conn).await,
             AMQPClass::Basic(m) => self.basic_method(channel, m, conn).await,
             AMQPClass::Confirm(amq_protocol::protocol::confirm::AMQPMethod::Select(select)) => {
-                let state = self.channel(channel)?;
-                if state.tx.is_some() {
-                    return Err(MethodError::new(
-                        ReplyCode::PreconditionFailed,
-                        "cannot switch from tx to confirm mode",
-                    ));
-                }
-                if state.confirms.is_none() {
-                    state.confirms = Some(super::confirms::ConfirmTracker::new());
-                }
+                self.channel(channel)?.select_confirms()?;
                 if !select.nowait {
                     let ok = amq_protocol::protocol::confirm::SelectOk {};
                     conn.send_method(
@@ -342,7 +321,7 @@ impl Session {
 
     fn forget_channel(&mut self, channel: u16) {
         if self.channels.remove(&channel).is_some_and(|state| state.published) {
-            self.publishers = self.publishers.saturating_sub(1);
+            self.client.publisher_gone();
         }
     }
 
@@ -433,16 +412,9 @@ impl Session {
         }
     }
 
-    /// RabbitMQ's line for a connection that ends (see [`charon_engine::connections::log_closing`]).
-    pub(crate) fn log_closing(&self) {
-        let opened =
-            self.client.user().zip(self.client.vhost()).map(|(user, vhost)| (user.name.as_str(), vhost.name()));
-        charon_engine::connections::log_closing(&self.name, opened, self.started.elapsed());
-    }
-
     /// Folds this connection's counts into the node's (see [`Client::fold_counters`]).
     pub(crate) fn fold_counters(&mut self) {
-        self.client.fold_counters(self.consumers.len(), self.publishers);
+        self.client.fold_counters(self.consumers.len());
     }
 
     fn consumer_cancelled(&mut self, consumer: ConsumerId, conn: &mut Connection) {

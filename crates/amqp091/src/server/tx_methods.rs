@@ -19,15 +19,7 @@ impl Session {
     ) -> MethodResult {
         match method {
             tx::AMQPMethod::Select(_) => {
-                let state = self.channel(channel)?;
-                if state.confirms.is_some() {
-                    return Err(MethodError::new(
-                        ReplyCode::PreconditionFailed,
-                        "cannot switch from confirm to tx mode",
-                    ));
-                }
-                // A second select keeps the transaction (and what it holds).
-                state.tx.get_or_insert_with(Transaction::new);
+                self.channel(channel)?.select_tx()?;
                 conn.send_method(channel, &AMQPClass::Tx(tx::AMQPMethod::SelectOk(tx::SelectOk {})));
                 Ok(())
             }

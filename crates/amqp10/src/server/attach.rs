@@ -125,7 +125,7 @@ impl Session {
             ..attach.clone()
         };
         if self.links.insert((channel, handle), LinkState::Publisher { target: Arc::new(target) }).is_none() {
-            self.publishers += 1;
+            self.client.publisher_added();
         }
         conn.attach(channel, reply);
         conn.grant_initial_credit(channel, handle, attach.initial_delivery_count.unwrap_or(0));

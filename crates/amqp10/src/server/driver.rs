@@ -5,7 +5,8 @@ use std::time::{Duration, Instant};
 
 use bytes::BytesMut;
 use charon_engine::login::Peer;
-use charon_engine::{Alarms, Broker, SessionEvent, SessionSink};
+use charon_engine::metrics::Protocol as Counted;
+use charon_engine::{Alarms, Broker, Client, SessionEvent, SessionSink};
 use charon_net::{AlarmStep, Protocol, Transport, drive};
 use tokio::sync::watch;
 use tracing::Instrument;
@@ -42,9 +43,9 @@ pub async fn serve<T: Transport>(
     let (sink, inbox) = SessionSink::new(id, OUTBOUND_WINDOW);
     config.connection.sasl_external = peer.certificate().is_some();
     let anonymous = broker.login().offers_anonymous();
-    let mut session = Session::new(broker, sink, inbox);
+    let client = Client::new(Counted::Amqp10, peer.connection_name(), sink, inbox);
+    let mut session = Session::new(broker, client);
     session.origin = Some((peer.clone(), charon_engine::clock::now_ms()));
-    session.name = peer.connection_name();
     let protocol = Amqp10 {
         conn: Connection::new(config.connection, anonymous, Instant::now()),
         session,
@@ -104,7 +105,7 @@ impl Protocol for Amqp10 {
 
     async fn engine_events(&mut self) -> bool {
         let received = tokio::select! {
-            received = self.session.inbox.recv_many(&mut self.events, EVENT_BATCH) => received,
+            received = self.session.client.inbox().recv_many(&mut self.events, EVENT_BATCH) => received,
             // The queue that held the publishes admits them: `act` hands them over.
             () = charon_engine::queue::until_admitted(self.session.publisher.holding()) => return true,
             deleted = self.session.deletions.next() => {
@@ -154,7 +155,7 @@ impl Protocol for Amqp10 {
     async fn finish(&mut self) {
         self.session.flush(&mut self.conn, true).await;
         self.session.close_all().await;
-        self.session.log_closing();
+        self.session.client.log_closing();
     }
 }
 

@@ -268,7 +268,7 @@ impl Session {
     /// A sending link went away.
     fn publisher_gone(&mut self, channel: u16, handle: u32) {
         if let Some(LinkState::Publisher { .. }) = self.links.remove(&(channel, handle)) {
-            self.publishers = self.publishers.saturating_sub(1);
+            self.client.publisher_gone();
         }
     }
 

@@ -8,13 +8,11 @@ use foldhash::HashMap as FastMap;
 use foldhash::HashMapExt;
 
 use charon_engine::login::Peer;
-use charon_engine::metrics::Protocol;
 use charon_engine::publisher::{Outstanding, Publisher};
 use charon_engine::{
     Action, Broker, Client, ClientError, ConsumerId, Credentials, EngineError, Owner, Principal, QueueRef, Resource,
-    ResourceKind, SessionEvent, SessionId, SessionSink, Settle, WriteGrants,
+    ResourceKind, SessionEvent, SessionId, Settle, WriteGrants,
 };
-use tokio::sync::mpsc;
 
 use super::address::TargetAddress;
 use super::deletions::Deletions;
@@ -61,7 +59,6 @@ pub(crate) struct Session {
     pub(crate) broker: Arc<Broker>,
     /// Who logged in, the vhost it opened, its connection slot and registration.
     pub(crate) client: Client,
-    pub(crate) inbox: mpsc::UnboundedReceiver<SessionEvent>,
     pub(crate) links: FastMap<(u16, u32), LinkState>,
     pub(crate) consumers: FastMap<ConsumerId, (u16, u32)>,
     pub(crate) unsettled: FastMap<(u16, u32), Outgoing>,
@@ -81,12 +78,6 @@ pub(crate) struct Session {
     pub(crate) rendered: Vec<u8>,
     /// Who connected and when (ms since the epoch), for the registry's details.
     pub(crate) origin: Option<(Peer, i64)>,
-    /// Sending links (RabbitMQ's 1.0 publishers).
-    pub(crate) publishers: usize,
-    /// RabbitMQ's connection name (`peer -> local`), for the log lines.
-    pub(crate) name: String,
-    /// When the connection was accepted, for the closing line's duration.
-    pub(crate) started: std::time::Instant,
 }
 
 /// The longest render buffer a connection keeps between deliveries.
@@ -145,12 +136,12 @@ pub(crate) fn link_owner(session: SessionId, channel: u16, handle: u32) -> Owner
 }
 
 impl Session {
-    pub(crate) fn new(broker: Arc<Broker>, sink: SessionSink, inbox: mpsc::UnboundedReceiver<SessionEvent>) -> Self {
+    /// The session of a connection whose client (name, inbox, sink) is `client`.
+    pub(crate) fn new(broker: Arc<Broker>, client: Client) -> Self {
         Self {
             broker,
-            publisher: Publisher::new(Some(sink.clone())),
-            client: Client::new(Protocol::Amqp10, sink),
-            inbox,
+            publisher: Publisher::new(Some(client.sink().clone())),
+            client,
             links: FastMap::new(),
             consumers: FastMap::new(),
             unsettled: FastMap::new(),
@@ -161,22 +152,12 @@ impl Session {
             management: ManagementPairs::default(),
             rendered: Vec::new(),
             origin: None,
-            publishers: 0,
-            name: String::new(),
-            started: std::time::Instant::now(),
         }
-    }
-
-    /// RabbitMQ's line for a connection that ends (see [`charon_engine::connections::log_closing`]).
-    pub(crate) fn log_closing(&self) {
-        let opened =
-            self.client.user().zip(self.client.vhost()).map(|(user, vhost)| (user.name.as_str(), vhost.name()));
-        charon_engine::connections::log_closing(&self.name, opened, self.started.elapsed());
     }
 
     /// Folds this connection's counts into the node's (see [`Client::fold_counters`]).
     pub(crate) fn fold_counters(&mut self) {
-        self.client.fold_counters(self.consumers.len(), self.publishers);
+        self.client.fold_counters(self.consumers.len());
     }
 
     pub(crate) fn login<'a>(&'a mut self, peer: &'a Peer, delay: &'a mut Duration) -> Login<'a> {
@@ -269,7 +250,7 @@ impl Session {
             LinkState::ManagementRequests { pair } | LinkState::ManagementResponses { pair } => {
                 self.management.forget(&pair, channel, handle);
             }
-            LinkState::Publisher { .. } => self.publishers = self.publishers.saturating_sub(1),
+            LinkState::Publisher { .. } => self.client.publisher_gone(),
         }
     }
 
@@ -294,7 +275,7 @@ impl Session {
             .collect();
         for (channel, handle) in targeting {
             self.links.remove(&(channel, handle));
-            self.publishers = self.publishers.saturating_sub(1);
+            self.client.publisher_gone();
             conn.detach(channel, handle, Some(error_without_description("amqp:resource-deleted")));
         }
     }
