@@ -26,18 +26,23 @@ impl Batch {
         self.channel == channel && self.moved_from == moved_from && Arc::ptr_eq(&self.queue, queue)
     }
 
+    /// Whether any of its messages asks for a confirmation (else the queue is told nowhere
+    /// to send one).
+    pub(super) fn wants_confirms(&self) -> bool {
+        self.items.iter().any(|item| item.confirm.is_some())
+    }
+
     pub(super) fn add_moved(&mut self, item: Enqueue, seq: u64) {
         self.items.push(item);
         self.moved_seqs.push(seq);
     }
 
-    /// Hands the batch to its queue without waiting for its admission (the caller decided);
-    /// `None` once it did, or the confirm numbers the queue will never answer when it is gone.
+    /// Hands the batch to its queue without waiting for its admission (the caller decided),
+    /// its confirmations going `to`; `None` once it did, or the confirm numbers the queue will
+    /// never answer when it is gone.
     pub(super) async fn send(self, to: Option<ConfirmTo>) -> Option<Vec<u64>> {
         let Self { queue, items, moved_from, moved_seqs, .. } = self;
-        // Read before the items go: a gone queue does not hand them back. A batch that asks
-        // for no confirmation gives the queue nowhere to send one.
-        let to = to.filter(|_| items.iter().any(|item| item.confirm.is_some()));
+        // Read before the items go: a gone queue does not hand them back.
         let unanswered: Vec<u64> =
             if to.is_some() { items.iter().filter_map(|item| item.confirm).collect() } else { Vec::new() };
         let sent = match (moved_from, to) {

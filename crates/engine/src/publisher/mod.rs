@@ -83,6 +83,8 @@ impl Publisher {
     /// Adds `message`, the copy of message `seq` of the queue `source` that the caller holds
     /// as a delivery, for `queue` alone: the queue's log record of it also removes it from the
     /// source ([`QueueRef::publish_moved`]), so a crash leaves it in exactly one of the two.
+    /// Only for a publisher with somewhere to send confirmations: without them nothing tells
+    /// the caller when to let the source go, and the copy is published as a plain one.
     pub fn push_moved(
         &mut self,
         queue: &QueueRef,
@@ -119,7 +121,9 @@ impl Publisher {
                 Flush::Hold | Flush::Force => {}
             }
             let channel = batch.channel;
-            let to = self.confirms_to.as_ref().map(|session| ConfirmTo { session: session.clone(), channel });
+            let to = (self.confirms_to.as_ref())
+                .filter(|_| batch.wants_confirms())
+                .map(|session| ConfirmTo { session: session.clone(), channel });
             if let Some(unanswered) = batch.send(to).await {
                 gone.push((channel, unanswered));
             }
