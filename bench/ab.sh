@@ -16,6 +16,8 @@ shift
 WANT=("$@")
 [ ${#WANT[@]} -gt 0 ] || WANT=(s1a s1b s5 s6 s10 redrive)
 
+# What is built, named before the build (the tree may change while the runs go on).
+LABEL="new = $(git rev-parse --short HEAD)$(git diff --quiet || echo '+dirty'), before = $REV"
 cargo build --release --locked -p charon -p charon-bench
 BEFORE_TREE=$(mktemp -d /tmp/charon-ab-XXXX)
 git worktree add -q --detach "$BEFORE_TREE" "$REV"
@@ -36,7 +38,7 @@ trap 'kill $NEW $OLD 2>/dev/null; git worktree remove --force "$BEFORE_TREE"' EX
 sleep 1.5
 
 OUT=bench/results/$(date -u +%Y-%m-%d)-ab.txt
-echo "# $(date -u '+%Y-%m-%d %H:%M UTC'): new = $(git rev-parse --short HEAD)$(git diff --quiet || echo '+dirty'), before = $REV" >>"$OUT"
+echo "# $(date -u '+%Y-%m-%d %H:%M UTC'): $LABEL" >>"$OUT"
 
 run() { # order scenario flags...
   local order=$1 a=$NEW b=$OLD an=5691 bn=5692

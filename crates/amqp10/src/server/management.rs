@@ -12,7 +12,7 @@ use serde_amqp::descriptor::Descriptor;
 use serde_amqp::primitives::OrderedMap;
 
 use super::management_body::{Status, text};
-use super::management_http::Refusal;
+use super::management_http::{HttpApi, Refusal};
 use super::session::Session;
 use crate::codec::{decode_exact, decode_value, encoded_len};
 use crate::proto::Connection;
@@ -88,7 +88,12 @@ impl Session {
         };
         let method = properties.subject.clone().unwrap_or_default();
         let target = properties.to.clone().unwrap_or_default();
-        let (status, response) = match self.handle_http(&method, &target, &body).await {
+        let mut api = HttpApi {
+            broker: &self.broker,
+            client: &self.client,
+            exclusive_durable: &mut self.management.exclusive_durable,
+        };
+        let (status, response) = match api.handle(&method, &target, &body).await {
             Ok(ok) => ok,
             Err(Refusal::Status(Status(status, explanation))) => {
                 tracing::warn!(method, target, explanation, "management request failed");

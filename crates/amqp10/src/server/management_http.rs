@@ -4,10 +4,12 @@
 //! Where RabbitMQ 4.0.5 has no answer and crashes the session (an unknown method or path, a
 //! binding without destination, `GET /bindings` without `dste`/`dstq`), Charon answers 400.
 
+use std::collections::HashMap;
 use std::sync::Arc;
 
 use charon_engine::{
-    Action, Binding, Destination, EngineError, ExchangeDeclare, ExchangeKind, QueueDeclare, ResourceKind, VHost,
+    Action, Binding, Broker, Client, Destination, EngineError, ExchangeDeclare, ExchangeKind, Principal, QueueDeclare,
+    Resource, ResourceKind, VHost,
 };
 use serde_amqp::Value as Amqp;
 use serde_amqp::primitives::Array;
@@ -16,7 +18,6 @@ use super::management_body::{
     Status, Target, arguments_map, bad, binding_location, decode, decode_binding, decode_exchange, decode_queue, map,
     parse_binding_segment, parse_target, prohibit_cr_lf, sorted, text,
 };
-use super::session::Session;
 
 /// The node name reported as a queue's leader.
 const NODE: &str = "charon@localhost";
@@ -111,9 +112,19 @@ fn binding_checks(source: &str, destination: &Destination) -> Result<(), Status>
     prohibit_cr_lf(name)
 }
 
-impl Session {
+/// The HTTP-over-AMQP requests of the `/management` node, over what they need of the
+/// connection: its broker and client (user, vhost, id), and the durability each exclusive
+/// queue was declared with (RabbitMQ reports that, though such a queue never outlives the
+/// connection).
+pub(super) struct HttpApi<'a> {
+    pub(super) broker: &'a Broker,
+    pub(super) client: &'a Client,
+    pub(super) exclusive_durable: &'a mut HashMap<String, bool>,
+}
+
+impl HttpApi<'_> {
     /// Answers one request.
-    pub(super) async fn handle_http(&mut self, method: &str, target: &str, body: &Amqp) -> Answer {
+    pub(super) async fn handle(&mut self, method: &str, target: &str, body: &Amqp) -> Answer {
         let vhost = self.client.vhost().cloned().ok_or_else(|| Status("500", "no vhost".to_owned()))?;
         let Target { segments, query } = parse_target(target)?;
         let segments: Vec<&str> = segments.iter().map(String::as_str).collect();
@@ -136,7 +147,7 @@ impl Session {
                 self.permit(Action::Configure, ResourceKind::Queue, &name)?;
                 let count =
                     vhost.delete_queue(&name, self.client.id(), false, false).await.map_err(|e| bad(e.to_string()))?;
-                self.management.exclusive_durable.remove(&name);
+                self.exclusive_durable.remove(&name);
                 Ok(("200", message_count(count)))
             }
             ("PUT", ["exchanges", name]) => self.put_exchange(&vhost, name, body).await,
@@ -201,9 +212,17 @@ impl Session {
         }
     }
 
+    /// The logged-in user, checked against the broker's permissions.
+    fn principal(&self) -> Option<Principal<'_>> {
+        self.client.user().map(|user| Principal::new(self.broker.access(), user))
+    }
+
     /// `check_resource_access/4`.
     fn permit(&self, action: Action, kind: ResourceKind, name: &str) -> Result<(), Refusal> {
-        self.authorize(action, kind, name).map_err(|e| Refusal::Unauthorized(e.to_string()))
+        let vhost = self.client.vhost().map_or("", |v| v.name());
+        let resource = Resource { kind, vhost: vhost.to_owned(), name: name.to_owned() };
+        let principal = self.principal().ok_or_else(|| Refusal::Unauthorized("not logged in".to_owned()))?;
+        principal.check(action, &resource).map_err(|e| Refusal::Unauthorized(e.to_string()))
     }
 
     /// `binding_checks/5`'s permissions: write on the destination, read on the source, then
@@ -232,7 +251,7 @@ impl Session {
         let stats = queue.stats().await.map_err(|e| bad(e.to_string()))?;
         let config = &queue.config;
         let durable = match config.exclusive_owner {
-            Some(_) => self.management.exclusive_durable.get(name).copied().unwrap_or(config.durable),
+            Some(_) => self.exclusive_durable.get(name).copied().unwrap_or(config.durable),
             None => config.durable,
         };
         Ok(map(vec![
@@ -260,7 +279,7 @@ impl Session {
         prohibit_reserved("queue", &name, vhost)?;
         self.permit(Action::Configure, ResourceKind::Queue, &name)?;
         let existing = vhost.queue(&name, self.client.id());
-        if let (Ok(queue), Some(&current)) = (&existing, self.management.exclusive_durable.get(&name))
+        if let (Ok(queue), Some(&current)) = (&existing, self.exclusive_durable.get(&name))
             && queue.config.exclusive_owner.is_some()
             && current != request.durable
         {
@@ -297,7 +316,7 @@ impl Session {
             .await
             .map_err(|e| checked(e, |e| declare_status(&e)))?;
         if ok.created && declare.exclusive {
-            self.management.exclusive_durable.insert(name.clone(), declare.durable);
+            self.exclusive_durable.insert(name.clone(), declare.durable);
         }
         let status = if ok.created { "201" } else { "200" };
         Ok((status, self.queue_info(vhost, &name).await?))
