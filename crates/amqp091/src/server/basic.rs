@@ -77,9 +77,10 @@ impl Session {
                 format!("attempt to reuse consumer tag '{requested}'"),
             ));
         }
-        let name = self.queue_name(channel, c.queue.as_str())?;
-        self.authorize(Action::Read, &self.queue_resource(&name))?;
-        let vhost = self.vhost()?;
+        let name = self.channel(channel)?.queue_name(c.queue.as_str())?;
+        let grants = self.grants();
+        grants.authorize(Action::Read, &grants.queue_resource(&name))?;
+        let vhost = grants.vhost()?;
         let queue = vhost.queue(&name, self.client.id())?;
         let tag = if requested.is_empty() { generated_tag() } else { requested.to_owned() };
         let id = self.broker.next_id();
@@ -130,9 +131,10 @@ impl Session {
     }
 
     async fn get(&mut self, channel: u16, g: basic::Get, conn: &mut Connection) -> MethodResult {
-        let name = self.queue_name(channel, g.queue.as_str())?;
-        self.authorize(Action::Read, &self.queue_resource(&name))?;
-        let vhost = self.vhost()?;
+        let name = self.channel(channel)?.queue_name(g.queue.as_str())?;
+        let grants = self.grants();
+        grants.authorize(Action::Read, &grants.queue_resource(&name))?;
+        let vhost = grants.vhost()?;
         let queue = vhost.queue(&name, self.client.id())?;
         let owner = self.owner(channel);
         let got = queue.get(owner, g.no_ack).await?;

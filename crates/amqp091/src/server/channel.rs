@@ -231,6 +231,15 @@ impl ChannelState {
         Ok(())
     }
 
+    /// The queue name a method refers to, with 0.9.1's "empty means the last declared queue"
+    /// shortcut.
+    pub(crate) fn queue_name(&self, name: &str) -> Result<String, MethodError> {
+        if !name.is_empty() {
+            return Ok(name.to_owned());
+        }
+        self.last_queue.clone().ok_or_else(|| MethodError::new(ReplyCode::NotFound, "no previously declared queue"))
+    }
+
     pub(crate) fn touch(&mut self, queue: &QueueRef) {
         if !self.queues.iter().any(|q| Arc::ptr_eq(q, queue)) {
             self.queues.push(Arc::clone(queue));
@@ -261,6 +270,16 @@ mod tests {
     use super::*;
 
     use super::super::test_queue::queue;
+
+    #[test]
+    fn an_empty_queue_name_means_the_last_declared_queue() {
+        let mut state = ChannelState::new();
+        let refused = state.queue_name("").unwrap_err();
+        assert_eq!((refused.code, refused.explanation.as_str()), (ReplyCode::NotFound, "no previously declared queue"));
+        state.last_queue = Some("q1".to_owned());
+        assert_eq!(state.queue_name("").unwrap(), "q1");
+        assert_eq!(state.queue_name("other").unwrap(), "other");
+    }
 
     #[test]
     fn a_consumer_qos_sets_the_next_consumers_prefetch_and_lifts_the_global_one() {

@@ -16,6 +16,7 @@ mod channel;
 mod confirms;
 mod deliver;
 pub mod driver;
+mod grants;
 mod method_error;
 mod publish;
 mod reply_to;

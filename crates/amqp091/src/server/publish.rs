@@ -43,13 +43,13 @@ impl Session {
         self.client.counters().add(Counter::Received, 1);
         if topic {
             // Every routing key (CC and BCC too), as RabbitMQ's check_write_permitted_on_topics.
-            let principal = self.principal()?;
+            let principal = self.grants().principal()?;
             let vhost = self.client.vhost().map_or("", |v| v.name());
             for key in message.routing.all_keys() {
                 principal.check_topic(Action::Write, vhost, &message.routing.exchange, key)?;
             }
         }
-        let vhost = self.vhost()?;
+        let vhost = self.grants().vhost()?;
         let queues = self.publisher.route(&vhost, &message)?;
         let state = self.channel(channel)?;
         // Direct reply-to: the default exchange delivers to a reply consumer's address with no

@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use amq_protocol::protocol::{AMQPClass, basic};
 use charon_engine::reply_to::{PSEUDO_QUEUE, is_address};
-use charon_engine::{ConsumerId, EngineError, ReplyConsumer};
+use charon_engine::{ConsumerId, ReplyConsumer};
 use charon_model::{Encoded, Message};
 
 use super::session::Session;
@@ -121,16 +121,6 @@ impl Session {
             super::deliver::send_content(conn, channel, message);
         }
         self.client.sink().outbound.release(1);
-    }
-
-    /// `queue.declare` of a name starting with `amq.rabbitmq.reply-to`, passive or not, as
-    /// RabbitMQ answers it: the pseudo-queue itself and a live consumer's address exist (no
-    /// messages, one consumer); any other such name is not found.
-    pub(crate) fn declare_reply_queue(&self, name: &str) -> MethodResult {
-        if name == PSEUDO_QUEUE || self.broker.reply_consumers().is_live(name) {
-            return Ok(());
-        }
-        Err(EngineError::NotFound(self.queue_resource(name)).into())
     }
 }
 

@@ -8,12 +8,13 @@ use amq_protocol::protocol::AMQPClass;
 use charon_engine::login::Peer;
 use charon_engine::metrics::Counter;
 use charon_engine::{
-    Action, Broker, ChannelSlot, Client, ConsumerId, Credentials, Flush, Owner, Principal, Publisher, QueueRef,
-    Resource, SessionEvent, VHost,
+    Broker, ChannelSlot, Client, ConsumerId, Credentials, Flush, Owner, Publisher, QueueRef, SessionEvent,
 };
 
 use super::ack_timeout::AckTimer;
 use super::channel::ChannelState;
+use super::grants::Grants;
+use super::topology::Topology;
 use super::{MethodError, MethodResult};
 use crate::proto::{Connection, ConnectionState, Event, Host, ReplyCode};
 
@@ -137,30 +138,22 @@ impl Session {
         Owner { session: self.client.id(), channel: u32::from(channel) }
     }
 
-    /// The vhost; every channel method runs after `connection.open`, so it is set.
-    pub(crate) fn vhost(&self) -> Result<Arc<VHost>, MethodError> {
-        self.client.vhost().cloned().ok_or_else(|| MethodError::new(ReplyCode::InternalError, "no vhost"))
+    /// What a method checks before it acts (the vhost, the user's permissions).
+    pub(crate) fn grants(&self) -> Grants<'_> {
+        Grants { broker: &self.broker, client: &self.client }
     }
 
-    /// The logged-in user, checked against the broker's permissions.
-    pub(crate) fn principal(&self) -> Result<Principal<'_>, MethodError> {
-        let user = self.client.user().ok_or_else(|| MethodError::new(ReplyCode::InternalError, "no user"))?;
-        Ok(Principal::new(self.broker.access(), user))
-    }
-
-    /// Checks one action on a queue or exchange of this connection's vhost.
-    pub(crate) fn authorize(&self, action: Action, resource: &Resource) -> MethodResult {
-        Ok(self.principal()?.check(action, resource)?)
-    }
-
-    /// A queue of this connection's vhost, to check.
-    pub(crate) fn queue_resource(&self, name: &str) -> Resource {
-        Resource::queue(self.client.vhost().map_or("", |v| v.name()), name)
-    }
-
-    /// An exchange of this connection's vhost, to check.
-    pub(crate) fn exchange_resource(&self, name: &str) -> Resource {
-        Resource::exchange(self.client.vhost().map_or("", |v| v.name()), name)
+    /// The `exchange.*` and `queue.*` methods of `channel`, over what they touch.
+    fn topology(&mut self, channel: u16) -> Result<Topology<'_>, MethodError> {
+        let state = self
+            .channels
+            .get_mut(&channel)
+            .ok_or_else(|| MethodError::new(ReplyCode::ChannelError, "expected 'channel.open'"))?;
+        Ok(Topology {
+            grants: Grants { broker: &self.broker, client: &self.client },
+            channel: state,
+            exclusive: &mut self.exclusive,
+        })
     }
 
     pub(crate) fn channel(&mut self, channel: u16) -> Result<&mut ChannelState, MethodError> {
@@ -235,8 +228,8 @@ impl Session {
 
     async fn handle_method(&mut self, channel: u16, method: AMQPClass, conn: &mut Connection) -> MethodResult {
         match method {
-            AMQPClass::Exchange(m) => self.exchange_method(channel, m, conn).await,
-            AMQPClass::Queue(m) => self.queue_method(channel, m, conn).await,
+            AMQPClass::Exchange(m) => self.topology(channel)?.exchange_method(channel, m, conn).await,
+            AMQPClass::Queue(m) => self.topology(channel)?.queue_method(channel, m, conn).await,
             AMQPClass::Basic(m) => self.basic_method(channel, m, conn).await,
             AMQPClass::Confirm(amq_protocol::protocol::confirm::AMQPMethod::Select(select)) => {
                 self.channel(channel)?.select_confirms()?;

@@ -5,10 +5,11 @@ use std::sync::Arc;
 use amq_protocol::protocol::{AMQPClass, exchange, queue};
 use amq_protocol::types::FieldTable;
 use charon_engine::reply_to::PSEUDO_QUEUE;
-use charon_engine::{Action, Destination, ExchangeDeclare, ExchangeKind, QueueDeclare};
+use charon_engine::{Action, Destination, EngineError, ExchangeDeclare, QueueDeclare, QueueRef};
 use charon_model::Table;
 
-use super::session::Session;
+use super::channel::ChannelState;
+use super::grants::Grants;
 use super::{MethodError, MethodResult};
 use crate::codec::decode_table;
 use crate::proto::{Connection, ReplyCode};
@@ -22,43 +23,23 @@ pub(crate) fn arguments(table: &FieldTable) -> Table {
     decode_table(&mut input).unwrap_or_default()
 }
 
-impl Session {
-    /// The queue name a method refers to, with 0.9.1's "empty means the last declared queue"
-    /// shortcut.
-    pub(crate) fn queue_name(&mut self, channel: u16, name: &str) -> Result<String, MethodError> {
-        if !name.is_empty() {
-            return Ok(name.to_owned());
-        }
-        self.channel(channel)?
-            .last_queue
-            .clone()
-            .ok_or_else(|| MethodError::new(ReplyCode::NotFound, "no previously declared queue"))
-    }
+/// The `exchange.*` and `queue.*` methods of one channel, over what they touch: the
+/// connection's grants, the channel (its last declared queue) and the exclusive queues the
+/// connection declared.
+pub(crate) struct Topology<'a> {
+    pub(crate) grants: Grants<'a>,
+    pub(crate) channel: &'a mut ChannelState,
+    pub(crate) exclusive: &'a mut Vec<QueueRef>,
+}
 
-    /// RabbitMQ's `binding_action` checks: write on the destination, then read on the source
-    /// exchange — unless an end is the default exchange, which the engine refuses with
-    /// RabbitMQ's own error first — then, on a topic exchange, the binding key against the
-    /// user's topic permissions.
-    fn authorize_binding(&self, destination: &charon_engine::Resource, source: &str, key: &str) -> MethodResult {
-        self.authorize(Action::Write, destination)?;
-        if source.is_empty() || destination.name.is_empty() {
-            return Ok(());
-        }
-        self.authorize(Action::Read, &self.exchange_resource(source))?;
-        let vhost = self.vhost()?;
-        if vhost.exchange(source).is_some_and(|x| x.kind == ExchangeKind::Topic) {
-            self.principal()?.check_topic(Action::Read, vhost.name(), source, key)?;
-        }
-        Ok(())
-    }
-
+impl Topology<'_> {
     pub(crate) async fn exchange_method(
         &mut self,
         channel: u16,
         method: exchange::AMQPMethod,
         conn: &mut Connection,
     ) -> MethodResult {
-        let vhost = self.vhost()?;
+        let vhost = self.grants.vhost()?;
         match method {
             exchange::AMQPMethod::Declare(d) => {
                 vhost
@@ -72,7 +53,7 @@ impl Session {
                             internal: d.internal,
                             arguments: arguments(&d.arguments),
                         },
-                        Some(self.principal()?),
+                        Some(self.grants.principal()?),
                     )
                     .await?;
                 if !d.nowait {
@@ -86,7 +67,7 @@ impl Session {
                 // The default and `amq.*` exchanges are refused first, as RabbitMQ does.
                 let name = d.exchange.as_str();
                 if !name.is_empty() && !name.starts_with("amq.") {
-                    self.authorize(Action::Configure, &self.exchange_resource(name))?;
+                    self.grants.authorize(Action::Configure, &self.grants.exchange_resource(name))?;
                 }
                 vhost.delete_exchange(d.exchange.as_str(), d.if_unused).await?;
                 if !d.nowait {
@@ -97,8 +78,8 @@ impl Session {
                 }
             }
             exchange::AMQPMethod::Bind(b) => {
-                self.authorize_binding(
-                    &self.exchange_resource(b.destination.as_str()),
+                self.grants.authorize_binding(
+                    &self.grants.exchange_resource(b.destination.as_str()),
                     b.source.as_str(),
                     b.routing_key.as_str(),
                 )?;
@@ -109,7 +90,7 @@ impl Session {
                         destination,
                         b.routing_key.as_str(),
                         &arguments(&b.arguments),
-                        self.client.id(),
+                        self.grants.client.id(),
                     )
                     .await?;
                 if !b.nowait {
@@ -117,8 +98,8 @@ impl Session {
                 }
             }
             exchange::AMQPMethod::Unbind(u) => {
-                self.authorize_binding(
-                    &self.exchange_resource(u.destination.as_str()),
+                self.grants.authorize_binding(
+                    &self.grants.exchange_resource(u.destination.as_str()),
                     u.source.as_str(),
                     u.routing_key.as_str(),
                 )?;
@@ -129,7 +110,7 @@ impl Session {
                         destination,
                         u.routing_key.as_str(),
                         &arguments(&u.arguments),
-                        self.client.id(),
+                        self.grants.client.id(),
                     )
                     .await?;
                 if !u.nowait {
@@ -152,12 +133,17 @@ impl Session {
         method: queue::AMQPMethod,
         conn: &mut Connection,
     ) -> MethodResult {
-        let vhost = self.vhost()?;
+        let vhost = self.grants.vhost()?;
         match method {
             queue::AMQPMethod::Declare(d) if d.queue.as_str().starts_with(PSEUDO_QUEUE) => {
                 let name = d.queue.as_str();
-                self.declare_reply_queue(name)?;
-                self.channel(channel)?.last_queue = Some(name.to_owned());
+                // As RabbitMQ answers it, passive or not: the pseudo-queue itself and a live
+                // reply consumer's address exist (no messages, one consumer); any other such
+                // name is not found.
+                if name != PSEUDO_QUEUE && !self.grants.broker.reply_consumers().is_live(name) {
+                    return Err(EngineError::NotFound(self.grants.queue_resource(name)).into());
+                }
+                self.channel.last_queue = Some(name.to_owned());
                 if !d.nowait {
                     let reply = queue::DeclareOk { queue: name.into(), message_count: 0, consumer_count: 1 };
                     conn.send_method(channel, &AMQPClass::Queue(queue::AMQPMethod::DeclareOk(reply)));
@@ -172,15 +158,16 @@ impl Session {
                     auto_delete: d.auto_delete,
                     arguments: arguments(&d.arguments),
                 };
-                let ok = vhost.declare_queue_as(&declare, self.client.id(), Some(self.principal()?)).await?;
+                let client = self.grants.client;
+                let ok = vhost.declare_queue_as(&declare, client.id(), Some(self.grants.principal()?)).await?;
                 if d.exclusive
                     && !d.passive
-                    && let Ok(queue) = vhost.queue(&ok.name, self.client.id())
+                    && let Ok(queue) = vhost.queue(&ok.name, client.id())
                     && !self.exclusive.iter().any(|q| Arc::ptr_eq(q, &queue))
                 {
                     self.exclusive.push(queue);
                 }
-                self.channel(channel)?.last_queue = Some(ok.name.clone());
+                self.channel.last_queue = Some(ok.name.clone());
                 if !d.nowait {
                     let reply = queue::DeclareOk {
                         queue: ok.name.as_str().into(),
@@ -191,20 +178,20 @@ impl Session {
                 }
             }
             queue::AMQPMethod::Bind(b) => {
-                let name = self.queue_name(channel, b.queue.as_str())?;
+                let name = self.channel.queue_name(b.queue.as_str())?;
                 let key = if b.queue.as_str().is_empty() && b.routing_key.as_str().is_empty() {
                     name.clone()
                 } else {
                     b.routing_key.as_str().to_owned()
                 };
-                self.authorize_binding(&self.queue_resource(&name), b.exchange.as_str(), &key)?;
+                self.grants.authorize_binding(&self.grants.queue_resource(&name), b.exchange.as_str(), &key)?;
                 vhost
                     .bind(
                         b.exchange.as_str(),
                         Destination::Queue(name),
                         &key,
                         &arguments(&b.arguments),
-                        self.client.id(),
+                        self.grants.client.id(),
                     )
                     .await?;
                 if !b.nowait {
@@ -212,28 +199,28 @@ impl Session {
                 }
             }
             queue::AMQPMethod::Unbind(u) => {
-                let name = self.queue_name(channel, u.queue.as_str())?;
+                let name = self.channel.queue_name(u.queue.as_str())?;
                 let key = if u.queue.as_str().is_empty() && u.routing_key.as_str().is_empty() {
                     name.clone()
                 } else {
                     u.routing_key.as_str().to_owned()
                 };
-                self.authorize_binding(&self.queue_resource(&name), u.exchange.as_str(), &key)?;
+                self.grants.authorize_binding(&self.grants.queue_resource(&name), u.exchange.as_str(), &key)?;
                 vhost
                     .unbind(
                         u.exchange.as_str(),
                         Destination::Queue(name),
                         &key,
                         &arguments(&u.arguments),
-                        self.client.id(),
+                        self.grants.client.id(),
                     )
                     .await?;
                 conn.send_method(channel, &AMQPClass::Queue(queue::AMQPMethod::UnbindOk(queue::UnbindOk {})));
             }
             queue::AMQPMethod::Purge(p) => {
-                let name = self.queue_name(channel, p.queue.as_str())?;
-                self.authorize(Action::Read, &self.queue_resource(&name))?;
-                let count = vhost.queue(&name, self.client.id())?.purge().await?;
+                let name = self.channel.queue_name(p.queue.as_str())?;
+                self.grants.authorize(Action::Read, &self.grants.queue_resource(&name))?;
+                let count = vhost.queue(&name, self.grants.client.id())?.purge().await?;
                 if !p.nowait {
                     conn.send_method(
                         channel,
@@ -242,9 +229,9 @@ impl Session {
                 }
             }
             queue::AMQPMethod::Delete(d) => {
-                let name = self.queue_name(channel, d.queue.as_str())?;
-                self.authorize(Action::Configure, &self.queue_resource(&name))?;
-                let count = vhost.delete_queue(&name, self.client.id(), d.if_unused, d.if_empty).await?;
+                let name = self.channel.queue_name(d.queue.as_str())?;
+                self.grants.authorize(Action::Configure, &self.grants.queue_resource(&name))?;
+                let count = vhost.delete_queue(&name, self.grants.client.id(), d.if_unused, d.if_empty).await?;
                 self.exclusive.retain(|q| q.name() != name);
                 if !d.nowait {
                     conn.send_method(
