@@ -8,14 +8,14 @@
 //! its 60-second channel tick, so it closes up to a minute after the deadline; Charon keeps
 //! one timer per connection, armed for the earliest deadline, and closes at it.
 
+use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
 use charon_engine::ConsumerTimeout;
 
 use super::MethodError;
-use super::channel::PendingAck;
-use super::session::Session;
-use crate::proto::{Connection, ReplyCode};
+use super::channel::{ChannelState, PendingAck};
+use crate::proto::ReplyCode;
 
 /// Longest the timer sleeps while a channel holds unacknowledged deliveries: a policy may
 /// shorten a queue's timeout meanwhile (RabbitMQ re-reads it on every 60-second tick).
@@ -65,12 +65,19 @@ pub(crate) fn check(oldest: &PendingAck, now: Instant, broker_default: Option<u6
 
 /// The connection's one timer for its channels' oldest deliveries. It may fire early (an ack
 /// removed the delivery it was armed for): the check then re-arms it. It must never fire late.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub(crate) struct AckTimer {
     next: Option<Instant>,
+    /// The broker's `consumer_timeout` in ms (`None`: off), for queues that set none.
+    broker_default: Option<u64>,
 }
 
 impl AckTimer {
+    /// A timer not armed yet, for a broker whose `consumer_timeout` is `broker_default`.
+    pub(crate) fn new(broker_default: Option<u64>) -> Self {
+        Self { next: None, broker_default }
+    }
+
     /// When the next check is due.
     pub(crate) fn next(&self) -> Option<Instant> {
         self.next
@@ -83,9 +90,9 @@ impl AckTimer {
 
     /// A channel's oldest delivery changed to `oldest`: its check is due by its deadline, or
     /// by the rescan interval after it went out.
-    pub(crate) fn watch(&mut self, oldest: &PendingAck, broker_default: Option<u64>) {
+    pub(crate) fn watch(&mut self, oldest: &PendingAck) {
         let rescan = oldest.delivered_at + RESCAN;
-        let at = deadline(oldest.delivered_at, oldest.queue.consumer_timeout.get(), broker_default)
+        let at = deadline(oldest.delivered_at, oldest.queue.consumer_timeout.get(), self.broker_default)
             .map_or(rescan, |(at, _)| at.min(rescan));
         self.next = Some(self.next.map_or(at, |next| next.min(at)));
     }
@@ -94,48 +101,29 @@ impl AckTimer {
     pub(crate) fn rearm(&mut self, next: Option<Instant>) {
         self.next = next;
     }
-}
 
-impl Session {
-    /// Channel `channel`'s oldest unacked delivery may have changed: the timer must be due
-    /// by its deadline.
-    pub(crate) fn watch_oldest(&mut self, channel: u16) {
-        if let Some(oldest) = self.channels.get(&channel).and_then(|state| state.unacked.oldest()) {
-            self.ack_timer.watch(oldest, self.consumer_timeout);
-        }
-    }
-
-    /// Whether the timer is due at `now`.
-    pub(crate) fn ack_check_due(&self, now: Instant) -> bool {
-        self.ack_timer.is_due(now)
-    }
-
-    /// When the timer is due next.
-    pub(crate) fn ack_deadline(&self) -> Option<Instant> {
-        self.ack_timer.next()
-    }
-
-    /// Closes, with RabbitMQ's 406, every channel whose oldest delivery timed out at `now`
-    /// (the close requeues its unacked deliveries), and re-arms the timer for the others.
-    pub(crate) async fn expire_unacked(&mut self, now: Instant, conn: &mut Connection) {
+    /// Checks every channel's oldest delivery at `now` and re-arms for the ones not expired;
+    /// the channels to close, in order, with RabbitMQ's 406 (the close requeues what they
+    /// hold).
+    pub(crate) fn expire(&mut self, channels: &HashMap<u16, ChannelState>, now: Instant) -> Vec<(u16, MethodError)> {
         let mut next: Option<Instant> = None;
         let mut expired: Vec<(u16, i64)> = Vec::new();
-        for (channel, state) in &self.channels {
+        for (channel, state) in channels {
             let Some(oldest) = state.unacked.oldest() else {
                 continue;
             };
-            match check(oldest, now, self.consumer_timeout) {
+            match check(oldest, now, self.broker_default) {
                 Check::Expired(ms) => expired.push((*channel, ms)),
                 Check::Later(at) => next = Some(next.map_or(at, |n| n.min(at))),
             }
         }
-        self.ack_timer.rearm(next);
+        self.rearm(next);
         expired.sort_unstable();
-        for (channel, ms) in expired {
+        let close = |(channel, ms): (u16, i64)| {
             tracing::warn!(channel, timeout_ms = ms, "consumer timed out waiting for a delivery acknowledgement");
-            let error = MethodError::new(ReplyCode::PreconditionFailed, explanation(channel, ms));
-            self.fail(channel, error, (0, 0), conn).await;
-        }
+            (channel, MethodError::new(ReplyCode::PreconditionFailed, explanation(channel, ms)))
+        };
+        expired.into_iter().map(close).collect()
     }
 }
 
@@ -196,17 +184,14 @@ mod tests {
         let short = queue(Table::from_iter([("x-consumer-timeout".to_owned(), Value::I32(1000))])).await;
         let long = queue(Table::new()).await;
         let t0 = Instant::now();
-        let mut timer = AckTimer::default();
+        let mut timer = AckTimer::new(Some(charon_engine::queue::DEFAULT_CONSUMER_TIMEOUT_MS));
         assert_eq!(timer.next(), None);
-        timer.watch(&pending(&long, t0), Some(charon_engine::queue::DEFAULT_CONSUMER_TIMEOUT_MS));
+        timer.watch(&pending(&long, t0));
         assert_eq!(timer.next(), Some(t0 + RESCAN), "30 minutes away: rescanned after a minute");
-        timer.watch(&pending(&short, t0 + Duration::from_millis(10)), None);
+        timer.watch(&pending(&short, t0 + Duration::from_millis(10)));
         assert_eq!(timer.next(), Some(t0 + Duration::from_millis(1010)));
         // A later watch never pushes it back.
-        timer.watch(
-            &pending(&long, t0 + Duration::from_secs(2)),
-            Some(charon_engine::queue::DEFAULT_CONSUMER_TIMEOUT_MS),
-        );
+        timer.watch(&pending(&long, t0 + Duration::from_secs(2)));
         assert_eq!(timer.next(), Some(t0 + Duration::from_millis(1010)));
         assert!(!timer.is_due(t0 + Duration::from_millis(1009)));
         assert!(timer.is_due(t0 + Duration::from_millis(1010)));

@@ -10,6 +10,8 @@ use charon_engine::{Action, ConsumeSpec, Settle};
 use rand::Rng;
 
 use super::channel::{PendingAck, by_queue};
+use super::grants::Grants;
+use super::reply_to;
 use super::session::{ConsumerRoute, Session};
 use super::topology::arguments;
 use super::{MethodError, MethodResult};
@@ -45,7 +47,9 @@ impl Session {
                 Ok(())
             }
             basic::AMQPMethod::Consume(c) if c.queue.as_str() == PSEUDO_QUEUE => {
-                self.consume_replies(channel, &c, conn)
+                let grants = Grants { broker: &self.broker, client: &self.client };
+                let state = self.channels.get_mut(&channel).ok_or_else(MethodError::no_channel)?;
+                reply_to::consume(grants, channel, state, &c, conn)
             }
             basic::AMQPMethod::Consume(c) => self.consume(channel, c, conn).await,
             basic::AMQPMethod::Cancel(c) => self.cancel(channel, c, conn).await,
@@ -113,7 +117,7 @@ impl Session {
 
     async fn cancel(&mut self, channel: u16, c: basic::Cancel, conn: &mut Connection) -> MethodResult {
         let tag = c.consumer_tag.as_str().to_owned();
-        if self.cancel_replies(channel, &tag)? {
+        if reply_to::cancel(self.channel(channel)?, &tag) {
             // The reply consumer; nothing queued for it.
         } else if let Some(consumer) = self.channel(channel)?.consumers.remove(&tag) {
             // The queue sends every delivery it made to this consumer before it answers, so

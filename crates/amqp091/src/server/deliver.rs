@@ -3,12 +3,13 @@
 use std::sync::Arc;
 use std::time::Instant;
 
-use charon_engine::metrics::TypedCounter;
-use charon_engine::{ConsumerId, Delivery};
+use charon_engine::Delivery;
+use charon_engine::metrics::{LocalCounters, TypedCounter};
 use charon_model::Message;
 
-use super::channel::PendingAck;
-use super::session::Session;
+use super::ack_timeout::AckTimer;
+use super::channel::{ChannelState, PendingAck};
+use super::session::ConsumerRoute;
 use crate::codec::put_deliver;
 use crate::mapping;
 use crate::proto::Connection;
@@ -20,49 +21,49 @@ pub(crate) fn send_content(conn: &mut Connection, channel: u16, message: &Messag
     conn.send_content(channel, rendered.content_properties(), message.body.bytes());
 }
 
-impl Session {
-    /// Writes deliveries for one consumer, assigning delivery tags; they are settled through
-    /// the queue the consumer was subscribed to.
-    pub(crate) fn deliver(&mut self, consumer: ConsumerId, items: Vec<Delivery>, conn: &mut Connection) {
-        let count = u32::try_from(items.len()).unwrap_or(u32::MAX);
-        // Room in the connection's outbound window comes back whatever happens below.
-        let outbound = self.client.sink().outbound.clone();
-        let route = self.consumers.get(&consumer).cloned();
-        let state = route.as_ref().and_then(|r| self.channels.get_mut(&r.channel));
-        if let (Some(route), Some(state)) = (route, state) {
-            let delivered_at = Instant::now();
-            let had_unacked = state.unacked.oldest().is_some();
-            let queue_type = route.queue.config.queue_type;
-            let how = if route.no_ack { TypedCounter::ConsumeAutoAck } else { TypedCounter::ConsumeManualAck };
-            self.client.counters().add_typed(queue_type, how, u64::from(count));
-            for delivery in items {
-                if delivery.redelivered {
-                    self.client.counters().add_typed(queue_type, TypedCounter::Redelivered, 1);
-                }
-                let tag = state.tag();
-                if !route.no_ack {
-                    let pending =
-                        PendingAck { queue: Arc::clone(&route.queue), seq: delivery.seq, consumed: true, delivered_at };
-                    state.unacked.push(tag, pending);
-                }
-                let message = &delivery.message;
-                put_deliver(
-                    conn.output(),
-                    route.channel,
-                    &route.tag,
-                    tag,
-                    delivery.redelivered,
-                    &message.routing.exchange,
-                    &message.routing.routing_key,
-                );
-                send_content(conn, route.channel, message);
+/// What a batch of deliveries to one consumer touches: its channel (delivery tags, unacked
+/// deliveries), the connection's counters and its consumer-timeout timer.
+pub(crate) struct Deliveries<'a> {
+    pub(crate) channel: &'a mut ChannelState,
+    pub(crate) counters: &'a mut LocalCounters,
+    pub(crate) ack_timer: &'a mut AckTimer,
+}
+
+impl Deliveries<'_> {
+    /// Writes deliveries for the consumer `route`, assigning delivery tags; they are settled
+    /// through the queue the consumer was subscribed to.
+    pub(crate) fn deliver(self, route: &ConsumerRoute, items: Vec<Delivery>, conn: &mut Connection) {
+        let Self { channel: state, counters, ack_timer } = self;
+        let count = u64::try_from(items.len()).unwrap_or(u64::MAX);
+        let delivered_at = Instant::now();
+        let had_unacked = state.unacked.oldest().is_some();
+        let queue_type = route.queue.config.queue_type;
+        let how = if route.no_ack { TypedCounter::ConsumeAutoAck } else { TypedCounter::ConsumeManualAck };
+        counters.add_typed(queue_type, how, count);
+        for delivery in items {
+            if delivery.redelivered {
+                counters.add_typed(queue_type, TypedCounter::Redelivered, 1);
             }
-            if !had_unacked && let Some(oldest) = state.unacked.oldest() {
-                self.ack_timer.watch(oldest, self.consumer_timeout);
+            let tag = state.tag();
+            if !route.no_ack {
+                let pending =
+                    PendingAck { queue: Arc::clone(&route.queue), seq: delivery.seq, consumed: true, delivered_at };
+                state.unacked.push(tag, pending);
             }
+            let message = &delivery.message;
+            put_deliver(
+                conn.output(),
+                route.channel,
+                &route.tag,
+                tag,
+                delivery.redelivered,
+                &message.routing.exchange,
+                &message.routing.routing_key,
+            );
+            send_content(conn, route.channel, message);
         }
-        // Deliveries for a consumer that is gone were requeued by the queue when its channel
-        // closed (or were no-ack and are dropped, as in RabbitMQ).
-        outbound.release(count);
+        if !had_unacked && let Some(oldest) = state.unacked.oldest() {
+            ack_timer.watch(oldest);
+        }
     }
 }

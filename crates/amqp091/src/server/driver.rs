@@ -12,6 +12,7 @@ use charon_net::{AlarmStep, Protocol, Transport, drive};
 use tokio::sync::watch;
 use tracing::Instrument;
 
+use super::report;
 use super::session::Session;
 use crate::proto::{Connection, ConnectionConfig, ConnectionState, Event, ReplyCode};
 
@@ -99,7 +100,7 @@ impl Protocol for Amqp091 {
         if self.session.resume(&mut self.conn).await {
             while let Some(event) = self.conn.poll_event() {
                 if matches!(event, Event::Opened { .. }) {
-                    self.session.describe(&self.peer, &self.conn, self.connected_at);
+                    report::describe(&self.session.client, &self.peer, &self.conn, self.connected_at);
                 }
                 self.session.handle_event(event, &mut self.conn).await;
                 if self.session.held() {
@@ -150,7 +151,7 @@ impl Protocol for Amqp091 {
             match event {
                 SessionEvent::Report(reply) => {
                     let flow = self.blocked.or(self.session.held().then_some(false));
-                    let _ = reply.send(self.session.report(&self.conn, flow));
+                    let _ = reply.send(report::report(&self.session.channels, &self.conn, flow));
                 }
                 event => self.session.handle_engine_event(event, &mut self.conn),
             }
@@ -174,7 +175,7 @@ impl Protocol for Amqp091 {
     }
 
     fn poll_timeout(&self) -> Option<Instant> {
-        match (self.conn.poll_timeout(), self.session.ack_deadline()) {
+        match (self.conn.poll_timeout(), self.session.ack_timer.next()) {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),
         }
@@ -183,7 +184,7 @@ impl Protocol for Amqp091 {
     fn on_timeout(&mut self, now: Instant) {
         self.conn.handle_timeout(now);
         // The checks close channels, which waits for their queues: done in `act`, next.
-        if self.session.ack_check_due(now) {
+        if self.session.ack_timer.is_due(now) {
             self.ack_check = Some(now);
         }
     }

@@ -21,6 +21,11 @@ impl MethodError {
         Self { code, explanation: explanation.into() }
     }
 
+    /// A method on a channel that is not open: RabbitMQ's 504 CHANNEL_ERROR.
+    pub(crate) fn no_channel() -> Self {
+        Self::new(ReplyCode::ChannelError, "expected 'channel.open'")
+    }
+
     /// Any method on a channel whose `tx.commit` is still waiting for its queues: RabbitMQ
     /// closes the connection (`rabbit_channel` allows pipelining everywhere else).
     pub(crate) fn commit_in_progress() -> Self {

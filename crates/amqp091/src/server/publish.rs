@@ -10,7 +10,7 @@ use charon_engine::reply_to::is_address;
 use charon_engine::{Action, ExchangeKind, Flush, Principal};
 use charon_model::Message;
 
-use super::reply_to::rewrite_reply_to;
+use super::reply_to::{self, rewrite_reply_to};
 use super::session::Session;
 use super::tx::HeldPublish;
 use super::{MethodError, MethodResult};
@@ -25,7 +25,8 @@ impl Session {
             return Err(MethodError::new(ReplyCode::NotImplemented, "immediate=true"));
         }
         let reply_to = command.properties.properties.as_ref().and_then(|p| p.reply_to.as_deref());
-        let reply_address = self.reply_address(channel, reply_to)?;
+        let reply = self.channels.get(&channel).and_then(|state| state.reply.as_ref());
+        let reply_address = reply_to::address(reply, reply_to)?;
         let mut message = mapping::to_model(command, self.client.user().map(|u| u.name.as_str()))?;
         if let Some(address) = reply_address {
             // Not shared yet: `make_mut` copies nothing.
@@ -81,7 +82,7 @@ impl Session {
             return Ok(());
         }
         if replies {
-            self.deliver_replies(&message);
+            reply_to::deliver_replies(&self.broker, &message);
             if queues.is_empty() {
                 if mandatory {
                     send_return(conn, channel, &message);
@@ -99,10 +100,7 @@ impl Session {
     fn authorize_publish(&mut self, channel: u16, exchange: &str) -> Result<bool, MethodError> {
         let user = self.client.user().ok_or_else(|| MethodError::new(ReplyCode::InternalError, "no user"))?;
         let vhost = self.client.vhost();
-        let state = self
-            .channels
-            .get_mut(&channel)
-            .ok_or_else(|| MethodError::new(ReplyCode::ChannelError, "expected 'channel.open'"))?;
+        let state = self.channels.get_mut(&channel).ok_or_else(MethodError::no_channel)?;
         let is_topic = || vhost.and_then(|v| v.exchange(exchange)).is_some_and(|x| x.kind == ExchangeKind::Topic);
         let name = vhost.map_or("", |v| v.name());
         Ok(state.write_grants.check(Principal::new(self.broker.access(), user), name, exchange, is_topic)?)

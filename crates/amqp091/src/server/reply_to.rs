@@ -8,10 +8,11 @@ use std::sync::Arc;
 
 use amq_protocol::protocol::{AMQPClass, basic};
 use charon_engine::reply_to::{PSEUDO_QUEUE, is_address};
-use charon_engine::{ConsumerId, ReplyConsumer};
+use charon_engine::{Broker, ConsumerId, Owner, ReplyConsumer};
 use charon_model::{Encoded, Message};
 
-use super::session::Session;
+use super::channel::ChannelState;
+use super::grants::Grants;
 use super::{MethodError, MethodResult};
 use crate::codec::put_deliver;
 use crate::proto::{Connection, ReplyCode};
@@ -24,104 +25,102 @@ pub(crate) struct ChannelReply {
     registered: ReplyConsumer,
 }
 
-impl Session {
-    /// `basic.consume` on `amq.rabbitmq.reply-to`, with RabbitMQ's checks in its order: a tag
-    /// taken by one of the channel's queue consumers, an acknowledging consumer, a second
-    /// reply consumer. `exclusive` and the arguments are ignored, as RabbitMQ ignores them.
-    pub(crate) fn consume_replies(&mut self, channel: u16, c: &basic::Consume, conn: &mut Connection) -> MethodResult {
-        let requested = c.consumer_tag.as_str();
-        let state = self.channel(channel)?;
-        if state.consumers.contains_key(requested) {
-            return Err(MethodError::new(
-                ReplyCode::NotAllowed,
-                format!("attempt to reuse consumer tag '{requested}'"),
-            ));
-        }
-        if !c.no_ack {
-            return Err(MethodError::new(ReplyCode::PreconditionFailed, "reply consumer cannot acknowledge"));
-        }
-        if state.reply.is_some() {
-            return Err(MethodError::new(ReplyCode::PreconditionFailed, "reply consumer already set"));
-        }
-        let tag = if requested.is_empty() { super::basic::generated_tag() } else { requested.to_owned() };
-        let id = self.broker.next_id();
-        let registered = self.broker.reply_consumers().register(self.owner(channel), id, self.client.sink().clone());
-        self.channel(channel)?.reply = Some(ChannelReply { tag: Arc::from(tag.as_str()), registered });
-        if !c.nowait {
-            let ok = basic::ConsumeOk { consumer_tag: tag.into() };
-            conn.send_method(channel, &AMQPClass::Basic(basic::AMQPMethod::ConsumeOk(ok)));
-        }
-        Ok(())
+/// `basic.consume` on `amq.rabbitmq.reply-to` on `channel` (its state `state`), with
+/// RabbitMQ's checks in its order: a tag taken by one of the channel's queue consumers, an
+/// acknowledging consumer, a second reply consumer. `exclusive` and the arguments are ignored,
+/// as RabbitMQ ignores them.
+pub(crate) fn consume(
+    grants: Grants<'_>,
+    channel: u16,
+    state: &mut ChannelState,
+    c: &basic::Consume,
+    conn: &mut Connection,
+) -> MethodResult {
+    let requested = c.consumer_tag.as_str();
+    if state.consumers.contains_key(requested) {
+        return Err(MethodError::new(ReplyCode::NotAllowed, format!("attempt to reuse consumer tag '{requested}'")));
     }
+    if !c.no_ack {
+        return Err(MethodError::new(ReplyCode::PreconditionFailed, "reply consumer cannot acknowledge"));
+    }
+    if state.reply.is_some() {
+        return Err(MethodError::new(ReplyCode::PreconditionFailed, "reply consumer already set"));
+    }
+    let tag = if requested.is_empty() { super::basic::generated_tag() } else { requested.to_owned() };
+    let Grants { broker, client } = grants;
+    let owner = Owner { session: client.id(), channel: u32::from(channel) };
+    let registered = broker.reply_consumers().register(owner, broker.next_id(), client.sink().clone());
+    state.reply = Some(ChannelReply { tag: Arc::from(tag.as_str()), registered });
+    if !c.nowait {
+        let ok = basic::ConsumeOk { consumer_tag: tag.into() };
+        conn.send_method(channel, &AMQPClass::Basic(basic::AMQPMethod::ConsumeOk(ok)));
+    }
+    Ok(())
+}
 
-    /// `basic.cancel` of the reply consumer: true when `tag` named it (RabbitMQ looks at the
-    /// reply consumer first, so it wins over a queue consumer with the same tag). Its address
-    /// is forgotten at once; replies already on their way are dropped.
-    pub(crate) fn cancel_replies(&mut self, channel: u16, tag: &str) -> Result<bool, MethodError> {
-        let state = self.channel(channel)?;
-        if state.reply.as_ref().is_some_and(|r| &*r.tag == tag) {
-            state.reply = None;
-            return Ok(true);
-        }
-        Ok(false)
+/// `basic.cancel` of the reply consumer: true when `tag` named it (RabbitMQ looks at the
+/// reply consumer first, so it wins over a queue consumer with the same tag). Its address is
+/// forgotten at once; replies already on their way are dropped.
+pub(crate) fn cancel(state: &mut ChannelState, tag: &str) -> bool {
+    if state.reply.as_ref().is_some_and(|r| &*r.tag == tag) {
+        state.reply = None;
+        return true;
     }
+    false
+}
 
-    /// The `reply_to` a publish on `channel` goes out with: `amq.rabbitmq.reply-to` becomes
-    /// the channel's reply consumer's address (`None` when it stays as sent).
-    ///
-    /// # Errors
-    /// RabbitMQ's 406 when the channel has no reply consumer.
-    pub(crate) fn reply_address(&self, channel: u16, reply_to: Option<&str>) -> Result<Option<String>, MethodError> {
-        if reply_to != Some(PSEUDO_QUEUE) {
-            return Ok(None);
-        }
-        match self.channels.get(&channel).and_then(|s| s.reply.as_ref()) {
-            Some(reply) => Ok(Some(reply.registered.address().to_owned())),
-            None => Err(MethodError::new(ReplyCode::PreconditionFailed, "fast reply consumer does not exist")),
-        }
+/// The `reply_to` a publish on a channel whose reply consumer is `reply` goes out with:
+/// `amq.rabbitmq.reply-to` becomes the consumer's address (`None` when it stays as sent).
+///
+/// # Errors
+/// RabbitMQ's 406 when the channel has no reply consumer.
+pub(crate) fn address(reply: Option<&ChannelReply>, reply_to: Option<&str>) -> Result<Option<String>, MethodError> {
+    if reply_to != Some(PSEUDO_QUEUE) {
+        return Ok(None);
     }
+    match reply {
+        Some(reply) => Ok(Some(reply.registered.address().to_owned())),
+        None => Err(MethodError::new(ReplyCode::PreconditionFailed, "fast reply consumer does not exist")),
+    }
+}
 
-    /// Hands a message published to the default exchange to the reply consumers its routing
-    /// keys (CC and BCC included) name, each once; no queue counts them, so a mandatory
-    /// message is still returned, as RabbitMQ 4.0.5 returns it.
-    pub(crate) fn deliver_replies(&self, message: &Arc<Message>) {
-        let keys = &message.routing;
-        for (i, key) in keys.all_keys().enumerate() {
-            if is_address(key) && !keys.all_keys().take(i).any(|earlier| earlier == key) {
-                self.broker.reply_consumers().deliver(key, message);
-            }
+/// Hands a message published to the default exchange to the reply consumers its routing keys
+/// (CC and BCC included) name, each once; no queue counts them, so a mandatory message is
+/// still returned, as RabbitMQ 4.0.5 returns it.
+pub(crate) fn deliver_replies(broker: &Broker, message: &Arc<Message>) {
+    let keys = &message.routing;
+    for (i, key) in keys.all_keys().enumerate() {
+        if is_address(key) && !keys.all_keys().take(i).any(|earlier| earlier == key) {
+            broker.reply_consumers().deliver(key, message);
         }
     }
+}
 
-    /// Writes a reply to its consumer, unless the consumer was cancelled (or its channel
-    /// closed) since; either way the reply's unit of the outbound window comes back.
-    pub(crate) fn deliver_reply(
-        &mut self,
-        channel: u32,
-        consumer: ConsumerId,
-        message: &Message,
-        conn: &mut Connection,
-    ) {
-        let state = u16::try_from(channel).ok().and_then(|ch| self.channels.get(&ch).map(|s| (ch, s)));
-        if let Some((channel, state)) = state
-            && let Some(reply) = state.reply.as_ref().filter(|r| r.registered.consumer() == consumer)
-        {
-            // RabbitMQ 4.0.5 stamps a reply with the channel's next delivery tag without taking
-            // it (observed: replies after one basic.get all carry tag 2). The consumer is
-            // no-ack, so the tag is never settled.
-            put_deliver(
-                conn.output(),
-                channel,
-                &reply.tag,
-                state.next_tag,
-                false,
-                &message.routing.exchange,
-                &message.routing.routing_key,
-            );
-            super::deliver::send_content(conn, channel, message);
-        }
-        self.client.sink().outbound.release(1);
-    }
+/// Writes a reply to its consumer on `channel` (state `state`), unless the consumer was
+/// cancelled since.
+pub(crate) fn deliver(
+    channel: u16,
+    state: &ChannelState,
+    consumer: ConsumerId,
+    message: &Message,
+    conn: &mut Connection,
+) {
+    let Some(reply) = state.reply.as_ref().filter(|r| r.registered.consumer() == consumer) else {
+        return;
+    };
+    // RabbitMQ 4.0.5 stamps a reply with the channel's next delivery tag without taking it
+    // (observed: replies after one basic.get all carry tag 2). The consumer is no-ack, so the
+    // tag is never settled.
+    put_deliver(
+        conn.output(),
+        channel,
+        &reply.tag,
+        state.next_tag,
+        false,
+        &message.routing.exchange,
+        &message.routing.routing_key,
+    );
+    super::deliver::send_content(conn, channel, message);
 }
 
 /// Sets a request's `reply_to` to its consumer's address; the properties are encoded afresh

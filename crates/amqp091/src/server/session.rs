@@ -13,7 +13,10 @@ use charon_engine::{
 
 use super::ack_timeout::AckTimer;
 use super::channel::ChannelState;
+use super::deliver::Deliveries;
 use super::grants::Grants;
+use super::reply_to;
+use super::report::report;
 use super::topology::Topology;
 use super::{MethodError, MethodResult};
 use crate::proto::{Connection, ConnectionState, Event, Host, ReplyCode};
@@ -47,8 +50,6 @@ pub(crate) struct Session {
     pub(crate) closed_by_broker: HashSet<u16>,
     /// Channels whose `tx.commit` waits for its queues (few, and usually none).
     pub(crate) committing: Vec<u16>,
-    /// The broker's `consumer_timeout` in ms (`None`: off), for queues that set none.
-    pub(crate) consumer_timeout: Option<u64>,
     /// Due when a channel's oldest unacked delivery may have timed out.
     pub(crate) ack_timer: AckTimer,
 }
@@ -103,7 +104,7 @@ impl Host for Login<'_> {
 impl Session {
     /// The session of a connection whose client (name, inbox, sink) is `client`.
     pub(crate) fn new(broker: Arc<Broker>, client: Client) -> Self {
-        let consumer_timeout = broker.consumer_timeout();
+        let ack_timer = AckTimer::new(broker.consumer_timeout());
         Self {
             broker,
             publisher: Publisher::new(Some(client.sink().clone())),
@@ -115,8 +116,7 @@ impl Session {
             deferred: None,
             closed_by_broker: HashSet::new(),
             committing: Vec::new(),
-            consumer_timeout,
-            ack_timer: AckTimer::default(),
+            ack_timer,
         }
     }
 
@@ -138,6 +138,21 @@ impl Session {
         Owner { session: self.client.id(), channel: u32::from(channel) }
     }
 
+    /// Channel `channel`'s oldest unacked delivery may have changed: the timer must be due
+    /// by its deadline.
+    pub(crate) fn watch_oldest(&mut self, channel: u16) {
+        if let Some(oldest) = self.channels.get(&channel).and_then(|state| state.unacked.oldest()) {
+            self.ack_timer.watch(oldest);
+        }
+    }
+
+    /// Closes every channel whose oldest delivery timed out at `now` (see [`AckTimer::expire`]).
+    pub(crate) async fn expire_unacked(&mut self, now: Instant, conn: &mut Connection) {
+        for (channel, error) in self.ack_timer.expire(&self.channels, now) {
+            self.fail(channel, error, (0, 0), conn).await;
+        }
+    }
+
     /// What a method checks before it acts (the vhost, the user's permissions).
     pub(crate) fn grants(&self) -> Grants<'_> {
         Grants { broker: &self.broker, client: &self.client }
@@ -145,10 +160,7 @@ impl Session {
 
     /// The `exchange.*` and `queue.*` methods of `channel`, over what they touch.
     fn topology(&mut self, channel: u16) -> Result<Topology<'_>, MethodError> {
-        let state = self
-            .channels
-            .get_mut(&channel)
-            .ok_or_else(|| MethodError::new(ReplyCode::ChannelError, "expected 'channel.open'"))?;
+        let state = self.channels.get_mut(&channel).ok_or_else(MethodError::no_channel)?;
         Ok(Topology {
             grants: Grants { broker: &self.broker, client: &self.client },
             channel: state,
@@ -157,9 +169,7 @@ impl Session {
     }
 
     pub(crate) fn channel(&mut self, channel: u16) -> Result<&mut ChannelState, MethodError> {
-        self.channels
-            .get_mut(&channel)
-            .ok_or_else(|| MethodError::new(ReplyCode::ChannelError, "expected 'channel.open'"))
+        self.channels.get_mut(&channel).ok_or_else(MethodError::no_channel)
     }
 
     /// Acts on one protocol event.
@@ -343,22 +353,40 @@ impl Session {
                 }
                 SessionEvent::Reply { .. } => self.client.sink().outbound.release(1),
                 SessionEvent::Report(reply) => {
-                    let _ = reply.send(self.report(conn, None));
+                    let _ = reply.send(report(&self.channels, conn, None));
                 }
                 _ => {}
             }
             return;
         }
         match event {
-            SessionEvent::Deliveries { consumer, items } => self.deliver(consumer, items, conn),
+            SessionEvent::Deliveries { consumer, items } => {
+                // Room in the connection's outbound window comes back whatever happens.
+                let count = u32::try_from(items.len()).unwrap_or(u32::MAX);
+                let route = self.consumers.get(&consumer);
+                if let Some((route, channel)) = route.and_then(|r| Some((r, self.channels.get_mut(&r.channel)?))) {
+                    let view = Deliveries { channel, counters: self.client.counters(), ack_timer: &mut self.ack_timer };
+                    view.deliver(route, items, conn);
+                }
+                // Deliveries for a consumer that is gone were requeued by the queue when its
+                // channel closed (or were no-ack and are dropped, as in RabbitMQ).
+                self.client.sink().outbound.release(count);
+            }
             SessionEvent::ConsumerCancelled { consumer } => self.consumer_cancelled(consumer, conn),
             SessionEvent::CreditState { .. } => {}
-            SessionEvent::Reply { channel, consumer, message } => self.deliver_reply(channel, consumer, &message, conn),
+            SessionEvent::Reply { channel, consumer, message } => {
+                let channel = u16::try_from(channel).ok();
+                if let Some((channel, state)) = channel.and_then(|ch| Some((ch, self.channels.get(&ch)?))) {
+                    reply_to::deliver(channel, state, consumer, &message, conn);
+                }
+                // Either way the reply's unit of the outbound window comes back.
+                self.client.sink().outbound.release(1);
+            }
             SessionEvent::ForceClose { reason } => {
                 conn.close(ReplyCode::ConnectionForced, &reason, (0, 0), Instant::now());
             }
             SessionEvent::Report(reply) => {
-                let _ = reply.send(self.report(conn, None));
+                let _ = reply.send(report(&self.channels, conn, None));
             }
             SessionEvent::Confirms { channel, accepted, refused } => {
                 let Ok(channel) = u16::try_from(channel) else {
