@@ -1,6 +1,5 @@
 //! Per-connection broker state and dispatch of protocol and engine events.
 
-use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -10,16 +9,17 @@ use foldhash::HashMapExt;
 use charon_engine::login::Peer;
 use charon_engine::publisher::{Outstanding, Publisher};
 use charon_engine::{
-    Action, Broker, Client, ClientError, ConsumerId, Credentials, EngineError, Owner, Principal, QueueRef, Resource,
-    ResourceKind, SessionEvent, SessionId, Settle, WriteGrants,
+    Action, Broker, Client, ClientError, ConsumerId, Credentials, CreditGrant, EngineError, Owner, Principal, QueueRef,
+    Resource, ResourceKind, SessionEvent, SessionId, WriteGrants,
 };
 
 use super::address::TargetAddress;
+use super::attach::INITIAL_DELIVERY_COUNT;
+use super::consume::Sent;
 use super::deletions::Deletions;
 use super::frames::{Arrival, Credit, Disposition};
 use super::management::ManagementPairs;
 use super::publish::Unsettled;
-use super::settles::Settles;
 use crate::proto::{Connection, Event, Host, error};
 
 /// What a link is for.
@@ -44,15 +44,7 @@ pub(crate) enum LinkState {
     ManagementResponses { pair: String },
 }
 
-/// A delivery sent to a consumer and not yet settled by the client.
-#[derive(Debug)]
-pub(crate) struct Outgoing {
-    pub(crate) queue: QueueRef,
-    pub(crate) seq: u64,
-    pub(crate) handle: u32,
-}
-
-/// The per-message maps (links, deliveries, publishes) hash with foldhash: their keys are
+/// The per-message maps (links, consumers) hash with foldhash: their keys are
 /// the broker's own numbers or handles bounded by `handle-max`, so SipHash's flooding defence
 /// buys nothing there and cost about 7 % of the broker's time in S10.
 pub(crate) struct Session {
@@ -61,27 +53,20 @@ pub(crate) struct Session {
     pub(crate) client: Client,
     pub(crate) links: FastMap<(u16, u32), LinkState>,
     pub(crate) consumers: FastMap<ConsumerId, (u16, u32)>,
-    pub(crate) unsettled: FastMap<(u16, u32), Outgoing>,
+    /// What was sent on consumer links: unsettled deliveries, settlements to hand over.
+    pub(crate) sent: Sent,
     /// Unsettled transfers waiting for every queue they were routed to.
     pub(crate) publishes: Outstanding<Unsettled>,
     /// Queues published to through a link that names them, watched for their deletion.
     pub(crate) deletions: Deletions,
     /// Routes, and transfers routed in this wake-up, not yet handed to their queues.
     pub(crate) publisher: Publisher,
-    /// Settlements of deliveries made in this wake-up, handed to queues together.
-    pub(crate) settles: Settles,
     /// Exchanges anonymous-terminus publishes may go to, while permissions are unchanged.
     pub(crate) write_grants: WriteGrants,
     pub(crate) management: ManagementPairs,
-    /// The payload of the delivery being sent, reused for every delivery (kept at most
-    /// [`RENDER_BUFFER_KEPT`] long).
-    pub(crate) rendered: Vec<u8>,
     /// Who connected and when (ms since the epoch), for the registry's details.
     pub(crate) origin: Option<(Peer, i64)>,
 }
-
-/// The longest render buffer a connection keeps between deliveries.
-pub(crate) const RENDER_BUFFER_KEPT: usize = 64 * 1024;
 
 /// Checks logins and vhost access during SASL and open.
 pub(crate) struct Login<'a> {
@@ -144,13 +129,11 @@ impl Session {
             client,
             links: FastMap::new(),
             consumers: FastMap::new(),
-            unsettled: FastMap::new(),
+            sent: Sent::default(),
             publishes: Outstanding::new(0),
             deletions: Deletions::new(),
-            settles: Settles::default(),
             write_grants: WriteGrants::default(),
             management: ManagementPairs::default(),
-            rendered: Vec::new(),
             origin: None,
         }
     }
@@ -195,7 +178,7 @@ impl Session {
             }
             Event::Detached { channel, handle } => {
                 self.flush(conn, false).await;
-                self.return_unsettled(channel, handle).await;
+                self.sent.return_link(channel, handle).await;
                 self.link_gone(channel, handle).await;
             }
             Event::Credit { channel, handle, delivery_count, link_credit, drain, echo } => {
@@ -208,31 +191,15 @@ impl Session {
             Event::Disposition { channel, first, last, last_given, settled, state } => {
                 self.flush(conn, false).await;
                 let disposition = Disposition { channel, first, last, last_given, settled, state };
-                self.on_disposition(disposition, conn).await;
+                self.sent.on_disposition(disposition, self.client.counters(), conn).await;
             }
-        }
-    }
-
-    /// A consumer link was detached: its unsettled deliveries go back to their queues as
-    /// plain returns. (When its session or connection goes instead, [`Self::link_gone`] returns
-    /// them as failed deliveries, as a quorum queue counts a consumer going down.)
-    async fn return_unsettled(&mut self, channel: u16, handle: u32) {
-        self.flush_settles().await;
-        let mut by_queue: HashMap<u64, (QueueRef, Vec<u64>)> = HashMap::new();
-        self.unsettled.retain(|(c, _), out| {
-            let mine = *c == channel && out.handle == handle;
-            if mine {
-                by_queue.entry(out.queue.id).or_insert_with(|| (out.queue.clone(), Vec::new())).1.push(out.seq);
-            }
-            !mine
-        });
-        for (_, (queue, seqs)) in by_queue {
-            queue.settle(seqs, Settle::Requeue).await;
         }
     }
 
     /// A link went away (detached, its session ended, or the connection closed): consumers
-    /// stop and their unsettled deliveries return to the queue.
+    /// stop and their unsettled deliveries return to the queue, as failed deliveries when the
+    /// session or connection went (a quorum queue counts a consumer going down); a detach
+    /// returned them as plain returns first ([`Sent::return_link`]).
     pub(crate) async fn link_gone(&mut self, channel: u16, handle: u32) {
         let Some(state) = self.links.remove(&(channel, handle)) else {
             return;
@@ -240,7 +207,7 @@ impl Session {
         match state {
             LinkState::Consumer { queue, consumer, temporary, .. } => {
                 self.consumers.remove(&consumer);
-                self.unsettled.retain(|(c, _), out| !(*c == channel && out.handle == handle));
+                self.sent.forget_link(channel, handle);
                 queue.cancel(consumer).await;
                 queue.owner_closed(link_owner(self.client.id(), channel, handle)).await;
                 if let Some(vhost) = self.client.vhost().cloned().filter(|_| temporary) {
@@ -254,9 +221,33 @@ impl Session {
         }
     }
 
+    /// Credit from the client for a link we send on: a consumer's goes to its queue, a
+    /// management response link's to its pair.
+    async fn on_credit(&mut self, credit: Credit, conn: &mut Connection) {
+        let Credit { channel, handle, delivery_count, link_credit, drain, echo } = credit;
+        self.sent.flush_settles().await;
+        match self.links.get(&(channel, handle)) {
+            Some(LinkState::Consumer { queue, consumer, .. }) => {
+                let grant = CreditGrant {
+                    consumer: *consumer,
+                    delivery_count: delivery_count.unwrap_or(INITIAL_DELIVERY_COUNT),
+                    link_credit,
+                    drain,
+                    echo,
+                };
+                queue.credit(grant).await;
+            }
+            Some(LinkState::ManagementResponses { pair }) => {
+                let pair = pair.clone();
+                self.management_credit(&pair, delivery_count, link_credit, drain, echo, conn);
+            }
+            _ => {}
+        }
+    }
+
     /// The connection ended.
     pub(crate) async fn close_all(&mut self) {
-        self.flush_settles().await;
+        self.sent.flush_settles().await;
         let keys: Vec<(u16, u32)> = self.links.keys().copied().collect();
         for (channel, handle) in keys {
             self.link_gone(channel, handle).await;
@@ -283,11 +274,21 @@ impl Session {
     /// Acts on one engine event.
     pub(crate) fn handle_engine_event(&mut self, event: SessionEvent, conn: &mut Connection) {
         match event {
-            SessionEvent::Deliveries { consumer, items } => self.deliver(consumer, items, conn),
+            SessionEvent::Deliveries { consumer, items } => {
+                let count = u32::try_from(items.len()).unwrap_or(u32::MAX);
+                let link = self.consumers.get(&consumer).copied();
+                if let Some(key) = link
+                    && let Some(LinkState::Consumer { queue, settled, .. }) = self.links.get(&key)
+                {
+                    self.sent.deliver(key, (queue, *settled), items, self.client.counters(), conn);
+                }
+                // Room in the connection's outbound window comes back whatever happened.
+                self.client.sink().outbound.release(count);
+            }
             SessionEvent::ConsumerCancelled { consumer } => {
                 if let Some((channel, handle)) = self.consumers.remove(&consumer) {
                     self.links.remove(&(channel, handle));
-                    self.unsettled.retain(|(c, _), out| !(*c == channel && out.handle == handle));
+                    self.sent.forget_link(channel, handle);
                     conn.detach(channel, handle, Some(error_without_description("amqp:resource-deleted")));
                 }
             }
@@ -365,7 +366,7 @@ impl Session {
     /// settlements of deliveries (so a consumer's accepts reach a queue before the publishes
     /// that follow them), then the publishes (see [`Self::flush_publishes`]).
     pub(crate) async fn flush(&mut self, conn: &mut Connection, force: bool) {
-        self.flush_settles().await;
+        self.sent.flush_settles().await;
         self.flush_publishes(conn, force).await;
     }
 
