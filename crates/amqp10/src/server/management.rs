@@ -11,9 +11,11 @@ use serde_amqp::Value as Amqp;
 use serde_amqp::descriptor::Descriptor;
 use serde_amqp::primitives::OrderedMap;
 
+use charon_engine::{Broker, Client};
+
+use super::frames::Credit;
 use super::management_body::{Status, text};
 use super::management_http::{HttpApi, Refusal};
-use super::session::Session;
 use crate::codec::{decode_exact, decode_value, encoded_len};
 use crate::proto::Connection;
 
@@ -24,6 +26,15 @@ struct Pair {
     credit: u32,
     delivery_count: u32,
     waiting: VecDeque<Vec<u8>>,
+}
+
+/// A management request that ends its session: the session's channel, the error condition
+/// and its description.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) struct EndSession {
+    pub(crate) channel: u16,
+    pub(crate) condition: &'static str,
+    pub(crate) description: String,
 }
 
 /// Management link pairs by link name.
@@ -59,82 +70,71 @@ impl ManagementPairs {
             }
         }
     }
-}
 
-impl Session {
-    /// Handles one request and queues its response on the pair's response link.
+    /// Handles one request on `pair` and queues its response on the pair's response link;
+    /// the error ends the request's session, as RabbitMQ ends it.
     ///
     /// Like RabbitMQ, a request on a pair whose response link is missing or has no credit left
     /// ends the session with `amqp:precondition-failed`, unexecuted.
-    pub(crate) async fn management_request(&mut self, pair: &str, payload: &Bytes, conn: &mut Connection) {
-        let Some(entry) = self.management_pair(pair) else {
-            return;
+    pub(crate) async fn request(
+        &mut self,
+        (broker, client): (&Broker, &Client),
+        pair: &str,
+        payload: &Bytes,
+        conn: &mut Connection,
+    ) -> Result<(), EndSession> {
+        let Some(entry) = self.pairs.get_mut(pair) else {
+            return Ok(());
         };
         let channel = entry.requests.map(|(channel, _)| channel).unwrap_or_default();
-        let refusal = match (entry.responses, entry.credit) {
-            (None, _) => Some("received transfer on half open management link pair".to_owned()),
-            (Some(_), 0) => Some("insufficient credit (0) for management link from RabbitMQ to client".to_owned()),
-            (Some(_), _) => None,
-        };
-        if let Some(description) = refusal {
-            self.fail_session(channel, "amqp:precondition-failed", description, conn).await;
-            return;
+        let end = |condition, description: &str| EndSession { channel, condition, description: description.to_owned() };
+        match (entry.responses, entry.credit) {
+            (None, _) => {
+                return Err(end("amqp:precondition-failed", "received transfer on half open management link pair"));
+            }
+            (Some(_), 0) => {
+                return Err(end(
+                    "amqp:precondition-failed",
+                    "insufficient credit (0) for management link from RabbitMQ to client",
+                ));
+            }
+            (Some(_), _) => {}
         }
-        let Some((properties, body)) = request_sections(payload) else {
-            // RabbitMQ crashes the session on a request it cannot decode.
-            let description = "management request without properties or undecodable".to_owned();
-            self.fail_session(channel, "amqp:decode-error", description, conn).await;
-            return;
-        };
+        // RabbitMQ crashes the session on a request it cannot decode.
+        let (properties, body) = request_sections(payload)
+            .ok_or_else(|| end("amqp:decode-error", "management request without properties or undecodable"))?;
         let method = properties.subject.clone().unwrap_or_default();
         let target = properties.to.clone().unwrap_or_default();
-        let mut api = HttpApi {
-            broker: &self.broker,
-            client: &self.client,
-            exclusive_durable: &mut self.management.exclusive_durable,
-        };
+        let mut api = HttpApi { broker, client, exclusive_durable: &mut self.exclusive_durable };
         let (status, response) = match api.handle(&method, &target, &body).await {
             Ok(ok) => ok,
             Err(Refusal::Status(Status(status, explanation))) => {
                 tracing::warn!(method, target, explanation, "management request failed");
                 (status, Amqp::String(explanation))
             }
-            Err(Refusal::Unauthorized(description)) => {
-                self.fail_session(channel, "amqp:unauthorized-access", description, conn).await;
-                return;
-            }
+            Err(Refusal::Unauthorized(description)) => return Err(end("amqp:unauthorized-access", &description)),
         };
         let mut message = Vec::new();
         let correlation = properties.message_id.map(|id| crate::codec::encode_value(&id)).unwrap_or_else(|| vec![0x40]);
         response_sections(&mut message, status, &correlation, &response);
-        let Some(entry) = self.management_pair(pair) else {
-            return;
+        let Some(entry) = self.pairs.get_mut(pair) else {
+            return Ok(());
         };
         entry.waiting.push_back(message);
-        self.send_management_responses(pair, conn);
+        self.send_responses(pair, conn);
+        Ok(())
     }
 
-    fn management_pair(&mut self, pair: &str) -> Option<&mut Pair> {
-        self.management.pairs.get_mut(pair)
-    }
-
-    /// The client granted credit on a response link.
-    pub(crate) fn management_credit(
-        &mut self,
-        pair: &str,
-        delivery_count: Option<u32>,
-        link_credit: u32,
-        drain: bool,
-        echo: bool,
-        conn: &mut Connection,
-    ) {
-        let Some(entry) = self.management_pair(pair) else {
+    /// The client granted credit on `pair`'s response link.
+    pub(crate) fn credit(&mut self, pair: &str, credit: &Credit, conn: &mut Connection) {
+        let &Credit { delivery_count, link_credit, drain, echo, .. } = credit;
+        let Some(entry) = self.pairs.get_mut(pair) else {
             return;
         };
         let rcv = delivery_count.unwrap_or(super::attach::INITIAL_DELIVERY_COUNT);
         entry.credit = charon_model::link_credit_snd(rcv, link_credit, entry.delivery_count);
-        self.send_management_responses(pair, conn);
-        let Some(entry) = self.management_pair(pair) else {
+        self.send_responses(pair, conn);
+        let Some(entry) = self.pairs.get_mut(pair) else {
             return;
         };
         if drain {
@@ -149,8 +149,8 @@ impl Session {
         }
     }
 
-    fn send_management_responses(&mut self, pair: &str, conn: &mut Connection) {
-        let Some(entry) = self.management_pair(pair) else {
+    fn send_responses(&mut self, pair: &str, conn: &mut Connection) {
+        let Some(entry) = self.pairs.get_mut(pair) else {
             return;
         };
         let Some((channel, handle)) = entry.responses else {

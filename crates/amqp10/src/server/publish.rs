@@ -98,7 +98,10 @@ impl Session {
             Some(LinkState::ManagementRequests { pair }) => {
                 let pair = pair.clone();
                 self.flush(conn, false).await;
-                self.management_request(&pair, &payload, conn).await;
+                let client = (&*self.broker, &self.client);
+                if let Err(end) = self.management.request(client, &pair, &payload, conn).await {
+                    self.fail_session(end.channel, end.condition, end.description, conn).await;
+                }
             }
             _ => {}
         }

@@ -224,23 +224,19 @@ impl Session {
     /// Credit from the client for a link we send on: a consumer's goes to its queue, a
     /// management response link's to its pair.
     async fn on_credit(&mut self, credit: Credit, conn: &mut Connection) {
-        let Credit { channel, handle, delivery_count, link_credit, drain, echo } = credit;
         self.sent.flush_settles().await;
-        match self.links.get(&(channel, handle)) {
+        match self.links.get(&(credit.channel, credit.handle)) {
             Some(LinkState::Consumer { queue, consumer, .. }) => {
                 let grant = CreditGrant {
                     consumer: *consumer,
-                    delivery_count: delivery_count.unwrap_or(INITIAL_DELIVERY_COUNT),
-                    link_credit,
-                    drain,
-                    echo,
+                    delivery_count: credit.delivery_count.unwrap_or(INITIAL_DELIVERY_COUNT),
+                    link_credit: credit.link_credit,
+                    drain: credit.drain,
+                    echo: credit.echo,
                 };
                 queue.credit(grant).await;
             }
-            Some(LinkState::ManagementResponses { pair }) => {
-                let pair = pair.clone();
-                self.management_credit(&pair, delivery_count, link_credit, drain, echo, conn);
-            }
+            Some(LinkState::ManagementResponses { pair }) => self.management.credit(pair, &credit, conn),
             _ => {}
         }
     }
