@@ -7,6 +7,7 @@
 #
 #   bench/ab.sh 4982244                 # the default scenarios (about 25 minutes on 2 cores)
 #   bench/ab.sh 4982244 s1b s10         # only these groups (see below)
+#   AB_ROUNDS=7 bench/ab.sh 4982244 s1a # more rounds where one build's rounds spread wide
 #
 # Nothing else may run meanwhile, builds and tests included.
 set -euo pipefail
@@ -49,17 +50,18 @@ run() { # order scenario flags...
     --compare "amqp://guest:guest@127.0.0.1:$bn/%2f" --pid2 "$b" --api2 "http://guest:guest@127.0.0.1:1$bn" 2>&1 | tee -a "$OUT"
 }
 
+R=${AB_ROUNDS:-5}
 for order in new-first before-first; do
   for group in "${WANT[@]}"; do
     case $group in
-      s1a) run $order s1a --messages 1000000 --rounds 5
-           run $order s1a --messages 1000000 --consumer amqprs --publisher amqprs --rounds 5 ;;
-      s1b) run $order s1b --messages 1000000 --rounds 5
+      s1a) run $order s1a --messages 1000000 --rounds "$R"
+           run $order s1a --messages 1000000 --consumer amqprs --publisher amqprs --rounds "$R" ;;
+      s1b) run $order s1b --messages 1000000 --rounds "$R"
            run $order s1b --consumer amqprs --publisher amqprs --rounds 3 ;;
       s5) run $order s5 --rounds 3 ;;
       s6) run $order s6 --rounds 3 ;;
-      s10) run $order s10 --rounds 5 ;;
-      redrive) run $order redrive --rounds 5 ;;
+      s10) run $order s10 --rounds "$R" ;;
+      redrive) run $order redrive --rounds "$R" ;;
       *) echo "unknown group $group" >&2; exit 2 ;;
     esac
   done

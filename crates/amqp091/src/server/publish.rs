@@ -25,8 +25,8 @@ impl Session {
             return Err(MethodError::new(ReplyCode::NotImplemented, "immediate=true"));
         }
         let reply_to = command.properties.properties.as_ref().and_then(|p| p.reply_to.as_deref());
-        let reply = self.channels.get(&channel).and_then(|state| state.reply.as_ref());
-        let reply_address = reply_to::address(reply, reply_to)?;
+        let reply = || self.channels.get(&channel).and_then(|state| state.reply.as_ref());
+        let reply_address = reply_to::address(reply_to, reply)?;
         let mut message = mapping::to_model(command, self.client.user().map(|u| u.name.as_str()))?;
         if let Some(address) = reply_address {
             // Not shared yet: `make_mut` copies nothing.

@@ -69,16 +69,20 @@ pub(crate) fn cancel(state: &mut ChannelState, tag: &str) -> bool {
     false
 }
 
-/// The `reply_to` a publish on a channel whose reply consumer is `reply` goes out with:
-/// `amq.rabbitmq.reply-to` becomes the consumer's address (`None` when it stays as sent).
+/// The `reply_to` a publish goes out with: `amq.rabbitmq.reply-to` becomes the address of the
+/// channel's reply consumer, which `reply` looks up only then (`None` when it stays as sent:
+/// an ordinary publish pays one comparison).
 ///
 /// # Errors
 /// RabbitMQ's 406 when the channel has no reply consumer.
-pub(crate) fn address(reply: Option<&ChannelReply>, reply_to: Option<&str>) -> Result<Option<String>, MethodError> {
+pub(crate) fn address<'a>(
+    reply_to: Option<&str>,
+    reply: impl FnOnce() -> Option<&'a ChannelReply>,
+) -> Result<Option<String>, MethodError> {
     if reply_to != Some(PSEUDO_QUEUE) {
         return Ok(None);
     }
-    match reply {
+    match reply() {
         Some(reply) => Ok(Some(reply.registered.address().to_owned())),
         None => Err(MethodError::new(ReplyCode::PreconditionFailed, "fast reply consumer does not exist")),
     }
