@@ -12,6 +12,7 @@ use tokio::sync::mpsc;
 
 use crate::access::User;
 use crate::broker::Broker;
+use crate::connection_info::ConnectionInfo;
 use crate::connections::Registration;
 use crate::error::EngineError;
 use crate::limits::ConnectionSlot;
@@ -47,6 +48,24 @@ pub enum ClientError {
     /// The broker refused (no such vhost, no access, a connection limit).
     #[error(transparent)]
     Engine(#[from] EngineError),
+}
+
+/// What a connection's protocol negotiated, for the broker's registry of open connections
+/// (the management API's connection details); the rest comes from the [`Client`] and the peer.
+#[derive(Debug)]
+pub struct Negotiated {
+    /// `"AMQP 0-9-1"` or `"AMQP 1-0"`.
+    pub protocol: &'static str,
+    /// The SASL mechanism it logged in with.
+    pub auth_mechanism: String,
+    /// The client's properties (0.9.1 `client-properties`, 1.0 `open` properties).
+    pub client_properties: charon_model::Table,
+    /// The heartbeat (0.9.1) or idle timeout (1.0), in seconds.
+    pub timeout: u32,
+    /// The maximum frame size.
+    pub frame_max: u32,
+    /// The maximum channel (0.9.1) or session (1.0) number.
+    pub channel_max: u32,
 }
 
 /// One connection's client (see the module documentation).
@@ -189,6 +208,30 @@ impl Client {
         self.counters.fold();
     }
 
+    /// Records the open connection's details in the broker's registry: who logged in to which
+    /// vhost from `peer`, accepted at `connected_at` (ms since the epoch), with what its
+    /// protocol `negotiated`. Nothing before the vhost is open.
+    pub fn describe(&self, peer: &Peer, connected_at: i64, negotiated: Negotiated) {
+        let (Some(tracked), Some(user), Some(vhost)) = (&self.registration, &self.user, &self.vhost) else {
+            return;
+        };
+        let Negotiated { protocol, auth_mechanism, client_properties, timeout, frame_max, channel_max } = negotiated;
+        tracked.describe(ConnectionInfo {
+            protocol,
+            user: user.name.clone(),
+            vhost: vhost.name().to_owned(),
+            auth_mechanism,
+            local: peer.local(),
+            peer: peer.address(),
+            ssl: peer.tls(),
+            connected_at,
+            client_properties,
+            timeout,
+            frame_max,
+            channel_max,
+        });
+    }
+
     /// RabbitMQ's line for the connection as it ends (see
     /// [`crate::connections::log_closing`]).
     pub fn log_closing(&self) {
@@ -232,6 +275,26 @@ mod tests {
         assert_eq!(client.vhost().map(|v| v.name()), Some("/"));
         assert!(client.registration().is_some());
         assert_eq!(broker.connections().len(), 1, "the broker can find it to close it");
+        assert!(broker.connections().list().is_empty(), "listed once described");
+        let negotiated = Negotiated {
+            protocol: "AMQP 0-9-1",
+            auth_mechanism: "PLAIN".to_owned(),
+            client_properties: charon_model::Table::new(),
+            timeout: 60,
+            frame_max: 131_072,
+            channel_max: 2047,
+        };
+        client.describe(&peer("127.0.0.1:4000"), 1_700_000_000_000, negotiated);
+        let listed = broker.connections().list();
+        let info = &listed.first().unwrap().info;
+        assert_eq!(
+            (info.protocol, info.user.as_str(), info.vhost.as_str(), info.peer.to_string(), info.connected_at),
+            ("AMQP 0-9-1", "guest", "/", "127.0.0.1:4000".to_owned(), 1_700_000_000_000)
+        );
+        assert_eq!(
+            (info.auth_mechanism.as_str(), info.timeout, info.frame_max, info.channel_max),
+            ("PLAIN", 60, 131_072, 2047)
+        );
         let (other, events) = SessionSink::new(broker.next_id(), 100);
         let mut anonymous = Client::new(Protocol::Amqp10, "c -> d".to_owned(), other, events);
         anonymous.login(&broker, &peer("192.0.2.1:4000"), Credentials::Anonymous);

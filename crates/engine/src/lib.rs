@@ -57,7 +57,7 @@ pub use access::{
 };
 pub use alarms::{Alarms, Resources};
 pub use broker::{Broker, BrokerConfig, UserConfig};
-pub use client::{Client, ClientError, Credentials};
+pub use client::{Client, ClientError, Credentials, Negotiated};
 pub use connection_info::{ChannelReport, ConnectionInfo, ConnectionReport};
 pub use connections::{Connections, Listed, Registration};
 pub use error::{EngineError, ErrorKind, Inequivalence, Resource, ResourceKind};

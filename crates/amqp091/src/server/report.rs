@@ -6,7 +6,7 @@
 use std::collections::HashMap;
 
 use charon_engine::login::Peer;
-use charon_engine::{ChannelReport, Client, ConnectionInfo, ConnectionReport};
+use charon_engine::{ChannelReport, Client, ConnectionReport, Negotiated};
 
 use super::channel::ChannelState;
 use super::topology::arguments;
@@ -14,23 +14,18 @@ use crate::proto::{Connection, ConnectionState};
 
 /// Records the open connection's details in the broker's registry.
 pub(crate) fn describe(client: &Client, peer: &Peer, conn: &Connection, connected_at: i64) {
-    let (Some(tracked), Some(user), Some(vhost)) = (client.registration(), client.user(), client.vhost()) else {
-        return;
-    };
-    tracked.describe(ConnectionInfo {
-        protocol: "AMQP 0-9-1",
-        user: user.name.clone(),
-        vhost: vhost.name().to_owned(),
-        auth_mechanism: conn.mechanism().to_owned(),
-        local: peer.local(),
-        peer: peer.address(),
-        ssl: peer.tls(),
+    client.describe(
+        peer,
         connected_at,
-        client_properties: arguments(conn.client_properties()),
-        timeout: u32::try_from(conn.heartbeat_secs()).unwrap_or(u32::MAX),
-        frame_max: conn.frame_max(),
-        channel_max: u32::from(conn.channel_max()),
-    });
+        Negotiated {
+            protocol: "AMQP 0-9-1",
+            auth_mechanism: conn.mechanism().to_owned(),
+            client_properties: arguments(conn.client_properties()),
+            timeout: u32::try_from(conn.heartbeat_secs()).unwrap_or(u32::MAX),
+            frame_max: conn.frame_max(),
+            channel_max: u32::from(conn.channel_max()),
+        },
+    );
 }
 
 /// The connection's state and `channels`; `blocked` is the driver's publisher blocking

@@ -313,9 +313,7 @@ impl Session {
 
     /// Records the open connection's details in the broker's registry.
     fn describe(&self, conn: &Connection) {
-        let (Some(tracked), Some(user), Some(vhost), Some((peer, connected_at))) =
-            (self.client.registration(), self.client.user(), self.client.vhost(), &self.origin)
-        else {
+        let Some((peer, connected_at)) = &self.origin else {
             return;
         };
         let client_properties = conn
@@ -327,20 +325,18 @@ impl Session {
                     .collect()
             })
             .unwrap_or_default();
-        tracked.describe(charon_engine::ConnectionInfo {
-            protocol: "AMQP 1-0",
-            user: user.name.clone(),
-            vhost: vhost.name().to_owned(),
-            auth_mechanism: conn.mechanism().to_owned(),
-            local: peer.local(),
-            peer: peer.address(),
-            ssl: peer.tls(),
-            connected_at: *connected_at,
-            client_properties,
-            timeout: u32::try_from(conn.idle_timeout_secs()).unwrap_or(u32::MAX),
-            frame_max: conn.frame_max(),
-            channel_max: u32::from(conn.channel_max()),
-        });
+        self.client.describe(
+            peer,
+            *connected_at,
+            charon_engine::Negotiated {
+                protocol: "AMQP 1-0",
+                auth_mechanism: conn.mechanism().to_owned(),
+                client_properties,
+                timeout: u32::try_from(conn.idle_timeout_secs()).unwrap_or(u32::MAX),
+                frame_max: conn.frame_max(),
+                channel_max: u32::from(conn.channel_max()),
+            },
+        );
     }
 
     /// Ends a session with an error and forgets its links.
