@@ -13,12 +13,17 @@ pub(super) struct Batch {
     pub(super) items: Vec<Enqueue>,
     moved_from: Option<u64>,
     /// With `moved_from`: each item's sequence number in the source.
-    pub(super) moved_seqs: Vec<u64>,
+    moved_seqs: Vec<u64>,
 }
 
 impl Batch {
-    pub(super) fn new(queue: &QueueRef, channel: u32, moved_from: Option<u64>, first: Enqueue) -> Self {
-        Self { queue: Arc::clone(queue), channel, items: vec![first], moved_from, moved_seqs: Vec::new() }
+    /// A batch of `first`; with `moved`, the source queue it is moved out of and its seq there.
+    pub(super) fn new(queue: &QueueRef, channel: u32, moved: Option<(u64, u64)>, first: Enqueue) -> Self {
+        let (moved_from, moved_seqs) = match moved {
+            Some((source, seq)) => (Some(source), vec![seq]),
+            None => (None, Vec::new()),
+        };
+        Self { queue: Arc::clone(queue), channel, items: vec![first], moved_from, moved_seqs }
     }
 
     /// Whether a message for `queue` on `channel` (moved out of `moved_from`) joins this batch.

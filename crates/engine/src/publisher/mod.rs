@@ -96,11 +96,7 @@ impl Publisher {
         let item = Enqueue { message, confirm: Some(confirm) };
         match self.batches.iter_mut().find(|b| b.takes(queue, channel, Some(source))) {
             Some(batch) => batch.add_moved(item, seq),
-            None => {
-                let mut batch = Batch::new(queue, channel, Some(source), item);
-                batch.moved_seqs.push(seq);
-                self.batches.push_back(batch);
-            }
+            None => self.batches.push_back(Batch::new(queue, channel, Some((source, seq)), item)),
         }
     }
 
