@@ -17,8 +17,8 @@ pub(crate) struct Grants<'a> {
 
 impl<'a> Grants<'a> {
     /// The vhost; every channel method runs after `connection.open`, so it is set.
-    pub(crate) fn vhost(&self) -> Result<Arc<VHost>, MethodError> {
-        self.client.vhost().cloned().ok_or_else(|| MethodError::new(ReplyCode::InternalError, "no vhost"))
+    pub(crate) fn vhost(&self) -> Result<&'a Arc<VHost>, MethodError> {
+        self.client.vhost().ok_or_else(|| MethodError::new(ReplyCode::InternalError, "no vhost"))
     }
 
     /// The logged-in user, checked against the broker's permissions.

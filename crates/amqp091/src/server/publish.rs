@@ -10,6 +10,7 @@ use charon_engine::reply_to::is_address;
 use charon_engine::{Action, ExchangeKind, Flush, Principal};
 use charon_model::Message;
 
+use super::grants::Grants;
 use super::reply_to::{self, rewrite_reply_to};
 use super::session::Session;
 use super::tx::HeldPublish;
@@ -50,9 +51,10 @@ impl Session {
                 principal.check_topic(Action::Write, vhost, &message.routing.exchange, key)?;
             }
         }
-        let vhost = self.grants().vhost()?;
-        let queues = self.publisher.route(&vhost, &message)?;
-        let state = self.channel(channel)?;
+        // The vhost borrowed, not cloned, and the channel looked up once: per message.
+        let vhost = Grants { broker: &self.broker, client: &self.client }.vhost()?;
+        let queues = self.publisher.route(vhost, &message)?;
+        let state = self.channels.get_mut(&channel).ok_or_else(MethodError::no_channel)?;
         // Direct reply-to: the default exchange delivers to a reply consumer's address with no
         // queue. Ordinary publishes pay a prefix check of their keys, nothing more.
         let replies = message.routing.exchange.is_empty() && message.routing.all_keys().any(is_address);
@@ -61,15 +63,13 @@ impl Session {
             (true, false) => Counter::UnroutableDropped,
             (true, true) => Counter::UnroutableReturned,
         };
-        let confirming = state.confirms.is_some();
         if !std::mem::replace(&mut state.published, true) {
             self.client.publisher_added();
         }
         self.client.counters().add(outcome, 1);
-        if confirming {
+        if state.confirms.is_some() {
             self.client.counters().add(Counter::ReceivedConfirm, 1);
         }
-        let state = self.channel(channel)?;
         if let Some(tx) = state.tx.as_mut() {
             tx.hold_publish(HeldPublish { message, queues, mandatory });
             return Ok(());

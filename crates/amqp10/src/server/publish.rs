@@ -231,10 +231,10 @@ impl Session {
             self.fail_session(channel, "amqp:unauthorized-access", description, conn).await;
             return;
         }
-        let Some(vhost) = self.client.vhost().cloned() else {
+        let Some(vhost) = self.client.vhost() else {
             return;
         };
-        let queues = match self.publisher.route(&vhost, &message) {
+        let queues = match self.publisher.route(vhost, &message) {
             Ok(queues) => queues,
             Err(e) => {
                 // The link's exchange was deleted after attach.

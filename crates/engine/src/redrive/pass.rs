@@ -35,11 +35,11 @@
 //! queue, no route) pauses it with the reason. Messages in flight are settled before the pass
 //! returns.
 
-use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use charon_model::{Message, Table};
+use foldhash::{HashMap as FastMap, HashMapExt};
 use tokio::sync::{mpsc, watch};
 
 use super::bucket::TokenBucket;
@@ -128,8 +128,9 @@ struct Pass<'a> {
     publisher: Publisher,
     /// Copies waiting for their destinations' confirmations, by the source message's seq.
     pending: Outstanding<u64>,
-    /// Destination queues by id: their confirm channel and name.
-    channels: HashMap<u64, (u32, String)>,
+    /// Destination queues by id: their confirm channel, looked up per copy (foldhash: the
+    /// keys are queue ids, ours). Channel `n + 2` is the queue named `names[n]`.
+    channels: FastMap<u64, u32>,
     names: Vec<String>,
     bucket: Option<TokenBucket>,
     meter: RateMeter,
@@ -256,7 +257,7 @@ impl<'a> Pass<'a> {
             until: 0,
             publisher: Publisher::new(Some(sink.clone())),
             pending: Outstanding::new(REFUSED_TO_PUBLISHER_BIT),
-            channels: HashMap::new(),
+            channels: FastMap::new(),
             names: Vec::new(),
             bucket: view.rate.map(|rate| TokenBucket::new(rate, now)),
             meter: RateMeter::new(now, view.progress.moved),
@@ -558,12 +559,12 @@ impl<'a> Pass<'a> {
     }
 
     fn channel_of(&mut self, queue: &QueueRef) -> u32 {
-        if let Some((channel, _)) = self.channels.get(&queue.id) {
+        if let Some(channel) = self.channels.get(&queue.id) {
             return *channel;
         }
         let channel = u32::try_from(self.names.len()).unwrap_or(u32::MAX).saturating_add(2);
         self.names.push(queue.name().to_owned());
-        self.channels.insert(queue.id, (channel, queue.name().to_owned()));
+        self.channels.insert(queue.id, channel);
         channel
     }
 
