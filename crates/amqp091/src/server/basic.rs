@@ -1,18 +1,20 @@
 //! `basic.*` methods other than publish: consume, cancel, get, ack/nack/reject, qos, recover.
 
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Instant;
 
 use amq_protocol::protocol::{AMQPClass, basic};
 use charon_engine::metrics::TypedCounter;
 use charon_engine::reply_to::PSEUDO_QUEUE;
-use charon_engine::{Action, ConsumeSpec, Settle};
+use charon_engine::{Action, Broker, Client, ConsumeSpec, ConsumerId, Owner, Settle};
 use rand::Rng;
 
-use super::channel::{PendingAck, by_queue};
+use super::ack_timeout::AckTimer;
+use super::channel::{ChannelConsumer, ChannelState, PendingAck, by_queue};
 use super::grants::Grants;
 use super::reply_to;
-use super::session::{ConsumerRoute, Session};
+use super::session::ConsumerRoute;
 use super::topology::arguments;
 use super::{MethodError, MethodResult};
 use crate::proto::{Connection, ReplyCode};
@@ -28,135 +30,146 @@ pub(crate) fn generated_tag() -> String {
     format!("amq.ctag-{suffix}")
 }
 
+/// The `basic.*` methods of one channel other than publish, over what they touch: the
+/// channel, the connection's client (grants, counters, sink) and consumer routes, and its
+/// consumer-timeout timer.
+pub(crate) struct Basic<'a> {
+    pub(crate) channel: u16,
+    pub(crate) state: &'a mut ChannelState,
+    pub(crate) broker: &'a Broker,
+    pub(crate) client: &'a mut Client,
+    pub(crate) consumers: &'a mut HashMap<ConsumerId, ConsumerRoute>,
+    pub(crate) ack_timer: &'a mut AckTimer,
+}
+
 /// RabbitMQ's answer to an ack, nack or reject of a tag the channel does not hold.
 fn unknown_tag(tag: u64) -> MethodError {
     MethodError::new(ReplyCode::PreconditionFailed, format!("unknown delivery tag {tag}"))
 }
 
-impl Session {
-    pub(crate) async fn basic_method(
-        &mut self,
-        channel: u16,
-        method: basic::AMQPMethod,
-        conn: &mut Connection,
-    ) -> MethodResult {
+impl Basic<'_> {
+    /// Acts on one `basic.*` method. `basic.cancel` is the session's (it must drain the
+    /// consumer's deliveries from the inbox before cancel-ok: [`Self::cancel`] does the rest).
+    pub(crate) async fn method(mut self, method: basic::AMQPMethod, conn: &mut Connection) -> MethodResult {
+        let channel = self.channel;
         match method {
             basic::AMQPMethod::Qos(qos) => {
-                self.channel(channel)?.qos(qos.prefetch_count, qos.global);
+                self.state.qos(qos.prefetch_count, qos.global);
                 conn.send_method(channel, &AMQPClass::Basic(basic::AMQPMethod::QosOk(basic::QosOk {})));
                 Ok(())
             }
             basic::AMQPMethod::Consume(c) if c.queue.as_str() == PSEUDO_QUEUE => {
-                let grants = Grants { broker: &self.broker, client: &self.client };
-                let state = self.channels.get_mut(&channel).ok_or_else(MethodError::no_channel)?;
-                reply_to::consume(grants, channel, state, &c, conn)
+                let grants = Grants { broker: self.broker, client: self.client };
+                reply_to::consume(grants, channel, self.state, &c, conn)
             }
-            basic::AMQPMethod::Consume(c) => self.consume(channel, c, conn).await,
-            basic::AMQPMethod::Cancel(c) => self.cancel(channel, c, conn).await,
-            basic::AMQPMethod::Get(g) => self.get(channel, g, conn).await,
-            basic::AMQPMethod::Ack(a) => self.settle(channel, a.delivery_tag, a.multiple, Settle::Ack).await,
+            basic::AMQPMethod::Consume(c) => self.consume(c, conn).await,
+            basic::AMQPMethod::Get(g) => self.get(g, conn).await,
+            basic::AMQPMethod::Ack(a) => self.settle(a.delivery_tag, a.multiple, Settle::Ack).await,
             basic::AMQPMethod::Nack(n) => {
                 let how = if n.requeue { Settle::Requeue } else { Settle::Discard };
-                self.settle(channel, n.delivery_tag, n.multiple, how).await
+                self.settle(n.delivery_tag, n.multiple, how).await
             }
             basic::AMQPMethod::Reject(r) => {
                 let how = if r.requeue { Settle::Requeue } else { Settle::Discard };
-                self.settle(channel, r.delivery_tag, false, how).await
+                self.settle(r.delivery_tag, false, how).await
             }
             basic::AMQPMethod::Recover(r) => {
-                self.recover(channel, r.requeue).await?;
+                self.recover(r.requeue).await?;
                 conn.send_method(channel, &AMQPClass::Basic(basic::AMQPMethod::RecoverOk(basic::RecoverOk {})));
                 Ok(())
             }
-            basic::AMQPMethod::RecoverAsync(r) => self.recover(channel, r.requeue).await,
+            basic::AMQPMethod::RecoverAsync(r) => self.recover(r.requeue).await,
             _ => Err(MethodError::new(ReplyCode::CommandInvalid, "unimplemented method")),
         }
     }
 
-    async fn consume(&mut self, channel: u16, c: basic::Consume, conn: &mut Connection) -> MethodResult {
+    fn grants(&self) -> Grants<'_> {
+        Grants { broker: self.broker, client: self.client }
+    }
+
+    fn owner(&self) -> Owner {
+        Owner { session: self.client.id(), channel: u32::from(self.channel) }
+    }
+
+    /// The channel's oldest unacked delivery may have changed: the timer must be due by its
+    /// deadline.
+    pub(crate) fn watch_oldest(&mut self) {
+        if let Some(oldest) = self.state.unacked.oldest() {
+            self.ack_timer.watch(oldest);
+        }
+    }
+
+    async fn consume(&mut self, c: basic::Consume, conn: &mut Connection) -> MethodResult {
         let requested = c.consumer_tag.as_str();
-        if !requested.is_empty() && self.channel(channel)?.consumers.contains_key(requested) {
+        if !requested.is_empty() && self.state.consumers.contains_key(requested) {
             return Err(MethodError::new(
                 ReplyCode::NotAllowed,
                 format!("attempt to reuse consumer tag '{requested}'"),
             ));
         }
-        let name = self.channel(channel)?.queue_name(c.queue.as_str())?;
+        let name = self.state.queue_name(c.queue.as_str())?;
         let grants = self.grants();
         grants.authorize(Action::Read, &grants.queue_resource(&name))?;
-        let vhost = grants.vhost()?;
-        let queue = vhost.queue(&name, self.client.id())?;
+        let queue = grants.vhost()?.queue(&name, self.client.id())?;
         let tag = if requested.is_empty() { generated_tag() } else { requested.to_owned() };
         let id = self.broker.next_id();
-        let owner = self.owner(channel);
-        let session = self.client.sink().clone();
-        let state = self.channel(channel)?;
         let spec = ConsumeSpec {
             id,
             tag: tag.clone(),
-            owner,
-            session,
+            owner: self.owner(),
+            session: self.client.sink().clone(),
             no_ack: c.no_ack,
-            prefetch: state.consumer_prefetch,
+            prefetch: self.state.consumer_prefetch,
             link_credit: None,
-            channel_limit: Some(Arc::clone(&state.global_limit)),
+            channel_limit: Some(Arc::clone(&self.state.global_limit)),
             exclusive: c.exclusive,
             arguments: arguments(&c.arguments),
         };
         queue.consume(spec).await?;
-        let state = self.channel(channel)?;
-        state.touch(&queue);
-        state.consumers.insert(tag.clone(), super::channel::ChannelConsumer { id, queue: Arc::clone(&queue) });
-        self.consumers.insert(id, ConsumerRoute { channel, tag: Arc::from(tag.as_str()), no_ack: c.no_ack, queue });
+        self.state.touch(&queue);
+        self.state.consumers.insert(tag.clone(), ChannelConsumer { id, queue: Arc::clone(&queue) });
+        let route = ConsumerRoute { channel: self.channel, tag: Arc::from(tag.as_str()), no_ack: c.no_ack, queue };
+        self.consumers.insert(id, route);
         if !c.nowait {
             let ok = basic::ConsumeOk { consumer_tag: tag.into() };
-            conn.send_method(channel, &AMQPClass::Basic(basic::AMQPMethod::ConsumeOk(ok)));
+            conn.send_method(self.channel, &AMQPClass::Basic(basic::AMQPMethod::ConsumeOk(ok)));
         }
         Ok(())
     }
 
-    async fn cancel(&mut self, channel: u16, c: basic::Cancel, conn: &mut Connection) -> MethodResult {
-        let tag = c.consumer_tag.as_str().to_owned();
-        if reply_to::cancel(self.channel(channel)?, &tag) {
-            // The reply consumer; nothing queued for it.
-        } else if let Some(consumer) = self.channel(channel)?.consumers.remove(&tag) {
-            // The queue sends every delivery it made to this consumer before it answers, so
-            // they are all in our inbox now; the driver writes them before cancel-ok (the
-            // ordering RabbitMQ gets by having the queue send cancel-ok).
-            consumer.queue.cancel(consumer.id).await;
-            self.drain_inbox(conn);
-            self.consumers.remove(&consumer.id);
+    /// Stops the consumer `tag` names: the reply consumer at once, a queue consumer once its
+    /// queue answered, which sends every delivery it made to it before (they are all in the
+    /// inbox when this returns). The queue consumer's id, for the session to forget once it
+    /// handled them.
+    pub(crate) async fn cancel(self, tag: &str) -> Option<ConsumerId> {
+        if reply_to::cancel(self.state, tag) {
+            return None;
         }
-        if !c.nowait {
-            let ok = basic::CancelOk { consumer_tag: tag.as_str().into() };
-            conn.send_method(channel, &AMQPClass::Basic(basic::AMQPMethod::CancelOk(ok)));
-        }
-        Ok(())
+        let consumer = self.state.consumers.remove(tag)?;
+        consumer.queue.cancel(consumer.id).await;
+        Some(consumer.id)
     }
 
-    async fn get(&mut self, channel: u16, g: basic::Get, conn: &mut Connection) -> MethodResult {
-        let name = self.channel(channel)?.queue_name(g.queue.as_str())?;
+    async fn get(&mut self, g: basic::Get, conn: &mut Connection) -> MethodResult {
+        let name = self.state.queue_name(g.queue.as_str())?;
         let grants = self.grants();
         grants.authorize(Action::Read, &grants.queue_resource(&name))?;
-        let vhost = grants.vhost()?;
-        let queue = vhost.queue(&name, self.client.id())?;
-        let owner = self.owner(channel);
-        let got = queue.get(owner, g.no_ack).await?;
-        let state = self.channel(channel)?;
-        state.touch(&queue);
+        let queue = grants.vhost()?.queue(&name, self.client.id())?;
+        let got = queue.get(self.owner(), g.no_ack).await?;
+        self.state.touch(&queue);
         let queue_type = queue.config.queue_type;
         let Some(got) = got else {
             self.client.counters().add_typed(queue_type, TypedCounter::GetEmpty, 1);
-            conn.send_method(channel, &AMQPClass::Basic(basic::AMQPMethod::GetEmpty(basic::GetEmpty {})));
+            conn.send_method(self.channel, &AMQPClass::Basic(basic::AMQPMethod::GetEmpty(basic::GetEmpty {})));
             return Ok(());
         };
-        let tag = state.tag();
+        let tag = self.state.tag();
         if !g.no_ack {
             let delivered_at = Instant::now();
             let pending =
                 PendingAck { queue: Arc::clone(&queue), seq: got.delivery.seq, consumed: false, delivered_at };
-            state.unacked.push(tag, pending);
-            self.watch_oldest(channel);
+            self.state.unacked.push(tag, pending);
+            self.watch_oldest();
         }
         let how = if g.no_ack { TypedCounter::GetAutoAck } else { TypedCounter::GetManualAck };
         self.client.counters().add_typed(queue_type, how, 1);
@@ -171,39 +184,39 @@ impl Session {
             routing_key: message.routing.routing_key.as_str().into(),
             message_count: got.remaining,
         };
-        conn.send_method(channel, &AMQPClass::Basic(basic::AMQPMethod::GetOk(ok)));
-        super::deliver::send_content(conn, channel, message);
+        conn.send_method(self.channel, &AMQPClass::Basic(basic::AMQPMethod::GetOk(ok)));
+        super::deliver::send_content(conn, self.channel, message);
         Ok(())
     }
 
-    async fn settle(&mut self, channel: u16, tag: u64, multiple: bool, how: Settle) -> MethodResult {
-        let state = self.channel(channel)?;
-        if let Some(tx) = state.tx.as_mut() {
+    async fn settle(&mut self, tag: u64, multiple: bool, how: Settle) -> MethodResult {
+        if let Some(tx) = self.state.tx.as_mut() {
             // Out of the unacked set now (an unknown tag fails here, as in RabbitMQ), settled
             // with the queues at commit.
-            let settled = state.unacked.take_tagged(tag, multiple).ok_or_else(|| unknown_tag(tag))?;
+            let settled = self.state.unacked.take_tagged(tag, multiple).ok_or_else(|| unknown_tag(tag))?;
             tx.hold_settle(how, settled);
-            self.watch_oldest(channel);
+            self.watch_oldest();
             return Ok(());
         }
-        let settled = state.unacked.take(tag, multiple).ok_or_else(|| unknown_tag(tag))?;
-        self.watch_oldest(channel);
-        self.release(channel, settled, how).await
+        let settled = self.state.unacked.take(tag, multiple).ok_or_else(|| unknown_tag(tag))?;
+        self.watch_oldest();
+        self.release(settled, how).await;
+        Ok(())
     }
 
-    async fn recover(&mut self, channel: u16, requeue: bool) -> MethodResult {
+    async fn recover(&mut self, requeue: bool) -> MethodResult {
         if !requeue {
             return Err(MethodError::new(ReplyCode::NotImplemented, "requeue=false"));
         }
-        let all = self.channel(channel)?.unacked.take_all();
-        self.release(channel, all, Settle::Requeue).await
+        let all = self.state.unacked.take_all();
+        self.release(all, Settle::Requeue).await;
+        Ok(())
     }
 
     /// Gives settled deliveries back to their queues and their units to the channel's global
     /// prefetch.
-    pub(crate) async fn release(&mut self, channel: u16, settled: Vec<PendingAck>, how: Settle) -> MethodResult {
+    pub(crate) async fn release(&mut self, settled: Vec<PendingAck>, how: Settle) {
         let consumed = settled.iter().filter(|p| p.consumed).count();
-        let gate = Arc::clone(&self.channel(channel)?.global_limit);
         for (queue, seqs) in by_queue(settled) {
             if how == Settle::Ack {
                 let acked = u64::try_from(seqs.len()).unwrap_or(u64::MAX);
@@ -211,14 +224,6 @@ impl Session {
             }
             queue.settle(seqs, how).await;
         }
-        gate.release(u32::try_from(consumed).unwrap_or(u32::MAX));
-        Ok(())
-    }
-
-    /// Processes whatever engine events are already waiting, without blocking.
-    fn drain_inbox(&mut self, conn: &mut Connection) {
-        while let Some(event) = self.try_next_event() {
-            self.handle_engine_event(event, conn);
-        }
+        self.state.global_limit.release(u32::try_from(consumed).unwrap_or(u32::MAX));
     }
 }

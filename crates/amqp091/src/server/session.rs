@@ -4,7 +4,7 @@ use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use amq_protocol::protocol::AMQPClass;
+use amq_protocol::protocol::{AMQPClass, basic, tx};
 use charon_engine::login::Peer;
 use charon_engine::metrics::Counter;
 use charon_engine::{
@@ -12,12 +12,15 @@ use charon_engine::{
 };
 
 use super::ack_timeout::AckTimer;
+use super::basic::Basic;
 use super::channel::ChannelState;
 use super::deliver::Deliveries;
 use super::grants::Grants;
+use super::publish::Publishing;
 use super::reply_to;
 use super::report::report;
 use super::topology::Topology;
+use super::tx_methods::{TxMethods, poll_commit};
 use super::{MethodError, MethodResult};
 use crate::proto::{Connection, ConnectionState, Event, Host, ReplyCode};
 
@@ -31,25 +34,30 @@ pub(crate) struct ConsumerRoute {
     pub(crate) queue: QueueRef,
 }
 
+/// A connection's broker state once the handshake began: its client, channels, consumers and
+/// publisher. Method handlers borrow what they touch through views ([`Basic`],
+/// [`Publishing`], [`TxMethods`], [`Topology`]); the driver reads the client (inbox, closing
+/// line), the publisher (what holds it), the channels (the report) and the consumer-timeout
+/// timer; the rest is the session's own.
 pub(crate) struct Session {
-    pub(crate) broker: Arc<Broker>,
+    broker: Arc<Broker>,
     /// Who logged in, the vhost it opened, its connection slot and registration.
     pub(crate) client: Client,
     /// Open channels, counted against the user's `max-channels` until they close.
-    pub(crate) counted_channels: HashMap<u16, ChannelSlot>,
+    counted_channels: HashMap<u16, ChannelSlot>,
     pub(crate) channels: HashMap<u16, ChannelState>,
-    pub(crate) consumers: HashMap<ConsumerId, ConsumerRoute>,
+    consumers: HashMap<ConsumerId, ConsumerRoute>,
     /// Exclusive queues this connection declared; deleted when it closes.
-    pub(crate) exclusive: Vec<QueueRef>,
+    exclusive: Vec<QueueRef>,
     /// Routes, and what was routed but not yet handed to the queues (in order; flushed after
     /// each socket read, and before any other method is acted on).
     pub(crate) publisher: Publisher,
     /// The client's method that came after the held publishes: acted on once they went.
-    pub(crate) deferred: Option<Event>,
+    deferred: Option<Event>,
     /// Channels the broker closed whose close-ok has not come yet.
-    pub(crate) closed_by_broker: HashSet<u16>,
+    closed_by_broker: HashSet<u16>,
     /// Channels whose `tx.commit` waits for its queues (few, and usually none).
-    pub(crate) committing: Vec<u16>,
+    committing: Vec<u16>,
     /// Due when a channel's oldest unacked delivery may have timed out.
     pub(crate) ack_timer: AckTimer,
 }
@@ -138,24 +146,11 @@ impl Session {
         Owner { session: self.client.id(), channel: u32::from(channel) }
     }
 
-    /// Channel `channel`'s oldest unacked delivery may have changed: the timer must be due
-    /// by its deadline.
-    pub(crate) fn watch_oldest(&mut self, channel: u16) {
-        if let Some(oldest) = self.channels.get(&channel).and_then(|state| state.unacked.oldest()) {
-            self.ack_timer.watch(oldest);
-        }
-    }
-
     /// Closes every channel whose oldest delivery timed out at `now` (see [`AckTimer::expire`]).
     pub(crate) async fn expire_unacked(&mut self, now: Instant, conn: &mut Connection) {
         for (channel, error) in self.ack_timer.expire(&self.channels, now) {
             self.fail(channel, error, (0, 0), conn).await;
         }
-    }
-
-    /// What a method checks before it acts (the vhost, the user's permissions).
-    pub(crate) fn grants(&self) -> Grants<'_> {
-        Grants { broker: &self.broker, client: &self.client }
     }
 
     /// The `exchange.*` and `queue.*` methods of `channel`, over what they touch.
@@ -168,8 +163,37 @@ impl Session {
         })
     }
 
-    pub(crate) fn channel(&mut self, channel: u16) -> Result<&mut ChannelState, MethodError> {
-        self.channels.get_mut(&channel).ok_or_else(MethodError::no_channel)
+    /// The `basic.*` methods of `channel` but publish, over what they touch.
+    fn basic(&mut self, channel: u16) -> Result<Basic<'_>, MethodError> {
+        Ok(Basic {
+            channel,
+            state: self.channels.get_mut(&channel).ok_or_else(MethodError::no_channel)?,
+            broker: &self.broker,
+            client: &mut self.client,
+            consumers: &mut self.consumers,
+            ack_timer: &mut self.ack_timer,
+        })
+    }
+
+    /// `basic.publish` on `channel`, over what it touches.
+    fn publishing(&mut self, channel: u16) -> Result<Publishing<'_>, MethodError> {
+        Ok(Publishing {
+            channel,
+            state: self.channels.get_mut(&channel).ok_or_else(MethodError::no_channel)?,
+            broker: &self.broker,
+            client: &mut self.client,
+            publisher: &mut self.publisher,
+        })
+    }
+
+    /// The `tx.*` methods of `channel`, over what they touch.
+    fn tx(&mut self, channel: u16) -> Result<TxMethods<'_>, MethodError> {
+        Ok(TxMethods {
+            channel,
+            state: self.channels.get_mut(&channel).ok_or_else(MethodError::no_channel)?,
+            publisher: &mut self.publisher,
+            ack_timer: &mut self.ack_timer,
+        })
     }
 
     /// Acts on one protocol event.
@@ -208,7 +232,7 @@ impl Session {
                 }
             }
             Event::Publish(channel, command) => {
-                if let Err(error) = self.publish(channel, *command, conn) {
+                if let Err(error) = self.publishing(channel).and_then(|p| p.publish(*command, conn)) {
                     self.fail(channel, error, (60, 40), conn).await;
                 }
             }
@@ -240,9 +264,10 @@ impl Session {
         match method {
             AMQPClass::Exchange(m) => self.topology(channel)?.exchange_method(channel, m, conn).await,
             AMQPClass::Queue(m) => self.topology(channel)?.queue_method(channel, m, conn).await,
-            AMQPClass::Basic(m) => self.basic_method(channel, m, conn).await,
+            AMQPClass::Basic(basic::AMQPMethod::Cancel(c)) => self.cancel(channel, &c, conn).await,
+            AMQPClass::Basic(m) => self.basic(channel)?.method(m, conn).await,
             AMQPClass::Confirm(amq_protocol::protocol::confirm::AMQPMethod::Select(select)) => {
-                self.channel(channel)?.select_confirms()?;
+                self.channels.get_mut(&channel).ok_or_else(MethodError::no_channel)?.select_confirms()?;
                 if !select.nowait {
                     let ok = amq_protocol::protocol::confirm::SelectOk {};
                     conn.send_method(
@@ -252,7 +277,8 @@ impl Session {
                 }
                 Ok(())
             }
-            AMQPClass::Tx(m) => self.tx_method(channel, m, conn).await,
+            AMQPClass::Tx(tx::AMQPMethod::Commit(_)) => self.commit(channel, conn).await,
+            AMQPClass::Tx(m) => self.tx(channel)?.method(m, conn),
             AMQPClass::Access(amq_protocol::protocol::access::AMQPMethod::Request(_)) => {
                 let ok = amq_protocol::protocol::access::RequestOk {};
                 conn.send_method(
@@ -263,6 +289,105 @@ impl Session {
             }
             _ => Err(MethodError::new(ReplyCode::CommandInvalid, "unimplemented method")),
         }
+    }
+
+    /// `basic.cancel`: the consumer stops; the deliveries its queue made to it before are in
+    /// the inbox by then and are written before cancel-ok (the ordering RabbitMQ gets by
+    /// having the queue send cancel-ok).
+    async fn cancel(&mut self, channel: u16, c: &basic::Cancel, conn: &mut Connection) -> MethodResult {
+        if let Some(consumer) = self.basic(channel)?.cancel(c.consumer_tag.as_str()).await {
+            self.drain_inbox(conn);
+            self.consumers.remove(&consumer);
+        }
+        if !c.nowait {
+            let ok = basic::CancelOk { consumer_tag: c.consumer_tag.clone() };
+            conn.send_method(channel, &AMQPClass::Basic(basic::AMQPMethod::CancelOk(ok)));
+        }
+        Ok(())
+    }
+
+    /// Processes whatever engine events are already waiting, without blocking.
+    fn drain_inbox(&mut self, conn: &mut Connection) {
+        while let Some(event) = self.try_next_event() {
+            self.handle_engine_event(event, conn);
+        }
+    }
+
+    /// `tx.commit`: delivers the held publishes, then settles the held deliveries;
+    /// `tx.commit-ok` goes once the queues confirmed the publishes, now or from
+    /// [`Self::finish_commits`].
+    async fn commit(&mut self, channel: u16, conn: &mut Connection) -> MethodResult {
+        let settles = self.tx(channel)?.begin_commit(conn)?;
+        self.flush_publishes(conn, Flush::Force).await;
+        for settle in settles {
+            let deliveries = settle.deliveries.into_iter().map(|(_, pending)| pending).collect();
+            self.basic(channel)?.release(deliveries, settle.how).await;
+        }
+        let tx = self.channels.get_mut(&channel).and_then(|state| state.tx.as_mut());
+        match tx.and_then(|tx| poll_commit(channel, tx, conn)) {
+            Some(done) => done,
+            None => {
+                self.committing.push(channel);
+                Ok(())
+            }
+        }
+    }
+
+    /// Answers the commits whose queues have all confirmed since; called after engine events.
+    pub(crate) async fn finish_commits(&mut self, conn: &mut Connection) {
+        if self.committing.is_empty() {
+            return;
+        }
+        for channel in std::mem::take(&mut self.committing) {
+            let Some(tx) = self.channels.get_mut(&channel).and_then(|state| state.tx.as_mut()) else {
+                continue;
+            };
+            match poll_commit(channel, tx, conn) {
+                Some(Ok(())) => {}
+                Some(Err(error)) => self.fail(channel, error, (90, 20), conn).await,
+                None => self.committing.push(channel),
+            }
+        }
+    }
+
+    /// Hands the routed publishes to their queues ([`Flush::Hold`]: a queue holding its
+    /// publishers stops them, and the connection holds its socket and what the client sent
+    /// after them until the queue admits them, [`Self::resume`]; [`Flush::Force`] when the
+    /// channel or connection goes away, or a transaction commits); true when all went. A
+    /// queue gone between routing and enqueueing confirms its messages, as RabbitMQ does for
+    /// unroutable ones.
+    pub(crate) async fn flush_publishes(&mut self, conn: &mut Connection, mode: Flush) -> bool {
+        for (channel, seqs) in self.publisher.flush(mode).await {
+            let state = u16::try_from(channel).ok().and_then(|channel| self.channels.get_mut(&channel));
+            if let Some(state) = state {
+                for seq in seqs {
+                    state.answer_confirm(seq, true);
+                }
+            }
+        }
+        self.emit_confirms(conn);
+        !self.publisher.held()
+    }
+
+    /// Whether a queue holds this connection's publishes (flow): the socket is not read
+    /// meanwhile, and the management API shows the connection in `flow`.
+    pub(crate) fn held(&self) -> bool {
+        self.publisher.held()
+    }
+
+    /// Goes on where a hold stopped: the held publishes, then the event it deferred. False
+    /// while a queue still holds them.
+    pub(crate) async fn resume(&mut self, conn: &mut Connection) -> bool {
+        if !self.held() {
+            return true;
+        }
+        if !self.flush_publishes(conn, Flush::Hold).await {
+            return false;
+        }
+        if let Some(event) = self.deferred.take() {
+            Box::pin(self.handle_event(event, conn)).await;
+        }
+        !self.held()
     }
 
     /// Reports a failed method: soft errors close the channel, hard ones the connection.
