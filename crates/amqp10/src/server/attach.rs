@@ -12,13 +12,16 @@ use serde_amqp::Value as Amqp;
 
 use charon_engine::dead_letter::events::EVENTS_EXCHANGE;
 use charon_engine::{
-    Action, ConsumeSpec, Destination, EngineError, ErrorKind, QueueDeclare, QueueRef, ResourceKind, VHost,
+    Action, Broker, Client, ConsumeSpec, ConsumerId, Destination, EngineError, ErrorKind, Principal, QueueDeclare,
+    QueueRef, Resource, ResourceKind, VHost,
 };
 use charon_model::{Table, erlang};
+use foldhash::HashMap as FastMap;
 
 use super::address::{TargetAddress, parse_event_source, parse_source, parse_target, v1_refusal};
 use super::attach_error::AttachError;
-use super::session::{LinkState, Session, link_owner};
+use super::management::ManagementPairs;
+use super::session::{LinkState, link_owner};
 use crate::proto::Connection;
 
 /// The management node address.
@@ -61,20 +64,38 @@ fn erlang_binary_term(tag: &str, address: &str) -> String {
     erlang::tuple(&[tag, &erlang::text(address)])
 }
 
-impl Session {
-    pub(crate) async fn on_attach(&mut self, channel: u16, attach: Attach, conn: &mut Connection) {
-        let result = match attach.role {
-            // The client sends, so we receive.
-            Role::Sender => self.attach_publisher(channel, &attach, conn),
-            Role::Receiver => self.attach_consumer(channel, &attach, conn).await,
-        };
-        if let Err(error) = result {
-            self.fail_session(channel, error.condition(), error.to_string(), conn).await;
+/// An attach on session `channel`, over what it touches: the connection's client (grants,
+/// vhost, publisher count), its links and consumers, and its management link pairs.
+pub(crate) struct Attaching<'a> {
+    pub(crate) channel: u16,
+    pub(crate) broker: &'a Broker,
+    pub(crate) client: &'a mut Client,
+    pub(crate) links: &'a mut FastMap<(u16, u32), LinkState>,
+    pub(crate) consumers: &'a mut FastMap<ConsumerId, (u16, u32)>,
+    pub(crate) management: &'a mut ManagementPairs,
+}
+
+impl Attaching<'_> {
+    /// Attaches the link `attach` asks for (the client sends, so we receive, and the other way
+    /// round) and answers with our attach; a refusal is the error the session ends with.
+    pub(crate) async fn attach(self, attach: &Attach, conn: &mut Connection) -> Result<(), AttachError> {
+        match attach.role {
+            Role::Sender => self.publisher(attach, conn),
+            Role::Receiver => self.consumer(attach, conn).await,
         }
     }
 
-    fn attach_publisher(&mut self, channel: u16, attach: &Attach, conn: &mut Connection) -> Result<(), AttachError> {
-        let handle = attach.handle.0;
+    /// Checks one action of the logged-in user on a queue or exchange of its vhost.
+    fn authorize(&self, action: Action, kind: ResourceKind, name: &str) -> Result<(), AttachError> {
+        let (Some(user), Some(vhost)) = (self.client.user(), self.client.vhost()) else {
+            return Err(AttachError::Internal("not logged in".to_owned()));
+        };
+        let resource = Resource { kind, vhost: vhost.name().to_owned(), name: name.to_owned() };
+        self.broker.access().authorize(user, action, &resource).map_err(AttachError::unauthorized)
+    }
+
+    fn publisher(self, attach: &Attach, conn: &mut Connection) -> Result<(), AttachError> {
+        let (channel, handle) = (self.channel, attach.handle.0);
         let address = target_address(attach).ok_or(AttachError::Transactions)?;
         let target = match address.as_deref() {
             Some(MANAGEMENT) if attach.snd_settle_mode == SenderSettleMode::Settled => {
@@ -143,7 +164,6 @@ impl Session {
             // RabbitMQ's `check_exchange/6`: write on the exchange, then the lookup.
             TargetAddress::Exchange { exchange, .. } => match self
                 .authorize(Action::Write, ResourceKind::Exchange, exchange)
-                .map_err(AttachError::unauthorized)
                 .map(|()| vhost.exchange(exchange))?
             {
                 None => Err(AttachError::NotFound(format!("no exchange '{exchange}' in vhost '{}'", vhost.name()))),
@@ -158,18 +178,13 @@ impl Session {
                 Err(EngineError::NotFound(_)) => {
                     Err(AttachError::NotFound(format!("no queue '{queue}' in vhost '{}'", vhost.name())))
                 }
-                _ => self.authorize(Action::Write, ResourceKind::Exchange, "").map_err(AttachError::unauthorized),
+                _ => self.authorize(Action::Write, ResourceKind::Exchange, ""),
             },
         }
     }
 
-    async fn attach_consumer(
-        &mut self,
-        channel: u16,
-        attach: &Attach,
-        conn: &mut Connection,
-    ) -> Result<(), AttachError> {
-        let handle = attach.handle.0;
+    async fn consumer(self, attach: &Attach, conn: &mut Connection) -> Result<(), AttachError> {
+        let (channel, handle) = (self.channel, attach.handle.0);
         let address = source_address(attach);
         if address.as_deref() == Some(MANAGEMENT) {
             if !is_paired(attach) {
@@ -210,8 +225,9 @@ impl Session {
         // An event source reads from the event exchange (the queue is the broker's, made for
         // this link), checked before the queue is made.
         if let Some(key) = &event_key {
-            self.authorize(Action::Read, ResourceKind::Exchange, EVENTS_EXCHANGE).map_err(AttachError::unauthorized)?;
-            if let Some(principal) = self.principal() {
+            self.authorize(Action::Read, ResourceKind::Exchange, EVENTS_EXCHANGE)?;
+            if let Some(user) = self.client.user() {
+                let principal = Principal::new(self.broker.access(), user);
                 let checked = principal.check_topic(Action::Read, vhost.name(), EVENTS_EXCHANGE, key);
                 checked.map_err(AttachError::unauthorized)?;
             }
@@ -228,7 +244,7 @@ impl Session {
         };
         // Read on the queue after its lookup, as RabbitMQ's `handle_attach`.
         if event_key.is_none() {
-            self.authorize(Action::Read, ResourceKind::Queue, &queue_name).map_err(AttachError::unauthorized)?;
+            self.authorize(Action::Read, ResourceKind::Queue, &queue_name)?;
         }
         let temporary = event_key.is_some();
         let settled = attach.snd_settle_mode == SenderSettleMode::Settled;

@@ -44,8 +44,7 @@ pub async fn serve<T: Transport>(
     config.connection.sasl_external = peer.certificate().is_some();
     let anonymous = broker.login().offers_anonymous();
     let client = Client::new(Counted::Amqp10, peer.connection_name(), sink, inbox);
-    let mut session = Session::new(broker, client);
-    session.origin = Some((peer.clone(), charon_engine::clock::now_ms()));
+    let session = Session::new(broker, client, (peer.clone(), charon_engine::clock::now_ms()));
     let protocol = Amqp10 {
         conn: Connection::new(config.connection, anonymous, Instant::now()),
         session,
@@ -106,10 +105,12 @@ impl Protocol for Amqp10 {
     async fn engine_events(&mut self) -> bool {
         let received = tokio::select! {
             received = self.session.client.inbox().recv_many(&mut self.events, EVENT_BATCH) => received,
-            // The queue that held the publishes admits them: `act` hands them over.
-            () = charon_engine::queue::until_admitted(self.session.publisher.holding()) => return true,
-            deleted = self.session.deletions.next() => {
-                self.session.queue_deleted(&deleted, &mut self.conn);
+            // The queue that held the publishes admits them (`act` hands them over), or a
+            // queue published to by name was deleted.
+            woken = self.session.incoming.admitted_or_deleted() => {
+                if let Some(deleted) = woken {
+                    self.session.queue_deleted(&deleted, &mut self.conn);
+                }
                 return true;
             }
         };
@@ -164,7 +165,7 @@ impl Amqp10 {
     /// holds publishes, and grants it again (topping the links up) once neither does; true
     /// when that changed.
     fn withhold_credit(&mut self) -> bool {
-        let paused = self.alarm_holds || self.session.held();
+        let paused = self.alarm_holds || self.session.incoming.held();
         if paused == self.conn.publishing_paused() {
             return false;
         }

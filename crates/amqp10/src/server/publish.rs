@@ -4,18 +4,19 @@
 use std::sync::Arc;
 
 use bytes::Bytes;
-use charon_engine::metrics::Counter;
-use charon_engine::publisher::Answered;
-use charon_engine::{Action, ExchangeKind, Flush, Principal};
+use charon_engine::metrics::{Counter, LocalCounters};
+use charon_engine::publisher::{Answered, Outstanding, Publisher};
+use charon_engine::{Action, Broker, Client, ExchangeKind, Flush, Principal, VHost, WriteGrants};
 use charon_model::Value;
 use charon_model::erlang::parsed_binary;
+use fe2o3_amqp_types::definitions::Error;
 use fe2o3_amqp_types::messaging::{Accepted, DeliveryState, Rejected, Released};
 use fe2o3_amqp_types::primitives::{OrderedMap, Symbol};
 use serde_amqp::Value as Amqp;
 
 use super::address::{TargetAddress, parse_target};
+use super::deletions::Deletions;
 use super::frames::Arrival;
-use super::session::{LinkState, Session};
 use crate::codec::parse_message;
 use crate::mapping::to_model;
 use crate::proto::{Connection, error};
@@ -82,168 +83,165 @@ fn reserved_annotation_key(key: &Value) -> Option<String> {
     }
 }
 
-/// Why an anonymous-terminus message could not be addressed.
-struct AddressError {
-    condition: &'static str,
-    description: String,
+/// A transfer refused beyond its own outcome: what happens to its session or link.
+#[derive(Debug)]
+pub(crate) enum TransferError {
+    /// The session ends with this error (a message that does not decode, a permission
+    /// refused), as RabbitMQ's session does.
+    EndSession(Error),
+    /// The link detaches with this error (a reserved annotation, a settled message the
+    /// anonymous terminus cannot address, an exchange deleted since attach).
+    Detach(Error),
 }
 
-impl Session {
-    pub(crate) async fn on_transfer(&mut self, arrival: Arrival<'_>, payload: Bytes, conn: &mut Connection) {
-        match self.links.get(&(arrival.channel, arrival.handle)) {
-            Some(LinkState::Publisher { target }) => {
-                let target = Arc::clone(target);
-                self.publish(arrival, &target, payload, conn).await;
-            }
-            Some(LinkState::ManagementRequests { pair }) => {
-                let pair = pair.clone();
-                self.flush(conn, false).await;
-                let client = (&*self.broker, &self.client);
-                if let Err(end) = self.management.request(client, &pair, &payload, conn).await {
-                    self.fail_session(end.channel, end.condition, end.description, conn).await;
+/// The exchange and routing key a transfer goes to: its link's fixed target, or for the
+/// anonymous terminus the message's `to`, which must name an existing exchange that is not
+/// internal (RabbitMQ's `lookup_target/6`).
+fn address(vhost: &VHost, target: &TargetAddress, to: Option<&str>) -> Result<(String, String), Error> {
+    match target {
+        TargetAddress::Exchange { exchange, routing_key } => Ok((exchange.clone(), routing_key.clone())),
+        TargetAddress::Queue(queue) => Ok((String::new(), queue.clone())),
+        TargetAddress::Anonymous => {
+            let Some(to) = to else {
+                return Err(error(
+                    "amqp:precondition-failed",
+                    "anonymous terminus requires 'to' address to be set".to_owned(),
+                ));
+            };
+            match parse_target(to) {
+                None | Some(TargetAddress::Anonymous) => {
+                    Err(error("amqp:precondition-failed", format!("bad 'to' address string: {to}")))
                 }
-            }
-            _ => {}
-        }
-    }
-
-    fn address(&self, target: &TargetAddress, to: Option<&str>) -> Result<(String, String), AddressError> {
-        match target {
-            TargetAddress::Exchange { exchange, routing_key } => Ok((exchange.clone(), routing_key.clone())),
-            TargetAddress::Queue(queue) => Ok((String::new(), queue.clone())),
-            TargetAddress::Anonymous => {
-                let Some(to) = to else {
-                    return Err(AddressError {
-                        condition: "amqp:precondition-failed",
-                        description: "anonymous terminus requires 'to' address to be set".to_owned(),
-                    });
-                };
-                match parse_target(to) {
-                    None | Some(TargetAddress::Anonymous) => Err(AddressError {
-                        condition: "amqp:precondition-failed",
-                        description: format!("bad 'to' address string: {to}"),
-                    }),
-                    Some(TargetAddress::Queue(queue)) => Ok((String::new(), queue)),
-                    Some(TargetAddress::Exchange { exchange, routing_key }) => {
-                        let vhost = self.client.vhost();
-                        match vhost.and_then(|v| v.exchange(&exchange)) {
-                            Some(info) if info.internal => Err(AddressError {
-                                condition: "amqp:unauthorized-access",
-                                description: format!(
-                                    "forbidden to publish to internal exchange '{exchange}' in vhost '{}'",
-                                    vhost.map(|v| v.name()).unwrap_or_default()
-                                ),
-                            }),
-                            Some(_) => Ok((exchange, routing_key)),
-                            None => Err(AddressError {
-                                condition: "amqp:not-found",
-                                description: format!(
-                                    "no exchange '{exchange}' in vhost '{}'",
-                                    vhost.map(|v| v.name()).unwrap_or_default()
-                                ),
-                            }),
-                        }
+                Some(TargetAddress::Queue(queue)) => Ok((String::new(), queue)),
+                Some(TargetAddress::Exchange { exchange, routing_key }) => match vhost.exchange(&exchange) {
+                    Some(info) if info.internal => Err(error(
+                        "amqp:unauthorized-access",
+                        format!("forbidden to publish to internal exchange '{exchange}' in vhost '{}'", vhost.name()),
+                    )),
+                    Some(_) => Ok((exchange, routing_key)),
+                    None => {
+                        Err(error("amqp:not-found", format!("no exchange '{exchange}' in vhost '{}'", vhost.name())))
                     }
-                }
+                },
             }
         }
     }
+}
 
-    async fn publish(&mut self, arrival: Arrival<'_>, target: &TargetAddress, payload: Bytes, conn: &mut Connection) {
-        let Arrival { channel, handle, delivery_id, delivery_tag, settled } = arrival;
-        let parsed = match parse_message(&payload) {
-            Ok(parsed) => parsed,
-            Err(e) => {
-                let description = format!("failed to decode message: {e}");
-                self.fail_session(channel, "amqp:decode-error", description, conn).await;
-                return;
-            }
-        };
+/// What the connection does with the messages clients send: routes them (the publisher, its
+/// route cache and per-queue batches), counts the queues each unsettled one waits for and
+/// settles it when they answered, remembers the exchanges the user may write to, and watches
+/// the queues published to by name.
+pub(crate) struct Incoming {
+    /// Routes, and transfers routed in this wake-up, not yet handed to their queues.
+    publisher: Publisher,
+    /// Unsettled transfers waiting for every queue they were routed to.
+    unsettled: Outstanding<Unsettled>,
+    /// Exchanges anonymous-terminus publishes may go to, while permissions are unchanged.
+    write_grants: WriteGrants,
+    /// Queues published to through a link that names them, watched for their deletion.
+    deletions: Deletions,
+}
+
+impl Incoming {
+    /// Nothing routed, nothing waiting; the publisher's batches go out through `client`'s
+    /// sink.
+    pub(crate) fn new(client: &Client) -> Self {
+        Self {
+            publisher: Publisher::new(Some(client.sink().clone())),
+            unsettled: Outstanding::new(0),
+            write_grants: WriteGrants::default(),
+            deletions: Deletions::new(),
+        }
+    }
+
+    /// Routes one transfer on a link whose target is `target` and queues it for its queues;
+    /// an unroutable one is released (unsettled) or dropped (settled), as RabbitMQ does.
+    pub(crate) fn publish(
+        &mut self,
+        (broker, client): (&Broker, &mut Client),
+        arrival: Arrival<'_>,
+        target: &TargetAddress,
+        payload: &Bytes,
+        conn: &mut Connection,
+    ) -> Result<(), TransferError> {
+        let Arrival { channel, delivery_id, delivery_tag, settled, .. } = arrival;
+        let parsed = parse_message(payload).map_err(|e| {
+            TransferError::EndSession(error("amqp:decode-error", format!("failed to decode message: {e}")))
+        })?;
         // RabbitMQ 4.3 refuses a message-annotation key that is not a symbol starting with `x-`
         // (the spec reserves the others) and detaches the link (4.0.5 ended the session).
         if let Some(key) = parsed.annotations.iter().find_map(|(k, _)| reserved_annotation_key(k)) {
             let description = format!("failed to parse message: {{reserved_annotation_key,{key}}}");
-            self.publisher_gone(channel, handle);
-            conn.detach(channel, handle, Some(error("amqp:decode-error", description)));
-            return;
+            return Err(TransferError::Detach(error("amqp:decode-error", description)));
         }
+        let (Some(user), Some(vhost)) = (client.user(), client.vhost()) else {
+            return Ok(());
+        };
         let to = parsed.properties.as_ref().and_then(|p| p.to.as_deref());
-        let (exchange, routing_key) = match self.address(target, to) {
+        let (exchange, routing_key) = match address(vhost, target, to) {
             Ok(found) => found,
-            Err(AddressError { condition, description }) => {
-                // Anonymous-terminus routing errors (OASIS anonterm): an unsettled message is
-                // rejected with the error; a settled one detaches the link.
-                let mut err = error(condition, description);
-                if settled {
-                    let mut info = OrderedMap::new();
-                    info.insert(Symbol::from("delivery-tag"), Amqp::Binary(delivery_tag.to_vec().into()));
-                    err.info = Some(Box::new(info));
-                    self.publisher_gone(channel, handle);
-                    conn.detach(channel, handle, Some(err));
-                } else {
-                    conn.settle_incoming(channel, delivery_id, DeliveryState::Rejected(Rejected { error: Some(err) }));
-                }
-                return;
+            // Anonymous-terminus routing errors (OASIS anonterm): an unsettled message is
+            // rejected with the error; a settled one detaches the link.
+            Err(mut err) if settled => {
+                let mut info = OrderedMap::new();
+                info.insert(Symbol::from("delivery-tag"), Amqp::Binary(delivery_tag.to_vec().into()));
+                err.info = Some(Box::new(info));
+                return Err(TransferError::Detach(err));
+            }
+            Err(err) => {
+                conn.settle_incoming(channel, delivery_id, DeliveryState::Rejected(Rejected { error: Some(err) }));
+                return Ok(());
             }
         };
         // Write on the exchange, as it comes (RabbitMQ's `lookup_target/6` for the anonymous
         // terminus; a fixed target passed at attach and is remembered); a refusal ends the
         // session as there.
-        let topic = match (self.client.user(), self.client.vhost()) {
-            (Some(user), Some(vhost)) => {
-                let is_topic = || vhost.exchange(&exchange).is_some_and(|x| x.kind == ExchangeKind::Topic);
-                let principal = Principal::new(self.broker.access(), user);
-                self.write_grants.check(principal, vhost.name(), &exchange, is_topic)
-            }
-            _ => Ok(false),
-        };
-        let topic = match topic {
-            Ok(topic) => topic,
-            Err(e) => {
-                self.fail_session(channel, "amqp:unauthorized-access", e.to_string(), conn).await;
-                return;
-            }
-        };
+        let unauthorized =
+            |e: charon_engine::EngineError| TransferError::EndSession(error("amqp:unauthorized-access", e.to_string()));
+        let principal = Principal::new(broker.access(), user);
+        let is_topic = || vhost.exchange(&exchange).is_some_and(|x| x.kind == ExchangeKind::Topic);
+        let topic = self.write_grants.check(principal, vhost.name(), &exchange, is_topic).map_err(unauthorized)?;
         let message = to_model(&parsed, &exchange, routing_key);
-        self.client.counters().add(Counter::Received, 1);
-        if !settled {
-            self.client.counters().add(Counter::ReceivedConfirm, 1);
-        }
-        if topic && let (Some(user), Some(vhost)) = (self.client.user(), self.client.vhost()) {
-            let principal = Principal::new(self.broker.access(), user);
-            let refused = message
-                .routing
-                .all_keys()
-                .find_map(|key| principal.check_topic(Action::Write, vhost.name(), &exchange, key).err());
-            if let Some(e) = refused {
-                self.fail_session(channel, "amqp:unauthorized-access", e.to_string(), conn).await;
-                return;
-            }
-        }
-        if let (Some(claimed), Some(user)) = (&message.properties().user_id, self.client.user())
-            && claimed.as_ref() != user.name.as_bytes()
-        {
+        // Every routing key against topic permissions, then `user-id`; a message refused here
+        // was received all the same.
+        let refused = if topic {
+            let mut keys = message.routing.all_keys();
+            keys.find_map(|key| principal.check_topic(Action::Write, vhost.name(), &exchange, key).err())
+                .map(unauthorized)
+        } else {
+            None
+        };
+        let refused = refused.or_else(|| {
+            let claimed = message.properties().user_id.as_ref().filter(|c| c.as_ref() != user.name.as_bytes())?;
             let description = format!(
                 "user_id property set to '{}' but authenticated user was '{}'",
                 String::from_utf8_lossy(claimed),
                 user.name
             );
-            self.fail_session(channel, "amqp:unauthorized-access", description, conn).await;
-            return;
+            Some(TransferError::EndSession(error("amqp:unauthorized-access", description)))
+        });
+        let counters = client.counters();
+        counters.add(Counter::Received, 1);
+        if !settled {
+            counters.add(Counter::ReceivedConfirm, 1);
         }
-        let Some(vhost) = self.client.vhost() else {
-            return;
+        if let Some(refused) = refused {
+            return Err(refused);
+        }
+        let Some(vhost) = client.vhost() else {
+            return Ok(());
         };
-        let queues = match self.publisher.route(vhost, &message) {
+        let routed = self.publisher.route(vhost, &message);
+        let counters = client.counters();
+        let queues = match routed {
             Ok(queues) => queues,
             Err(e) => {
                 // The link's exchange was deleted after attach.
                 if !settled {
                     conn.settle_incoming(channel, delivery_id, DeliveryState::Released(Released {}));
                 }
-                self.publisher_gone(channel, handle);
-                conn.detach(channel, handle, Some(error("amqp:not-found", e.to_string())));
-                return;
+                return Err(TransferError::Detach(error("amqp:not-found", e.to_string())));
             }
         };
         if let TargetAddress::Queue(_) = target {
@@ -255,24 +253,18 @@ impl Session {
             // RabbitMQ releases an unsettled unroutable message (returned to its sender) and
             // drops a settled one.
             if settled {
-                self.client.counters().add(Counter::UnroutableDropped, 1);
+                counters.add(Counter::UnroutableDropped, 1);
             } else {
-                self.client.counters().add(Counter::UnroutableReturned, 1);
+                counters.add(Counter::UnroutableReturned, 1);
                 conn.settle_incoming(channel, delivery_id, DeliveryState::Released(Released {}));
             }
-            return;
+            return Ok(());
         }
-        self.client.counters().add(Counter::Routed, 1);
-        let confirm = (!settled).then(|| self.publishes.expect(queues.len(), Unsettled { channel, delivery_id }));
+        counters.add(Counter::Routed, 1);
+        let confirm = (!settled).then(|| self.unsettled.expect(queues.len(), Unsettled { channel, delivery_id }));
         // One confirm channel for the whole connection: the numbers tell the transfers apart.
         self.publisher.push(&queues, 0, &Arc::new(message), confirm);
-    }
-
-    /// A sending link went away.
-    fn publisher_gone(&mut self, channel: u16, handle: u32) {
-        if let Some(LinkState::Publisher { .. }) = self.links.remove(&(channel, handle)) {
-            self.client.publisher_gone();
-        }
+        Ok(())
     }
 
     /// Hands the routed publishes to their queues, in order. A queue that holds its publishers
@@ -281,10 +273,10 @@ impl Session {
     /// [`Self::held`]), so what arrives on the credit already granted is all that can join
     /// them. With `force` everything goes regardless: the session or connection is going away.
     /// A queue gone in between accepts its messages, as RabbitMQ does.
-    pub(crate) async fn flush_publishes(&mut self, conn: &mut Connection, force: bool) {
+    pub(crate) async fn flush(&mut self, force: bool, counters: &mut LocalCounters, conn: &mut Connection) {
         let mode = if force { Flush::Force } else { Flush::Hold };
         for (_, numbers) in self.publisher.flush(mode).await {
-            self.confirmed(&numbers, &[], conn);
+            self.confirmed(&numbers, &[], counters, conn);
         }
     }
 
@@ -293,18 +285,41 @@ impl Session {
         self.publisher.held()
     }
 
+    /// What the driver waits for beside its inbox: `None` once the queue that held the
+    /// publishes admits them (the next flush hands them over), or the name of a queue
+    /// published to by name that was deleted (see [`Deletions::next`]). Cancel-safe.
+    pub(crate) async fn admitted_or_deleted(&mut self) -> Option<String> {
+        tokio::select! {
+            () = charon_engine::queue::until_admitted(self.publisher.holding()) => None,
+            deleted = self.deletions.next() => Some(deleted),
+        }
+    }
+
+    /// Session `channel` ended: the queues still answer for its publishes, but an ended
+    /// session takes no disposition (one would reach a session the client began later on the
+    /// same channel, naming delivery ids it never sent).
+    pub(crate) fn session_ended(&mut self, channel: u16) {
+        self.unsettled.retain(|pending| pending.channel != channel);
+    }
+
     /// Queues answered for publishes: settle those every queue answered for, consecutive
     /// delivery ids with the same outcome in one disposition.
-    pub(crate) fn confirmed(&mut self, accepted: &[u64], refused: &[u64], conn: &mut Connection) {
+    pub(crate) fn confirmed(
+        &mut self,
+        accepted: &[u64],
+        refused: &[u64],
+        counters: &mut LocalCounters,
+        conn: &mut Connection,
+    ) {
         let answers = accepted.iter().map(|s| (*s, true)).chain(refused.iter().map(|s| (*s, false)));
         let mut run: Option<Settled> = None;
         for (seq, ok) in answers {
-            let Some(Answered { value: done, refused_on }) = self.publishes.answer(seq, 0, ok) else {
+            let Some(Answered { value: done, refused_on }) = self.unsettled.answer(seq, 0, ok) else {
                 continue;
             };
             let refused = refused_on.is_some();
             if !refused {
-                self.client.counters().add(Counter::Confirmed, 1);
+                counters.add(Counter::Confirmed, 1);
             }
             match run.as_mut() {
                 Some(current) if current.extends(done, refused) => current.last = done.delivery_id,

@@ -6,20 +6,21 @@ use std::time::Duration;
 use foldhash::HashMap as FastMap;
 use foldhash::HashMapExt;
 
+use bytes::Bytes;
 use charon_engine::login::Peer;
-use charon_engine::publisher::{Outstanding, Publisher};
 use charon_engine::{
-    Action, Broker, Client, ClientError, ConsumerId, Credentials, CreditGrant, EngineError, Owner, Principal, QueueRef,
-    Resource, ResourceKind, SessionEvent, SessionId, WriteGrants,
+    Broker, Client, ClientError, ConsumerId, Credentials, CreditGrant, EngineError, Owner, QueueRef, SessionEvent,
+    SessionId,
 };
+use fe2o3_amqp_types::definitions::Error;
+use fe2o3_amqp_types::performatives::Attach;
 
 use super::address::TargetAddress;
-use super::attach::INITIAL_DELIVERY_COUNT;
+use super::attach::{Attaching, INITIAL_DELIVERY_COUNT};
 use super::consume::Sent;
-use super::deletions::Deletions;
 use super::frames::{Arrival, Credit, Disposition};
 use super::management::ManagementPairs;
-use super::publish::Unsettled;
+use super::publish::{Incoming, TransferError};
 use crate::proto::{Connection, Event, Host, error};
 
 /// What a link is for.
@@ -44,28 +45,28 @@ pub(crate) enum LinkState {
     ManagementResponses { pair: String },
 }
 
-/// The per-message maps (links, consumers) hash with foldhash: their keys are
-/// the broker's own numbers or handles bounded by `handle-max`, so SipHash's flooding defence
-/// buys nothing there and cost about 7 % of the broker's time in S10.
+/// A connection's broker state once SASL began: its client, links and consumers, what it
+/// sent ([`Sent`]) and what it received ([`Incoming`]), and its management link pairs.
+/// Attaches run over a view of what they touch ([`Attaching`]); the driver reads the client
+/// (inbox, closing line) and `incoming` (what holds it, deleted queues); the rest is the
+/// session's own.
+///
+/// The per-message maps (links, consumers) hash with foldhash: their keys are the broker's
+/// own numbers or handles bounded by `handle-max`, so SipHash's flooding defence buys nothing
+/// there and cost about 7 % of the broker's time in S10.
 pub(crate) struct Session {
-    pub(crate) broker: Arc<Broker>,
+    broker: Arc<Broker>,
     /// Who logged in, the vhost it opened, its connection slot and registration.
     pub(crate) client: Client,
-    pub(crate) links: FastMap<(u16, u32), LinkState>,
-    pub(crate) consumers: FastMap<ConsumerId, (u16, u32)>,
+    links: FastMap<(u16, u32), LinkState>,
+    consumers: FastMap<ConsumerId, (u16, u32)>,
     /// What was sent on consumer links: unsettled deliveries, settlements to hand over.
-    pub(crate) sent: Sent,
-    /// Unsettled transfers waiting for every queue they were routed to.
-    pub(crate) publishes: Outstanding<Unsettled>,
-    /// Queues published to through a link that names them, watched for their deletion.
-    pub(crate) deletions: Deletions,
-    /// Routes, and transfers routed in this wake-up, not yet handed to their queues.
-    pub(crate) publisher: Publisher,
-    /// Exchanges anonymous-terminus publishes may go to, while permissions are unchanged.
-    pub(crate) write_grants: WriteGrants,
-    pub(crate) management: ManagementPairs,
+    sent: Sent,
+    /// What clients publish: routing, batches, outcomes, watched queues.
+    pub(crate) incoming: Incoming,
+    management: ManagementPairs,
     /// Who connected and when (ms since the epoch), for the registry's details.
-    pub(crate) origin: Option<(Peer, i64)>,
+    origin: (Peer, i64),
 }
 
 /// Checks logins and vhost access during SASL and open.
@@ -121,20 +122,18 @@ pub(crate) fn link_owner(session: SessionId, channel: u16, handle: u32) -> Owner
 }
 
 impl Session {
-    /// The session of a connection whose client (name, inbox, sink) is `client`.
-    pub(crate) fn new(broker: Arc<Broker>, client: Client) -> Self {
+    /// The session of a connection whose client (name, inbox, sink) is `client`, from `peer`
+    /// at `connected_at` (ms since the epoch).
+    pub(crate) fn new(broker: Arc<Broker>, client: Client, origin: (Peer, i64)) -> Self {
         Self {
             broker,
-            publisher: Publisher::new(Some(client.sink().clone())),
+            incoming: Incoming::new(&client),
             client,
             links: FastMap::new(),
             consumers: FastMap::new(),
             sent: Sent::default(),
-            publishes: Outstanding::new(0),
-            deletions: Deletions::new(),
-            write_grants: WriteGrants::default(),
             management: ManagementPairs::default(),
-            origin: None,
+            origin,
         }
     }
 
@@ -167,10 +166,7 @@ impl Session {
                 for handle in handles {
                     self.link_gone(channel, handle).await;
                 }
-                // The queues still answer for its publishes, but an ended session takes no
-                // disposition: one would reach a session the client began later on the same
-                // channel, naming delivery ids it never sent.
-                self.publishes.retain(|pending| pending.channel != channel);
+                self.incoming.session_ended(channel);
             }
             Event::Attach { channel, attach } => {
                 self.flush(conn, false).await;
@@ -186,13 +182,55 @@ impl Session {
             }
             Event::Transfer { channel, handle, delivery_id, delivery_tag, settled, payload } => {
                 let arrival = Arrival { channel, handle, delivery_id, delivery_tag: &delivery_tag, settled };
-                self.on_transfer(arrival, payload, conn).await;
+                self.on_transfer(arrival, &payload, conn).await;
             }
             Event::Disposition { channel, first, last, last_given, settled, state } => {
                 self.flush(conn, false).await;
                 let disposition = Disposition { channel, first, last, last_given, settled, state };
                 self.sent.on_disposition(disposition, self.client.counters(), conn).await;
             }
+        }
+    }
+
+    async fn on_attach(&mut self, channel: u16, attach: Attach, conn: &mut Connection) {
+        let view = Attaching {
+            channel,
+            broker: &self.broker,
+            client: &mut self.client,
+            links: &mut self.links,
+            consumers: &mut self.consumers,
+            management: &mut self.management,
+        };
+        if let Err(refused) = view.attach(&attach, conn).await {
+            Self::end_session(channel, error(refused.condition(), refused.to_string()), conn);
+        }
+    }
+
+    /// A transfer: a message on a publisher link, or a request to the management node.
+    async fn on_transfer(&mut self, arrival: Arrival<'_>, payload: &Bytes, conn: &mut Connection) {
+        let (channel, handle) = (arrival.channel, arrival.handle);
+        match self.links.get(&(channel, handle)) {
+            Some(LinkState::Publisher { target }) => {
+                let published = self.incoming.publish((&self.broker, &mut self.client), arrival, target, payload, conn);
+                match published {
+                    Ok(()) => {}
+                    Err(TransferError::EndSession(error)) => Self::end_session(channel, error, conn),
+                    Err(TransferError::Detach(error)) => {
+                        self.links.remove(&(channel, handle));
+                        self.client.publisher_gone();
+                        conn.detach(channel, handle, Some(error));
+                    }
+                }
+            }
+            Some(LinkState::ManagementRequests { pair }) => {
+                let pair = pair.clone();
+                self.flush(conn, false).await;
+                let client = (&*self.broker, &self.client);
+                if let Err(end) = self.management.request(client, &pair, payload, conn).await {
+                    Self::end_session(end.channel, error(end.condition, end.description), conn);
+                }
+            }
+            _ => {}
         }
     }
 
@@ -293,7 +331,9 @@ impl Session {
                     conn.consumer_flow(channel, handle, delivery_count, credit, drain, available);
                 }
             }
-            SessionEvent::Confirms { accepted, refused, .. } => self.confirmed(&accepted, &refused, conn),
+            SessionEvent::Confirms { accepted, refused, .. } => {
+                self.incoming.confirmed(&accepted, &refused, self.client.counters(), conn);
+            }
             // Direct reply-to consumers exist only over 0.9.1 (4.0.5 has none over 1.0), so none
             // is ever addressed here; the window unit it took comes back all the same.
             SessionEvent::Reply { .. } => self.client.sink().outbound.release(1),
@@ -313,9 +353,7 @@ impl Session {
 
     /// Records the open connection's details in the broker's registry.
     fn describe(&self, conn: &Connection) {
-        let Some((peer, connected_at)) = &self.origin else {
-            return;
-        };
+        let (peer, connected_at) = &self.origin;
         let client_properties = conn
             .client_properties()
             .map(|fields| {
@@ -339,38 +377,18 @@ impl Session {
         );
     }
 
-    /// Ends a session with an error and forgets its links.
-    /// Checks one action of the logged-in user on a queue or exchange of its vhost.
-    pub(crate) fn authorize(&self, action: Action, kind: ResourceKind, name: &str) -> Result<(), EngineError> {
-        let (Some(user), Some(vhost)) = (self.client.user(), self.client.vhost()) else {
-            return Err(EngineError::Store("not logged in".to_owned()));
-        };
-        let resource = Resource { kind, vhost: vhost.name().to_owned(), name: name.to_owned() };
-        self.broker.access().authorize(user, action, &resource)
-    }
-
-    /// The logged-in user, for operations that check as they go.
-    pub(crate) fn principal(&self) -> Option<Principal<'_>> {
-        self.client.user().map(|user| Principal::new(self.broker.access(), user))
-    }
-
     /// Hands what the connection batched to the queues, in the order it was made: first the
     /// settlements of deliveries (so a consumer's accepts reach a queue before the publishes
-    /// that follow them), then the publishes (see [`Self::flush_publishes`]).
+    /// that follow them), then the publishes (see [`Incoming::flush`]).
     pub(crate) async fn flush(&mut self, conn: &mut Connection, force: bool) {
         self.sent.flush_settles().await;
-        self.flush_publishes(conn, force).await;
+        self.incoming.flush(force, self.client.counters(), conn).await;
     }
 
-    pub(crate) async fn fail_session(
-        &mut self,
-        channel: u16,
-        condition: &str,
-        description: String,
-        conn: &mut Connection,
-    ) {
-        tracing::debug!(channel, condition, description, "ending session");
-        conn.end_session(channel, error(condition, description));
+    /// Ends session `channel` with `error`; the core forgets its links.
+    fn end_session(channel: u16, error: Error, conn: &mut Connection) {
+        tracing::debug!(channel, condition = ?error.condition, description = ?error.description, "ending session");
+        conn.end_session(channel, error);
     }
 }
 
