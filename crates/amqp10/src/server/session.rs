@@ -192,6 +192,8 @@ impl Session {
         }
     }
 
+    /// An attach: the link it asks for (see [`Attaching`]), or the session ends with the
+    /// refusal's condition and RabbitMQ's text.
     async fn on_attach(&mut self, channel: u16, attach: Attach, conn: &mut Connection) {
         let view = Attaching {
             channel,
