@@ -1,0 +1,28 @@
+//! Charon's cluster: Raft groups on [openraft], kept behind types of our own so that an
+//! upgrade of the (pinned, alpha) engine touches this crate only.
+//!
+//! - [`Machine`]: what a group replicates, as the layer that owns it sees it — a deterministic
+//!   state that applies opaque [`Command`]s in log order and snapshots itself. The metadata
+//!   store and, later, each quorum queue are machines; Raft never looks inside a command.
+//! - [`LogStore`]: a group's Raft log, vote and commit point, durable in a redb database
+//!   (fsync'd copy-on-write commits, as the metadata store uses), read and written on the
+//!   blocking pool, never on a runtime worker.
+//! - [`MachineStore`]: the machine as openraft applies it, with its last snapshot kept in the
+//!   same database; what was applied after that snapshot is applied again from the log at
+//!   start (the log keeps the commit point for that).
+//!
+//! openraft's own storage suite (`openraft::testing::log::Suite`) runs against both in this
+//! crate's tests.
+
+mod log_store;
+mod machine;
+mod machine_store;
+mod types;
+
+pub use log_store::LogStore;
+pub use machine::{Machine, MachineError};
+pub use machine_store::MachineStore;
+pub use types::{Answer, Command, Peer, TypeConfig};
+
+#[cfg(test)]
+mod tests;

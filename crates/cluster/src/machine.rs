@@ -1,0 +1,26 @@
+//! What a group replicates, as the layer that owns it sees it.
+
+/// A machine refused a snapshot it was given.
+#[derive(Debug, thiserror::Error)]
+#[error("snapshot refused: {0}")]
+pub struct MachineError(pub String);
+
+/// A deterministic state that every member of a group applies in the same order: the same
+/// commands give the same state and the same answers on every node, so nothing in
+/// [`Machine::apply`] may read a clock, a random source or the node it runs on — time and
+/// randomness come inside the commands, chosen by the proposer.
+pub trait Machine: Send + Sync + 'static {
+    /// Applies the command committed at log index `index`; the answer goes back to the node
+    /// that proposed it (and is dropped elsewhere).
+    fn apply(&mut self, index: u64, command: &[u8]) -> Vec<u8>;
+
+    /// The whole state, for a snapshot (taken between two applies).
+    fn snapshot(&self) -> Vec<u8>;
+
+    /// Replaces the whole state with a snapshot's: this node's own at start, or the leader's
+    /// when it fell too far behind.
+    ///
+    /// # Errors
+    /// The snapshot does not decode; the state is left as it was.
+    fn restore(&mut self, snapshot: &[u8]) -> Result<(), MachineError>;
+}
