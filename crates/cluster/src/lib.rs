@@ -14,11 +14,14 @@
 //! openraft's own storage suite (`openraft::testing::log::Suite`) runs against both in this
 //! crate's tests.
 
+mod group;
 mod log_store;
 mod machine;
 mod machine_store;
+pub mod transport;
 mod types;
 
+pub use group::{Group, GroupError, Network, PeerClient};
 pub use log_store::LogStore;
 pub use machine::{Machine, MachineError};
 pub use machine_store::MachineStore;

@@ -1,0 +1,249 @@
+//! A Raft group of this node: openraft's `Raft` over our stores and transport, and what the
+//! rest of Charon asks of it.
+
+use std::collections::BTreeMap;
+use std::io::Cursor;
+use std::sync::Arc;
+
+use openraft::alias::{SnapshotMetaOf, SnapshotOf, VoteOf};
+use openraft::error::{
+    ClientWriteError, NetworkError, RPCError, RaftError, ReplicationClosed, StreamingError, Unreachable,
+};
+use openraft::network::{RPCOption, RaftNetworkFactory, v2::RaftNetworkV2};
+use openraft::raft::{AppendEntriesRequest, AppendEntriesResponse, SnapshotResponse, VoteRequest, VoteResponse};
+use openraft::{Config, Raft};
+use redb::Database;
+use serde::{Deserialize, Serialize};
+use thiserror::Error;
+
+use crate::log_store::{decode, encode};
+use crate::transport::frame::Kind;
+use crate::transport::{Answering, CallError, Connection, Dispatch, Identity};
+use crate::{Command, LogStore, Machine, MachineStore, Peer, TypeConfig};
+
+/// Why a group refused or could not do what it was asked.
+#[derive(Debug, Error)]
+pub enum GroupError {
+    /// This node is not the leader; the leader, when it is known.
+    #[error("not the leader (leader: {0:?})")]
+    NotLeader(Option<(u64, Peer)>),
+    /// The group stopped (its storage failed, or it was shut down).
+    #[error("group stopped: {0}")]
+    Stopped(String),
+    /// Anything else openraft refused (a second initialization, a membership change in
+    /// progress).
+    #[error("{0}")]
+    Refused(String),
+}
+
+/// A whole snapshot as it travels: the vote it is sent under and its metadata (the machine's
+/// bytes follow the encoded header).
+#[derive(Serialize, Deserialize)]
+struct SnapshotHeader {
+    vote: VoteOf<TypeConfig>,
+    meta: SnapshotMetaOf<TypeConfig>,
+}
+
+/// Opens the connections of one group to its peers.
+pub struct Network {
+    identity: Identity,
+    group: u64,
+}
+
+/// One group's client of one peer.
+pub struct PeerClient {
+    connection: Connection,
+    group: u64,
+}
+
+fn unreachable(error: &CallError) -> RPCError<TypeConfig> {
+    match error {
+        CallError::Failed(_) => RPCError::Network(NetworkError::new(error)),
+        _ => RPCError::Unreachable(Unreachable::new(error)),
+    }
+}
+
+fn undecodable(error: &std::io::Error) -> RPCError<TypeConfig> {
+    RPCError::Network(NetworkError::new(error))
+}
+
+impl PeerClient {
+    async fn call<Q: Serialize, A: serde::de::DeserializeOwned>(
+        &mut self,
+        kind: Kind,
+        request: &Q,
+    ) -> Result<A, RPCError<TypeConfig>> {
+        let body = encode(request).map_err(|e| undecodable(&e))?;
+        let answer = self.connection.call(self.group, kind, body).await.map_err(|e| unreachable(&e))?;
+        decode(&answer).map_err(|e| undecodable(&e))
+    }
+}
+
+impl RaftNetworkFactory<TypeConfig> for Network {
+    type Network = PeerClient;
+
+    async fn new_client(&mut self, _target: u64, node: &Peer) -> PeerClient {
+        PeerClient { connection: Connection::new(self.identity.clone(), node.address.clone()), group: self.group }
+    }
+}
+
+impl RaftNetworkV2<TypeConfig> for PeerClient {
+    type SnapshotData = Cursor<Vec<u8>>;
+
+    async fn append_entries(
+        &mut self,
+        rpc: AppendEntriesRequest<TypeConfig>,
+        _option: RPCOption,
+    ) -> Result<AppendEntriesResponse<TypeConfig>, RPCError<TypeConfig>> {
+        self.call(Kind::Append, &rpc).await
+    }
+
+    async fn vote(
+        &mut self,
+        rpc: VoteRequest<TypeConfig>,
+        _option: RPCOption,
+    ) -> Result<VoteResponse<TypeConfig>, RPCError<TypeConfig>> {
+        self.call(Kind::Vote, &rpc).await
+    }
+
+    async fn full_snapshot(
+        &mut self,
+        vote: VoteOf<TypeConfig>,
+        snapshot: SnapshotOf<TypeConfig, Self::SnapshotData>,
+        _cancel: impl Future<Output = ReplicationClosed> + Send + 'static,
+        _option: RPCOption,
+    ) -> Result<SnapshotResponse<TypeConfig>, StreamingError<TypeConfig>> {
+        let streaming = |e: RPCError<TypeConfig>| match e {
+            RPCError::Unreachable(e) => StreamingError::Unreachable(e),
+            other => StreamingError::Network(NetworkError::new(&other)),
+        };
+        let header = encode(&SnapshotHeader { vote, meta: snapshot.meta }).map_err(|e| streaming(undecodable(&e)))?;
+        let header_length = u32::try_from(header.len()).unwrap_or(u32::MAX);
+        let data = snapshot.snapshot.into_inner();
+        let mut body = Vec::with_capacity(4 + header.len() + data.len());
+        body.extend_from_slice(&header_length.to_be_bytes());
+        body.extend_from_slice(&header);
+        body.extend_from_slice(&data);
+        let answer = self.connection.call(self.group, Kind::Snapshot, body).await;
+        let answer = answer.map_err(|e| streaming(unreachable(&e)))?;
+        decode(&answer).map_err(|e| streaming(undecodable(&e)))
+    }
+}
+
+/// One Raft group this node is a member of.
+pub struct Group<M: Machine> {
+    raft: Raft<TypeConfig, MachineStore<M>>,
+    machine: MachineStore<M>,
+    /// The group's number on the wire (0: the metadata group).
+    group: u64,
+}
+
+impl<M: Machine> Group<M> {
+    /// Starts this node's member `id` of group `group`, its log and machine in `db`, reaching
+    /// its peers as `identity`. A restarted member takes up from what `db` holds.
+    ///
+    /// # Errors
+    /// The configuration is invalid, or the stores cannot be read.
+    pub async fn start(
+        (id, group): (u64, u64),
+        identity: Identity,
+        config: Config,
+        db: Arc<Database>,
+        machine: M,
+    ) -> Result<Self, GroupError> {
+        let config = Arc::new(config.validate().map_err(|e| GroupError::Refused(e.to_string()))?);
+        let machine =
+            MachineStore::open(Arc::clone(&db), machine).await.map_err(|e| GroupError::Stopped(e.to_string()))?;
+        let network = Network { identity, group };
+        let raft = Raft::new(id, config, network, LogStore::new(db), machine.clone())
+            .await
+            .map_err(|e| GroupError::Stopped(e.to_string()))?;
+        Ok(Self { raft, machine, group })
+    }
+
+    /// Makes `members` the group's first membership (on one node, once; RabbitMQ's peer
+    /// discovery does the same on the first node of a fresh cluster).
+    ///
+    /// # Errors
+    /// The group was initialized already, or stopped.
+    pub async fn initialize(&self, members: BTreeMap<u64, Peer>) -> Result<(), GroupError> {
+        self.raft.initialize(members).await.map_err(|e| GroupError::Refused(e.to_string()))
+    }
+
+    /// Replicates `command` and answers once this node applied it: the machine's answer.
+    ///
+    /// # Errors
+    /// This node is not the leader (the caller forwards to the one named), or the group
+    /// stopped.
+    pub async fn propose(&self, command: Vec<u8>) -> Result<Vec<u8>, GroupError> {
+        match self.raft.client_write(Command(command)).await {
+            Ok(written) => Ok(written.data.0),
+            Err(RaftError::APIError(ClientWriteError::ForwardToLeader(to))) => {
+                Err(GroupError::NotLeader(to.leader_id.zip(to.leader_node)))
+            }
+            Err(RaftError::APIError(other)) => Err(GroupError::Refused(other.to_string())),
+            Err(RaftError::Fatal(fatal)) => Err(GroupError::Stopped(fatal.to_string())),
+        }
+    }
+
+    /// The leader this node knows of.
+    pub async fn leader(&self) -> Option<u64> {
+        self.raft.current_leader().await
+    }
+
+    /// Calls `read` with the machine as this node applied it so far.
+    pub fn read<T>(&self, read: impl FnOnce(&M) -> T) -> T {
+        self.machine.read(read)
+    }
+
+    /// Stops the group's tasks; what it stored stays.
+    pub async fn shutdown(&self) {
+        if let Err(e) = self.raft.shutdown().await {
+            tracing::warn!(error = %e, "raft group did not stop cleanly");
+        }
+    }
+
+    /// Answers a peer's request for this group.
+    ///
+    /// # Errors
+    /// The request does not decode or is no request, or the group stopped; the text goes
+    /// back to the peer.
+    pub async fn answer(&self, kind: Kind, body: Vec<u8>) -> Result<Vec<u8>, String> {
+        let text = |e: &dyn std::fmt::Display| e.to_string();
+        match kind {
+            Kind::Append => {
+                let request = decode(&body).map_err(|e| text(&e))?;
+                let answer = self.raft.append_entries(request).await.map_err(|e| text(&e))?;
+                encode(&answer).map_err(|e| text(&e))
+            }
+            Kind::Vote => {
+                let request = decode(&body).map_err(|e| text(&e))?;
+                let answer = self.raft.vote(request).await.map_err(|e| text(&e))?;
+                encode(&answer).map_err(|e| text(&e))
+            }
+            Kind::Snapshot => {
+                let (length, rest) = body.split_first_chunk::<4>().ok_or("short snapshot")?;
+                let length = usize::try_from(u32::from_be_bytes(*length)).unwrap_or(usize::MAX);
+                let header = rest.get(..length).ok_or("short snapshot header")?;
+                let SnapshotHeader { vote, meta } = decode(header).map_err(|e| text(&e))?;
+                let data = rest.get(length..).unwrap_or_default().to_vec();
+                let snapshot = SnapshotOf::<TypeConfig, _> { meta, snapshot: Cursor::new(data) };
+                let answer = self.raft.install_full_snapshot(vote, snapshot).await.map_err(|e| text(&e))?;
+                encode(&answer).map_err(|e| text(&e))
+            }
+            Kind::Answer | Kind::Failed => Err("not a request".to_owned()),
+        }
+    }
+}
+
+/// A node whose only group is this one answers its peers through it.
+impl<M: Machine> Dispatch for Group<M> {
+    fn answer(&self, group: u64, kind: Kind, body: Vec<u8>) -> Answering<'_> {
+        Box::pin(async move {
+            if group != self.group {
+                return Err(format!("no group {group} on this node"));
+            }
+            Group::answer(self, kind, body).await
+        })
+    }
+}

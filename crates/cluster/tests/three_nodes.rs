@@ -1,0 +1,139 @@
+//! Three members of one group on loopback, over the real transport: they elect a leader,
+//! apply what it commits in the same order, take a restarted member back from its data, and
+//! refuse a node with another secret.
+#![allow(clippy::expect_used, clippy::unwrap_used, clippy::indexing_slicing)]
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use charon_cluster::transport::frame::Kind;
+use charon_cluster::transport::{CallError, Connection, Identity, handshake::HandshakeError, serve};
+use charon_cluster::{Group, GroupError, LogStore, Machine, MachineError, Peer};
+use tempfile::TempDir;
+use tokio::net::TcpListener;
+use tokio::task::JoinHandle;
+
+/// Keeps every command with the index it was applied at.
+#[derive(Default)]
+struct Journal(Vec<(u64, Vec<u8>)>);
+
+impl Machine for Journal {
+    fn apply(&mut self, index: u64, command: &[u8]) -> Vec<u8> {
+        self.0.push((index, command.to_vec()));
+        index.to_be_bytes().to_vec()
+    }
+
+    fn snapshot(&self) -> Vec<u8> {
+        serde_json::to_vec(&self.0).unwrap_or_default()
+    }
+
+    fn restore(&mut self, snapshot: &[u8]) -> Result<(), MachineError> {
+        self.0 = serde_json::from_slice(snapshot).map_err(|e| MachineError(e.to_string()))?;
+        Ok(())
+    }
+}
+
+struct Node {
+    group: Arc<Group<Journal>>,
+    server: JoinHandle<()>,
+}
+
+fn config() -> openraft::Config {
+    openraft::Config {
+        heartbeat_interval: 50,
+        election_timeout_min: 300,
+        election_timeout_max: 600,
+        ..openraft::Config::default()
+    }
+}
+
+fn identity(n: u64, address: std::net::SocketAddr, secret: &[u8]) -> Identity {
+    Identity { name: format!("charon-{n}@localhost"), secret: Arc::new(secret.to_vec()), address }
+}
+
+async fn start(n: u64, listener: TcpListener, dir: &TempDir) -> Node {
+    let me = identity(n, listener.local_addr().unwrap(), b"cookie");
+    let db = LogStore::open_database(&dir.path().join(format!("node-{n}.redb"))).unwrap();
+    let group = Arc::new(Group::start((n, 0), me.clone(), config(), db, Journal::default()).await.unwrap());
+    let server = tokio::spawn(serve(listener, me, Arc::clone(&group) as Arc<dyn charon_cluster::transport::Dispatch>));
+    Node { group, server }
+}
+
+/// Proposes on whichever node leads, following `NotLeader` answers.
+async fn propose(nodes: &BTreeMap<u64, Node>, command: &[u8]) -> Vec<u8> {
+    for _ in 0..100 {
+        for node in nodes.values() {
+            match node.group.propose(command.to_vec()).await {
+                Ok(answer) => return answer,
+                Err(GroupError::NotLeader(_)) => {}
+                Err(other) => panic!("propose failed: {other}"),
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    panic!("no leader took the command");
+}
+
+async fn applied(node: &Node, count: usize) -> Vec<Vec<u8>> {
+    for _ in 0..100 {
+        let commands: Vec<Vec<u8>> = node.group.read(|j| j.0.iter().map(|(_, c)| c.clone()).collect());
+        if commands.len() >= count {
+            return commands;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    node.group.read(|j| j.0.iter().map(|(_, c)| c.clone()).collect())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn three_members_replicate_in_order_and_a_restarted_one_catches_up() {
+    let dir = TempDir::new().unwrap();
+    let mut listeners = BTreeMap::new();
+    let mut members = BTreeMap::new();
+    for n in 1..=3 {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let address = listener.local_addr().unwrap().to_string();
+        members.insert(n, Peer { name: format!("charon-{n}@localhost"), address });
+        listeners.insert(n, listener);
+    }
+    let mut nodes = BTreeMap::new();
+    for (n, listener) in listeners {
+        nodes.insert(n, start(n, listener, &dir).await);
+    }
+    nodes[&1].group.initialize(members.clone()).await.unwrap();
+
+    let first = propose(&nodes, b"declare q1").await;
+    let second = propose(&nodes, b"declare q2").await;
+    assert!(u64::from_be_bytes(second.try_into().unwrap()) > u64::from_be_bytes(first.try_into().unwrap()));
+    for node in nodes.values() {
+        assert_eq!(applied(node, 2).await, vec![b"declare q1".to_vec(), b"declare q2".to_vec()]);
+    }
+
+    // Node 3 goes away; the other two are a majority and go on.
+    let Node { group, server } = nodes.remove(&3).unwrap();
+    group.shutdown().await;
+    server.abort();
+    let _ = server.await;
+    drop(group);
+    propose(&nodes, b"declare q3").await;
+
+    // Back on its address and its data: it catches up.
+    let address = members[&3].address.parse::<std::net::SocketAddr>().unwrap();
+    let listener = TcpListener::bind(address).await.unwrap();
+    nodes.insert(3, start(3, listener, &dir).await);
+    let expected = vec![b"declare q1".to_vec(), b"declare q2".to_vec(), b"declare q3".to_vec()];
+    assert_eq!(applied(&nodes[&3], 3).await, expected);
+
+    // A node with another secret is refused.
+    let stranger = identity(9, "127.0.0.1:0".parse().unwrap(), b"not the cookie");
+    let mut connection = Connection::new(stranger, members[&1].address.clone());
+    let refused = connection.call(0, Kind::Vote, Vec::new()).await;
+    assert!(
+        matches!(refused, Err(CallError::Handshake(HandshakeError::Secret(ref name))) if name == "charon-1@localhost"),
+        "{refused:?}"
+    );
+    for node in nodes.values() {
+        node.group.shutdown().await;
+    }
+}
