@@ -4,6 +4,7 @@
 use std::collections::BTreeMap;
 use std::io::Cursor;
 use std::sync::Arc;
+use std::time::Duration;
 
 use openraft::alias::{SnapshotMetaOf, SnapshotOf, VoteOf};
 use openraft::error::{
@@ -21,12 +22,18 @@ use crate::transport::frame::Kind;
 use crate::transport::{Answering, CallError, Connection, Dispatch, Identity};
 use crate::{Command, LogStore, Machine, MachineStore, Peer, TypeConfig};
 
+/// How long a write waits for this node to apply what the leader committed.
+const APPLY_TIMEOUT: Duration = Duration::from_secs(10);
+
 /// Why a group refused or could not do what it was asked.
 #[derive(Debug, Error)]
 pub enum GroupError {
     /// This node is not the leader; the leader, when it is known.
     #[error("not the leader (leader: {0:?})")]
     NotLeader(Option<(u64, Peer)>),
+    /// No leader could take the command (no majority is reachable, or an election is on).
+    #[error("no leader reachable: {0}")]
+    NoLeader(String),
     /// The group stopped (its storage failed, or it was shut down).
     #[error("group stopped: {0}")]
     Stopped(String),
@@ -130,12 +137,22 @@ impl RaftNetworkV2<TypeConfig> for PeerClient {
     }
 }
 
+/// What a leader answers a proposal with: where the command was committed, and the
+/// machine's answer.
+#[derive(Serialize, Deserialize)]
+struct Committed {
+    index: u64,
+    answer: Vec<u8>,
+}
+
 /// One Raft group this node is a member of.
 pub struct Group<M: Machine> {
     raft: Raft<TypeConfig, MachineStore<M>>,
     machine: MachineStore<M>,
     /// The group's number on the wire (0: the metadata group).
     group: u64,
+    /// How this node reaches the leader to forward a write.
+    identity: Identity,
 }
 
 impl<M: Machine> Group<M> {
@@ -154,11 +171,11 @@ impl<M: Machine> Group<M> {
         let config = Arc::new(config.validate().map_err(|e| GroupError::Refused(e.to_string()))?);
         let machine =
             MachineStore::open(Arc::clone(&db), machine).await.map_err(|e| GroupError::Stopped(e.to_string()))?;
-        let network = Network { identity, group };
+        let network = Network { identity: identity.clone(), group };
         let raft = Raft::new(id, config, network, LogStore::new(db), machine.clone())
             .await
             .map_err(|e| GroupError::Stopped(e.to_string()))?;
-        Ok(Self { raft, machine, group })
+        Ok(Self { raft, machine, group, identity })
     }
 
     /// Makes `members` the group's first membership (on one node, once; RabbitMQ's peer
@@ -170,20 +187,42 @@ impl<M: Machine> Group<M> {
         self.raft.initialize(members).await.map_err(|e| GroupError::Refused(e.to_string()))
     }
 
-    /// Replicates `command` and answers once this node applied it: the machine's answer.
+    /// Replicates `command` from any member: proposed here when this node leads, otherwise
+    /// forwarded to the leader; answered once this node applied it too, so that what the
+    /// caller does next on this node sees it (a queue declared on one node is there for the
+    /// publish that follows on the same node).
     ///
     /// # Errors
-    /// This node is not the leader (the caller forwards to the one named), or the group
-    /// stopped.
-    pub async fn propose(&self, command: Vec<u8>) -> Result<Vec<u8>, GroupError> {
+    /// No leader is reachable, the leader refused, or this node did not apply the command in
+    /// time.
+    pub async fn write(&self, command: Vec<u8>) -> Result<Vec<u8>, GroupError> {
+        let committed = match self.commit(command.clone()).await {
+            Err(GroupError::NotLeader(Some((_, leader)))) => self.forward(&leader, command).await?,
+            Err(GroupError::NotLeader(None)) => return Err(GroupError::NoLeader("no leader known".to_owned())),
+            other => other?,
+        };
+        let wait = self.raft.wait(Some(APPLY_TIMEOUT));
+        let applied = wait.applied_index_at_least(Some(committed.index), "write").await;
+        applied.map_err(|e| GroupError::Stopped(e.to_string()))?;
+        Ok(committed.answer)
+    }
+
+    async fn commit(&self, command: Vec<u8>) -> Result<Committed, GroupError> {
         match self.raft.client_write(Command(command)).await {
-            Ok(written) => Ok(written.data.0),
+            Ok(written) => Ok(Committed { index: written.log_id.index(), answer: written.data.0 }),
             Err(RaftError::APIError(ClientWriteError::ForwardToLeader(to))) => {
                 Err(GroupError::NotLeader(to.leader_id.zip(to.leader_node)))
             }
             Err(RaftError::APIError(other)) => Err(GroupError::Refused(other.to_string())),
             Err(RaftError::Fatal(fatal)) => Err(GroupError::Stopped(fatal.to_string())),
         }
+    }
+
+    async fn forward(&self, leader: &Peer, command: Vec<u8>) -> Result<Committed, GroupError> {
+        let mut connection = Connection::new(self.identity.clone(), leader.address.clone());
+        let answer = connection.call(self.group, Kind::Propose, command).await;
+        let answer = answer.map_err(|e| GroupError::NoLeader(format!("{}: {e}", leader.name)))?;
+        decode(&answer).map_err(|e| GroupError::NoLeader(e.to_string()))
     }
 
     /// The leader this node knows of.
@@ -230,6 +269,11 @@ impl<M: Machine> Group<M> {
                 let snapshot = SnapshotOf::<TypeConfig, _> { meta, snapshot: Cursor::new(data) };
                 let answer = self.raft.install_full_snapshot(vote, snapshot).await.map_err(|e| text(&e))?;
                 encode(&answer).map_err(|e| text(&e))
+            }
+            // Only the leader takes a forwarded command: one hop, never a chain.
+            Kind::Propose => {
+                let committed = self.commit(body).await.map_err(|e| text(&e))?;
+                encode(&committed).map_err(|e| text(&e))
             }
             Kind::Answer | Kind::Failed => Err("not a request".to_owned()),
         }

@@ -60,19 +60,21 @@ async fn start(n: u64, listener: TcpListener, dir: &TempDir) -> Node {
     Node { group, server }
 }
 
-/// Proposes on whichever node leads, following `NotLeader` answers.
-async fn propose(nodes: &BTreeMap<u64, Node>, command: &[u8]) -> Vec<u8> {
+/// Writes through node `n`, whichever node leads, waiting out an election.
+async fn write(nodes: &BTreeMap<u64, Node>, n: u64, command: &[u8]) -> Vec<u8> {
     for _ in 0..100 {
-        for node in nodes.values() {
-            match node.group.propose(command.to_vec()).await {
-                Ok(answer) => return answer,
-                Err(GroupError::NotLeader(_)) => {}
-                Err(other) => panic!("propose failed: {other}"),
-            }
+        match nodes[&n].group.write(command.to_vec()).await {
+            Ok(answer) => return answer,
+            Err(GroupError::NoLeader(_)) => tokio::time::sleep(Duration::from_millis(100)).await,
+            Err(other) => panic!("write failed: {other}"),
         }
-        tokio::time::sleep(Duration::from_millis(100)).await;
     }
     panic!("no leader took the command");
+}
+
+/// What node `n` applied, in order.
+fn journal(nodes: &BTreeMap<u64, Node>, n: u64) -> Vec<Vec<u8>> {
+    nodes[&n].group.read(|j| j.0.iter().map(|(_, c)| c.clone()).collect())
 }
 
 async fn applied(node: &Node, count: usize) -> Vec<Vec<u8>> {
@@ -103,11 +105,18 @@ async fn three_members_replicate_in_order_and_a_restarted_one_catches_up() {
     }
     nodes[&1].group.initialize(members.clone()).await.unwrap();
 
-    let first = propose(&nodes, b"declare q1").await;
-    let second = propose(&nodes, b"declare q2").await;
-    assert!(u64::from_be_bytes(second.try_into().unwrap()) > u64::from_be_bytes(first.try_into().unwrap()));
+    // Written through each node in turn (two of them forward to the leader): each write is
+    // applied on the node that took it by the time it answers.
+    let mut indexes = Vec::new();
+    for (n, command) in [(1, &b"declare q1"[..]), (2, b"declare q2"), (3, b"declare q3")] {
+        let answer = write(&nodes, n, command).await;
+        indexes.push(u64::from_be_bytes(answer.try_into().unwrap()));
+        assert_eq!(journal(&nodes, n).last().map(Vec::as_slice), Some(command));
+    }
+    assert!(indexes.is_sorted() && indexes.first() < indexes.last(), "{indexes:?}");
+    let expected = vec![b"declare q1".to_vec(), b"declare q2".to_vec(), b"declare q3".to_vec()];
     for node in nodes.values() {
-        assert_eq!(applied(node, 2).await, vec![b"declare q1".to_vec(), b"declare q2".to_vec()]);
+        assert_eq!(applied(node, 3).await, expected);
     }
 
     // Node 3 goes away; the other two are a majority and go on.
@@ -116,14 +125,15 @@ async fn three_members_replicate_in_order_and_a_restarted_one_catches_up() {
     server.abort();
     let _ = server.await;
     drop(group);
-    propose(&nodes, b"declare q3").await;
+    write(&nodes, 1, b"declare q4").await;
 
     // Back on its address and its data: it catches up.
     let address = members[&3].address.parse::<std::net::SocketAddr>().unwrap();
     let listener = TcpListener::bind(address).await.unwrap();
     nodes.insert(3, start(3, listener, &dir).await);
-    let expected = vec![b"declare q1".to_vec(), b"declare q2".to_vec(), b"declare q3".to_vec()];
-    assert_eq!(applied(&nodes[&3], 3).await, expected);
+    let mut expected = expected;
+    expected.push(b"declare q4".to_vec());
+    assert_eq!(applied(&nodes[&3], 4).await, expected);
 
     // A node with another secret is refused.
     let stranger = identity(9, "127.0.0.1:0".parse().unwrap(), b"not the cookie");

@@ -21,6 +21,8 @@ pub enum Kind {
     Vote,
     /// A whole snapshot (metadata, then the machine's bytes).
     Snapshot,
+    /// A command a member forwards to the leader it knows.
+    Propose,
     /// The answer to the request with the same id.
     Answer,
     /// The request with the same id failed on the peer; the body is the reason.
@@ -35,6 +37,7 @@ impl Kind {
             Self::Snapshot => 3,
             Self::Answer => 4,
             Self::Failed => 5,
+            Self::Propose => 6,
         }
     }
 
@@ -45,6 +48,7 @@ impl Kind {
             3 => Self::Snapshot,
             4 => Self::Answer,
             5 => Self::Failed,
+            6 => Self::Propose,
             _ => return None,
         })
     }
@@ -163,8 +167,8 @@ mod tests {
         assert_eq!(Frame::decode(&mut short), Err(FrameError::Length(3)));
         let mut unknown = Vec::new();
         frame(Kind::Vote, b"x").encode(&mut unknown).unwrap();
-        unknown[4] = 9;
-        assert_eq!(Frame::decode(&mut unknown), Err(FrameError::Kind(9)));
+        unknown[4] = 0;
+        assert_eq!(Frame::decode(&mut unknown), Err(FrameError::Kind(0)));
         let too_large = Frame { kind: Kind::Snapshot, group: 0, id: 0, body: vec![0; MAX_FRAME] };
         assert_eq!(too_large.encode(&mut Vec::new()), Err(FrameError::TooLarge(MAX_FRAME + HEADER)));
     }
