@@ -150,6 +150,22 @@ pub(crate) struct Cli {
     /// as RabbitMQ then does: the file defines them.
     #[arg(long = "definitions")]
     definitions: Option<PathBuf>,
+    /// This node's name, as RabbitMQ names its nodes (`rabbit@host`). Default
+    /// `charon@<hostname>`.
+    #[arg(long)]
+    node_name: Option<String>,
+    /// Address (`IP:port`) of this node's cluster listener: turns clustering on. Its peers
+    /// connect here, and its own connections to them leave from this IP.
+    #[arg(long)]
+    cluster_listen: Option<String>,
+    /// A member of the cluster as `NAME=ADDR`, this node included (repeatable), as RabbitMQ's
+    /// classic config peer discovery lists its nodes. Every member gets the same list.
+    #[arg(long = "cluster-peer")]
+    cluster_peers: Vec<String>,
+    /// The file with the cluster's shared secret, as RabbitMQ's Erlang cookie. Default
+    /// `$HOME/.charon.cookie`, created with a random secret when missing.
+    #[arg(long)]
+    cluster_secret_file: Option<PathBuf>,
     /// Which part of a client certificate's subject SASL EXTERNAL logs in as:
     /// `common_name` (default) or `distinguished_name`, as RabbitMQ's `ssl_cert_login_from`.
     #[arg(long)]
@@ -225,6 +241,10 @@ pub(crate) struct FileConfig {
     loopback_users: Option<Vec<String>>,
     ssl_cert_login_from: Option<String>,
     load_definitions: Option<PathBuf>,
+    node_name: Option<String>,
+    cluster_listen: Option<String>,
+    cluster_peers: Option<Vec<String>>,
+    cluster_secret_file: Option<PathBuf>,
 }
 
 /// `consumer_timeout` in the configuration file: ms, or `false` (off).
@@ -338,6 +358,60 @@ pub(crate) struct Config {
     pub(crate) login: LoginConfig,
     /// Definitions imported at start (`--definitions`, `load_definitions`).
     pub(crate) definitions: Option<PathBuf>,
+    /// `--node-name`; `None`: `charon@<hostname>`.
+    pub(crate) node_name: Option<String>,
+    /// The cluster this node is a member of; `None`: a single node.
+    pub(crate) cluster: Option<ClusterConfig>,
+}
+
+/// `cluster_listen`, `cluster_peers`, `cluster_secret_file`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct ClusterConfig {
+    /// This node's name (in `peers`).
+    pub(crate) node: String,
+    /// The cluster listener.
+    pub(crate) listen: std::net::SocketAddr,
+    /// Every member, this node included: name and `host:port`.
+    pub(crate) peers: Vec<(String, String)>,
+    /// `None`: `$HOME/.charon.cookie`.
+    pub(crate) secret_file: Option<PathBuf>,
+}
+
+impl ClusterConfig {
+    fn resolve(cli: &Cli, file: &FileConfig, node: Option<&str>) -> anyhow::Result<Option<Self>> {
+        let listen = cli.cluster_listen.clone().or_else(|| file.cluster_listen.clone());
+        let peers =
+            if cli.cluster_peers.is_empty() { file.cluster_peers.clone() } else { Some(cli.cluster_peers.clone()) };
+        let secret_file = cli.cluster_secret_file.clone().or_else(|| file.cluster_secret_file.clone());
+        let Some(listen) = listen else {
+            if peers.is_some() || secret_file.is_some() {
+                bail!("cluster_peers and cluster_secret_file need cluster_listen (this node's cluster address)");
+            }
+            return Ok(None);
+        };
+        let listen: std::net::SocketAddr =
+            listen.parse().with_context(|| format!("cluster_listen must be IP:port, got {listen:?}"))?;
+        let node = node.map_or_else(charon_model::node_name, str::to_owned);
+        let mut members: Vec<(String, String)> = Vec::new();
+        for spec in peers.unwrap_or_default() {
+            let Some((name, address)) = spec.split_once('=').filter(|(n, a)| !n.is_empty() && !a.is_empty()) else {
+                bail!("a cluster peer is NAME=ADDR, got {spec:?}");
+            };
+            if members.iter().any(|(known, _)| known == name) {
+                bail!("cluster peer {name} is listed twice");
+            }
+            members.push((name.to_owned(), address.to_owned()));
+        }
+        match members.iter().find(|(name, _)| *name == node) {
+            None if members.is_empty() => members.push((node.clone(), listen.to_string())),
+            None => bail!("cluster_peers must list this node ({node}) with its cluster_listen address"),
+            Some((_, address)) if address.parse::<std::net::SocketAddr>().ok() != Some(listen) => {
+                bail!("cluster_peers gives {node} the address {address}, but cluster_listen is {listen}")
+            }
+            Some(_) => {}
+        }
+        Ok(Some(Self { node, listen, peers: members, secret_file }))
+    }
 }
 
 /// amqps and HTTPS settings.
@@ -411,6 +485,11 @@ impl Config {
 
     pub(crate) fn resolve(cli: &Cli, file: FileConfig) -> anyhow::Result<Self> {
         let tls = TlsConfig::resolve(cli, &file)?;
+        let node_name = cli.node_name.clone().or_else(|| file.node_name.clone());
+        if node_name.as_deref().is_some_and(|n| n.is_empty() || n.len() > 255) {
+            bail!("node_name must be 1 to 255 bytes");
+        }
+        let cluster = ClusterConfig::resolve(cli, &file, node_name.as_deref())?;
         let definitions = cli.definitions.clone().or_else(|| file.load_definitions.clone());
         // RabbitMQ seeds no default user and vhost when definitions are to be loaded.
         let seed_defaults = definitions.is_none();
@@ -548,6 +627,8 @@ impl Config {
             tls,
             login,
             definitions,
+            node_name,
+            cluster,
         })
     }
 
@@ -853,6 +934,76 @@ mod tests {
         let config = Config::resolve(&cli(&["--loopback-users", "guest, admin"]), file).unwrap();
         assert_eq!(config.login.loopback_users, ["guest", "admin"]);
         assert!(Config::resolve(&cli(&["--ssl-cert-login-from", "cn"]), FileConfig::default()).is_err());
+    }
+
+    #[test]
+    fn clustering_takes_rabbitmqs_peer_list_and_refuses_a_list_without_this_node() {
+        let peers = [
+            "--cluster-peer",
+            "charon-1@localhost=127.0.0.1:25901",
+            "--cluster-peer",
+            "charon-2@localhost=127.0.0.1:25902",
+        ];
+        let node = ["--node-name", "charon-1@localhost", "--cluster-listen", "127.0.0.1:25901"];
+        let args: Vec<&str> = node.iter().chain(peers.iter()).copied().collect();
+        let config = Config::resolve(&cli(&args), FileConfig::default()).unwrap();
+        let cluster = config.cluster.unwrap();
+        assert_eq!(
+            (cluster.node.as_str(), cluster.listen.to_string()),
+            ("charon-1@localhost", "127.0.0.1:25901".into())
+        );
+        assert_eq!(cluster.peers[1], ("charon-2@localhost".to_owned(), "127.0.0.1:25902".to_owned()));
+        assert_eq!(config.node_name.as_deref(), Some("charon-1@localhost"));
+        // The same from the file's keys.
+        let file = toml::from_str::<FileConfig>(
+            "node_name = \"charon-1@localhost\"\ncluster_listen = \"127.0.0.1:25901\"\n\
+             cluster_peers = [\"charon-1@localhost=127.0.0.1:25901\", \"charon-2@localhost=127.0.0.1:25902\"]\n\
+             cluster_secret_file = \"/etc/charon/secret\"",
+        )
+        .unwrap();
+        let from_file = Config::resolve(&cli(&[]), file).unwrap().cluster.unwrap();
+        assert_eq!((from_file.peers.len(), from_file.secret_file), (2, Some(PathBuf::from("/etc/charon/secret"))));
+        // Alone: a single-member cluster of this node.
+        let alone = Config::resolve(&cli(&node), FileConfig::default()).unwrap().cluster.unwrap();
+        assert_eq!(alone.peers, vec![("charon-1@localhost".to_owned(), "127.0.0.1:25901".to_owned())]);
+        assert_eq!(Config::resolve(&cli(&[]), FileConfig::default()).unwrap().cluster, None);
+        let refused = [
+            // Peers without a listener.
+            vec!["--cluster-peer", "a@h=127.0.0.1:1"],
+            // This node missing from the list, or at another address.
+            vec![
+                "--node-name",
+                "charon-3@localhost",
+                "--cluster-listen",
+                "127.0.0.1:25903",
+                "--cluster-peer",
+                "charon-1@localhost=127.0.0.1:25901",
+            ],
+            vec![
+                "--node-name",
+                "charon-1@localhost",
+                "--cluster-listen",
+                "127.0.0.1:25909",
+                "--cluster-peer",
+                "charon-1@localhost=127.0.0.1:25901",
+            ],
+            // Malformed or repeated peers, a listener that is no IP:port.
+            vec!["--node-name", "a@h", "--cluster-listen", "127.0.0.1:1", "--cluster-peer", "a@h"],
+            vec![
+                "--node-name",
+                "a@h",
+                "--cluster-listen",
+                "127.0.0.1:1",
+                "--cluster-peer",
+                "a@h=127.0.0.1:1",
+                "--cluster-peer",
+                "a@h=127.0.0.1:2",
+            ],
+            vec!["--cluster-listen", "localhost:25901"],
+        ];
+        for args in refused {
+            assert!(Config::resolve(&cli(&args), FileConfig::default()).is_err(), "{args:?}");
+        }
     }
 
     #[test]

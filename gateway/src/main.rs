@@ -1,6 +1,7 @@
 //! `charon`: the broker binary. Configuration, listeners and wiring only; the broker lives in
 //! the engine and protocol crates.
 
+mod cluster;
 mod config;
 mod ctl;
 mod definitions;
@@ -48,6 +49,9 @@ fn main() -> anyhow::Result<()> {
         };
     }
     let config = Config::load(&cli)?;
+    if let Some(name) = &config.node_name {
+        charon_model::set_node_name(name.clone());
+    }
     logging::init(&config.log_level, config.log_format);
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(config.worker_threads)
@@ -107,6 +111,9 @@ async fn start(
 ) -> anyhow::Result<()> {
     if let Some(path) = &config.definitions {
         definitions::load(broker, path).await?;
+    }
+    if let Some(cluster) = &config.cluster {
+        cluster::start(cluster, &config.data_dir, broker, running).await?;
     }
     resources::start(
         broker.resources(),

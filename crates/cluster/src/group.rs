@@ -8,7 +8,8 @@ use std::time::Duration;
 
 use openraft::alias::{SnapshotMetaOf, SnapshotOf, VoteOf};
 use openraft::error::{
-    ClientWriteError, NetworkError, RPCError, RaftError, ReplicationClosed, StreamingError, Unreachable,
+    ClientWriteError, InitializeError, NetworkError, RPCError, RaftError, ReplicationClosed, StreamingError,
+    Unreachable,
 };
 use openraft::network::{RPCOption, RaftNetworkFactory, v2::RaftNetworkV2};
 use openraft::raft::{AppendEntriesRequest, AppendEntriesResponse, SnapshotResponse, VoteRequest, VoteResponse};
@@ -137,6 +138,28 @@ impl RaftNetworkV2<TypeConfig> for PeerClient {
     }
 }
 
+/// A group's Raft timings (ours, so that no caller names openraft's `Config`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Timing {
+    /// How often the leader sends a heartbeat.
+    pub heartbeat: Duration,
+    /// A follower that heard no heartbeat for a random time in this range starts an election.
+    pub election: (Duration, Duration),
+}
+
+impl Timing {
+    fn config(self, name: &str) -> Config {
+        let ms = |d: Duration| u64::try_from(d.as_millis()).unwrap_or(u64::MAX);
+        Config {
+            cluster_name: name.to_owned(),
+            heartbeat_interval: ms(self.heartbeat),
+            election_timeout_min: ms(self.election.0),
+            election_timeout_max: ms(self.election.1),
+            ..Config::default()
+        }
+    }
+}
+
 /// What a leader answers a proposal with: where the command was committed, and the
 /// machine's answer.
 #[derive(Serialize, Deserialize)]
@@ -160,14 +183,16 @@ impl<M: Machine> Group<M> {
     /// its peers as `identity`. A restarted member takes up from what `db` holds.
     ///
     /// # Errors
-    /// The configuration is invalid, or the stores cannot be read.
+    /// The timings are invalid (an election range below the heartbeat), or the stores cannot
+    /// be read.
     pub async fn start(
         (id, group): (u64, u64),
         identity: Identity,
-        config: Config,
+        timing: Timing,
         db: Arc<Database>,
         machine: M,
     ) -> Result<Self, GroupError> {
+        let config = timing.config(&format!("group-{group}"));
         let config = Arc::new(config.validate().map_err(|e| GroupError::Refused(e.to_string()))?);
         let machine =
             MachineStore::open(Arc::clone(&db), machine).await.map_err(|e| GroupError::Stopped(e.to_string()))?;
@@ -178,13 +203,19 @@ impl<M: Machine> Group<M> {
         Ok(Self { raft, machine, group, identity })
     }
 
-    /// Makes `members` the group's first membership (on one node, once; RabbitMQ's peer
-    /// discovery does the same on the first node of a fresh cluster).
+    /// Makes `members` the group's first membership, unless it has one: true when this call
+    /// did. Every member of a fresh cluster may call it with the same members (openraft's
+    /// voting elects one leader among them); different lists on different nodes would form
+    /// different clusters, which is why every node is given the same peer list.
     ///
     /// # Errors
-    /// The group was initialized already, or stopped.
-    pub async fn initialize(&self, members: BTreeMap<u64, Peer>) -> Result<(), GroupError> {
-        self.raft.initialize(members).await.map_err(|e| GroupError::Refused(e.to_string()))
+    /// This node is not among `members`, or the group stopped.
+    pub async fn initialize(&self, members: BTreeMap<u64, Peer>) -> Result<bool, GroupError> {
+        match self.raft.initialize(members).await {
+            Ok(()) => Ok(true),
+            Err(RaftError::APIError(InitializeError::NotAllowed(_))) => Ok(false),
+            Err(e) => Err(GroupError::Refused(e.to_string())),
+        }
     }
 
     /// Replicates `command` from any member: proposed here when this node leads, otherwise

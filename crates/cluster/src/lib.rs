@@ -21,7 +21,7 @@ mod machine_store;
 pub mod transport;
 mod types;
 
-pub use group::{Group, GroupError, Network, PeerClient};
+pub use group::{Group, GroupError, Network, PeerClient, Timing};
 pub use log_store::LogStore;
 pub use machine::{Machine, MachineError};
 pub use machine_store::MachineStore;
@@ -29,3 +29,15 @@ pub use types::{Answer, Command, Peer, TypeConfig};
 
 #[cfg(test)]
 mod tests;
+
+/// A node's Raft id, the same on every node for the same name: the first eight bytes of the
+/// SHA-256 of its name (ids are never configured, so a node keeps its id across restarts and
+/// every member agrees on it).
+#[must_use]
+pub fn node_id(name: &str) -> u64 {
+    use sha2::Digest;
+    let digest = sha2::Sha256::digest(name.as_bytes());
+    let mut id = [0; 8];
+    id.copy_from_slice(digest.get(..8).unwrap_or(&[0; 8]));
+    u64::from_be_bytes(id)
+}

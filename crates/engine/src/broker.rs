@@ -131,6 +131,8 @@ pub struct Broker {
     consumer_timeout: Option<u64>,
     /// Redrive jobs (issue 20).
     redrives: crate::redrive::Redrives,
+    /// The cluster, when the node runs in one (set once, at start).
+    cluster: std::sync::OnceLock<crate::cluster::Cluster>,
 }
 
 impl Broker {
@@ -168,6 +170,7 @@ impl Broker {
             reply_consumers: Arc::default(),
             consumer_timeout: config.consumer_timeout,
             redrives,
+            cluster: std::sync::OnceLock::new(),
         })
     }
 
@@ -244,6 +247,7 @@ impl Broker {
             reply_consumers: Arc::default(),
             consumer_timeout: config.consumer_timeout,
             redrives,
+            cluster: std::sync::OnceLock::new(),
         });
         let weak = Arc::downgrade(&broker);
         store.log.set_relocation_listener(Box::new(move |placed| {
@@ -442,6 +446,17 @@ impl Broker {
             // then remove them from their sources, come within a log sync or two.
             tokio::time::sleep(std::time::Duration::from_millis(5)).await;
         }
+    }
+
+    /// Makes this node a member of `cluster` (once, at start); false when it already is.
+    pub fn join_cluster(&self, cluster: crate::cluster::Cluster) -> bool {
+        self.cluster.set(cluster).is_ok()
+    }
+
+    /// The cluster this node is a member of; `None` for a single node.
+    #[must_use]
+    pub fn cluster(&self) -> Option<&crate::cluster::Cluster> {
+        self.cluster.get()
     }
 
     /// Every vhost, by name.

@@ -31,6 +31,7 @@ pub mod access;
 pub mod alarms;
 pub mod broker;
 pub mod client;
+pub mod cluster;
 pub mod connections;
 pub mod exchange;
 pub mod limits;

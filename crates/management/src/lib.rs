@@ -159,7 +159,7 @@ pub fn router(broker: Arc<Broker>) -> Router {
         .route("/api/consumers", get(consumers::list_all))
         .route("/api/consumers/{vhost}", get(consumers::list_vhost))
         .route("/api/overview", get(overview::overview))
-        .route("/api/cluster-name", get(overview::cluster_name))
+        .route("/api/cluster-name", get(overview::cluster_name).put(overview::set_cluster_name))
         .route("/api/extensions", get(overview::extensions))
         .route("/api/nodes", get(nodes::list))
         .route("/api/nodes/{name}", get(nodes::get_one))

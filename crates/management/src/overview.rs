@@ -143,7 +143,7 @@ pub(crate) async fn overview(State(broker): State<Arc<Broker>>, Extension(user):
         "product_version": identity::VERSION,
         "product_name": identity::PRODUCT,
         "rabbitmq_version": identity::VERSION,
-        "cluster_name": node,
+        "cluster_name": broker.cluster().map_or_else(|| node.clone(), charon_engine::cluster::Cluster::name),
         "cluster_tags": {},
         "node_tags": {},
         "disable_stats": false,
@@ -170,9 +170,33 @@ pub(crate) async fn overview(State(broker): State<Arc<Broker>>, Extension(user):
     Json(body)
 }
 
-/// `GET /api/cluster-name`: a single node's cluster is named after it.
-pub(crate) async fn cluster_name() -> Json<JsonValue> {
-    Json(json!({"name": charon_engine::broker::node_name()}))
+/// `GET /api/cluster-name`: as a cluster set it, or after this node, as RabbitMQ names a
+/// cluster by default (a single node always).
+pub(crate) async fn cluster_name(State(broker): State<Arc<Broker>>) -> Json<JsonValue> {
+    let name = broker.cluster().map_or_else(charon_engine::broker::node_name, charon_engine::cluster::Cluster::name);
+    Json(json!({"name": name}))
+}
+
+/// `PUT /api/cluster-name` (administrators, as in RabbitMQ): names the cluster through its
+/// metadata group; answered once this node applied it, so a `GET` on this node that follows
+/// sees it. A single node refuses it (a deliberate difference: RabbitMQ keeps the name as a
+/// runtime parameter, which a single Charon node does not store).
+pub(crate) async fn set_cluster_name(
+    State(broker): State<Arc<Broker>>,
+    Extension(user): Extension<User>,
+    body: axum::body::Bytes,
+) -> Result<axum::http::StatusCode, crate::error::ApiError> {
+    crate::auth::admin(&user)?;
+    let body: JsonValue =
+        serde_json::from_slice(&body).map_err(|e| crate::error::ApiError::bad_request(e.to_string()))?;
+    let Some(name) = body.get("name").and_then(JsonValue::as_str) else {
+        return Err(crate::error::ApiError::bad_request("name is required"));
+    };
+    let Some(cluster) = broker.cluster() else {
+        return Err(crate::error::ApiError::bad_request("a single node's cluster is named after it"));
+    };
+    cluster.set_name(name.to_owned()).await.map_err(|e| crate::error::ApiError::internal(e.to_string()))?;
+    Ok(axum::http::StatusCode::NO_CONTENT)
 }
 
 /// `GET /api/extensions`: the management UI's plugin extensions. Charon serves no UI, so

@@ -38,7 +38,7 @@ pub mod value;
 pub use death::{Death, DeathEvent, DeathHistory, DeathReason, DeathRecord};
 pub use death_cause::DeathCause;
 pub use message::{Body, BrokerAnnotations, DELIVERY_COUNT_KEY, Encoded, Message, Origin, REDRIVE_COUNT_KEY, Routing};
-pub use node::node_name;
+pub use node::{node_name, set_node_name};
 pub use properties::{MessageId, Properties};
 pub use serial::{link_credit_snd, serial_diff};
 pub use value::{MAX_DEPTH, Table, Value};

@@ -2,9 +2,11 @@
 //! their cookie: neither side sends the secret, each proves it holds it.
 //!
 //! The connecting node sends `MAGIC`, its name and a random nonce; the accepting node answers
-//! with its name, its nonce and an HMAC-SHA256 over both nonces and both names under the
-//! secret; the connecting node checks it and answers with its own (a different label, so one
-//! side's proof is never the other's). A wrong proof closes the connection on either side.
+//! with its name and its nonce; the connecting node proves itself first with an HMAC-SHA256
+//! over both nonces and both names under the secret, so that the node it reached can refuse it
+//! and log who it was (as RabbitMQ logs a node whose challenge reply is wrong); then the
+//! accepting node proves itself the same way (under another label, so one side's proof is
+//! never the other's). A wrong proof closes the connection on either side.
 
 use hmac::{Hmac, Mac};
 use rand::RngCore;
@@ -93,10 +95,10 @@ pub async fn connect<S: AsyncRead + AsyncWrite + Unpin>(
     let ours = nonce();
     write_hello(stream, name, &ours).await?;
     let (peer, theirs) = read_hello(stream).await?;
-    let expected = proof(secret, b"accept", (&ours, &theirs), (name, &peer));
-    expected.verify_slice(&read_proof(stream).await?).map_err(|_| HandshakeError::Secret(peer.clone()))?;
     let answer = proof(secret, b"connect", (&ours, &theirs), (name, &peer)).finalize().into_bytes();
     stream.write_all(&answer).await?;
+    let expected = proof(secret, b"accept", (&ours, &theirs), (name, &peer));
+    expected.verify_slice(&read_proof(stream).await?).map_err(|_| HandshakeError::Secret(peer.clone()))?;
     Ok(peer)
 }
 
@@ -112,10 +114,10 @@ pub async fn accept<S: AsyncRead + AsyncWrite + Unpin>(
     let (peer, theirs) = read_hello(stream).await?;
     let ours = nonce();
     write_hello(stream, name, &ours).await?;
-    let ours_proof = proof(secret, b"accept", (&theirs, &ours), (&peer, name)).finalize().into_bytes();
-    stream.write_all(&ours_proof).await?;
     let expected = proof(secret, b"connect", (&theirs, &ours), (&peer, name));
     expected.verify_slice(&read_proof(stream).await?).map_err(|_| HandshakeError::Secret(peer.clone()))?;
+    let ours_proof = proof(secret, b"accept", (&theirs, &ours), (&peer, name)).finalize().into_bytes();
+    stream.write_all(&ours_proof).await?;
     Ok(peer)
 }
 
@@ -143,24 +145,25 @@ mod tests {
     #[tokio::test]
     async fn a_node_with_another_secret_is_refused_by_both_sides() {
         let (connected, accepted) = pair((b"cookie", b"other")).await;
-        assert!(matches!(connected, Err(HandshakeError::Secret(name)) if name == "charon-2@localhost"));
-        // The accepting side never got a proof: the connecting side hung up first.
-        assert!(matches!(accepted, Err(HandshakeError::Io(_))));
+        // The accepting node checks first and knows whom it refused; the connecting node sees
+        // it hang up.
+        assert!(matches!(accepted, Err(HandshakeError::Secret(name)) if name == "charon-1@localhost"));
+        assert!(matches!(connected, Err(HandshakeError::Io(_))));
     }
 
     #[tokio::test]
-    async fn a_peer_that_skips_the_check_and_guesses_a_proof_is_refused() {
+    async fn an_accepting_node_that_guesses_a_proof_is_refused() {
         let (mut a, mut b) = tokio::io::duplex(1024);
-        let guesser = tokio::spawn(async move {
-            write_hello(&mut a, "intruder", &[7; NONCE]).await.unwrap();
-            let _ = read_hello(&mut a).await.unwrap();
-            let _ = read_proof(&mut a).await.unwrap();
-            a.write_all(&[0; PROOF]).await.unwrap();
-            a
+        let impostor = tokio::spawn(async move {
+            let _ = read_hello(&mut b).await.unwrap();
+            write_hello(&mut b, "impostor", &[7; NONCE]).await.unwrap();
+            let _ = read_proof(&mut b).await.unwrap();
+            b.write_all(&[0; PROOF]).await.unwrap();
+            b
         });
-        let refused = accept(&mut b, "charon-1@localhost", b"cookie").await;
-        assert!(matches!(refused, Err(HandshakeError::Secret(name)) if name == "intruder"));
-        drop(guesser.await.unwrap());
+        let refused = connect(&mut a, "charon-1@localhost", b"cookie").await;
+        assert!(matches!(refused, Err(HandshakeError::Secret(name)) if name == "impostor"));
+        drop(impostor.await.unwrap());
     }
 
     #[tokio::test]

@@ -1,0 +1,111 @@
+//! Joining the cluster at start (`--cluster-listen`): the shared secret, the cluster listener,
+//! the metadata group on its own database in the data directory, and the first membership.
+
+use std::collections::BTreeMap;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::{Context, bail};
+use charon_cluster::transport::{Dispatch, Identity, serve};
+use charon_cluster::{Group, LogStore, Peer, Timing, node_id};
+use charon_engine::Broker;
+use charon_engine::cluster::Cluster;
+use charon_engine::cluster::metadata::Metadata;
+
+use crate::config::ClusterConfig;
+use crate::running::Running;
+
+/// The metadata group's timings: a heartbeat every 200 ms, an election after 1–2 s without
+/// one (openraft's defaults, 50 ms and 150–300 ms, are for a LAN under no load; a node busy
+/// with a flood of messages must not lose its leadership to a late heartbeat).
+const TIMING: Timing =
+    Timing { heartbeat: Duration::from_millis(200), election: (Duration::from_secs(1), Duration::from_secs(2)) };
+
+/// RabbitMQ's Erlang cookie has 20 upper-case letters; so has a generated secret.
+fn generated_secret() -> String {
+    use rand::Rng;
+    let mut rng = rand::rng();
+    (0..20).map(|_| char::from(b'A' + rng.random_range(0..26u8))).collect()
+}
+
+/// The shared secret: read from `file`, or from `$HOME/.charon.cookie`, which is created
+/// (readable by its owner only) when missing, as Erlang creates its cookie.
+fn secret(file: Option<&Path>) -> anyhow::Result<Vec<u8>> {
+    let path = match file {
+        Some(path) => path.to_owned(),
+        None => {
+            let home =
+                std::env::var_os("HOME").context("no HOME for the default cluster secret: set cluster_secret_file")?;
+            let path = PathBuf::from(home).join(".charon.cookie");
+            create_secret(&path)?;
+            path
+        }
+    };
+    let text =
+        std::fs::read_to_string(&path).with_context(|| format!("reading the cluster secret {}", path.display()))?;
+    let secret = text.trim();
+    if secret.is_empty() {
+        bail!("the cluster secret {} is empty", path.display());
+    }
+    Ok(secret.as_bytes().to_vec())
+}
+
+/// Creates `path` with a new secret unless it exists (another node on this machine may create
+/// it at the same moment: whichever creates it first, both read the same).
+fn create_secret(path: &Path) -> anyhow::Result<()> {
+    use std::os::unix::fs::OpenOptionsExt;
+    match std::fs::OpenOptions::new().write(true).create_new(true).mode(0o400).open(path) {
+        Ok(mut file) => {
+            file.write_all(generated_secret().as_bytes())?;
+            file.sync_all()?;
+            tracing::info!(path = %path.display(), "created the cluster secret");
+            Ok(())
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Ok(()),
+        Err(e) => Err(e).with_context(|| format!("creating the cluster secret {}", path.display())),
+    }
+}
+
+/// Starts this node's cluster membership: listens for its peers, starts the metadata group
+/// from `data_dir/cluster/` (a restarted node takes up from there) and, on a node that never
+/// formed the cluster, makes the configured peers its first membership.
+pub(crate) async fn start(
+    config: &ClusterConfig,
+    data_dir: &Path,
+    broker: &Arc<Broker>,
+    running: &mut Running,
+) -> anyhow::Result<()> {
+    let secret = secret(config.secret_file.as_deref())?;
+    let listener = tokio::net::TcpListener::bind(config.listen)
+        .await
+        .with_context(|| format!("binding the cluster listener to {}", config.listen))?;
+    let local = listener.local_addr().context("reading the cluster address")?;
+    println!("charon: cluster listening on {local}");
+    let identity = Identity { name: config.node.clone(), secret: Arc::new(secret), address: local };
+    let dir = data_dir.join("cluster");
+    std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
+    let db = LogStore::open_database(&dir.join("metadata.redb")).context("opening the cluster's metadata log")?;
+    let id = node_id(&config.node);
+    let group = Group::start((id, 0), identity.clone(), TIMING, db, Metadata::default())
+        .await
+        .context("starting the metadata group")?;
+    let group = Arc::new(group);
+    running.serve(serve(listener, identity, Arc::clone(&group) as Arc<dyn Dispatch>));
+    let members: BTreeMap<u64, Peer> = config
+        .peers
+        .iter()
+        .map(|(name, address)| (node_id(name), Peer { name: name.clone(), address: address.clone() }))
+        .collect();
+    let formed = group.initialize(members.clone()).await.context("forming the cluster")?;
+    tracing::info!(
+        node = config.node,
+        id,
+        formed,
+        members = ?members.values().map(|p| &p.name).collect::<Vec<_>>(),
+        "cluster member started"
+    );
+    broker.join_cluster(Cluster::new(group, members.into_values().collect()));
+    Ok(())
+}

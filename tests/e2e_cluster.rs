@@ -1,0 +1,114 @@
+//! Three `charon` processes form a cluster from RabbitMQ-style peer flags and replicate their
+//! metadata (so far the cluster's name, `PUT /api/cluster-name`): a change made through any
+//! node is there on that node when it answers and on the others soon after; a node killed with
+//! `kill -9` comes back from its data directory and catches up; a node with another secret is
+//! refused, and a node that cannot reach a majority refuses metadata changes.
+#![allow(clippy::expect_used, clippy::unwrap_used, clippy::indexing_slicing)]
+
+mod support;
+
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use support::Charon;
+use support::http::Call;
+
+/// The ports, beside `rmq-cluster.sh`'s 58xx.
+fn cluster_port(n: u16) -> u16 {
+    25900 + n
+}
+
+fn peers() -> Vec<String> {
+    (1..=3)
+        .flat_map(|n| ["--cluster-peer".to_owned(), format!("charon-{n}@localhost=127.0.0.1:{}", cluster_port(n))])
+        .collect()
+}
+
+fn start(n: u16, data: &Path, secret: &Path, peers: &[String]) -> Charon {
+    let mut args = vec![
+        "--node-name".to_owned(),
+        format!("charon-{n}@localhost"),
+        "--cluster-listen".to_owned(),
+        format!("127.0.0.1:{}", cluster_port(n)),
+        "--cluster-secret-file".to_owned(),
+        secret.display().to_string(),
+    ];
+    args.extend(peers.iter().cloned());
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    Charon::start_on(data, &args)
+}
+
+fn name_on(node: &Charon) -> String {
+    let reply = Call::api(node.http_port, "GET", "/api/cluster-name").send_blocking();
+    reply.json()["name"].as_str().unwrap_or_default().to_owned()
+}
+
+fn set_name(node: &Charon, name: &str) -> u16 {
+    let body = serde_json::json!({ "name": name }).to_string();
+    Call::api(node.http_port, "PUT", "/api/cluster-name").body(body).send_blocking().status
+}
+
+/// Names the cluster through `node`, waiting out an election (at most 2 s each).
+fn set_name_when_led(node: &Charon, name: &str) {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        match set_name(node, name) {
+            204 => return,
+            status if Instant::now() > deadline => panic!("PUT /api/cluster-name answered {status}"),
+            _ => std::thread::sleep(Duration::from_millis(200)),
+        }
+    }
+}
+
+fn eventually_named(node: &Charon, name: &str) {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while name_on(node) != name {
+        assert!(Instant::now() < deadline, "{} still named {:?}", node.http_port, name_on(node));
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+#[test]
+fn three_nodes_replicate_metadata_survive_a_kill_9_and_refuse_strangers() {
+    let dir = tempfile::tempdir().unwrap();
+    let secret = dir.path().join("secret");
+    std::fs::write(&secret, "COOKIECOOKIECOOKIE").unwrap();
+    let data: Vec<_> = (1..=3).map(|n| dir.path().join(format!("node-{n}"))).collect();
+    let mut nodes: Vec<Charon> = (1..=3).map(|n| start(n, &data[usize::from(n) - 1], &secret, &peers())).collect();
+
+    // Named through node 2: there when it answers, then on the other two.
+    set_name_when_led(&nodes[1], "prod");
+    assert_eq!(name_on(&nodes[1]), "prod");
+    eventually_named(&nodes[0], "prod");
+    eventually_named(&nodes[2], "prod");
+    let overview = Call::api(nodes[0].http_port, "GET", "/api/overview").send_blocking().json();
+    assert_eq!(overview["cluster_name"], "prod");
+
+    // Node 3 dies; the other two are a majority and take a change; node 3 comes back from its
+    // data directory and catches up.
+    nodes[2].kill9();
+    set_name_when_led(&nodes[0], "prod-2");
+    assert_eq!(name_on(&nodes[0]), "prod-2");
+    nodes[2] = start(3, &data[2], &secret, &peers());
+    eventually_named(&nodes[2], "prod-2");
+
+    // A fourth node with another secret, configured with node 1 as its only peer: node 1
+    // refuses it, and the stranger, with no majority, refuses a metadata change.
+    let other = dir.path().join("other-secret");
+    std::fs::write(&other, "NOTTHESAMECOOKIE").unwrap();
+    let stranger_peers = vec![
+        "--cluster-peer".to_owned(),
+        format!("charon-4@localhost=127.0.0.1:{}", cluster_port(4)),
+        "--cluster-peer".to_owned(),
+        format!("charon-1@localhost=127.0.0.1:{}", cluster_port(1)),
+    ];
+    let stranger = start(4, &dir.path().join("node-4"), &other, &stranger_peers);
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !nodes[0].stderr().contains("node 'charon-4@localhost' does not hold this cluster's secret") {
+        assert!(Instant::now() < deadline, "node 1 did not refuse the stranger:\n{}", nodes[0].stderr());
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert_eq!(set_name(&stranger, "mine"), 500);
+    assert_eq!(name_on(&stranger), "charon-4@localhost");
+    assert_eq!(name_on(&nodes[0]), "prod-2");
+}
