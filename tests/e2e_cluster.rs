@@ -60,6 +60,29 @@ fn set_name_when_led(node: &Charon, name: &str) {
     }
 }
 
+/// `charon ctl cluster_status` against `node`.
+fn cluster_status(node: &Charon) -> String {
+    let output = std::process::Command::new(env!("CARGO_BIN_EXE_charon"))
+        .args(["ctl", "--url", &format!("http://127.0.0.1:{}", node.http_port), "cluster_status"])
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    String::from_utf8(output.stdout).unwrap()
+}
+
+/// The section of `cluster_status` headed `title`, up to the next blank line after its own.
+fn section(status: &str, title: &str) -> Vec<String> {
+    let lines: Vec<&str> = status.lines().collect();
+    let start = lines.iter().position(|l| *l == title).unwrap() + 2;
+    lines[start..].iter().take_while(|l| !l.is_empty()).map(|l| (*l).to_owned()).collect()
+}
+
+/// Whether `node`'s `/api/nodes` says `name` runs.
+fn runs(node: &Charon, name: &str) -> bool {
+    let nodes = Call::api(node.http_port, "GET", "/api/nodes").send_blocking().json();
+    nodes.as_array().unwrap().iter().any(|n| n["name"] == name && n["running"] == true)
+}
+
 fn eventually_named(node: &Charon, name: &str) {
     let deadline = Instant::now() + Duration::from_secs(20);
     while name_on(node) != name {
@@ -83,12 +106,33 @@ fn three_nodes_replicate_metadata_survive_a_kill_9_and_refuse_strangers() {
     eventually_named(&nodes[2], "prod");
     let overview = Call::api(nodes[0].http_port, "GET", "/api/overview").send_blocking().json();
     assert_eq!(overview["cluster_name"], "prod");
+    let all: Vec<String> = (1..=3).map(|n| format!("charon-{n}@localhost")).collect();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !all.iter().all(|name| runs(&nodes[0], name)) {
+        assert!(Instant::now() < deadline, "not every node runs, as node 1 sees it");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let status = cluster_status(&nodes[0]);
+    assert!(
+        status.starts_with("Cluster status of node charon-1@localhost ...\nBasics\n\nCluster name: prod\n"),
+        "{status}"
+    );
+    assert_eq!((section(&status, "Disk Nodes"), section(&status, "Running Nodes")), (all.clone(), all.clone()));
+    assert_eq!(section(&status, "Alarms"), vec!["(none)".to_owned()]);
 
     // Node 3 dies; the other two are a majority and take a change; node 3 comes back from its
     // data directory and catches up.
     nodes[2].kill9();
     set_name_when_led(&nodes[0], "prod-2");
     assert_eq!(name_on(&nodes[0]), "prod-2");
+    // Down after three missed pings: still a disk node, no longer running.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while runs(&nodes[0], "charon-3@localhost") {
+        assert!(Instant::now() < deadline, "node 3 still runs, as node 1 sees it");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    let status = cluster_status(&nodes[0]);
+    assert_eq!((section(&status, "Disk Nodes"), section(&status, "Running Nodes")), (all.clone(), all[..2].to_vec()));
     nodes[2] = start(3, &data[2], &secret, &peers());
     eventually_named(&nodes[2], "prod-2");
 
@@ -111,4 +155,8 @@ fn three_nodes_replicate_metadata_survive_a_kill_9_and_refuse_strangers() {
     assert_eq!(set_name(&stranger, "mine"), 500);
     assert_eq!(name_on(&stranger), "charon-4@localhost");
     assert_eq!(name_on(&nodes[0]), "prod-2");
+
+    // A clustered node stops on SIGTERM as a single one does.
+    nodes[1].terminate();
+    assert_eq!(nodes[1].wait_exit(Duration::from_secs(20)), Some(true));
 }

@@ -8,11 +8,12 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{Context, bail};
-use charon_cluster::transport::{Dispatch, Identity, serve};
+use charon_cluster::transport::{Dispatch, Identity, Liveness, serve};
 use charon_cluster::{Group, LogStore, Peer, Timing, node_id};
 use charon_engine::Broker;
 use charon_engine::cluster::Cluster;
 use charon_engine::cluster::metadata::Metadata;
+use tokio::sync::watch;
 
 use crate::config::ClusterConfig;
 use crate::running::Running;
@@ -76,6 +77,7 @@ pub(crate) async fn start(
     data_dir: &Path,
     broker: &Arc<Broker>,
     running: &mut Running,
+    shutdown: &watch::Receiver<bool>,
 ) -> anyhow::Result<()> {
     let secret = secret(config.secret_file.as_deref())?;
     let listener = tokio::net::TcpListener::bind(config.listen)
@@ -92,7 +94,15 @@ pub(crate) async fn start(
         .await
         .context("starting the metadata group")?;
     let group = Arc::new(group);
-    running.serve(serve(listener, identity, Arc::clone(&group) as Arc<dyn Dispatch>));
+    // Until the stop: then the listener and every peer connection it accepted close.
+    let peers = serve(listener, identity.clone(), Arc::clone(&group) as Arc<dyn Dispatch>);
+    let mut stopping = shutdown.clone();
+    running.serve(async move {
+        tokio::select! {
+            () = peers => {}
+            _ = stopping.wait_for(|stop| *stop) => {}
+        }
+    });
     let members: BTreeMap<u64, Peer> = config
         .peers
         .iter()
@@ -106,6 +116,8 @@ pub(crate) async fn start(
         members = ?members.values().map(|p| &p.name).collect::<Vec<_>>(),
         "cluster member started"
     );
-    broker.join_cluster(Cluster::new(group, members.into_values().collect()));
+    let members: Vec<Peer> = members.into_values().collect();
+    let liveness = Liveness::start(&identity, members.clone());
+    broker.join_cluster(Cluster::new(group, members, liveness));
     Ok(())
 }

@@ -68,6 +68,9 @@ enum Verb {
         #[arg(short = 'p', long = "vhost", default_value = "/")]
         vhost: String,
     },
+    /// The cluster's name, its members (disk nodes) and which of them run, as the node asked
+    /// sees them (rabbitmqctl's sections Basics, Disk Nodes, Running Nodes, Alarms).
+    ClusterStatus,
 }
 
 /// A field of a JSON object (null when missing).
@@ -237,6 +240,45 @@ pub(crate) fn run(args: &CtlArgs) -> anyhow::Result<Vec<String>> {
             }
             lines
         }
+        Verb::ClusterStatus => cluster_status(&api)?,
     };
+    Ok(lines)
+}
+
+/// `cluster_status`'s sections, from `/api/overview`, `/api/cluster-name` and `/api/nodes`.
+fn cluster_status(api: &Api) -> anyhow::Result<Vec<String>> {
+    let overview = api.expect_ok("GET", "/api/overview", None)?;
+    let name = api.expect_ok("GET", "/api/cluster-name", None)?;
+    let nodes = api.expect_ok("GET", "/api/nodes", None)?;
+    let nodes: Vec<&Value> = nodes.as_array().into_iter().flatten().collect();
+    let named = |node: &&Value| field(node, "name").as_str().map(str::to_owned);
+    let mut lines = vec![
+        format!("Cluster status of node {} ...", field(&overview, "node").as_str().unwrap_or_default()),
+        "Basics".to_owned(),
+        String::new(),
+        format!("Cluster name: {}", field(&name, "name").as_str().unwrap_or_default()),
+        String::new(),
+        "Disk Nodes".to_owned(),
+        String::new(),
+    ];
+    lines.extend(nodes.iter().filter_map(named));
+    lines.extend([String::new(), "Running Nodes".to_owned(), String::new()]);
+    lines.extend(nodes.iter().filter(|n| field(n, "running") == &Value::Bool(true)).filter_map(named));
+    lines.extend([String::new(), "Alarms".to_owned(), String::new()]);
+    let alarms: Vec<String> = nodes
+        .iter()
+        .flat_map(|node| {
+            let name = named(node).unwrap_or_default();
+            let memory =
+                (field(node, "mem_alarm") == &Value::Bool(true)).then(|| format!("Memory alarm on node {name}"));
+            let disk = (field(node, "disk_free_alarm") == &Value::Bool(true))
+                .then(|| format!("Free disk space alarm on node {name}"));
+            memory.into_iter().chain(disk)
+        })
+        .collect();
+    if alarms.is_empty() {
+        lines.push("(none)".to_owned());
+    }
+    lines.extend(alarms);
     Ok(lines)
 }

@@ -113,7 +113,7 @@ async fn start(
         definitions::load(broker, path).await?;
     }
     if let Some(cluster) = &config.cluster {
-        cluster::start(cluster, &config.data_dir, broker, running).await?;
+        cluster::start(cluster, &config.data_dir, broker, running, shutdown_rx).await?;
     }
     resources::start(
         broker.resources(),

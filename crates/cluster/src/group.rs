@@ -306,6 +306,7 @@ impl<M: Machine> Group<M> {
                 let committed = self.commit(body).await.map_err(|e| text(&e))?;
                 encode(&committed).map_err(|e| text(&e))
             }
+            Kind::Ping => Ok(Vec::new()),
             Kind::Answer | Kind::Failed => Err("not a request".to_owned()),
         }
     }

@@ -1,5 +1,6 @@
-//! `GET /api/nodes[/{name}]` (monitors only, as in RabbitMQ): the one node, with the memory and
-//! disk measurements behind its alarms and its file descriptors. Erlang's own counters
+//! `GET /api/nodes[/{name}]` (monitors only, as in RabbitMQ): this node, with the memory and
+//! disk measurements behind its alarms and its file descriptors, and in a cluster every other
+//! member with whether it runs (its own measurements are its own API's, for now). Erlang's own counters
 //! (`proc_used`/`proc_total`, `run_queue`, `gc_*`, `io_*`, `mnesia_*`, `context_switches`) have
 //! no honest equivalent in Charon and are left out, as are the churn counters it does not keep.
 
@@ -64,13 +65,34 @@ async fn node(broker: &Broker) -> JsonValue {
     })
 }
 
+/// Another member of the cluster, as this node sees it.
+fn peer(member: &charon_engine::cluster::Member) -> JsonValue {
+    json!({
+        "name": member.name,
+        "type": "disc",
+        "running": member.running,
+        "being_drained": false,
+        "partitions": [],
+    })
+}
+
+/// Every node: this one in full, the other members of its cluster by name and liveness.
+async fn nodes(broker: &Broker) -> Vec<JsonValue> {
+    let here = node(broker).await;
+    let Some(cluster) = broker.cluster() else {
+        return vec![here];
+    };
+    let me = charon_engine::broker::node_name();
+    cluster.members().iter().map(|member| if member.name == me { here.clone() } else { peer(member) }).collect()
+}
+
 /// `GET /api/nodes`
 pub(crate) async fn list(
     State(broker): State<Arc<Broker>>,
     Extension(user): Extension<User>,
 ) -> Result<Json<JsonValue>, ApiError> {
     monitor(&user)?;
-    Ok(Json(json!([node(&broker).await])))
+    Ok(Json(JsonValue::Array(nodes(&broker).await)))
 }
 
 /// `GET /api/nodes/{name}`
@@ -80,8 +102,6 @@ pub(crate) async fn get_one(
     Path(name): Path<String>,
 ) -> Result<Json<JsonValue>, ApiError> {
     monitor(&user)?;
-    if name != charon_engine::broker::node_name() {
-        return Err(ApiError::not_found());
-    }
-    Ok(Json(node(&broker).await))
+    let found = nodes(&broker).await.into_iter().find(|node| node["name"] == name.as_str());
+    found.map(Json).ok_or_else(ApiError::not_found)
 }

@@ -23,6 +23,8 @@ pub enum Kind {
     Snapshot,
     /// A command a member forwards to the leader it knows.
     Propose,
+    /// Is the node there? Answered by the transport itself (liveness, see `liveness.rs`).
+    Ping,
     /// The answer to the request with the same id.
     Answer,
     /// The request with the same id failed on the peer; the body is the reason.
@@ -38,6 +40,7 @@ impl Kind {
             Self::Answer => 4,
             Self::Failed => 5,
             Self::Propose => 6,
+            Self::Ping => 7,
         }
     }
 
@@ -49,6 +52,7 @@ impl Kind {
             4 => Self::Answer,
             5 => Self::Failed,
             6 => Self::Propose,
+            7 => Self::Ping,
             _ => return None,
         })
     }

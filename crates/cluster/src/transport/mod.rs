@@ -5,6 +5,9 @@
 
 pub mod frame;
 pub mod handshake;
+mod liveness;
+
+pub use liveness::{DOWN_AFTER, Liveness};
 
 use std::future::Future;
 use std::net::SocketAddr;
@@ -101,10 +104,16 @@ impl Connection {
     pub async fn call(&mut self, group: u64, kind: Kind, body: Vec<u8>) -> Result<Vec<u8>, CallError> {
         let answer = self.exchange(group, kind, body).await;
         if matches!(answer, Err(CallError::Unreachable(_) | CallError::Handshake(_) | CallError::Frame(_))) {
-            self.stream = None;
-            self.input.clear();
+            self.reset();
         }
         answer
+    }
+
+    /// Drops the connection (a call given up half way may have left half a frame on it); the
+    /// next call makes a new one.
+    pub fn reset(&mut self) {
+        self.stream = None;
+        self.input.clear();
     }
 
     async fn exchange(&mut self, group: u64, kind: Kind, body: Vec<u8>) -> Result<Vec<u8>, CallError> {
@@ -187,7 +196,11 @@ async fn answer_peer(mut stream: TcpStream, identity: &Identity, groups: &dyn Di
     let mut out = Vec::new();
     loop {
         while let Some(request) = Frame::decode(&mut input)? {
-            let (kind, body) = match groups.answer(request.group, request.kind, request.body).await {
+            let answer = match request.kind {
+                Kind::Ping => Ok(Vec::new()),
+                kind => groups.answer(request.group, kind, request.body).await,
+            };
+            let (kind, body) = match answer {
                 Ok(body) => (Kind::Answer, body),
                 Err(reason) => (Kind::Failed, reason.into_bytes()),
             };

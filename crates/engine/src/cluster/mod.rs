@@ -4,16 +4,27 @@ pub mod metadata;
 
 use std::sync::Arc;
 
+use charon_cluster::transport::Liveness;
 use charon_cluster::{Group, Peer};
 
 use self::metadata::{MetaCommand, Metadata};
 use crate::error::EngineError;
 
-/// The cluster this node is a member of (`--cluster-listen`): the metadata Raft group and
-/// the members the node was configured with.
+/// The cluster this node is a member of (`--cluster-listen`): the metadata Raft group, the
+/// members the node was configured with, and which of them answer.
 pub struct Cluster {
     group: Arc<Group<Metadata>>,
     members: Vec<Peer>,
+    liveness: Liveness,
+}
+
+/// A member as this node sees it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Member {
+    /// Its node name.
+    pub name: String,
+    /// This node, or a peer that answered its last pings.
+    pub running: bool,
 }
 
 impl std::fmt::Debug for Cluster {
@@ -23,16 +34,27 @@ impl std::fmt::Debug for Cluster {
 }
 
 impl Cluster {
-    /// The cluster whose metadata `group` replicates among `members`.
+    /// The cluster whose metadata `group` replicates among `members`, their liveness watched
+    /// by `liveness`.
     #[must_use]
-    pub fn new(group: Arc<Group<Metadata>>, members: Vec<Peer>) -> Self {
-        Self { group, members }
+    pub fn new(group: Arc<Group<Metadata>>, members: Vec<Peer>, liveness: Liveness) -> Self {
+        Self { group, members, liveness }
     }
 
-    /// The configured members.
+    /// Every member by name, as RabbitMQ lists its nodes, with whether it runs.
     #[must_use]
-    pub fn members(&self) -> &[Peer] {
-        &self.members
+    pub fn members(&self) -> Vec<Member> {
+        let me = charon_model::node_name();
+        let mut members: Vec<Member> = self
+            .members
+            .iter()
+            .map(|peer| Member {
+                running: peer.name == me || self.liveness.running(&peer.name),
+                name: peer.name.clone(),
+            })
+            .collect();
+        members.sort_by(|a, b| a.name.cmp(&b.name));
+        members
     }
 
     /// The cluster's name as this node applied it: the one set, or this node's name, as
