@@ -160,3 +160,95 @@ fn three_nodes_replicate_metadata_survive_a_kill_9_and_refuse_strangers() {
     nodes[1].terminate();
     assert_eq!(nodes[1].wait_exit(Duration::from_secs(20)), Some(true));
 }
+
+/// Routing rules that cut one node's cluster address off from the others' (both ways), taken
+/// away when dropped. The nodes' connections leave from their cluster addresses, so rules by
+/// source and destination address cut exactly the cluster traffic; the `local` table's rule
+/// moves behind them meanwhile (it comes first on a fresh machine, before any `prohibit`).
+struct Partition {
+    rules: Vec<[String; 2]>,
+}
+
+fn ip_rule(args: &[&str]) -> bool {
+    std::process::Command::new("ip").arg("rule").args(args).status().is_ok_and(|s| s.success())
+}
+
+impl Partition {
+    fn cut(node: &str, others: &[&str]) -> Self {
+        assert!(ip_rule(&["add", "pref", "100", "lookup", "local"]), "ip rule needs root");
+        ip_rule(&["del", "pref", "0", "lookup", "local"]);
+        let mut rules = Vec::new();
+        for other in others {
+            rules.push([(*node).to_owned(), (*other).to_owned()]);
+            rules.push([(*other).to_owned(), (*node).to_owned()]);
+        }
+        for [from, to] in &rules {
+            assert!(ip_rule(&["add", "pref", "10", "from", from, "to", to, "prohibit"]));
+        }
+        Self { rules }
+    }
+}
+
+impl Drop for Partition {
+    fn drop(&mut self) {
+        for [from, to] in &self.rules {
+            ip_rule(&["del", "pref", "10", "from", from, "to", to, "prohibit"]);
+        }
+        ip_rule(&["add", "pref", "0", "lookup", "local"]);
+        ip_rule(&["del", "pref", "100", "lookup", "local"]);
+    }
+}
+
+#[test]
+fn a_node_cut_off_refuses_metadata_changes_and_catches_up_when_healed() {
+    let dir = tempfile::tempdir().unwrap();
+    let secret = dir.path().join("secret");
+    std::fs::write(&secret, "PARTITIONCOOKIE").unwrap();
+    let address = |n: u16| format!("127.0.0.2{n}");
+    let peers: Vec<String> = (1..=3)
+        .flat_map(|n| ["--cluster-peer".to_owned(), format!("charon-{n}@localhost={}:{}", address(n), 25910 + n)])
+        .collect();
+    let nodes: Vec<Charon> = (1..=3)
+        .map(|n| {
+            let mut args = vec![
+                "--node-name".to_owned(),
+                format!("charon-{n}@localhost"),
+                "--cluster-listen".to_owned(),
+                format!("{}:{}", address(n), 25910 + n),
+                "--cluster-secret-file".to_owned(),
+                secret.display().to_string(),
+            ];
+            args.extend(peers.iter().cloned());
+            let args: Vec<&str> = args.iter().map(String::as_str).collect();
+            Charon::start_on(&dir.path().join(format!("node-{n}")), &args)
+        })
+        .collect();
+    set_name_when_led(&nodes[0], "before");
+    eventually_named(&nodes[2], "before");
+
+    let partition = Partition::cut(&address(3), &[&address(1), &address(2)]);
+    // The majority side goes on (after an election, if node 3 led); node 3 refuses, keeps
+    // what it had and is seen down.
+    set_name_when_led(&nodes[0], "during");
+    let started = Instant::now();
+    assert_eq!(set_name(&nodes[2], "minority"), 500);
+    assert!(started.elapsed() < Duration::from_secs(15), "the refusal took {:?}", started.elapsed());
+    assert_eq!(name_on(&nodes[2]), "before");
+    eventually_named(&nodes[1], "during");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while runs(&nodes[0], "charon-3@localhost") {
+        assert!(Instant::now() < deadline, "node 3 still runs, as node 1 sees it");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+
+    // Healed: node 3 catches up and is seen again; the minority's attempt left no trace.
+    drop(partition);
+    eventually_named(&nodes[2], "during");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !runs(&nodes[0], "charon-3@localhost") {
+        assert!(Instant::now() < deadline, "node 3 is not seen again");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    set_name_when_led(&nodes[2], "after");
+    eventually_named(&nodes[0], "after");
+}

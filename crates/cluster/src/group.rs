@@ -23,8 +23,9 @@ use crate::transport::frame::Kind;
 use crate::transport::{Answering, CallError, Connection, Dispatch, Identity};
 use crate::{Command, LogStore, Machine, MachineStore, Peer, TypeConfig};
 
-/// How long a write waits for this node to apply what the leader committed.
-const APPLY_TIMEOUT: Duration = Duration::from_secs(10);
+/// How long a write may take, committed by a majority and applied here: a leader cut off from
+/// its majority never commits, and a forwarded write may meet a connection that went silent.
+const WRITE_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// Why a group refused or could not do what it was asked.
 #[derive(Debug, Error)]
@@ -76,14 +77,27 @@ fn undecodable(error: &std::io::Error) -> RPCError<TypeConfig> {
 }
 
 impl PeerClient {
+    /// One request, given up after `ttl` (a peer cut off answers nothing; the connection is
+    /// then dropped, as half a frame may be on it).
     async fn call<Q: Serialize, A: serde::de::DeserializeOwned>(
         &mut self,
         kind: Kind,
         request: &Q,
+        ttl: Duration,
     ) -> Result<A, RPCError<TypeConfig>> {
         let body = encode(request).map_err(|e| undecodable(&e))?;
-        let answer = self.connection.call(self.group, kind, body).await.map_err(|e| unreachable(&e))?;
+        let answer = self.timed(kind, body, ttl).await.map_err(|e| unreachable(&e))?;
         decode(&answer).map_err(|e| undecodable(&e))
+    }
+
+    async fn timed(&mut self, kind: Kind, body: Vec<u8>, ttl: Duration) -> Result<Vec<u8>, CallError> {
+        match tokio::time::timeout(ttl, self.connection.call(self.group, kind, body)).await {
+            Ok(answer) => answer,
+            Err(elapsed) => {
+                self.connection.reset();
+                Err(CallError::Unreachable(std::io::Error::new(std::io::ErrorKind::TimedOut, elapsed)))
+            }
+        }
     }
 }
 
@@ -101,17 +115,17 @@ impl RaftNetworkV2<TypeConfig> for PeerClient {
     async fn append_entries(
         &mut self,
         rpc: AppendEntriesRequest<TypeConfig>,
-        _option: RPCOption,
+        option: RPCOption,
     ) -> Result<AppendEntriesResponse<TypeConfig>, RPCError<TypeConfig>> {
-        self.call(Kind::Append, &rpc).await
+        self.call(Kind::Append, &rpc, option.hard_ttl()).await
     }
 
     async fn vote(
         &mut self,
         rpc: VoteRequest<TypeConfig>,
-        _option: RPCOption,
+        option: RPCOption,
     ) -> Result<VoteResponse<TypeConfig>, RPCError<TypeConfig>> {
-        self.call(Kind::Vote, &rpc).await
+        self.call(Kind::Vote, &rpc, option.hard_ttl()).await
     }
 
     async fn full_snapshot(
@@ -119,7 +133,7 @@ impl RaftNetworkV2<TypeConfig> for PeerClient {
         vote: VoteOf<TypeConfig>,
         snapshot: SnapshotOf<TypeConfig, Self::SnapshotData>,
         _cancel: impl Future<Output = ReplicationClosed> + Send + 'static,
-        _option: RPCOption,
+        option: RPCOption,
     ) -> Result<SnapshotResponse<TypeConfig>, StreamingError<TypeConfig>> {
         let streaming = |e: RPCError<TypeConfig>| match e {
             RPCError::Unreachable(e) => StreamingError::Unreachable(e),
@@ -132,7 +146,7 @@ impl RaftNetworkV2<TypeConfig> for PeerClient {
         body.extend_from_slice(&header_length.to_be_bytes());
         body.extend_from_slice(&header);
         body.extend_from_slice(&data);
-        let answer = self.connection.call(self.group, Kind::Snapshot, body).await;
+        let answer = self.timed(Kind::Snapshot, body, option.hard_ttl()).await;
         let answer = answer.map_err(|e| streaming(unreachable(&e)))?;
         decode(&answer).map_err(|e| streaming(undecodable(&e)))
     }
@@ -227,12 +241,18 @@ impl<M: Machine> Group<M> {
     /// No leader is reachable, the leader refused, or this node did not apply the command in
     /// time.
     pub async fn write(&self, command: Vec<u8>) -> Result<Vec<u8>, GroupError> {
-        let committed = match self.commit(command.clone()).await {
-            Err(GroupError::NotLeader(Some((_, leader)))) => self.forward(&leader, command).await?,
-            Err(GroupError::NotLeader(None)) => return Err(GroupError::NoLeader("no leader known".to_owned())),
-            other => other?,
-        };
-        let wait = self.raft.wait(Some(APPLY_TIMEOUT));
+        let deadline = tokio::time::Instant::now() + WRITE_TIMEOUT;
+        let timed_out = |_| GroupError::NoLeader(format!("no majority committed the write within {WRITE_TIMEOUT:?}"));
+        let committed =
+            match tokio::time::timeout_at(deadline, self.commit(command.clone())).await.map_err(timed_out)? {
+                Err(GroupError::NotLeader(Some((_, leader)))) => {
+                    tokio::time::timeout_at(deadline, self.forward(&leader, command)).await.map_err(timed_out)??
+                }
+                Err(GroupError::NotLeader(None)) => return Err(GroupError::NoLeader("no leader known".to_owned())),
+                other => other?,
+            };
+        let left = deadline.saturating_duration_since(tokio::time::Instant::now());
+        let wait = self.raft.wait(Some(left));
         let applied = wait.applied_index_at_least(Some(committed.index), "write").await;
         applied.map_err(|e| GroupError::Stopped(e.to_string()))?;
         Ok(committed.answer)
