@@ -156,6 +156,46 @@ fn three_nodes_replicate_metadata_survive_a_kill_9_and_refuse_strangers() {
     assert_eq!(name_on(&stranger), "charon-4@localhost");
     assert_eq!(name_on(&nodes[0]), "prod-2");
 
+    // A fifth node, listed with the three and itself, joins at runtime: it gets the name,
+    // and every node lists it. Stopped, it is forgotten through node 1.
+    let mut with_five = peers();
+    with_five.extend(["--cluster-peer".to_owned(), format!("charon-5@localhost=127.0.0.1:{}", cluster_port(5))]);
+    let mut fifth = start(5, &dir.path().join("node-5"), &secret, &with_five);
+    eventually_named(&fifth, "prod-2");
+    let five: Vec<String> = [1, 2, 3, 5].iter().map(|n| format!("charon-{n}@localhost")).collect();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while section(&cluster_status(&nodes[0]), "Running Nodes") != five {
+        assert!(Instant::now() < deadline, "node 5 not listed running:\n{}", cluster_status(&nodes[0]));
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    let forget = |node: &Charon, name: &str| {
+        std::process::Command::new(env!("CARGO_BIN_EXE_charon"))
+            .args(["ctl", "--url", &format!("http://127.0.0.1:{}", node.http_port), "forget_cluster_node", name])
+            .output()
+            .unwrap()
+    };
+    // Refused while it runs, with the reason.
+    let refused = forget(&nodes[0], "charon-5@localhost");
+    assert!(!refused.status.success());
+    assert!(String::from_utf8_lossy(&refused.stderr).contains("charon-5@localhost is running"), "{refused:?}");
+    fifth.kill9();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let done = forget(&nodes[0], "charon-5@localhost");
+        if done.status.success() {
+            assert_eq!(
+                String::from_utf8_lossy(&done.stdout).trim(),
+                "Removing node charon-5@localhost from the cluster"
+            );
+            break;
+        }
+        assert!(Instant::now() < deadline, "{done:?}");
+        std::thread::sleep(Duration::from_millis(500));
+    }
+    assert_eq!(section(&cluster_status(&nodes[1]), "Disk Nodes"), all);
+    set_name_when_led(&nodes[2], "prod-3");
+    eventually_named(&nodes[0], "prod-3");
+
     // A clustered node stops on SIGTERM as a single one does.
     nodes[1].terminate();
     assert_eq!(nodes[1].wait_exit(Duration::from_secs(20)), Some(true));

@@ -108,16 +108,56 @@ pub(crate) async fn start(
         .iter()
         .map(|(name, address)| (node_id(name), Peer { name: name.clone(), address: address.clone() }))
         .collect();
-    let formed = group.initialize(members.clone()).await.context("forming the cluster")?;
-    tracing::info!(
-        node = config.node,
-        id,
-        formed,
-        members = ?members.values().map(|p| &p.name).collect::<Vec<_>>(),
-        "cluster member started"
-    );
+    tracing::info!(node = config.node, id, "cluster member started");
+    // Formation runs beside the start: the node serves its clients meanwhile.
+    running.serve(form(Arc::clone(&group), id, members.clone(), shutdown.clone()));
     let members: Vec<Peer> = members.into_values().collect();
     let liveness = Liveness::start(&identity, members.clone());
     broker.join_cluster(Cluster::new(group, members, liveness));
     Ok(())
+}
+
+/// How long a new node keeps asking its peers to let it join before it forms a cluster of the
+/// configured peers itself (all peers of a fresh cluster start within this, or find it formed).
+const JOIN_PATIENCE: Duration = Duration::from_secs(5);
+
+/// RabbitMQ's classic config peer discovery, on Raft: a node already in a cluster (its data
+/// directory says so) goes on; a new one asks each peer to add it and joins the first formed
+/// cluster that does; when every peer it reached is new too, or none answers within
+/// [`JOIN_PATIENCE`], it forms the cluster of the configured peers (every node of a fresh
+/// cluster may: openraft elects one leader among identical memberships).
+async fn form(group: Arc<Group<Metadata>>, id: u64, members: BTreeMap<u64, Peer>, mut stop: watch::Receiver<bool>) {
+    if group.is_formed().await {
+        return;
+    }
+    let me = members.get(&id).cloned();
+    let deadline = tokio::time::Instant::now() + JOIN_PATIENCE;
+    let others: Vec<&Peer> = members.iter().filter(|(other, _)| **other != id).map(|(_, p)| p).collect();
+    loop {
+        let mut all_new = !others.is_empty();
+        for peer in &others {
+            let Some(me) = me.clone() else { break };
+            match group.join_through(&peer.address, id, me).await {
+                Ok(()) => {
+                    tracing::info!(through = peer.name, "joined the cluster");
+                    return;
+                }
+                Err(e) => {
+                    all_new &= e.to_string().contains("not formed");
+                    tracing::debug!(peer = peer.name, error = %e, "not joined through this peer");
+                }
+            }
+        }
+        if all_new || others.is_empty() || tokio::time::Instant::now() >= deadline || group.is_formed().await {
+            break;
+        }
+        tokio::select! {
+            () = tokio::time::sleep(Duration::from_millis(500)) => {}
+            _ = stop.wait_for(|stop| *stop) => return,
+        }
+    }
+    match group.initialize(members).await {
+        Ok(formed) => tracing::info!(formed, "cluster formed with the configured peers"),
+        Err(e) => tracing::error!(error = %e, "the cluster could not be formed"),
+    }
 }

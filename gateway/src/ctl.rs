@@ -71,6 +71,8 @@ enum Verb {
     /// The cluster's name, its members (disk nodes) and which of them run, as the node asked
     /// sees them (rabbitmqctl's sections Basics, Disk Nodes, Running Nodes, Alarms).
     ClusterStatus,
+    /// Removes a member that is down from the cluster (run against another member).
+    ForgetClusterNode { node: String },
 }
 
 /// A field of a JSON object (null when missing).
@@ -241,6 +243,10 @@ pub(crate) fn run(args: &CtlArgs) -> anyhow::Result<Vec<String>> {
             lines
         }
         Verb::ClusterStatus => cluster_status(&api)?,
+        Verb::ForgetClusterNode { node } => {
+            api.expect_ok("DELETE", &format!("/api/charon/cluster/nodes/{}", segment(node)), None)?;
+            vec![format!("Removing node {node} from the cluster")]
+        }
     };
     Ok(lines)
 }

@@ -7,13 +7,14 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use openraft::alias::{SnapshotMetaOf, SnapshotOf, VoteOf};
+use openraft::async_runtime::WatchReceiver;
 use openraft::error::{
     ClientWriteError, InitializeError, NetworkError, RPCError, RaftError, ReplicationClosed, StreamingError,
     Unreachable,
 };
 use openraft::network::{RPCOption, RaftNetworkFactory, v2::RaftNetworkV2};
 use openraft::raft::{AppendEntriesRequest, AppendEntriesResponse, SnapshotResponse, VoteRequest, VoteResponse};
-use openraft::{Config, Raft};
+use openraft::{ChangeMembers, Config, Raft};
 use redb::Database;
 use serde::{Deserialize, Serialize};
 use thiserror::Error;
@@ -174,6 +175,31 @@ impl Timing {
     }
 }
 
+/// RabbitMQ's quorum-queue guidance and the issue's: up to five voters, the rest learners
+/// (more voters slow every commit and add no safety that matters).
+pub const MAX_VOTERS: usize = 5;
+
+/// A change of a group's members, as a member forwards it to the leader.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+enum MemberChange {
+    /// A node joins: a learner until it caught up, then a voter while there are fewer than
+    /// [`MAX_VOTERS`].
+    Add { id: u64, peer: Peer },
+    /// A node is forgotten (`forget_cluster_node`).
+    Remove { id: u64 },
+}
+
+/// A member as the group's membership has it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Member {
+    /// Its Raft id.
+    pub id: u64,
+    /// Its name and address.
+    pub peer: Peer,
+    /// A voter (or a learner).
+    pub voter: bool,
+}
+
 /// What a leader answers a proposal with: where the command was committed, and the
 /// machine's answer.
 #[derive(Serialize, Deserialize)]
@@ -276,6 +302,107 @@ impl<M: Machine> Group<M> {
         decode(&answer).map_err(|e| GroupError::NoLeader(e.to_string()))
     }
 
+    /// The members as this node last learnt them, by id.
+    #[must_use]
+    pub fn members(&self) -> Vec<Member> {
+        let metrics = self.raft.metrics();
+        let metrics = metrics.borrow_watched();
+        let membership = &metrics.membership_config;
+        let voters: std::collections::BTreeSet<u64> = membership.voter_ids().collect();
+        membership
+            .nodes()
+            .map(|(id, peer)| Member { id: *id, peer: peer.clone(), voter: voters.contains(id) })
+            .collect()
+    }
+
+    /// Whether this node belongs to a formed group (initialized, or joined and replicated to).
+    pub async fn is_formed(&self) -> bool {
+        self.raft.is_initialized().await.unwrap_or(false)
+    }
+
+    /// Adds `peer` as member `id`, from any member (forwarded to the leader).
+    ///
+    /// # Errors
+    /// No leader is reachable, or the change was refused.
+    pub async fn add_member(&self, id: u64, peer: Peer) -> Result<(), GroupError> {
+        self.change(MemberChange::Add { id, peer }).await
+    }
+
+    /// Removes member `id`, from any member (forwarded to the leader).
+    ///
+    /// # Errors
+    /// No leader is reachable, or the change was refused (the last voter cannot go).
+    pub async fn remove_member(&self, id: u64) -> Result<(), GroupError> {
+        self.change(MemberChange::Remove { id }).await
+    }
+
+    /// Asks the member at `address` to add this node (`me`); the node it asked is in a formed
+    /// group when this succeeds.
+    ///
+    /// # Errors
+    /// It cannot be reached, belongs to no formed group yet, or no leader took the change.
+    pub async fn join_through(&self, address: &str, id: u64, me: Peer) -> Result<(), GroupError> {
+        let body = encode(&MemberChange::Add { id, peer: me }).map_err(|e| GroupError::Refused(e.to_string()))?;
+        let mut connection = Connection::new(self.identity.clone(), address.to_owned());
+        let call = connection.call(self.group, Kind::Membership, body);
+        match tokio::time::timeout(WRITE_TIMEOUT, call).await {
+            Ok(Ok(_)) => Ok(()),
+            Ok(Err(e)) => Err(GroupError::NoLeader(e.to_string())),
+            Err(_) => Err(GroupError::NoLeader(format!("{address} did not answer"))),
+        }
+    }
+
+    async fn change(&self, change: MemberChange) -> Result<(), GroupError> {
+        let timed_out = |_| GroupError::NoLeader(format!("no majority took the change within {WRITE_TIMEOUT:?}"));
+        match tokio::time::timeout(WRITE_TIMEOUT, self.change_here(&change)).await.map_err(timed_out)? {
+            Err(GroupError::NotLeader(Some((_, leader)))) => {
+                let body = encode(&change).map_err(|e| GroupError::Refused(e.to_string()))?;
+                let mut connection = Connection::new(self.identity.clone(), leader.address.clone());
+                let call = connection.call(self.group, Kind::Membership, body);
+                let answer = tokio::time::timeout(WRITE_TIMEOUT, call).await.map_err(timed_out)?;
+                answer.map(|_| ()).map_err(|e| GroupError::NoLeader(format!("{}: {e}", leader.name)))
+            }
+            Err(GroupError::NotLeader(None)) => Err(GroupError::NoLeader("no leader known".to_owned())),
+            other => other,
+        }
+    }
+
+    /// The change, made here if this node leads.
+    async fn change_here(&self, change: &MemberChange) -> Result<(), GroupError> {
+        let refused = |e: RaftError<TypeConfig, ClientWriteError<TypeConfig>>| match e {
+            RaftError::APIError(ClientWriteError::ForwardToLeader(to)) => {
+                GroupError::NotLeader(to.leader_id.zip(to.leader_node))
+            }
+            RaftError::APIError(other) => GroupError::Refused(other.to_string()),
+            RaftError::Fatal(fatal) => GroupError::Stopped(fatal.to_string()),
+        };
+        let members = self.members();
+        match change {
+            MemberChange::Add { id, peer } => {
+                if members.iter().any(|m| m.id == *id && m.voter) {
+                    return Ok(());
+                }
+                // Blocking: the learner has caught up before it may vote.
+                self.raft.add_learner(*id, peer.clone(), true).await.map_err(refused)?;
+                if members.iter().filter(|m| m.voter).count() < MAX_VOTERS {
+                    let voters = ChangeMembers::AddVoterIds(std::iter::once(*id).collect());
+                    self.raft.change_membership(voters, false).await.map_err(refused)?;
+                }
+                Ok(())
+            }
+            MemberChange::Remove { id } => {
+                let Some(member) = members.iter().find(|m| m.id == *id) else {
+                    return Ok(());
+                };
+                let set = std::iter::once(*id).collect();
+                let removal =
+                    if member.voter { ChangeMembers::RemoveVoters(set) } else { ChangeMembers::RemoveNodes(set) };
+                self.raft.change_membership(removal, false).await.map_err(refused)?;
+                Ok(())
+            }
+        }
+    }
+
     /// The leader this node knows of.
     pub async fn leader(&self) -> Option<u64> {
         self.raft.current_leader().await
@@ -327,6 +454,16 @@ impl<M: Machine> Group<M> {
                 encode(&committed).map_err(|e| text(&e))
             }
             Kind::Ping => Ok(Vec::new()),
+            // A node joining asks any member; a member that belongs to no formed group says so
+            // (the joining node then forms one with its peers, as they all start together).
+            Kind::Membership => {
+                let change: MemberChange = decode(&body).map_err(|e| text(&e))?;
+                if !self.is_formed().await {
+                    return Err("not formed".to_owned());
+                }
+                self.change(change).await.map_err(|e| text(&e))?;
+                Ok(Vec::new())
+            }
             Kind::Answer | Kind::Failed => Err("not a request".to_owned()),
         }
     }

@@ -163,6 +163,7 @@ pub fn router(broker: Arc<Broker>) -> Router {
         .route("/api/extensions", get(overview::extensions))
         .route("/api/nodes", get(nodes::list))
         .route("/api/nodes/{name}", get(nodes::get_one))
+        .route("/api/charon/cluster/nodes/{name}", axum::routing::delete(nodes::forget))
         .route("/api/charon/redrives", get(redrives::list_all))
         .route("/api/charon/redrives/{vhost}", get(redrives::list_vhost).post(redrives::create))
         .route("/api/charon/redrives/{vhost}/{id}", get(redrives::get_one).delete(redrives::delete))

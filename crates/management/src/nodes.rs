@@ -105,3 +105,21 @@ pub(crate) async fn get_one(
     let found = nodes(&broker).await.into_iter().find(|node| node["name"] == name.as_str());
     found.map(Json).ok_or_else(ApiError::not_found)
 }
+
+/// `DELETE /api/charon/cluster/nodes/{name}` (administrators; a Charon addition behind
+/// `charon ctl forget_cluster_node`, which rabbitmqctl runs over Erlang RPC): removes a member
+/// that is down. 204; 400 with the reason when it is no member, runs, or is this node; 404 on
+/// a single node.
+pub(crate) async fn forget(
+    State(broker): State<Arc<Broker>>,
+    Extension(user): Extension<User>,
+    Path(name): Path<String>,
+) -> Result<axum::http::StatusCode, ApiError> {
+    crate::auth::admin(&user)?;
+    let cluster = broker.cluster().ok_or_else(ApiError::not_found)?;
+    cluster.forget(&name).await.map_err(|e| match e {
+        charon_engine::EngineError::Precondition(reason) => ApiError::bad_request(reason),
+        other => ApiError::internal(other.to_string()),
+    })?;
+    Ok(axum::http::StatusCode::NO_CONTENT)
+}

@@ -25,6 +25,8 @@ pub enum Kind {
     Propose,
     /// Is the node there? Answered by the transport itself (liveness, see `liveness.rs`).
     Ping,
+    /// A change of the group's members (a node joining, or forgotten).
+    Membership,
     /// The answer to the request with the same id.
     Answer,
     /// The request with the same id failed on the peer; the body is the reason.
@@ -41,6 +43,7 @@ impl Kind {
             Self::Failed => 5,
             Self::Propose => 6,
             Self::Ping => 7,
+            Self::Membership => 8,
         }
     }
 
@@ -53,6 +56,7 @@ impl Kind {
             5 => Self::Failed,
             6 => Self::Propose,
             7 => Self::Ping,
+            8 => Self::Membership,
             _ => return None,
         })
     }

@@ -18,19 +18,37 @@ pub const DOWN_AFTER: Duration = Duration::from_secs(3);
 
 /// The peers' last answers; the pinging tasks stop when it is dropped.
 pub struct Liveness {
+    identity: Identity,
     seen: Arc<Mutex<HashMap<String, Instant>>>,
-    _pinging: JoinSet<()>,
+    /// The peers pinged, by name, and their tasks.
+    pinging: Mutex<(HashMap<String, String>, JoinSet<()>)>,
 }
 
 impl Liveness {
     /// Starts pinging every one of `peers` (this node left out) as `identity`.
     #[must_use]
     pub fn start(identity: &Identity, peers: impl IntoIterator<Item = Peer>) -> Self {
-        let seen = Arc::new(Mutex::new(HashMap::new()));
-        let mut pinging = JoinSet::new();
-        for peer in peers.into_iter().filter(|p| p.name != identity.name) {
-            let (seen, mut connection) = (Arc::clone(&seen), Connection::new(identity.clone(), peer.address));
-            pinging.spawn(async move {
+        let liveness = Self {
+            identity: identity.clone(),
+            seen: Arc::new(Mutex::new(HashMap::new())),
+            pinging: Mutex::new((HashMap::new(), JoinSet::new())),
+        };
+        liveness.watch(peers);
+        liveness
+    }
+
+    /// Pings the peers of `peers` not pinged yet (members that joined since). Must run inside
+    /// the runtime.
+    pub fn watch(&self, peers: impl IntoIterator<Item = Peer>) {
+        let mut pinging = self.pinging.lock();
+        let (known, tasks) = &mut *pinging;
+        for peer in peers {
+            if peer.name == self.identity.name || known.get(&peer.name) == Some(&peer.address) {
+                continue;
+            }
+            known.insert(peer.name.clone(), peer.address.clone());
+            let (seen, mut connection) = (Arc::clone(&self.seen), Connection::new(self.identity.clone(), peer.address));
+            tasks.spawn(async move {
                 let mut ticks = tokio::time::interval(INTERVAL);
                 ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
                 loop {
@@ -46,7 +64,6 @@ impl Liveness {
                 }
             });
         }
-        Self { seen, _pinging: pinging }
     }
 
     /// Whether `name` answered a ping within [`DOWN_AFTER`].

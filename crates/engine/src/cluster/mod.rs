@@ -41,12 +41,16 @@ impl Cluster {
         Self { group, members, liveness }
     }
 
-    /// Every member by name, as RabbitMQ lists its nodes, with whether it runs.
+    /// Every member by name, as RabbitMQ lists its nodes, with whether it runs: the group's
+    /// membership (the configured peers until the cluster formed). Must run inside the runtime
+    /// (members that joined since are pinged from now on).
     #[must_use]
     pub fn members(&self) -> Vec<Member> {
         let me = charon_model::node_name();
-        let mut members: Vec<Member> = self
-            .members
+        let joined: Vec<Peer> = self.group.members().into_iter().map(|m| m.peer).collect();
+        let peers = if joined.is_empty() { self.members.clone() } else { joined };
+        self.liveness.watch(peers.iter().cloned());
+        let mut members: Vec<Member> = peers
             .iter()
             .map(|peer| Member {
                 running: peer.name == me || self.liveness.running(&peer.name),
@@ -55,6 +59,29 @@ impl Cluster {
             .collect();
         members.sort_by(|a, b| a.name.cmp(&b.name));
         members
+    }
+
+    /// `forget_cluster_node`: removes a member that is down from the cluster (through the
+    /// leader); a running member, or this node, is refused.
+    ///
+    /// # Errors
+    /// `name` is no member, runs, or is this node; or no leader took the change.
+    pub async fn forget(&self, name: &str) -> Result<(), EngineError> {
+        let member = self.members().into_iter().find(|m| m.name == name);
+        match member {
+            None => Err(EngineError::Precondition(format!("{name} is not a member of this cluster"))),
+            Some(_) if name == charon_model::node_name() => {
+                Err(EngineError::Precondition(format!("{name} is the node asked: forget it from another node")))
+            }
+            Some(member) if member.running => {
+                Err(EngineError::Precondition(format!("{name} is running: stop it before it is forgotten")))
+            }
+            Some(_) => self
+                .group
+                .remove_member(charon_cluster::node_id(name))
+                .await
+                .map_err(|e| EngineError::Store(e.to_string())),
+        }
     }
 
     /// The cluster's name as this node applied it: the one set, or this node's name, as
