@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use anyhow::{Context, bail};
 use charon_cluster::transport::{Dispatch, Identity, Liveness, serve};
-use charon_cluster::{Group, LogStore, Peer, Timing, node_id};
+use charon_cluster::{Group, GroupError, LogStore, Peer, Timing, node_id};
 use charon_engine::Broker;
 use charon_engine::cluster::Cluster;
 use charon_engine::cluster::metadata::Metadata;
@@ -143,7 +143,7 @@ async fn form(group: Arc<Group<Metadata>>, id: u64, members: BTreeMap<u64, Peer>
                     return;
                 }
                 Err(e) => {
-                    all_new &= e.to_string().contains("not formed");
+                    all_new &= matches!(e, GroupError::NotFormed);
                     tracing::debug!(peer = peer.name, error = %e, "not joined through this peer");
                 }
             }

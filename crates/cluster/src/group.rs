@@ -37,6 +37,9 @@ pub enum GroupError {
     /// No leader could take the command (no majority is reachable, or an election is on).
     #[error("no leader reachable: {0}")]
     NoLeader(String),
+    /// The member asked belongs to no formed group yet (it is starting, as the asking node).
+    #[error("the member asked belongs to no formed cluster yet")]
+    NotFormed,
     /// The group stopped (its storage failed, or it was shut down).
     #[error("group stopped: {0}")]
     Stopped(String),
@@ -200,6 +203,20 @@ pub struct Member {
     pub voter: bool,
 }
 
+/// What a member that belongs to no formed group answers a joining node.
+const NOT_FORMED: &str = "not formed";
+
+/// A refused write or membership change, as the group's error (a redirect keeps the leader).
+fn refused(error: RaftError<TypeConfig, ClientWriteError<TypeConfig>>) -> GroupError {
+    match error {
+        RaftError::APIError(ClientWriteError::ForwardToLeader(to)) => {
+            GroupError::NotLeader(to.leader_id.zip(to.leader_node))
+        }
+        RaftError::APIError(other) => GroupError::Refused(other.to_string()),
+        RaftError::Fatal(fatal) => GroupError::Stopped(fatal.to_string()),
+    }
+}
+
 /// What a leader answers a proposal with: where the command was committed, and the
 /// machine's answer.
 #[derive(Serialize, Deserialize)]
@@ -285,21 +302,25 @@ impl<M: Machine> Group<M> {
     }
 
     async fn commit(&self, command: Vec<u8>) -> Result<Committed, GroupError> {
-        match self.raft.client_write(Command(command)).await {
-            Ok(written) => Ok(Committed { index: written.log_id.index(), answer: written.data.0 }),
-            Err(RaftError::APIError(ClientWriteError::ForwardToLeader(to))) => {
-                Err(GroupError::NotLeader(to.leader_id.zip(to.leader_node)))
-            }
-            Err(RaftError::APIError(other)) => Err(GroupError::Refused(other.to_string())),
-            Err(RaftError::Fatal(fatal)) => Err(GroupError::Stopped(fatal.to_string())),
-        }
+        let written = self.raft.client_write(Command(command)).await.map_err(refused)?;
+        Ok(Committed { index: written.log_id.index(), answer: written.data.0 })
     }
 
     async fn forward(&self, leader: &Peer, command: Vec<u8>) -> Result<Committed, GroupError> {
-        let mut connection = Connection::new(self.identity.clone(), leader.address.clone());
-        let answer = connection.call(self.group, Kind::Propose, command).await;
-        let answer = answer.map_err(|e| GroupError::NoLeader(format!("{}: {e}", leader.name)))?;
+        let answer = self.call(&leader.address, Kind::Propose, command).await?;
         decode(&answer).map_err(|e| GroupError::NoLeader(e.to_string()))
+    }
+
+    /// One request to the member at `address` (the leader, or a member a joining node
+    /// asks), given up after [`WRITE_TIMEOUT`].
+    async fn call(&self, address: &str, kind: Kind, body: Vec<u8>) -> Result<Vec<u8>, GroupError> {
+        let mut connection = Connection::new(self.identity.clone(), address.to_owned());
+        match tokio::time::timeout(WRITE_TIMEOUT, connection.call(self.group, kind, body)).await {
+            Ok(Ok(answer)) => Ok(answer),
+            Ok(Err(CallError::Failed(reason))) if reason == NOT_FORMED => Err(GroupError::NotFormed),
+            Ok(Err(e)) => Err(GroupError::NoLeader(format!("{address}: {e}"))),
+            Err(_) => Err(GroupError::NoLeader(format!("{address} did not answer"))),
+        }
     }
 
     /// The members as this node last learnt them, by id.
@@ -343,13 +364,7 @@ impl<M: Machine> Group<M> {
     /// It cannot be reached, belongs to no formed group yet, or no leader took the change.
     pub async fn join_through(&self, address: &str, id: u64, me: Peer) -> Result<(), GroupError> {
         let body = encode(&MemberChange::Add { id, peer: me }).map_err(|e| GroupError::Refused(e.to_string()))?;
-        let mut connection = Connection::new(self.identity.clone(), address.to_owned());
-        let call = connection.call(self.group, Kind::Membership, body);
-        match tokio::time::timeout(WRITE_TIMEOUT, call).await {
-            Ok(Ok(_)) => Ok(()),
-            Ok(Err(e)) => Err(GroupError::NoLeader(e.to_string())),
-            Err(_) => Err(GroupError::NoLeader(format!("{address} did not answer"))),
-        }
+        self.call(address, Kind::Membership, body).await.map(|_| ())
     }
 
     async fn change(&self, change: MemberChange) -> Result<(), GroupError> {
@@ -357,10 +372,7 @@ impl<M: Machine> Group<M> {
         match tokio::time::timeout(WRITE_TIMEOUT, self.change_here(&change)).await.map_err(timed_out)? {
             Err(GroupError::NotLeader(Some((_, leader)))) => {
                 let body = encode(&change).map_err(|e| GroupError::Refused(e.to_string()))?;
-                let mut connection = Connection::new(self.identity.clone(), leader.address.clone());
-                let call = connection.call(self.group, Kind::Membership, body);
-                let answer = tokio::time::timeout(WRITE_TIMEOUT, call).await.map_err(timed_out)?;
-                answer.map(|_| ()).map_err(|e| GroupError::NoLeader(format!("{}: {e}", leader.name)))
+                self.call(&leader.address, Kind::Membership, body).await.map(|_| ())
             }
             Err(GroupError::NotLeader(None)) => Err(GroupError::NoLeader("no leader known".to_owned())),
             other => other,
@@ -369,13 +381,6 @@ impl<M: Machine> Group<M> {
 
     /// The change, made here if this node leads.
     async fn change_here(&self, change: &MemberChange) -> Result<(), GroupError> {
-        let refused = |e: RaftError<TypeConfig, ClientWriteError<TypeConfig>>| match e {
-            RaftError::APIError(ClientWriteError::ForwardToLeader(to)) => {
-                GroupError::NotLeader(to.leader_id.zip(to.leader_node))
-            }
-            RaftError::APIError(other) => GroupError::Refused(other.to_string()),
-            RaftError::Fatal(fatal) => GroupError::Stopped(fatal.to_string()),
-        };
         let members = self.members();
         match change {
             MemberChange::Add { id, peer } => {
@@ -459,7 +464,7 @@ impl<M: Machine> Group<M> {
             Kind::Membership => {
                 let change: MemberChange = decode(&body).map_err(|e| text(&e))?;
                 if !self.is_formed().await {
-                    return Err("not formed".to_owned());
+                    return Err(NOT_FORMED.to_owned());
                 }
                 self.change(change).await.map_err(|e| text(&e))?;
                 Ok(Vec::new())
