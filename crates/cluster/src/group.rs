@@ -217,6 +217,23 @@ fn refused(error: RaftError<TypeConfig, ClientWriteError<TypeConfig>>) -> GroupE
     }
 }
 
+/// A group's Raft state on this node, for the metrics.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Status {
+    /// The current term.
+    pub term: u64,
+    /// Whether this node leads.
+    pub leader: bool,
+    /// The last log index this node knows committed.
+    pub committed: u64,
+    /// The last log index this node applied.
+    pub applied: u64,
+    /// The last log index this node wrote.
+    pub last_written: u64,
+    /// The last log index its latest snapshot covers.
+    pub snapshot: u64,
+}
+
 /// What a leader answers a proposal with: where the command was committed, and the
 /// machine's answer.
 #[derive(Serialize, Deserialize)]
@@ -334,6 +351,22 @@ impl<M: Machine> Group<M> {
             .nodes()
             .map(|(id, peer)| Member { id: *id, peer: peer.clone(), voter: voters.contains(id) })
             .collect()
+    }
+
+    /// The group's Raft state on this node.
+    #[must_use]
+    pub fn status(&self) -> Status {
+        let metrics = self.raft.metrics();
+        let metrics = metrics.borrow_watched();
+        let index = |id: Option<&openraft::LogId<_>>| id.map_or(0, |id| id.index());
+        Status {
+            term: metrics.current_term,
+            leader: metrics.current_leader == Some(metrics.id),
+            committed: index(metrics.local_committed.as_ref()),
+            applied: index(metrics.last_applied.as_ref()),
+            last_written: metrics.last_log_index.unwrap_or(0),
+            snapshot: index(metrics.snapshot.as_ref()),
+        }
     }
 
     /// Whether this node belongs to a formed group (initialized, or joined and replicated to).

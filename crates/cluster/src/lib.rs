@@ -21,7 +21,7 @@ mod machine_store;
 pub mod transport;
 mod types;
 
-pub use group::{Group, GroupError, MAX_VOTERS, Member, Network, PeerClient, Timing};
+pub use group::{Group, GroupError, MAX_VOTERS, Member, Network, PeerClient, Status, Timing};
 pub use log_store::LogStore;
 pub use machine::{Machine, MachineError};
 pub use machine_store::MachineStore;

@@ -179,3 +179,31 @@ pub(crate) fn render_resources(broker: &Broker) -> String {
     }
     out
 }
+
+/// The metadata group's Raft state on this node, in clustered mode only: RabbitMQ's
+/// `rabbitmq_raft_*` names (which it gives its quorum queues' Ra clusters), labelled
+/// `group="metadata"` instead of by queue.
+pub(crate) fn render_raft(broker: &Broker) -> String {
+    let mut out = String::new();
+    let Some(cluster) = broker.cluster() else {
+        return out;
+    };
+    let status = cluster.status();
+    let families: [(&str, &str, &str, u64); 6] = [
+        ("rabbitmq_raft_term_total", "counter", "Current Raft term number", status.term),
+        ("rabbitmq_raft_log_commit_index", "gauge", "Raft log commit index", status.committed),
+        (
+            "rabbitmq_raft_log_last_applied_index",
+            "gauge",
+            "Raft index of the last entry applied to the state machine",
+            status.applied,
+        ),
+        ("rabbitmq_raft_log_last_written_index", "gauge", "Raft log last written index", status.last_written),
+        ("rabbitmq_raft_log_snapshot_index", "gauge", "Raft log snapshot index", status.snapshot),
+        ("charon_raft_leader", "gauge", "1 when this node leads the Raft group", u64::from(status.leader)),
+    ];
+    for (name, kind, help, value) in families {
+        let _ = write!(out, "# HELP {name} {help}\n# TYPE {name} {kind}\n{name}{{group=\"metadata\"}} {value}\n");
+    }
+    out
+}

@@ -45,6 +45,7 @@ impl Scraper {
         let mut out = String::new();
         churn(PLAIN, &mut out);
         out.push_str(&charon::render_resources(&self.broker));
+        out.push_str(&charon::render_raft(&self.broker));
         let mut sum = GaugeValues::default();
         let mut queues = 0_u64;
         for vhost in self.broker.vhosts() {
@@ -69,6 +70,7 @@ impl Scraper {
         let mut head = String::new();
         churn(PLAIN, &mut head);
         head.push_str(&charon::render_resources(&self.broker));
+        head.push_str(&charon::render_raft(&self.broker));
         let mut pieces = vec![Piece::Text(head)];
         for family in QUEUE_COARSE.iter().chain(&QUEUE_CONSUMERS).chain(&QUEUE_BYTES) {
             pieces.extend(Piece::queue_family(PLAIN, *family, &queues));

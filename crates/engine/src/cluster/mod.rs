@@ -84,6 +84,12 @@ impl Cluster {
         }
     }
 
+    /// The metadata group's Raft state on this node (for the Prometheus endpoint).
+    #[must_use]
+    pub fn status(&self) -> charon_cluster::Status {
+        self.group.status()
+    }
+
     /// The cluster's name as this node applied it: the one set, or this node's name, as
     /// RabbitMQ names a cluster by default.
     #[must_use]
