@@ -101,8 +101,8 @@ impl Cluster {
     ///
     /// # Errors
     /// No leader is reachable (this node is on the minority side), or the group stopped: an
-    /// internal error with the reason, until RabbitMQ 4.3's answer for a metadata change
-    /// without a majority is observed and matched (issue 41 item 3).
+    /// internal error with the reason (the API answers it as RabbitMQ 4.3.6 does there: 500,
+    /// empty body).
     pub async fn set_name(&self, name: String) -> Result<(), EngineError> {
         self.write(&MetaCommand::SetClusterName(name)).await
     }
