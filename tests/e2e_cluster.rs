@@ -123,6 +123,31 @@ fn three_nodes_replicate_metadata_survive_a_kill_9_and_refuse_strangers() {
     assert_eq!((section(&status, "Disk Nodes"), section(&status, "Running Nodes")), (all.clone(), all.clone()));
     assert_eq!(section(&status, "Alarms"), vec!["(none)".to_owned()]);
 
+    // A vhost made through node 2 is on every node, with its creator's permissions, and goes
+    // from every node when deleted through node 1.
+    let get = |node: &Charon, path: &str| Call::api(node.http_port, "GET", path).send_blocking().status;
+    let eventually = |node: &Charon, path: &str, status: u16| {
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while get(node, path) != status {
+            assert!(Instant::now() < deadline, "{path} on {} is not {status}", node.http_port);
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    };
+    let put = Call::api(nodes[1].http_port, "PUT", "/api/vhosts/shared").body(r#"{"description":"one for all"}"#);
+    assert_eq!(put.send_blocking().status, 201);
+    assert_eq!(get(&nodes[1], "/api/permissions/shared/guest"), 200);
+    for node in [&nodes[0], &nodes[2]] {
+        eventually(node, "/api/permissions/shared/guest", 200);
+        let vhost = Call::api(node.http_port, "GET", "/api/vhosts/shared").send_blocking().json();
+        assert_eq!(vhost["description"], "one for all");
+    }
+    let again = Call::api(nodes[2].http_port, "PUT", "/api/vhosts/shared").body("{}").send_blocking();
+    assert_eq!(again.status, 204);
+    assert_eq!(Call::api(nodes[0].http_port, "DELETE", "/api/vhosts/shared").send_blocking().status, 204);
+    assert_eq!(get(&nodes[0], "/api/vhosts/shared"), 404);
+    eventually(&nodes[1], "/api/vhosts/shared", 404);
+    eventually(&nodes[2], "/api/vhosts/shared", 404);
+
     // Node 3 dies; the other two are a majority and take a change; node 3 comes back from its
     // data directory and catches up.
     nodes[2].kill9();

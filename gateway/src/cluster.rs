@@ -90,7 +90,8 @@ pub(crate) async fn start(
     std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
     let db = LogStore::open_database(&dir.join("metadata.redb")).context("opening the cluster's metadata log")?;
     let id = node_id(&config.node);
-    let group = Group::start((id, 0), identity.clone(), TIMING, db, Metadata::default())
+    let effects: Arc<dyn charon_cluster::Effects> = Arc::new(charon_engine::cluster::Effects::new(broker));
+    let group = Group::start((id, 0), identity.clone(), TIMING, db, (Metadata::default(), Some(effects)))
         .await
         .context("starting the metadata group")?;
     let group = Arc::new(group);

@@ -20,6 +20,7 @@ use serde::{Deserialize, Serialize};
 use thiserror::Error;
 
 use crate::log_store::{decode, encode};
+use crate::machine::Effects;
 use crate::transport::frame::Kind;
 use crate::transport::{Answering, CallError, Connection, Dispatch, Identity};
 use crate::{Command, LogStore, Machine, MachineStore, Peer, TypeConfig};
@@ -254,7 +255,8 @@ pub struct Group<M: Machine> {
 
 impl<M: Machine> Group<M> {
     /// Starts this node's member `id` of group `group`, its log and machine in `db`, reaching
-    /// its peers as `identity`. A restarted member takes up from what `db` holds.
+    /// its peers as `identity`, acting on each committed command with `effects`. A restarted
+    /// member takes up from what `db` holds.
     ///
     /// # Errors
     /// The timings are invalid (an election range below the heartbeat), or the stores cannot
@@ -264,12 +266,13 @@ impl<M: Machine> Group<M> {
         identity: Identity,
         timing: Timing,
         db: Arc<Database>,
-        machine: M,
+        (machine, effects): (M, Option<Arc<dyn Effects>>),
     ) -> Result<Self, GroupError> {
         let config = timing.config(&format!("group-{group}"));
         let config = Arc::new(config.validate().map_err(|e| GroupError::Refused(e.to_string()))?);
-        let machine =
-            MachineStore::open(Arc::clone(&db), machine).await.map_err(|e| GroupError::Stopped(e.to_string()))?;
+        let machine = MachineStore::open(Arc::clone(&db), machine, effects)
+            .await
+            .map_err(|e| GroupError::Stopped(e.to_string()))?;
         let network = Network { identity: identity.clone(), group };
         let raft = Raft::new(id, config, network, LogStore::new(db), machine.clone())
             .await

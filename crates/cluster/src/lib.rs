@@ -23,7 +23,7 @@ mod types;
 
 pub use group::{Group, GroupError, MAX_VOTERS, Member, Network, PeerClient, Status, Timing};
 pub use log_store::LogStore;
-pub use machine::{Machine, MachineError};
+pub use machine::{Effects, Machine, MachineError};
 pub use machine_store::MachineStore;
 pub use types::{Answer, Command, Peer, TypeConfig};
 

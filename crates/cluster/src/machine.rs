@@ -1,5 +1,8 @@
 //! What a group replicates, as the layer that owns it sees it.
 
+use std::future::Future;
+use std::pin::Pin;
+
 /// A machine refused a snapshot it was given.
 #[derive(Debug, thiserror::Error)]
 #[error("snapshot refused: {0}")]
@@ -23,4 +26,14 @@ pub trait Machine: Send + Sync + 'static {
     /// # Errors
     /// The snapshot does not decode; the state is left as it was.
     fn restore(&mut self, snapshot: &[u8]) -> Result<(), MachineError>;
+}
+
+/// What one node does with a committed command besides applying it to the machine: the layer
+/// that owns the machine changes its own state to match (creates the vhost the command
+/// recorded). Runs after the machine applied the command and outside its lock, in log order,
+/// before a write waiting on this node is answered; again for every command applied again at
+/// start, so it must be idempotent.
+pub trait Effects: Send + Sync + 'static {
+    /// Acts on `command`, which the machine answered with `answer`.
+    fn apply<'a>(&'a self, command: &'a [u8], answer: &'a [u8]) -> Pin<Box<dyn Future<Output = ()> + Send + 'a>>;
 }

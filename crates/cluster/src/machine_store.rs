@@ -11,7 +11,7 @@ use parking_lot::Mutex;
 use redb::{Database, ReadableDatabase, TableDefinition};
 
 use crate::log_store::{STATE, blocking, encode, io_error, read_state};
-use crate::machine::Machine;
+use crate::machine::{Effects, Machine};
 use crate::types::{Answer, TypeConfig};
 
 /// The last snapshot's state, beside its metadata (in the log's state table).
@@ -35,11 +35,13 @@ struct Applied<M> {
 pub struct MachineStore<M> {
     applied: Arc<Mutex<Applied<M>>>,
     db: Arc<Database>,
+    /// What this node does with each committed command besides applying it.
+    effects: Option<Arc<dyn Effects>>,
 }
 
 impl<M> Clone for MachineStore<M> {
     fn clone(&self) -> Self {
-        Self { applied: Arc::clone(&self.applied), db: Arc::clone(&self.db) }
+        Self { applied: Arc::clone(&self.applied), db: Arc::clone(&self.db), effects: self.effects.clone() }
     }
 }
 
@@ -48,7 +50,7 @@ impl<M: Machine> MachineStore<M> {
     ///
     /// # Errors
     /// The database cannot be read, or the machine refuses its own snapshot.
-    pub async fn open(db: Arc<Database>, machine: M) -> Result<Self, io::Error> {
+    pub async fn open(db: Arc<Database>, machine: M, effects: Option<Arc<dyn Effects>>) -> Result<Self, io::Error> {
         let reading = Arc::clone(&db);
         let stored = blocking(move || {
             let Some(meta) = read_state::<Meta>(&reading, SNAPSHOT_META)? else {
@@ -68,7 +70,7 @@ impl<M: Machine> MachineStore<M> {
             applied.membership = meta.last_membership.clone();
             applied.snapshot = Some((meta, Arc::new(data)));
         }
-        Ok(Self { applied: Arc::new(Mutex::new(applied)), db })
+        Ok(Self { applied: Arc::new(Mutex::new(applied)), db, effects })
     }
 
     /// Calls `read` with the machine as applied so far (for reads served by this node).
@@ -133,6 +135,9 @@ impl<M: Machine> RaftStateMachine<TypeConfig> for MachineStore<M> {
                     }
                 }
             };
+            if let (Some(effects), EntryPayload::Normal(command)) = (&self.effects, &entry.payload) {
+                effects.apply(&command.0, &answer.0).await;
+            }
             if let Some(responder) = responder {
                 responder.send(answer);
             }

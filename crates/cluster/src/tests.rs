@@ -41,7 +41,7 @@ impl StoreBuilder<TypeConfig, LogStore, MachineStore<Journal>, TempDir> for Buil
         let dir = TempDir::new().map_err(|e| StorageError::read(TypeConfig::err_from_error(&e)))?;
         let db = LogStore::open_database(&dir.path().join("group.redb"))
             .map_err(|e| StorageError::read(TypeConfig::err_from_error(&e)))?;
-        let machine = MachineStore::open(Arc::clone(&db), Journal::default())
+        let machine = MachineStore::open(Arc::clone(&db), Journal::default(), None)
             .await
             .map_err(|e| StorageError::read(TypeConfig::err_from_error(&e)))?;
         Ok((dir, LogStore::new(db), machine))
@@ -78,7 +78,7 @@ async fn a_reopened_group_reads_back_its_log_vote_commit_point_and_snapshot() {
         log.append(entries, IOFlushed::noop()).await.unwrap();
         log.save_committed(Some(log_id(3, 3))).await.unwrap();
         log.purge(log_id(3, 1)).await.unwrap();
-        let mut machine = MachineStore::open(Arc::clone(&db), Journal::default()).await.unwrap();
+        let mut machine = MachineStore::open(Arc::clone(&db), Journal::default(), None).await.unwrap();
         let applied = vec![Ok((normal(3, 1, b"a"), None)), Ok((normal(3, 2, b"b"), None))];
         machine.apply(futures_util::stream::iter(applied)).await.unwrap();
         let snapshot = machine.get_snapshot_builder().await.build_snapshot().await.unwrap();
@@ -92,7 +92,7 @@ async fn a_reopened_group_reads_back_its_log_vote_commit_point_and_snapshot() {
     assert_eq!((state.last_purged_log_id, state.last_log_id), (Some(log_id(3, 1)), Some(log_id(3, 3))));
     let kept: Vec<u64> = log.try_get_log_entries(0..10).await.unwrap().iter().map(RaftEntry::index).collect();
     assert_eq!(kept, vec![2, 3]);
-    let mut machine = MachineStore::open(db, Journal::default()).await.unwrap();
+    let mut machine = MachineStore::open(db, Journal::default(), None).await.unwrap();
     assert_eq!(machine.applied_state().await.unwrap().0, Some(log_id(3, 2)));
     assert_eq!(machine.read(|journal| journal.0.clone()), vec![(1, b"a".to_vec()), (2, b"b".to_vec())]);
 }

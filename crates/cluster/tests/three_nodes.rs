@@ -50,7 +50,7 @@ fn identity(n: u64, address: std::net::SocketAddr, secret: &[u8]) -> Identity {
 async fn start(n: u64, listener: TcpListener, dir: &TempDir) -> Node {
     let me = identity(n, listener.local_addr().unwrap(), b"cookie");
     let db = LogStore::open_database(&dir.path().join(format!("node-{n}.redb"))).unwrap();
-    let group = Arc::new(Group::start((n, 0), me.clone(), timing(), db, Journal::default()).await.unwrap());
+    let group = Arc::new(Group::start((n, 0), me.clone(), timing(), db, (Journal::default(), None)).await.unwrap());
     let server = tokio::spawn(serve(listener, me, Arc::clone(&group) as Arc<dyn charon_cluster::transport::Dispatch>));
     Node { group, server }
 }

@@ -86,6 +86,16 @@ pub(crate) async fn put(
         Some(JsonValue::Array(items)) => Tags::new(items.iter().filter_map(|i| i.as_str().map(str::to_owned))),
         Some(_) => return Err(ApiError::bad_request("tags must be a string or a list")),
     };
+    if let Some(cluster) = broker.cluster() {
+        // Through the cluster: every node makes it (and the creator's permissions), and this
+        // one has when the answer goes; refused as RabbitMQ 4.3.6 without a majority.
+        let tags = tags.as_slice().to_vec();
+        let created = cluster.put_vhost(&name, description, tags, &user.name).await.map_err(|e| {
+            tracing::warn!(error = %e, vhost = name, "vhost not put through the cluster");
+            ApiError::crash()
+        })?;
+        return Ok(if created { StatusCode::CREATED } else { StatusCode::NO_CONTENT });
+    }
     let created = broker.add_vhost(&name, VhostInfo { description, tags }).await.map_err(access_error)?;
     if created {
         broker.access().set_permission(&name, &user.name, Permission::full()).await.map_err(access_error)?;
@@ -102,6 +112,13 @@ pub(crate) async fn delete(
     auth::admin(&user)?;
     if info_of(&broker, &name).is_none() && !broker.vhosts().iter().any(|v| v.name() == name) {
         return Err(ApiError::not_found());
+    }
+    if let Some(cluster) = broker.cluster().filter(|c| c.has_vhost(&name)) {
+        cluster.delete_vhost(&name).await.map_err(|e| {
+            tracing::warn!(error = %e, vhost = name, "vhost not deleted through the cluster");
+            ApiError::crash()
+        })?;
+        return Ok(StatusCode::NO_CONTENT);
     }
     broker.delete_vhost(&name).await.map_err(access_error)?;
     Ok(StatusCode::NO_CONTENT)

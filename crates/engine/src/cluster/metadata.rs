@@ -8,13 +8,60 @@ use serde::{Deserialize, Serialize};
 pub enum MetaCommand {
     /// `PUT /api/cluster-name` (RabbitMQ's `cluster_name` runtime parameter).
     SetClusterName(String),
+    /// `PUT /api/vhosts/{name}`: created, or its description and tags replaced.
+    PutVhost {
+        /// The vhost.
+        name: String,
+        /// Free text.
+        description: String,
+        /// Its tags.
+        tags: Vec<String>,
+    },
+    /// `DELETE /api/vhosts/{name}`.
+    DeleteVhost {
+        /// The vhost.
+        name: String,
+    },
+    /// A user's permissions in a vhost (the creator's full ones when a vhost is created).
+    SetPermission {
+        /// The vhost.
+        vhost: String,
+        /// The user.
+        user: String,
+        /// The configure pattern.
+        configure: String,
+        /// The write pattern.
+        write: String,
+        /// The read pattern.
+        read: String,
+    },
 }
 
-/// The metadata every node of a cluster applies in the same order. So far the cluster's
-/// name; vhosts, users, permissions, policies and queue records come next (issue 41 item 3).
+/// A vhost as the cluster records it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct VhostRecord {
+    /// Free text.
+    pub description: String,
+    /// Its tags.
+    pub tags: Vec<String>,
+}
+
+/// What an answer starts with when the command could not be applied (the reason follows).
+pub const REFUSED: &str = "!";
+
+/// What [`Metadata::apply`] answers a `PutVhost` or `DeleteVhost` with: the record was new
+/// (created, deleted) or not (updated, absent).
+pub const CHANGED: &[u8] = b"1";
+
+/// The metadata every node of a cluster applies in the same order: the cluster's name and the
+/// vhosts made through the cluster, with the permissions given with them. Users, the other
+/// permissions, policies and queue records come next (issue 41 item 3). Each node's engine
+/// follows through [`super::Effects`].
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Metadata {
     cluster_name: Option<String>,
+    #[serde(default)]
+    vhosts: std::collections::BTreeMap<String, VhostRecord>,
 }
 
 impl Metadata {
@@ -23,18 +70,31 @@ impl Metadata {
     pub fn cluster_name(&self) -> Option<&str> {
         self.cluster_name.as_deref()
     }
+
+    /// The vhosts made through the cluster.
+    #[must_use]
+    pub fn vhosts(&self) -> &std::collections::BTreeMap<String, VhostRecord> {
+        &self.vhosts
+    }
 }
 
 impl Machine for Metadata {
     /// Answers an empty vector for a command applied, or the text of why the bytes are no
     /// command (a newer node's, which this one cannot apply; every node skips it alike).
     fn apply(&mut self, _index: u64, command: &[u8]) -> Vec<u8> {
+        let changed = |new: bool| if new { CHANGED.to_vec() } else { b"0".to_vec() };
         match serde_json::from_slice(command) {
             Ok(MetaCommand::SetClusterName(name)) => {
                 self.cluster_name = Some(name);
                 Vec::new()
             }
-            Err(e) => format!("not a metadata command: {e}").into_bytes(),
+            Ok(MetaCommand::PutVhost { name, description, tags }) => {
+                changed(self.vhosts.insert(name, VhostRecord { description, tags }).is_none())
+            }
+            Ok(MetaCommand::DeleteVhost { name }) => changed(self.vhosts.remove(&name).is_some()),
+            // Kept by each node's access control (the effect); nothing to record here yet.
+            Ok(MetaCommand::SetPermission { .. }) => Vec::new(),
+            Err(e) => format!("{REFUSED}not a metadata command: {e}").into_bytes(),
         }
     }
 
@@ -67,12 +127,26 @@ mod tests {
         let answers: Vec<(Vec<u8>, Vec<u8>)> =
             commands.iter().enumerate().map(|(i, c)| (one.apply(i as u64, c), two.apply(i as u64, c))).collect();
         assert!(answers.iter().all(|(a, b)| a == b));
-        assert!(String::from_utf8_lossy(&answers[1].0).starts_with("not a metadata command"));
+        assert!(String::from_utf8_lossy(&answers[1].0).starts_with("!not a metadata command"));
         assert_eq!((one.cluster_name(), &one), (Some("prod"), &two));
         let mut restored = Metadata::default();
         restored.restore(&one.snapshot()).unwrap();
         assert_eq!(restored, one);
         assert!(restored.restore(b"[]").is_err());
         assert_eq!(restored, one);
+    }
+
+    #[test]
+    fn vhosts_answer_whether_they_changed() {
+        let mut meta = Metadata::default();
+        let put = |name: &str, description: &str| {
+            encoded(&MetaCommand::PutVhost { name: name.into(), description: description.into(), tags: vec![] })
+        };
+        assert_eq!(meta.apply(1, &put("v", "a")), CHANGED);
+        assert_eq!(meta.apply(2, &put("v", "b")), b"0");
+        assert_eq!(meta.vhosts()["v"].description, "b");
+        let delete = encoded(&MetaCommand::DeleteVhost { name: "v".into() });
+        assert_eq!((meta.apply(3, &delete), meta.apply(4, &delete)), (CHANGED.to_vec(), b"0".to_vec()));
+        assert!(meta.vhosts().is_empty());
     }
 }

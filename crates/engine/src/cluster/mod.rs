@@ -104,15 +104,117 @@ impl Cluster {
     /// internal error with the reason (the API answers it as RabbitMQ 4.3.6 does there: 500,
     /// empty body).
     pub async fn set_name(&self, name: String) -> Result<(), EngineError> {
-        self.write(&MetaCommand::SetClusterName(name)).await
+        self.write(&MetaCommand::SetClusterName(name)).await.map(|_| ())
     }
 
-    async fn write(&self, command: &MetaCommand) -> Result<(), EngineError> {
+    /// Creates vhost `name` through the cluster, or replaces its description and tags, with
+    /// full permissions there for `creator` when it is created (as RabbitMQ's `put_vhost`);
+    /// true when it was created. Every node follows ([`Effects`]).
+    ///
+    /// # Errors
+    /// As [`Self::set_name`].
+    pub async fn put_vhost(
+        &self,
+        name: &str,
+        description: String,
+        tags: Vec<String>,
+        creator: &str,
+    ) -> Result<bool, EngineError> {
+        let created = self.write(&MetaCommand::PutVhost { name: name.to_owned(), description, tags }).await?;
+        let created = created == metadata::CHANGED;
+        if created {
+            let (configure, write, read) = (".*".to_owned(), ".*".to_owned(), ".*".to_owned());
+            let permission =
+                MetaCommand::SetPermission { vhost: name.to_owned(), user: creator.to_owned(), configure, write, read };
+            self.write(&permission).await?;
+        }
+        Ok(created)
+    }
+
+    /// Deletes vhost `name` through the cluster, with everything in it, on every node; false
+    /// when the cluster had no such vhost.
+    ///
+    /// # Errors
+    /// As [`Self::set_name`].
+    pub async fn delete_vhost(&self, name: &str) -> Result<bool, EngineError> {
+        Ok(self.write(&MetaCommand::DeleteVhost { name: name.to_owned() }).await? == metadata::CHANGED)
+    }
+
+    /// Whether the cluster made vhost `name`.
+    #[must_use]
+    pub fn has_vhost(&self, name: &str) -> bool {
+        self.group.read(|meta| meta.vhosts().contains_key(name))
+    }
+
+    async fn write(&self, command: &MetaCommand) -> Result<Vec<u8>, EngineError> {
         let bytes = serde_json::to_vec(command).map_err(|e| EngineError::Store(e.to_string()))?;
         match self.group.write(bytes).await {
-            Ok(answer) if answer.is_empty() => Ok(()),
-            Ok(answer) => Err(EngineError::Store(String::from_utf8_lossy(&answer).into_owned())),
+            Ok(answer) if answer.starts_with(metadata::REFUSED.as_bytes()) => {
+                Err(EngineError::Store(String::from_utf8_lossy(&answer).into_owned()))
+            }
+            Ok(answer) => Ok(answer),
             Err(e) => Err(EngineError::Store(e.to_string())),
         }
+    }
+}
+
+/// How this node's engine follows the metadata its cluster committed: the vhosts and
+/// permissions a command recorded are made here too (idempotent: commands applied again at
+/// start find them made).
+pub struct Effects {
+    broker: std::sync::Weak<crate::Broker>,
+}
+
+impl Effects {
+    /// The effects on `broker` (weak: the broker owns the cluster that owns these).
+    #[must_use]
+    pub fn new(broker: &Arc<crate::Broker>) -> Self {
+        Self { broker: Arc::downgrade(broker) }
+    }
+
+    async fn follow(&self, command: MetaCommand, answer: &[u8]) {
+        let Some(broker) = self.broker.upgrade() else {
+            return;
+        };
+        let outcome = match command {
+            MetaCommand::SetClusterName(_) => Ok(()),
+            MetaCommand::PutVhost { name, description, tags } => {
+                let info = crate::access::VhostInfo { description, tags: crate::access::Tags::new(tags) };
+                broker.add_vhost(&name, info).await.map(|_| ())
+            }
+            // Absent here too (deleted before, or never made on this node): nothing to do.
+            MetaCommand::DeleteVhost { name } if answer == metadata::CHANGED => {
+                match broker.delete_vhost(&name).await {
+                    Err(crate::access::AccessError::NoSuchVhost(_)) => Ok(()),
+                    other => other,
+                }
+            }
+            MetaCommand::DeleteVhost { .. } => Ok(()),
+            MetaCommand::SetPermission { vhost, user, configure, write, read } => {
+                match crate::access::Permission::new(&configure, &write, &read) {
+                    Ok(permission) => broker.access().set_permission(&vhost, &user, permission).await,
+                    Err(e) => Err(e),
+                }
+            }
+        };
+        if let Err(e) = outcome {
+            // The cluster has it; this node could not follow (its disk failed, or the user is
+            // not one of this node's): logged, and the next start applies it again.
+            tracing::error!(error = %e, "this node could not follow a metadata change");
+        }
+    }
+}
+
+impl charon_cluster::Effects for Effects {
+    fn apply<'a>(
+        &'a self,
+        command: &'a [u8],
+        answer: &'a [u8],
+    ) -> std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send + 'a>> {
+        Box::pin(async move {
+            if let Ok(command) = serde_json::from_slice::<MetaCommand>(command) {
+                self.follow(command, answer).await;
+            }
+        })
     }
 }
