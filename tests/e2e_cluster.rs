@@ -148,6 +148,27 @@ fn three_nodes_replicate_metadata_survive_a_kill_9_and_refuse_strangers() {
     eventually(&nodes[1], "/api/vhosts/shared", 404);
     eventually(&nodes[2], "/api/vhosts/shared", 404);
 
+    // A user made through node 3 logs in on node 1 with its password (the hash travelled, not
+    // the password); permissions set through node 1 are on node 2; deleted through node 2, the
+    // user is gone everywhere.
+    let put =
+        Call::api(nodes[2].http_port, "PUT", "/api/users/app").body(r#"{"password":"s3cret","tags":"management"}"#);
+    assert_eq!(put.send_blocking().status, 201);
+    eventually(&nodes[0], "/api/users/app", 200);
+    let whoami =
+        |node: &Charon| Call::new(node.http_port, "GET", "/api/whoami").basic("app", "s3cret").send_blocking().status;
+    assert_eq!(whoami(&nodes[0]), 200);
+    let grant = Call::api(nodes[0].http_port, "PUT", "/api/permissions/%2F/app")
+        .body(r#"{"configure":"^app-","write":".*","read":".*"}"#);
+    assert_eq!(grant.send_blocking().status, 201);
+    eventually(&nodes[1], "/api/permissions/%2F/app", 200);
+    let granted = Call::api(nodes[1].http_port, "GET", "/api/permissions/%2F/app").send_blocking().json();
+    assert_eq!(granted["configure"], "^app-");
+    assert_eq!(Call::api(nodes[1].http_port, "DELETE", "/api/users/app").send_blocking().status, 204);
+    eventually(&nodes[2], "/api/users/app", 404);
+    eventually(&nodes[0], "/api/users/app", 404);
+    assert_eq!(whoami(&nodes[0]), 401);
+
     // Node 3 dies; the other two are a majority and take a change; node 3 comes back from its
     // data directory and catches up.
     nodes[2].kill9();

@@ -55,6 +55,14 @@ impl ApiError {
         Self { term: Some(term), ..Self::bad_request("") }
     }
 
+    /// A change the cluster did not take (no majority within the write's time): RabbitMQ
+    /// 4.3.6's answer there, 500 with an empty body (docs/clustering.md); the reason goes to
+    /// the log.
+    pub(crate) fn cluster(error: charon_engine::EngineError) -> Self {
+        tracing::warn!(%error, "metadata change not taken by the cluster");
+        Self::crash()
+    }
+
     /// 500 with an empty body: what RabbitMQ 4.0.5 answers when a handler crashes on a value
     /// it does not expect (`sort_reverse=bogus`, an unknown `ackmode`), observed.
     pub(crate) fn crash() -> Self {

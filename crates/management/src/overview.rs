@@ -198,10 +198,7 @@ pub(crate) async fn set_cluster_name(
     // RabbitMQ 4.3.6 on the minority side of a partition answers 500 with an empty body once
     // its metadata store gives up (after 30 s; Charon's write gives up after 5 s), observed
     // with rmq-cluster.sh (docs/clustering.md).
-    if let Err(e) = cluster.set_name(name.to_owned()).await {
-        tracing::warn!(error = %e, "cluster name not set");
-        return Err(crate::error::ApiError::crash());
-    }
+    cluster.set_name(name.to_owned()).await.map_err(crate::error::ApiError::cluster)?;
     Ok(axum::http::StatusCode::NO_CONTENT)
 }
 

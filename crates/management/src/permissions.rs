@@ -60,7 +60,11 @@ pub(crate) async fn put(
     let permission = Permission::new(&pattern("configure"), &pattern("write"), &pattern("read"))
         .map_err(|e| ApiError::bad_request(e.to_string()))?;
     let created = !broker.access().permissions().iter().any(|(v, u, _)| *v == vhost && *u == name);
-    broker.access().set_permission(&vhost, &name, permission).await.map_err(access_error)?;
+    if let Some(cluster) = broker.cluster() {
+        cluster.set_permission(&vhost, &name, &permission).await.map_err(ApiError::cluster)?;
+    } else {
+        broker.access().set_permission(&vhost, &name, permission).await.map_err(access_error)?;
+    }
     Ok(if created { StatusCode::CREATED } else { StatusCode::NO_CONTENT })
 }
 
@@ -71,6 +75,13 @@ pub(crate) async fn delete(
     Path((vhost, name)): Path<(String, String)>,
 ) -> Result<StatusCode, ApiError> {
     auth::admin(&user)?;
+    if let Some(cluster) = broker.cluster() {
+        if !broker.access().permissions().iter().any(|(v, u, _)| *v == vhost && *u == name) {
+            return Err(ApiError::not_found());
+        }
+        cluster.clear_permission(&vhost, &name).await.map_err(ApiError::cluster)?;
+        return Ok(StatusCode::NO_CONTENT);
+    }
     match broker.access().clear_permission(&vhost, &name).await {
         Ok(true) => Ok(StatusCode::NO_CONTENT),
         Ok(false) | Err(AccessError::NoSuchUser(_) | AccessError::NoSuchVhost(_)) => Err(ApiError::not_found()),

@@ -105,11 +105,13 @@ pub(crate) async fn put(
         (None, None) => None,
     };
     let created = broker.access().account(&name).is_none();
-    broker
-        .access()
-        .put_user(Account::new(name, password, tags))
-        .await
-        .map_err(|e| ApiError::internal(e.to_string()))?;
+    let account = Account::new(name, password, tags);
+    if let Some(cluster) = broker.cluster() {
+        // Through the cluster, hashed here: every node stores the same hash.
+        cluster.put_user(&account).await.map_err(crate::error::ApiError::cluster)?;
+    } else {
+        broker.access().put_user(account).await.map_err(|e| ApiError::internal(e.to_string()))?;
+    }
     Ok(if created { StatusCode::CREATED } else { StatusCode::NO_CONTENT })
 }
 
@@ -123,7 +125,11 @@ pub(crate) async fn delete(
     if broker.access().account(&name).is_none() {
         return Err(ApiError::not_found());
     }
-    broker.delete_user(&name).await.map_err(|e| ApiError::internal(e.to_string()))?;
+    if let Some(cluster) = broker.cluster() {
+        cluster.delete_user(&name).await.map_err(ApiError::cluster)?;
+    } else {
+        broker.delete_user(&name).await.map_err(|e| ApiError::internal(e.to_string()))?;
+    }
     Ok(StatusCode::NO_CONTENT)
 }
 

@@ -90,10 +90,7 @@ pub(crate) async fn put(
         // Through the cluster: every node makes it (and the creator's permissions), and this
         // one has when the answer goes; refused as RabbitMQ 4.3.6 without a majority.
         let tags = tags.as_slice().to_vec();
-        let created = cluster.put_vhost(&name, description, tags, &user.name).await.map_err(|e| {
-            tracing::warn!(error = %e, vhost = name, "vhost not put through the cluster");
-            ApiError::crash()
-        })?;
+        let created = cluster.put_vhost(&name, description, tags, &user.name).await.map_err(ApiError::cluster)?;
         return Ok(if created { StatusCode::CREATED } else { StatusCode::NO_CONTENT });
     }
     let created = broker.add_vhost(&name, VhostInfo { description, tags }).await.map_err(access_error)?;
@@ -114,10 +111,7 @@ pub(crate) async fn delete(
         return Err(ApiError::not_found());
     }
     if let Some(cluster) = broker.cluster().filter(|c| c.has_vhost(&name)) {
-        cluster.delete_vhost(&name).await.map_err(|e| {
-            tracing::warn!(error = %e, vhost = name, "vhost not deleted through the cluster");
-            ApiError::crash()
-        })?;
+        cluster.delete_vhost(&name).await.map_err(ApiError::cluster)?;
         return Ok(StatusCode::NO_CONTENT);
     }
     broker.delete_vhost(&name).await.map_err(access_error)?;

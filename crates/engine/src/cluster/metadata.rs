@@ -22,7 +22,30 @@ pub enum MetaCommand {
         /// The vhost.
         name: String,
     },
-    /// A user's permissions in a vhost (the creator's full ones when a vhost is created).
+    /// `PUT /api/users/{name}`: the user's password hash (hashed, salt and all, on the node
+    /// that took the request: applying it draws nothing random) and tags.
+    PutUser {
+        /// The user.
+        name: String,
+        /// The hashing algorithm's name and the base64 of salt and digest; `None`: no password.
+        password: Option<(String, String)>,
+        /// Its tags.
+        tags: Vec<String>,
+    },
+    /// `DELETE /api/users/{name}`.
+    DeleteUser {
+        /// The user.
+        name: String,
+    },
+    /// `DELETE /api/permissions/{vhost}/{user}`.
+    ClearPermission {
+        /// The vhost.
+        vhost: String,
+        /// The user.
+        user: String,
+    },
+    /// A user's permissions in a vhost (`PUT /api/permissions/{vhost}/{user}`, and the
+    /// creator's full ones when a vhost is created).
     SetPermission {
         /// The vhost.
         vhost: String,
@@ -92,8 +115,13 @@ impl Machine for Metadata {
                 changed(self.vhosts.insert(name, VhostRecord { description, tags }).is_none())
             }
             Ok(MetaCommand::DeleteVhost { name }) => changed(self.vhosts.remove(&name).is_some()),
-            // Kept by each node's access control (the effect); nothing to record here yet.
-            Ok(MetaCommand::SetPermission { .. }) => Vec::new(),
+            // Kept by each node's access control (the effects); nothing to record here yet.
+            Ok(
+                MetaCommand::SetPermission { .. }
+                | MetaCommand::ClearPermission { .. }
+                | MetaCommand::PutUser { .. }
+                | MetaCommand::DeleteUser { .. },
+            ) => Vec::new(),
             Err(e) => format!("{REFUSED}not a metadata command: {e}").into_bytes(),
         }
     }

@@ -140,6 +140,53 @@ impl Cluster {
         Ok(self.write(&MetaCommand::DeleteVhost { name: name.to_owned() }).await? == metadata::CHANGED)
     }
 
+    /// Creates or replaces user `account` through the cluster, on every node.
+    ///
+    /// # Errors
+    /// As [`Self::set_name`].
+    pub async fn put_user(&self, account: &crate::access::Account) -> Result<(), EngineError> {
+        let password = account.password().map(|hash| (hash.algorithm().as_str().to_owned(), hash.to_base64()));
+        let tags = account.tags().as_slice().to_vec();
+        self.write(&MetaCommand::PutUser { name: account.name().to_owned(), password, tags }).await.map(|_| ())
+    }
+
+    /// Deletes user `name` through the cluster, on every node (its connections closed there).
+    ///
+    /// # Errors
+    /// As [`Self::set_name`].
+    pub async fn delete_user(&self, name: &str) -> Result<(), EngineError> {
+        self.write(&MetaCommand::DeleteUser { name: name.to_owned() }).await.map(|_| ())
+    }
+
+    /// Sets `user`'s permissions in `vhost` through the cluster, on every node.
+    ///
+    /// # Errors
+    /// As [`Self::set_name`].
+    pub async fn set_permission(
+        &self,
+        vhost: &str,
+        user: &str,
+        permission: &crate::access::Permission,
+    ) -> Result<(), EngineError> {
+        let (configure, write, read) = permission.patterns();
+        let command = MetaCommand::SetPermission {
+            vhost: vhost.to_owned(),
+            user: user.to_owned(),
+            configure: configure.to_owned(),
+            write: write.to_owned(),
+            read: read.to_owned(),
+        };
+        self.write(&command).await.map(|_| ())
+    }
+
+    /// Clears `user`'s permissions in `vhost` through the cluster, on every node.
+    ///
+    /// # Errors
+    /// As [`Self::set_name`].
+    pub async fn clear_permission(&self, vhost: &str, user: &str) -> Result<(), EngineError> {
+        self.write(&MetaCommand::ClearPermission { vhost: vhost.to_owned(), user: user.to_owned() }).await.map(|_| ())
+    }
+
     /// Whether the cluster made vhost `name`.
     #[must_use]
     pub fn has_vhost(&self, name: &str) -> bool {
@@ -190,6 +237,28 @@ impl Effects {
                 }
             }
             MetaCommand::DeleteVhost { .. } => Ok(()),
+            MetaCommand::PutUser { name, password, tags } => {
+                let hash = match password {
+                    Some((algorithm, encoded)) => crate::access::HashingAlgorithm::parse(&algorithm)
+                        .and_then(|algorithm| crate::access::PasswordHash::from_base64(algorithm, &encoded))
+                        .map(Some),
+                    None => Ok(None),
+                };
+                match hash {
+                    Ok(hash) => {
+                        let account = crate::access::Account::new(name, hash, crate::access::Tags::new(tags));
+                        broker.access().put_user(account).await
+                    }
+                    Err(e) => Err(e),
+                }
+            }
+            MetaCommand::DeleteUser { name } => match broker.delete_user(&name).await {
+                Err(crate::access::AccessError::NoSuchUser(_)) => Ok(()),
+                other => other,
+            },
+            MetaCommand::ClearPermission { vhost, user } => {
+                broker.access().clear_permission(&vhost, &user).await.map(|_| ())
+            }
             MetaCommand::SetPermission { vhost, user, configure, write, read } => {
                 match crate::access::Permission::new(&configure, &write, &read) {
                     Ok(permission) => broker.access().set_permission(&vhost, &user, permission).await,
