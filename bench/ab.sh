@@ -36,7 +36,10 @@ start() { # binary port http prometheus: starts a broker on a fresh data directo
 NEW=$(start target/release/charon 5691 15691 15791)
 OLD=$(start "$BEFORE_BIN" 5692 15692 15792)
 trap 'kill $NEW $OLD 2>/dev/null; git worktree remove --force "$BEFORE_TREE"' EXIT
-sleep 1.5
+# Both brokers take connections before the first round (at most 30 s).
+for port in 5691 5692; do
+  for _ in $(seq 300); do (exec 3<>/dev/tcp/127.0.0.1/$port) 2>/dev/null && break; sleep 0.1; done
+done
 
 OUT=bench/results/$(date -u +%Y-%m-%d)-ab.txt
 echo "# $(date -u '+%Y-%m-%d %H:%M UTC'): $LABEL" >>"$OUT"

@@ -51,16 +51,30 @@ fn set_name(node: &Charon, name: &str) -> u16 {
     reply.status
 }
 
-/// Names the cluster through `node`, waiting out an election (at most 2 s each).
-fn set_name_when_led(node: &Charon, name: &str) {
-    let deadline = Instant::now() + Duration::from_secs(20);
+/// Waits up to `seconds` for `done` to hold, asking again every 100 ms; panics with its last
+/// reason when it never does. The one wait of these tests: every one is on a condition.
+fn until(seconds: u64, mut done: impl FnMut() -> Result<(), String>) {
+    let deadline = Instant::now() + Duration::from_secs(seconds);
     loop {
-        match set_name(node, name) {
-            204 => return,
-            status if Instant::now() > deadline => panic!("PUT /api/cluster-name answered {status}"),
-            _ => std::thread::sleep(Duration::from_millis(200)),
+        match done() {
+            Ok(()) => return,
+            Err(reason) if Instant::now() > deadline => panic!("{reason}"),
+            Err(_) => std::thread::sleep(Duration::from_millis(100)),
         }
     }
+}
+
+/// `Ok` when `condition` holds, else `reason`.
+fn holds(condition: bool, reason: impl FnOnce() -> String) -> Result<(), String> {
+    if condition { Ok(()) } else { Err(reason()) }
+}
+
+/// Names the cluster through `node`, waiting out an election (at most 2 s each).
+fn set_name_when_led(node: &Charon, name: &str) {
+    until(20, || {
+        let status = set_name(node, name);
+        holds(status == 204, || format!("PUT /api/cluster-name answered {status}"))
+    });
 }
 
 /// `charon ctl cluster_status` against `node`.
@@ -87,11 +101,17 @@ fn runs(node: &Charon, name: &str) -> bool {
 }
 
 fn eventually_named(node: &Charon, name: &str) {
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while name_on(node) != name {
-        assert!(Instant::now() < deadline, "{} still named {:?}", node.http_port, name_on(node));
-        std::thread::sleep(Duration::from_millis(100));
-    }
+    until(20, || {
+        let now = name_on(node);
+        holds(now == name, || format!("{} still named {now:?}", node.http_port))
+    });
+}
+
+/// Waits until `node`'s `/api/nodes` says whether `name` runs as `running`.
+fn eventually_runs(node: &Charon, name: &str, running: bool) {
+    until(10, || {
+        holds(runs(node, name) == running, || format!("{name} running is not {running}, as {} sees it", node.http_port))
+    });
 }
 
 #[test]
@@ -110,10 +130,8 @@ fn three_nodes_replicate_metadata_survive_a_kill_9_and_refuse_strangers() {
     let overview = Call::api(nodes[0].http_port, "GET", "/api/overview").send_blocking().json();
     assert_eq!(overview["cluster_name"], "prod");
     let all: Vec<String> = (1..=3).map(|n| format!("charon-{n}@localhost")).collect();
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while !all.iter().all(|name| runs(&nodes[0], name)) {
-        assert!(Instant::now() < deadline, "not every node runs, as node 1 sees it");
-        std::thread::sleep(Duration::from_millis(100));
+    for name in &all {
+        eventually_runs(&nodes[0], name, true);
     }
     let status = cluster_status(&nodes[0]);
     assert!(
@@ -127,11 +145,7 @@ fn three_nodes_replicate_metadata_survive_a_kill_9_and_refuse_strangers() {
     // from every node when deleted through node 1.
     let get = |node: &Charon, path: &str| Call::api(node.http_port, "GET", path).send_blocking().status;
     let eventually = |node: &Charon, path: &str, status: u16| {
-        let deadline = Instant::now() + Duration::from_secs(20);
-        while get(node, path) != status {
-            assert!(Instant::now() < deadline, "{path} on {} is not {status}", node.http_port);
-            std::thread::sleep(Duration::from_millis(100));
-        }
+        until(20, || holds(get(node, path) == status, || format!("{path} on {} is not {status}", node.http_port)));
     };
     let put = Call::api(nodes[1].http_port, "PUT", "/api/vhosts/shared").body(r#"{"description":"one for all"}"#);
     assert_eq!(put.send_blocking().status, 201);
@@ -175,11 +189,7 @@ fn three_nodes_replicate_metadata_survive_a_kill_9_and_refuse_strangers() {
     set_name_when_led(&nodes[0], "prod-2");
     assert_eq!(name_on(&nodes[0]), "prod-2");
     // Down after three missed pings: still a disk node, no longer running.
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while runs(&nodes[0], "charon-3@localhost") {
-        assert!(Instant::now() < deadline, "node 3 still runs, as node 1 sees it");
-        std::thread::sleep(Duration::from_millis(200));
-    }
+    eventually_runs(&nodes[0], "charon-3@localhost", false);
     let status = cluster_status(&nodes[0]);
     assert_eq!((section(&status, "Disk Nodes"), section(&status, "Running Nodes")), (all.clone(), all[..2].to_vec()));
     nodes[2] = start(3, &data[2], &secret, &peers());
@@ -196,11 +206,11 @@ fn three_nodes_replicate_metadata_survive_a_kill_9_and_refuse_strangers() {
         format!("charon-1@localhost=127.0.0.1:{}", cluster_port(1)),
     ];
     let stranger = start(4, &dir.path().join("node-4"), &other, &stranger_peers);
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while !nodes[0].stderr().contains("node 'charon-4@localhost' does not hold this cluster's secret") {
-        assert!(Instant::now() < deadline, "node 1 did not refuse the stranger:\n{}", nodes[0].stderr());
-        std::thread::sleep(Duration::from_millis(100));
-    }
+    until(20, || {
+        let log = nodes[0].stderr();
+        let refused = log.contains("node 'charon-4@localhost' does not hold this cluster's secret");
+        holds(refused, || format!("node 1 did not refuse the stranger:\n{log}"))
+    });
     assert_eq!(set_name(&stranger, "mine"), 500);
     assert_eq!(name_on(&stranger), "charon-4@localhost");
     assert_eq!(name_on(&nodes[0]), "prod-2");
@@ -212,11 +222,10 @@ fn three_nodes_replicate_metadata_survive_a_kill_9_and_refuse_strangers() {
     let mut fifth = start(5, &dir.path().join("node-5"), &secret, &with_five);
     eventually_named(&fifth, "prod-2");
     let five: Vec<String> = [1, 2, 3, 5].iter().map(|n| format!("charon-{n}@localhost")).collect();
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while section(&cluster_status(&nodes[0]), "Running Nodes") != five {
-        assert!(Instant::now() < deadline, "node 5 not listed running:\n{}", cluster_status(&nodes[0]));
-        std::thread::sleep(Duration::from_millis(200));
-    }
+    until(10, || {
+        let status = cluster_status(&nodes[0]);
+        holds(section(&status, "Running Nodes") == five, || format!("node 5 not listed running:\n{status}"))
+    });
     let forget = |node: &Charon, name: &str| {
         std::process::Command::new(env!("CARGO_BIN_EXE_charon"))
             .args(["ctl", "--url", &format!("http://127.0.0.1:{}", node.http_port), "forget_cluster_node", name])
@@ -228,19 +237,13 @@ fn three_nodes_replicate_metadata_survive_a_kill_9_and_refuse_strangers() {
     assert!(!refused.status.success());
     assert!(String::from_utf8_lossy(&refused.stderr).contains("charon-5@localhost is running"), "{refused:?}");
     fifth.kill9();
-    let deadline = Instant::now() + Duration::from_secs(10);
-    loop {
+    let mut removed = String::new();
+    until(10, || {
         let done = forget(&nodes[0], "charon-5@localhost");
-        if done.status.success() {
-            assert_eq!(
-                String::from_utf8_lossy(&done.stdout).trim(),
-                "Removing node charon-5@localhost from the cluster"
-            );
-            break;
-        }
-        assert!(Instant::now() < deadline, "{done:?}");
-        std::thread::sleep(Duration::from_millis(500));
-    }
+        removed = String::from_utf8_lossy(&done.stdout).trim().to_owned();
+        holds(done.status.success(), || format!("{done:?}"))
+    });
+    assert_eq!(removed, "Removing node charon-5@localhost from the cluster");
     assert_eq!(section(&cluster_status(&nodes[1]), "Disk Nodes"), all);
     set_name_when_led(&nodes[2], "prod-3");
     eventually_named(&nodes[0], "prod-3");
@@ -324,20 +327,12 @@ fn a_node_cut_off_refuses_metadata_changes_and_catches_up_when_healed() {
     assert!(started.elapsed() < Duration::from_secs(15), "the refusal took {:?}", started.elapsed());
     assert_eq!(name_on(&nodes[2]), "before");
     eventually_named(&nodes[1], "during");
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while runs(&nodes[0], "charon-3@localhost") {
-        assert!(Instant::now() < deadline, "node 3 still runs, as node 1 sees it");
-        std::thread::sleep(Duration::from_millis(200));
-    }
+    eventually_runs(&nodes[0], "charon-3@localhost", false);
 
     // Healed: node 3 catches up and is seen again; the minority's attempt left no trace.
     drop(partition);
     eventually_named(&nodes[2], "during");
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while !runs(&nodes[0], "charon-3@localhost") {
-        assert!(Instant::now() < deadline, "node 3 is not seen again");
-        std::thread::sleep(Duration::from_millis(200));
-    }
+    eventually_runs(&nodes[0], "charon-3@localhost", true);
     set_name_when_led(&nodes[2], "after");
     eventually_named(&nodes[0], "after");
 }
