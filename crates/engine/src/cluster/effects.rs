@@ -3,6 +3,7 @@
 use std::sync::Arc;
 
 use super::metadata::{self, MetaCommand};
+use crate::access::{AccessError, Account, HashingAlgorithm, PasswordHash, Permission, Tags, VhostInfo};
 
 /// How this node's engine follows the metadata its cluster committed: the vhosts, users and
 /// permissions a command records or removes are made or removed here too (idempotent: commands
@@ -22,54 +23,50 @@ impl Effects {
         let Some(broker) = self.broker.upgrade() else {
             return;
         };
-        let outcome = match command {
-            MetaCommand::SetClusterName(_) => Ok(()),
-            MetaCommand::PutVhost { name, description, tags } => {
-                let info = crate::access::VhostInfo { description, tags: crate::access::Tags::new(tags) };
-                broker.add_vhost(&name, info).await.map(|_| ())
-            }
-            // Absent here too (deleted before, or never made on this node): nothing to do.
-            MetaCommand::DeleteVhost { name } if answer == metadata::CHANGED => {
-                match broker.delete_vhost(&name).await {
-                    Err(crate::access::AccessError::NoSuchVhost(_)) => Ok(()),
-                    other => other,
-                }
-            }
-            MetaCommand::DeleteVhost { .. } => Ok(()),
-            MetaCommand::PutUser { name, password, tags } => {
-                let hash = match password {
-                    Some((algorithm, encoded)) => crate::access::HashingAlgorithm::parse(&algorithm)
-                        .and_then(|algorithm| crate::access::PasswordHash::from_base64(algorithm, &encoded))
-                        .map(Some),
-                    None => Ok(None),
-                };
-                match hash {
-                    Ok(hash) => {
-                        let account = crate::access::Account::new(name, hash, crate::access::Tags::new(tags));
-                        broker.access().put_user(account).await
-                    }
-                    Err(e) => Err(e),
-                }
-            }
-            MetaCommand::DeleteUser { name } => match broker.delete_user(&name).await {
-                Err(crate::access::AccessError::NoSuchUser(_)) => Ok(()),
-                other => other,
-            },
-            MetaCommand::ClearPermission { vhost, user } => {
-                broker.access().clear_permission(&vhost, &user).await.map(|_| ())
-            }
-            MetaCommand::SetPermission { vhost, user, configure, write, read } => {
-                match crate::access::Permission::new(&configure, &write, &read) {
-                    Ok(permission) => broker.access().set_permission(&vhost, &user, permission).await,
-                    Err(e) => Err(e),
-                }
-            }
-        };
-        if let Err(e) = outcome {
+        if let Err(e) = Self::make(&broker, command, answer).await {
             // The cluster has it; this node could not follow (its disk failed, or the user is
             // not one of this node's): logged, and the next start applies it again.
             tracing::error!(error = %e, "this node could not follow a metadata change");
         }
+    }
+
+    /// Makes `broker` match what `command` changed (answered `answer` by the machine).
+    async fn make(broker: &crate::Broker, command: MetaCommand, answer: &[u8]) -> Result<(), AccessError> {
+        match command {
+            MetaCommand::SetClusterName(_) => {}
+            MetaCommand::PutVhost { name, description, tags } => {
+                broker.add_vhost(&name, VhostInfo { description, tags: Tags::new(tags) }).await?;
+            }
+            // Absent here too (deleted before, or never made on this node): nothing to do.
+            MetaCommand::DeleteVhost { name } if answer == metadata::CHANGED => {
+                match broker.delete_vhost(&name).await {
+                    Err(AccessError::NoSuchVhost(_)) => {}
+                    other => other?,
+                }
+            }
+            MetaCommand::DeleteVhost { .. } => {}
+            MetaCommand::PutUser { name, password, tags } => {
+                let hash = match password {
+                    Some((algorithm, encoded)) => {
+                        Some(PasswordHash::from_base64(HashingAlgorithm::parse(&algorithm)?, &encoded)?)
+                    }
+                    None => None,
+                };
+                broker.access().put_user(Account::new(name, hash, Tags::new(tags))).await?;
+            }
+            MetaCommand::DeleteUser { name } => match broker.delete_user(&name).await {
+                Err(AccessError::NoSuchUser(_)) => {}
+                other => other?,
+            },
+            MetaCommand::ClearPermission { vhost, user } => {
+                broker.access().clear_permission(&vhost, &user).await?;
+            }
+            MetaCommand::SetPermission { vhost, user, configure, write, read } => {
+                let permission = Permission::new(&configure, &write, &read)?;
+                broker.access().set_permission(&vhost, &user, permission).await?;
+            }
+        }
+        Ok(())
     }
 }
 

@@ -126,10 +126,7 @@ impl Cluster {
         let created = self.write(&MetaCommand::PutVhost { name: name.to_owned(), description, tags }).await?;
         let created = created == metadata::CHANGED;
         if created {
-            let (configure, write, read) = (".*".to_owned(), ".*".to_owned(), ".*".to_owned());
-            let permission =
-                MetaCommand::SetPermission { vhost: name.to_owned(), user: creator.to_owned(), configure, write, read };
-            self.write(&permission).await?;
+            self.set_permission(name, creator, &crate::access::Permission::full()).await?;
         }
         Ok(created)
     }
