@@ -20,9 +20,13 @@ use crate::running::Running;
 
 /// The metadata group's timings: a heartbeat every 200 ms, an election after 1–2 s without
 /// one (openraft's defaults, 50 ms and 150–300 ms, are for a LAN under no load; a node busy
-/// with a flood of messages must not lose its leadership to a late heartbeat).
-const TIMING: Timing =
-    Timing { heartbeat: Duration::from_millis(200), election: (Duration::from_secs(1), Duration::from_secs(2)) };
+/// with a flood of messages must not lose its leadership to a late heartbeat); a snapshot every
+/// 5,000 changes (openraft's default).
+const TIMING: Timing = Timing {
+    heartbeat: Duration::from_millis(200),
+    election: (Duration::from_secs(1), Duration::from_secs(2)),
+    compaction: 5000,
+};
 
 /// RabbitMQ's Erlang cookie has 20 upper-case letters; so has a generated secret.
 fn generated_secret() -> String {

@@ -157,13 +157,18 @@ impl RaftNetworkV2<TypeConfig> for PeerClient {
     }
 }
 
-/// A group's Raft timings (ours, so that no caller names openraft's `Config`).
+/// A group's Raft timings and log compaction (ours, so that no caller names openraft's
+/// `Config`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Timing {
     /// How often the leader sends a heartbeat.
     pub heartbeat: Duration,
     /// A follower that heard no heartbeat for a random time in this range starts an election.
     pub election: (Duration, Duration),
+    /// A snapshot is taken after this many entries since the last one, and the log it covers
+    /// is purged but for a fifth of that (so a member a little behind still gets entries, one
+    /// further behind gets the snapshot): what bounds a group's log on disk.
+    pub compaction: u64,
 }
 
 impl Timing {
@@ -174,6 +179,8 @@ impl Timing {
             heartbeat_interval: ms(self.heartbeat),
             election_timeout_min: ms(self.election.0),
             election_timeout_max: ms(self.election.1),
+            snapshot_policy: openraft::SnapshotPolicy::LogsSinceLast(self.compaction.max(1)),
+            max_in_snapshot_log_to_keep: self.compaction / 5,
             ..Config::default()
         }
     }

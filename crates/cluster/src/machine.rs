@@ -36,4 +36,8 @@ pub trait Machine: Send + Sync + 'static {
 pub trait Effects: Send + Sync + 'static {
     /// Acts on `command`, which the machine answered with `answer`.
     fn apply<'a>(&'a self, command: &'a [u8], answer: &'a [u8]) -> Pin<Box<dyn Future<Output = ()> + Send + 'a>>;
+
+    /// Acts on a snapshot the machine was given instead of the commands it sums up (this node
+    /// fell behind the leader's log): makes the layer's state match `snapshot`'s.
+    fn restored<'a>(&'a self, snapshot: &'a [u8]) -> Pin<Box<dyn Future<Output = ()> + Send + 'a>>;
 }

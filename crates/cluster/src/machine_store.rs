@@ -158,7 +158,10 @@ impl<M: Machine> RaftStateMachine<TypeConfig> for MachineStore<M> {
             applied.membership = meta.last_membership.clone();
         }
         self.persist(meta, Arc::clone(&data)).await?;
-        self.applied.lock().snapshot = Some((meta.clone(), data));
+        self.applied.lock().snapshot = Some((meta.clone(), Arc::clone(&data)));
+        if let Some(effects) = &self.effects {
+            effects.restored(&data).await;
+        }
         Ok(())
     }
 

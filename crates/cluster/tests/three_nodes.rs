@@ -4,12 +4,13 @@
 #![allow(clippy::expect_used, clippy::unwrap_used, clippy::indexing_slicing)]
 
 use std::collections::BTreeMap;
+use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
 use charon_cluster::transport::frame::Kind;
 use charon_cluster::transport::{CallError, Connection, Identity, handshake::HandshakeError, serve};
-use charon_cluster::{Group, GroupError, LogStore, Machine, MachineError, Peer, Timing};
+use charon_cluster::{Effects, Group, GroupError, LogStore, Machine, MachineError, Peer, Timing};
 use tempfile::TempDir;
 use tokio::net::TcpListener;
 use tokio::task::JoinHandle;
@@ -40,7 +41,11 @@ struct Node {
 }
 
 fn timing() -> Timing {
-    Timing { heartbeat: Duration::from_millis(50), election: (Duration::from_millis(300), Duration::from_millis(600)) }
+    Timing {
+        heartbeat: Duration::from_millis(50),
+        election: (Duration::from_millis(300), Duration::from_millis(600)),
+        compaction: 5000,
+    }
 }
 
 fn identity(n: u64, address: std::net::SocketAddr, secret: &[u8]) -> Identity {
@@ -48,9 +53,19 @@ fn identity(n: u64, address: std::net::SocketAddr, secret: &[u8]) -> Identity {
 }
 
 async fn start(n: u64, listener: TcpListener, dir: &TempDir) -> Node {
+    start_with(n, listener, dir, timing(), None).await
+}
+
+async fn start_with(
+    n: u64,
+    listener: TcpListener,
+    dir: &TempDir,
+    timing: Timing,
+    effects: Option<Arc<dyn Effects>>,
+) -> Node {
     let me = identity(n, listener.local_addr().unwrap(), b"cookie");
     let db = LogStore::open_database(&dir.path().join(format!("node-{n}.redb"))).unwrap();
-    let group = Arc::new(Group::start((n, 0), me.clone(), timing(), db, (Journal::default(), None)).await.unwrap());
+    let group = Arc::new(Group::start((n, 0), me.clone(), timing, db, (Journal::default(), effects)).await.unwrap());
     let server = tokio::spawn(serve(listener, me, Arc::clone(&group) as Arc<dyn charon_cluster::transport::Dispatch>));
     Node { group, server }
 }
@@ -136,6 +151,88 @@ async fn three_members_replicate_in_order_and_a_restarted_one_catches_up() {
     let refused = connection.call(0, Kind::Vote, Vec::new()).await;
     // Node 1 checks the stranger's proof first and hangs up (it logs whom it refused).
     assert!(matches!(refused, Err(CallError::Handshake(HandshakeError::Io(_)))), "{refused:?}");
+    for node in nodes.values() {
+        node.group.shutdown().await;
+    }
+}
+
+/// What a node's effects were given: each command, and each snapshot.
+#[derive(Default)]
+struct Recorded {
+    commands: parking_lot::Mutex<Vec<Vec<u8>>>,
+    snapshots: parking_lot::Mutex<Vec<Vec<u8>>>,
+}
+
+impl Effects for Recorded {
+    fn apply<'a>(
+        &'a self,
+        command: &'a [u8],
+        _answer: &'a [u8],
+    ) -> std::pin::Pin<Box<dyn Future<Output = ()> + Send + 'a>> {
+        self.commands.lock().push(command.to_vec());
+        Box::pin(async {})
+    }
+
+    fn restored<'a>(&'a self, snapshot: &'a [u8]) -> std::pin::Pin<Box<dyn Future<Output = ()> + Send + 'a>> {
+        self.snapshots.lock().push(snapshot.to_vec());
+        Box::pin(async {})
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_member_that_joins_after_the_log_was_compacted_gets_a_snapshot_and_its_effects_are_given_it() {
+    let dir = TempDir::new().unwrap();
+    let compacting = Timing { compaction: 5, ..timing() };
+    let mut listeners = BTreeMap::new();
+    let mut members = BTreeMap::new();
+    for n in 1..=4 {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        members.insert(
+            n,
+            Peer { name: format!("charon-{n}@localhost"), address: listener.local_addr().unwrap().to_string() },
+        );
+        listeners.insert(n, listener);
+    }
+    let fourth = listeners.remove(&4).unwrap();
+    let mut nodes = BTreeMap::new();
+    for (n, listener) in listeners {
+        nodes.insert(n, start_with(n, listener, &dir, compacting, None).await);
+    }
+    let first_three: BTreeMap<u64, Peer> =
+        members.iter().filter(|(n, _)| **n < 4).map(|(n, p)| (*n, p.clone())).collect();
+    nodes[&1].group.initialize(first_three).await.unwrap();
+
+    // Twenty changes: the members snapshot every five and purge what the snapshots cover.
+    let commands: Vec<Vec<u8>> = (0..20).map(|i| format!("c-{i}").into_bytes()).collect();
+    for command in &commands {
+        write(&nodes, 1, command).await;
+    }
+    for _ in 0..100 {
+        if nodes.values().all(|node| node.group.status().snapshot >= 15) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(nodes[&1].group.status().snapshot >= 15, "{:?}", nodes[&1].group.status());
+
+    // A fourth member joins: the log it would need is gone, so it is sent a snapshot.
+    let recorded = Arc::new(Recorded::default());
+    nodes.insert(4, start_with(4, fourth, &dir, compacting, Some(Arc::clone(&recorded) as Arc<dyn Effects>)).await);
+    nodes[&1].group.add_member(4, members[&4].clone()).await.unwrap();
+    write(&nodes, 2, b"c-20").await;
+    let mut commands = commands;
+    commands.push(b"c-20".to_vec());
+    assert_eq!(applied(&nodes[&4], 21).await, commands);
+    // Its effects were given the leader's snapshot (the machine's, whole), then only the
+    // commands after it.
+    let snapshots = recorded.snapshots.lock().clone();
+    assert_eq!(snapshots.len(), 1, "{snapshots:?}");
+    let restored: Vec<(u64, Vec<u8>)> = serde_json::from_slice(&snapshots[0]).unwrap();
+    let tail = recorded.commands.lock().clone();
+    assert!(restored.len() >= 15 && restored.len() + tail.len() == 21, "{} + {}", restored.len(), tail.len());
+    let mut seen: Vec<Vec<u8>> = restored.into_iter().map(|(_, c)| c).collect();
+    seen.extend(tail);
+    assert_eq!(seen, commands);
     for node in nodes.values() {
         node.group.shutdown().await;
     }

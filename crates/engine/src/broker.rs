@@ -132,7 +132,7 @@ pub struct Broker {
     /// Redrive jobs (issue 20).
     redrives: crate::redrive::Redrives,
     /// The cluster, when the node runs in one (set once, at start).
-    cluster: std::sync::OnceLock<crate::cluster::Cluster>,
+    cluster: crate::cluster::ClusterSlot,
 }
 
 impl Broker {
@@ -143,12 +143,14 @@ impl Broker {
         let ids = Arc::new(AtomicU64::new(1));
         let limits = Limits::restore(None, &[]);
         let options = config.dead_letter_options();
+        let cluster = crate::cluster::ClusterSlot::default();
         let access = Access::in_memory(config.seed(&[]));
         let vhosts = access
             .vhosts()
             .into_iter()
             .map(|(name, _)| {
-                let vhost = VHost::new(&name, Arc::clone(&ids), None, Arc::clone(&limits), options);
+                let vhost =
+                    VHost::new(&name, Arc::clone(&ids), None, Arc::clone(&limits), options, Arc::clone(&cluster));
                 vhost.ensure_fallback_queue();
                 (name, vhost)
             })
@@ -170,7 +172,7 @@ impl Broker {
             reply_consumers: Arc::default(),
             consumer_timeout: config.consumer_timeout,
             redrives,
-            cluster: std::sync::OnceLock::new(),
+            cluster,
         })
     }
 
@@ -211,6 +213,7 @@ impl Broker {
             }
         }
         let limits = Limits::restore(Some(Arc::clone(&store)), &snapshot.limits);
+        let cluster = crate::cluster::ClusterSlot::default();
         let mut vhosts = HashMap::new();
         for name in names {
             let vhost = VHost::new(
@@ -219,6 +222,7 @@ impl Broker {
                 Some(Arc::clone(&store)),
                 Arc::clone(&limits),
                 config.dead_letter_options(),
+                Arc::clone(&cluster),
             );
             vhost.restore(&snapshot, &mut messages);
             vhost.ensure_fallback_queue();
@@ -247,7 +251,7 @@ impl Broker {
             reply_consumers: Arc::default(),
             consumer_timeout: config.consumer_timeout,
             redrives,
-            cluster: std::sync::OnceLock::new(),
+            cluster,
         });
         let weak = Arc::downgrade(&broker);
         store.log.set_relocation_listener(Box::new(move |placed| {
@@ -368,6 +372,7 @@ impl Broker {
             self.store.clone(),
             Arc::clone(&self.limits),
             self.dead_letter_options,
+            Arc::clone(&self.cluster),
         );
         vhost.ensure_fallback_queue();
         Ok(self.vhosts.write().insert(name.to_owned(), vhost).is_none())

@@ -35,10 +35,20 @@ impl LimitScope {
         }
     }
 
-    fn as_str(self) -> &'static str {
+    /// Its name in the store and in the cluster's records.
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             Self::Vhost => "vhost",
             Self::User => "user",
+        }
+    }
+
+    /// The scope named by [`Self::as_str`].
+    pub(crate) fn parse(name: &str) -> Option<Self> {
+        match name {
+            "vhost" => Some(Self::Vhost),
+            "user" => Some(Self::User),
+            _ => None,
         }
     }
 }
@@ -82,15 +92,24 @@ impl Limits {
         set.iter().filter(|((s, _), _)| *s == scope).map(|((_, name), limits)| (name.clone(), limits.clone())).collect()
     }
 
+    /// Whether `scope` knows `limit`.
+    ///
+    /// # Errors
+    /// RabbitMQ's validation text for a limit it does not know.
+    pub fn check(scope: LimitScope, limit: &str, value: i64) -> Result<(), EngineError> {
+        if scope.known().contains(&limit) {
+            return Ok(());
+        }
+        let term = erlang::tuple(&[erlang::text(limit), value.to_string()]);
+        Err(EngineError::Precondition(format!("Unrecognised terms [{term}] in limits")))
+    }
+
     /// Sets one limit, durably first.
     ///
     /// # Errors
     /// A limit the scope does not know (RabbitMQ's validation text), or a store failure.
     pub async fn set(&self, scope: LimitScope, name: &str, limit: &str, value: i64) -> Result<(), EngineError> {
-        if !scope.known().contains(&limit) {
-            let term = erlang::tuple(&[erlang::text(limit), value.to_string()]);
-            return Err(EngineError::Precondition(format!("Unrecognised terms [{term}] in limits")));
-        }
+        Self::check(scope, limit, value)?;
         let stored = StoredLimit { scope: scope.as_str().into(), name: name.into(), limit: limit.into(), value };
         self.persist(move |store| store.meta().put_limit(&stored)).await?;
         self.set.write().entry((scope, name.to_owned())).or_default().insert(limit.to_owned(), value);

@@ -47,8 +47,8 @@ async fn the_lower_max_length_wins_and_removing_the_operator_policy_restores_the
     // The same name in the other namespace is another policy.
     assert!(vhost.policy("cap").is_none() && vhost.operator_policy("user").is_none());
 
-    assert!(vhost.delete_operator_policy("cap").await);
-    assert!(!vhost.delete_operator_policy("cap").await);
+    assert!(vhost.delete_operator_policy("cap").await.unwrap());
+    assert!(!vhost.delete_operator_policy("cap").await.unwrap());
     publish(&queue, 10).await;
     assert_eq!(ready(&queue).await, 10, "the user policy's limit again");
     assert_eq!(vhost.queue_policies(&queue).effective_definition(), Some(max_length(10)));
@@ -80,7 +80,7 @@ fn operator_policies_survive_a_restart() {
             // A user policy of the same name, and an operator policy set then deleted.
             vhost.set_policy(Policy::new("cap", "^q", "queues", 0, max_length(10)).unwrap()).await.unwrap();
             vhost.set_policy(Policy::operator("gone", "^q", "all", 9, max_length(1)).unwrap()).await.unwrap();
-            assert!(vhost.delete_operator_policy("gone").await);
+            assert!(vhost.delete_operator_policy("gone").await.unwrap());
             vhost.declare_queue(&declare("q3", Table::new()), 1).await.unwrap();
             persistence.log.close().unwrap();
         });

@@ -80,5 +80,9 @@ pub(crate) async fn delete(
     Path((vhost, name)): Path<(String, String)>,
 ) -> Result<StatusCode, ApiError> {
     let vhost = vhost_for_admin(&broker, &user, &vhost)?;
-    if vhost.delete_operator_policy(&name).await { Ok(StatusCode::NO_CONTENT) } else { Err(ApiError::not_found()) }
+    match vhost.delete_operator_policy(&name).await {
+        Ok(true) => Ok(StatusCode::NO_CONTENT),
+        Ok(false) => Err(ApiError::not_found()),
+        Err(e) => Err(ApiError::cluster(e)),
+    }
 }

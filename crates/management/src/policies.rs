@@ -133,7 +133,10 @@ fn invalid(kind: PolicyKind, reason: &str) -> ApiError {
 
 /// 201 when created, 204 when replaced.
 pub(crate) async fn store(vhost: &VHost, policy: Policy) -> Result<StatusCode, ApiError> {
-    let created = vhost.set_policy(policy).await.map_err(|e| ApiError::internal(e.to_string()))?;
+    let created = vhost.set_policy(policy).await.map_err(|e| match vhost.clustered() {
+        true => ApiError::cluster(e),
+        false => ApiError::internal(e.to_string()),
+    })?;
     Ok(if created { StatusCode::CREATED } else { StatusCode::NO_CONTENT })
 }
 
@@ -188,5 +191,9 @@ pub(crate) async fn delete(
     Path((vhost, name)): Path<(String, String)>,
 ) -> Result<StatusCode, ApiError> {
     let vhost = vhost_of(&broker, &user, &vhost, auth::policies)?;
-    if vhost.delete_policy(&name).await { Ok(StatusCode::NO_CONTENT) } else { Err(ApiError::not_found()) }
+    match vhost.delete_policy(&name).await {
+        Ok(true) => Ok(StatusCode::NO_CONTENT),
+        Ok(false) => Err(ApiError::not_found()),
+        Err(e) => Err(ApiError::cluster(e)),
+    }
 }

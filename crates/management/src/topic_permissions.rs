@@ -61,11 +61,15 @@ pub(crate) async fn put(
     let request = request::decode(&body, &["exchange", "write", "read"])?;
     let text = |key: &str| request::text(&request, key);
     let created = list_where(&broker, |v, u| v == vhost && u == name).is_empty();
-    broker
-        .access()
-        .set_topic_permission(&vhost, &name, &text("exchange"), &text("write"), &text("read"))
-        .await
-        .map_err(access_error)?;
+    let (exchange, write, read) = (text("exchange"), text("write"), text("read"));
+    if let Some(cluster) = broker.cluster() {
+        // Checked here as the access control checks it, so a bad pattern is a 400, not a
+        // change every node refuses.
+        charon_engine::access::TopicPermission::new(&name, &vhost, &write, &read).map_err(access_error)?;
+        cluster.set_topic_permission(&vhost, &name, &exchange, (&write, &read)).await.map_err(ApiError::cluster)?;
+    } else {
+        broker.access().set_topic_permission(&vhost, &name, &exchange, &write, &read).await.map_err(access_error)?;
+    }
     Ok(if created { StatusCode::CREATED } else { StatusCode::NO_CONTENT })
 }
 
@@ -83,6 +87,19 @@ pub(crate) async fn delete(
     Query(query): Query<ExchangeQuery>,
 ) -> Result<StatusCode, ApiError> {
     auth::admin(&user)?;
+    if let Some(cluster) = broker.cluster() {
+        let exchange = query.exchange.as_deref();
+        let had = broker
+            .access()
+            .topic_permissions()
+            .iter()
+            .any(|(v, u, x, ..)| *v == vhost && *u == name && exchange.is_none_or(|e| e == x));
+        if !had {
+            return Err(ApiError::not_found());
+        }
+        cluster.clear_topic_permissions(&vhost, &name, exchange).await.map_err(ApiError::cluster)?;
+        return Ok(StatusCode::NO_CONTENT);
+    }
     match broker.access().clear_topic_permissions(&vhost, &name, query.exchange.as_deref()).await {
         Ok(true) => Ok(StatusCode::NO_CONTENT),
         Ok(false) => Err(ApiError::not_found()),

@@ -5,13 +5,18 @@ pub mod metadata;
 
 pub use effects::Effects;
 
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use charon_cluster::transport::Liveness;
 use charon_cluster::{Group, Peer};
 
-use self::metadata::{MetaCommand, Metadata};
+use self::metadata::{BindingRecord, EncodedTable, ExchangeRecord, MetaCommand, Metadata, PolicyRecord};
 use crate::error::EngineError;
+use crate::exchange::ExchangeInfo;
+use crate::policy::{Policy, PolicyKind};
+
+/// Where the broker and its vhosts find the cluster, once the node joined one at start.
+pub(crate) type ClusterSlot = Arc<OnceLock<Cluster>>;
 
 /// The cluster this node is a member of (`--cluster-listen`): the metadata Raft group, the
 /// members the node was configured with, and which of them answer.
@@ -191,6 +196,170 @@ impl Cluster {
     #[must_use]
     pub fn has_vhost(&self, name: &str) -> bool {
         self.group.read(|meta| meta.vhosts().contains_key(name))
+    }
+
+    /// Sets `user`'s topic permissions on `exchange` in `vhost` through the cluster.
+    ///
+    /// # Errors
+    /// As [`Self::set_name`].
+    pub async fn set_topic_permission(
+        &self,
+        vhost: &str,
+        user: &str,
+        exchange: &str,
+        (write, read): (&str, &str),
+    ) -> Result<(), EngineError> {
+        let command = MetaCommand::SetTopicPermission {
+            vhost: vhost.to_owned(),
+            user: user.to_owned(),
+            exchange: exchange.to_owned(),
+            write: write.to_owned(),
+            read: read.to_owned(),
+        };
+        self.write(&command).await.map(drop)
+    }
+
+    /// Clears `user`'s topic permissions in `vhost` (on one exchange, or all) through the
+    /// cluster.
+    ///
+    /// # Errors
+    /// As [`Self::set_name`].
+    pub async fn clear_topic_permissions(
+        &self,
+        vhost: &str,
+        user: &str,
+        exchange: Option<&str>,
+    ) -> Result<(), EngineError> {
+        let command = MetaCommand::ClearTopicPermissions {
+            vhost: vhost.to_owned(),
+            user: user.to_owned(),
+            exchange: exchange.map(str::to_owned),
+        };
+        self.write(&command).await.map(drop)
+    }
+
+    /// Sets limit `limit` of vhost or user `name` (`scope`) through the cluster.
+    ///
+    /// # Errors
+    /// As [`Self::set_name`].
+    pub async fn set_limit(
+        &self,
+        scope: crate::LimitScope,
+        name: &str,
+        limit: &str,
+        value: i64,
+    ) -> Result<(), EngineError> {
+        let command =
+            MetaCommand::SetLimit { scope: scope.as_str().into(), name: name.into(), limit: limit.into(), value };
+        self.write(&command).await.map(drop)
+    }
+
+    /// Clears limit `limit` of vhost or user `name` through the cluster.
+    ///
+    /// # Errors
+    /// As [`Self::set_name`].
+    pub async fn clear_limit(&self, scope: crate::LimitScope, name: &str, limit: &str) -> Result<(), EngineError> {
+        let command = MetaCommand::ClearLimit { scope: scope.as_str().into(), name: name.into(), limit: limit.into() };
+        self.write(&command).await.map(drop)
+    }
+
+    /// Declares exchange `info` in `vhost` through the cluster (validated by the caller).
+    ///
+    /// # Errors
+    /// RabbitMQ 4.3.6's answer when its metadata store does not take it (observed on the
+    /// minority side of a partition): 541 `failed to declare exchange 'x' in vhost '/' because
+    /// the operation timed out`.
+    pub(crate) async fn declare_exchange(&self, vhost: &str, info: &ExchangeInfo) -> Result<(), EngineError> {
+        let record = ExchangeRecord {
+            kind: info.kind.as_str().to_owned(),
+            durable: info.durable,
+            auto_delete: info.auto_delete,
+            internal: info.internal,
+            arguments: EncodedTable::new(&info.arguments),
+        };
+        let command = MetaCommand::DeclareExchange { vhost: vhost.to_owned(), name: info.name.clone(), record };
+        let resource = crate::error::Resource::exchange(vhost, &info.name);
+        self.write_or(&command, || format!("failed to declare {resource} because the operation timed out")).await
+    }
+
+    /// Deletes exchange `name` of `vhost` through the cluster.
+    ///
+    /// # Errors
+    /// As RabbitMQ 4.3.6 answers on the minority side: 541 `failed to delete exchange 'x' in
+    /// vhost '/' due to a timeout`.
+    pub(crate) async fn delete_exchange(&self, vhost: &str, name: &str) -> Result<(), EngineError> {
+        let command = MetaCommand::DeleteExchange { vhost: vhost.to_owned(), name: name.to_owned() };
+        let resource = crate::error::Resource::exchange(vhost, name);
+        self.write_or(&command, || format!("failed to delete {resource} due to a timeout")).await
+    }
+
+    /// Binds exchange `destination` to `source` in `vhost` (`bind`) or removes that binding,
+    /// through the cluster.
+    ///
+    /// # Errors
+    /// As RabbitMQ 4.3.6 answers on the minority side: 541 `Could not add binding due to
+    /// timeout` (`remove` for an unbind).
+    pub(crate) async fn bind_exchanges(
+        &self,
+        vhost: &str,
+        source: &str,
+        binding: &crate::exchange::Binding,
+        bind: bool,
+    ) -> Result<(), EngineError> {
+        let crate::exchange::Destination::Exchange(destination) = &binding.destination else {
+            return Err(EngineError::Store("queue bindings stay with their queue's node".into()));
+        };
+        let record = BindingRecord {
+            source: source.to_owned(),
+            destination: destination.clone(),
+            key: binding.key.clone(),
+            arguments: EncodedTable::new(&binding.arguments),
+        };
+        let vhost = vhost.to_owned();
+        let (command, verb) = match bind {
+            true => (MetaCommand::BindExchange { vhost, binding: record }, "add"),
+            false => (MetaCommand::UnbindExchange { vhost, binding: record }, "remove"),
+        };
+        self.write_or(&command, || format!("Could not {verb} binding due to timeout")).await
+    }
+
+    /// Sets `policy` in `vhost` through the cluster.
+    ///
+    /// # Errors
+    /// As [`Self::set_name`].
+    pub(crate) async fn set_policy(&self, vhost: &str, policy: &Policy) -> Result<(), EngineError> {
+        let record = PolicyRecord {
+            pattern: policy.pattern.clone(),
+            apply_to: policy.apply_to.as_str().to_owned(),
+            priority: policy.priority,
+            definition: EncodedTable::new(&policy.definition),
+        };
+        let operator = policy.kind() == PolicyKind::Operator;
+        let command = MetaCommand::SetPolicy { vhost: vhost.to_owned(), name: policy.name.clone(), operator, record };
+        self.write(&command).await.map(drop)
+    }
+
+    /// Clears policy `name` of `kind` in `vhost` through the cluster.
+    ///
+    /// # Errors
+    /// As [`Self::set_name`].
+    pub(crate) async fn clear_policy(&self, vhost: &str, kind: PolicyKind, name: &str) -> Result<(), EngineError> {
+        let operator = kind == PolicyKind::Operator;
+        self.write(&MetaCommand::ClearPolicy { vhost: vhost.to_owned(), name: name.to_owned(), operator })
+            .await
+            .map(drop)
+    }
+
+    /// As [`Self::write`], refused with `refusal` (RabbitMQ's words for the operation, 541)
+    /// when the cluster does not take it; the reason is logged.
+    async fn write_or(&self, command: &MetaCommand, refusal: impl FnOnce() -> String) -> Result<(), EngineError> {
+        match self.write(command).await {
+            Ok(_) => Ok(()),
+            Err(e) => {
+                tracing::warn!(error = %e, "the cluster did not take a metadata change");
+                Err(EngineError::Store(refusal()))
+            }
+        }
     }
 
     async fn write(&self, command: &MetaCommand) -> Result<Vec<u8>, EngineError> {

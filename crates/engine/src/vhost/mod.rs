@@ -125,6 +125,9 @@ pub struct VHost {
     dead_letter_guarantee: bool,
     /// Set when the vhost is deleted: connections still holding it can create nothing more.
     deleted: std::sync::atomic::AtomicBool,
+    /// The cluster, once the node joined one: exchanges, their bindings and policies change
+    /// through it on every node.
+    cluster: crate::cluster::ClusterSlot,
 }
 
 impl std::fmt::Debug for VHost {
@@ -150,6 +153,7 @@ impl VHost {
         store: Option<Arc<Persistence>>,
         limits: Arc<Limits>,
         dead_letters: DeadLetterOptions,
+        cluster: crate::cluster::ClusterSlot,
     ) -> Arc<Self> {
         let DeadLetterOptions { fallback, guarantee: dead_letter_guarantee } = dead_letters;
         let topology = Arc::new(RwLock::new(Topology::with_standard_exchanges()));
@@ -182,7 +186,15 @@ impl VHost {
             fallback,
             dead_letter_guarantee,
             deleted: std::sync::atomic::AtomicBool::new(false),
+            cluster,
         })
+    }
+
+    /// Whether the node runs in a cluster, through which this vhost's exchanges, their
+    /// bindings and its policies change.
+    #[must_use]
+    pub fn clustered(&self) -> bool {
+        self.cluster.get().is_some()
     }
 
     /// Refuses changes to a deleted vhost, as RabbitMQ refuses a vhost that is gone (530).
@@ -320,6 +332,75 @@ impl VHost {
         if let Some(by) = by {
             by.check(Action::Configure, &self.exchange_resource(&declare.name))?;
         }
+        let Some(cluster) = self.cluster.get() else {
+            return self.create_exchange(declare, kind, by).await;
+        };
+        // An equivalent redeclare is answered from this node's state, as RabbitMQ 4.3.6
+        // answers it on the minority side of a partition too.
+        if let Some(existing) = self.exchange(&declare.name) {
+            return self.assert_exchange_equivalent(&existing, kind, declare);
+        }
+        let info = self.new_exchange(declare, kind, by)?;
+        cluster.declare_exchange(&self.name, &info).await?;
+        // This node followed the committed declare before the write was answered; when
+        // another node's declare of the name came first, this node has that one.
+        match self.exchange(&declare.name) {
+            Some(existing) => self.assert_exchange_equivalent(&existing, kind, declare),
+            None => Err(EngineError::Store(format!("failed to declare {}", self.exchange_resource(&declare.name)))),
+        }
+    }
+
+    /// Declares on this node an exchange the cluster committed.
+    ///
+    /// # Errors
+    /// As [`Self::declare_exchange`] (an inequivalent declare that lost the race to another).
+    pub(crate) async fn follow_exchange_declare(&self, declare: &ExchangeDeclare) -> Result<(), EngineError> {
+        self.check_live()?;
+        self.create_exchange(declare, ExchangeKind::parse(&declare.kind)?, None).await
+    }
+
+    /// The exchange `declare` makes, checked as RabbitMQ checks a new one: not an `amq.` name,
+    /// a text `alternate-exchange`, and for a user, read on it and write on the alternate.
+    fn new_exchange(
+        &self,
+        declare: &ExchangeDeclare,
+        kind: ExchangeKind,
+        by: Option<Principal<'_>>,
+    ) -> Result<ExchangeInfo, EngineError> {
+        if declare.name.starts_with("amq.") {
+            return Err(EngineError::ReservedName { kind: ResourceKind::Exchange, name: declare.name.clone() });
+        }
+        if let Some(value) = declare.arguments.get("alternate-exchange")
+            && value.as_str().is_none()
+        {
+            return Err(EngineError::Precondition(format!(
+                "invalid type '{}' for arg 'alternate-exchange' in {}",
+                value.rabbit_type_name(),
+                self.exchange_resource(&declare.name)
+            )));
+        }
+        if let (Some(by), Some(alternate)) = (by, declare.arguments.get("alternate-exchange").and_then(|v| v.as_str()))
+        {
+            by.check(Action::Read, &self.exchange_resource(&declare.name))?;
+            by.check(Action::Write, &self.exchange_resource(alternate))?;
+        }
+        Ok(ExchangeInfo {
+            name: declare.name.clone(),
+            kind,
+            durable: declare.durable,
+            auto_delete: declare.auto_delete,
+            internal: declare.internal,
+            arguments: declare.arguments.clone(),
+        })
+    }
+
+    /// Makes the exchange `declare` asks for on this node, or checks the one there.
+    async fn create_exchange(
+        &self,
+        declare: &ExchangeDeclare,
+        kind: ExchangeKind,
+        by: Option<Principal<'_>>,
+    ) -> Result<(), EngineError> {
         loop {
             let step = {
                 let mut topology = self.topology.write();
@@ -329,35 +410,7 @@ impl VHost {
                 if let Some(reserved) = topology.reserved_exchanges.get(&declare.name) {
                     Err(reserved.clone())
                 } else {
-                    if declare.name.starts_with("amq.") {
-                        return Err(EngineError::ReservedName {
-                            kind: ResourceKind::Exchange,
-                            name: declare.name.clone(),
-                        });
-                    }
-                    if let Some(value) = declare.arguments.get("alternate-exchange")
-                        && value.as_str().is_none()
-                    {
-                        return Err(EngineError::Precondition(format!(
-                            "invalid type '{}' for arg 'alternate-exchange' in {}",
-                            value.rabbit_type_name(),
-                            self.exchange_resource(&declare.name)
-                        )));
-                    }
-                    if let (Some(by), Some(alternate)) =
-                        (by, declare.arguments.get("alternate-exchange").and_then(|v| v.as_str()))
-                    {
-                        by.check(Action::Read, &self.exchange_resource(&declare.name))?;
-                        by.check(Action::Write, &self.exchange_resource(alternate))?;
-                    }
-                    let info = ExchangeInfo {
-                        name: declare.name.clone(),
-                        kind,
-                        durable: declare.durable,
-                        auto_delete: declare.auto_delete,
-                        internal: declare.internal,
-                        arguments: declare.arguments.clone(),
-                    };
+                    let info = self.new_exchange(declare, kind, by)?;
                     let Some(store) = self.store.as_ref().filter(|_| info.durable) else {
                         let name = info.name.clone();
                         topology.add_exchange(info);
@@ -436,6 +489,28 @@ impl VHost {
         if name.starts_with("amq.") {
             return Err(EngineError::SystemExchange(self.exchange_resource(name)));
         }
+        let Some(cluster) = self.cluster.get() else {
+            return self.remove_exchange(name, if_unused).await;
+        };
+        {
+            let topology = self.topology.read();
+            if !topology.exchanges.contains_key(name) {
+                return Ok(());
+            }
+            if if_unused && topology.has_bindings_from(name) {
+                return Err(EngineError::InUse(self.exchange_resource(name)));
+            }
+        }
+        cluster.delete_exchange(&self.name, name).await
+    }
+
+    /// Deletes on this node an exchange whose deletion the cluster committed.
+    pub(crate) async fn follow_exchange_delete(&self, name: &str) {
+        // Not unused-checked: never refused.
+        let _ = self.remove_exchange(name, false).await;
+    }
+
+    async fn remove_exchange(&self, name: &str, if_unused: bool) -> Result<(), EngineError> {
         let forgotten = {
             let mut topology = self.topology.write();
             if !topology.exchanges.contains_key(name) {
@@ -734,20 +809,48 @@ impl VHost {
     ) -> Result<(), EngineError> {
         self.check_live()?;
         let binding = self.checked_binding(source, destination, key, arguments, session)?;
+        match self.cluster.get() {
+            Some(cluster) if matches!(binding.destination, Destination::Exchange(_)) => {
+                {
+                    let topology = self.topology.read();
+                    self.check_binding_ends(&topology, source, &binding.destination, session)?;
+                    Self::check_binding_arguments(&topology, source, &binding)?;
+                }
+                cluster.bind_exchanges(&self.name, source, &binding, true).await
+            }
+            _ => self.add_binding(source, binding, session).await,
+        }
+    }
+
+    /// Adds on this node an exchange-to-exchange binding the cluster committed.
+    ///
+    /// # Errors
+    /// As [`Self::bind`] (an end deleted meanwhile).
+    pub(crate) async fn follow_bind(&self, source: &str, binding: Binding) -> Result<(), EngineError> {
+        self.check_live()?;
+        self.add_binding(source, binding, 0).await
+    }
+
+    /// What the source exchange's type allows a binding to carry.
+    fn check_binding_arguments(topology: &Topology, source: &str, binding: &Binding) -> Result<(), EngineError> {
+        match topology.exchanges.get(source).map(|e| e.info.kind) {
+            Some(ExchangeKind::Headers) => crate::exchange::validate_headers_binding(&binding.arguments),
+            Some(ExchangeKind::LocalRandom) => {
+                let queue_type = match &binding.destination {
+                    Destination::Queue(name) => topology.queues.get(name).map(|q| q.config.queue_type),
+                    Destination::Exchange(_) => None,
+                };
+                crate::exchange::local_random::validate_binding(&binding.key, queue_type)
+            }
+            _ => Ok(()),
+        }
+    }
+
+    async fn add_binding(&self, source: &str, binding: Binding, session: SessionId) -> Result<(), EngineError> {
         let (done, ends) = {
             let mut topology = self.topology.write();
             self.check_binding_ends(&topology, source, &binding.destination, session)?;
-            match topology.exchanges.get(source).map(|e| e.info.kind) {
-                Some(ExchangeKind::Headers) => crate::exchange::validate_headers_binding(&binding.arguments)?,
-                Some(ExchangeKind::LocalRandom) => {
-                    let queue_type = match &binding.destination {
-                        Destination::Queue(name) => topology.queues.get(name).map(|q| q.config.queue_type),
-                        Destination::Exchange(_) => None,
-                    };
-                    crate::exchange::local_random::validate_binding(&binding.key, queue_type)?;
-                }
-                _ => {}
-            }
+            Self::check_binding_arguments(&topology, source, &binding)?;
             let durable = durable_ends(&topology, source, &binding.destination);
             match self.store.as_ref().filter(|_| durable && !topology.binding_exists(source, &binding)) {
                 Some(store) => {
@@ -785,17 +888,40 @@ impl VHost {
         session: SessionId,
     ) -> Result<(), EngineError> {
         let binding = self.checked_binding(source, destination, key, arguments, session)?;
+        match self.cluster.get() {
+            Some(cluster) if matches!(binding.destination, Destination::Exchange(_)) => {
+                {
+                    let topology = self.topology.read();
+                    self.check_binding_ends(&topology, source, &binding.destination, session)?;
+                    if !topology.binding_exists(source, &binding) {
+                        return Ok(());
+                    }
+                }
+                cluster.bind_exchanges(&self.name, source, &binding, false).await
+            }
+            _ => self.remove_binding(source, &binding, session).await,
+        }
+    }
+
+    /// Removes on this node an exchange-to-exchange binding whose removal the cluster
+    /// committed.
+    pub(crate) async fn follow_unbind(&self, source: &str, binding: &Binding) {
+        // An end already gone took the binding with it.
+        let _ = self.remove_binding(source, binding, 0).await;
+    }
+
+    async fn remove_binding(&self, source: &str, binding: &Binding, session: SessionId) -> Result<(), EngineError> {
         let forgotten = {
             let mut topology = self.topology.write();
             self.check_binding_ends(&topology, source, &binding.destination, session)?;
             let durable = durable_ends(&topology, source, &binding.destination);
-            if !(topology.binding_exists(source, &binding) && topology.unbind(source, &binding)) {
+            if !(topology.binding_exists(source, binding) && topology.unbind(source, binding)) {
                 return Ok(());
             }
             self.changed();
             let mut forgotten = Vec::new();
             if let Some(store) = self.store.as_ref().filter(|_| durable) {
-                forgotten.push(store.forget_binding(&self.name, source, &binding));
+                forgotten.push(store.forget_binding(&self.name, source, binding));
             }
             forgotten.extend(self.forget_removed_exchanges(&mut topology));
             forgotten

@@ -45,6 +45,23 @@ impl VHost {
     /// # Errors
     /// When the durable store cannot record it (nothing changes).
     pub async fn set_policy(&self, policy: Policy) -> Result<bool, EngineError> {
+        let Some(cluster) = self.cluster.get() else {
+            return self.put_policy(policy).await;
+        };
+        let created = !self.policies_of(policy.kind()).read().iter().any(|p| p.name == policy.name);
+        cluster.set_policy(self.name(), &policy).await?;
+        Ok(created)
+    }
+
+    /// Sets on this node a policy the cluster committed.
+    ///
+    /// # Errors
+    /// When the durable store cannot record it.
+    pub(crate) async fn follow_set_policy(&self, policy: Policy) -> Result<(), EngineError> {
+        self.put_policy(policy).await.map(drop)
+    }
+
+    async fn put_policy(&self, policy: Policy) -> Result<bool, EngineError> {
         let kind = policy.kind();
         // Committed first, then applied, as before; the commit runs on the metadata writer.
         if let Some(store) = self.store() {
@@ -91,16 +108,35 @@ impl VHost {
     }
 
     /// Removes a policy; false when there was none of that name.
-    pub async fn delete_policy(&self, name: &str) -> bool {
-        self.clear_policy(PolicyKind::User, name).await
+    ///
+    /// # Errors
+    /// In a cluster, when the cluster does not take the change.
+    pub async fn delete_policy(&self, name: &str) -> Result<bool, EngineError> {
+        self.delete_policy_of(PolicyKind::User, name).await
     }
 
     /// Removes an operator policy; false when there was none of that name.
-    pub async fn delete_operator_policy(&self, name: &str) -> bool {
-        self.clear_policy(PolicyKind::Operator, name).await
+    ///
+    /// # Errors
+    /// As [`Self::delete_policy`].
+    pub async fn delete_operator_policy(&self, name: &str) -> Result<bool, EngineError> {
+        self.delete_policy_of(PolicyKind::Operator, name).await
     }
 
-    async fn clear_policy(&self, kind: PolicyKind, name: &str) -> bool {
+    async fn delete_policy_of(&self, kind: PolicyKind, name: &str) -> Result<bool, EngineError> {
+        let Some(cluster) = self.cluster.get() else {
+            return Ok(self.clear_policy(kind, name).await);
+        };
+        if !self.policies_of(kind).read().iter().any(|p| p.name == name) {
+            return Ok(false);
+        }
+        cluster.clear_policy(self.name(), kind, name).await?;
+        Ok(true)
+    }
+
+    /// Removes a policy of `kind` from this node (a cleared one the cluster committed, or one
+    /// of a vhost being deleted); false when there was none.
+    pub(crate) async fn clear_policy(&self, kind: PolicyKind, name: &str) -> bool {
         let forgotten = {
             let mut policies = self.policies_of(kind).write();
             let before = policies.len();

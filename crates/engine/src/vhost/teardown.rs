@@ -26,10 +26,10 @@ impl VHost {
         };
         let _ = MetaDone::all(forgotten).await;
         for policy in self.policies() {
-            self.delete_policy(&policy.name).await;
+            self.clear_policy(crate::policy::PolicyKind::User, &policy.name).await;
         }
         for policy in self.operator_policies() {
-            self.delete_operator_policy(&policy.name).await;
+            self.clear_policy(crate::policy::PolicyKind::Operator, &policy.name).await;
         }
     }
 }

@@ -1,0 +1,539 @@
+//! The metadata a cluster replicates: the state machine its metadata group applies.
+
+mod command;
+mod records;
+
+pub use command::MetaCommand;
+pub use records::{
+    BindingRecord, EncodedTable, ExchangeRecord, PermissionRecord, PolicyRecord, TopicRecord, UserRecord, VhostRecord,
+};
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use charon_cluster::{Machine, MachineError};
+use serde::{Deserialize, Serialize};
+
+/// What an answer starts with when the command could not be applied (the reason follows).
+pub const REFUSED: &str = "!";
+
+/// What [`Metadata::apply`] answers a command that created or removed a record; `0` when it
+/// replaced one or found nothing to remove.
+pub const CHANGED: &[u8] = b"1";
+
+/// By vhost, then by name.
+type PerVhost<T> = BTreeMap<String, BTreeMap<String, T>>;
+
+/// The metadata every node of a cluster applies in the same order: the records of what was
+/// made through the cluster. A node's engine follows each command ([`super::Effects`]) and,
+/// given a snapshot instead of the commands, these records. Classic queues, their bindings and
+/// redrive jobs stay with the node that has them until issue 41's item 4.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct Metadata {
+    cluster_name: Option<String>,
+    vhosts: BTreeMap<String, VhostRecord>,
+    users: BTreeMap<String, UserRecord>,
+    /// By vhost, then user.
+    permissions: PerVhost<PermissionRecord>,
+    /// By vhost, then user, then exchange.
+    topic_permissions: PerVhost<BTreeMap<String, TopicRecord>>,
+    /// By scope (`vhost`, `user`), then vhost or user name, then limit.
+    limits: BTreeMap<String, BTreeMap<String, BTreeMap<String, i64>>>,
+    exchanges: PerVhost<ExchangeRecord>,
+    bindings: BTreeMap<String, BTreeSet<BindingRecord>>,
+    policies: PerVhost<PolicyRecord>,
+    operator_policies: PerVhost<PolicyRecord>,
+}
+
+impl Metadata {
+    /// The name set for the cluster, if one was.
+    #[must_use]
+    pub fn cluster_name(&self) -> Option<&str> {
+        self.cluster_name.as_deref()
+    }
+
+    /// The vhosts made through the cluster.
+    #[must_use]
+    pub fn vhosts(&self) -> &BTreeMap<String, VhostRecord> {
+        &self.vhosts
+    }
+
+    /// The users made through the cluster.
+    #[must_use]
+    pub fn users(&self) -> &BTreeMap<String, UserRecord> {
+        &self.users
+    }
+
+    /// Permissions by vhost, then user.
+    #[must_use]
+    pub fn permissions(&self) -> &PerVhost<PermissionRecord> {
+        &self.permissions
+    }
+
+    /// Topic permissions by vhost, then user, then exchange.
+    #[must_use]
+    pub fn topic_permissions(&self) -> &PerVhost<BTreeMap<String, TopicRecord>> {
+        &self.topic_permissions
+    }
+
+    /// Limits by scope, then name, then limit.
+    #[must_use]
+    pub fn limits(&self) -> &BTreeMap<String, BTreeMap<String, BTreeMap<String, i64>>> {
+        &self.limits
+    }
+
+    /// Exchanges by vhost, then name.
+    #[must_use]
+    pub fn exchanges(&self) -> &PerVhost<ExchangeRecord> {
+        &self.exchanges
+    }
+
+    /// Exchange-to-exchange bindings by vhost.
+    #[must_use]
+    pub fn bindings(&self) -> &BTreeMap<String, BTreeSet<BindingRecord>> {
+        &self.bindings
+    }
+
+    /// Policies (`operator` false) or operator policies by vhost, then name.
+    #[must_use]
+    pub fn policies(&self, operator: bool) -> &PerVhost<PolicyRecord> {
+        if operator { &self.operator_policies } else { &self.policies }
+    }
+
+    /// The commands that make these records, in an order that applies (vhosts and users
+    /// before what names them, exchanges before their bindings): what a node given a
+    /// snapshot follows.
+    #[must_use]
+    pub fn commands(&self) -> Vec<MetaCommand> {
+        let mut commands: Vec<MetaCommand> =
+            self.cluster_name.iter().cloned().map(MetaCommand::SetClusterName).collect();
+        for (name, record) in &self.vhosts {
+            let (description, tags) = (record.description.clone(), record.tags.clone());
+            commands.push(MetaCommand::PutVhost { name: name.clone(), description, tags });
+        }
+        for (name, record) in &self.users {
+            let (password, tags) = (record.password.clone(), record.tags.clone());
+            commands.push(MetaCommand::PutUser { name: name.clone(), password, tags });
+        }
+        for (vhost, users) in &self.permissions {
+            for (user, p) in users {
+                let (vhost, user) = (vhost.clone(), user.clone());
+                let (configure, write, read) = (p.configure.clone(), p.write.clone(), p.read.clone());
+                commands.push(MetaCommand::SetPermission { vhost, user, configure, write, read });
+            }
+        }
+        for (vhost, users) in &self.topic_permissions {
+            for (user, exchanges) in users {
+                for (exchange, t) in exchanges {
+                    let (vhost, user, exchange) = (vhost.clone(), user.clone(), exchange.clone());
+                    let (write, read) = (t.write.clone(), t.read.clone());
+                    commands.push(MetaCommand::SetTopicPermission { vhost, user, exchange, write, read });
+                }
+            }
+        }
+        for (scope, names) in &self.limits {
+            for (name, limits) in names {
+                for (limit, value) in limits {
+                    let (scope, name, limit, value) = (scope.clone(), name.clone(), limit.clone(), *value);
+                    commands.push(MetaCommand::SetLimit { scope, name, limit, value });
+                }
+            }
+        }
+        for (vhost, exchanges) in &self.exchanges {
+            for (name, record) in exchanges {
+                let (vhost, name, record) = (vhost.clone(), name.clone(), record.clone());
+                commands.push(MetaCommand::DeclareExchange { vhost, name, record });
+            }
+        }
+        for (vhost, bindings) in &self.bindings {
+            for binding in bindings {
+                commands.push(MetaCommand::BindExchange { vhost: vhost.clone(), binding: binding.clone() });
+            }
+        }
+        for operator in [false, true] {
+            for (vhost, policies) in self.policies(operator) {
+                for (name, record) in policies {
+                    let (vhost, name, record) = (vhost.clone(), name.clone(), record.clone());
+                    commands.push(MetaCommand::SetPolicy { vhost, name, operator, record });
+                }
+            }
+        }
+        commands
+    }
+
+    /// Records `command`; whether it created or removed a record.
+    fn record(&mut self, command: MetaCommand) -> bool {
+        match command {
+            MetaCommand::SetClusterName(name) => self.cluster_name.replace(name).is_none(),
+            MetaCommand::PutVhost { name, description, tags } => {
+                self.vhosts.insert(name, VhostRecord { description, tags }).is_none()
+            }
+            MetaCommand::DeleteVhost { name } => {
+                self.permissions.remove(&name);
+                self.topic_permissions.remove(&name);
+                self.exchanges.remove(&name);
+                self.bindings.remove(&name);
+                self.policies.remove(&name);
+                self.operator_policies.remove(&name);
+                remove_limits(&mut self.limits, "vhost", &name);
+                self.vhosts.remove(&name).is_some()
+            }
+            MetaCommand::PutUser { name, password, tags } => {
+                self.users.insert(name, UserRecord { password, tags }).is_none()
+            }
+            MetaCommand::DeleteUser { name } => {
+                for vhost in self.permissions.keys().cloned().collect::<Vec<_>>() {
+                    remove_in(&mut self.permissions, &vhost, &name);
+                }
+                for vhost in self.topic_permissions.keys().cloned().collect::<Vec<_>>() {
+                    remove_in(&mut self.topic_permissions, &vhost, &name);
+                }
+                remove_limits(&mut self.limits, "user", &name);
+                self.users.remove(&name).is_some()
+            }
+            MetaCommand::SetPermission { vhost, user, configure, write, read } => {
+                let record = PermissionRecord { configure, write, read };
+                self.permissions.entry(vhost).or_default().insert(user, record).is_none()
+            }
+            MetaCommand::ClearPermission { vhost, user } => remove_in(&mut self.permissions, &vhost, &user),
+            MetaCommand::SetTopicPermission { vhost, user, exchange, write, read } => {
+                let by_exchange = self.topic_permissions.entry(vhost).or_default().entry(user).or_default();
+                by_exchange.insert(exchange, TopicRecord { write, read }).is_none()
+            }
+            MetaCommand::ClearTopicPermissions { vhost, user, exchange: None } => {
+                remove_in(&mut self.topic_permissions, &vhost, &user)
+            }
+            MetaCommand::ClearTopicPermissions { vhost, user, exchange: Some(exchange) } => {
+                let Some(by_exchange) = self.topic_permissions.get_mut(&vhost).and_then(|u| u.get_mut(&user)) else {
+                    return false;
+                };
+                let removed = by_exchange.remove(&exchange).is_some();
+                if by_exchange.is_empty() {
+                    remove_in(&mut self.topic_permissions, &vhost, &user);
+                }
+                removed
+            }
+            MetaCommand::SetLimit { scope, name, limit, value } => {
+                self.limits.entry(scope).or_default().entry(name).or_default().insert(limit, value).is_none()
+            }
+            MetaCommand::ClearLimit { scope, name, limit } => {
+                let Some(set) = self.limits.get_mut(&scope).and_then(|names| names.get_mut(&name)) else {
+                    return false;
+                };
+                let removed = set.remove(&limit).is_some();
+                if set.is_empty() {
+                    remove_limits(&mut self.limits, &scope, &name);
+                }
+                removed
+            }
+            MetaCommand::DeclareExchange { vhost, name, record } => {
+                let exchanges = self.exchanges.entry(vhost).or_default();
+                // The first declare wins; a later inequivalent one is refused by every node's
+                // engine alike, as it finds the first.
+                !exchanges.contains_key(&name) && exchanges.insert(name, record).is_none()
+            }
+            MetaCommand::DeleteExchange { vhost, name } => self.delete_exchange(&vhost, &name),
+            MetaCommand::BindExchange { vhost, binding } => self.bindings.entry(vhost).or_default().insert(binding),
+            MetaCommand::UnbindExchange { vhost, binding } => {
+                let removed = self.bindings.get_mut(&vhost).is_some_and(|set| set.remove(&binding));
+                if removed {
+                    self.collect_auto_deleted(&vhost, &binding.source);
+                }
+                removed
+            }
+            MetaCommand::SetPolicy { vhost, name, operator, record } => {
+                let policies = if operator { &mut self.operator_policies } else { &mut self.policies };
+                policies.entry(vhost).or_default().insert(name, record).is_none()
+            }
+            MetaCommand::ClearPolicy { vhost, name, operator } => {
+                remove_in(if operator { &mut self.operator_policies } else { &mut self.policies }, &vhost, &name)
+            }
+        }
+    }
+
+    /// Removes an exchange with the bindings from and to it, and the auto-delete exchanges
+    /// that lost their last binding with it (as every node's topology does).
+    fn delete_exchange(&mut self, vhost: &str, name: &str) -> bool {
+        let removed = self.exchanges.get_mut(vhost).is_some_and(|x| x.remove(name).is_some());
+        let Some(bindings) = self.bindings.get_mut(vhost) else {
+            return removed;
+        };
+        let mut sources = BTreeSet::new();
+        bindings.retain(|b| {
+            if b.destination == name && b.source != name {
+                sources.insert(b.source.clone());
+            }
+            b.source != name && b.destination != name
+        });
+        for source in sources {
+            self.collect_auto_deleted(vhost, &source);
+        }
+        removed
+    }
+
+    fn collect_auto_deleted(&mut self, vhost: &str, source: &str) {
+        let auto_delete = self.exchanges.get(vhost).and_then(|x| x.get(source)).is_some_and(|x| x.auto_delete);
+        let bound = self.bindings.get(vhost).is_some_and(|set| set.iter().any(|b| b.source == source));
+        if auto_delete && !bound {
+            self.delete_exchange(vhost, source);
+        }
+    }
+}
+
+/// Removes `key` from the map of `outer`, and that map when it is left empty; whether it was there.
+fn remove_in<T>(map: &mut BTreeMap<String, BTreeMap<String, T>>, outer: &str, key: &str) -> bool {
+    let Some(inner) = map.get_mut(outer) else {
+        return false;
+    };
+    let removed = inner.remove(key).is_some();
+    if inner.is_empty() {
+        map.remove(outer);
+    }
+    removed
+}
+
+fn remove_limits(limits: &mut BTreeMap<String, BTreeMap<String, BTreeMap<String, i64>>>, scope: &str, name: &str) {
+    remove_in(limits, scope, name);
+}
+
+impl Machine for Metadata {
+    /// Answers [`CHANGED`] for a command that created or removed a record, `0` for one that
+    /// replaced one or found nothing to remove, or the text of why the bytes are no command
+    /// (a newer node's, which this one cannot apply; every node skips it alike).
+    fn apply(&mut self, _index: u64, command: &[u8]) -> Vec<u8> {
+        match serde_json::from_slice(command) {
+            Ok(command) => {
+                if self.record(command) {
+                    CHANGED.to_vec()
+                } else {
+                    b"0".to_vec()
+                }
+            }
+            Err(e) => format!("{REFUSED}not a metadata command: {e}").into_bytes(),
+        }
+    }
+
+    fn snapshot(&self) -> Vec<u8> {
+        serde_json::to_vec(self).unwrap_or_default()
+    }
+
+    fn restore(&mut self, snapshot: &[u8]) -> Result<(), MachineError> {
+        *self = serde_json::from_slice(snapshot).map_err(|e| MachineError(e.to_string()))?;
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn encoded(command: &MetaCommand) -> Vec<u8> {
+        serde_json::to_vec(command).unwrap()
+    }
+
+    #[test]
+    fn machines_given_the_same_commands_agree_and_a_snapshot_restores_the_state() {
+        let commands = [
+            encoded(&MetaCommand::SetClusterName("a".into())),
+            b"{not json".to_vec(),
+            encoded(&MetaCommand::SetClusterName("prod".into())),
+        ];
+        let (mut one, mut two) = (Metadata::default(), Metadata::default());
+        let answers: Vec<(Vec<u8>, Vec<u8>)> =
+            commands.iter().enumerate().map(|(i, c)| (one.apply(i as u64, c), two.apply(i as u64, c))).collect();
+        assert!(answers.iter().all(|(a, b)| a == b));
+        assert!(String::from_utf8_lossy(&answers[1].0).starts_with("!not a metadata command"));
+        assert_eq!((one.cluster_name(), &one), (Some("prod"), &two));
+        let mut restored = Metadata::default();
+        restored.restore(&one.snapshot()).unwrap();
+        assert_eq!(restored, one);
+        assert!(restored.restore(br#"{"vhosts": 3}"#).is_err());
+        assert_eq!(restored, one);
+    }
+
+    #[test]
+    fn vhosts_answer_whether_they_changed() {
+        let mut meta = Metadata::default();
+        let put = |name: &str, description: &str| {
+            encoded(&MetaCommand::PutVhost { name: name.into(), description: description.into(), tags: vec![] })
+        };
+        assert_eq!(meta.apply(1, &put("v", "a")), CHANGED);
+        assert_eq!(meta.apply(2, &put("v", "b")), b"0");
+        assert_eq!(meta.vhosts()["v"].description, "b");
+        let delete = encoded(&MetaCommand::DeleteVhost { name: "v".into() });
+        assert_eq!((meta.apply(3, &delete), meta.apply(4, &delete)), (CHANGED.to_vec(), b"0".to_vec()));
+        assert!(meta.vhosts().is_empty());
+    }
+
+    fn exchange(auto_delete: bool) -> ExchangeRecord {
+        let mut arguments = charon_model::Table::new();
+        arguments.insert("alternate-exchange", charon_model::Value::long_str("ae"));
+        ExchangeRecord {
+            kind: "topic".into(),
+            durable: true,
+            auto_delete,
+            internal: false,
+            arguments: EncodedTable::new(&arguments),
+        }
+    }
+
+    fn binding(source: &str, destination: &str) -> BindingRecord {
+        BindingRecord {
+            source: source.into(),
+            destination: destination.into(),
+            key: "k.#".into(),
+            arguments: EncodedTable::new(&charon_model::Table::new()),
+        }
+    }
+
+    fn apply_all(meta: &mut Metadata, commands: &[MetaCommand]) -> Vec<Vec<u8>> {
+        commands.iter().enumerate().map(|(i, c)| meta.apply(i as u64, &encoded(c))).collect()
+    }
+
+    #[test]
+    fn a_deleted_exchange_takes_its_bindings_and_the_auto_delete_sources_it_left_unbound() {
+        let declare = |name: &str, auto_delete: bool| MetaCommand::DeclareExchange {
+            vhost: "/".into(),
+            name: name.into(),
+            record: exchange(auto_delete),
+        };
+        let bind = |s: &str, d: &str| MetaCommand::BindExchange { vhost: "/".into(), binding: binding(s, d) };
+        let mut meta = Metadata::default();
+        let answers = apply_all(
+            &mut meta,
+            &[
+                declare("a", true),
+                declare("a", false),
+                declare("b", false),
+                declare("c", true),
+                bind("a", "b"),
+                bind("a", "b"),
+                bind("c", "b"),
+                bind("c", "a"),
+            ],
+        );
+        // The first declare wins; a binding is recorded once.
+        let expected: Vec<&[u8]> = vec![CHANGED, b"0", CHANGED, CHANGED, CHANGED, b"0", CHANGED, CHANGED];
+        assert_eq!(answers, expected);
+        assert!(meta.exchanges()["/"]["a"].auto_delete);
+        // Deleting `b` unbinds `a` (still bound to nothing: auto-deleted, taking `c -> a`, so
+        // `c` goes too).
+        assert_eq!(
+            meta.apply(9, &encoded(&MetaCommand::DeleteExchange { vhost: "/".into(), name: "b".into() })),
+            CHANGED
+        );
+        assert!(meta.exchanges()["/"].is_empty(), "{meta:?}");
+        assert!(meta.bindings()["/"].is_empty());
+        // An auto-delete source goes with its last binding.
+        apply_all(&mut meta, &[declare("x", true), declare("y", false), bind("x", "y"), bind("x", "x")]);
+        let unbind = |s: &str, d: &str| MetaCommand::UnbindExchange { vhost: "/".into(), binding: binding(s, d) };
+        assert_eq!(meta.apply(20, &encoded(&unbind("x", "y"))), CHANGED);
+        assert!(meta.exchanges()["/"].contains_key("x"));
+        assert_eq!(meta.apply(21, &encoded(&unbind("x", "x"))), CHANGED);
+        assert_eq!(meta.exchanges()["/"].keys().collect::<Vec<_>>(), ["y"]);
+        assert_eq!(meta.apply(22, &encoded(&unbind("x", "x"))), b"0");
+    }
+
+    #[test]
+    fn deleting_a_vhost_or_a_user_removes_what_names_it() {
+        let mut meta = Metadata::default();
+        let record = PolicyRecord {
+            pattern: "^q".into(),
+            apply_to: "queues".into(),
+            priority: 1,
+            definition: EncodedTable::new(&charon_model::Table::new()),
+        };
+        apply_all(
+            &mut meta,
+            &[
+                MetaCommand::PutVhost { name: "v".into(), description: String::new(), tags: vec![] },
+                MetaCommand::PutUser { name: "u".into(), password: None, tags: vec![] },
+                MetaCommand::SetPermission {
+                    vhost: "v".into(),
+                    user: "u".into(),
+                    configure: ".*".into(),
+                    write: ".*".into(),
+                    read: ".*".into(),
+                },
+                MetaCommand::SetTopicPermission {
+                    vhost: "w".into(),
+                    user: "u".into(),
+                    exchange: "amq.topic".into(),
+                    write: "^a".into(),
+                    read: ".*".into(),
+                },
+                MetaCommand::SetLimit {
+                    scope: "user".into(),
+                    name: "u".into(),
+                    limit: "max-channels".into(),
+                    value: 3,
+                },
+                MetaCommand::SetLimit { scope: "vhost".into(), name: "v".into(), limit: "max-queues".into(), value: 9 },
+                MetaCommand::DeclareExchange { vhost: "v".into(), name: "x".into(), record: exchange(false) },
+                MetaCommand::SetPolicy { vhost: "v".into(), name: "p".into(), operator: true, record },
+            ],
+        );
+        assert_eq!(meta.policies(true)["v"]["p"].priority, 1);
+        assert_eq!(meta.apply(10, &encoded(&MetaCommand::DeleteUser { name: "u".into() })), CHANGED);
+        assert!(meta.permissions().is_empty() && meta.topic_permissions().is_empty());
+        assert_eq!(meta.limits().keys().collect::<Vec<_>>(), ["vhost"]);
+        assert_eq!(meta.apply(11, &encoded(&MetaCommand::DeleteVhost { name: "v".into() })), CHANGED);
+        assert_eq!(meta, Metadata::default());
+    }
+
+    #[test]
+    fn the_commands_of_the_records_rebuild_them() {
+        let mut meta = Metadata::default();
+        let record = PolicyRecord {
+            pattern: "^q".into(),
+            apply_to: "all".into(),
+            priority: -2,
+            definition: EncodedTable::new(&charon_model::Table::new()),
+        };
+        apply_all(
+            &mut meta,
+            &[
+                MetaCommand::SetClusterName("c".into()),
+                MetaCommand::PutVhost { name: "v".into(), description: "d".into(), tags: vec!["t".into()] },
+                MetaCommand::PutUser {
+                    name: "u".into(),
+                    password: Some(("sha256".into(), "AAAA".into())),
+                    tags: vec![],
+                },
+                MetaCommand::SetPermission {
+                    vhost: "v".into(),
+                    user: "u".into(),
+                    configure: "c".into(),
+                    write: "w".into(),
+                    read: "r".into(),
+                },
+                MetaCommand::SetTopicPermission {
+                    vhost: "v".into(),
+                    user: "u".into(),
+                    exchange: "t".into(),
+                    write: "w".into(),
+                    read: "r".into(),
+                },
+                MetaCommand::SetLimit { scope: "vhost".into(), name: "v".into(), limit: "max-queues".into(), value: 2 },
+                MetaCommand::DeclareExchange { vhost: "v".into(), name: "a".into(), record: exchange(false) },
+                MetaCommand::DeclareExchange { vhost: "v".into(), name: "b".into(), record: exchange(true) },
+                MetaCommand::BindExchange { vhost: "v".into(), binding: binding("b", "a") },
+                MetaCommand::SetPolicy { vhost: "v".into(), name: "p".into(), operator: false, record: record.clone() },
+                MetaCommand::SetPolicy { vhost: "v".into(), name: "o".into(), operator: true, record },
+            ],
+        );
+        let mut rebuilt = Metadata::default();
+        apply_all(&mut rebuilt, &meta.commands());
+        assert_eq!(rebuilt, meta);
+        assert_eq!(meta.commands().len(), 11);
+        assert_eq!(
+            meta.exchanges()["v"]["a"].arguments.decode().unwrap().get("alternate-exchange").and_then(|v| v.as_str()),
+            Some("ae")
+        );
+        // A table that is no table is refused, not a panic.
+        for garbage in [r#""AAAA""#, r#""!""#, r#""AAAAAQ==""#] {
+            let table: EncodedTable = serde_json::from_str(garbage).unwrap();
+            assert!(table.decode().is_err(), "{garbage}");
+        }
+    }
+}

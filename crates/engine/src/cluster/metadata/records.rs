@@ -1,0 +1,114 @@
+//! What the metadata machine records of each replicated object: plain data, so that applying a
+//! command neither validates nor compiles anything (the proposing node did) and a snapshot is
+//! the records themselves.
+
+use base64::Engine as _;
+use bytes::{Bytes, BytesMut};
+use charon_model::Table;
+use serde::{Deserialize, Serialize};
+
+/// An AMQP table as it travels in a command: its 0.9.1 field-table encoding in base64 (the
+/// metadata log is JSON; the table keeps its value types, which JSON would lose).
+#[derive(Clone, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct EncodedTable(String);
+
+impl EncodedTable {
+    /// `table`, encoded.
+    #[must_use]
+    pub fn new(table: &Table) -> Self {
+        let mut out = BytesMut::new();
+        charon_store::codec::encode_table(table, &mut out);
+        Self(base64::engine::general_purpose::STANDARD.encode(&out))
+    }
+
+    /// The table back. The bytes come from a peer: a table the store's decoder refuses (it
+    /// bounds depth, counts and sizes) is an error, never a panic.
+    ///
+    /// # Errors
+    /// Not base64, or not a field table.
+    pub fn decode(&self) -> Result<Table, String> {
+        let raw = base64::engine::general_purpose::STANDARD.decode(&self.0).map_err(|e| e.to_string())?;
+        let mut bytes = Bytes::from(raw);
+        let table = charon_store::codec::decode_table(&mut bytes).map_err(|e| e.to_string())?;
+        if bytes.is_empty() { Ok(table) } else { Err("bytes after the table".into()) }
+    }
+}
+
+/// A vhost as the cluster records it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct VhostRecord {
+    /// Free text.
+    pub description: String,
+    /// Its tags.
+    pub tags: Vec<String>,
+}
+
+/// A user as the cluster records it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct UserRecord {
+    /// The hashing algorithm's name and the base64 of salt and digest; `None`: no password.
+    pub password: Option<(String, String)>,
+    /// Its tags.
+    pub tags: Vec<String>,
+}
+
+/// A user's permissions in a vhost: the configure, write and read patterns.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PermissionRecord {
+    /// The configure pattern.
+    pub configure: String,
+    /// The write pattern.
+    pub write: String,
+    /// The read pattern.
+    pub read: String,
+}
+
+/// A user's topic permissions on one exchange of a vhost.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TopicRecord {
+    /// The write pattern.
+    pub write: String,
+    /// The read pattern.
+    pub read: String,
+}
+
+/// An exchange as declared.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ExchangeRecord {
+    /// Its type's name (`direct`, `topic`, ...).
+    pub kind: String,
+    /// Durable.
+    pub durable: bool,
+    /// Deleted with its last binding.
+    pub auto_delete: bool,
+    /// Not published to directly.
+    pub internal: bool,
+    /// Its arguments.
+    pub arguments: EncodedTable,
+}
+
+/// A binding between two exchanges of a vhost.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct BindingRecord {
+    /// The source exchange.
+    pub source: String,
+    /// The destination exchange.
+    pub destination: String,
+    /// The binding key.
+    pub key: String,
+    /// Its arguments.
+    pub arguments: EncodedTable,
+}
+
+/// A policy or operator policy as set (validated by the node that took it).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PolicyRecord {
+    /// The regular expression names must match.
+    pub pattern: String,
+    /// What it applies to (`queues`, `exchanges`, ...).
+    pub apply_to: String,
+    /// Among matching policies, the highest applies.
+    pub priority: i64,
+    /// Its definition.
+    pub definition: EncodedTable,
+}
