@@ -311,6 +311,32 @@ fn three_nodes_replicate_metadata_survive_a_kill_9_and_refuse_strangers() {
     eventually(&nodes[0], "/api/policies/%2F/cap", 404);
     assert_eq!(Call::api(nodes[1].http_port, "DELETE", "/api/policies/%2F/cap").send_blocking().status, 404);
 
+    // Definitions imported through node 2 are made on every node.
+    let definitions = serde_json::json!({
+        "vhosts": [{ "name": "imported" }],
+        "users": [{ "name": "imp", "password": "p", "tags": "" }],
+        "permissions": [{ "user": "imp", "vhost": "imported", "configure": ".*", "write": ".*", "read": ".*" }],
+        "topic_permissions": [{ "user": "imp", "vhost": "imported", "exchange": "amq.topic", "write": "^i", "read": ".*" }],
+        "exchanges": [{ "name": "imp-x", "vhost": "imported", "type": "fanout", "durable": true,
+                        "auto_delete": false, "internal": false, "arguments": {} }],
+        "policies": [{ "vhost": "imported", "name": "imp-p", "pattern": "^imp", "apply-to": "queues",
+                       "definition": { "max-length": 3 }, "priority": 0 }]
+    });
+    let import = Call::api(nodes[1].http_port, "POST", "/api/definitions").body(definitions.to_string());
+    let imported = import.send_blocking();
+    assert!(imported.status == 200 || imported.status == 204, "{imported:?}");
+    for path in [
+        "/api/vhosts/imported",
+        "/api/users/imp",
+        "/api/permissions/imported/imp",
+        "/api/topic-permissions/imported/imp",
+        "/api/exchanges/imported/imp-x",
+        "/api/policies/imported/imp-p",
+    ] {
+        eventually(&nodes[2], path, 200);
+        eventually(&nodes[0], path, 200);
+    }
+
     // Node 3 dies; the other two are a majority and take a change; node 3 comes back from its
     // data directory and catches up.
     nodes[2].kill9();

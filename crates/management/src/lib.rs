@@ -37,6 +37,7 @@
 mod aliveness;
 pub mod auth;
 mod bindings;
+mod changes;
 mod channels;
 mod connections;
 mod consumers;

@@ -124,18 +124,7 @@ async fn put(
             invalid(format!("{limit} should be a number, actually was {shown}"))
         })?,
     };
-    let refused = |e| match e {
-        charon_engine::EngineError::Precondition(reason) => invalid(reason),
-        other => ApiError::internal(other.to_string()),
-    };
-    match broker.cluster() {
-        Some(cluster) => {
-            // Checked here as the limits check it, so an unknown limit is a 400 everywhere.
-            charon_engine::Limits::check(scope, limit, value).map_err(refused)?;
-            cluster.set_limit(scope, name, limit, value).await.map_err(ApiError::cluster)?;
-        }
-        None => broker.limits().set(scope, name, limit, value).await.map_err(refused)?,
-    }
+    crate::changes::set_limit(broker, scope, name, limit, value).await.map_err(crate::changes::api_error)?;
     Ok(StatusCode::NO_CONTENT)
 }
 
@@ -148,14 +137,6 @@ async fn delete(
 ) -> Result<StatusCode, ApiError> {
     auth::admin(user)?;
     check_target(broker, scope, name)?;
-    match broker.cluster() {
-        Some(cluster) if broker.limits().get(scope, name).contains_key(limit) => {
-            cluster.clear_limit(scope, name, limit).await.map_err(ApiError::cluster)?;
-        }
-        Some(_) => {}
-        None => {
-            broker.limits().clear(scope, name, limit).await.map_err(|e| ApiError::internal(e.to_string()))?;
-        }
-    }
+    crate::changes::clear_limit(broker, scope, name, limit).await.map_err(crate::changes::api_error)?;
     Ok(StatusCode::NO_CONTENT)
 }

@@ -60,11 +60,7 @@ pub(crate) async fn put(
     let permission = Permission::new(&pattern("configure"), &pattern("write"), &pattern("read"))
         .map_err(|e| ApiError::bad_request(e.to_string()))?;
     let created = !broker.access().permissions().iter().any(|(v, u, _)| *v == vhost && *u == name);
-    if let Some(cluster) = broker.cluster() {
-        cluster.set_permission(&vhost, &name, &permission).await.map_err(ApiError::cluster)?;
-    } else {
-        broker.access().set_permission(&vhost, &name, permission).await.map_err(access_error)?;
-    }
+    crate::changes::set_permission(&broker, &vhost, &name, permission).await.map_err(crate::changes::api_error)?;
     Ok(if created { StatusCode::CREATED } else { StatusCode::NO_CONTENT })
 }
 

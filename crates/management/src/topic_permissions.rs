@@ -62,14 +62,8 @@ pub(crate) async fn put(
     let text = |key: &str| request::text(&request, key);
     let created = list_where(&broker, |v, u| v == vhost && u == name).is_empty();
     let (exchange, write, read) = (text("exchange"), text("write"), text("read"));
-    if let Some(cluster) = broker.cluster() {
-        // Checked here as the access control checks it, so a bad pattern is a 400, not a
-        // change every node refuses.
-        charon_engine::access::TopicPermission::new(&name, &vhost, &write, &read).map_err(access_error)?;
-        cluster.set_topic_permission(&vhost, &name, &exchange, (&write, &read)).await.map_err(ApiError::cluster)?;
-    } else {
-        broker.access().set_topic_permission(&vhost, &name, &exchange, &write, &read).await.map_err(access_error)?;
-    }
+    let change = crate::changes::set_topic_permission(&broker, (&vhost, &name), &exchange, (&write, &read));
+    change.await.map_err(crate::changes::api_error)?;
     Ok(if created { StatusCode::CREATED } else { StatusCode::NO_CONTENT })
 }
 

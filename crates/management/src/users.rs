@@ -106,12 +106,7 @@ pub(crate) async fn put(
     };
     let created = broker.access().account(&name).is_none();
     let account = Account::new(name, password, tags);
-    if let Some(cluster) = broker.cluster() {
-        // Through the cluster, hashed here: every node stores the same hash.
-        cluster.put_user(&account).await.map_err(crate::error::ApiError::cluster)?;
-    } else {
-        broker.access().put_user(account).await.map_err(|e| ApiError::internal(e.to_string()))?;
-    }
+    crate::changes::put_user(&broker, account).await.map_err(crate::changes::api_error)?;
     Ok(if created { StatusCode::CREATED } else { StatusCode::NO_CONTENT })
 }
 

@@ -7,7 +7,7 @@ use axum::Json;
 use axum::body::Bytes;
 use axum::extract::{Extension, Path, Query, State};
 use axum::http::StatusCode;
-use charon_engine::{Broker, Permission, Tags, User, VhostInfo};
+use charon_engine::{Broker, Tags, User, VhostInfo};
 use serde_json::{Value as JsonValue, json};
 
 use crate::auth;
@@ -86,17 +86,9 @@ pub(crate) async fn put(
         Some(JsonValue::Array(items)) => Tags::new(items.iter().filter_map(|i| i.as_str().map(str::to_owned))),
         Some(_) => return Err(ApiError::bad_request("tags must be a string or a list")),
     };
-    if let Some(cluster) = broker.cluster() {
-        // Through the cluster: every node makes it (and the creator's permissions), and this
-        // one has when the answer goes; refused as RabbitMQ 4.3.6 without a majority.
-        let tags = tags.as_slice().to_vec();
-        let created = cluster.put_vhost(&name, description, tags, &user.name).await.map_err(ApiError::cluster)?;
-        return Ok(if created { StatusCode::CREATED } else { StatusCode::NO_CONTENT });
-    }
-    let created = broker.add_vhost(&name, VhostInfo { description, tags }).await.map_err(access_error)?;
-    if created {
-        broker.access().set_permission(&name, &user.name, Permission::full()).await.map_err(access_error)?;
-    }
+    let info = VhostInfo { description, tags };
+    let created =
+        crate::changes::put_vhost(&broker, &name, info, Some(&user.name)).await.map_err(crate::changes::api_error)?;
     Ok(if created { StatusCode::CREATED } else { StatusCode::NO_CONTENT })
 }
 

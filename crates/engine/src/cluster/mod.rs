@@ -126,11 +126,11 @@ impl Cluster {
         name: &str,
         description: String,
         tags: Vec<String>,
-        creator: &str,
+        creator: Option<&str>,
     ) -> Result<bool, EngineError> {
         let created = self.write(&MetaCommand::PutVhost { name: name.to_owned(), description, tags }).await?;
         let created = created == metadata::CHANGED;
-        if created {
+        if let (true, Some(creator)) = (created, creator) {
             self.set_permission(name, creator, &crate::access::Permission::full()).await?;
         }
         Ok(created)

@@ -20,6 +20,7 @@
 //! A vhost's `max-queues` is checked per queue by the engine, not for the whole file first as
 //! RabbitMQ does, so the text of that refusal differs.
 
+use crate::changes::{self, Refused};
 use base64::Engine as _;
 use charon_engine::{
     Account, Broker, Destination, EngineError, ExchangeDeclare, ExchangeKind, HashingAlgorithm, LimitScope,
@@ -216,11 +217,7 @@ impl Importer<'_> {
             }
             (None, _) => None,
         };
-        self.broker
-            .access()
-            .put_user(Account::new(name.to_owned(), password, tags))
-            .await
-            .map_err(ImportError::access)?;
+        changes::put_user(self.broker, Account::new(name.to_owned(), password, tags)).await.map_err(refused)?;
         if let Some(JsonValue::Object(limits)) = object.get("limits") {
             self.limits(LimitScope::User, name, limits, name).await?;
         }
@@ -235,9 +232,9 @@ impl Importer<'_> {
         limits: &Map<String, JsonValue>,
         place: &str,
     ) -> Result<(), ImportError> {
-        let store = |e: EngineError| match e {
-            EngineError::Precondition(reason) => ImportError::validation(&reason, place),
-            other => ImportError::Store(other.to_string()),
+        let store = |e: Refused| match e {
+            Refused::Limits(EngineError::Precondition(reason)) => ImportError::validation(&reason, place),
+            other => refused(other),
         };
         for (limit, value) in limits {
             let Some(value) = value.as_i64() else {
@@ -250,10 +247,10 @@ impl Importer<'_> {
                     place,
                 ));
             };
-            self.broker.limits().set(scope, name, limit, value).await.map_err(store)?;
+            changes::set_limit(self.broker, scope, name, limit, value).await.map_err(store)?;
         }
         for limit in scope.known().iter().filter(|l| !limits.contains_key(**l)) {
-            self.broker.limits().clear(scope, name, limit).await.map_err(store)?;
+            changes::clear_limit(self.broker, scope, name, limit).await.map_err(store)?;
         }
         Ok(())
     }
@@ -272,11 +269,7 @@ impl Importer<'_> {
         let description = text(object, "description").or_else(|| text(metadata, "description")).unwrap_or_default();
         let tags = tags(object.get("tags").or_else(|| metadata.get("tags")))?;
         let info = VhostInfo { description: description.to_owned(), tags };
-        let created = self.broker.add_vhost(name, info).await.map_err(ImportError::access)?;
-        if let (true, Some(user)) = (created, acting) {
-            self.broker.access().set_permission(name, user, Permission::full()).await.map_err(ImportError::access)?;
-        }
-        Ok(())
+        changes::put_vhost(self.broker, name, info, acting).await.map(drop).map_err(refused)
     }
 
     /// The user and vhost of a permission, which must exist.
@@ -297,17 +290,14 @@ impl Importer<'_> {
         let pattern = |key: &str| text(object, key).unwrap_or_default();
         let permission =
             Permission::new(pattern("configure"), pattern("write"), pattern("read")).map_err(ImportError::access)?;
-        self.broker.access().set_permission(vhost, user, permission).await.map_err(ImportError::access)
+        changes::set_permission(self.broker, vhost, user, permission).await.map_err(refused)
     }
 
     async fn topic_permission(&self, object: &Map<String, JsonValue>) -> Result<(), ImportError> {
         let (user, vhost) = self.permission_target(object)?;
         let pattern = |key: &str| text(object, key).unwrap_or_default();
-        self.broker
-            .access()
-            .set_topic_permission(vhost, user, pattern("exchange"), pattern("write"), pattern("read"))
-            .await
-            .map_err(ImportError::access)
+        let patterns = (pattern("write"), pattern("read"));
+        changes::set_topic_permission(self.broker, (vhost, user), pattern("exchange"), patterns).await.map_err(refused)
     }
 
     async fn exchange(&self, object: &Map<String, JsonValue>) -> Result<(), ImportError> {
@@ -479,5 +469,14 @@ fn global_parameter(object: &Map<String, JsonValue>) -> Result<(), ImportError> 
         Err(ImportError::Invalid(format!(
             "global parameter {name} is not supported: Charon has no global runtime parameters"
         )))
+    }
+}
+
+/// An import's error for a change not made.
+fn refused(refused: Refused) -> ImportError {
+    match refused {
+        Refused::Access(e) => ImportError::access(e),
+        Refused::Limits(e) => ImportError::engine(e),
+        Refused::Cluster(e) => ImportError::Store(e.to_string()),
     }
 }
