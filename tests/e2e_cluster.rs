@@ -32,6 +32,10 @@ fn peers() -> Vec<String> {
 }
 
 fn start(n: u16, data: &Path, secret: &Path, peers: &[String]) -> Charon {
+    start_with(n, data, secret, peers, &[])
+}
+
+fn start_with(n: u16, data: &Path, secret: &Path, peers: &[String], extra: &[&str]) -> Charon {
     let mut args = vec![
         "--node-name".to_owned(),
         format!("charon-{n}@localhost"),
@@ -41,6 +45,7 @@ fn start(n: u16, data: &Path, secret: &Path, peers: &[String]) -> Charon {
         secret.display().to_string(),
     ];
     args.extend(peers.iter().cloned());
+    args.extend(extra.iter().map(|a| (*a).to_owned()));
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
     Charon::start_on(data, &args)
 }
@@ -105,6 +110,16 @@ fn section(status: &str, title: &str) -> Vec<String> {
 fn runs(node: &Charon, name: &str) -> bool {
     let nodes = Call::api(node.http_port, "GET", "/api/nodes").send_blocking().json();
     nodes.as_array().unwrap().iter().any(|n| n["name"] == name && n["running"] == true)
+}
+
+/// RabbitMQ's `rabbitmqadmin` v2, where scripts/test.sh installs it (`CHARON_RABBITMQADMIN`).
+fn rabbitmqadmin() -> Option<std::path::PathBuf> {
+    let path = match std::env::var_os("CHARON_RABBITMQADMIN") {
+        Some(path) => std::path::PathBuf::from(path),
+        None => std::path::PathBuf::from(std::env::var_os("HOME")?)
+            .join(".cache/charon-tests/rabbitmqadmin/bin/rabbitmqadmin"),
+    };
+    path.is_file().then_some(path)
 }
 
 /// Blocks on `work` with a runtime of its own (these tests are blocking; lapin is async).
@@ -346,6 +361,88 @@ fn three_nodes_replicate_metadata_survive_a_kill_9_and_refuse_strangers() {
     eventually_runs(&nodes[0], "charon-3@localhost", false);
     let status = cluster_status(&nodes[0]);
     assert_eq!((section(&status, "Disk Nodes"), section(&status, "Running Nodes")), (all.clone(), all[..2].to_vec()));
+    nodes[2] = start(3, &data[2], &secret, &peers());
+    eventually_named(&nodes[2], "prod-2");
+
+    // Each node lists the others with what they report of themselves; the overview adds up
+    // the queues and messages of every node.
+    until(20, || {
+        let listed = Call::api(nodes[0].http_port, "GET", "/api/nodes/charon-2@localhost").send_blocking().json();
+        let pid = nodes[1].pid().to_string();
+        let reported = listed["os_pid"] == pid.as_str() && listed["mem_limit"].as_u64() > Some(0);
+        holds(reported && listed["fd_used"].as_u64() > Some(0), || format!("node 2 as node 1 lists it: {listed}"))
+    });
+    // RabbitMQ's own CLI lists the three (when scripts/test.sh installed it).
+    if let Some(admin) = rabbitmqadmin() {
+        let output = std::process::Command::new(admin)
+            .args(["--non-interactive", "-H", "127.0.0.1", "-P", &nodes[2].http_port.to_string()])
+            .args(["-u", "guest", "-p", "guest", "list", "nodes"])
+            .output()
+            .unwrap();
+        let listed = String::from_utf8_lossy(&output.stdout);
+        assert!(output.status.success(), "{output:?}");
+        for name in &all {
+            assert!(listed.contains(name.as_str()), "rabbitmqadmin list nodes:\n{listed}");
+        }
+    }
+    let messages = |node: &Charon| {
+        let overview = Call::api(node.http_port, "GET", "/api/overview").send_blocking().json();
+        overview["queue_totals"]["messages"].as_u64().unwrap()
+    };
+    let before = messages(&nodes[0]);
+    on(&nodes[1], async |channel: Channel| {
+        channel.queue_declare("totals-2".into(), QueueDeclareOptions::default(), FieldTable::default()).await.unwrap();
+        for body in [&b"a"[..], b"b", b"c"] {
+            let publish = channel.basic_publish(
+                "".into(),
+                "totals-2".into(),
+                BasicPublishOptions::default(),
+                body,
+                BasicProperties::default(),
+            );
+            publish.await.unwrap().await.unwrap();
+        }
+    });
+    until(20, || {
+        let now = messages(&nodes[0]);
+        holds(now == before + 3, || format!("node 1's overview counts {now} messages, not {before} + 3"))
+    });
+
+    // A node in memory alarm blocks the publishers of the others too: node 3 restarted with a
+    // watermark below what it uses; a publisher on node 1 is blocked while node 3 runs, and let
+    // go once node 3 is down (its alarm goes with it, as RabbitMQ's does).
+    nodes[2].kill9();
+    nodes[2] = start_with(3, &data[2], &secret, &peers(), &["--vm-memory-high-watermark-absolute", "1MB"]);
+    until(20, || {
+        let check = Call::api(nodes[0].http_port, "GET", "/api/health/checks/alarms").send_blocking();
+        let named = check.json()["alarms"][0]["node"] == "charon-3@localhost";
+        holds(check.status == 503 && named, || format!("node 1's alarms check: {check:?}"))
+    });
+    assert_eq!(Call::api(nodes[0].http_port, "GET", "/api/health/checks/local-alarms").send_blocking().status, 200);
+    assert!(
+        section(&cluster_status(&nodes[0]), "Alarms").contains(&"Memory alarm on node charon-3@localhost".to_owned())
+    );
+    block(async {
+        let (connection, channel) = channel(&nodes[0]).await;
+        let publish = channel.basic_publish(
+            "".into(),
+            "nowhere".into(),
+            BasicPublishOptions::default(),
+            b"x",
+            BasicProperties::default(),
+        );
+        publish.await.unwrap();
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while !connection.status().blocked() {
+            assert!(Instant::now() < deadline, "node 1 did not block its publisher");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        nodes[2].kill9();
+        while connection.status().blocked() {
+            assert!(Instant::now() < deadline + Duration::from_secs(10), "node 1 kept its publisher blocked");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    });
     nodes[2] = start(3, &data[2], &secret, &peers());
     eventually_named(&nodes[2], "prod-2");
 

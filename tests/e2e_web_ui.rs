@@ -588,3 +588,62 @@ async fn an_administrator_adds_a_user_and_a_vhost_grants_permissions_and_the_use
     }
     let _ = browser.client.clone().close().await;
 }
+
+/// A three-node cluster's overview, on node 1: every node with its state and resources, and an
+/// alarm of another node named as blocking publishers; node 3 killed shows as down.
+#[tokio::test]
+async fn the_overview_of_a_cluster_lists_every_node_and_another_nodes_alarm() {
+    let dir = tempfile::tempdir().unwrap();
+    let secret = dir.path().join("secret");
+    std::fs::write(&secret, "UICLUSTERCOOKIE").unwrap();
+    let peers: Vec<String> = (1..=3)
+        .flat_map(|n| ["--cluster-peer".to_owned(), format!("charon-{n}@localhost=127.0.0.1:{}", 25930 + n)])
+        .collect();
+    let mut nodes: Vec<support::Charon> = (1..=3)
+        .map(|n| {
+            let mut args = vec![
+                "--node-name".to_owned(),
+                format!("charon-{n}@localhost"),
+                "--cluster-listen".to_owned(),
+                format!("127.0.0.1:{}", 25930 + n),
+                "--cluster-secret-file".to_owned(),
+                secret.display().to_string(),
+            ];
+            args.extend(peers.iter().cloned());
+            // Node 2 runs above its memory watermark: in alarm from its start.
+            if n == 2 {
+                args.extend(["--vm-memory-high-watermark-absolute".to_owned(), "1MB".to_owned()]);
+            }
+            let args: Vec<&str> = args.iter().map(String::as_str).collect();
+            support::Charon::start_on(&dir.path().join(format!("node-{n}")), &args)
+        })
+        .collect();
+    let Some(browser) = Browser::start(&nodes[0]).await else { return };
+    browser.log_in("guest", "guest").await;
+    browser.wait_path("/", |p| p == "/").await;
+    let alarm = browser.wait_text("#alarms", true, |t| t.contains("charon-2@localhost")).await;
+    assert_eq!(alarm, "Memory alarm on node charon-2@localhost. Publishers are blocked.");
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while browser.texts("#nodes tbody td:nth-child(2)").await != ["running", "running", "running"] {
+        assert!(Instant::now() < deadline, "not every node shown running");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        browser.goto("/").await;
+    }
+    assert_eq!(
+        browser.texts("#nodes tbody td:first-child").await,
+        ["charon-1@localhost", "charon-2@localhost", "charon-3@localhost"]
+    );
+    let memory = browser.texts("#nodes tbody td:nth-child(3)").await;
+    assert!(memory.iter().all(|m| m.contains(" limit")), "{memory:?}");
+    browser.client.execute("document.querySelector('#alarms').scrollIntoView()", vec![]).await.unwrap();
+    browser.shot("overview-cluster").await;
+
+    nodes[2].kill9();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while browser.texts("#nodes tbody td:nth-child(2)").await != ["running", "running", "down"] {
+        assert!(Instant::now() < deadline, "node 3 not shown down");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        browser.goto("/").await;
+    }
+    assert_eq!(browser.text("#nodes tr[data-node='charon-3@localhost'] td:nth-child(3)").await, "–");
+}

@@ -8,11 +8,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{Context, bail};
-use charon_cluster::transport::{Dispatch, Identity, Liveness, serve};
+use charon_cluster::transport::{Dispatch, Identity, Liveness, NodeDispatch, serve};
 use charon_cluster::{Group, GroupError, LogStore, Peer, Timing, node_id};
 use charon_engine::Broker;
-use charon_engine::cluster::Cluster;
 use charon_engine::cluster::metadata::Metadata;
+use charon_engine::cluster::{Cluster, NodeReport};
 use tokio::sync::watch;
 
 use crate::config::ClusterConfig;
@@ -100,7 +100,10 @@ pub(crate) async fn start(
         .context("starting the metadata group")?;
     let group = Arc::new(group);
     // Until the stop: then the listener and every peer connection it accepted close.
-    let peers = serve(listener, identity.clone(), Arc::clone(&group) as Arc<dyn Dispatch>);
+    let weak = Arc::downgrade(broker);
+    let report = move || weak.upgrade().and_then(|b| serde_json::to_vec(&NodeReport::of(&b)).ok()).unwrap_or_default();
+    let node = NodeDispatch::new(Arc::clone(&group) as Arc<dyn Dispatch>, Arc::new(report));
+    let peers = serve(listener, identity.clone(), Arc::new(node));
     let mut stopping = shutdown.clone();
     running.serve(async move {
         tokio::select! {
@@ -119,7 +122,24 @@ pub(crate) async fn start(
     let members: Vec<Peer> = members.into_values().collect();
     let liveness = Liveness::start(&identity, members.clone());
     broker.join_cluster(Cluster::new(group, members, liveness));
+    running.serve(follow_alarms(Arc::downgrade(broker), shutdown.clone()));
     Ok(())
+}
+
+/// Every second, blocks this node's publishers while another member is in alarm (and lets
+/// them go once none is), as RabbitMQ's alarms reach every node.
+async fn follow_alarms(broker: std::sync::Weak<Broker>, mut stop: watch::Receiver<bool>) {
+    let mut ticks = tokio::time::interval(Duration::from_secs(1));
+    loop {
+        tokio::select! {
+            _ = ticks.tick() => {}
+            _ = stop.wait_for(|stop| *stop) => return,
+        }
+        let Some(broker) = broker.upgrade() else { return };
+        if let Some(cluster) = broker.cluster() {
+            cluster.follow_alarms(broker.resources());
+        }
+    }
 }
 
 /// How long a new node keeps asking its peers to let it join before it forms a cluster of the

@@ -38,8 +38,16 @@ pub(crate) fn start(
     let resources = Arc::downgrade(resources);
     let store = Arc::downgrade(store);
     std::thread::Builder::new().name("charon-resources".into()).spawn(move || {
+        let mut ticks = 0_u32;
         while let (Some(resources), Some(store)) = (resources.upgrade(), store.upgrade()) {
             check(&resources, &store, &data_dir, memory_limit, disk_free_limit);
+            // Descriptors once a second: reading them costs one entry per open file.
+            if ticks.is_multiple_of(10) {
+                let (used, total) = file_descriptors();
+                resources.fd_used.store(used, Ordering::Relaxed);
+                resources.fd_total.store(total, Ordering::Relaxed);
+            }
+            ticks = ticks.wrapping_add(1);
             drop((resources, store));
             std::thread::sleep(INTERVAL);
         }
@@ -51,7 +59,7 @@ fn check(resources: &Resources, store: &Persistence, data_dir: &Path, memory_lim
     let resident = resident_bytes();
     resources.resident_bytes.store(resident, Ordering::Relaxed);
     let memory_alarm = resident > memory_limit;
-    if memory_alarm != resources.alarms().memory {
+    if memory_alarm != resources.local_alarms().memory {
         let node = charon_engine::broker::node_name();
         if memory_alarm {
             tracing::warn!(resident, memory_limit, "memory resource limit alarm set on node {node}.");
@@ -65,7 +73,7 @@ fn check(resources: &Resources, store: &Persistence, data_dir: &Path, memory_lim
     resources.disk_free_bytes.store(free, Ordering::Relaxed);
     let low = free < disk_free_limit;
     store.log.set_disk_low(low);
-    let was_low = resources.alarms().disk;
+    let was_low = resources.local_alarms().disk;
     let node = charon_engine::broker::node_name();
     if low && !was_low {
         tracing::warn!(free, disk_free_limit, "disk resource limit alarm set on node {node}.");
@@ -74,6 +82,19 @@ fn check(resources: &Resources, store: &Persistence, data_dir: &Path, memory_lim
         tracing::warn!(free, disk_free_limit, "disk resource limit alarm cleared on node {node}");
     }
     resources.set_disk_low(low);
+}
+
+/// Open file descriptors and their soft limit, from `/proc` (0 where the system does not say).
+fn file_descriptors() -> (u64, u64) {
+    let used = std::fs::read_dir("/proc/self/fd").map_or(0, |dir| dir.count() as u64);
+    let total = std::fs::read_to_string("/proc/self/limits").ok().and_then(|limits| {
+        limits
+            .lines()
+            .find(|line| line.starts_with("Max open files"))
+            .and_then(|line| line.split_whitespace().nth(3))
+            .and_then(|soft| soft.parse().ok())
+    });
+    (used, total.unwrap_or(0))
 }
 
 /// Resident memory of this process (`/proc/self/statm`, in pages).

@@ -3,6 +3,10 @@
 //! connections that publish are blocked and consumers go on, so the backlog drains; each
 //! alarm clears by itself once its resource is back.
 //!
+//! In a cluster, an alarm of any node blocks the publishers of every node, as RabbitMQ's
+//! alarms do: [`Resources::alarms`] is this node's and the other running nodes' together,
+//! [`Resources::local_alarms`] this node's own.
+//!
 //! The engine only holds the state: the binary's resource monitor measures and raises.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -65,7 +69,12 @@ impl Alarms {
 /// connections, metrics and health checks that read them.
 #[derive(Debug)]
 pub struct Resources {
+    /// This node's alarms and the other nodes', together: what connections follow.
     alarms: watch::Sender<Alarms>,
+    /// This node's own.
+    local: parking_lot::Mutex<Alarms>,
+    /// The other running nodes in alarm, by name.
+    elsewhere: parking_lot::Mutex<Vec<(String, Alarms)>>,
     /// The store's writes are failing (disk full, I/O errors).
     log_failing: AtomicBool,
     /// Free space is below the limit.
@@ -78,18 +87,26 @@ pub struct Resources {
     pub disk_free_bytes: AtomicU64,
     /// `disk_free_limit`, bytes.
     pub disk_free_limit_bytes: AtomicU64,
+    /// Open file descriptors (0: the system does not say).
+    pub fd_used: AtomicU64,
+    /// Their soft limit (0: the system does not say).
+    pub fd_total: AtomicU64,
 }
 
 impl Default for Resources {
     fn default() -> Self {
         Self {
             alarms: watch::Sender::new(Alarms::default()),
+            local: parking_lot::Mutex::default(),
+            elsewhere: parking_lot::Mutex::default(),
             log_failing: AtomicBool::new(false),
             disk_low: AtomicBool::new(false),
             resident_bytes: AtomicU64::new(0),
             memory_limit_bytes: AtomicU64::new(0),
             disk_free_bytes: AtomicU64::new(0),
             disk_free_limit_bytes: AtomicU64::new(0),
+            fd_used: AtomicU64::new(0),
+            fd_total: AtomicU64::new(0),
         }
     }
 }
@@ -101,20 +118,54 @@ impl Resources {
         self.alarms.subscribe()
     }
 
-    /// The alarms now.
+    /// The alarms now, this node's and the other nodes' together.
     #[must_use]
     pub fn alarms(&self) -> Alarms {
         *self.alarms.borrow()
     }
 
+    /// This node's own alarms.
+    #[must_use]
+    pub fn local_alarms(&self) -> Alarms {
+        *self.local.lock()
+    }
+
+    /// Every node in alarm with its alarms, this node first.
+    #[must_use]
+    pub fn alarms_by_node(&self, me: &str) -> Vec<(String, Alarms)> {
+        let local = self.local_alarms();
+        let mine = local.any().then(|| (me.to_owned(), local));
+        mine.into_iter().chain(self.elsewhere.lock().iter().cloned()).collect()
+    }
+
+    /// The other running nodes' alarms (their latest reports); those without one are dropped.
+    pub fn set_remote_alarms(&self, nodes: Vec<(String, Alarms)>) {
+        *self.elsewhere.lock() = nodes.into_iter().filter(|(_, alarms)| alarms.any()).collect();
+        self.publish();
+    }
+
     /// Raises or clears the memory alarm.
     pub fn set_memory_alarm(&self, on: bool) {
-        self.alarms.send_if_modified(|alarms| std::mem::replace(&mut alarms.memory, on) != on);
+        self.local.lock().memory = on;
+        self.publish();
     }
 
     /// The store's writer fell behind, or caught up.
     pub fn set_store_behind(&self, behind: bool) {
-        self.alarms.send_if_modified(|alarms| std::mem::replace(&mut alarms.store_behind, behind) != behind);
+        self.local.lock().store_behind = behind;
+        self.publish();
+    }
+
+    /// Publishes this node's alarms with the other nodes' to the connections that follow them.
+    fn publish(&self) {
+        let local = self.local_alarms();
+        let (memory, disk) = self
+            .elsewhere
+            .lock()
+            .iter()
+            .fold((local.memory, local.disk), |(m, d), (_, a)| (m || a.memory, d || a.disk));
+        let now = Alarms { memory, disk, store_behind: local.store_behind };
+        self.alarms.send_if_modified(|alarms| std::mem::replace(alarms, now) != now);
     }
 
     /// The store's writes started or stopped failing.
@@ -131,7 +182,8 @@ impl Resources {
 
     fn update_disk(&self) {
         let on = self.log_failing.load(Ordering::SeqCst) || self.disk_low.load(Ordering::SeqCst);
-        self.alarms.send_if_modified(|alarms| std::mem::replace(&mut alarms.disk, on) != on);
+        self.local.lock().disk = on;
+        self.publish();
     }
 }
 
@@ -160,5 +212,24 @@ mod tests {
         assert!(!seen.has_changed().unwrap(), "no change, no wake-up");
         let behind = Alarms { store_behind: true, ..Alarms::default() };
         assert!(behind.hold_publishes() && !behind.any(), "held, but no alarm to report");
+    }
+
+    #[test]
+    fn another_nodes_alarm_blocks_here_but_stays_its_own() {
+        let resources = Resources::default();
+        let seen = resources.watch();
+        let memory = Alarms { memory: true, ..Alarms::default() };
+        resources.set_remote_alarms(vec![("b".into(), memory), ("c".into(), Alarms::default())]);
+        assert_eq!((resources.alarms(), resources.local_alarms()), (memory, Alarms::default()));
+        assert!(seen.has_changed().unwrap());
+        assert_eq!(resources.alarms_by_node("a"), vec![("b".to_owned(), memory)]);
+        resources.set_disk_low(true);
+        let both = Alarms { memory: true, disk: true, store_behind: false };
+        assert_eq!(resources.alarms(), both);
+        let disk = Alarms { disk: true, ..Alarms::default() };
+        assert_eq!(resources.alarms_by_node("a"), vec![("a".to_owned(), disk), ("b".to_owned(), memory)]);
+        // The other node cleared it (or went down): only this node's is left.
+        resources.set_remote_alarms(Vec::new());
+        assert_eq!(resources.alarms(), disk);
     }
 }

@@ -198,6 +198,12 @@ impl Limits {
         Ok(ConnectionSlot { limits: Arc::clone(self), user: user.to_owned(), vhost: vhost.to_owned() })
     }
 
+    /// Open channels by user.
+    #[must_use]
+    pub fn channels_by_user(&self) -> BTreeMap<String, u64> {
+        self.counts.lock().user_channels.iter().filter(|(_, n)| **n > 0).map(|(u, n)| (u.clone(), *n)).collect()
+    }
+
     /// Counts a channel of `user`, unless the user's `max-channels` refuses it; the slot gives
     /// it back when dropped.
     ///

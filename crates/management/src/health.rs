@@ -17,23 +17,26 @@ use serde_json::{Value as JsonValue, json};
 
 use crate::error::ApiError;
 
-/// `GET /api/health/checks/alarms`.
+/// `GET /api/health/checks/alarms`: every running node's alarms.
 pub(crate) async fn alarms(State(broker): State<Arc<Broker>>) -> (StatusCode, Json<JsonValue>) {
-    check(&broker, "There are alarms in effect in the cluster")
+    let node = charon_engine::broker::node_name();
+    check(broker.resources().alarms_by_node(&node), "There are alarms in effect in the cluster")
 }
 
-/// `GET /api/health/checks/local-alarms`.
+/// `GET /api/health/checks/local-alarms`: this node's.
 pub(crate) async fn local_alarms(State(broker): State<Arc<Broker>>) -> (StatusCode, Json<JsonValue>) {
-    check(&broker, "There are alarms in effect on the node")
+    let node = charon_engine::broker::node_name();
+    check(vec![(node, broker.resources().local_alarms())], "There are alarms in effect on the node")
 }
 
-fn check(broker: &Broker, reason: &str) -> (StatusCode, Json<JsonValue>) {
-    let resources = broker.resources().alarms().resources();
-    if resources.is_empty() {
+fn check(nodes: Vec<(String, charon_engine::Alarms)>, reason: &str) -> (StatusCode, Json<JsonValue>) {
+    let alarms: Vec<JsonValue> = nodes
+        .iter()
+        .flat_map(|(node, alarms)| alarms.resources().into_iter().map(move |r| json!({"node": node, "resource": r})))
+        .collect();
+    if alarms.is_empty() {
         return (StatusCode::OK, Json(json!({"status": "ok"})));
     }
-    let node = charon_engine::broker::node_name();
-    let alarms: Vec<JsonValue> = resources.iter().map(|r| json!({"node": node, "resource": r})).collect();
     (StatusCode::SERVICE_UNAVAILABLE, Json(json!({"status": "failed", "reason": reason, "alarms": alarms})))
 }
 

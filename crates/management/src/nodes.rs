@@ -1,14 +1,15 @@
 //! `GET /api/nodes[/{name}]` (monitors only, as in RabbitMQ): this node, with the memory and
 //! disk measurements behind its alarms and its file descriptors, and in a cluster every other
-//! member with whether it runs (its own measurements are its own API's, for now). Erlang's own counters
+//! member with whether it runs and, while it does, the same measurements from the report it
+//! answered this node's last ping with. Erlang's own counters
 //! (`proc_used`/`proc_total`, `run_queue`, `gc_*`, `io_*`, `mnesia_*`, `context_switches`) have
 //! no honest equivalent in Charon and are left out, as are the churn counters it does not keep.
 
 use std::sync::Arc;
-use std::sync::atomic::Ordering;
 
 use axum::Json;
 use axum::extract::{Extension, Path, State};
+use charon_engine::cluster::NodeReport;
 use charon_engine::{Broker, User};
 use serde_json::{Value as JsonValue, json};
 
@@ -19,71 +20,56 @@ fn monitor(user: &User) -> Result<(), ApiError> {
     if user.tags().is_monitor() { Ok(()) } else { Err(ApiError::not_authorised("Not monitor user")) }
 }
 
-/// Open file descriptors and the soft limit, read from `/proc` (off the runtime's workers);
-/// `None` where the system does not say.
-async fn file_descriptors() -> (Option<u64>, Option<u64>) {
-    tokio::task::spawn_blocking(|| {
-        let used = std::fs::read_dir("/proc/self/fd").ok().map(|dir| dir.count() as u64);
-        let total = std::fs::read_to_string("/proc/self/limits").ok().and_then(|limits| {
-            limits
-                .lines()
-                .find(|line| line.starts_with("Max open files"))
-                .and_then(|line| line.split_whitespace().nth(3))
-                .and_then(|soft| soft.parse().ok())
-        });
-        (used, total)
-    })
-    .await
-    .unwrap_or((None, None))
-}
-
-async fn node(broker: &Broker) -> JsonValue {
-    let resources = broker.resources();
-    let alarms = resources.alarms();
-    let (fd_used, fd_total) = file_descriptors().await;
-    json!({
-        "name": charon_engine::broker::node_name(),
+/// A node as RabbitMQ lists it: by name and liveness, with its measurements when it reported
+/// them (this node always; another while it runs).
+fn render(name: &str, running: bool, report: Option<&NodeReport>) -> JsonValue {
+    let mut node = json!({
+        "name": name,
         "type": "disc",
-        "running": true,
+        "running": running,
         "being_drained": false,
         "partitions": [],
-        "os_pid": std::process::id().to_string(),
-        "processors": std::thread::available_parallelism().map_or(1, std::num::NonZero::get),
-        "uptime": u64::try_from(broker.uptime().as_millis()).unwrap_or(u64::MAX),
-        "mem_used": resources.resident_bytes.load(Ordering::Relaxed),
-        "mem_limit": resources.memory_limit_bytes.load(Ordering::Relaxed),
-        "mem_alarm": alarms.memory,
+    });
+    let (Some(report), Some(fields)) = (report, node.as_object_mut()) else {
+        return node;
+    };
+    let measured = json!({
+        "os_pid": report.os_pid.to_string(),
+        "processors": report.processors,
+        "uptime": report.uptime,
+        "mem_used": report.mem_used,
+        "mem_limit": report.mem_limit,
+        "mem_alarm": report.mem_alarm,
         "mem_calculation_strategy": "rss",
-        "disk_free": resources.disk_free_bytes.load(Ordering::Relaxed),
-        "disk_free_limit": resources.disk_free_limit_bytes.load(Ordering::Relaxed),
-        "disk_free_alarm": alarms.disk,
-        "fd_used": fd_used,
-        "fd_total": fd_total,
+        "disk_free": report.disk_free,
+        "disk_free_limit": report.disk_free_limit,
+        "disk_free_alarm": report.disk_free_alarm,
+        "fd_used": report.fd_used,
+        "fd_total": report.fd_total,
         "rates_mode": "none",
         "enabled_plugins": [],
         "exchange_types": crate::overview::exchange_types(),
-    })
+    });
+    if let JsonValue::Object(measured) = measured {
+        fields.extend(measured);
+    }
+    node
 }
 
-/// Another member of the cluster, as this node sees it.
-fn peer(member: &charon_engine::cluster::Member) -> JsonValue {
-    json!({
-        "name": member.name,
-        "type": "disc",
-        "running": member.running,
-        "being_drained": false,
-        "partitions": [],
-    })
-}
-
-/// Every node: this one in full, the other members of its cluster by name and liveness.
-async fn nodes(broker: &Broker) -> Vec<JsonValue> {
-    let here = node(broker).await;
+/// Every node: this one, and in a cluster every other member, with what it last reported.
+fn nodes(broker: &Broker) -> Vec<JsonValue> {
+    let me = charon_engine::broker::node_name();
+    let here = render(&me, true, Some(&NodeReport::of(broker)));
     let Some(cluster) = broker.cluster() else {
         return vec![here];
     };
-    let me = charon_engine::broker::node_name();
-    cluster.members().iter().map(|member| if member.name == me { here.clone() } else { peer(member) }).collect()
+    cluster
+        .members()
+        .iter()
+        .map(|member| {
+            if member.name == me { here.clone() } else { render(&member.name, member.running, member.report.as_ref()) }
+        })
+        .collect()
 }
 
 /// `GET /api/nodes`
@@ -92,7 +78,7 @@ pub(crate) async fn list(
     Extension(user): Extension<User>,
 ) -> Result<Json<JsonValue>, ApiError> {
     monitor(&user)?;
-    Ok(Json(JsonValue::Array(nodes(&broker).await)))
+    Ok(Json(JsonValue::Array(nodes(&broker))))
 }
 
 /// `GET /api/nodes/{name}`
@@ -102,7 +88,7 @@ pub(crate) async fn get_one(
     Path(name): Path<String>,
 ) -> Result<Json<JsonValue>, ApiError> {
     monitor(&user)?;
-    let found = nodes(&broker).await.into_iter().find(|node| node["name"] == name.as_str());
+    let found = nodes(&broker).into_iter().find(|node| node["name"] == name.as_str());
     found.map(Json).ok_or_else(ApiError::not_found)
 }
 

@@ -126,16 +126,29 @@ pub(crate) async fn overview(State(broker): State<Arc<Broker>>, Extension(user):
     let node = charon_engine::broker::node_name();
     let vhosts: Vec<Arc<VHost>> =
         broker.vhosts().into_iter().filter(|v| auth::sees(&broker, &user, v.name())).collect();
-    let (queues, exchanges, ready, unacked, dead_letters, consumers) = totals(&vhosts).await;
+    let (mut queues, exchanges, mut ready, mut unacked, mut dead_letters, mut consumers) = totals(&vhosts).await;
     let connections =
         broker.connections().list().into_iter().filter(|l| crate::runtime::sees(&user, &l.info)).collect();
     let reports = charon_engine::Connections::reports(connections).await;
-    let channels: usize = reports.iter().filter_map(|(_, r)| r.as_ref()).map(|r| r.channels.len()).sum();
+    let mut channels = reports.iter().filter_map(|(_, r)| r.as_ref()).map(|r| r.channels.len() as u64).sum::<u64>();
+    let mut connections = reports.len() as u64;
+    // The other running members' queues, connections and channels, from their latest reports
+    // (exchanges are the cluster's, the same on every node).
+    for report in broker.cluster().into_iter().flat_map(|c| c.members()).filter_map(|m| m.report) {
+        for (_, totals) in report.vhosts.iter().filter(|(vhost, _)| auth::sees(&broker, &user, vhost)) {
+            queues += totals.queues as usize;
+            (ready, unacked) = (ready + totals.ready, unacked + totals.unacked);
+            (dead_letters, consumers) = (dead_letters + totals.other, consumers + totals.consumers);
+        }
+        let mine = |owner: &String| monitor || *owner == user.name;
+        connections += report.connections.iter().filter(|(u, _)| mine(u)).flat_map(|(_, v)| v.values()).sum::<u64>();
+        channels += report.channels.iter().filter(|(u, _)| mine(u)).map(|(_, n)| n).sum::<u64>();
+    }
     let mut object_totals = json!({
         "channels": channels,
         "exchanges": exchanges,
         "queues": queues,
-        "connections": reports.len(),
+        "connections": connections,
     });
     let mut body = json!({
         "management_version": identity::VERSION,

@@ -288,6 +288,7 @@ async fn nodes_are_for_monitors_and_carry_the_resource_measurements() {
     let broker = broker_with_users().await;
     broker.resources().memory_limit_bytes.store(1000, std::sync::atomic::Ordering::Relaxed);
     broker.resources().set_memory_alarm(true);
+    broker.resources().fd_used.store(17, std::sync::atomic::Ordering::Relaxed);
     let (status, nodes) = call(&broker, ("mona", "pw"), "GET", "/api/nodes", None).await;
     assert_eq!(status, StatusCode::OK);
     let node = &nodes[0];
@@ -297,7 +298,8 @@ async fn nodes_are_for_monitors_and_carry_the_resource_measurements() {
         (json!(1000), json!(true), json!(false))
     );
     assert_eq!((node["running"].clone(), node["type"].clone()), (json!(true), json!("disc")));
-    assert!(node["fd_used"].as_u64().is_some_and(|n| n > 0), "{node}");
+    // As the resource monitor measured them (0: not measured, shown as null).
+    assert_eq!((node["fd_used"].clone(), node["fd_total"].clone()), (json!(17), Json::Null), "{node}");
     let one = format!("/api/nodes/{}", charon_engine::broker::node_name());
     assert_eq!(call(&broker, GUEST, "GET", &one, None).await.1["name"], node["name"]);
     assert_eq!(call(&broker, GUEST, "GET", "/api/nodes/rabbit@elsewhere", None).await.0, StatusCode::NOT_FOUND);

@@ -134,7 +134,8 @@ pub(crate) fn escape_label(value: &str) -> String {
 /// descriptor alarm: that family stays 0.
 pub(crate) fn render_resources(broker: &Broker) -> String {
     let resources = broker.resources();
-    let alarms = resources.alarms();
+    // This node's, as RabbitMQ's per-node families are.
+    let alarms = resources.local_alarms();
     let mut out = String::new();
     for (name, kind, help, value) in [
         (

@@ -1,5 +1,6 @@
 //! Which peers are up, as this node sees them: a ping to each every second over a connection
 //! of its own (as Erlang's net ticks), a peer that answered within [`DOWN_AFTER`] is running.
+//! A ping's answer is the peer's report ([`super::NodeDispatch`]); the last one is kept.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -16,10 +17,13 @@ const INTERVAL: Duration = Duration::from_secs(1);
 /// A peer not heard from for this long is down (three missed pings).
 pub const DOWN_AFTER: Duration = Duration::from_secs(3);
 
+/// When each peer answered last, and what.
+type Seen = HashMap<String, (Instant, Arc<Vec<u8>>)>;
+
 /// The peers' last answers; the pinging tasks stop when it is dropped.
 pub struct Liveness {
     identity: Identity,
-    seen: Arc<Mutex<HashMap<String, Instant>>>,
+    seen: Arc<Mutex<Seen>>,
     /// The peers pinged, by name, and their tasks.
     pinging: Mutex<(HashMap<String, String>, JoinSet<()>)>,
 }
@@ -55,8 +59,8 @@ impl Liveness {
                     ticks.tick().await;
                     let ping = connection.call(0, Kind::Ping, Vec::new());
                     match tokio::time::timeout(INTERVAL, ping).await {
-                        Ok(Ok(_)) => {
-                            seen.lock().insert(peer.name.clone(), Instant::now());
+                        Ok(Ok(report)) => {
+                            seen.lock().insert(peer.name.clone(), (Instant::now(), Arc::new(report)));
                         }
                         Ok(Err(_)) => {}
                         Err(_) => connection.reset(),
@@ -69,6 +73,13 @@ impl Liveness {
     /// Whether `name` answered a ping within [`DOWN_AFTER`].
     #[must_use]
     pub fn running(&self, name: &str) -> bool {
-        self.seen.lock().get(name).is_some_and(|at| at.elapsed() < DOWN_AFTER)
+        self.seen.lock().get(name).is_some_and(|(at, _)| at.elapsed() < DOWN_AFTER)
+    }
+
+    /// What `name` answered its last ping with, while it runs.
+    #[must_use]
+    pub fn report(&self, name: &str) -> Option<Arc<Vec<u8>>> {
+        let seen = self.seen.lock();
+        seen.get(name).filter(|(at, _)| at.elapsed() < DOWN_AFTER).map(|(_, report)| Arc::clone(report))
     }
 }

@@ -6,8 +6,10 @@
 pub mod frame;
 pub mod handshake;
 mod liveness;
+mod node;
 
 pub use liveness::{DOWN_AFTER, Liveness};
+pub use node::NodeDispatch;
 
 use std::future::Future;
 use std::net::SocketAddr;
@@ -196,10 +198,7 @@ async fn answer_peer(mut stream: TcpStream, identity: &Identity, groups: &dyn Di
     let mut out = Vec::new();
     loop {
         while let Some(request) = Frame::decode(&mut input)? {
-            let answer = match request.kind {
-                Kind::Ping => Ok(Vec::new()),
-                kind => groups.answer(request.group, kind, request.body).await,
-            };
+            let answer = groups.answer(request.group, request.kind, request.body).await;
             let (kind, body) = match answer {
                 Ok(body) => (Kind::Answer, body),
                 Err(reason) => (Kind::Failed, reason.into_bytes()),

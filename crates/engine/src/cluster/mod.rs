@@ -2,8 +2,10 @@
 
 mod effects;
 pub mod metadata;
+mod report;
 
 pub use effects::Effects;
+pub use report::{NodeReport, VhostTotals};
 
 use std::sync::{Arc, OnceLock};
 
@@ -33,6 +35,9 @@ pub struct Member {
     pub name: String,
     /// This node, or a peer that answered its last pings.
     pub running: bool,
+    /// What a running peer said of itself in its last answer (`None` for this node, and for a
+    /// peer that is down or sent what this node cannot read).
+    pub report: Option<NodeReport>,
 }
 
 impl std::fmt::Debug for Cluster {
@@ -60,9 +65,13 @@ impl Cluster {
         self.liveness.watch(peers.iter().cloned());
         let mut members: Vec<Member> = peers
             .iter()
-            .map(|peer| Member {
-                running: peer.name == me || self.liveness.running(&peer.name),
-                name: peer.name.clone(),
+            .map(|peer| {
+                let report = (peer.name != me).then(|| self.liveness.report(&peer.name)).flatten();
+                Member {
+                    running: peer.name == me || self.liveness.running(&peer.name),
+                    report: report.and_then(|bytes| serde_json::from_slice(&bytes).ok()),
+                    name: peer.name.clone(),
+                }
             })
             .collect();
         members.sort_by(|a, b| a.name.cmp(&b.name));
@@ -90,6 +99,13 @@ impl Cluster {
                 .await
                 .map_err(|e| EngineError::Store(e.to_string())),
         }
+    }
+
+    /// Blocks this node's publishers while another running member is in alarm, as RabbitMQ's
+    /// alarms do cluster-wide (from the members' latest reports).
+    pub fn follow_alarms(&self, resources: &crate::alarms::Resources) {
+        let remote = self.members().into_iter().filter_map(|m| Some((m.name, m.report?.alarms()))).collect();
+        resources.set_remote_alarms(remote);
     }
 
     /// The metadata group's Raft state on this node (for the Prometheus endpoint).

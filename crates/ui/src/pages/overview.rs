@@ -36,7 +36,7 @@ pub(crate) async fn page(State(ui): State<Arc<Ui>>, viewer: Viewer) -> Response 
             Err(error) => (failure("Overview", error)),
         }
         @match &nodes {
-            Ok(nodes) => (node(items(nodes, "").first().unwrap_or(&JsonValue::Null))),
+            Ok(nodes) => (self::nodes(&items(nodes, ""))),
             Err(error) => (failure("Nodes", error)),
         }
         section {
@@ -102,28 +102,47 @@ fn totals(overview: &JsonValue) -> Markup {
     }
 }
 
-fn node(node: &JsonValue) -> Markup {
-    let memory_alarm = node.pointer("/mem_alarm").and_then(JsonValue::as_bool).unwrap_or(false);
-    let disk_alarm = node.pointer("/disk_free_alarm").and_then(JsonValue::as_bool).unwrap_or(false);
+/// Every node of the cluster (one on a single node), with its resources, and the alarms in
+/// effect on any of them: one node's alarm blocks the publishers of all.
+fn nodes(nodes: &[JsonValue]) -> Markup {
+    let on = |node: &JsonValue, key: &str| node.pointer(key).and_then(JsonValue::as_bool).unwrap_or(false);
+    let alarms: Vec<String> = nodes
+        .iter()
+        .flat_map(|node| {
+            let name = text(node, "/name");
+            let memory = on(node, "/mem_alarm").then(|| format!("Memory alarm on node {name}."));
+            memory.into_iter().chain(on(node, "/disk_free_alarm").then(|| format!("Disk alarm on node {name}.")))
+        })
+        .collect();
     html! {
         section {
             h2 { "Alarms and resources" }
-            @if !memory_alarm && !disk_alarm { p.ok-line #alarms { "No alarms in effect" } }
+            @if alarms.is_empty() { p.ok-line #alarms { "No alarms in effect" } }
             @else {
                 p.flash.error #alarms {
-                    @if memory_alarm { "Memory alarm in effect: publishers are blocked. " }
-                    @if disk_alarm { "Disk alarm in effect: publishers are blocked." }
+                    @for alarm in &alarms { (alarm) " " }
+                    "Publishers are blocked."
                 }
             }
-            table.data {
-                thead { tr { th { "Node" } th { "Memory" } th { "Disk free" } th { "File descriptors" } th { "Uptime" } } }
-                tbody { tr {
-                    td { (text(node, "/name")) }
-                    td class=(if memory_alarm { "alarm" } else { "" }) { (size(int(node, "/mem_used"))) " / " (size(int(node, "/mem_limit"))) " limit" }
-                    td class=(if disk_alarm { "alarm" } else { "" }) { (size(int(node, "/disk_free"))) " (limit " (size(int(node, "/disk_free_limit"))) ")" }
-                    td { (count(int(node, "/fd_used"))) " / " (count(int(node, "/fd_total"))) }
-                    td { (crate::format::age(int(node, "/uptime") / 1000)) }
-                } }
+            table.data #nodes {
+                thead { tr { th { "Node" } th { "State" } th { "Memory" } th { "Disk free" } th { "File descriptors" } th { "Uptime" } } }
+                tbody {
+                    @for node in nodes {
+                        @let (running, measured) = (on(node, "/running"), node.pointer("/mem_limit").is_some());
+                        tr data-node=(text(node, "/name")) {
+                            td { (text(node, "/name")) }
+                            td class=(if running { "" } else { "alarm" }) { @if running { "running" } @else { "down" } }
+                            @if measured {
+                                td class=(if on(node, "/mem_alarm") { "alarm" } else { "" }) { (size(int(node, "/mem_used"))) " / " (size(int(node, "/mem_limit"))) " limit" }
+                                td class=(if on(node, "/disk_free_alarm") { "alarm" } else { "" }) { (size(int(node, "/disk_free"))) " (limit " (size(int(node, "/disk_free_limit"))) ")" }
+                                td { (count(int(node, "/fd_used"))) " / " (count(int(node, "/fd_total"))) }
+                                td { (crate::format::age(int(node, "/uptime") / 1000)) }
+                            } @else {
+                                td colspan="4" { "–" }
+                            }
+                        }
+                    }
+                }
             }
         }
     }
