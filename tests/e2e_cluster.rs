@@ -609,3 +609,78 @@ fn eventually_exchange(node: &Charon, name: &str) {
         holds(status == 200, || format!("{path} on {} is {status}", node.http_port))
     });
 }
+
+/// A CA in `dir` (`ca.pem`) and, per node, a certificate it signed for `localhost` and
+/// 127.0.0.1 (`node-N.pem`, `node-N.key`), good to connect and to accept.
+fn pki(dir: &Path, nodes: u16) {
+    use rcgen::{BasicConstraints, CertificateParams, ExtendedKeyUsagePurpose, IsCa, Issuer, KeyPair, KeyUsagePurpose};
+    let ca_key = KeyPair::generate().unwrap();
+    let mut ca_params = CertificateParams::new(Vec::<String>::new()).unwrap();
+    ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+    ca_params.key_usages = vec![KeyUsagePurpose::KeyCertSign, KeyUsagePurpose::CrlSign];
+    std::fs::write(dir.join("ca.pem"), ca_params.self_signed(&ca_key).unwrap().pem()).unwrap();
+    let issuer = Issuer::new(ca_params, ca_key);
+    for n in 1..=nodes {
+        let key = KeyPair::generate().unwrap();
+        let mut params = CertificateParams::new(vec!["localhost".to_owned(), "127.0.0.1".to_owned()]).unwrap();
+        params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ServerAuth, ExtendedKeyUsagePurpose::ClientAuth];
+        std::fs::write(dir.join(format!("node-{n}.pem")), params.signed_by(&key, &issuer).unwrap().pem()).unwrap();
+        std::fs::write(dir.join(format!("node-{n}.key")), key.serialize_pem()).unwrap();
+    }
+}
+
+#[test]
+fn nodes_with_tls_between_them_form_a_cluster_and_a_node_without_it_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let secret = dir.path().join("secret");
+    std::fs::write(&secret, "TLSCOOKIE").unwrap();
+    pki(dir.path(), 3);
+    let port = |n: u16| 25940 + n;
+    let peers: Vec<String> = (1..=3)
+        .flat_map(|n| ["--cluster-peer".to_owned(), format!("charon-{n}@localhost=127.0.0.1:{}", port(n))])
+        .collect();
+    let file = |name: String| dir.path().join(name).display().to_string();
+    let start = |n: u16, tls: bool| {
+        let mut args = vec![
+            "--node-name".to_owned(),
+            format!("charon-{n}@localhost"),
+            "--cluster-listen".to_owned(),
+            format!("127.0.0.1:{}", port(n)),
+            "--cluster-secret-file".to_owned(),
+            secret.display().to_string(),
+        ];
+        args.extend(peers.iter().cloned());
+        if tls {
+            for (flag, value) in [
+                ("--cluster-tls", "true".to_owned()),
+                ("--tls-cert", file(format!("node-{n}.pem"))),
+                ("--tls-key", file(format!("node-{n}.key"))),
+                ("--tls-ca", file("ca.pem".to_owned())),
+                ("--tls-listen", "127.0.0.1:0".to_owned()),
+                ("--https-listen", "127.0.0.1:0".to_owned()),
+            ] {
+                args.extend([flag.to_owned(), value]);
+            }
+        }
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        Charon::start_on(&dir.path().join(format!("node-{n}")), &args)
+    };
+    let mut nodes = vec![start(1, true), start(2, true)];
+    set_name_when_led(&nodes[0], "encrypted");
+    eventually_named(&nodes[1], "encrypted");
+
+    // Node 3 without TLS (the secret alone) is refused by the others and joins nothing.
+    let plain = start(3, false);
+    until(20, || {
+        let log = nodes[0].stderr();
+        // Its plain handshake is no TLS record to node 1.
+        let refused = log.contains("error=peer unreachable: received corrupt message of type InvalidContentType");
+        holds(refused, || format!("node 1 did not refuse node 3:\n{log}"))
+    });
+    assert_eq!(name_on(&plain), "charon-3@localhost");
+    drop(plain);
+    // With TLS it comes in and gets the name.
+    std::fs::remove_dir_all(dir.path().join("node-3")).unwrap();
+    nodes.push(start(3, true));
+    eventually_named(&nodes[2], "encrypted");
+}

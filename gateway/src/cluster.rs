@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{Context, bail};
-use charon_cluster::transport::{Dispatch, Identity, Liveness, NodeDispatch, serve};
+use charon_cluster::transport::{Dispatch, Identity, Liveness, NodeDispatch, NodeTls, serve};
 use charon_cluster::{Group, GroupError, LogStore, Peer, Timing, node_id};
 use charon_engine::Broker;
 use charon_engine::cluster::metadata::Metadata;
@@ -73,6 +73,15 @@ fn create_secret(path: &Path) -> anyhow::Result<()> {
     }
 }
 
+/// TLS between the nodes from this node's certificate, key and the cluster's CA (PEM files).
+fn node_tls(cert: &Path, key: &Path, ca: &Path) -> anyhow::Result<Arc<NodeTls>> {
+    let read = |path: &Path| std::fs::read(path).with_context(|| format!("reading {}", path.display()));
+    let tls = NodeTls::from_pem(&read(cert)?, &read(key)?, &read(ca)?)
+        .with_context(|| format!("cluster_tls with {}, {} and {}", cert.display(), key.display(), ca.display()))?;
+    tracing::info!("TLS between nodes: on");
+    Ok(Arc::new(tls))
+}
+
 /// Starts this node's cluster membership: listens for its peers, starts the metadata group
 /// from `data_dir/cluster/` (a restarted node takes up from there) and, on a node that never
 /// formed the cluster, makes the configured peers its first membership.
@@ -89,7 +98,8 @@ pub(crate) async fn start(
         .with_context(|| format!("binding the cluster listener to {}", config.listen))?;
     let local = listener.local_addr().context("reading the cluster address")?;
     println!("charon: cluster listening on {local}");
-    let identity = Identity { name: config.node.clone(), secret: Arc::new(secret), address: local };
+    let tls = config.tls.as_ref().map(|(cert, key, ca)| node_tls(cert, key, ca)).transpose()?;
+    let identity = Identity { name: config.node.clone(), secret: Arc::new(secret), address: local, tls };
     let dir = data_dir.join("cluster");
     std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
     let db = LogStore::open_database(&dir.join("metadata.redb")).context("opening the cluster's metadata log")?;

@@ -166,6 +166,10 @@ pub(crate) struct Cli {
     /// `$HOME/.charon.cookie`, created with a random secret when missing.
     #[arg(long)]
     cluster_secret_file: Option<PathBuf>,
+    /// TLS between the nodes (as RabbitMQ's inter-node TLS): each node presents `--tls-cert`
+    /// both ways and checks its peers' against `--tls-ca`. Default false.
+    #[arg(long)]
+    cluster_tls: Option<bool>,
     /// Which part of a client certificate's subject SASL EXTERNAL logs in as:
     /// `common_name` (default) or `distinguished_name`, as RabbitMQ's `ssl_cert_login_from`.
     #[arg(long)]
@@ -245,6 +249,7 @@ pub(crate) struct FileConfig {
     cluster_listen: Option<String>,
     cluster_peers: Option<Vec<String>>,
     cluster_secret_file: Option<PathBuf>,
+    cluster_tls: Option<bool>,
 }
 
 /// `consumer_timeout` in the configuration file: ms, or `false` (off).
@@ -375,17 +380,35 @@ pub(crate) struct ClusterConfig {
     pub(crate) peers: Vec<(String, String)>,
     /// `None`: `$HOME/.charon.cookie`.
     pub(crate) secret_file: Option<PathBuf>,
+    /// `cluster_tls`: this node's certificate chain, its key and the cluster's CA (PEM files).
+    pub(crate) tls: Option<(PathBuf, PathBuf, PathBuf)>,
 }
 
 impl ClusterConfig {
-    fn resolve(cli: &Cli, file: &FileConfig, node: Option<&str>) -> anyhow::Result<Option<Self>> {
+    fn resolve(
+        cli: &Cli,
+        file: &FileConfig,
+        node: Option<&str>,
+        certificates: Option<&TlsConfig>,
+    ) -> anyhow::Result<Option<Self>> {
         let listen = cli.cluster_listen.clone().or_else(|| file.cluster_listen.clone());
+        let tls = match cli.cluster_tls.or(file.cluster_tls).unwrap_or(false) {
+            false => None,
+            true => match certificates {
+                Some(TlsConfig { cert, key, ca: Some(ca), .. }) => Some((cert.clone(), key.clone(), ca.clone())),
+                _ => {
+                    bail!("cluster_tls needs tls_cert, tls_key and tls_ca (the CA every node's certificate chains to)")
+                }
+            },
+        };
         let peers =
             if cli.cluster_peers.is_empty() { file.cluster_peers.clone() } else { Some(cli.cluster_peers.clone()) };
         let secret_file = cli.cluster_secret_file.clone().or_else(|| file.cluster_secret_file.clone());
         let Some(listen) = listen else {
-            if peers.is_some() || secret_file.is_some() {
-                bail!("cluster_peers and cluster_secret_file need cluster_listen (this node's cluster address)");
+            if peers.is_some() || secret_file.is_some() || tls.is_some() {
+                bail!(
+                    "cluster_peers, cluster_secret_file and cluster_tls need cluster_listen (this node's cluster address)"
+                );
             }
             return Ok(None);
         };
@@ -410,7 +433,7 @@ impl ClusterConfig {
             }
             Some(_) => {}
         }
-        Ok(Some(Self { node, listen, peers: members, secret_file }))
+        Ok(Some(Self { node, listen, peers: members, secret_file, tls }))
     }
 }
 
@@ -489,7 +512,7 @@ impl Config {
         if node_name.as_deref().is_some_and(|n| n.is_empty() || n.len() > 255) {
             bail!("node_name must be 1 to 255 bytes");
         }
-        let cluster = ClusterConfig::resolve(cli, &file, node_name.as_deref())?;
+        let cluster = ClusterConfig::resolve(cli, &file, node_name.as_deref(), tls.as_ref())?;
         let definitions = cli.definitions.clone().or_else(|| file.load_definitions.clone());
         // RabbitMQ seeds no default user and vhost when definitions are to be loaded.
         let seed_defaults = definitions.is_none();
@@ -967,7 +990,15 @@ mod tests {
         let alone = Config::resolve(&cli(&node), FileConfig::default()).unwrap().cluster.unwrap();
         assert_eq!(alone.peers, vec![("charon-1@localhost".to_owned(), "127.0.0.1:25901".to_owned())]);
         assert_eq!(Config::resolve(&cli(&[]), FileConfig::default()).unwrap().cluster, None);
+        // TLS between nodes takes the node's certificate, key and the CA.
+        let tls = ["--tls-cert", "/c.pem", "--tls-key", "/k.pem", "--tls-ca", "/ca.pem", "--cluster-tls", "true"];
+        let with_tls = Config::resolve(&cli(&[&node[..], &tls[..]].concat()), FileConfig::default()).unwrap();
+        let expected = (PathBuf::from("/c.pem"), PathBuf::from("/k.pem"), PathBuf::from("/ca.pem"));
+        assert_eq!(with_tls.cluster.unwrap().tls, Some(expected));
         let refused = [
+            // TLS between nodes without a CA, or without a cluster.
+            [&node[..], &tls[..4], &tls[6..]].concat(),
+            tls.to_vec(),
             // Peers without a listener.
             vec!["--cluster-peer", "a@h=127.0.0.1:1"],
             // This node missing from the list, or at another address.

@@ -49,7 +49,7 @@ fn timing() -> Timing {
 }
 
 fn identity(n: u64, address: std::net::SocketAddr, secret: &[u8]) -> Identity {
-    Identity { name: format!("charon-{n}@localhost"), secret: Arc::new(secret.to_vec()), address }
+    Identity { name: format!("charon-{n}@localhost"), secret: Arc::new(secret.to_vec()), address, tls: None }
 }
 
 async fn start(n: u64, listener: TcpListener, dir: &TempDir) -> Node {
@@ -63,7 +63,17 @@ async fn start_with(
     timing: Timing,
     effects: Option<Arc<dyn Effects>>,
 ) -> Node {
-    let me = identity(n, listener.local_addr().unwrap(), b"cookie");
+    start_as(identity(n, listener.local_addr().unwrap(), b"cookie"), n, listener, dir, timing, effects).await
+}
+
+async fn start_as(
+    me: Identity,
+    n: u64,
+    listener: TcpListener,
+    dir: &TempDir,
+    timing: Timing,
+    effects: Option<Arc<dyn Effects>>,
+) -> Node {
     let db = LogStore::open_database(&dir.path().join(format!("node-{n}.redb"))).unwrap();
     let group = Arc::new(Group::start((n, 0), me.clone(), timing, db, (Journal::default(), effects)).await.unwrap());
     let server = tokio::spawn(serve(listener, me, Arc::clone(&group) as Arc<dyn charon_cluster::transport::Dispatch>));
@@ -233,6 +243,74 @@ async fn a_member_that_joins_after_the_log_was_compacted_gets_a_snapshot_and_its
     let mut seen: Vec<Vec<u8>> = restored.into_iter().map(|(_, c)| c).collect();
     seen.extend(tail);
     assert_eq!(seen, commands);
+    for node in nodes.values() {
+        node.group.shutdown().await;
+    }
+}
+
+/// A CA and the PEM of one node certificate it signed (for `localhost` and 127.0.0.1, usable
+/// to connect and to accept), with the CA's PEM.
+fn pki() -> (String, impl Fn() -> (String, String)) {
+    use rcgen::{BasicConstraints, CertificateParams, ExtendedKeyUsagePurpose, IsCa, Issuer, KeyPair, KeyUsagePurpose};
+    let ca_key = KeyPair::generate().unwrap();
+    let mut ca_params = CertificateParams::new(Vec::<String>::new()).unwrap();
+    ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+    ca_params.key_usages = vec![KeyUsagePurpose::KeyCertSign, KeyUsagePurpose::CrlSign];
+    let ca = ca_params.self_signed(&ca_key).unwrap().pem();
+    let issuer = Issuer::new(ca_params, ca_key);
+    let node = move || {
+        let key = KeyPair::generate().unwrap();
+        let mut params = CertificateParams::new(vec!["localhost".to_owned(), "127.0.0.1".to_owned()]).unwrap();
+        params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ServerAuth, ExtendedKeyUsagePurpose::ClientAuth];
+        (params.signed_by(&key, &issuer).unwrap().pem(), key.serialize_pem())
+    };
+    (ca, node)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn members_with_tls_replicate_and_a_node_without_the_cas_certificate_is_refused() {
+    use charon_cluster::transport::NodeTls;
+    let dir = TempDir::new().unwrap();
+    let (ca, node_cert) = pki();
+    let tls = |ca: &str, (cert, key): (String, String)| {
+        Some(Arc::new(NodeTls::from_pem(cert.as_bytes(), key.as_bytes(), ca.as_bytes()).unwrap()))
+    };
+    let mut listeners = BTreeMap::new();
+    let mut members = BTreeMap::new();
+    for n in 1..=3 {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        members.insert(
+            n,
+            Peer { name: format!("charon-{n}@localhost"), address: listener.local_addr().unwrap().to_string() },
+        );
+        listeners.insert(n, listener);
+    }
+    let mut nodes = BTreeMap::new();
+    for (n, listener) in listeners {
+        let me = Identity { tls: tls(&ca, node_cert()), ..identity(n, listener.local_addr().unwrap(), b"cookie") };
+        nodes.insert(n, start_as(me, n, listener, &dir, timing(), None).await);
+    }
+    nodes[&1].group.initialize(members.clone()).await.unwrap();
+    for (n, command) in [(2, &b"over tls 1"[..]), (3, b"over tls 2")] {
+        write(&nodes, n, command).await;
+    }
+    for node in nodes.values() {
+        assert_eq!(applied(node, 2).await, vec![b"over tls 1".to_vec(), b"over tls 2".to_vec()]);
+    }
+
+    // With the cluster's secret but no TLS, or TLS from another CA: no answer.
+    let address = members[&1].address.clone();
+    let plain = identity(8, "127.0.0.1:0".parse().unwrap(), b"cookie");
+    let refused = Connection::new(plain, address.clone()).call(0, Kind::Ping, Vec::new()).await;
+    assert!(refused.is_err(), "{refused:?}");
+    let (other_ca, other_cert) = pki();
+    let stranger =
+        Identity { tls: tls(&other_ca, other_cert()), ..identity(9, "127.0.0.1:0".parse().unwrap(), b"cookie") };
+    let refused = Connection::new(stranger, address.clone()).call(0, Kind::Ping, Vec::new()).await;
+    assert!(matches!(refused, Err(CallError::Unreachable(_))), "{refused:?}");
+    // A member's own certificate gets an answer.
+    let member = Identity { tls: tls(&ca, node_cert()), ..identity(7, "127.0.0.1:0".parse().unwrap(), b"cookie") };
+    assert!(Connection::new(member, address).call(0, Kind::Ping, Vec::new()).await.is_ok());
     for node in nodes.values() {
         node.group.shutdown().await;
     }

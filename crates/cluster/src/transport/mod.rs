@@ -7,9 +7,13 @@ pub mod frame;
 pub mod handshake;
 mod liveness;
 mod node;
+mod tls;
 
 pub use liveness::{DOWN_AFTER, Liveness};
 pub use node::NodeDispatch;
+pub use tls::{NodeTls, TlsError};
+
+use self::tls::Io;
 
 use std::future::Future;
 use std::net::SocketAddr;
@@ -37,6 +41,8 @@ pub struct Identity {
     pub secret: Arc<Vec<u8>>,
     /// The cluster listener's address: outgoing connections bind its IP.
     pub address: SocketAddr,
+    /// TLS between nodes, when configured: every connection, made or accepted, is TLS.
+    pub tls: Option<Arc<NodeTls>>,
 }
 
 /// A request a node's groups answer: the group, what kind of request, its body.
@@ -69,7 +75,7 @@ pub enum CallError {
 pub struct Connection {
     identity: Identity,
     peer: String,
-    stream: Option<TcpStream>,
+    stream: Option<Box<dyn Io>>,
     input: Vec<u8>,
     next_id: u64,
 }
@@ -81,15 +87,22 @@ impl Connection {
         Self { identity, peer, stream: None, input: Vec::new(), next_id: 0 }
     }
 
-    async fn connect(&self) -> Result<TcpStream, CallError> {
+    async fn connect(&self) -> Result<Box<dyn Io>, CallError> {
         let target: SocketAddr = tokio::net::lookup_host(&self.peer).await?.next().ok_or_else(|| {
             std::io::Error::new(std::io::ErrorKind::NotFound, format!("no address for {}", self.peer))
         })?;
         let socket = if target.is_ipv4() { TcpSocket::new_v4()? } else { TcpSocket::new_v6()? };
         socket.bind(SocketAddr::new(self.identity.address.ip(), 0))?;
-        let mut stream = socket.connect(target).await?;
+        let stream = socket.connect(target).await?;
         stream.set_nodelay(true)?;
         let identity = &self.identity;
+        let mut stream: Box<dyn Io> = match &identity.tls {
+            Some(tls) => match tokio::time::timeout(HANDSHAKE_TIMEOUT, tls.connect(&self.peer, stream)).await {
+                Ok(secured) => secured?,
+                Err(elapsed) => return Err(std::io::Error::new(std::io::ErrorKind::TimedOut, elapsed).into()),
+            },
+            None => Box::new(stream),
+        };
         let greeted = handshake::connect(&mut stream, &identity.name, &identity.secret);
         match tokio::time::timeout(HANDSHAKE_TIMEOUT, greeted).await {
             Ok(Ok(_)) => Ok(stream),
@@ -147,7 +160,10 @@ impl Connection {
 }
 
 /// Reads what the socket has into `input`; an error when it closed.
-async fn read_some(stream: &mut TcpStream, input: &mut Vec<u8>) -> Result<(), std::io::Error> {
+async fn read_some(
+    stream: &mut (impl AsyncReadExt + Unpin + ?Sized),
+    input: &mut Vec<u8>,
+) -> Result<(), std::io::Error> {
     let mut chunk = [0; 16 << 10];
     let read = stream.read(&mut chunk).await?;
     if read == 0 {
@@ -186,13 +202,15 @@ pub async fn serve(listener: TcpListener, identity: Identity, groups: Arc<dyn Di
     }
 }
 
-async fn answer_peer(mut stream: TcpStream, identity: &Identity, groups: &dyn Dispatch) -> Result<(), CallError> {
+async fn answer_peer(stream: TcpStream, identity: &Identity, groups: &dyn Dispatch) -> Result<(), CallError> {
     stream.set_nodelay(true)?;
-    let greeted = handshake::accept(&mut stream, &identity.name, &identity.secret);
-    let peer = match tokio::time::timeout(HANDSHAKE_TIMEOUT, greeted).await {
-        Ok(greeted) => greeted?,
-        Err(elapsed) => return Err(std::io::Error::new(std::io::ErrorKind::TimedOut, elapsed).into()),
+    let timed_out = |elapsed| std::io::Error::new(std::io::ErrorKind::TimedOut, elapsed);
+    let mut stream: Box<dyn Io> = match &identity.tls {
+        Some(tls) => tokio::time::timeout(HANDSHAKE_TIMEOUT, tls.accept(stream)).await.map_err(timed_out)??,
+        None => Box::new(stream),
     };
+    let greeted = handshake::accept(&mut stream, &identity.name, &identity.secret);
+    let peer = tokio::time::timeout(HANDSHAKE_TIMEOUT, greeted).await.map_err(timed_out)??;
     tracing::debug!(peer, "cluster peer connected");
     let mut input = Vec::new();
     let mut out = Vec::new();
@@ -207,6 +225,12 @@ async fn answer_peer(mut stream: TcpStream, identity: &Identity, groups: &dyn Di
             Frame { kind, group: request.group, id: request.id, body }.encode(&mut out)?;
             stream.write_all(&out).await?;
         }
-        read_some(&mut stream, &mut input).await?;
+        match read_some(&mut stream, &mut input).await {
+            Ok(()) => {}
+            // The peer hung up between two requests (it dropped a connection it no longer
+            // needs, with or without TLS's close_notify): an end, not a failure.
+            Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof && input.is_empty() => return Ok(()),
+            Err(e) => return Err(e.into()),
+        }
     }
 }

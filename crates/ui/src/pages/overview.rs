@@ -36,7 +36,7 @@ pub(crate) async fn page(State(ui): State<Arc<Ui>>, viewer: Viewer) -> Response 
             Err(error) => (failure("Overview", error)),
         }
         @match &nodes {
-            Ok(nodes) => (self::nodes(&items(nodes, ""))),
+            Ok(nodes) => (self::nodes(items(nodes, ""))),
             Err(error) => (failure("Nodes", error)),
         }
         section {
