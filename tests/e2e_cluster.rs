@@ -496,6 +496,40 @@ fn three_nodes_replicate_metadata_survive_a_kill_9_and_refuse_strangers() {
     });
     assert_eq!(removed, "Removing node charon-5@localhost from the cluster");
     assert_eq!(section(&cluster_status(&nodes[1]), "Disk Nodes"), all);
+
+    // A sixth node started alone, a cluster of its own with its own name, joins this one with
+    // `charon ctl join_cluster` (reset first, as rabbitmqctl's): it takes this cluster's name,
+    // and every node lists it; asked again, it is refused, being clustered.
+    let alone = vec!["--cluster-peer".to_owned(), format!("charon-6@localhost=127.0.0.1:{}", cluster_port(6))];
+    let mut sixth = start(6, &dir.path().join("node-6"), &secret, &alone);
+    set_name_when_led(&sixth, "solo");
+    let ctl = |node: &Charon, args: &[&str]| {
+        std::process::Command::new(env!("CARGO_BIN_EXE_charon"))
+            .args(["ctl", "--url", &format!("http://127.0.0.1:{}", node.http_port)])
+            .args(args)
+            .output()
+            .unwrap()
+    };
+    let target = format!("charon-1@localhost=127.0.0.1:{}", cluster_port(1));
+    let joined = ctl(&sixth, &["join_cluster", &target]);
+    assert!(joined.status.success(), "{joined:?}");
+    assert_eq!(
+        String::from_utf8_lossy(&joined.stdout).trim(),
+        "Clustering node charon-6@localhost with charon-1@localhost"
+    );
+    eventually_named(&sixth, "prod-2");
+    until(20, || {
+        let status = cluster_status(&nodes[1]);
+        let listed = section(&status, "Running Nodes").contains(&"charon-6@localhost".to_owned());
+        holds(listed, || format!("node 6 not listed running:\n{status}"))
+    });
+    let again = ctl(&sixth, &["join_cluster", &target]);
+    assert!(String::from_utf8_lossy(&again.stderr).contains("already clustered with"), "{again:?}");
+    sixth.kill9();
+    until(10, || {
+        let done = forget(&nodes[0], "charon-6@localhost");
+        holds(done.status.success(), || format!("{done:?}"))
+    });
     set_name_when_led(&nodes[2], "prod-3");
     eventually_named(&nodes[0], "prod-3");
 

@@ -9,10 +9,10 @@ use std::time::Duration;
 
 use anyhow::{Context, bail};
 use charon_cluster::transport::{Dispatch, Identity, Liveness, NodeDispatch, NodeTls, serve};
-use charon_cluster::{Group, GroupError, LogStore, Peer, Timing, node_id};
+use charon_cluster::{Current, Group, GroupError, LogStore, Peer, Timing, node_id};
 use charon_engine::Broker;
 use charon_engine::cluster::metadata::Metadata;
-use charon_engine::cluster::{Cluster, NodeReport};
+use charon_engine::cluster::{Cluster, NodeReport, Restart};
 use tokio::sync::watch;
 
 use crate::config::ClusterConfig;
@@ -105,14 +105,28 @@ pub(crate) async fn start(
     let db = LogStore::open_database(&dir.join("metadata.redb")).context("opening the cluster's metadata log")?;
     let id = node_id(&config.node);
     let effects: Arc<dyn charon_cluster::Effects> = Arc::new(charon_engine::cluster::Effects::new(broker));
-    let group = Group::start((id, 0), identity.clone(), TIMING, db, (Metadata::default(), Some(effects)))
+    let metadata = (Metadata::default(), Some(Arc::clone(&effects)));
+    let group = Group::start((id, 0), identity.clone(), TIMING, Arc::clone(&db), metadata)
         .await
         .context("starting the metadata group")?;
     let group = Arc::new(group);
+    let current = Arc::new(Current::new(Arc::clone(&group)));
+    // join_cluster: the group's storage emptied, the group started again on it.
+    let restart: Restart = {
+        let identity = identity.clone();
+        Box::new(move || {
+            let (identity, db, effects) = (identity.clone(), Arc::clone(&db), Arc::clone(&effects));
+            Box::pin(async move {
+                LogStore::wipe(&db).await.map_err(|e| GroupError::Stopped(e.to_string()))?;
+                let metadata = (Metadata::default(), Some(effects));
+                Group::start((id, 0), identity, TIMING, db, metadata).await.map(Arc::new)
+            })
+        })
+    };
     // Until the stop: then the listener and every peer connection it accepted close.
     let weak = Arc::downgrade(broker);
     let report = move || weak.upgrade().and_then(|b| serde_json::to_vec(&NodeReport::of(&b)).ok()).unwrap_or_default();
-    let node = NodeDispatch::new(Arc::clone(&group) as Arc<dyn Dispatch>, Arc::new(report));
+    let node = NodeDispatch::new(Arc::clone(&current) as Arc<dyn Dispatch>, Arc::new(report));
     let peers = serve(listener, identity.clone(), Arc::new(node));
     let mut stopping = shutdown.clone();
     running.serve(async move {
@@ -131,7 +145,7 @@ pub(crate) async fn start(
     running.serve(form(Arc::clone(&group), id, members.clone(), shutdown.clone()));
     let members: Vec<Peer> = members.into_values().collect();
     let liveness = Liveness::start(&identity, members.clone());
-    broker.join_cluster(Cluster::new(group, members, liveness));
+    broker.join_cluster(Cluster::new(current, members, liveness, restart));
     running.serve(follow_alarms(Arc::downgrade(broker), shutdown.clone()));
     Ok(())
 }

@@ -73,6 +73,10 @@ enum Verb {
     ClusterStatus,
     /// Removes a member that is down from the cluster (run against another member).
     ForgetClusterNode { node: String },
+    /// Makes the node asked, alone in a cluster of its own, leave it and join the cluster of
+    /// NODE (`NAME`, one of its configured peers, or `NAME=HOST:PORT`), as rabbitmqctl's verb
+    /// (which resets the node first).
+    JoinCluster { node: String },
 }
 
 /// A field of a JSON object (null when missing).
@@ -243,6 +247,16 @@ pub(crate) fn run(args: &CtlArgs) -> anyhow::Result<Vec<String>> {
             lines
         }
         Verb::ClusterStatus => cluster_status(&api)?,
+        Verb::JoinCluster { node } => {
+            let (name, address) = match node.split_once('=') {
+                Some((name, address)) => (name, Some(address)),
+                None => (node.as_str(), None),
+            };
+            let me = api.expect_ok("GET", "/api/overview", None)?;
+            let body = serde_json::json!({ "node": name, "address": address });
+            api.expect_ok("POST", "/api/charon/cluster/nodes", Some(body))?;
+            vec![format!("Clustering node {} with {name}", field(&me, "node").as_str().unwrap_or_default())]
+        }
         Verb::ForgetClusterNode { node } => {
             api.expect_ok("DELETE", &format!("/api/charon/cluster/nodes/{}", segment(node)), None)?;
             vec![format!("Removing node {node} from the cluster")]

@@ -14,6 +14,7 @@
 //! openraft's own storage suite (`openraft::testing::log::Suite`) runs against both in this
 //! crate's tests.
 
+mod current;
 mod group;
 mod log_store;
 mod machine;
@@ -21,6 +22,7 @@ mod machine_store;
 pub mod transport;
 mod types;
 
+pub use current::Current;
 pub use group::{Group, GroupError, MAX_VOTERS, Member, Network, PeerClient, Status, Timing};
 pub use log_store::LogStore;
 pub use machine::{Effects, Machine, MachineError};

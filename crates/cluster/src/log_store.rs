@@ -82,6 +82,23 @@ impl LogStore {
         Database::create(path).map(Arc::new).map_err(io_error)
     }
 
+    /// Empties a group's database (log, vote, commit point, snapshot) for a node that leaves
+    /// its cluster to join another; the group using it must have stopped.
+    ///
+    /// # Errors
+    /// The database cannot be written.
+    pub async fn wipe(db: &Arc<Database>) -> Result<(), io::Error> {
+        let db = Arc::clone(db);
+        blocking(move || {
+            let tx = db.begin_write().map_err(io_error)?;
+            tx.delete_table(ENTRIES).map_err(io_error)?;
+            tx.delete_table(STATE).map_err(io_error)?;
+            tx.delete_table(crate::machine_store::SNAPSHOT).map_err(io_error)?;
+            tx.commit().map_err(io_error)
+        })
+        .await
+    }
+
     async fn put_state(&self, key: &'static str, value: Vec<u8>) -> Result<(), io::Error> {
         let db = Arc::clone(&self.db);
         blocking(move || {

@@ -15,7 +15,7 @@ use crate::machine::{Effects, Machine};
 use crate::types::{Answer, TypeConfig};
 
 /// The last snapshot's state, beside its metadata (in the log's state table).
-const SNAPSHOT: TableDefinition<&str, &[u8]> = TableDefinition::new("raft_snapshot");
+pub(crate) const SNAPSHOT: TableDefinition<&str, &[u8]> = TableDefinition::new("raft_snapshot");
 const SNAPSHOT_META: &str = "snapshot_meta";
 const SNAPSHOT_DATA: &str = "data";
 

@@ -165,6 +165,7 @@ pub fn router(broker: Arc<Broker>) -> Router {
         .route("/api/nodes", get(nodes::list))
         .route("/api/nodes/{name}", get(nodes::get_one))
         .route("/api/charon/cluster/nodes/{name}", axum::routing::delete(nodes::forget))
+        .route("/api/charon/cluster/nodes", axum::routing::post(nodes::join))
         .route("/api/charon/redrives", get(redrives::list_all))
         .route("/api/charon/redrives/{vhost}", get(redrives::list_vhost).post(redrives::create))
         .route("/api/charon/redrives/{vhost}/{id}", get(redrives::get_one).delete(redrives::delete))

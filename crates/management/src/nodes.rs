@@ -109,3 +109,26 @@ pub(crate) async fn forget(
     })?;
     Ok(axum::http::StatusCode::NO_CONTENT)
 }
+
+/// `POST /api/charon/cluster/nodes` with `{"node": NAME, "address": "HOST:PORT"}` (address
+/// optional for a configured peer; administrators; a Charon addition behind `charon ctl
+/// join_cluster`): this node, alone in its own cluster, joins the one NAME is a member of. 204;
+/// 400 with the reason when it is refused; 404 on a single node.
+pub(crate) async fn join(
+    State(broker): State<Arc<Broker>>,
+    Extension(user): Extension<User>,
+    body: axum::body::Bytes,
+) -> Result<axum::http::StatusCode, ApiError> {
+    crate::auth::admin(&user)?;
+    let cluster = broker.cluster().ok_or_else(ApiError::not_found)?;
+    let request: JsonValue = serde_json::from_slice(&body).map_err(|_| ApiError::bad_request("not_json"))?;
+    let Some(node) = request.get("node").and_then(JsonValue::as_str) else {
+        return Err(ApiError::bad_request("node is required"));
+    };
+    let address = request.get("address").and_then(JsonValue::as_str);
+    cluster.join(node, address).await.map_err(|e| match e {
+        charon_engine::EngineError::Precondition(reason) => ApiError::bad_request(reason),
+        other => ApiError::internal(other.to_string()),
+    })?;
+    Ok(axum::http::StatusCode::NO_CONTENT)
+}

@@ -10,7 +10,7 @@ pub use report::{NodeReport, VhostTotals};
 use std::sync::{Arc, OnceLock};
 
 use charon_cluster::transport::Liveness;
-use charon_cluster::{Group, Peer};
+use charon_cluster::{Current, Group, GroupError, Peer};
 
 use self::metadata::{BindingRecord, EncodedTable, ExchangeRecord, MetaCommand, Metadata, PolicyRecord};
 use crate::error::EngineError;
@@ -20,12 +20,20 @@ use crate::policy::{Policy, PolicyKind};
 /// Where the broker and its vhosts find the cluster, once the node joined one at start.
 pub(crate) type ClusterSlot = Arc<OnceLock<Cluster>>;
 
+/// Starts this node's metadata group afresh, its storage emptied (`join_cluster`).
+pub type Restart = Box<
+    dyn Fn() -> std::pin::Pin<Box<dyn std::future::Future<Output = Result<Arc<Group<Metadata>>, GroupError>> + Send>>
+        + Send
+        + Sync,
+>;
+
 /// The cluster this node is a member of (`--cluster-listen`): the metadata Raft group, the
 /// members the node was configured with, and which of them answer.
 pub struct Cluster {
-    group: Arc<Group<Metadata>>,
+    group: Arc<Current<Metadata>>,
     members: Vec<Peer>,
     liveness: Liveness,
+    restart: Restart,
 }
 
 /// A member as this node sees it.
@@ -48,10 +56,55 @@ impl std::fmt::Debug for Cluster {
 
 impl Cluster {
     /// The cluster whose metadata `group` replicates among `members`, their liveness watched
-    /// by `liveness`.
+    /// by `liveness`; `restart` starts the group afresh for `join_cluster`.
     #[must_use]
-    pub fn new(group: Arc<Group<Metadata>>, members: Vec<Peer>, liveness: Liveness) -> Self {
-        Self { group, members, liveness }
+    pub fn new(group: Arc<Current<Metadata>>, members: Vec<Peer>, liveness: Liveness, restart: Restart) -> Self {
+        Self { group, members, liveness, restart }
+    }
+
+    /// `join_cluster`: this node, alone in its own cluster, leaves it and joins the one
+    /// `name` (at `address`, or at its configured address) is a member of, as rabbitmqctl's
+    /// verb resets a node first. What this node made alone stays on it; the cluster's
+    /// metadata comes to it as to any new member. A node clustered with others is refused.
+    ///
+    /// # Errors
+    /// `name` is this node, unknown without an address, or this node has other members; or the
+    /// cluster did not take it within 10 s (this node is then in no cluster: run it again).
+    pub async fn join(&self, name: &str, address: Option<&str>) -> Result<(), EngineError> {
+        let me = charon_model::node_name();
+        let refused = |reason: String| Err(EngineError::Precondition(reason));
+        if name == me {
+            return refused(format!("{name} is the node asked: it cannot join itself"));
+        }
+        let known = self.members.iter().find(|p| p.name == name).map(|p| p.address.clone());
+        let Some(address) = address.map(str::to_owned).or(known) else {
+            return refused(format!("{name} is not among this node's peers: give its address, {name}=HOST:PORT"));
+        };
+        let Some(this) = self.members.iter().find(|p| p.name == me).cloned() else {
+            return refused(format!("{me} is not among its own peers"));
+        };
+        let group = self.group.get();
+        let others: Vec<String> =
+            group.members().into_iter().map(|m| m.peer.name).filter(|other| *other != me).collect();
+        if !others.is_empty() {
+            return refused(format!(
+                "{me} is already clustered with {}: it must be forgotten first",
+                others.join(", ")
+            ));
+        }
+        group.shutdown().await;
+        let fresh = (self.restart)().await.map_err(|e| EngineError::Store(e.to_string()))?;
+        self.group.replace(Arc::clone(&fresh));
+        let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(10);
+        loop {
+            match fresh.join_through(&address, charon_cluster::node_id(&me), this.clone()).await {
+                Ok(()) => return Ok(()),
+                Err(e) if tokio::time::Instant::now() >= deadline => {
+                    return Err(EngineError::Store(format!("{name} did not let {me} join: {e}")));
+                }
+                Err(_) => tokio::time::sleep(std::time::Duration::from_millis(300)).await,
+            }
+        }
     }
 
     /// Every member by name, as RabbitMQ lists its nodes, with whether it runs: the group's
@@ -60,7 +113,7 @@ impl Cluster {
     #[must_use]
     pub fn members(&self) -> Vec<Member> {
         let me = charon_model::node_name();
-        let joined: Vec<Peer> = self.group.members().into_iter().map(|m| m.peer).collect();
+        let joined: Vec<Peer> = self.group.get().members().into_iter().map(|m| m.peer).collect();
         let peers = if joined.is_empty() { self.members.clone() } else { joined };
         self.liveness.watch(peers.iter().cloned());
         let mut members: Vec<Member> = peers
@@ -95,6 +148,7 @@ impl Cluster {
             }
             Some(_) => self
                 .group
+                .get()
                 .remove_member(charon_cluster::node_id(name))
                 .await
                 .map_err(|e| EngineError::Store(e.to_string())),
@@ -111,14 +165,14 @@ impl Cluster {
     /// The metadata group's Raft state on this node (for the Prometheus endpoint).
     #[must_use]
     pub fn status(&self) -> charon_cluster::Status {
-        self.group.status()
+        self.group.get().status()
     }
 
     /// The cluster's name as this node applied it: the one set, or this node's name, as
     /// RabbitMQ names a cluster by default.
     #[must_use]
     pub fn name(&self) -> String {
-        self.group.read(|meta| meta.cluster_name().map(str::to_owned)).unwrap_or_else(charon_model::node_name)
+        self.group.get().read(|meta| meta.cluster_name().map(str::to_owned)).unwrap_or_else(charon_model::node_name)
     }
 
     /// Names the cluster, through the metadata group; answered once this node applied it.
@@ -211,7 +265,7 @@ impl Cluster {
     /// Whether the cluster made vhost `name`.
     #[must_use]
     pub fn has_vhost(&self, name: &str) -> bool {
-        self.group.read(|meta| meta.vhosts().contains_key(name))
+        self.group.get().read(|meta| meta.vhosts().contains_key(name))
     }
 
     /// Sets `user`'s topic permissions on `exchange` in `vhost` through the cluster.
@@ -380,7 +434,7 @@ impl Cluster {
 
     async fn write(&self, command: &MetaCommand) -> Result<Vec<u8>, EngineError> {
         let bytes = serde_json::to_vec(command).map_err(|e| EngineError::Store(e.to_string()))?;
-        match self.group.write(bytes).await {
+        match self.group.get().write(bytes).await {
             Ok(answer) if answer.starts_with(metadata::REFUSED.as_bytes()) => {
                 Err(EngineError::Store(String::from_utf8_lossy(&answer).into_owned()))
             }
