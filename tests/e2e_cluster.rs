@@ -387,9 +387,9 @@ fn three_nodes_replicate_metadata_survive_a_kill_9_and_refuse_strangers() {
     }
     let messages = |node: &Charon| {
         let overview = Call::api(node.http_port, "GET", "/api/overview").send_blocking().json();
-        overview["queue_totals"]["messages"].as_u64().unwrap()
+        (overview["queue_totals"]["messages"].as_u64().unwrap(), overview["message_stats"]["publish"].as_u64().unwrap())
     };
-    let before = messages(&nodes[0]);
+    let (before, published) = messages(&nodes[0]);
     on(&nodes[1], async |channel: Channel| {
         channel.queue_declare("totals-2".into(), QueueDeclareOptions::default(), FieldTable::default()).await.unwrap();
         for body in [&b"a"[..], b"b", b"c"] {
@@ -404,8 +404,11 @@ fn three_nodes_replicate_metadata_survive_a_kill_9_and_refuse_strangers() {
         }
     });
     until(20, || {
-        let now = messages(&nodes[0]);
-        holds(now == before + 3, || format!("node 1's overview counts {now} messages, not {before} + 3"))
+        let (now, publishes) = messages(&nodes[0]);
+        let counted = now == before + 3 && publishes == published + 3;
+        holds(counted, || {
+            format!("node 1's overview: {now} messages, {publishes} publishes, not 3 more than {before}, {published}")
+        })
     });
 
     // A node in memory alarm blocks the publishers of the others too: node 3 restarted with a

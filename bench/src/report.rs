@@ -30,6 +30,9 @@ pub(crate) enum Score {
     /// Milliseconds one management listing takes (`messages` counts the objects listed): less
     /// is better.
     ListingMillis,
+    /// Milliseconds one declare takes, the median (`messages` counts the declares): less is
+    /// better.
+    DeclareMillis,
 }
 
 /// One run of one scenario against one broker.
@@ -80,6 +83,7 @@ impl Outcome {
             }
             Score::BytesPerMessage => format!("{} msgs queued: {:.1} B/msg", self.messages, self.value),
             Score::ListingMillis => format!("{} objects listed in {:.0} ms", self.messages, self.value),
+            Score::DeclareMillis => format!("{} declares: median {:.2} ms", self.messages, self.value),
         };
         if let Some(l) = self.latency {
             let _ = write!(out, "  latency p50 {} µs p99 {} µs p99.9 {} µs", l.p50, l.p99, l.p999);
@@ -115,7 +119,7 @@ pub(crate) fn median(values: &[f64]) -> f64 {
 pub(crate) fn advantage(score: Score, a: f64, b: f64) -> f64 {
     match score {
         Score::Throughput if b > 0.0 => a / b,
-        Score::BytesPerMessage | Score::ListingMillis if a > 0.0 => b / a,
+        Score::BytesPerMessage | Score::ListingMillis | Score::DeclareMillis if a > 0.0 => b / a,
         _ => 0.0,
     }
 }

@@ -5,6 +5,7 @@ mod amqp10;
 mod api_queues;
 mod browse;
 mod dead_letter;
+mod declare;
 mod fanout;
 mod max_length;
 mod memory;
@@ -52,6 +53,8 @@ pub(crate) enum Scenario {
     S10,
     /// `GET /api/queues` with N queues declared (default 10,000): the median of 5 listings.
     ApiQueues,
+    /// N durable exchanges declared one after the other (default 500): the median declare.
+    Declare,
     /// N dead letters moved back to their queue at an unlimited rate: a redrive job on Charon
     /// (`--api`), a consume-republish loop elsewhere.
     Redrive,
@@ -79,6 +82,7 @@ impl Scenario {
             Self::S7DropHead | Self::S7Reject => 10_000_000,
             Self::Memory | Self::MemoryWaiting => 1_000_000,
             Self::ApiQueues => 10_000,
+            Self::Declare => 500,
             Self::Redrive => 1_000_000,
             Self::Browse => 10_000_000,
             Self::Zaqar | Self::ZaqarDlq => 100_000,
@@ -130,6 +134,7 @@ pub(crate) async fn run(target: &Target, scenario: Scenario, params: Params) -> 
         Scenario::MemoryWaiting => dead_letter::memory_waiting(target, params, &tag).await,
         Scenario::S10 => amqp10::one_to_one(target, params, &tag).await,
         Scenario::ApiQueues => api_queues::listing(target, params, &tag).await,
+        Scenario::Declare => declare::exchanges(target, params, &tag).await,
         Scenario::Redrive => redrive::run(target, params, &tag).await,
         Scenario::Browse => browse::dlq(target, params, &tag).await,
         Scenario::Zaqar => zaqar::post_claim_delete(target, params, &tag).await,

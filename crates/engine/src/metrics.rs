@@ -45,6 +45,35 @@ pub const REDRIVE_MESSAGES: &str = "charon_redrive_messages_total";
 /// it is on): `charon_dead_letters_dropped_total{vhost,queue,drop_reason}`.
 pub const DEAD_LETTERS_DROPPED: &str = "charon_dead_letters_dropped_total";
 
+/// The node's message counters (both protocols summed) under the names of RabbitMQ's overview
+/// `message_stats`: what the node's overview shows and what it reports to its peers, whose
+/// overviews add them up.
+#[must_use]
+pub fn message_stats() -> std::collections::BTreeMap<String, u64> {
+    let counts: Vec<MessageCounts> = Protocol::ALL.into_iter().map(|p| global().snapshot(p)).collect();
+    let plain = |counter: Counter| counts.iter().map(|c| c.get(counter)).sum::<u64>();
+    let typed = |counter: TypedCounter| counts.iter().map(|c| c.total(counter)).sum::<u64>();
+    let (deliver, deliver_no_ack) = (typed(TypedCounter::ConsumeManualAck), typed(TypedCounter::ConsumeAutoAck));
+    let (get, get_no_ack) = (typed(TypedCounter::GetManualAck), typed(TypedCounter::GetAutoAck));
+    [
+        ("publish", plain(Counter::Received)),
+        ("confirm", plain(Counter::Confirmed)),
+        ("return_unroutable", plain(Counter::UnroutableReturned)),
+        ("drop_unroutable", plain(Counter::UnroutableDropped)),
+        ("deliver", deliver),
+        ("deliver_no_ack", deliver_no_ack),
+        ("get", get),
+        ("get_no_ack", get_no_ack),
+        ("deliver_get", deliver + deliver_no_ack + get + get_no_ack),
+        ("get_empty", typed(TypedCounter::GetEmpty)),
+        ("redeliver", typed(TypedCounter::Redelivered)),
+        ("ack", typed(TypedCounter::Acknowledged)),
+    ]
+    .into_iter()
+    .map(|(name, value)| (name.to_owned(), value))
+    .collect()
+}
+
 /// Describes the counters and creates, at zero, every global series RabbitMQ 4.0.5 exports at
 /// start-up (at-least-once series included).
 pub fn register() {

@@ -12,7 +12,8 @@ use std::sync::Arc;
 
 use axum::Json;
 use axum::extract::{Extension, State};
-use charon_engine::metrics::{self, Counter, MessageCounts, Protocol, TypedCounter};
+use charon_engine::cluster::NodeReport;
+use charon_engine::metrics;
 use charon_engine::{Broker, Listener, User, VHost};
 use charon_model::identity;
 use serde_json::{Value as JsonValue, json};
@@ -34,36 +35,27 @@ pub(crate) fn exchange_types() -> JsonValue {
     JsonValue::Array(types)
 }
 
-/// The overview's `message_stats`: the node's message counters (the ones the Prometheus
-/// `rabbitmq_global_*` families show, both protocols summed) under RabbitMQ's names.
+/// The overview's `message_stats`: the message counters (the ones the Prometheus
+/// `rabbitmq_global_*` families show, both protocols summed) under RabbitMQ's names, of this
+/// node and of the running members whose reports are `others`.
 ///
-/// Differences from 4.0.5, deliberate: the counts are the node's, so only monitors (and
+/// Differences from 4.0.5, deliberate: the counts are the nodes', so only monitors (and
 /// administrators) see them — a management user gets `{}` where RabbitMQ sums the user's own
 /// vhosts; the `*_details` rates and `disk_reads`/`disk_writes` are left out (Charon does not
 /// sample them); and the counts start at zero when the broker starts, as RabbitMQ's do.
-pub(crate) fn message_stats(monitor: bool) -> JsonValue {
+pub(crate) fn message_stats(monitor: bool, others: &[NodeReport]) -> JsonValue {
     if !monitor {
         return json!({});
     }
-    let counts: Vec<MessageCounts> = Protocol::ALL.into_iter().map(|p| metrics::global().snapshot(p)).collect();
-    let plain = |counter: Counter| counts.iter().map(|c| c.get(counter)).sum::<u64>();
-    let typed = |counter: TypedCounter| counts.iter().map(|c| c.total(counter)).sum::<u64>();
-    let (deliver, deliver_no_ack) = (typed(TypedCounter::ConsumeManualAck), typed(TypedCounter::ConsumeAutoAck));
-    let (get, get_no_ack) = (typed(TypedCounter::GetManualAck), typed(TypedCounter::GetAutoAck));
-    json!({
-        "publish": plain(Counter::Received),
-        "confirm": plain(Counter::Confirmed),
-        "return_unroutable": plain(Counter::UnroutableReturned),
-        "drop_unroutable": plain(Counter::UnroutableDropped),
-        "deliver": deliver,
-        "deliver_no_ack": deliver_no_ack,
-        "get": get,
-        "get_no_ack": get_no_ack,
-        "deliver_get": deliver + deliver_no_ack + get + get_no_ack,
-        "get_empty": typed(TypedCounter::GetEmpty),
-        "redeliver": typed(TypedCounter::Redelivered),
-        "ack": typed(TypedCounter::Acknowledged),
-    })
+    let mut stats = metrics::message_stats();
+    for report in others {
+        for (name, value) in &report.message_stats {
+            if let Some(sum) = stats.get_mut(name) {
+                *sum += value;
+            }
+        }
+    }
+    json!(stats)
 }
 
 /// The node's listeners as the overview lists them.
@@ -132,9 +124,11 @@ pub(crate) async fn overview(State(broker): State<Arc<Broker>>, Extension(user):
     let reports = charon_engine::Connections::reports(connections).await;
     let mut channels = reports.iter().filter_map(|(_, r)| r.as_ref()).map(|r| r.channels.len() as u64).sum::<u64>();
     let mut connections = reports.len() as u64;
-    // The other running members' queues, connections and channels, from their latest reports
-    // (exchanges are the cluster's, the same on every node).
-    for report in broker.cluster().into_iter().flat_map(|c| c.members()).filter_map(|m| m.report) {
+    // The other running members' queues, connections, channels and counters, from their
+    // latest reports (exchanges are the cluster's, the same on every node).
+    let others: Vec<NodeReport> =
+        broker.cluster().into_iter().flat_map(|c| c.members()).filter_map(|m| m.report).collect();
+    for report in &others {
         for (_, totals) in report.vhosts.iter().filter(|(vhost, _)| auth::sees(&broker, &user, vhost)) {
             queues += totals.queues as usize;
             (ready, unacked) = (ready + totals.ready, unacked + totals.unacked);
@@ -161,7 +155,7 @@ pub(crate) async fn overview(State(broker): State<Arc<Broker>>, Extension(user):
         "node_tags": {},
         "disable_stats": false,
         "default_queue_type": "classic",
-        "message_stats": message_stats(monitor),
+        "message_stats": message_stats(monitor, &others),
         "queue_totals": {
             "messages": ready + unacked + dead_letters,
             "messages_ready": ready,

@@ -56,6 +56,8 @@ pub struct NodeReport {
     pub connections: BTreeMap<String, BTreeMap<String, u64>>,
     /// Its open channels, by user.
     pub channels: BTreeMap<String, u64>,
+    /// Its message counters (`message_stats`).
+    pub message_stats: BTreeMap<String, u64>,
 }
 
 impl NodeReport {
@@ -99,6 +101,7 @@ impl NodeReport {
             vhosts,
             connections,
             channels: broker.limits().channels_by_user(),
+            message_stats: crate::metrics::message_stats(),
         }
     }
 

@@ -1,0 +1,55 @@
+#!/usr/bin/env bash
+# What the cluster costs (issue 41 item 7), side by side with RabbitMQ 4.3.6's three-node
+# cluster on this machine (../shared/tools/rmq-cluster.sh start, as root: 5801-5803):
+#
+#   declare   a durable exchange declare's latency, one at a time, through each node of a
+#             three-node Charon cluster (release build, 5901-5903, cluster 25901-25903) against
+#             the same node of RabbitMQ's (a Raft write in both: Charon's metadata group,
+#             RabbitMQ's Khepri); and a single Charon node's, for what the cluster adds.
+#
+#   bench/cluster.sh            # about 3 minutes on 2 cores
+#
+# Writes bench/results/<UTC date>-cluster.txt. Nothing else may run meanwhile.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+ss -ltnH "sport = :5802" | grep -q . || { echo "start RabbitMQ's cluster first: ../shared/tools/rmq-cluster.sh start" >&2; exit 1; }
+cargo build --release --locked -p charon -p charon-bench
+BENCH=target/release/charon-bench
+BASE=$(mktemp -d /tmp/charon-cluster-bench-XXXX)
+echo CLUSTERBENCHCOOKIE >"$BASE/secret"
+PIDS=()
+trap 'kill "${PIDS[@]}" 2>/dev/null; wait 2>/dev/null; rm -rf "$BASE"' EXIT
+PEERS=()
+for n in 1 2 3; do PEERS+=(--cluster-peer "charon-$n@localhost=127.0.0.1:2590$n"); done
+for n in 1 2 3; do
+  target/release/charon --node-name "charon-$n@localhost" --cluster-listen "127.0.0.1:2590$n" "${PEERS[@]}" \
+    --cluster-secret-file "$BASE/secret" --data-dir "$BASE/node-$n" --listen "127.0.0.1:590$n" \
+    --http-listen "127.0.0.1:1590$n" --prometheus-listen "127.0.0.1:1591$n" --no-zaqar >"$BASE/node-$n.log" 2>&1 &
+  PIDS+=($!)
+done
+target/release/charon --data-dir "$BASE/single" --listen 127.0.0.1:5904 --http-listen 127.0.0.1:15904 \
+  --prometheus-listen 127.0.0.1:15914 --no-zaqar >"$BASE/single.log" 2>&1 &
+PIDS+=($!)
+# The cluster takes a metadata change (it formed and has a leader) before the runs.
+for _ in $(seq 1 60); do
+  code=$(curl -s -o /dev/null -w '%{http_code}' -u guest:guest -X PUT -H 'content-type: application/json' \
+    -d '{"name":"bench"}' http://127.0.0.1:15901/api/cluster-name || true)
+  [ "$code" = 204 ] && break
+  sleep 1
+done
+[ "$code" = 204 ] || { echo "the Charon cluster did not form" >&2; exit 1; }
+leader() { curl -s http://127.0.0.1:1591"$1"/metrics | awk '/^charon_raft_leader/ {print $2}'; }
+
+OUT=bench/results/$(date -u +%Y-%m-%d)-cluster.txt
+{
+  echo "# $(date -u '+%Y-%m-%d %H:%M UTC'), commit $(git rev-parse --short HEAD)$(git diff --quiet || echo '+dirty')"
+  echo "# A = a node of a 3-node Charon cluster (release), B = the same node of RabbitMQ 4.3.6's (rmq-cluster.sh)"
+} >>"$OUT"
+for n in 1 2 3; do
+  echo "## declare through node $n (Charon's metadata leader here: $(leader $n))" | tee -a "$OUT"
+  $BENCH declare --rounds 3 --url "amqp://guest:guest@127.0.0.1:590$n/%2f" \
+    --compare "amqp://guest:guest@127.0.0.1:580$n/%2f" 2>&1 | tee -a "$OUT"
+done
+echo "## declare: A = a single Charon node, B = node 1 of the Charon cluster" | tee -a "$OUT"
+$BENCH declare --rounds 3 --url amqp://guest:guest@127.0.0.1:5904/%2f \
+  --compare amqp://guest:guest@127.0.0.1:5901/%2f 2>&1 | tee -a "$OUT"
