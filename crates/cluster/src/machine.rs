@@ -38,6 +38,8 @@ pub trait Effects: Send + Sync + 'static {
     fn apply<'a>(&'a self, command: &'a [u8], answer: &'a [u8]) -> Pin<Box<dyn Future<Output = ()> + Send + 'a>>;
 
     /// Acts on a snapshot the machine was given instead of the commands it sums up (this node
-    /// fell behind the leader's log): makes the layer's state match `snapshot`'s.
-    fn restored<'a>(&'a self, snapshot: &'a [u8]) -> Pin<Box<dyn Future<Output = ()> + Send + 'a>>;
+    /// fell behind the leader's log, or joined): makes the layer's state match `after`'s, the
+    /// machine having been `before` (both as [`Machine::snapshot`] writes them), so that what
+    /// the commands it missed removed is removed here too.
+    fn restored<'a>(&'a self, before: &'a [u8], after: &'a [u8]) -> Pin<Box<dyn Future<Output = ()> + Send + 'a>>;
 }

@@ -151,16 +151,18 @@ impl<M: Machine> RaftStateMachine<TypeConfig> for MachineStore<M> {
 
     async fn install_snapshot(&mut self, meta: &Meta, snapshot: Self::SnapshotData) -> Result<(), io::Error> {
         let data = Arc::new(snapshot.into_inner());
-        {
+        let before = {
             let mut applied = self.applied.lock();
+            let before = self.effects.as_ref().map(|_| applied.machine.snapshot());
             applied.machine.restore(&data).map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))?;
             applied.last_applied = meta.last_log_id;
             applied.membership = meta.last_membership.clone();
-        }
+            before
+        };
         self.persist(meta, Arc::clone(&data)).await?;
         self.applied.lock().snapshot = Some((meta.clone(), Arc::clone(&data)));
-        if let Some(effects) = &self.effects {
-            effects.restored(&data).await;
+        if let (Some(effects), Some(before)) = (&self.effects, before) {
+            effects.restored(&before, &data).await;
         }
         Ok(())
     }

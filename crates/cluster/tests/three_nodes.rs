@@ -183,8 +183,14 @@ impl Effects for Recorded {
         Box::pin(async {})
     }
 
-    fn restored<'a>(&'a self, snapshot: &'a [u8]) -> std::pin::Pin<Box<dyn Future<Output = ()> + Send + 'a>> {
-        self.snapshots.lock().push(snapshot.to_vec());
+    fn restored<'a>(
+        &'a self,
+        before: &'a [u8],
+        after: &'a [u8],
+    ) -> std::pin::Pin<Box<dyn Future<Output = ()> + Send + 'a>> {
+        // A new member's machine was empty.
+        assert_eq!(before, b"[]");
+        self.snapshots.lock().push(after.to_vec());
         Box::pin(async {})
     }
 }

@@ -143,16 +143,19 @@ impl Effects {
         Ok((record.source, binding))
     }
 
-    /// Makes this node hold every record of `snapshot` (what was deleted while it was away
-    /// stays until deleted again: docs/clustering.md).
-    async fn restore(&self, snapshot: &[u8]) {
-        let machine: Metadata = match serde_json::from_slice(snapshot) {
-            Ok(machine) => machine,
-            Err(e) => return tracing::error!(error = %e, "a metadata snapshot this node cannot read"),
-        };
-        let commands = machine.commands();
-        tracing::info!(records = commands.len(), "following a metadata snapshot");
-        for command in commands {
+    /// Makes this node, which followed `before`, hold `after`: what `before` recorded and
+    /// `after` does not is removed, then every record of `after` made.
+    async fn restore(&self, before: &[u8], after: &[u8]) {
+        let (before, after): (Metadata, Metadata) =
+            match (serde_json::from_slice(before), serde_json::from_slice(after)) {
+                (Ok(before), Ok(after)) => (before, after),
+                (Err(e), _) | (_, Err(e)) => {
+                    return tracing::error!(error = %e, "a metadata snapshot this node cannot read");
+                }
+            };
+        let (removals, commands) = (before.removals(&after), after.commands());
+        tracing::info!(removed = removals.len(), records = commands.len(), "following a metadata snapshot");
+        for command in removals.into_iter().chain(commands) {
             self.follow(command, metadata::CHANGED).await;
         }
     }
@@ -173,9 +176,10 @@ impl charon_cluster::Effects for Effects {
 
     fn restored<'a>(
         &'a self,
-        snapshot: &'a [u8],
+        before: &'a [u8],
+        after: &'a [u8],
     ) -> std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send + 'a>> {
-        Box::pin(self.restore(snapshot))
+        Box::pin(self.restore(before, after))
     }
 }
 
@@ -248,7 +252,8 @@ mod tests {
         for (i, command) in commands.iter().enumerate() {
             machine.apply(i as u64, &serde_json::to_vec(command).unwrap());
         }
-        Effects::new(&broker).restored(&machine.snapshot()).await;
+        let empty = Metadata::default().snapshot();
+        Effects::new(&broker).restored(&empty, &machine.snapshot()).await;
 
         let vhost = broker.vhost("v").unwrap();
         assert_eq!(broker.access().account("u").unwrap().tags().as_slice(), ["management"]);
@@ -262,7 +267,31 @@ mod tests {
         assert!(bound);
         assert_eq!(vhost.policy("cap").unwrap().priority, 3);
         // Given again (a second snapshot), it changes nothing and refuses nothing.
-        Effects::new(&broker).restored(&machine.snapshot()).await;
+        Effects::new(&broker).restored(&machine.snapshot(), &machine.snapshot()).await;
         assert_eq!(vhost.bindings().iter().filter(|(s, _)| s == "a").count(), 1);
+
+        // A later snapshot, taken after commands this node missed deleted or changed records:
+        // they go here too; what the cluster never recorded (this node's own) stays.
+        let mine = crate::vhost::ExchangeDeclare { name: "mine".into(), kind: "direct".into(), ..Default::default() };
+        vhost.follow_exchange_declare(&mine).await.unwrap();
+        let mut later = machine.clone();
+        let missed = [
+            MetaCommand::DeleteExchange { vhost: "v".into(), name: "b".into() },
+            MetaCommand::DeleteExchange { vhost: "v".into(), name: "a".into() },
+            MetaCommand::DeclareExchange { vhost: "v".into(), name: "a".into(), record: exchange("fanout") },
+            MetaCommand::ClearPolicy { vhost: "v".into(), name: "cap".into(), operator: false },
+            MetaCommand::ClearTopicPermissions { vhost: "v".into(), user: "u".into(), exchange: None },
+            MetaCommand::ClearLimit { scope: "vhost".into(), name: "v".into(), limit: "max-queues".into() },
+        ];
+        for (i, command) in missed.iter().enumerate() {
+            later.apply(100 + i as u64, &serde_json::to_vec(command).unwrap());
+        }
+        Effects::new(&broker).restored(&machine.snapshot(), &later.snapshot()).await;
+        assert_eq!(vhost.exchange("a").unwrap().kind, crate::ExchangeKind::Fanout);
+        assert!(vhost.exchange("b").is_none() && vhost.exchange("mine").is_some());
+        assert!(vhost.bindings().iter().all(|(s, _)| s != "a"));
+        assert!(vhost.policy("cap").is_none() && broker.access().topic_permissions().is_empty());
+        assert!(broker.limits().get(crate::LimitScope::Vhost, "v").is_empty());
+        assert!(broker.access().account("u").is_some());
     }
 }

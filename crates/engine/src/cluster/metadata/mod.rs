@@ -161,6 +161,66 @@ impl Metadata {
         commands
     }
 
+    /// The commands that remove what `self` records and `now` does not (a node that was given
+    /// `now` as a snapshot missed them), and the exchanges `now` records otherwise (deleted and
+    /// declared again: a declare does not replace one): applied before [`Self::commands`] of
+    /// `now`, they make a node that held `self` hold `now`. What `self` never recorded (a
+    /// node's own, made before it clustered) is left alone.
+    #[must_use]
+    pub fn removals(&self, now: &Self) -> Vec<MetaCommand> {
+        let mut commands = Vec::new();
+        for name in self.vhosts.keys().filter(|name| !now.vhosts.contains_key(*name)) {
+            commands.push(MetaCommand::DeleteVhost { name: name.clone() });
+        }
+        for name in self.users.keys().filter(|name| !now.users.contains_key(*name)) {
+            commands.push(MetaCommand::DeleteUser { name: name.clone() });
+        }
+        for (vhost, users) in &self.permissions {
+            for user in users.keys().filter(|user| gone(vhost, user, &now.permissions)) {
+                commands.push(MetaCommand::ClearPermission { vhost: vhost.clone(), user: user.clone() });
+            }
+        }
+        for (vhost, users) in &self.topic_permissions {
+            for (user, exchanges) in users {
+                let kept = now.topic_permissions.get(vhost).and_then(|u| u.get(user));
+                for exchange in exchanges.keys().filter(|x| !kept.is_some_and(|k| k.contains_key(*x))) {
+                    let (vhost, user, exchange) = (vhost.clone(), user.clone(), Some(exchange.clone()));
+                    commands.push(MetaCommand::ClearTopicPermissions { vhost, user, exchange });
+                }
+            }
+        }
+        for (scope, names) in &self.limits {
+            for (name, limits) in names {
+                let kept = now.limits.get(scope).and_then(|n| n.get(name));
+                for limit in limits.keys().filter(|l| !kept.is_some_and(|k| k.contains_key(*l))) {
+                    let (scope, name, limit) = (scope.clone(), name.clone(), limit.clone());
+                    commands.push(MetaCommand::ClearLimit { scope, name, limit });
+                }
+            }
+        }
+        for (vhost, bindings) in &self.bindings {
+            let kept = now.bindings.get(vhost);
+            for binding in bindings.iter().filter(|b| !kept.is_some_and(|k| k.contains(*b))) {
+                commands.push(MetaCommand::UnbindExchange { vhost: vhost.clone(), binding: binding.clone() });
+            }
+        }
+        for (vhost, exchanges) in &self.exchanges {
+            for (name, record) in exchanges {
+                if now.exchanges.get(vhost).and_then(|x| x.get(name)) != Some(record) {
+                    commands.push(MetaCommand::DeleteExchange { vhost: vhost.clone(), name: name.clone() });
+                }
+            }
+        }
+        for operator in [false, true] {
+            for (vhost, policies) in self.policies(operator) {
+                for name in policies.keys().filter(|name| gone(vhost, name, now.policies(operator))) {
+                    commands.push(MetaCommand::ClearPolicy { vhost: vhost.clone(), name: name.clone(), operator });
+                }
+            }
+        }
+        commands
+    }
+
     /// Records `command`; whether it created or removed a record.
     fn record(&mut self, command: MetaCommand) -> bool {
         match command {
@@ -278,6 +338,11 @@ impl Metadata {
             self.delete_exchange(vhost, source);
         }
     }
+}
+
+/// Whether `map` has no `name` in `vhost`.
+fn gone<T>(vhost: &str, name: &str, map: &PerVhost<T>) -> bool {
+    !map.get(vhost).is_some_and(|m| m.contains_key(name))
 }
 
 /// Removes `key` from the map of `outer`, and that map when it is left empty; whether it was there.
