@@ -108,17 +108,22 @@ async fn applied(node: &Node, count: usize) -> Vec<Vec<u8>> {
     node.group.read(|j| j.0.iter().map(|(_, c)| c.clone()).collect())
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn three_members_replicate_in_order_and_a_restarted_one_catches_up() {
-    let dir = TempDir::new().unwrap();
-    let mut listeners = BTreeMap::new();
-    let mut members = BTreeMap::new();
-    for n in 1..=3 {
+/// Listeners on loopback for members 1..=`count`, and the members as peers know them.
+async fn listeners(count: u64) -> (BTreeMap<u64, TcpListener>, BTreeMap<u64, Peer>) {
+    let (mut listeners, mut members) = (BTreeMap::new(), BTreeMap::new());
+    for n in 1..=count {
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let address = listener.local_addr().unwrap().to_string();
         members.insert(n, Peer { name: format!("charon-{n}@localhost"), address });
         listeners.insert(n, listener);
     }
+    (listeners, members)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn three_members_replicate_in_order_and_a_restarted_one_catches_up() {
+    let dir = TempDir::new().unwrap();
+    let (listeners, members) = listeners(3).await;
     let mut nodes = BTreeMap::new();
     for (n, listener) in listeners {
         nodes.insert(n, start(n, listener, &dir).await);
@@ -199,16 +204,7 @@ impl Effects for Recorded {
 async fn a_member_that_joins_after_the_log_was_compacted_gets_a_snapshot_and_its_effects_are_given_it() {
     let dir = TempDir::new().unwrap();
     let compacting = Timing { compaction: 5, ..timing() };
-    let mut listeners = BTreeMap::new();
-    let mut members = BTreeMap::new();
-    for n in 1..=4 {
-        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-        members.insert(
-            n,
-            Peer { name: format!("charon-{n}@localhost"), address: listener.local_addr().unwrap().to_string() },
-        );
-        listeners.insert(n, listener);
-    }
+    let (mut listeners, members) = listeners(4).await;
     let fourth = listeners.remove(&4).unwrap();
     let mut nodes = BTreeMap::new();
     for (n, listener) in listeners {
@@ -281,16 +277,7 @@ async fn members_with_tls_replicate_and_a_node_without_the_cas_certificate_is_re
     let tls = |ca: &str, (cert, key): (String, String)| {
         Some(Arc::new(NodeTls::from_pem(cert.as_bytes(), key.as_bytes(), ca.as_bytes()).unwrap()))
     };
-    let mut listeners = BTreeMap::new();
-    let mut members = BTreeMap::new();
-    for n in 1..=3 {
-        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-        members.insert(
-            n,
-            Peer { name: format!("charon-{n}@localhost"), address: listener.local_addr().unwrap().to_string() },
-        );
-        listeners.insert(n, listener);
-    }
+    let (listeners, members) = listeners(3).await;
     let mut nodes = BTreeMap::new();
     for (n, listener) in listeners {
         let me = Identity { tls: tls(&ca, node_cert()), ..identity(n, listener.local_addr().unwrap(), b"cookie") };
