@@ -575,6 +575,9 @@ async fn an_administrator_adds_a_user_and_a_vhost_grants_permissions_and_the_use
     // full permissions there), is on its Queues page.
     assert_eq!(api(&charon, "PUT", "/api/queues/shop/ops-orders", Some(json!({"durable": true}))).await.0, 201);
     browser.click("form[action='/logout'] button").await;
+    // The click returns before the browser followed the logout's redirect: a page asked for
+    // meanwhile would still carry the old session.
+    browser.wait_path("the login page", |p| p.starts_with("/login")).await;
     browser.log_in("ops", "s3cret-pw").await;
     browser.wait_path("/", |p| p == "/").await;
     assert_eq!(browser.text("header .who strong").await, "ops");
