@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
-use tokio::task::JoinSet;
+use tokio::task::{AbortHandle, JoinSet};
 
 use super::frame::Kind;
 use super::{Connection, Identity};
@@ -20,12 +20,14 @@ pub const DOWN_AFTER: Duration = Duration::from_secs(3);
 /// When each peer answered last, and what.
 type Seen = HashMap<String, (Instant, Arc<Vec<u8>>)>;
 
+/// The peers pinged: by name, the address and the task pinging it; and the tasks.
+type Pinging = (HashMap<String, (String, AbortHandle)>, JoinSet<()>);
+
 /// The peers' last answers; the pinging tasks stop when it is dropped.
 pub struct Liveness {
     identity: Identity,
     seen: Arc<Mutex<Seen>>,
-    /// The peers pinged, by name, and their tasks.
-    pinging: Mutex<(HashMap<String, String>, JoinSet<()>)>,
+    pinging: Mutex<Pinging>,
 }
 
 impl Liveness {
@@ -41,18 +43,33 @@ impl Liveness {
         liveness
     }
 
-    /// Pings the peers of `peers` not pinged yet (members that joined since). Must run inside
-    /// the runtime.
+    /// Pings exactly `peers` (this node left out): a peer not pinged yet (a member that
+    /// joined since) is from now on; one no longer listed (a member forgotten), or listed at
+    /// another address, stops being pinged and is no longer running. Must run inside the
+    /// runtime.
     pub fn watch(&self, peers: impl IntoIterator<Item = Peer>) {
+        let peers: HashMap<String, String> =
+            peers.into_iter().filter(|p| p.name != self.identity.name).map(|p| (p.name, p.address)).collect();
         let mut pinging = self.pinging.lock();
         let (known, tasks) = &mut *pinging;
-        for peer in peers {
-            if peer.name == self.identity.name || known.get(&peer.name) == Some(&peer.address) {
+        known.retain(|name, (address, task)| {
+            let keep = peers.get(name) == Some(address);
+            if !keep {
+                task.abort();
+                self.seen.lock().remove(name);
+            }
+            keep
+        });
+        // Tasks stopped before (their abort took effect since) leave the set.
+        while tasks.try_join_next().is_some() {}
+        for (name, address) in peers {
+            if known.contains_key(&name) {
                 continue;
             }
-            known.insert(peer.name.clone(), peer.address.clone());
-            let (seen, mut connection) = (Arc::clone(&self.seen), Connection::new(self.identity.clone(), peer.address));
-            tasks.spawn(async move {
+            let (seen, mut connection) =
+                (Arc::clone(&self.seen), Connection::new(self.identity.clone(), address.clone()));
+            let peer = name.clone();
+            let task = tasks.spawn(async move {
                 let mut ticks = tokio::time::interval(INTERVAL);
                 ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
                 loop {
@@ -60,14 +77,23 @@ impl Liveness {
                     let ping = connection.call(0, Kind::Ping, Vec::new());
                     match tokio::time::timeout(INTERVAL, ping).await {
                         Ok(Ok(report)) => {
-                            seen.lock().insert(peer.name.clone(), (Instant::now(), Arc::new(report)));
+                            seen.lock().insert(peer.clone(), (Instant::now(), Arc::new(report)));
                         }
                         Ok(Err(_)) => {}
                         Err(_) => connection.reset(),
                     }
                 }
             });
+            known.insert(name, (address, task));
         }
+    }
+
+    /// The peers pinged, by name, in order.
+    #[must_use]
+    pub fn watched(&self) -> Vec<String> {
+        let mut names: Vec<String> = self.pinging.lock().0.keys().cloned().collect();
+        names.sort();
+        names
     }
 
     /// Whether `name` answered a ping within [`DOWN_AFTER`].
@@ -81,5 +107,39 @@ impl Liveness {
     pub fn report(&self, name: &str) -> Option<Arc<Vec<u8>>> {
         let seen = self.seen.lock();
         seen.get(name).filter(|(at, _)| at.elapsed() < DOWN_AFTER).map(|(_, report)| Arc::clone(report))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn peer(name: &str, address: &str) -> Peer {
+        Peer { name: name.to_owned(), address: address.to_owned() }
+    }
+
+    #[tokio::test]
+    async fn it_pings_exactly_the_members_it_is_given() {
+        let me = Identity {
+            name: "a@h".into(),
+            secret: Arc::new(b"s".to_vec()),
+            address: "127.0.0.1:0".parse().unwrap(),
+            tls: None,
+        };
+        let liveness =
+            Liveness::start(&me, [peer("a@h", "127.0.0.1:1"), peer("b@h", "127.0.0.1:1"), peer("c@h", "127.0.0.1:1")]);
+        assert_eq!(liveness.watched(), ["b@h", "c@h"]);
+        // c forgotten; d joined; b moved.
+        liveness.watch([peer("b@h", "127.0.0.1:2"), peer("d@h", "127.0.0.1:1")]);
+        assert_eq!(liveness.watched(), ["b@h", "d@h"]);
+        assert_eq!(liveness.pinging.lock().0["b@h"].0, "127.0.0.1:2");
+        // The stopped tasks leave the set at a later call, once their abort took effect.
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while liveness.pinging.lock().1.len() != 2 {
+            assert!(Instant::now() < deadline, "stopped tasks kept");
+            tokio::task::yield_now().await;
+            liveness.watch([peer("b@h", "127.0.0.1:2"), peer("d@h", "127.0.0.1:1")]);
+        }
+        assert!(!liveness.running("c@h"));
     }
 }
