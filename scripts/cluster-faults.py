@@ -166,7 +166,6 @@ def main():
     cluster = Cluster(args.binary, base)
     for n in NODES:
         threading.Thread(target=cluster.start, args=(n,)).start()
-    time.sleep(1)
     for n in NODES:
         while n not in cluster.procs or call(n, "GET", "/api/overview", timeout=2)[0] != 200:
             time.sleep(0.2)

@@ -112,16 +112,6 @@ fn runs(node: &Charon, name: &str) -> bool {
     nodes.as_array().unwrap().iter().any(|n| n["name"] == name && n["running"] == true)
 }
 
-/// RabbitMQ's `rabbitmqadmin` v2, where scripts/test.sh installs it (`CHARON_RABBITMQADMIN`).
-fn rabbitmqadmin() -> Option<std::path::PathBuf> {
-    let path = match std::env::var_os("CHARON_RABBITMQADMIN") {
-        Some(path) => std::path::PathBuf::from(path),
-        None => std::path::PathBuf::from(std::env::var_os("HOME")?)
-            .join(".cache/charon-tests/rabbitmqadmin/bin/rabbitmqadmin"),
-    };
-    path.is_file().then_some(path)
-}
-
 /// Blocks on `work` with a runtime of its own (these tests are blocking; lapin is async).
 fn block<T>(work: impl std::future::Future<Output = T>) -> T {
     tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(work)
@@ -373,7 +363,7 @@ fn three_nodes_replicate_metadata_survive_a_kill_9_and_refuse_strangers() {
         holds(reported && listed["fd_used"].as_u64() > Some(0), || format!("node 2 as node 1 lists it: {listed}"))
     });
     // RabbitMQ's own CLI lists the three (when scripts/test.sh installed it).
-    if let Some(admin) = rabbitmqadmin() {
+    if let Some(admin) = support::rabbitmqadmin() {
         let output = std::process::Command::new(admin)
             .args(["--non-interactive", "-H", "127.0.0.1", "-P", &nodes[2].http_port.to_string()])
             .args(["-u", "guest", "-p", "guest", "list", "nodes"])

@@ -21,20 +21,6 @@ use lapin::options::{BasicConsumeOptions, QueueDeclareOptions};
 use lapin::types::FieldTable;
 use lapin::{Connection, ConnectionProperties};
 
-/// Where scripts/test.sh installs it.
-fn binary() -> Option<PathBuf> {
-    let path = match std::env::var_os("CHARON_RABBITMQADMIN") {
-        Some(path) => PathBuf::from(path),
-        None => {
-            let cache = std::env::var_os("XDG_CACHE_HOME")
-                .map(PathBuf::from)
-                .or_else(|| std::env::var_os("HOME").map(|home| PathBuf::from(home).join(".cache")))?;
-            cache.join("charon-tests/rabbitmqadmin/bin/rabbitmqadmin")
-        }
-    };
-    path.is_file().then_some(path)
-}
-
 /// The broker under test: host, AMQP port, HTTP port, user, password.
 struct Target {
     host: String,
@@ -113,7 +99,7 @@ fn contains(out: &str, word: &str) -> Result<(), String> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn rabbitmqadmin_v2_runs_the_everyday_commands() {
-    let Some(binary) = binary() else {
+    let Some(binary) = support::rabbitmqadmin() else {
         assert!(std::env::var_os("CI").is_none(), "rabbitmqadmin is missing: scripts/test.sh installs it");
         eprintln!(
             "SKIPPED: no rabbitmqadmin binary (set CHARON_RABBITMQADMIN, or run scripts/test.sh once to install it)"

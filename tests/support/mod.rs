@@ -258,3 +258,18 @@ impl Drop for Tmpfs {
         let _ = Command::new("umount").arg("-l").arg(self.dir.path()).status();
     }
 }
+
+/// RabbitMQ's `rabbitmqadmin` v2: `CHARON_RABBITMQADMIN`, else where scripts/test.sh installs
+/// it (the user's cache); `None` when it is not there.
+pub fn rabbitmqadmin() -> Option<PathBuf> {
+    let path = match std::env::var_os("CHARON_RABBITMQADMIN") {
+        Some(path) => PathBuf::from(path),
+        None => {
+            let cache = std::env::var_os("XDG_CACHE_HOME")
+                .map(PathBuf::from)
+                .or_else(|| std::env::var_os("HOME").map(|home| PathBuf::from(home).join(".cache")))?;
+            cache.join("charon-tests/rabbitmqadmin/bin/rabbitmqadmin")
+        }
+    };
+    path.is_file().then_some(path)
+}

@@ -53,27 +53,18 @@ fn identity(n: u64, address: std::net::SocketAddr, secret: &[u8]) -> Identity {
 }
 
 async fn start(n: u64, listener: TcpListener, dir: &TempDir) -> Node {
-    start_with(n, listener, dir, timing(), None).await
+    start_with(n, listener, dir, (timing(), None), None).await
 }
 
+/// Member `n` on `listener`, with `timing` and `effects`, over TLS with `tls`.
 async fn start_with(
     n: u64,
     listener: TcpListener,
     dir: &TempDir,
-    timing: Timing,
-    effects: Option<Arc<dyn Effects>>,
+    (timing, effects): (Timing, Option<Arc<dyn Effects>>),
+    tls: Option<Arc<charon_cluster::transport::NodeTls>>,
 ) -> Node {
-    start_as(identity(n, listener.local_addr().unwrap(), b"cookie"), n, listener, dir, timing, effects).await
-}
-
-async fn start_as(
-    me: Identity,
-    n: u64,
-    listener: TcpListener,
-    dir: &TempDir,
-    timing: Timing,
-    effects: Option<Arc<dyn Effects>>,
-) -> Node {
+    let me = Identity { tls, ..identity(n, listener.local_addr().unwrap(), b"cookie") };
     let db = LogStore::open_database(&dir.path().join(format!("node-{n}.redb"))).unwrap();
     let group = Arc::new(Group::start((n, 0), me.clone(), timing, db, (Journal::default(), effects)).await.unwrap());
     let server = tokio::spawn(serve(listener, me, Arc::clone(&group) as Arc<dyn charon_cluster::transport::Dispatch>));
@@ -208,7 +199,7 @@ async fn a_member_that_joins_after_the_log_was_compacted_gets_a_snapshot_and_its
     let fourth = listeners.remove(&4).unwrap();
     let mut nodes = BTreeMap::new();
     for (n, listener) in listeners {
-        nodes.insert(n, start_with(n, listener, &dir, compacting, None).await);
+        nodes.insert(n, start_with(n, listener, &dir, (compacting, None), None).await);
     }
     let first_three: BTreeMap<u64, Peer> =
         members.iter().filter(|(n, _)| **n < 4).map(|(n, p)| (*n, p.clone())).collect();
@@ -229,7 +220,8 @@ async fn a_member_that_joins_after_the_log_was_compacted_gets_a_snapshot_and_its
 
     // A fourth member joins: the log it would need is gone, so it is sent a snapshot.
     let recorded = Arc::new(Recorded::default());
-    nodes.insert(4, start_with(4, fourth, &dir, compacting, Some(Arc::clone(&recorded) as Arc<dyn Effects>)).await);
+    let effects = Some(Arc::clone(&recorded) as Arc<dyn Effects>);
+    nodes.insert(4, start_with(4, fourth, &dir, (compacting, effects), None).await);
     nodes[&1].group.add_member(4, members[&4].clone()).await.unwrap();
     write(&nodes, 2, b"c-20").await;
     let mut commands = commands;
@@ -280,8 +272,7 @@ async fn members_with_tls_replicate_and_a_node_without_the_cas_certificate_is_re
     let (listeners, members) = listeners(3).await;
     let mut nodes = BTreeMap::new();
     for (n, listener) in listeners {
-        let me = Identity { tls: tls(&ca, node_cert()), ..identity(n, listener.local_addr().unwrap(), b"cookie") };
-        nodes.insert(n, start_as(me, n, listener, &dir, timing(), None).await);
+        nodes.insert(n, start_with(n, listener, &dir, (timing(), None), tls(&ca, node_cert())).await);
     }
     nodes[&1].group.initialize(members.clone()).await.unwrap();
     for (n, command) in [(2, &b"over tls 1"[..]), (3, b"over tls 2")] {

@@ -135,7 +135,7 @@ pub(crate) async fn overview(State(broker): State<Arc<Broker>>, Extension(user):
             (dead_letters, consumers) = (dead_letters + totals.other, consumers + totals.consumers);
         }
         let mine = |owner: &String| monitor || *owner == user.name;
-        connections += report.connections.iter().filter(|(u, _)| mine(u)).flat_map(|(_, v)| v.values()).sum::<u64>();
+        connections += report.connections.iter().filter(|(u, _)| mine(u)).map(|(_, n)| n).sum::<u64>();
         channels += report.channels.iter().filter(|(u, _)| mine(u)).map(|(_, n)| n).sum::<u64>();
     }
     let mut object_totals = json!({

@@ -52,8 +52,8 @@ pub struct NodeReport {
     pub fd_total: Option<u64>,
     /// Its queues, by vhost (as of each queue's last pass).
     pub vhosts: BTreeMap<String, VhostTotals>,
-    /// Its client connections, by user, then vhost.
-    pub connections: BTreeMap<String, BTreeMap<String, u64>>,
+    /// Its client connections, by user.
+    pub connections: BTreeMap<String, u64>,
     /// Its open channels, by user.
     pub channels: BTreeMap<String, u64>,
     /// Its message counters (`message_stats`).
@@ -81,10 +81,9 @@ impl NodeReport {
             }
             vhosts.insert(vhost.name().to_owned(), totals);
         }
-        let mut connections: BTreeMap<String, BTreeMap<String, u64>> = BTreeMap::new();
+        let mut connections: BTreeMap<String, u64> = BTreeMap::new();
         for listed in broker.connections().list() {
-            let by_vhost = connections.entry(listed.info.user.clone()).or_default();
-            *by_vhost.entry(listed.info.vhost.clone()).or_default() += 1;
+            *connections.entry(listed.info.user.clone()).or_default() += 1;
         }
         Self {
             os_pid: std::process::id(),
