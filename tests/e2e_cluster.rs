@@ -598,6 +598,9 @@ fn a_node_cut_off_refuses_metadata_changes_and_catches_up_when_healed() {
 
     on(&nodes[0], declare_exchange("before-x", ExchangeKind::Direct, true)).unwrap();
     eventually_exchange(&nodes[2], "before-x");
+    on(&nodes[2], async |channel: Channel| {
+        channel.queue_declare("kept-3".into(), QueueDeclareOptions::default(), FieldTable::default()).await.unwrap();
+    });
 
     let partition = Partition::cut(&address(3), &[&address(1), &address(2)]);
     // The majority side goes on (after an election, if node 3 led); node 3 refuses, keeps
@@ -616,6 +619,30 @@ fn a_node_cut_off_refuses_metadata_changes_and_catches_up_when_healed() {
         "INTERNAL_ERROR - failed to declare exchange 'minority-x' in vhost '/' because the operation timed out";
     assert!(refused.to_string().contains(expected), "{refused}");
     on(&nodes[2], declare_exchange("before-x", ExchangeKind::Direct, true)).unwrap();
+    // Queues: a declare and a delete get RabbitMQ 4.3.6's answers there; the queue node 3
+    // had before the cut keeps serving its clients.
+    let declare = |name: &str| {
+        let name = name.to_owned();
+        async move |channel: Channel| {
+            channel.queue_declare(name.as_str().into(), QueueDeclareOptions::default(), FieldTable::default()).await
+        }
+    };
+    let refused = on(&nodes[2], declare("minority-q")).unwrap_err().to_string();
+    let expected = "INTERNAL_ERROR - Could not declare queue 'minority-q' in vhost '/' on node \
+                    'charon-3@localhost' because the metadata store operation timed out";
+    assert!(refused.contains(expected), "{refused}");
+    let refused = on(&nodes[2], async |channel: Channel| {
+        let delete = channel.queue_delete("kept-3".into(), lapin::options::QueueDeleteOptions::default());
+        delete.await.unwrap_err().to_string()
+    });
+    assert!(refused.contains("The operation to delete the queue from the metadata store timed out"), "{refused}");
+    let served = on(&nodes[2], async |channel: Channel| {
+        let props = BasicProperties::default();
+        channel.basic_publish("".into(), "kept-3".into(), BasicPublishOptions::default(), b"k", props).await?.await?;
+        let got = channel.basic_get("kept-3".into(), BasicGetOptions { no_ack: true }).await?;
+        lapin::Result::Ok(got.map(|m| m.delivery.data))
+    });
+    assert_eq!(served.unwrap(), Some(b"k".to_vec()));
     eventually_named(&nodes[1], "during");
     eventually_runs(&nodes[0], "charon-3@localhost", false);
 
@@ -710,4 +737,144 @@ fn nodes_with_tls_between_them_form_a_cluster_and_a_node_without_it_is_refused()
     std::fs::remove_dir_all(dir.path().join("node-3")).unwrap();
     nodes.push(start(3, true));
     eventually_named(&nodes[2], "encrypted");
+}
+
+/// A queue declared on node 1 takes publishes through node 2, with their confirms, and serves
+/// a consumer and a `basic.get` on node 3; the other nodes show it on node 1. With node 1
+/// killed, node 3 answers RabbitMQ's "home node ... is down or inaccessible" and node 2 refuses
+/// the confirms of what it could not hand over; node 1 back from its data directory serves the
+/// queue again, its messages kept.
+#[test]
+fn a_queue_on_one_node_serves_publishers_and_consumers_on_the_others() {
+    use futures_util::StreamExt;
+    use lapin::options::{BasicAckOptions, BasicConsumeOptions, BasicQosOptions, ConfirmSelectOptions};
+
+    let dir = tempfile::tempdir().unwrap();
+    let secret = dir.path().join("secret");
+    std::fs::write(&secret, "QUEUESCOOKIE").unwrap();
+    let port = |n: u16| 25920 + n;
+    let peers: Vec<String> = (1..=3)
+        .flat_map(|n| ["--cluster-peer".to_owned(), format!("charon-{n}@localhost=127.0.0.1:{}", port(n))])
+        .collect();
+    let start = |n: u16| {
+        let mut args = vec![
+            "--node-name".to_owned(),
+            format!("charon-{n}@localhost"),
+            "--cluster-listen".to_owned(),
+            format!("127.0.0.1:{}", port(n)),
+            "--cluster-secret-file".to_owned(),
+            secret.display().to_string(),
+        ];
+        args.extend(peers.iter().cloned());
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        Charon::start_on(&dir.path().join(format!("node-{n}")), &args)
+    };
+    let mut nodes: Vec<Charon> = (1..=3).map(start).collect();
+    set_name_when_led(&nodes[0], "queues");
+
+    // Declared and bound on node 1; the other nodes show it there.
+    on(&nodes[0], async |channel: Channel| {
+        let durable = QueueDeclareOptions { durable: true, ..QueueDeclareOptions::default() };
+        channel.queue_declare("homed".into(), durable, FieldTable::default()).await.unwrap();
+        let bind = QueueBindOptions::default();
+        channel.queue_bind("homed".into(), "amq.direct".into(), "k".into(), bind, FieldTable::default()).await.unwrap();
+    });
+    for node in [&nodes[1], &nodes[2]] {
+        until(20, || {
+            let queue = Call::api(node.http_port, "GET", "/api/queues/%2F/homed").send_blocking();
+            let homed = queue.status == 200 && queue.json()["node"] == "charon-1@localhost";
+            holds(homed, || format!("homed on {}: {queue:?}", node.http_port))
+        });
+    }
+
+    // 200 publishes through node 2, by name and through the binding, all confirmed.
+    let publish_on = |node: &Charon, count: usize| {
+        let publish = async move |channel: Channel| {
+            channel.confirm_select(ConfirmSelectOptions::default()).await.unwrap();
+            let mut confirms = Vec::new();
+            for i in 0..count {
+                let (exchange, key) = if i % 2 == 0 { ("", "homed") } else { ("amq.direct", "k") };
+                let body = format!("m-{i}");
+                let options = BasicPublishOptions::default();
+                let props = BasicProperties::default().with_delivery_mode(2);
+                let sent = channel.basic_publish(exchange.into(), key.into(), options, body.as_bytes(), props);
+                confirms.push(sent.await.unwrap());
+            }
+            let mut acked = 0;
+            for confirm in confirms {
+                acked += usize::from(confirm.await.unwrap().is_ack());
+            }
+            acked
+        };
+        on(node, publish)
+    };
+    assert_eq!(publish_on(&nodes[1], 200), 200);
+    let depth = |node: &Charon| {
+        let queue = Call::api(node.http_port, "GET", "/api/queues/%2F/homed").send_blocking().json();
+        (queue["messages"].as_u64(), queue["state"].as_str().map(str::to_owned))
+    };
+    assert_eq!(depth(&nodes[0]).0, Some(200));
+    assert_eq!(depth(&nodes[2]).0, Some(200));
+
+    // Node 3 consumes 150 (prefetch 10), in order, acknowledging each, and gets one more.
+    let consumed = on(&nodes[2], async |channel: Channel| {
+        channel.basic_qos(10, BasicQosOptions::default()).await.unwrap();
+        let options = BasicConsumeOptions::default();
+        let mut consumer =
+            channel.basic_consume("homed".into(), "c3".into(), options, FieldTable::default()).await.unwrap();
+        let mut bodies = Vec::new();
+        while bodies.len() < 150 {
+            let delivery = consumer.next().await.unwrap().unwrap();
+            bodies.push(String::from_utf8(delivery.data.clone()).unwrap());
+            delivery.ack(BasicAckOptions::default()).await.unwrap();
+        }
+        channel.basic_cancel("c3".into(), lapin::options::BasicCancelOptions::default()).await.unwrap();
+        let got = channel.basic_get("homed".into(), BasicGetOptions { no_ack: false }).await.unwrap().unwrap();
+        let last = String::from_utf8(got.delivery.data.clone()).unwrap();
+        got.delivery.ack(BasicAckOptions::default()).await.unwrap();
+        (bodies, last, got.message_count)
+    });
+    let expected: Vec<String> = (0..150).map(|i| format!("m-{i}")).collect();
+    assert_eq!(consumed.0, expected);
+    // The ten the consumer held unacknowledged when it was cancelled stay with its channel
+    // (as RabbitMQ keeps them), so the get takes the next; they go back when it closes.
+    assert_eq!((consumed.1.as_str(), consumed.2), ("m-160", 39));
+    until(10, || {
+        let now = depth(&nodes[0]).0;
+        holds(now == Some(49), || format!("node 1 holds {now:?} messages, not 49"))
+    });
+
+    // Node 1 dies: node 3 gets RabbitMQ's answer, node 2's publishes are refused, and the
+    // queue is listed down.
+    nodes[0].kill9();
+    let refused = on(&nodes[2], async |channel: Channel| {
+        let passive = QueueDeclareOptions { passive: true, ..QueueDeclareOptions::default() };
+        channel.queue_declare("homed".into(), passive, FieldTable::default()).await.unwrap_err().to_string()
+    });
+    let expected =
+        "NOT_FOUND - home node 'charon-1@localhost' of durable queue 'homed' in vhost '/' is down or inaccessible";
+    assert!(refused.contains(expected), "{refused}");
+    assert_eq!(publish_on(&nodes[1], 4), 0);
+    assert_eq!(depth(&nodes[1]).1.as_deref(), Some("down"));
+
+    // Back from its data directory, node 1 serves the queue again, its messages kept.
+    nodes[0] = start(1);
+    until(30, || {
+        let now = depth(&nodes[2]);
+        holds(now == (Some(49), Some("running".to_owned())), || format!("homed seen from node 3: {now:?}"))
+    });
+    assert_eq!(publish_on(&nodes[1], 2), 2);
+    until(10, || holds(depth(&nodes[0]).0 == Some(51), || format!("node 1: {:?}", depth(&nodes[0]))));
+
+    // Deleted through node 2: gone from every node.
+    on(&nodes[1], async |channel: Channel| {
+        let deleted = channel.queue_delete("homed".into(), lapin::options::QueueDeleteOptions::default()).await;
+        assert_eq!(deleted.unwrap(), 51);
+    });
+    for node in &nodes {
+        until(20, || {
+            let status = Call::api(node.http_port, "GET", "/api/queues/%2F/homed").send_blocking().status;
+            holds(status == 404, || format!("homed still on {}: {status}", node.http_port))
+        });
+    }
 }

@@ -12,7 +12,7 @@ use charon_cluster::transport::{Dispatch, Identity, Liveness, NodeDispatch, Node
 use charon_cluster::{Current, Group, GroupError, LogStore, Peer, Timing, node_id};
 use charon_engine::Broker;
 use charon_engine::cluster::metadata::Metadata;
-use charon_engine::cluster::{Cluster, NodeReport, Restart};
+use charon_engine::cluster::{Cluster, Home, NodeReport, Queues, Restart};
 use tokio::sync::watch;
 
 use crate::config::ClusterConfig;
@@ -126,7 +126,9 @@ pub(crate) async fn start(
     // Until the stop: then the listener and every peer connection it accepted close.
     let weak = Arc::downgrade(broker);
     let report = move || weak.upgrade().and_then(|b| serde_json::to_vec(&NodeReport::of(&b)).ok()).unwrap_or_default();
-    let node = NodeDispatch::new(Arc::clone(&current) as Arc<dyn Dispatch>, Arc::new(report));
+    let home = Arc::new(Home::new(broker));
+    let queues = Arc::clone(&home) as Arc<dyn Dispatch>;
+    let node = NodeDispatch::new(Arc::clone(&current) as Arc<dyn Dispatch>, queues, Arc::new(report));
     let peers = serve(listener, identity.clone(), Arc::new(node));
     let mut stopping = shutdown.clone();
     running.serve(async move {
@@ -145,8 +147,9 @@ pub(crate) async fn start(
     running.serve(form(Arc::clone(&group), id, members.clone(), shutdown.clone()));
     let members: Vec<Peer> = members.into_values().collect();
     let liveness = Liveness::start(&identity, members.clone());
-    broker.join_cluster(Cluster::new(current, members, liveness, restart));
+    broker.join_cluster(Cluster::new(current, members, liveness, restart, Queues::new(identity)));
     running.serve(follow_alarms(Arc::downgrade(broker), shutdown.clone()));
+    running.serve(reap_sessions(Arc::downgrade(broker), home, shutdown.clone()));
     Ok(())
 }
 
@@ -162,6 +165,22 @@ async fn follow_alarms(broker: std::sync::Weak<Broker>, mut stop: watch::Receive
         let Some(broker) = broker.upgrade() else { return };
         if let Some(cluster) = broker.cluster() {
             cluster.follow_alarms(broker.resources());
+        }
+    }
+}
+
+/// Every 5 seconds, closes the sessions of other nodes on this node's queues whose node is
+/// down or started again (their unacknowledged deliveries go back to the queues).
+async fn reap_sessions(broker: std::sync::Weak<Broker>, home: Arc<Home>, mut stop: watch::Receiver<bool>) {
+    let mut ticks = tokio::time::interval(Duration::from_secs(5));
+    loop {
+        tokio::select! {
+            _ = ticks.tick() => {}
+            _ = stop.wait_for(|stop| *stop) => return,
+        }
+        let Some(broker) = broker.upgrade() else { return };
+        if let Some(cluster) = broker.cluster() {
+            home.reap(&|node| cluster.is_running(node)).await;
         }
     }
 }

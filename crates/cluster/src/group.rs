@@ -513,6 +513,7 @@ impl<M: Machine> Group<M> {
                 Ok(Vec::new())
             }
             Kind::Answer | Kind::Failed => Err("not a request".to_owned()),
+            Kind::Queue => Err("queue requests are not a group's".to_owned()),
         }
     }
 }

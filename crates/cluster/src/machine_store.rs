@@ -62,13 +62,22 @@ impl<M: Machine> MachineStore<M> {
             Ok(Some((meta, data)))
         })
         .await?;
+        let empty = machine.snapshot();
         let mut applied =
             Applied { machine, last_applied: None, membership: StoredMembership::default(), snapshot: None };
+        let mut restored = None;
         if let Some((meta, data)) = stored {
             applied.machine.restore(&data).map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))?;
             applied.last_applied = meta.last_log_id;
             applied.membership = meta.last_membership.clone();
-            applied.snapshot = Some((meta, Arc::new(data)));
+            let data = Arc::new(data);
+            restored = Some(Arc::clone(&data));
+            applied.snapshot = Some((meta, data));
+        }
+        // The layer that follows the machine makes what the snapshot records, as a node given
+        // that snapshot by its leader does: what the log holds after it is applied again next.
+        if let (Some(effects), Some(data)) = (&effects, restored) {
+            effects.restored(&empty, &data).await;
         }
         Ok(Self { applied: Arc::new(Mutex::new(applied)), db, effects })
     }

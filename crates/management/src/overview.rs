@@ -99,7 +99,8 @@ async fn totals(vhosts: &[Arc<VHost>]) -> (usize, usize, u64, u64, u64, u64) {
     let (mut queues, mut exchanges, mut ready, mut unacked, mut other, mut consumers) = (0, 0, 0, 0, 0, 0);
     for vhost in vhosts {
         exchanges += vhost.exchanges().len();
-        for queue in vhost.queues() {
+        // Every node reports its own: the other nodes' are added from their reports.
+        for queue in vhost.local_queues() {
             queues += 1;
             if let Ok(stats) = queue.stats().await {
                 ready += u64::from(stats.ready);

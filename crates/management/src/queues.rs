@@ -26,7 +26,13 @@ use crate::listing::{self, Params};
 use crate::rates::Sampler;
 
 async fn render(vhost: &VHost, queue: &QueueRef, sampler: &Sampler) -> Option<JsonValue> {
-    let stats = queue.stats().await.ok()?;
+    // A queue of another node that does not answer is listed as RabbitMQ lists a queue whose
+    // node is down: `state` "down", no counters.
+    let (stats, state) = match queue.stats().await {
+        Ok(stats) => (stats, "running"),
+        Err(_) if queue.home.is_some() => (charon_engine::QueueStats::default(), "down"),
+        Err(_) => return None,
+    };
     let config = &queue.config;
     let applied = vhost.queue_policies(queue);
     let mut rendered = json!({
@@ -37,7 +43,7 @@ async fn render(vhost: &VHost, queue: &QueueRef, sampler: &Sampler) -> Option<Js
         "exclusive": config.exclusive_owner.is_some(),
         "arguments": table_to_json(&config.arguments),
         "type": config.queue_type.as_str(),
-        "state": "running",
+        "state": state,
         "consumers": stats.consumers,
         // Delayed messages (Zaqar's `delay`) are in `messages`, never in `messages_ready`.
         "messages": u64::from(stats.ready)
@@ -49,7 +55,7 @@ async fn render(vhost: &VHost, queue: &QueueRef, sampler: &Sampler) -> Option<Js
         "message_bytes": stats.message_bytes_ready + stats.message_bytes_unacknowledged + stats.message_bytes_delayed,
         "message_bytes_ready": stats.message_bytes_ready,
         "message_bytes_unacknowledged": stats.message_bytes_unacknowledged,
-        "node": charon_engine::broker::node_name(),
+        "node": queue.home.clone().unwrap_or_else(charon_engine::broker::node_name),
         "exclusive_consumer_tag": stats.exclusive_consumer_tag,
         // 4.0.5 reports the same figure under both names.
         "consumer_utilisation": stats.consumer_utilisation,

@@ -1,4 +1,7 @@
-//! The mailbox protocol between a [`super::QueueHandle`] and its task.
+//! The mailbox protocol between a [`super::QueueHandle`] and its task (or, for a queue of
+//! another node of the cluster, the proxy task that sends each command there).
+// Each command and its fields are documented at the `QueueHandle` method that sends it.
+#![allow(missing_docs)]
 
 use std::sync::Arc;
 
@@ -14,10 +17,8 @@ use crate::error::EngineError;
 use crate::session::{ConsumerId, Owner};
 
 /// One command to a queue task.
-// Public only with `test-support`, for other crates' tests to read a mailbox; what the
-// paging commands carry stays this crate's (with or without the feature).
+// What the paging commands carry stays this crate's: a proxy does not forward them.
 #[allow(private_interfaces)]
-#[cfg_attr(not(feature = "test-support"), allow(unreachable_pub))]
 pub enum QueueCmd {
     Publish {
         items: Vec<Enqueue>,

@@ -200,6 +200,15 @@ pub enum EngineError {
     /// The durable store could not record a change (disk full, I/O error); nothing changed.
     #[error("{0}")]
     Store(String),
+    /// The queue lives on another node of the cluster, which does not answer (RabbitMQ's
+    /// words for a classic queue whose node is down, 404).
+    #[error("home node '{node}' of durable {queue} is down or inaccessible")]
+    HomeNodeDown {
+        /// The queue's node.
+        node: String,
+        /// The queue.
+        queue: Resource,
+    },
 }
 
 impl EngineError {
@@ -207,7 +216,7 @@ impl EngineError {
     #[must_use]
     pub fn kind(&self) -> ErrorKind {
         match self {
-            Self::NotFound(_) | Self::QueueGone(_) => ErrorKind::NotFound,
+            Self::NotFound(_) | Self::QueueGone(_) | Self::HomeNodeDown { .. } => ErrorKind::NotFound,
             Self::ExclusiveLocked(_) => ErrorKind::ResourceLocked,
             Self::ExclusiveConsumeUnavailable(_)
             | Self::ReservedName { .. }

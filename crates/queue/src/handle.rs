@@ -48,6 +48,9 @@ pub struct QueueHandle {
     pub admission: Admission,
     /// Its consumer timeout, for the connections that hold its unacknowledged deliveries.
     pub consumer_timeout: TimeoutCell,
+    /// The node the queue lives on when this handle is a proxy for it on another node of the
+    /// cluster (whose task sends each command there); `None` for a queue of this node.
+    pub home: Option<String>,
     pub(super) tx: mpsc::Sender<QueueCmd>,
 }
 
@@ -64,8 +67,18 @@ impl QueueHandle {
             placements: parking_lot::Mutex::default(),
             admission: Admission::default(),
             consumer_timeout: TimeoutCell::default(),
+            home: None,
             tx,
         }
+    }
+
+    /// A handle for a queue that lives on node `home`: its commands arrive on the returned
+    /// mailbox (of `capacity`), for a proxy task that sends them there. Routing, channels and
+    /// the management API use it as any queue.
+    #[must_use]
+    pub fn proxy(id: u64, config: QueueConfig, home: String, capacity: usize) -> (QueueRef, mpsc::Receiver<QueueCmd>) {
+        let (tx, rx) = mpsc::channel(capacity);
+        (Arc::new(Self { home: Some(home), ..Self::new(id, config, tx) }), rx)
     }
 
     /// A classic, transient queue `name` in vhost `/` with an unstarted mailbox of `capacity`,
@@ -123,13 +136,21 @@ impl QueueHandle {
     }
 
     async fn send(&self, cmd: QueueCmd) -> Result<(), EngineError> {
-        self.tx.send(cmd).await.map_err(|_| EngineError::NotFound(self.resource()))
+        self.tx.send(cmd).await.map_err(|_| self.unanswered())
     }
 
     async fn call<T>(&self, make: impl FnOnce(oneshot::Sender<T>) -> QueueCmd) -> Result<T, EngineError> {
         let (reply, rx) = oneshot::channel();
         self.send(make(reply)).await?;
-        rx.await.map_err(|_| EngineError::NotFound(self.resource()))
+        rx.await.map_err(|_| self.unanswered())
+    }
+
+    /// A request the queue did not answer: it is gone, or (a proxy's) its node did not answer.
+    fn unanswered(&self) -> EngineError {
+        match &self.home {
+            Some(node) => EngineError::HomeNodeDown { node: node.clone(), queue: self.resource() },
+            None => EngineError::NotFound(self.resource()),
+        }
     }
 
     /// Enqueues messages. Waits while the queue's mailbox is full, which is how a slow queue

@@ -39,11 +39,8 @@ pub mod args;
 mod arrivals;
 pub mod browse;
 pub mod clock;
-#[cfg(feature = "test-support")]
-#[doc(hidden)]
+/// Public for the proxies of a cluster's queues of other nodes, which send each command there.
 pub mod command;
-#[cfg(not(feature = "test-support"))]
-pub(crate) mod command;
 pub mod connection_info;
 mod consumer_timeout;
 mod consumers;

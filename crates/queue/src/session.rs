@@ -133,4 +133,10 @@ impl SessionSink {
     pub fn send(&self, event: SessionEvent) {
         let _ = self.tx.send(event);
     }
+
+    /// Whether the connection has gone away (what is sent to it is dropped).
+    #[must_use]
+    pub fn is_closed(&self) -> bool {
+        self.tx.is_closed()
+    }
 }

@@ -16,7 +16,7 @@ use charon_engine::{Broker, QueueRef};
 pub(crate) fn sorted_queues(broker: &Broker) -> Vec<QueueRef> {
     let mut all = Vec::new();
     for vhost in broker.vhosts() {
-        let mut queues = vhost.queues();
+        let mut queues = vhost.local_queues();
         queues.sort_by(|a, b| a.name().cmp(b.name()));
         all.extend(queues);
     }

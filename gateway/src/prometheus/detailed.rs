@@ -71,7 +71,7 @@ impl Selection {
         let queues: Arc<[QueueRef]> = vhosts
             .iter()
             .flat_map(|v| {
-                let mut queues = v.queues();
+                let mut queues = v.local_queues();
                 queues.sort_by(|a, b| a.name().cmp(b.name()));
                 queues
             })

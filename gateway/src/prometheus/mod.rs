@@ -49,8 +49,8 @@ impl Scraper {
         let mut sum = GaugeValues::default();
         let mut queues = 0_u64;
         for vhost in self.broker.vhosts() {
-            queues += u64::try_from(vhost.queue_count()).unwrap_or(0);
-            for queue in vhost.queues() {
+            for queue in vhost.local_queues() {
+                queues += 1;
                 sum.add(&queue.gauges.load());
             }
         }

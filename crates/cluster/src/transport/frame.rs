@@ -27,6 +27,9 @@ pub enum Kind {
     Ping,
     /// A change of the group's members (a node joining, or forgotten).
     Membership,
+    /// A request for a queue that lives on the answering node, from a node that reaches it
+    /// through a proxy (the engine encodes it; `group` is 0).
+    Queue,
     /// The answer to the request with the same id.
     Answer,
     /// The request with the same id failed on the peer; the body is the reason.
@@ -44,6 +47,7 @@ impl Kind {
             Self::Propose => 6,
             Self::Ping => 7,
             Self::Membership => 8,
+            Self::Queue => 9,
         }
     }
 
@@ -57,6 +61,7 @@ impl Kind {
             6 => Self::Propose,
             7 => Self::Ping,
             8 => Self::Membership,
+            9 => Self::Queue,
             _ => return None,
         })
     }

@@ -113,11 +113,25 @@ impl Effects {
             }
             MetaCommand::DeleteExchange { vhost: on, name } => vhost(&on)?.follow_exchange_delete(&name).await,
             MetaCommand::BindExchange { vhost: on, binding } => {
-                let (source, binding) = Self::binding(binding)?;
+                let (source, binding) = Self::binding(binding, false)?;
                 vhost(&on)?.follow_bind(&source, binding).await?;
             }
             MetaCommand::UnbindExchange { vhost: on, binding } => {
-                let (source, binding) = Self::binding(binding)?;
+                let (source, binding) = Self::binding(binding, false)?;
+                vhost(&on)?.follow_unbind(&source, &binding).await;
+            }
+            MetaCommand::DeclareQueue { vhost: on, name, record } => {
+                let arguments = record.arguments.decode().map_err(FollowError::Record)?;
+                let (home, durable, auto_delete) = (record.home, record.durable, record.auto_delete);
+                vhost(&on)?.follow_queue_declare(&name, home, durable, auto_delete, arguments).await?;
+            }
+            MetaCommand::DeleteQueue { vhost: on, name } => vhost(&on)?.follow_queue_delete(&name).await,
+            MetaCommand::BindQueue { vhost: on, binding } => {
+                let (source, binding) = Self::binding(binding, true)?;
+                vhost(&on)?.follow_bind(&source, binding).await?;
+            }
+            MetaCommand::UnbindQueue { vhost: on, binding } => {
+                let (source, binding) = Self::binding(binding, true)?;
                 vhost(&on)?.follow_unbind(&source, &binding).await;
             }
             MetaCommand::SetPolicy { vhost: on, name, operator, record } => {
@@ -137,9 +151,14 @@ impl Effects {
         Ok(())
     }
 
-    fn binding(record: metadata::BindingRecord) -> Result<(String, Binding), FollowError> {
+    /// The binding `record` names (to a queue when `queue`), with its source.
+    fn binding(record: metadata::BindingRecord, queue: bool) -> Result<(String, Binding), FollowError> {
         let arguments = record.arguments.decode().map_err(FollowError::Record)?;
-        let binding = Binding { destination: Destination::Exchange(record.destination), key: record.key, arguments };
+        let destination = match queue {
+            true => Destination::Queue(record.destination),
+            false => Destination::Exchange(record.destination),
+        };
+        let binding = Binding { destination, key: record.key, arguments };
         Ok((record.source, binding))
     }
 

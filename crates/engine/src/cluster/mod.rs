@@ -2,9 +2,11 @@
 
 mod effects;
 pub mod metadata;
+pub mod queues;
 mod report;
 
 pub use effects::Effects;
+pub use queues::{Home, Queues};
 pub use report::{NodeReport, VhostTotals};
 
 use std::sync::{Arc, OnceLock};
@@ -12,7 +14,7 @@ use std::sync::{Arc, OnceLock};
 use charon_cluster::transport::Liveness;
 use charon_cluster::{Current, Group, GroupError, Peer};
 
-use self::metadata::{BindingRecord, EncodedTable, ExchangeRecord, MetaCommand, Metadata, PolicyRecord};
+use self::metadata::{BindingRecord, EncodedTable, ExchangeRecord, MetaCommand, Metadata, PolicyRecord, QueueRecord};
 use crate::error::EngineError;
 use crate::exchange::ExchangeInfo;
 use crate::policy::{Policy, PolicyKind};
@@ -34,6 +36,7 @@ pub struct Cluster {
     members: Vec<Peer>,
     liveness: Liveness,
     restart: Restart,
+    queues: Queues,
 }
 
 /// A member as this node sees it.
@@ -56,10 +59,37 @@ impl std::fmt::Debug for Cluster {
 
 impl Cluster {
     /// The cluster whose metadata `group` replicates among `members`, their liveness watched
-    /// by `liveness`; `restart` starts the group afresh for `join_cluster`.
+    /// by `liveness`; `restart` starts the group afresh for `join_cluster`; `queues` reaches
+    /// the queues of other nodes.
     #[must_use]
-    pub fn new(group: Arc<Current<Metadata>>, members: Vec<Peer>, liveness: Liveness, restart: Restart) -> Self {
-        Self { group, members, liveness, restart }
+    pub fn new(
+        group: Arc<Current<Metadata>>,
+        members: Vec<Peer>,
+        liveness: Liveness,
+        restart: Restart,
+        queues: Queues,
+    ) -> Self {
+        Self { group, members, liveness, restart, queues }
+    }
+
+    /// How this node reaches the queues of other nodes.
+    #[must_use]
+    pub fn queues(&self) -> &Queues {
+        &self.queues
+    }
+
+    /// Where member `name`'s cluster listener is: as the group's membership says, or as this
+    /// node was configured.
+    #[must_use]
+    pub fn address_of(&self, name: &str) -> Option<String> {
+        let joined = self.group.get().members().into_iter().map(|m| m.peer);
+        joined.chain(self.members.iter().cloned()).find(|peer| peer.name == name).map(|peer| peer.address)
+    }
+
+    /// Whether member `name` runs (this node, or a peer that answers its pings).
+    #[must_use]
+    pub fn is_running(&self, name: &str) -> bool {
+        name == charon_model::node_name() || self.liveness.running(name)
     }
 
     /// `join_cluster`: this node, alone in its own cluster, leaves it and joins the one
@@ -363,21 +393,22 @@ impl Cluster {
         self.write_or(&command, || format!("failed to delete {resource} due to a timeout")).await
     }
 
-    /// Binds exchange `destination` to `source` in `vhost` (`bind`) or removes that binding,
-    /// through the cluster.
+    /// Binds `binding`'s destination (an exchange, or a queue the cluster recorded) to
+    /// `source` in `vhost` (`bind`) or removes that binding, through the cluster.
     ///
     /// # Errors
     /// As RabbitMQ 4.3.6 answers on the minority side: 541 `Could not add binding due to
     /// timeout` (`remove` for an unbind).
-    pub(crate) async fn bind_exchanges(
+    pub(crate) async fn bind(
         &self,
         vhost: &str,
         source: &str,
         binding: &crate::exchange::Binding,
         bind: bool,
     ) -> Result<(), EngineError> {
-        let crate::exchange::Destination::Exchange(destination) = &binding.destination else {
-            return Err(EngineError::Store("queue bindings stay with their queue's node".into()));
+        let (destination, queue) = match &binding.destination {
+            crate::exchange::Destination::Exchange(name) => (name, false),
+            crate::exchange::Destination::Queue(name) => (name, true),
         };
         let record = BindingRecord {
             source: source.to_owned(),
@@ -386,11 +417,56 @@ impl Cluster {
             arguments: EncodedTable::new(&binding.arguments),
         };
         let vhost = vhost.to_owned();
-        let (command, verb) = match bind {
-            true => (MetaCommand::BindExchange { vhost, binding: record }, "add"),
-            false => (MetaCommand::UnbindExchange { vhost, binding: record }, "remove"),
+        let (command, verb) = match (bind, queue) {
+            (true, false) => (MetaCommand::BindExchange { vhost, binding: record }, "add"),
+            (false, false) => (MetaCommand::UnbindExchange { vhost, binding: record }, "remove"),
+            (true, true) => (MetaCommand::BindQueue { vhost, binding: record }, "add"),
+            (false, true) => (MetaCommand::UnbindQueue { vhost, binding: record }, "remove"),
         };
         self.write_or(&command, || format!("Could not {verb} binding due to timeout")).await
+    }
+
+    /// Declares classic queue `name` of `vhost` through the cluster, homed on this node; true
+    /// when this declare made it (false: another node's declare of the name came first).
+    ///
+    /// # Errors
+    /// As RabbitMQ 4.3.6 answers on the minority side: 541 `Could not declare queue 'q' in
+    /// vhost '/' on node 'n' because the metadata store operation timed out`.
+    pub(crate) async fn declare_queue(
+        &self,
+        vhost: &str,
+        name: &str,
+        config: &crate::queue::QueueConfig,
+    ) -> Result<bool, EngineError> {
+        let record = QueueRecord {
+            home: charon_model::node_name(),
+            durable: config.durable,
+            auto_delete: config.auto_delete,
+            arguments: EncodedTable::new(&config.arguments),
+        };
+        let command = MetaCommand::DeclareQueue { vhost: vhost.to_owned(), name: name.to_owned(), record };
+        match self.write(&command).await {
+            Ok(answer) => Ok(answer == metadata::CHANGED),
+            Err(e) => {
+                tracing::warn!(error = %e, "the cluster did not take a queue declare");
+                Err(EngineError::Store(format!(
+                    "Could not declare queue '{name}' in vhost '{vhost}' on node '{}' because the metadata \
+                     store operation timed out",
+                    charon_model::node_name()
+                )))
+            }
+        }
+    }
+
+    /// Deletes queue `name` of `vhost` through the cluster, with its bindings.
+    ///
+    /// # Errors
+    /// As RabbitMQ 4.3.6 answers on the minority side: 541 `The operation to delete the queue
+    /// from the metadata store timed out`.
+    pub(crate) async fn delete_queue(&self, vhost: &str, name: &str) -> Result<(), EngineError> {
+        let command = MetaCommand::DeleteQueue { vhost: vhost.to_owned(), name: name.to_owned() };
+        self.write_or(&command, || "The operation to delete the queue from the metadata store timed out".to_owned())
+            .await
     }
 
     /// Sets `policy` in `vhost` through the cluster.

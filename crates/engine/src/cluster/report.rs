@@ -71,7 +71,7 @@ impl NodeReport {
         let mut vhosts = BTreeMap::new();
         for vhost in broker.vhosts() {
             let mut totals = VhostTotals::default();
-            for queue in vhost.queues() {
+            for queue in vhost.local_queues() {
                 let gauges = queue.gauges.load();
                 totals.queues += 1;
                 totals.ready += gauges.ready;

@@ -88,7 +88,7 @@ impl VHost {
                     }
                 });
             }
-            Ok(Created::New(_) | Created::Existing(_) | Created::Reserved(_)) => {}
+            Ok(Created::New(_) | Created::Existing(_) | Created::Reserved(_) | Created::Propose(_)) => {}
             Err(error) => tracing::error!(queue = FALLBACK_QUEUE, %error, "creating the fallback queue failed"),
         }
     }

@@ -1,5 +1,6 @@
 //! A virtual host: the operations protocol adapters call.
 
+mod clustered;
 mod dead_letters;
 mod policies;
 mod restore;
@@ -226,6 +227,7 @@ impl VHost {
                 if let Some(vhost) = me.upgrade() {
                     // The queue is gone: it need not wait for the store to forget it.
                     drop(vhost.remove_queue(queue));
+                    vhost.deleted_itself(queue);
                 }
             }),
         }
@@ -583,6 +585,7 @@ impl VHost {
                         return Ok(DeclareOk { name, messages: 0, consumers: 0, created: true });
                     }
                     Created::Existing(queue) => break queue,
+                    Created::Propose(config) => return self.declare_through_cluster(&config).await,
                     Created::Reserved(reserved) => reserved.wait().await,
                     Created::Committing { queue, done, reservation } => {
                         let name = queue.name().to_owned();
@@ -651,18 +654,7 @@ impl VHost {
         }
         let mut topology = self.topology.write();
         if let Some(existing) = topology.queues.get(&name) {
-            let config = &existing.config;
-            if config.exclusive_owner != owner {
-                return Err(EngineError::ExclusiveLocked(resource));
-            }
-            for (field, current, received) in
-                [("durable", config.durable, durable), ("auto_delete", config.auto_delete, declare.auto_delete)]
-            {
-                if current != received {
-                    return Err(EngineError::inequivalent(resource, field, quoted(received), quoted(current)));
-                }
-            }
-            args::assert_equivalent(&resource, config.queue_type, &config.arguments, &arguments)?;
+            Self::assert_queue_equivalent(existing, owner, durable, declare.auto_delete, &arguments)?;
             return Ok(Created::Existing(Arc::clone(existing)));
         }
         if let Some(reserved) = topology.reserved_queues.get(&name) {
@@ -701,6 +693,11 @@ impl VHost {
             arguments,
             queue_type,
         };
+        // In a cluster, a queue other connections may use is declared through it: its node
+        // makes it, every other node a proxy for it.
+        if declarer == Declarer::Client && owner.is_none() && self.clustered() {
+            return Ok(Created::Propose(config));
+        }
         let id = self.ids.fetch_add(1, Ordering::Relaxed);
         let stored = durable.then(|| StoredQueue {
             vhost: self.name.clone(),
@@ -722,6 +719,28 @@ impl VHost {
         let (reservation, reserved) = reserve();
         topology.reserved_queues.insert(name, reserved);
         Ok(Created::Committing { queue, done, reservation })
+    }
+
+    /// Checks a redeclare against the queue there, as RabbitMQ's `check_queue_equivalence`.
+    fn assert_queue_equivalent(
+        existing: &QueueRef,
+        owner: Option<SessionId>,
+        durable: bool,
+        auto_delete: bool,
+        arguments: &Table,
+    ) -> Result<(), EngineError> {
+        let (config, resource) = (&existing.config, existing.resource());
+        if config.exclusive_owner != owner {
+            return Err(EngineError::ExclusiveLocked(resource));
+        }
+        for (field, current, received) in
+            [("durable", config.durable, durable), ("auto_delete", config.auto_delete, auto_delete)]
+        {
+            if current != received {
+                return Err(EngineError::inequivalent(resource, field, quoted(received), quoted(current)));
+            }
+        }
+        args::assert_equivalent(&resource, config.queue_type, &config.arguments, arguments)
     }
 
     /// Looks up a queue that `session` may use.
@@ -756,6 +775,9 @@ impl VHost {
             Err(EngineError::NotFound(_)) => return Ok(0),
             Err(other) => return Err(other),
         };
+        if queue.config.exclusive_owner.is_none() && self.clustered() {
+            return self.delete_through_cluster(&queue, if_unused, if_empty).await;
+        }
         let count = queue.delete(if_unused, if_empty).await?;
         self.forget_queue(&queue).await;
         Ok(count)
@@ -787,7 +809,7 @@ impl VHost {
         topology.remove_bindings_to(&Destination::Queue(queue.name().to_owned()));
         self.changed();
         let mut forgotten = self.forget_removed_exchanges(&mut topology);
-        if let Some(store) = self.store.as_ref().filter(|_| queue.config.durable) {
+        if let Some(store) = self.store.as_ref().filter(|_| queue.config.durable && queue.home.is_none()) {
             forgotten.push(store.forget_queue(queue.id, &self.name, queue.name()));
         }
         forgotten
@@ -809,20 +831,20 @@ impl VHost {
     ) -> Result<(), EngineError> {
         self.check_live()?;
         let binding = self.checked_binding(source, destination, key, arguments, session)?;
-        match self.cluster.get() {
-            Some(cluster) if matches!(binding.destination, Destination::Exchange(_)) => {
+        match self.cluster_for(&binding.destination) {
+            Some(cluster) => {
                 {
                     let topology = self.topology.read();
                     self.check_binding_ends(&topology, source, &binding.destination, session)?;
                     Self::check_binding_arguments(&topology, source, &binding)?;
                 }
-                cluster.bind_exchanges(&self.name, source, &binding, true).await
+                cluster.bind(&self.name, source, &binding, true).await
             }
             _ => self.add_binding(source, binding, session).await,
         }
     }
 
-    /// Adds on this node an exchange-to-exchange binding the cluster committed.
+    /// Adds on this node a binding the cluster committed.
     ///
     /// # Errors
     /// As [`Self::bind`] (an end deleted meanwhile).
@@ -888,8 +910,8 @@ impl VHost {
         session: SessionId,
     ) -> Result<(), EngineError> {
         let binding = self.checked_binding(source, destination, key, arguments, session)?;
-        match self.cluster.get() {
-            Some(cluster) if matches!(binding.destination, Destination::Exchange(_)) => {
+        match self.cluster_for(&binding.destination) {
+            Some(cluster) => {
                 {
                     let topology = self.topology.read();
                     self.check_binding_ends(&topology, source, &binding.destination, session)?;
@@ -897,14 +919,13 @@ impl VHost {
                         return Ok(());
                     }
                 }
-                cluster.bind_exchanges(&self.name, source, &binding, false).await
+                cluster.bind(&self.name, source, &binding, false).await
             }
             _ => self.remove_binding(source, &binding, session).await,
         }
     }
 
-    /// Removes on this node an exchange-to-exchange binding whose removal the cluster
-    /// committed.
+    /// Removes on this node a binding whose removal the cluster committed.
     pub(crate) async fn follow_unbind(&self, source: &str, binding: &Binding) {
         // An end already gone took the binding with it.
         let _ = self.remove_binding(source, binding, 0).await;
@@ -1036,6 +1057,13 @@ impl VHost {
         self.topology.read().queues.values().cloned().collect()
     }
 
+    /// The queues that live on this node (in a cluster, without the proxies for the queues
+    /// of other nodes): what this node's own measurements count.
+    #[must_use]
+    pub fn local_queues(&self) -> Vec<QueueRef> {
+        self.topology.read().queues.values().filter(|q| q.home.is_none()).cloned().collect()
+    }
+
     /// How many queues the vhost has (RabbitMQ's `rabbitmq_queues`), without listing them.
     #[must_use]
     pub fn queue_count(&self) -> usize {
@@ -1054,7 +1082,8 @@ fn durable_ends(topology: &Topology, source: &str, destination: &Destination) ->
     let exchange_durable = |name: &str| topology.exchanges.get(name).is_some_and(|e| e.info.durable);
     exchange_durable(source)
         && match destination {
-            Destination::Queue(name) => topology.queues.get(name).is_some_and(|q| q.config.durable),
+            // A binding to another node's queue is the cluster's record, not this node's.
+            Destination::Queue(name) => topology.queues.get(name).is_some_and(|q| q.config.durable && q.home.is_none()),
             Destination::Exchange(name) => exchange_durable(name),
         }
 }
@@ -1074,6 +1103,8 @@ enum Created {
     Existing(QueueRef),
     /// Another declare of the name is committing: wait for it, then look again.
     Reserved(Reserved),
+    /// Valid and new: to be declared through the cluster.
+    Propose(QueueConfig),
     /// Created, name reserved, commit submitted: publish once committed.
     Committing { queue: QueueRef, done: MetaDone, reservation: Reservation },
 }

@@ -2,7 +2,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::records::{BindingRecord, ExchangeRecord, PolicyRecord};
+use super::records::{BindingRecord, ExchangeRecord, PolicyRecord, QueueRecord};
 
 /// A change to the replicated metadata, as a node proposes it (validated there: applying it
 /// only records it).
@@ -127,6 +127,38 @@ pub enum MetaCommand {
     },
     /// `exchange.unbind`.
     UnbindExchange {
+        /// The vhost.
+        vhost: String,
+        /// The binding.
+        binding: BindingRecord,
+    },
+    /// `queue.declare` (not passive, not exclusive) of a queue no node had: made on its home
+    /// node, a proxy everywhere else.
+    DeclareQueue {
+        /// The vhost.
+        vhost: String,
+        /// The queue.
+        name: String,
+        /// What was declared, and where it lives.
+        record: QueueRecord,
+    },
+    /// `queue.delete` (or the queue deleted itself: auto-delete, `x-expires`), with its
+    /// bindings.
+    DeleteQueue {
+        /// The vhost.
+        vhost: String,
+        /// The queue.
+        name: String,
+    },
+    /// `queue.bind` to a queue the cluster recorded.
+    BindQueue {
+        /// The vhost.
+        vhost: String,
+        /// The binding (its destination is the queue).
+        binding: BindingRecord,
+    },
+    /// `queue.unbind`.
+    UnbindQueue {
         /// The vhost.
         vhost: String,
         /// The binding.

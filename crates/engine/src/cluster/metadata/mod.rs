@@ -5,7 +5,8 @@ mod records;
 
 pub use command::MetaCommand;
 pub use records::{
-    BindingRecord, EncodedTable, ExchangeRecord, PermissionRecord, PolicyRecord, TopicRecord, UserRecord, VhostRecord,
+    BindingRecord, EncodedTable, ExchangeRecord, PermissionRecord, PolicyRecord, QueueRecord, TopicRecord, UserRecord,
+    VhostRecord,
 };
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -25,8 +26,8 @@ type PerVhost<T> = BTreeMap<String, BTreeMap<String, T>>;
 
 /// The metadata every node of a cluster applies in the same order: the records of what was
 /// made through the cluster. A node's engine follows each command ([`super::Effects`]) and,
-/// given a snapshot instead of the commands, these records. Classic queues, their bindings and
-/// redrive jobs stay with the node that has them until issue 41's item 4.
+/// given a snapshot instead of the commands, these records. Exclusive queues and redrive jobs
+/// stay with the node that has them.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default)]
 pub struct Metadata {
@@ -41,6 +42,9 @@ pub struct Metadata {
     limits: BTreeMap<String, BTreeMap<String, BTreeMap<String, i64>>>,
     exchanges: PerVhost<ExchangeRecord>,
     bindings: BTreeMap<String, BTreeSet<BindingRecord>>,
+    queues: PerVhost<QueueRecord>,
+    /// Exchange-to-queue bindings by vhost.
+    queue_bindings: BTreeMap<String, BTreeSet<BindingRecord>>,
     policies: PerVhost<PolicyRecord>,
     operator_policies: PerVhost<PolicyRecord>,
 }
@@ -92,6 +96,12 @@ impl Metadata {
     #[must_use]
     pub fn bindings(&self) -> &BTreeMap<String, BTreeSet<BindingRecord>> {
         &self.bindings
+    }
+
+    /// Queues by vhost, then name.
+    #[must_use]
+    pub fn queues(&self) -> &PerVhost<QueueRecord> {
+        &self.queues
     }
 
     /// Policies (`operator` false) or operator policies by vhost, then name.
@@ -150,6 +160,17 @@ impl Metadata {
                 commands.push(MetaCommand::BindExchange { vhost: vhost.clone(), binding: binding.clone() });
             }
         }
+        for (vhost, queues) in &self.queues {
+            for (name, record) in queues {
+                let (vhost, name, record) = (vhost.clone(), name.clone(), record.clone());
+                commands.push(MetaCommand::DeclareQueue { vhost, name, record });
+            }
+        }
+        for (vhost, bindings) in &self.queue_bindings {
+            for binding in bindings {
+                commands.push(MetaCommand::BindQueue { vhost: vhost.clone(), binding: binding.clone() });
+            }
+        }
         for operator in [false, true] {
             for (vhost, policies) in self.policies(operator) {
                 for (name, record) in policies {
@@ -204,6 +225,19 @@ impl Metadata {
                 commands.push(MetaCommand::UnbindExchange { vhost: vhost.clone(), binding: binding.clone() });
             }
         }
+        for (vhost, bindings) in &self.queue_bindings {
+            let kept = now.queue_bindings.get(vhost);
+            for binding in bindings.iter().filter(|b| !kept.is_some_and(|k| k.contains(*b))) {
+                commands.push(MetaCommand::UnbindQueue { vhost: vhost.clone(), binding: binding.clone() });
+            }
+        }
+        for (vhost, queues) in &self.queues {
+            for (name, record) in queues {
+                if now.queues.get(vhost).and_then(|q| q.get(name)) != Some(record) {
+                    commands.push(MetaCommand::DeleteQueue { vhost: vhost.clone(), name: name.clone() });
+                }
+            }
+        }
         for (vhost, exchanges) in &self.exchanges {
             for (name, record) in exchanges {
                 if now.exchanges.get(vhost).and_then(|x| x.get(name)) != Some(record) {
@@ -233,6 +267,8 @@ impl Metadata {
                 self.topic_permissions.remove(&name);
                 self.exchanges.remove(&name);
                 self.bindings.remove(&name);
+                self.queues.remove(&name);
+                self.queue_bindings.remove(&name);
                 self.policies.remove(&name);
                 self.operator_policies.remove(&name);
                 remove_limits(&mut self.limits, "vhost", &name);
@@ -301,6 +337,23 @@ impl Metadata {
                 }
                 removed
             }
+            MetaCommand::DeclareQueue { vhost, name, record } => {
+                let queues = self.queues.entry(vhost).or_default();
+                // As for exchanges: the first declare wins.
+                !queues.contains_key(&name) && queues.insert(name, record).is_none()
+            }
+            MetaCommand::DeleteQueue { vhost, name } => self.delete_queue(&vhost, &name),
+            MetaCommand::BindQueue { vhost, binding } => {
+                let exists = self.queues.get(&vhost).is_some_and(|q| q.contains_key(&binding.destination));
+                exists && self.queue_bindings.entry(vhost).or_default().insert(binding)
+            }
+            MetaCommand::UnbindQueue { vhost, binding } => {
+                let removed = self.queue_bindings.get_mut(&vhost).is_some_and(|set| set.remove(&binding));
+                if removed {
+                    self.collect_auto_deleted(&vhost, &binding.source);
+                }
+                removed
+            }
             MetaCommand::SetPolicy { vhost, name, operator, record } => {
                 let policies = if operator { &mut self.operator_policies } else { &mut self.policies };
                 policies.entry(vhost).or_default().insert(name, record).is_none()
@@ -311,10 +364,33 @@ impl Metadata {
         }
     }
 
+    /// Removes a queue with the bindings to it, and the auto-delete exchanges that lost their
+    /// last binding with it.
+    fn delete_queue(&mut self, vhost: &str, name: &str) -> bool {
+        let removed = self.queues.get_mut(vhost).is_some_and(|q| q.remove(name).is_some());
+        let mut sources = BTreeSet::new();
+        if let Some(bindings) = self.queue_bindings.get_mut(vhost) {
+            bindings.retain(|b| {
+                let to_it = b.destination == name;
+                if to_it {
+                    sources.insert(b.source.clone());
+                }
+                !to_it
+            });
+        }
+        for source in sources {
+            self.collect_auto_deleted(vhost, &source);
+        }
+        removed
+    }
+
     /// Removes an exchange with the bindings from and to it, and the auto-delete exchanges
     /// that lost their last binding with it (as every node's topology does).
     fn delete_exchange(&mut self, vhost: &str, name: &str) -> bool {
         let removed = self.exchanges.get_mut(vhost).is_some_and(|x| x.remove(name).is_some());
+        if let Some(bindings) = self.queue_bindings.get_mut(vhost) {
+            bindings.retain(|b| b.source != name);
+        }
         let Some(bindings) = self.bindings.get_mut(vhost) else {
             return removed;
         };
@@ -333,7 +409,9 @@ impl Metadata {
 
     fn collect_auto_deleted(&mut self, vhost: &str, source: &str) {
         let auto_delete = self.exchanges.get(vhost).and_then(|x| x.get(source)).is_some_and(|x| x.auto_delete);
-        let bound = self.bindings.get(vhost).is_some_and(|set| set.iter().any(|b| b.source == source));
+        let from =
+            |set: Option<&BTreeSet<BindingRecord>>| set.is_some_and(|set| set.iter().any(|b| b.source == source));
+        let bound = from(self.bindings.get(vhost)) || from(self.queue_bindings.get(vhost));
         if auto_delete && !bound {
             self.delete_exchange(vhost, source);
         }

@@ -87,12 +87,27 @@ pub struct ExchangeRecord {
     pub arguments: EncodedTable,
 }
 
-/// A binding between two exchanges of a vhost.
+/// A classic queue as declared through the cluster: it lives on its home node (the declaring
+/// one); every other node reaches it through a proxy.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct QueueRecord {
+    /// The node it lives on.
+    pub home: String,
+    /// Durable.
+    pub durable: bool,
+    /// Deleted with its last consumer.
+    pub auto_delete: bool,
+    /// Its arguments (`x-queue-type` included).
+    pub arguments: EncodedTable,
+}
+
+/// A binding between two exchanges of a vhost, or (in the queue bindings) from an exchange to
+/// a queue.
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
 pub struct BindingRecord {
     /// The source exchange.
     pub source: String,
-    /// The destination exchange.
+    /// The destination exchange (the queue, in the queue bindings).
     pub destination: String,
     /// The binding key.
     pub key: String,

@@ -1,0 +1,389 @@
+//! The home node's side: its queues serve the sessions of other nodes.
+//!
+//! Each remote session (a connection on another node that publishes to, consumes from or gets
+//! from a queue of this node) has a session of this node standing for it: an id of this
+//! node's, a [`SessionSink`] its queues deliver, confirm and cancel into, and the channels
+//! it used. The other node polls that sink's events ([`Request::Poll`]); the deliveries it takes
+//! give their units of the sink's outbound window back, so a consumer that does not read is
+//! not sent more than the window. A session goes when its node says it closed, when its node
+//! is down, or when its node started again: its unacknowledged deliveries return to their
+//! queues as for a connection that closed.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Weak};
+use std::time::Duration;
+
+use parking_lot::Mutex;
+use tokio::sync::mpsc::UnboundedReceiver;
+
+use super::wire::{self, Counters, Delivered, Envelope, Event, Refusal, Reply, Request};
+use crate::queue::{ConfirmTo, ConsumeSpec, CreditGrant, Enqueue, QueueRef};
+use crate::session::{ConsumerId, Owner, SessionEvent, SessionId, SessionSink};
+
+/// How many deliveries a remote session may hold that its node has not taken yet.
+const REMOTE_WINDOW: u32 = 1024;
+/// How long a poll waits for a first event before it answers with none.
+const POLL_WAIT: Duration = Duration::from_secs(1);
+/// Most events one poll answers.
+const POLL_MAX: usize = 512;
+
+/// A remote session by node, run and session number.
+type Key = (String, u64, SessionId);
+
+/// One remote session.
+struct Remote {
+    /// This node's number for it.
+    id: SessionId,
+    sink: SessionSink,
+    events: tokio::sync::Mutex<UnboundedReceiver<SessionEvent>>,
+    /// This node's consumer ids to the other node's.
+    consumers: Mutex<HashMap<ConsumerId, ConsumerId>>,
+    /// The queues and channels it used, told when it goes.
+    used: Mutex<Vec<(QueueRef, u32)>>,
+}
+
+impl Remote {
+    fn local_consumer(&self, remote: ConsumerId) -> Option<ConsumerId> {
+        self.consumers.lock().iter().find(|(_, r)| **r == remote).map(|(local, _)| *local)
+    }
+
+    fn used(&self, queue: &QueueRef, channel: u32) {
+        let mut used = self.used.lock();
+        if !used.iter().any(|(q, c)| Arc::ptr_eq(q, queue) && *c == channel) {
+            used.push((Arc::clone(queue), channel));
+        }
+    }
+
+    /// Its channels are closed on every queue it used: their deliveries go back.
+    async fn close(&self) {
+        let used = std::mem::take(&mut *self.used.lock());
+        for (queue, channel) in used {
+            queue.owner_closed(Owner { session: self.id, channel }).await;
+        }
+    }
+
+    /// What its queues told it since the last poll, waiting [`POLL_WAIT`] for the first.
+    async fn poll(&self) -> (Vec<Event>, Vec<Arc<charon_model::Message>>) {
+        let mut events = self.events.lock().await;
+        let mut taken = Vec::new();
+        if let Ok(Some(first)) = tokio::time::timeout(POLL_WAIT, events.recv()).await {
+            taken.push(first);
+            while taken.len() < POLL_MAX {
+                match events.try_recv() {
+                    Ok(event) => taken.push(event),
+                    Err(_) => break,
+                }
+            }
+        }
+        drop(events);
+        let consumers = self.consumers.lock().clone();
+        let remote = |local: ConsumerId| consumers.get(&local).copied().unwrap_or_default();
+        let (mut out, mut messages, mut delivered) = (Vec::new(), Vec::new(), 0u32);
+        for event in taken {
+            match event {
+                SessionEvent::Deliveries { consumer, items } => {
+                    delivered = delivered.saturating_add(u32::try_from(items.len()).unwrap_or(u32::MAX));
+                    let facts = items
+                        .iter()
+                        .map(|d| Delivered { seq: d.seq, redelivered: d.redelivered, delivery_count: d.delivery_count })
+                        .collect();
+                    messages.extend(items.into_iter().map(|d| d.message));
+                    out.push(Event::Deliveries { consumer: remote(consumer), items: facts });
+                }
+                SessionEvent::ConsumerCancelled { consumer } => {
+                    out.push(Event::Cancelled { consumer: remote(consumer) });
+                }
+                SessionEvent::CreditState { consumer, delivery_count, credit, available, drain } => {
+                    out.push(Event::CreditState {
+                        consumer: remote(consumer),
+                        delivery_count,
+                        credit,
+                        available,
+                        drain,
+                    });
+                }
+                SessionEvent::Confirms { channel, accepted, refused } => {
+                    out.push(Event::Confirms { channel, accepted, refused });
+                }
+                SessionEvent::ForceClose { reason } => out.push(Event::ForceClose { reason }),
+                // Not sent to a session of a queue: direct reply-to and reports are this
+                // node's connections' own.
+                SessionEvent::Reply { .. } | SessionEvent::Report(_) => {}
+            }
+        }
+        // Handed over: the other node bounds them with its connection's own window.
+        self.sink.outbound.release(delivered);
+        (out, messages)
+    }
+}
+
+/// The sessions of other nodes that use this node's queues, and the answers to their
+/// requests.
+pub struct Home {
+    broker: Weak<crate::Broker>,
+    sessions: Mutex<HashMap<Key, Arc<Remote>>>,
+    /// The latest run seen of each node.
+    boots: Mutex<HashMap<String, u64>>,
+}
+
+impl Home {
+    /// Answers for `broker`'s queues.
+    #[must_use]
+    pub fn new(broker: &Arc<crate::Broker>) -> Self {
+        Self { broker: Arc::downgrade(broker), sessions: Mutex::default(), boots: Mutex::default() }
+    }
+
+    /// Answers one request's body.
+    pub async fn answer(&self, body: Vec<u8>) -> Result<Vec<u8>, String> {
+        let (envelope, messages): (Envelope, _) = wire::decode(body).map_err(|e| e.to_string())?;
+        let (reply, out) = self.reply(envelope, messages).await;
+        Ok(wire::encode(&reply, &out))
+    }
+
+    fn remote(&self, from: &str, boot: u64, session: SessionId) -> Result<Arc<Remote>, String> {
+        let broker = self.broker.upgrade().ok_or("the node is stopping")?;
+        {
+            let mut boots = self.boots.lock();
+            let latest = boots.entry(from.to_owned()).or_insert(boot);
+            if *latest != boot {
+                *latest = boot;
+            }
+        }
+        let mut sessions = self.sessions.lock();
+        let remote = sessions.entry((from.to_owned(), boot, session)).or_insert_with(|| {
+            let (sink, events) = SessionSink::new(broker.next_id(), REMOTE_WINDOW);
+            Arc::new(Remote {
+                id: sink.id,
+                sink,
+                events: tokio::sync::Mutex::new(events),
+                consumers: Mutex::default(),
+                used: Mutex::default(),
+            })
+        });
+        Ok(Arc::clone(remote))
+    }
+
+    fn queue(&self, queue: &wire::QueueName) -> Result<QueueRef, Refusal> {
+        let broker = self.broker.upgrade().ok_or(Refusal::NotFound)?;
+        let vhost = broker.vhost(&queue.vhost).ok_or(Refusal::NotFound)?;
+        match vhost.queue(&queue.name, 0) {
+            Ok(found) if found.home.is_none() => Ok(found),
+            Ok(_) => Err(Refusal::NotFound),
+            Err(e) => Err(Refusal::of(&e)),
+        }
+    }
+
+    async fn reply(
+        &self,
+        envelope: Envelope,
+        messages: Vec<charon_model::Message>,
+    ) -> (Reply, Vec<Arc<charon_model::Message>>) {
+        let (from, boot) = (envelope.from.as_str(), envelope.boot);
+        let remote = |session| self.remote(from, boot, session);
+        let refused = |text: String| Reply::Refused(Refusal::Other { precondition: false, text });
+        let reply = match envelope.request {
+            Request::Poll { session } => {
+                let remote = match remote(session) {
+                    Ok(remote) => remote,
+                    Err(e) => return (refused(e), Vec::new()),
+                };
+                let (events, messages) = remote.poll().await;
+                return (Reply::Events(events), messages);
+            }
+            Request::Close { session } => {
+                let gone = self.sessions.lock().remove(&(from.to_owned(), boot, session));
+                if let Some(remote) = gone {
+                    remote.close().await;
+                }
+                Reply::Done
+            }
+            request => match self.on_queue(from, boot, request, messages).await {
+                Ok((reply, out)) => return (reply, out),
+                Err(refusal) => Reply::Refused(refusal),
+            },
+        };
+        (reply, Vec::new())
+    }
+
+    async fn on_queue(
+        &self,
+        from: &str,
+        boot: u64,
+        request: Request,
+        messages: Vec<charon_model::Message>,
+    ) -> Result<(Reply, Vec<Arc<charon_model::Message>>), Refusal> {
+        let remote = |session| self.remote(from, boot, session);
+        let other = |text: String| Refusal::Other { precondition: false, text };
+        let done = (Reply::Done, Vec::new());
+        match request {
+            Request::Publish { queue, publishers } => {
+                let queue = self.queue(&queue)?;
+                if publishers.len() != messages.len() {
+                    return Err(other("publishers and messages do not match".into()));
+                }
+                let mut run: Vec<Enqueue> = Vec::new();
+                let mut current: Option<(Option<SessionId>, u32)> = None;
+                for (publisher, message) in publishers.into_iter().zip(messages) {
+                    let key = (publisher.session, publisher.channel);
+                    if current.is_some_and(|c| c != key) && !run.is_empty() {
+                        self.publish(&queue, std::mem::take(&mut run), current, (from, boot)).await?;
+                    }
+                    current = Some(key);
+                    run.push(Enqueue { message: Arc::new(message), confirm: publisher.confirm });
+                }
+                if !run.is_empty() {
+                    self.publish(&queue, run, current, (from, boot)).await?;
+                }
+                Ok(done)
+            }
+            Request::Consume {
+                queue,
+                session,
+                consumer,
+                tag,
+                channel,
+                no_ack,
+                prefetch,
+                link_credit,
+                exclusive,
+                arguments,
+            } => {
+                let queue = self.queue(&queue)?;
+                let remote = remote(session).map_err(other)?;
+                let broker = self.broker.upgrade().ok_or(Refusal::NotFound)?;
+                let local = broker.next_id();
+                remote.consumers.lock().insert(local, consumer);
+                let spec = ConsumeSpec {
+                    id: local,
+                    tag,
+                    owner: Owner { session: remote.id, channel },
+                    session: remote.sink.clone(),
+                    no_ack,
+                    prefetch,
+                    link_credit,
+                    channel_limit: None,
+                    exclusive,
+                    arguments: arguments.decode().map_err(other)?,
+                };
+                remote.used(&queue, channel);
+                match queue.consume(spec).await {
+                    Ok(()) => Ok(done),
+                    Err(e) => {
+                        remote.consumers.lock().remove(&local);
+                        Err(Refusal::of(&e))
+                    }
+                }
+            }
+            Request::Cancel { queue, session, consumer } => {
+                let queue = self.queue(&queue)?;
+                let remote = remote(session).map_err(other)?;
+                let found = match remote.local_consumer(consumer) {
+                    Some(local) => queue.cancel(local).await,
+                    None => false,
+                };
+                Ok((Reply::Count(u32::from(found)), Vec::new()))
+            }
+            Request::Settle { queue, seqs, how } => {
+                self.queue(&queue)?.settle(seqs, how.into()).await;
+                Ok(done)
+            }
+            Request::SettleModified { queue, seqs, failed, annotations } => {
+                let annotations = annotations.decode().map_err(other)?;
+                self.queue(&queue)?.settle_modified(seqs, failed, annotations).await;
+                Ok(done)
+            }
+            Request::Get { queue, session, channel, no_ack } => {
+                let queue = self.queue(&queue)?;
+                let remote = remote(session).map_err(other)?;
+                remote.used(&queue, channel);
+                let got =
+                    queue.get(Owner { session: remote.id, channel }, no_ack).await.map_err(|e| Refusal::of(&e))?;
+                Ok(match got {
+                    Some(ok) => {
+                        let d = &ok.delivery;
+                        let facts =
+                            Delivered { seq: d.seq, redelivered: d.redelivered, delivery_count: d.delivery_count };
+                        (Reply::Got(Some((facts, ok.remaining))), vec![ok.delivery.message])
+                    }
+                    None => (Reply::Got(None), Vec::new()),
+                })
+            }
+            Request::Purge { queue } => {
+                let purged = self.queue(&queue)?.purge().await.map_err(|e| Refusal::of(&e))?;
+                Ok((Reply::Count(purged), Vec::new()))
+            }
+            Request::Stats { queue, declared } => {
+                let queue = self.queue(&queue)?;
+                let stats = if declared { queue.declared().await } else { queue.stats().await };
+                Ok((Reply::Stats(Counters::from(&stats.map_err(|e| Refusal::of(&e))?)), Vec::new()))
+            }
+            Request::OwnerClosed { queue, session, channel } => {
+                let queue = self.queue(&queue)?;
+                let remote = remote(session).map_err(other)?;
+                queue.owner_closed(Owner { session: remote.id, channel }).await;
+                remote.used.lock().retain(|(q, c)| !(Arc::ptr_eq(q, &queue) && *c == channel));
+                Ok(done)
+            }
+            Request::Credit { queue, session, consumer, delivery_count, link_credit, drain, echo } => {
+                let queue = self.queue(&queue)?;
+                let remote = remote(session).map_err(other)?;
+                if let Some(local) = remote.local_consumer(consumer) {
+                    queue.credit(CreditGrant { consumer: local, delivery_count, link_credit, drain, echo }).await;
+                }
+                Ok(done)
+            }
+            Request::Poll { .. } | Request::Close { .. } => Err(other("not a queue request".into())),
+        }
+    }
+
+    /// Publishes a run of one publisher's messages, waiting while the queue holds its
+    /// publishers back (so the other node's publishers wait too).
+    async fn publish(
+        &self,
+        queue: &QueueRef,
+        items: Vec<Enqueue>,
+        publisher: Option<(Option<SessionId>, u32)>,
+        (from, boot): (&str, u64),
+    ) -> Result<(), Refusal> {
+        let confirm_to = match publisher {
+            Some((Some(session), channel)) => {
+                let remote =
+                    self.remote(from, boot, session).map_err(|text| Refusal::Other { precondition: false, text })?;
+                Some(ConfirmTo { session: remote.sink.clone(), channel })
+            }
+            _ => None,
+        };
+        match queue.publish(items, confirm_to).await {
+            true => Ok(()),
+            false => Err(Refusal::NotFound),
+        }
+    }
+
+    /// Closes the sessions of nodes that are not running, and of earlier runs of a node.
+    pub async fn reap(&self, running: &(dyn Fn(&str) -> bool + Sync)) {
+        let gone: Vec<Arc<Remote>> = {
+            let boots = self.boots.lock();
+            let mut sessions = self.sessions.lock();
+            let stale: Vec<Key> = sessions
+                .keys()
+                .filter(|(node, boot, _)| !running(node) || boots.get(node).is_some_and(|latest| latest != boot))
+                .cloned()
+                .collect();
+            stale.iter().filter_map(|key| sessions.remove(key)).collect()
+        };
+        for remote in gone {
+            remote.close().await;
+        }
+    }
+}
+
+impl charon_cluster::transport::Dispatch for Home {
+    fn answer(
+        &self,
+        _group: u64,
+        _kind: charon_cluster::transport::frame::Kind,
+        body: Vec<u8>,
+    ) -> charon_cluster::transport::Answering<'_> {
+        Box::pin(Home::answer(self, body))
+    }
+}

@@ -1,0 +1,182 @@
+//! Classic queues reached from any node (issue 41, item 4): a queue lives on its home node
+//! (the one that declared it); every other node holds a proxy for it ([`proxy`]) that sends
+//! its commands there ([`wire`]), where [`Home`] answers them. What the queue tells a session
+//! of another node (deliveries, confirms, cancels) waits on the home node until that session's
+//! link, a task on its own node, polls for it: one link per session and home node, for as long
+//! as the session is open.
+
+mod home;
+mod proxy;
+pub(crate) mod wire;
+
+pub use home::Home;
+pub(crate) use proxy::spawn as spawn_proxy;
+
+use std::collections::HashSet;
+use std::sync::Arc;
+use std::time::Duration;
+
+use charon_cluster::transport::frame::Kind;
+use charon_cluster::transport::{Connection, Identity};
+use parking_lot::Mutex;
+
+use self::wire::{Envelope, Event, Reply, Request};
+use super::ClusterSlot;
+use crate::gate::{Gate, Waiter};
+use crate::session::{Delivery, SessionEvent, SessionId, SessionSink};
+
+/// How long a link waits for a poll's answer (the home node answers within a second).
+const POLL_TIMEOUT: Duration = Duration::from_secs(10);
+/// How long a link waits before it polls a home node that did not answer again.
+const RETRY: Duration = Duration::from_secs(1);
+
+/// This node's side of the queues of other nodes: who it is to them, and its sessions'
+/// links.
+pub struct Queues {
+    identity: Identity,
+    /// Drawn at start: the home nodes tell this run's sessions from an earlier run's.
+    boot: u64,
+    /// The links running, by home node and session.
+    links: Mutex<HashSet<(String, SessionId)>>,
+}
+
+impl Queues {
+    /// This node's side, as `identity` to its peers.
+    #[must_use]
+    pub fn new(identity: Identity) -> Self {
+        Self { identity, boot: rand::random(), links: Mutex::default() }
+    }
+
+    pub(crate) fn identity(&self) -> &Identity {
+        &self.identity
+    }
+
+    pub(crate) fn boot(&self) -> u64 {
+        self.boot
+    }
+
+    /// Starts the link of `session` to `home` unless it runs.
+    pub(crate) fn link(&self, cluster: &ClusterSlot, home: &str, session: &SessionSink) {
+        if !self.links.lock().insert((home.to_owned(), session.id)) {
+            return;
+        }
+        let link = Link {
+            cluster: Arc::clone(cluster),
+            home: home.to_owned(),
+            session: session.clone(),
+            wake: Arc::new(Wake::default()),
+        };
+        tokio::spawn(link.run());
+    }
+
+    fn unlink(&self, home: &str, session: SessionId) {
+        self.links.lock().remove(&(home.to_owned(), session));
+    }
+}
+
+/// Wakes a link waiting for room in its session's outbound window.
+#[derive(Debug, Default)]
+struct Wake(tokio::sync::Notify);
+
+impl Waiter for Wake {
+    fn resume(&self) {
+        self.0.notify_one();
+    }
+}
+
+/// A session's link to one home node: polls what that node's queues told the session and
+/// hands it to the session, until the session closes (then the home node is told, and its
+/// queues take back what the session had not settled).
+struct Link {
+    cluster: ClusterSlot,
+    home: String,
+    session: SessionSink,
+    wake: Arc<Wake>,
+}
+
+impl Link {
+    async fn run(self) {
+        let mut connection: Option<Connection> = None;
+        while !self.session.is_closed() {
+            let Some(cluster) = self.cluster.get() else { break };
+            let queues = cluster.queues();
+            if connection.is_none() {
+                connection = cluster.address_of(&self.home).map(|a| Connection::new(queues.identity().clone(), a));
+            }
+            let Some(link) = connection.as_mut() else {
+                tokio::time::sleep(RETRY).await;
+                continue;
+            };
+            let request = Request::Poll { session: self.session.id };
+            let envelope = Envelope { from: queues.identity().name.clone(), boot: queues.boot(), request };
+            let body = wire::encode(&envelope, &[]);
+            let answer = tokio::time::timeout(POLL_TIMEOUT, link.call(0, Kind::Queue, body)).await;
+            match answer.map(|a| a.map(wire::decode::<Reply>)) {
+                Ok(Ok(Ok((Reply::Events(events), messages)))) => self.hand_over(events, messages).await,
+                other => {
+                    if other.is_err() {
+                        link.reset();
+                    }
+                    tracing::debug!(home = self.home, "a session's link to its queues' node got no events");
+                    tokio::time::sleep(RETRY).await;
+                }
+            }
+        }
+        let Some(cluster) = self.cluster.get() else { return };
+        let queues = cluster.queues();
+        if let Some(mut link) = connection {
+            let request = Request::Close { session: self.session.id };
+            let envelope = Envelope { from: queues.identity().name.clone(), boot: queues.boot(), request };
+            let _ = tokio::time::timeout(POLL_TIMEOUT, link.call(0, Kind::Queue, wire::encode(&envelope, &[]))).await;
+        }
+        queues.unlink(&self.home, self.session.id);
+    }
+
+    /// Gives the session what its queues told it, deliveries once its outbound window has
+    /// room for them (the connection gives the units back as it writes them).
+    async fn hand_over(&self, events: Vec<Event>, messages: Vec<charon_model::Message>) {
+        let mut messages = messages.into_iter();
+        for event in events {
+            let event = match event {
+                Event::Deliveries { consumer, items } => {
+                    let items: Vec<Delivery> = items
+                        .into_iter()
+                        .zip(messages.by_ref())
+                        .map(|(d, message)| Delivery {
+                            seq: d.seq,
+                            message: Arc::new(message),
+                            redelivered: d.redelivered,
+                            delivery_count: d.delivery_count,
+                        })
+                        .collect();
+                    self.room(u32::try_from(items.len()).unwrap_or(u32::MAX)).await;
+                    SessionEvent::Deliveries { consumer, items }
+                }
+                Event::Cancelled { consumer } => SessionEvent::ConsumerCancelled { consumer },
+                Event::CreditState { consumer, delivery_count, credit, available, drain } => {
+                    SessionEvent::CreditState { consumer, delivery_count, credit, available, drain }
+                }
+                Event::Confirms { channel, accepted, refused } => SessionEvent::Confirms { channel, accepted, refused },
+                Event::ForceClose { reason } => SessionEvent::ForceClose { reason },
+            };
+            self.session.send(event);
+        }
+    }
+
+    /// Takes `wanted` units of the session's outbound window, waiting for room (not past the
+    /// session's close).
+    async fn room(&self, wanted: u32) {
+        let gate: &Gate = &self.session.outbound;
+        let mut taken = 0;
+        while taken < wanted && !self.session.is_closed() {
+            let more = gate.try_acquire_up_to(wanted - taken, 1);
+            if more > 0 {
+                taken += more;
+            } else if gate.acquire_or_wait(&self.wake) {
+                taken += 1;
+            } else {
+                let _ = tokio::time::timeout(RETRY, self.wake.0.notified()).await;
+            }
+        }
+    }
+}

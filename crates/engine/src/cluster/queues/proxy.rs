@@ -1,0 +1,306 @@
+//! A queue of another node, as this node holds it: a [`QueueHandle`] whose mailbox a task
+//! drains, sending each command to the queue's home node (publishes batched per drain of the
+//! mailbox). Routing, the channels and the management API use it as any queue; what its queue
+//! tells this node's sessions comes through their links ([`super::Links`]).
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use charon_cluster::transport::Connection;
+use charon_cluster::transport::frame::Kind;
+use tokio::sync::mpsc;
+
+use super::wire::{self, Envelope, Publisher, QueueName, Reply, Request};
+use crate::cluster::ClusterSlot;
+use crate::cluster::metadata::EncodedTable;
+use crate::error::{EngineError, Resource};
+use crate::queue::command::QueueCmd;
+use crate::queue::{ConfirmTo, Enqueue, GetOk, QueueConfig, QueueHandle, QueueRef, QueueStats};
+use crate::session::{ConsumerId, Delivery, SessionEvent, SessionId};
+
+/// The proxy's mailbox: as a queue's, it holds publishers back when full.
+const MAILBOX: usize = 256;
+/// Most messages one publish request carries.
+const BATCH: usize = 512;
+/// How long a request may take (a node cut off answers nothing; a publish may wait while the
+/// queue holds its publishers back, longer).
+const REQUEST_TIMEOUT: Duration = Duration::from_secs(5);
+const PUBLISH_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// Starts the proxy of queue `config`, which lives on node `home`.
+pub(crate) fn spawn(cluster: ClusterSlot, id: u64, config: QueueConfig, home: String) -> QueueRef {
+    let (queue, mailbox) = QueueHandle::proxy(id, config, home.clone(), MAILBOX);
+    let name = QueueName { vhost: queue.config.vhost.clone(), name: queue.config.name.clone() };
+    let proxy = Proxy { cluster, home, resource: queue.resource(), name, connection: None, consumers: HashMap::new() };
+    tokio::spawn(proxy.run(mailbox));
+    queue
+}
+
+struct Proxy {
+    cluster: ClusterSlot,
+    home: String,
+    resource: Resource,
+    name: QueueName,
+    connection: Option<Connection>,
+    /// This node's consumers of the queue, by id, with their sessions.
+    consumers: HashMap<ConsumerId, (SessionId, u32)>,
+}
+
+impl Proxy {
+    async fn run(mut self, mut mailbox: mpsc::Receiver<QueueCmd>) {
+        let mut next = mailbox.recv().await;
+        while let Some(command) = next.take() {
+            match command {
+                QueueCmd::Publish { items, confirm_to } => {
+                    let mut batch = vec![(items, confirm_to)];
+                    let mut count = batch.iter().map(|(items, _)| items.len()).sum::<usize>();
+                    while count < BATCH {
+                        match mailbox.try_recv() {
+                            Ok(QueueCmd::Publish { items, confirm_to }) => {
+                                count += items.len();
+                                batch.push((items, confirm_to));
+                            }
+                            Ok(other) => {
+                                next = Some(other);
+                                break;
+                            }
+                            Err(_) => break,
+                        }
+                    }
+                    self.publish(batch).await;
+                }
+                other => self.handle(other).await,
+            }
+            if next.is_none() {
+                next = mailbox.recv().await;
+            }
+        }
+    }
+
+    /// Sends `request`, waiting at most `timeout` for the answer.
+    async fn call(
+        &mut self,
+        request: Request,
+        messages: &[Arc<charon_model::Message>],
+        timeout: Duration,
+    ) -> Result<(Reply, Vec<charon_model::Message>), EngineError> {
+        let down = || EngineError::HomeNodeDown { node: self.home.clone(), queue: self.resource.clone() };
+        let Some(cluster) = self.cluster.get() else {
+            return Err(down());
+        };
+        let queues = cluster.queues();
+        if self.connection.is_none() {
+            let Some(address) = cluster.address_of(&self.home) else {
+                return Err(down());
+            };
+            self.connection = Some(Connection::new(queues.identity().clone(), address));
+        }
+        let Some(connection) = self.connection.as_mut() else {
+            return Err(down());
+        };
+        let envelope = Envelope { from: queues.identity().name.clone(), boot: queues.boot(), request };
+        let body = wire::encode(&envelope, messages);
+        let answer = match tokio::time::timeout(timeout, connection.call(0, Kind::Queue, body)).await {
+            Ok(Ok(answer)) => answer,
+            Ok(Err(e)) => {
+                tracing::debug!(home = self.home, error = %e, "queue request failed");
+                return Err(down());
+            }
+            Err(_) => {
+                connection.reset();
+                return Err(down());
+            }
+        };
+        match wire::decode::<Reply>(answer) {
+            Ok((Reply::Refused(refusal), _)) => Err(refusal.error(self.resource.clone())),
+            Ok(answered) => Ok(answered),
+            Err(e) => {
+                tracing::warn!(home = self.home, error = %e, "a queue answer that does not decode");
+                connection.reset();
+                Err(down())
+            }
+        }
+    }
+
+    /// Sends a batch of publishes; a batch the home node did not take is refused to the
+    /// publishers that asked for confirms (they publish again: nothing confirmed is lost).
+    async fn publish(&mut self, batch: Vec<(Vec<Enqueue>, Option<ConfirmTo>)>) {
+        let (mut publishers, mut messages) = (Vec::new(), Vec::new());
+        for (items, confirm_to) in &batch {
+            if let Some(to) = confirm_to {
+                self.link(to);
+            }
+            for item in items {
+                let session = confirm_to.as_ref().map(|to| to.session.id);
+                let channel = confirm_to.as_ref().map_or(0, |to| to.channel);
+                publishers.push(Publisher { session, channel, confirm: item.confirm });
+                messages.push(Arc::clone(&item.message));
+            }
+        }
+        let request = Request::Publish { queue: self.name.clone(), publishers };
+        if let Err(e) = self.call(request, &messages, PUBLISH_TIMEOUT).await {
+            tracing::debug!(queue = %self.resource, error = %e, "publishes refused");
+            for (items, confirm_to) in batch {
+                refuse(&items, confirm_to.as_ref());
+            }
+        }
+    }
+
+    /// Makes sure the session's link to the home node runs (its confirms and deliveries come
+    /// through it).
+    fn link(&self, to: &ConfirmTo) {
+        if let Some(cluster) = self.cluster.get() {
+            cluster.queues().link(&self.cluster, &self.home, &to.session);
+        }
+    }
+
+    async fn handle(&mut self, command: QueueCmd) {
+        let queue = self.name.clone();
+        match command {
+            QueueCmd::Publish { .. } => {}
+            QueueCmd::PublishNumbered { items, confirm_to, numbers } => {
+                // Zaqar's numbered publishes stay with the queue's own node.
+                drop(numbers);
+                refuse(&items, Some(&confirm_to));
+            }
+            QueueCmd::PublishMoved { items, confirm_to, .. } => refuse(&items, Some(&confirm_to)),
+            QueueCmd::Consume(spec, reply) => {
+                self.link(&ConfirmTo { session: spec.session.clone(), channel: spec.owner.channel });
+                let request = Request::Consume {
+                    queue,
+                    session: spec.owner.session,
+                    consumer: spec.id,
+                    tag: spec.tag.clone(),
+                    channel: spec.owner.channel,
+                    no_ack: spec.no_ack,
+                    prefetch: spec.prefetch,
+                    link_credit: spec.link_credit,
+                    exclusive: spec.exclusive,
+                    arguments: EncodedTable::new(&spec.arguments),
+                };
+                let answered = self.call(request, &[], REQUEST_TIMEOUT).await.map(drop);
+                if answered.is_ok() {
+                    self.consumers.insert(spec.id, (spec.owner.session, spec.owner.channel));
+                }
+                let _ = reply.send(answered);
+            }
+            QueueCmd::Cancel(consumer, reply) => {
+                let found = match self.consumers.remove(&consumer) {
+                    Some((session, _)) => {
+                        let request = Request::Cancel { queue, session, consumer };
+                        matches!(self.call(request, &[], REQUEST_TIMEOUT).await, Ok((Reply::Count(1), _)))
+                    }
+                    None => false,
+                };
+                let _ = reply.send(found);
+            }
+            QueueCmd::Settle { seqs, how } => {
+                let request = Request::Settle { queue, seqs: seqs.to_vec(), how: how.into() };
+                self.tell(request).await;
+            }
+            QueueCmd::SettleModified { seqs, failed, annotations } => {
+                let annotations = EncodedTable::new(&annotations);
+                self.tell(Request::SettleModified { queue, seqs, failed, annotations }).await;
+            }
+            // What the consumer said goes with the local settle only; the queue's node
+            // records the settle.
+            QueueCmd::SettleRefused { seqs, how, .. } => {
+                self.tell(Request::Settle { queue, seqs, how: how.into() }).await;
+            }
+            QueueCmd::Get { owner, no_ack, reply } => {
+                let request = Request::Get { queue, session: owner.session, channel: owner.channel, no_ack };
+                match self.call(request, &[], REQUEST_TIMEOUT).await {
+                    Ok((Reply::Got(Some((facts, remaining))), mut messages)) if messages.len() == 1 => {
+                        let message = Arc::new(messages.remove(0));
+                        let delivery = Delivery {
+                            seq: facts.seq,
+                            message,
+                            redelivered: facts.redelivered,
+                            delivery_count: facts.delivery_count,
+                        };
+                        let _ = reply.send(Some(GetOk { delivery, remaining }));
+                    }
+                    Ok((Reply::Got(None), _)) => {
+                        let _ = reply.send(None);
+                    }
+                    // Dropped: the caller answers that the queue's node is down.
+                    _ => drop(reply),
+                }
+            }
+            QueueCmd::Purge(reply) => {
+                if let Ok((Reply::Count(purged), _)) = self.call(Request::Purge { queue }, &[], REQUEST_TIMEOUT).await {
+                    let _ = reply.send(purged);
+                }
+            }
+            QueueCmd::Stats(reply) => {
+                if let Some(stats) = self.stats(queue, false).await {
+                    let _ = reply.send(stats);
+                }
+            }
+            QueueCmd::Declared(reply) => {
+                if let Some(stats) = self.stats(queue, true).await {
+                    let _ = reply.send(stats);
+                }
+            }
+            QueueCmd::OwnerClosed(owner) => {
+                self.consumers.retain(|_, at| *at != (owner.session, owner.channel));
+                self.tell(Request::OwnerClosed { queue, session: owner.session, channel: owner.channel }).await;
+            }
+            QueueCmd::Credit(grant) => {
+                let Some(&(session, _)) = self.consumers.get(&grant.consumer) else { return };
+                let request = Request::Credit {
+                    queue,
+                    session,
+                    consumer: grant.consumer,
+                    delivery_count: grant.delivery_count,
+                    link_credit: grant.link_credit,
+                    drain: grant.drain,
+                    echo: grant.echo,
+                };
+                self.tell(request).await;
+            }
+            // The queue's node is the one that deletes it, when the cluster deleted it.
+            QueueCmd::Delete { reply, .. } => {
+                let _ = reply.send(Ok(0));
+            }
+            // Nothing held here.
+            QueueCmd::Flush(reply) => {
+                let _ = reply.send(true);
+            }
+            // The queue's node applies its policies, and its dead letters are its own; the
+            // dead-letter browser reads queues of the node it runs on.
+            QueueCmd::Settings(_)
+            | QueueCmd::Resume
+            | QueueCmd::TopologyChanged
+            | QueueCmd::Browse { .. }
+            | QueueCmd::Remove { .. }
+            | QueueCmd::RemoveChecked { .. }
+            | QueueCmd::Consumers(_) => {}
+        }
+    }
+
+    /// Sends a request nobody waits for; a failure is logged (what it settled or closed goes
+    /// back to the queue when the home node closes this node's sessions).
+    async fn tell(&mut self, request: Request) {
+        if let Err(e) = self.call(request, &[], REQUEST_TIMEOUT).await {
+            tracing::debug!(queue = %self.resource, error = %e, "queue request not taken");
+        }
+    }
+
+    async fn stats(&mut self, queue: QueueName, declared: bool) -> Option<QueueStats> {
+        match self.call(Request::Stats { queue, declared }, &[], REQUEST_TIMEOUT).await {
+            Ok((Reply::Stats(counters), _)) => Some(counters.into()),
+            _ => None,
+        }
+    }
+}
+
+/// Refuses the confirms of `items` to their publisher.
+fn refuse(items: &[Enqueue], confirm_to: Option<&ConfirmTo>) {
+    let Some(to) = confirm_to else { return };
+    let refused: Vec<u64> = items.iter().filter_map(|item| item.confirm).collect();
+    if !refused.is_empty() {
+        to.session.send(SessionEvent::Confirms { channel: to.channel, accepted: Vec::new(), refused });
+    }
+}
