@@ -871,10 +871,50 @@ fn a_queue_on_one_node_serves_publishers_and_consumers_on_the_others() {
         let deleted = channel.queue_delete("homed".into(), lapin::options::QueueDeleteOptions::default()).await;
         assert_eq!(deleted.unwrap(), 51);
     });
-    for node in &nodes {
-        until(20, || {
-            let status = Call::api(node.http_port, "GET", "/api/queues/%2F/homed").send_blocking().status;
-            holds(status == 404, || format!("homed still on {}: {status}", node.http_port))
-        });
-    }
+    let gone_everywhere = |nodes: &[Charon], name: &str| {
+        for node in nodes {
+            let path = format!("/api/queues/%2F/{name}");
+            until(20, || {
+                let status = Call::api(node.http_port, "GET", &path).send_blocking().status;
+                holds(status == 404, || format!("{name} still on {}: {status}", node.http_port))
+            });
+        }
+    };
+    gone_everywhere(&nodes, "homed");
+
+    // An exclusive, server-named queue of a connection on node 3 (an RPC client's reply
+    // queue) takes a reply published on node 2; a connection on node 2 may not consume it
+    // (405, as RabbitMQ); it goes from every node with its connection.
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let (owner, owned) = runtime.block_on(channel(&nodes[2]));
+    let exclusive = QueueDeclareOptions { exclusive: true, ..QueueDeclareOptions::default() };
+    let reply_queue = runtime.block_on(owned.queue_declare("".into(), exclusive, FieldTable::default())).unwrap();
+    let reply_queue = reply_queue.name().to_string();
+    until(20, || {
+        let queue = Call::api(nodes[1].http_port, "GET", &format!("/api/queues/%2F/{reply_queue}")).send_blocking();
+        let there = queue.status == 200 && queue.json()["exclusive"] == true;
+        holds(there, || format!("{reply_queue} on node 2: {queue:?}"))
+    });
+    let locked = on(&nodes[1], async |channel: Channel| {
+        let props = BasicProperties::default();
+        let key = reply_queue.as_str();
+        channel.basic_publish("".into(), key.into(), BasicPublishOptions::default(), b"reply", props).await?.await?;
+        let options = BasicConsumeOptions::default();
+        channel.basic_consume(key.into(), "thief".into(), options, FieldTable::default()).await.map(drop)
+    });
+    let locked = locked.unwrap_err().to_string();
+    assert!(locked.contains("RESOURCE_LOCKED - cannot obtain exclusive access to locked queue"), "{locked}");
+    let reply = runtime.block_on(async {
+        for _ in 0..100 {
+            let got = owned.basic_get(reply_queue.as_str().into(), BasicGetOptions { no_ack: true }).await.unwrap();
+            if let Some(got) = got {
+                return Some(got.delivery.data);
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        None
+    });
+    assert_eq!(reply, Some(b"reply".to_vec()));
+    runtime.block_on(owner.close(200, "bye".into())).unwrap();
+    gone_everywhere(&nodes, &reply_queue);
 }

@@ -122,8 +122,7 @@ impl Effects {
             }
             MetaCommand::DeclareQueue { vhost: on, name, record } => {
                 let arguments = record.arguments.decode().map_err(FollowError::Record)?;
-                let (home, durable, auto_delete) = (record.home, record.durable, record.auto_delete);
-                vhost(&on)?.follow_queue_declare(&name, home, durable, auto_delete, arguments).await?;
+                vhost(&on)?.follow_queue_declare(&name, &record, arguments).await?;
             }
             MetaCommand::DeleteQueue { vhost: on, name } => vhost(&on)?.follow_queue_delete(&name).await,
             MetaCommand::BindQueue { vhost: on, binding } => {

@@ -19,6 +19,14 @@ use crate::error::EngineError;
 use crate::exchange::ExchangeInfo;
 use crate::policy::{Policy, PolicyKind};
 
+/// This run of the node, drawn once: its sessions and transient queues are told from an
+/// earlier run's by it.
+#[must_use]
+pub fn boot() -> u64 {
+    static BOOT: OnceLock<u64> = OnceLock::new();
+    *BOOT.get_or_init(rand::random)
+}
+
 /// Where the broker and its vhosts find the cluster, once the node joined one at start.
 pub(crate) type ClusterSlot = Arc<OnceLock<Cluster>>;
 
@@ -426,7 +434,7 @@ impl Cluster {
         self.write_or(&command, || format!("Could not {verb} binding due to timeout")).await
     }
 
-    /// Declares classic queue `name` of `vhost` through the cluster, homed on this node; true
+    /// Declares queue `name` of `vhost` through the cluster, homed on this node; true
     /// when this declare made it (false: another node's declare of the name came first).
     ///
     /// # Errors
@@ -443,6 +451,8 @@ impl Cluster {
             durable: config.durable,
             auto_delete: config.auto_delete,
             arguments: EncodedTable::new(&config.arguments),
+            owner: config.exclusive_owner,
+            boot: boot(),
         };
         let command = MetaCommand::DeclareQueue { vhost: vhost.to_owned(), name: name.to_owned(), record };
         match self.write(&command).await {

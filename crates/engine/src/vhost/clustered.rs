@@ -1,7 +1,6 @@
-//! A vhost's queues in a cluster: a queue other connections may use is declared, bound and
-//! deleted through the cluster; its home node (the declaring one) makes it, every other node
-//! a proxy for it (`crate::cluster::queues`). Exclusive queues stay with their connection's
-//! node.
+//! A vhost's queues in a cluster: declared, bound and deleted through the cluster; its home
+//! node (the declaring one) makes it, every other node a proxy for it
+//! (`crate::cluster::queues`). An exclusive queue lives with its connection, on its node.
 
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
@@ -9,26 +8,15 @@ use std::sync::atomic::Ordering;
 use charon_model::Table;
 
 use super::{Created, DeclareOk, Declarer, QueueDeclare, VHost};
-use crate::cluster::Cluster;
+use crate::cluster::metadata::QueueRecord;
 use crate::error::EngineError;
-use crate::exchange::Destination;
 use crate::queue::args;
 use crate::queue::{QueueConfig, QueueRef};
 
-impl VHost {
-    /// The cluster a binding to `destination` goes through: every exchange's, and a queue's
-    /// other connections may use; `None` out of a cluster.
-    pub(super) fn cluster_for(&self, destination: &Destination) -> Option<&Cluster> {
-        let cluster = self.cluster.get()?;
-        match destination {
-            Destination::Exchange(_) => Some(cluster),
-            Destination::Queue(name) => {
-                let shared = self.topology.read().queues.get(name).is_some_and(|q| q.config.exclusive_owner.is_none());
-                shared.then_some(cluster)
-            }
-        }
-    }
+/// The owner a proxy gives an exclusive queue of another node: no connection of this node.
+const OTHER_NODES_CONNECTION: u64 = u64::MAX;
 
+impl VHost {
     /// Declares the queue `config` describes through the cluster; answered once this node
     /// made it (or its proxy), as checked against another node's declare of the name that
     /// came first.
@@ -49,29 +37,28 @@ impl VHost {
 
     /// Makes on this node a queue the cluster committed: the queue itself on its home node,
     /// a proxy for it on every other. A queue there already stays (the first declare won).
+    /// A transient or exclusive queue an earlier run of this node declared went with that
+    /// run: its record is deleted through the cluster instead.
     pub(crate) async fn follow_queue_declare(
         &self,
         name: &str,
-        home: String,
-        durable: bool,
-        auto_delete: bool,
+        record: &QueueRecord,
         arguments: Table,
     ) -> Result<(), EngineError> {
         self.check_live()?;
         if self.topology.read().queues.contains_key(name) {
             return Ok(());
         }
-        if home == charon_model::node_name() {
-            let declare = QueueDeclare {
-                name: name.to_owned(),
-                passive: false,
-                durable,
-                exclusive: false,
-                auto_delete,
-                arguments,
-            };
+        let (durable, auto_delete, exclusive) = (record.durable, record.auto_delete, record.owner.is_some());
+        if record.home == charon_model::node_name() {
+            if record.boot != crate::cluster::boot() && (!durable || exclusive) {
+                self.forget_stale(name);
+                return Ok(());
+            }
+            let declare =
+                QueueDeclare { name: name.to_owned(), passive: false, durable, exclusive, auto_delete, arguments };
             loop {
-                match self.create_or_check_queue(&declare, 0, Declarer::Broker, None)? {
+                match self.create_or_check_queue(&declare, record.owner.unwrap_or(0), Declarer::Broker, None)? {
                     Created::New(_) | Created::Existing(_) | Created::Propose(_) => return Ok(()),
                     Created::Reserved(reserved) => reserved.wait().await,
                     Created::Committing { queue, done, reservation } => {
@@ -89,18 +76,44 @@ impl VHost {
             vhost: self.name.clone(),
             durable,
             auto_delete,
-            exclusive_owner: None,
+            // Another node's connection owns it: every connection of this node is refused
+            // (405), as RabbitMQ refuses them; publishes still route to it.
+            exclusive_owner: record.owner.map(|_| OTHER_NODES_CONNECTION),
             queue_type: args::queue_type_of(&arguments),
             arguments,
         };
         let id = self.ids.fetch_add(1, Ordering::Relaxed);
-        let proxy = crate::cluster::queues::spawn_proxy(Arc::clone(&self.cluster), id, config, home);
+        let proxy = crate::cluster::queues::spawn_proxy(Arc::clone(&self.cluster), id, config, record.home.clone());
         let mut topology = self.topology.write();
         if !topology.queues.contains_key(name) {
             topology.queues.insert(name.to_owned(), proxy);
             self.grew(&topology);
         }
         Ok(())
+    }
+
+    /// Queue `name` when it lives on this node, whoever owns it (the asking node checked the
+    /// asking connection's access).
+    pub(crate) fn queue_here(&self, name: &str) -> Option<QueueRef> {
+        self.topology.read().queues.get(name).filter(|q| q.home.is_none()).cloned()
+    }
+
+    /// Deletes the record of a queue that went with an earlier run of this node, once the
+    /// cluster takes writes (at start the node may still be catching up).
+    fn forget_stale(&self, name: &str) {
+        let (vhost, name) = (self.me.upgrade(), name.to_owned());
+        tokio::spawn(async move {
+            let Some(vhost) = vhost else { return };
+            for _ in 0..60 {
+                if let Some(cluster) = vhost.cluster.get()
+                    && cluster.delete_queue(&vhost.name, &name).await.is_ok()
+                {
+                    return;
+                }
+                tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+            }
+            tracing::warn!(queue = name, "the record of a queue gone with a restart stays in the cluster");
+        });
     }
 
     /// Deletes `queue` through the cluster, checked first against its counters on its node;
@@ -128,18 +141,15 @@ impl VHost {
     /// home node, the proxy elsewhere (with the bindings to it).
     pub(crate) async fn follow_queue_delete(&self, name: &str) {
         let found = self.topology.read().queues.get(name).cloned();
-        match found {
-            Some(queue) if queue.config.exclusive_owner.is_some() => {}
-            Some(queue) if queue.home.is_none() => self.drop_queue(&queue).await,
-            Some(proxy) => self.forget_queue(&proxy).await,
-            None => {}
+        if let Some(queue) = found {
+            self.drop_here(&queue).await;
         }
     }
 
-    /// A queue of this node deleted itself (auto-delete, `x-expires`): in a cluster, the
-    /// other nodes drop their proxies for it.
+    /// A queue of this node went (it deleted itself, or its connection closed): in a
+    /// cluster, the other nodes drop their proxies for it.
     pub(super) fn deleted_itself(&self, queue: &QueueRef) {
-        if queue.config.exclusive_owner.is_some() || !self.clustered() {
+        if !self.clustered() || queue.home.is_some() {
             return;
         }
         let (vhost, name) = (self.me.upgrade(), queue.name().to_owned());
@@ -148,7 +158,7 @@ impl VHost {
             if let Some(cluster) = vhost.cluster.get()
                 && let Err(e) = cluster.delete_queue(&vhost.name, &name).await
             {
-                tracing::warn!(queue = name, error = %e, "a queue that deleted itself is still in the cluster");
+                tracing::warn!(queue = name, error = %e, "a queue that went is still in the cluster");
             }
         });
     }

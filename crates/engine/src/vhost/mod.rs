@@ -695,7 +695,7 @@ impl VHost {
         };
         // In a cluster, a queue other connections may use is declared through it: its node
         // makes it, every other node a proxy for it.
-        if declarer == Declarer::Client && owner.is_none() && self.clustered() {
+        if declarer == Declarer::Client && self.clustered() {
             return Ok(Created::Propose(config));
         }
         let id = self.ids.fetch_add(1, Ordering::Relaxed);
@@ -775,7 +775,7 @@ impl VHost {
             Err(EngineError::NotFound(_)) => return Ok(0),
             Err(other) => return Err(other),
         };
-        if queue.config.exclusive_owner.is_none() && self.clustered() {
+        if self.clustered() {
             return self.delete_through_cluster(&queue, if_unused, if_empty).await;
         }
         let count = queue.delete(if_unused, if_empty).await?;
@@ -783,8 +783,15 @@ impl VHost {
         Ok(count)
     }
 
-    /// Deletes a queue unconditionally (exclusive queues when their connection closes).
+    /// Deletes a queue unconditionally (exclusive queues when their connection closes); in a
+    /// cluster, the other nodes drop their proxies for it.
     pub async fn drop_queue(&self, queue: &QueueRef) {
+        self.drop_here(queue).await;
+        self.deleted_itself(queue);
+    }
+
+    /// Deletes a queue of this node unconditionally (or forgets a proxy).
+    pub(crate) async fn drop_here(&self, queue: &QueueRef) {
         let _ = queue.delete(false, false).await;
         self.forget_queue(queue).await;
     }
@@ -831,7 +838,7 @@ impl VHost {
     ) -> Result<(), EngineError> {
         self.check_live()?;
         let binding = self.checked_binding(source, destination, key, arguments, session)?;
-        match self.cluster_for(&binding.destination) {
+        match self.cluster.get() {
             Some(cluster) => {
                 {
                     let topology = self.topology.read();
@@ -910,7 +917,7 @@ impl VHost {
         session: SessionId,
     ) -> Result<(), EngineError> {
         let binding = self.checked_binding(source, destination, key, arguments, session)?;
-        match self.cluster_for(&binding.destination) {
+        match self.cluster.get() {
             Some(cluster) => {
                 {
                     let topology = self.topology.read();

@@ -11,8 +11,9 @@ impl VHost {
     /// vhost that does not exist); the broker forgets the vhost itself.
     pub(crate) async fn tear_down(&self) {
         self.mark_deleted();
+        // The cluster's records went with the vhost's.
         for queue in self.queues() {
-            self.drop_queue(&queue).await;
+            self.drop_here(&queue).await;
         }
         let forgotten: Vec<MetaDone> = {
             let mut topology = self.topology.write();

@@ -679,4 +679,54 @@ mod tests {
             assert!(table.decode().is_err(), "{garbage}");
         }
     }
+    fn queue(home: &str) -> QueueRecord {
+        QueueRecord {
+            home: home.into(),
+            durable: true,
+            auto_delete: false,
+            arguments: EncodedTable::new(&charon_model::Table::new()),
+            owner: None,
+            boot: 9,
+        }
+    }
+
+    #[test]
+    fn queues_and_their_bindings_cascade_and_a_later_snapshot_removes_what_it_lacks() {
+        let mut meta = Metadata::default();
+        let apply = |meta: &mut Metadata, command: MetaCommand| meta.apply(0, &encoded(&command));
+        let declare = |name: &str, home: &str| MetaCommand::DeclareQueue {
+            vhost: "/".into(),
+            name: name.into(),
+            record: queue(home),
+        };
+        assert_eq!(apply(&mut meta, declare("q", "n1")), CHANGED);
+        // The first declare wins: a second one, from another node, records nothing.
+        assert_eq!(apply(&mut meta, declare("q", "n2")), b"0");
+        assert_eq!(meta.queues()["/"]["q"].home, "n1");
+        let mut auto = exchange(true);
+        auto.arguments = EncodedTable::new(&charon_model::Table::new());
+        apply(&mut meta, MetaCommand::DeclareExchange { vhost: "/".into(), name: "auto".into(), record: auto });
+        // A binding to a queue the cluster does not have is not recorded.
+        let to = |queue: &str| MetaCommand::BindQueue { vhost: "/".into(), binding: binding("auto", queue) };
+        assert_eq!(apply(&mut meta, to("nowhere")), b"0");
+        assert_eq!(apply(&mut meta, to("q")), CHANGED);
+        let before = meta.clone();
+        assert!(before.commands().contains(&to("q")));
+
+        // The queue goes with its binding, and the auto-delete exchange with its last binding.
+        assert_eq!(apply(&mut meta, MetaCommand::DeleteQueue { vhost: "/".into(), name: "q".into() }), CHANGED);
+        assert!(meta.queues().get("/").is_none_or(BTreeMap::is_empty));
+        assert!(meta.exchanges().get("/").is_none_or(|x| !x.contains_key("auto")));
+        // A node that held `before` and is given `meta` removes the binding, then the queue.
+        let removals = before.removals(&meta);
+        let unbind = MetaCommand::UnbindQueue { vhost: "/".into(), binding: binding("auto", "q") };
+        let delete = MetaCommand::DeleteQueue { vhost: "/".into(), name: "q".into() };
+        let at = |c: &MetaCommand| removals.iter().position(|r| r == c).unwrap();
+        assert!(at(&unbind) < at(&delete), "{removals:?}");
+
+        // Deleting the vhost takes its queues and their bindings.
+        apply(&mut meta, declare("q2", "n1"));
+        apply(&mut meta, MetaCommand::DeleteVhost { name: "/".into() });
+        assert!(meta.queues().is_empty() && meta.commands().is_empty());
+    }
 }

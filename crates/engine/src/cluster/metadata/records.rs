@@ -99,6 +99,13 @@ pub struct QueueRecord {
     pub auto_delete: bool,
     /// Its arguments (`x-queue-type` included).
     pub arguments: EncodedTable,
+    /// An exclusive queue's owner: the declaring connection, on the home node.
+    #[serde(default)]
+    pub owner: Option<u64>,
+    /// The home node's run that declared it ([`crate::cluster::boot`]): a transient or
+    /// exclusive queue of an earlier run went with it.
+    #[serde(default)]
+    pub boot: u64,
 }
 
 /// A binding between two exchanges of a vhost, or (in the queue bindings) from an exchange to

@@ -166,11 +166,7 @@ impl Home {
     fn queue(&self, queue: &wire::QueueName) -> Result<QueueRef, Refusal> {
         let broker = self.broker.upgrade().ok_or(Refusal::NotFound)?;
         let vhost = broker.vhost(&queue.vhost).ok_or(Refusal::NotFound)?;
-        match vhost.queue(&queue.name, 0) {
-            Ok(found) if found.home.is_none() => Ok(found),
-            Ok(_) => Err(Refusal::NotFound),
-            Err(e) => Err(Refusal::of(&e)),
-        }
+        vhost.queue_here(&queue.name).ok_or(Refusal::NotFound)
     }
 
     async fn reply(
@@ -385,5 +381,103 @@ impl charon_cluster::transport::Dispatch for Home {
         body: Vec<u8>,
     ) -> charon_cluster::transport::Answering<'_> {
         Box::pin(Home::answer(self, body))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::indexing_slicing)]
+
+    use bytes::Bytes;
+    use charon_model::{Body, Message, Routing};
+
+    use super::*;
+    use crate::cluster::queues::wire::{Publisher, QueueName};
+
+    fn request(boot: u64, request: Request, messages: &[Arc<Message>]) -> Vec<u8> {
+        wire::encode(&Envelope { from: "n2".into(), boot, request }, messages)
+    }
+
+    async fn ask(home: &Home, body: Vec<u8>) -> (Reply, Vec<Message>) {
+        wire::decode(home.answer(body).await.unwrap()).unwrap()
+    }
+
+    fn queue() -> QueueName {
+        QueueName { vhost: "/".into(), name: "q".into() }
+    }
+
+    /// Polls until an event comes (a queue answers on its own task).
+    async fn poll(home: &Home, boot: u64, session: SessionId) -> (Vec<Event>, Vec<Message>) {
+        for _ in 0..20 {
+            let (reply, messages) = ask(home, request(boot, Request::Poll { session }, &[])).await;
+            match reply {
+                Reply::Events(events) if !events.is_empty() => return (events, messages),
+                Reply::Events(_) => {}
+                other => panic!("{other:?}"),
+            }
+        }
+        panic!("no events")
+    }
+
+    #[tokio::test]
+    async fn a_remote_session_publishes_consumes_within_its_prefetch_and_gives_back_what_it_held_when_gone() {
+        let broker = crate::Broker::new(crate::BrokerConfig::default());
+        let vhost = broker.vhost("/").unwrap();
+        let declare = crate::QueueDeclare { name: "q".into(), ..Default::default() };
+        vhost.declare_queue(&declare, 1).await.unwrap();
+        let home = Home::new(&broker);
+
+        let messages: Vec<Arc<Message>> = (0..3u8)
+            .map(|i| {
+                let routing = Routing { routing_key: "q".into(), ..Routing::default() };
+                Arc::new(Message::new(routing, Body::Data(Bytes::from(vec![i]))))
+            })
+            .collect();
+        let publishers =
+            (1..=3).map(|n| Publisher { session: Some(5), channel: 1, confirm: Some(n) }).collect::<Vec<_>>();
+        let publish = Request::Publish { queue: queue(), publishers };
+        assert_eq!(ask(&home, request(1, publish, &messages)).await.0, Reply::Done);
+        let (events, _) = poll(&home, 1, 5).await;
+        assert_eq!(events, vec![Event::Confirms { channel: 1, accepted: vec![1, 2, 3], refused: vec![] }]);
+
+        let consume = Request::Consume {
+            queue: queue(),
+            session: 5,
+            consumer: 77,
+            tag: "c".into(),
+            channel: 2,
+            no_ack: false,
+            prefetch: 2,
+            link_credit: None,
+            exclusive: false,
+            arguments: crate::cluster::metadata::EncodedTable::new(&charon_model::Table::new()),
+        };
+        assert_eq!(ask(&home, request(1, consume, &[])).await.0, Reply::Done);
+        let (events, bodies) = poll(&home, 1, 5).await;
+        let Event::Deliveries { consumer, items } = &events[0] else { panic!("{events:?}") };
+        assert_eq!((*consumer, items.len()), (77, 2));
+        assert_eq!(bodies.iter().map(|m| m.body.bytes()[0]).collect::<Vec<_>>(), [0, 1]);
+        let stats = vhost.queue("q", 1).unwrap().stats().await.unwrap();
+        assert_eq!((stats.ready, stats.unacked, stats.consumers), (1, 2, 1));
+
+        // The same node started again: its earlier run's session is closed by the reaper,
+        // and what it held goes back to the queue.
+        let again = Request::Get { queue: queue(), session: 5, channel: 1, no_ack: true };
+        let (got, _) = ask(&home, request(2, again, &[])).await;
+        assert!(matches!(got, Reply::Got(Some((_, 0)))), "{got:?}");
+        home.reap(&|_| true).await;
+        let stats = vhost.queue("q", 1).unwrap().stats().await.unwrap();
+        assert_eq!((stats.ready, stats.unacked, stats.consumers), (2, 0, 0));
+
+        // A node that is down: its sessions go too.
+        let get = Request::Get { queue: queue(), session: 6, channel: 1, no_ack: false };
+        assert!(matches!(ask(&home, request(2, get, &[])).await.0, Reply::Got(Some((_, 1)))));
+        home.reap(&|node| node != "n2").await;
+        let stats = vhost.queue("q", 1).unwrap().stats().await.unwrap();
+        assert_eq!((stats.ready, stats.unacked), (2, 0));
+
+        // A queue this node does not have.
+        let missing = Request::Purge { queue: QueueName { vhost: "/".into(), name: "nope".into() } };
+        assert_eq!(ask(&home, request(2, missing, &[])).await.0, Reply::Refused(Refusal::NotFound));
     }
 }

@@ -34,8 +34,6 @@ const RETRY: Duration = Duration::from_secs(1);
 /// links.
 pub struct Queues {
     identity: Identity,
-    /// Drawn at start: the home nodes tell this run's sessions from an earlier run's.
-    boot: u64,
     /// The links running, by home node and session.
     links: Mutex<HashSet<(String, SessionId)>>,
 }
@@ -44,15 +42,16 @@ impl Queues {
     /// This node's side, as `identity` to its peers.
     #[must_use]
     pub fn new(identity: Identity) -> Self {
-        Self { identity, boot: rand::random(), links: Mutex::default() }
+        Self { identity, links: Mutex::default() }
     }
 
     pub(crate) fn identity(&self) -> &Identity {
         &self.identity
     }
 
+    /// This run of the node: the home nodes tell its sessions from an earlier run's.
     pub(crate) fn boot(&self) -> u64 {
-        self.boot
+        super::boot()
     }
 
     /// Starts the link of `session` to `home` unless it runs.
