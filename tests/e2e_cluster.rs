@@ -918,3 +918,127 @@ fn a_queue_on_one_node_serves_publishers_and_consumers_on_the_others() {
     runtime.block_on(owner.close(200, "bye".into())).unwrap();
     gone_everywhere(&nodes, &reply_queue);
 }
+
+/// Dead letters from a queue on node 1 into a queue on node 2 lose nothing when either node
+/// is killed with `kill -9` while they move: the source keeps each one until the target
+/// confirmed it (Charon's crash-atomic forwarding, across nodes), then sends it again.
+#[test]
+fn dead_letters_into_another_nodes_queue_survive_a_kill_9_of_either_node() {
+    use std::collections::BTreeSet;
+
+    use futures_util::StreamExt;
+    use lapin::options::{BasicConsumeOptions, ConfirmSelectOptions};
+    use lapin::types::AMQPValue;
+
+    let dir = tempfile::tempdir().unwrap();
+    let secret = dir.path().join("secret");
+    std::fs::write(&secret, "DEADLETTERCOOKIE").unwrap();
+    let port = |n: u16| 25960 + n;
+    let peers: Vec<String> = (1..=3)
+        .flat_map(|n| ["--cluster-peer".to_owned(), format!("charon-{n}@localhost=127.0.0.1:{}", port(n))])
+        .collect();
+    let start = |n: u16| {
+        let mut args = vec![
+            "--node-name".to_owned(),
+            format!("charon-{n}@localhost"),
+            "--cluster-listen".to_owned(),
+            format!("127.0.0.1:{}", port(n)),
+            "--cluster-secret-file".to_owned(),
+            secret.display().to_string(),
+        ];
+        args.extend(peers.iter().cloned());
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        Charon::start_on(&dir.path().join(format!("node-{n}")), &args)
+    };
+    let mut nodes: Vec<Charon> = (1..=3).map(start).collect();
+    set_name_when_led(&nodes[0], "dead-letters");
+    let durable = QueueDeclareOptions { durable: true, ..QueueDeclareOptions::default() };
+    on(&nodes[1], async |channel: Channel| {
+        channel.queue_declare("dlq".into(), durable, FieldTable::default()).await.unwrap();
+        declare_exchange("dlx", ExchangeKind::Direct, true)(channel.clone()).await.unwrap();
+        let bind = QueueBindOptions::default();
+        channel.queue_bind("dlq".into(), "dlx".into(), "dead".into(), bind, FieldTable::default()).await.unwrap();
+    });
+    eventually_queue(&nodes[0], "dlq");
+    until(20, || {
+        let bindings = Call::api(nodes[0].http_port, "GET", "/api/bindings/%2F/e/dlx/q/dlq").send_blocking().json();
+        holds(bindings.as_array().is_some_and(|b| !b.is_empty()), || format!("dlx -> dlq on node 1: {bindings}"))
+    });
+    // Messages die 300 ms after they arrive, through an exchange into the queue on node 2
+    // (after a restart, node 1 routes them there from what it restored).
+    let arguments = support::field_table(&[
+        ("x-message-ttl", AMQPValue::LongInt(300)),
+        ("x-dead-letter-exchange", AMQPValue::LongString("dlx".into())),
+        ("x-dead-letter-routing-key", AMQPValue::LongString("dead".into())),
+    ]);
+    on(&nodes[0], async |channel: Channel| {
+        channel.queue_declare("src".into(), durable, arguments).await.unwrap();
+    });
+    let publish = |node: &Charon, prefix: &'static str, count: usize| {
+        on(node, async move |channel: Channel| {
+            channel.confirm_select(ConfirmSelectOptions::default()).await.unwrap();
+            let mut confirms = Vec::new();
+            for i in 0..count {
+                let body = format!("{prefix}-{i}");
+                let props = BasicProperties::default().with_delivery_mode(2);
+                let sent = channel.basic_publish(
+                    "".into(),
+                    "src".into(),
+                    BasicPublishOptions::default(),
+                    body.as_bytes(),
+                    props,
+                );
+                confirms.push(sent.await.unwrap());
+            }
+            for confirm in confirms {
+                assert!(confirm.await.unwrap().is_ack());
+            }
+        });
+    };
+    let count = 1000;
+    // The target's node dies as the letters start to die, and comes back.
+    publish(&nodes[0], "a", count);
+    nodes[1].kill9();
+    eventually_runs(&nodes[0], "charon-2@localhost", false);
+    nodes[1] = start(2);
+    // The source's node dies while they move, and comes back.
+    publish(&nodes[0], "b", count);
+    std::thread::sleep(Duration::from_millis(200));
+    nodes[0].kill9();
+    nodes[0] = start(1);
+
+    // Every confirmed message is in the dead-letter queue, some perhaps twice.
+    let expected: BTreeSet<String> =
+        ["a", "b"].iter().flat_map(|p| (0..count).map(move |i| format!("{p}-{i}"))).collect();
+    let got = on(&nodes[2], async |channel: Channel| {
+        let options = BasicConsumeOptions { no_ack: true, ..BasicConsumeOptions::default() };
+        let mut consumer =
+            channel.basic_consume("dlq".into(), "all".into(), options, FieldTable::default()).await.unwrap();
+        let mut got = BTreeSet::new();
+        while got.len() < 2 * count {
+            let next = tokio::time::timeout(Duration::from_secs(30), consumer.next()).await;
+            let Ok(Some(Ok(delivery))) = next else { break };
+            got.insert(String::from_utf8(delivery.data).unwrap());
+        }
+        got
+    });
+    let lost: Vec<&String> = expected.difference(&got).collect();
+    let depth = |path: &str| Call::api(nodes[0].http_port, "GET", path).send_blocking().json()["messages"].clone();
+    let src = depth("/api/queues/%2F/src");
+    let fallback = depth("/api/queues/%2F/amq.charon.dead-letters");
+    assert!(
+        lost.is_empty(),
+        "{} lost, e.g. {:?}; src {src}, fallback {fallback}, got {}",
+        lost.len(),
+        lost.first(),
+        got.len()
+    );
+}
+
+fn eventually_queue(node: &Charon, name: &str) {
+    let path = format!("/api/queues/%2F/{name}");
+    until(20, || {
+        let status = Call::api(node.http_port, "GET", &path).send_blocking().status;
+        holds(status == 200, || format!("{path} on {} is {status}", node.http_port))
+    });
+}

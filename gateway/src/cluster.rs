@@ -169,10 +169,10 @@ async fn follow_alarms(broker: std::sync::Weak<Broker>, mut stop: watch::Receive
     }
 }
 
-/// Every 5 seconds, closes the sessions of other nodes on this node's queues whose node is
-/// down or started again (their unacknowledged deliveries go back to the queues).
+/// Every second, closes the sessions of other nodes on this node's queues whose node is down
+/// or started again (their unacknowledged deliveries go back to the queues).
 async fn reap_sessions(broker: std::sync::Weak<Broker>, home: Arc<Home>, mut stop: watch::Receiver<bool>) {
-    let mut ticks = tokio::time::interval(Duration::from_secs(5));
+    let mut ticks = tokio::time::interval(Duration::from_secs(1));
     loop {
         tokio::select! {
             _ = ticks.tick() => {}

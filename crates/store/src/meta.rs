@@ -80,6 +80,10 @@ pub struct StoredQueue {
     pub auto_delete: bool,
     /// Declare arguments (with `x-queue-type`).
     pub arguments: Table,
+    /// In a cluster, the node a durable queue of another node lives on: this node keeps a
+    /// proxy for it (restored with the topology, so its dead letters route there from the
+    /// start). Written after the arguments only when set: older records read as `None`.
+    pub home: Option<String>,
 }
 
 /// A binding between durable ends.
@@ -319,6 +323,9 @@ impl MetaStore {
         value.put_u64_le(queue.id);
         value.put_u8(u8::from(queue.auto_delete));
         encode_table(&queue.arguments, &mut value);
+        if let Some(home) = &queue.home {
+            put_str(&mut value, home);
+        }
         let key = key(&[&queue.vhost, &queue.name]);
         self.write("put queue", |[_, queues, ..]| {
             queues.insert(key.as_slice(), &value[..]).map(drop).map_err(Into::into)
@@ -441,7 +448,8 @@ impl MetaStore {
             let (vhost, name, id) = (key.string()?, key.string()?, value.u64()?);
             let auto_delete = value.u8()? != 0;
             let arguments = value.table()?;
-            snapshot.queues.push(StoredQueue { vhost, name, id, auto_delete, arguments });
+            let home = if value.bytes.has_remaining() { Some(value.string()?) } else { None };
+            snapshot.queues.push(StoredQueue { vhost, name, id, auto_delete, arguments, home });
         }
         for (k, _) in rows(BINDINGS)? {
             snapshot.bindings.push(decode_binding(&k)?);
@@ -547,7 +555,10 @@ mod tests {
             id: 42,
             auto_delete: false,
             arguments: args(&[("x-queue-type", Value::long_str("quorum")), ("x-max-length", Value::I64(5))]),
+            home: None,
         };
+        let proxied =
+            StoredQueue { name: "elsewhere".into(), id: 43, home: Some("charon-2@h".into()), ..queue.clone() };
         let exchange = StoredExchange {
             vhost: "/".into(),
             name: "x".into(),
@@ -567,6 +578,7 @@ mod tests {
         {
             let store = MetaStore::open(&path).unwrap();
             store.put_queue(&queue).unwrap();
+            store.put_queue(&proxied).unwrap();
             store.put_exchange(&exchange).unwrap();
             store.put_policy(&policy).unwrap();
             store.put_binding(&binding("x", false, "q\0odd", "a.#")).unwrap();
@@ -575,7 +587,8 @@ mod tests {
         }
         let store = MetaStore::open(&path).unwrap();
         let snapshot = store.load().unwrap();
-        assert_eq!(snapshot.queues, vec![queue.clone()]);
+        assert_eq!(snapshot.queues, vec![queue.clone(), proxied]);
+        store.delete_queue("/", "elsewhere").unwrap();
         assert_eq!(snapshot.exchanges, vec![exchange]);
         assert_eq!(snapshot.policies, vec![policy]);
         assert_eq!(snapshot.bindings.len(), 3);

@@ -176,6 +176,17 @@ impl Effects {
         for command in removals.into_iter().chain(commands) {
             self.follow(command, metadata::CHANGED).await;
         }
+        // A proxy this node restored from its own store for a queue the cluster no longer
+        // has (deleted while this node was down, in commands the snapshot replaced).
+        let Some(broker) = self.broker.upgrade() else { return };
+        for vhost in broker.vhosts() {
+            let recorded = after.queues().get(vhost.name());
+            for queue in vhost.queues() {
+                if queue.home.is_some() && !recorded.is_some_and(|r| r.contains_key(queue.name())) {
+                    vhost.drop_here(&queue).await;
+                }
+            }
+        }
     }
 }
 

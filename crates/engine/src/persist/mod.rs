@@ -154,7 +154,7 @@ mod tests {
     }
 
     fn queue(id: u64) -> StoredQueue {
-        StoredQueue { vhost: "/".into(), name: "q".into(), id, auto_delete: false, arguments: Table::new() }
+        StoredQueue { vhost: "/".into(), name: "q".into(), id, auto_delete: false, arguments: Table::new(), home: None }
     }
 
     #[tokio::test]

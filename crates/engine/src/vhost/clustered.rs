@@ -6,6 +6,7 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
 use charon_model::Table;
+use charon_store::meta::StoredQueue;
 
 use super::{Created, DeclareOk, Declarer, QueueDeclare, VHost};
 use crate::cluster::metadata::QueueRecord;
@@ -83,13 +84,44 @@ impl VHost {
             arguments,
         };
         let id = self.ids.fetch_add(1, Ordering::Relaxed);
-        let proxy = crate::cluster::queues::spawn_proxy(Arc::clone(&self.cluster), id, config, record.home.clone());
-        let mut topology = self.topology.write();
-        if !topology.queues.contains_key(name) {
+        // Kept in this node's store too, as its exchanges are: restored with the topology at
+        // the next start, before its queues dead-letter into it.
+        let stored = durable.then(|| StoredQueue {
+            vhost: self.name.clone(),
+            name: name.to_owned(),
+            id,
+            auto_delete,
+            arguments: config.arguments.clone(),
+            home: Some(record.home.clone()),
+        });
+        let proxy = self.proxy(id, config, record.home.clone());
+        let done = {
+            let mut topology = self.topology.write();
+            if topology.queues.contains_key(name) {
+                return Ok(());
+            }
             topology.queues.insert(name.to_owned(), proxy);
             self.grew(&topology);
+            self.store.as_ref().zip(stored).map(|(store, stored)| store.save_queue(stored))
+        };
+        if let Some(done) = done
+            && let Err(e) = done.wait().await
+        {
+            tracing::error!(queue = name, error = %e, "this node could not store its proxy");
         }
         Ok(())
+    }
+
+    /// A proxy for queue `config` of node `home`; when that node answers again after it did
+    /// not, the dead letters waiting in this vhost are tried again at once.
+    pub(super) fn proxy(&self, id: u64, config: QueueConfig, home: String) -> QueueRef {
+        let me = self.me.clone();
+        let back = Box::new(move || {
+            if let Some(vhost) = me.upgrade() {
+                vhost.retry_dead_letters();
+            }
+        });
+        crate::cluster::queues::spawn_proxy(Arc::clone(&self.cluster), id, config, home, back)
     }
 
     /// Queue `name` when it lives on this node, whoever owns it (the asking node checked the

@@ -285,10 +285,20 @@ impl VHost {
     /// change or its 180 s timer).
     fn grew(&self, topology: &Topology) {
         self.changed();
+        Self::retry_waiting(topology);
+    }
+
+    fn retry_waiting(topology: &Topology) {
         let waiting = |q: &&QueueRef| q.dead_letters_pending.load(Ordering::Relaxed) > 0;
         for queue in topology.queues.values().filter(waiting) {
             queue.topology_changed();
         }
+    }
+
+    /// A node of the cluster is back: dead letters waiting for a queue there are tried again
+    /// now (not at the next 180 s timer).
+    pub fn retry_dead_letters(&self) {
+        Self::retry_waiting(&self.topology.read());
     }
 
     fn exchange_resource(&self, name: &str) -> Resource {
@@ -693,8 +703,8 @@ impl VHost {
             arguments,
             queue_type,
         };
-        // In a cluster, a queue other connections may use is declared through it: its node
-        // makes it, every other node a proxy for it.
+        // In a cluster, a client's queue is declared through it: its node makes it, every
+        // other node a proxy for it.
         if declarer == Declarer::Client && self.clustered() {
             return Ok(Created::Propose(config));
         }
@@ -705,6 +715,7 @@ impl VHost {
             id,
             auto_delete: config.auto_delete,
             arguments: config.arguments.clone(),
+            home: None,
         });
         let settings = self.settings_for(&name, queue_type, &config.arguments);
         // The task starts now; until the queue is published nobody can reach it, and should its
@@ -816,7 +827,7 @@ impl VHost {
         topology.remove_bindings_to(&Destination::Queue(queue.name().to_owned()));
         self.changed();
         let mut forgotten = self.forget_removed_exchanges(&mut topology);
-        if let Some(store) = self.store.as_ref().filter(|_| queue.config.durable && queue.home.is_none()) {
+        if let Some(store) = self.store.as_ref().filter(|_| queue.config.durable) {
             forgotten.push(store.forget_queue(queue.id, &self.name, queue.name()));
         }
         forgotten
@@ -1089,8 +1100,7 @@ fn durable_ends(topology: &Topology, source: &str, destination: &Destination) ->
     let exchange_durable = |name: &str| topology.exchanges.get(name).is_some_and(|e| e.info.durable);
     exchange_durable(source)
         && match destination {
-            // A binding to another node's queue is the cluster's record, not this node's.
-            Destination::Queue(name) => topology.queues.get(name).is_some_and(|q| q.config.durable && q.home.is_none()),
+            Destination::Queue(name) => topology.queues.get(name).is_some_and(|q| q.config.durable),
             Destination::Exchange(name) => exchange_durable(name),
         }
 }

@@ -1,6 +1,7 @@
 //! Rebuilding a vhost from the store at start: policies and operator policies first (so queues
 //! start with their effective settings), then durable exchanges, durable queues with their
-//! logged messages, and the bindings between them.
+//! logged messages (in a cluster, proxies for the durable queues of other nodes), and the
+//! bindings between them.
 
 use std::collections::HashMap;
 
@@ -67,6 +68,12 @@ impl VHost {
                 arguments: stored.arguments.clone(),
                 queue_type,
             };
+            if let Some(home) = &stored.home {
+                // A queue of another node of the cluster: its proxy.
+                let proxy = self.proxy(stored.id, config, home.clone());
+                topology.queues.insert(stored.name.clone(), proxy);
+                continue;
+            }
             let settings = self.settings_for(&stored.name, queue_type, &config.arguments);
             let restored = messages.remove(&stored.id).unwrap_or_default();
             tracing::info!(queue = stored.name, vhost = self.name, messages = restored.len(), "queue recovered");

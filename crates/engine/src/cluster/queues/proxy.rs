@@ -28,11 +28,32 @@ const BATCH: usize = 512;
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(5);
 const PUBLISH_TIMEOUT: Duration = Duration::from_secs(60);
 
-/// Starts the proxy of queue `config`, which lives on node `home`.
-pub(crate) fn spawn(cluster: ClusterSlot, id: u64, config: QueueConfig, home: String) -> QueueRef {
+/// How often a proxy whose home node did not answer asks it again.
+const PROBE: Duration = Duration::from_secs(1);
+
+/// Starts the proxy of queue `config`, which lives on node `home`; `back` runs when the home
+/// node answers again after it did not (the vhost's dead letters waiting for it go then).
+pub(crate) fn spawn(
+    cluster: ClusterSlot,
+    id: u64,
+    config: QueueConfig,
+    home: String,
+    back: Box<dyn Fn() + Send>,
+) -> QueueRef {
     let (queue, mailbox) = QueueHandle::proxy(id, config, home.clone(), MAILBOX);
     let name = QueueName { vhost: queue.config.vhost.clone(), name: queue.config.name.clone() };
-    let proxy = Proxy { cluster, home, resource: queue.resource(), name, connection: None, consumers: HashMap::new() };
+    let resource = queue.resource();
+    let proxy = Proxy {
+        cluster,
+        home,
+        resource,
+        name,
+        connection: None,
+        consumers: HashMap::new(),
+        failed: false,
+        held: None,
+        back,
+    };
     tokio::spawn(proxy.run(mailbox));
     queue
 }
@@ -45,11 +66,21 @@ struct Proxy {
     connection: Option<Connection>,
     /// This node's consumers of the queue, by id, with their sessions.
     consumers: HashMap<ConsumerId, (SessionId, u32)>,
+    /// The last request went unanswered: the home node is asked again every [`PROBE`].
+    failed: bool,
+    /// Dead letters the home node did not take, sent again (and nothing else done) until it
+    /// does: their source keeps them until they are confirmed, and a refusal would be taken as
+    /// final. Holding them holds the mailbox, and with it the source's outbox: bounded.
+    held: Option<Batch>,
+    back: Box<dyn Fn() + Send>,
 }
+
+/// Publishes drained from the mailbox in one go.
+type Batch = Vec<(Vec<Enqueue>, Option<ConfirmTo>)>;
 
 impl Proxy {
     async fn run(mut self, mut mailbox: mpsc::Receiver<QueueCmd>) {
-        let mut next = mailbox.recv().await;
+        let mut next = self.next(&mut mailbox).await;
         while let Some(command) = next.take() {
             match command {
                 QueueCmd::Publish { items, confirm_to } => {
@@ -73,13 +104,51 @@ impl Proxy {
                 other => self.handle(other).await,
             }
             if next.is_none() {
-                next = mailbox.recv().await;
+                next = self.next(&mut mailbox).await;
             }
         }
     }
 
+    /// The next command; meanwhile, a home node that did not answer is asked again.
+    async fn next(&mut self, mailbox: &mut mpsc::Receiver<QueueCmd>) -> Option<QueueCmd> {
+        while self.failed {
+            if let Some(held) = self.held.take() {
+                tokio::time::sleep(PROBE).await;
+                self.publish(held).await;
+                continue;
+            }
+            tokio::select! {
+                command = mailbox.recv() => return command,
+                () = tokio::time::sleep(PROBE) => {
+                    let _ = self.stats(self.name.clone(), false).await;
+                }
+            }
+        }
+        mailbox.recv().await
+    }
+
     /// Sends `request`, waiting at most `timeout` for the answer.
     async fn call(
+        &mut self,
+        request: Request,
+        messages: &[Arc<charon_model::Message>],
+        timeout: Duration,
+    ) -> Result<(Reply, Vec<charon_model::Message>), EngineError> {
+        let answered = self.exchange(request, messages, timeout).await;
+        match &answered {
+            Err(EngineError::HomeNodeDown { .. }) => self.failed = true,
+            _ if std::mem::take(&mut self.failed) => {
+                tracing::info!(home = self.home, queue = %self.resource, "the queue's node answers again");
+                (self.back)();
+            }
+            _ => {}
+        }
+        answered
+    }
+
+    /// [`Self::call`]'s request and answer: the home node unknown, unreachable, silent or
+    /// garbled is [`EngineError::HomeNodeDown`].
+    async fn exchange(
         &mut self,
         request: Request,
         messages: &[Arc<charon_model::Message>],
@@ -123,9 +192,10 @@ impl Proxy {
         }
     }
 
-    /// Sends a batch of publishes; a batch the home node did not take is refused to the
-    /// publishers that asked for confirms (they publish again: nothing confirmed is lost).
-    async fn publish(&mut self, batch: Vec<(Vec<Enqueue>, Option<ConfirmTo>)>) {
+    /// Sends a batch of publishes; what the home node did not take is refused to the
+    /// publishers that asked for confirms (they publish again: nothing confirmed is lost),
+    /// except dead letters, which are held and sent again.
+    async fn publish(&mut self, batch: Batch) {
         let (mut publishers, mut messages) = (Vec::new(), Vec::new());
         for (items, confirm_to) in &batch {
             if let Some(to) = confirm_to {
@@ -140,9 +210,20 @@ impl Proxy {
         }
         let request = Request::Publish { queue: self.name.clone(), publishers };
         if let Err(e) = self.call(request, &messages, PUBLISH_TIMEOUT).await {
-            tracing::debug!(queue = %self.resource, error = %e, "publishes refused");
-            for (items, confirm_to) in batch {
+            tracing::debug!(queue = %self.resource, error = %e, "publishes not taken");
+            let dead_letter = |(items, to): &(Vec<Enqueue>, Option<ConfirmTo>)| {
+                to.is_some() && items.iter().any(|item| item.message.broker.deaths.is_some())
+            };
+            let (letters, others): (Batch, Batch) = batch.into_iter().partition(dead_letter);
+            for (items, confirm_to) in others {
                 refuse(&items, confirm_to.as_ref());
+            }
+            if !letters.is_empty() && self.failed {
+                self.held = Some(letters);
+            } else {
+                for (items, confirm_to) in letters {
+                    refuse(&items, confirm_to.as_ref());
+                }
             }
         }
     }
