@@ -7,7 +7,12 @@
 #             the same node of RabbitMQ's (a Raft write in both: Charon's metadata group,
 #             RabbitMQ's Khepri); and a single Charon node's, for what the cluster adds.
 #
-#   bench/cluster.sh            # about 3 minutes on 2 cores
+#   s1b       S1b (200k persistent 16 B messages, 1000 confirms in flight, qos 1000) into a
+#             classic queue of node 1: A through node 1 itself (the home node), then through
+#             node 2 (proxied to node 1), B a single Charon node, C RabbitMQ's cluster the same
+#             way (node 1, then node 2 to a queue of node 1); with lapin, then amqprs.
+#
+#   bench/cluster.sh [declare] [s1b]   # both when none is named; about 3 + 6 minutes on 2 cores
 #
 # Writes bench/results/<UTC date>-cluster.txt. Nothing else may run meanwhile.
 set -euo pipefail
@@ -26,10 +31,12 @@ for n in 1 2 3; do
     --cluster-secret-file "$BASE/secret" --data-dir "$BASE/node-$n" --listen "127.0.0.1:590$n" \
     --http-listen "127.0.0.1:1590$n" --prometheus-listen "127.0.0.1:1591$n" --no-zaqar >"$BASE/node-$n.log" 2>&1 &
   PIDS+=($!)
+  echo $! >"$BASE/pid-$n"
 done
 target/release/charon --data-dir "$BASE/single" --listen 127.0.0.1:5904 --http-listen 127.0.0.1:15904 \
   --prometheus-listen 127.0.0.1:15914 --no-zaqar >"$BASE/single.log" 2>&1 &
 PIDS+=($!)
+echo $! >"$BASE/pid-single"
 # The cluster takes a metadata change (it formed and has a leader) before the runs.
 for _ in $(seq 1 60); do
   code=$(curl -s -o /dev/null -w '%{http_code}' -u guest:guest -X PUT -H 'content-type: application/json' \
@@ -45,6 +52,30 @@ OUT=bench/results/$(date -u +%Y-%m-%d)-cluster.txt
   echo "# $(date -u '+%Y-%m-%d %H:%M UTC'), commit $(git rev-parse --short HEAD)$(git diff --quiet || echo '+dirty')"
   echo "# A = a node of a 3-node Charon cluster (release), B = the same node of RabbitMQ 4.3.6's (rmq-cluster.sh)"
 } >>"$OUT"
+MODES=("$@")
+[ ${#MODES[@]} -eq 0 ] && MODES=(declare s1b)
+wants() { [[ " ${MODES[*]} " == *" $1 "* ]]; }
+pid() { cat "$BASE/pid-$1"; }
+
+if wants s1b; then
+  rmq_pid=$(../shared/tools/rmq-cluster.sh pid 1 || true)
+  rmq_pid2=$(../shared/tools/rmq-cluster.sh pid 2 || true)
+  for client in lapin amqprs; do
+    echo "## s1b ($client): A = Charon node 1, its own queue; B = a single Charon node; C = RabbitMQ node 1, its own" | tee -a "$OUT"
+    $BENCH s1b --rounds 3 --consumer $client --publisher $client \
+      --url amqp://guest:guest@127.0.0.1:5901/%2f --pid "$(pid 1)" \
+      --compare amqp://guest:guest@127.0.0.1:5904/%2f --pid2 "$(pid single)" \
+      --compare2 amqp://guest:guest@127.0.0.1:5801/%2f --pid3 "$rmq_pid" 2>&1 | tee -a "$OUT"
+    echo "## s1b ($client): A = Charon node 2 to a queue of node 1; B = a single Charon node; C = RabbitMQ node 2 to a queue of node 1" | tee -a "$OUT"
+    $BENCH s1b --rounds 3 --consumer $client --publisher $client \
+      --url amqp://guest:guest@127.0.0.1:5902/%2f --home amqp://guest:guest@127.0.0.1:5901/%2f --pid "$(pid 2)" \
+      --compare amqp://guest:guest@127.0.0.1:5904/%2f --pid2 "$(pid single)" \
+      --compare2 amqp://guest:guest@127.0.0.1:5802/%2f --home3 amqp://guest:guest@127.0.0.1:5801/%2f \
+      --pid3 "$rmq_pid2" 2>&1 | tee -a "$OUT"
+  done
+fi
+
+wants declare || exit 0
 for n in 1 2 3; do
   echo "## declare through node $n (Charon's metadata leader here: $(leader $n))" | tee -a "$OUT"
   $BENCH declare --rounds 3 --url "amqp://guest:guest@127.0.0.1:590$n/%2f" \

@@ -917,6 +917,51 @@ fn a_queue_on_one_node_serves_publishers_and_consumers_on_the_others() {
     assert_eq!(reply, Some(b"reply".to_vec()));
     runtime.block_on(owner.close(200, "bye".into())).unwrap();
     gone_everywhere(&nodes, &reply_queue);
+
+    // Direct reply-to across nodes: a client on node 3 asks through a queue a server on node 2
+    // reads, and gets the reply the server publishes on node 2 to its address; node 2 finds
+    // the address live (a passive declare), and not once the client is gone.
+    let (client, asking) = runtime.block_on(channel(&nodes[2]));
+    let address = runtime.block_on(async {
+        let no_ack = BasicConsumeOptions { no_ack: true, ..BasicConsumeOptions::default() };
+        let replies =
+            asking.basic_consume("amq.rabbitmq.reply-to".into(), "rpc".into(), no_ack, FieldTable::default()).await?;
+        asking.queue_declare("rpc-requests".into(), QueueDeclareOptions::default(), FieldTable::default()).await?;
+        let props = BasicProperties::default().with_reply_to("amq.rabbitmq.reply-to".into());
+        asking.basic_publish("".into(), "rpc-requests".into(), BasicPublishOptions::default(), b"ask", props).await?;
+        lapin::Result::Ok(replies)
+    });
+    let mut replies = address.unwrap();
+    let server = on(&nodes[1], async |channel: Channel| {
+        for _ in 0..100 {
+            let got = channel.basic_get("rpc-requests".into(), BasicGetOptions { no_ack: true }).await?;
+            if let Some(request) = got {
+                let to = request.delivery.properties.reply_to().clone().unwrap().to_string();
+                let passive = QueueDeclareOptions { passive: true, ..QueueDeclareOptions::default() };
+                channel.queue_declare(to.as_str().into(), passive, FieldTable::default()).await?;
+                let props = BasicProperties::default();
+                channel
+                    .basic_publish("".into(), to.as_str().into(), BasicPublishOptions::default(), b"answer", props)
+                    .await?;
+                return lapin::Result::Ok(to);
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        panic!("no request reached the server on node 2")
+    });
+    let to = server.unwrap();
+    assert!(to.starts_with("amq.rabbitmq.reply-to."), "{to}");
+    let answer = runtime.block_on(async {
+        let next = tokio::time::timeout(Duration::from_secs(10), replies.next()).await;
+        next.ok().flatten().map(|delivery| delivery.unwrap().data)
+    });
+    assert_eq!(answer, Some(b"answer".to_vec()));
+    runtime.block_on(client.close(200, "bye".into())).unwrap();
+    let gone = on(&nodes[1], async |channel: Channel| {
+        let passive = QueueDeclareOptions { passive: true, ..QueueDeclareOptions::default() };
+        channel.queue_declare(to.as_str().into(), passive, FieldTable::default()).await.unwrap_err().to_string()
+    });
+    assert!(gone.contains("NOT_FOUND"), "{gone}");
 }
 
 /// Dead letters from a queue on node 1 into a queue on node 2 lose nothing when either node

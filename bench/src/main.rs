@@ -42,6 +42,10 @@ struct Cli {
     /// Broker A's process id (CPU seconds and memory).
     #[arg(long)]
     pid: Option<u32>,
+    /// Where S1's queue is declared for broker A, when not through `--url` (a cluster: the
+    /// queue lives on this node, and A's clients reach it through theirs).
+    #[arg(long)]
+    home: Option<String>,
     /// Broker B, run alternately with A.
     #[arg(long)]
     compare: Option<String>,
@@ -54,6 +58,9 @@ struct Cli {
     /// Broker C's process id.
     #[arg(long)]
     pid3: Option<u32>,
+    /// Where S1's queue is declared for broker C (as `--home` for A).
+    #[arg(long, requires = "compare2")]
+    home3: Option<String>,
     /// Rounds (A, B, [C,] A, B, [C,] ...).
     #[arg(long, default_value_t = 1)]
     rounds: usize,
@@ -110,13 +117,18 @@ struct Cli {
 async fn main() -> Result<()> {
     let cli = Cli::parse();
     let api = |url: &Option<String>| url.as_deref().map(api_poll::ApiUrl::parse).transpose();
-    let mut targets =
-        vec![Target { url: cli.url.clone(), pid: cli.pid, api: api(&cli.api)?, zaqar: cli.zaqar.clone() }];
+    let mut targets = vec![Target {
+        url: cli.url.clone(),
+        pid: cli.pid,
+        api: api(&cli.api)?,
+        zaqar: cli.zaqar.clone(),
+        home: cli.home.clone(),
+    }];
     if let Some(url) = cli.compare.clone() {
-        targets.push(Target { url, pid: cli.pid2, api: api(&cli.api2)?, zaqar: cli.zaqar2.clone() });
+        targets.push(Target { url, pid: cli.pid2, api: api(&cli.api2)?, zaqar: cli.zaqar2.clone(), home: None });
     }
     if let Some(url) = cli.compare2.clone() {
-        targets.push(Target { url, pid: cli.pid3, api: api(&cli.api3)?, zaqar: None });
+        targets.push(Target { url, pid: cli.pid3, api: api(&cli.api3)?, zaqar: None, home: cli.home3.clone() });
     }
     let mut failed = false;
     for scenario in &cli.scenarios {

@@ -22,6 +22,8 @@ pub(crate) struct Target {
     pub(crate) api: Option<crate::api_poll::ApiUrl>,
     /// Its Zaqar gateway (`host:port`), when given.
     pub(crate) zaqar: Option<String>,
+    /// Where S1's queue is declared, when not through `url` (another node of its cluster).
+    pub(crate) home: Option<String>,
 }
 
 impl Target {

@@ -145,8 +145,24 @@ async fn run(
 ) -> Result<Outcome> {
     let consumer_conn = amqp091::connect(&target.url).await?;
     let publisher_conn = amqp091::connect(&target.url).await?;
-    let setup = amqp091::channel(&consumer_conn).await?;
+    let home_conn = match &target.home {
+        Some(home) => Some(amqp091::connect(home).await?),
+        None => None,
+    };
+    let setup = amqp091::channel(home_conn.as_ref().unwrap_or(&consumer_conn)).await?;
     amqp091::declare(&setup, queue, durable, &[("x-queue-type", AMQPValue::LongString("classic".into()))]).await?;
+    if target.home.is_some() {
+        // The other nodes follow the declare a moment later.
+        for _ in 0..100 {
+            // A passive declare that finds nothing closes its channel: a new one each time.
+            let through = amqp091::channel(&consumer_conn).await?;
+            let passive = lapin::options::QueueDeclareOptions { passive: true, ..Default::default() };
+            if through.queue_declare(queue.into(), passive, Default::default()).await.is_ok() {
+                break;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        }
+    }
     let epoch = Instant::now();
     let consumers = Consumers { client: params.consumer, url: &target.url, lapin: &consumer_conn };
     let consumer = consumers.consume(queue, spec.messages, settle, epoch).await?;
@@ -157,6 +173,9 @@ async fn run(
     let consumed = consumer.await??;
     let seconds = consumed.last.duration_since(epoch).as_secs_f64();
     setup.queue_delete(queue.into(), Default::default()).await?;
+    if let Some(home) = home_conn {
+        let _ = home.close(200, "done".into()).await;
+    }
     let _ = publisher_conn.close(200, "done".into()).await;
     let _ = consumer_conn.close(200, "done".into()).await;
     let mut outcome = Outcome::throughput(spec.messages, seconds);

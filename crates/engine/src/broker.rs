@@ -453,6 +453,28 @@ impl Broker {
         }
     }
 
+    /// Hands `message` to the reply consumer at `address`: here, or, for a consumer of another
+    /// node of the cluster, sent there (fire-and-forget, as a reply is; dropped when the
+    /// consumer is gone or the node does not take it).
+    pub fn deliver_reply(&self, address: &str, message: &Arc<charon_model::Message>) {
+        match (self.reply_consumers.remote_node(address), self.cluster.get()) {
+            (None, _) => {
+                self.reply_consumers.deliver(address, message);
+            }
+            (Some(node), Some(cluster)) => cluster.queues().forward_reply(&self.cluster, node, address, message),
+            (Some(_), None) => {}
+        }
+    }
+
+    /// Whether `address` names a live reply consumer, here or on the node it names.
+    pub async fn reply_is_live(&self, address: &str) -> bool {
+        match (self.reply_consumers.remote_node(address), self.cluster.get()) {
+            (None, _) => self.reply_consumers.is_live(address),
+            (Some(node), Some(cluster)) => cluster.queues().reply_is_live(&self.cluster, node, address).await,
+            (Some(_), None) => false,
+        }
+    }
+
     /// Makes this node a member of `cluster` (once, at start); false when it already is.
     pub fn join_cluster(&self, cluster: crate::cluster::Cluster) -> bool {
         self.cluster.set(cluster).is_ok()

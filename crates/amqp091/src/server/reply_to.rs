@@ -95,7 +95,7 @@ pub(crate) fn deliver_replies(broker: &Broker, message: &Arc<Message>) {
     let keys = &message.routing;
     for (i, key) in keys.all_keys().enumerate() {
         if is_address(key) && !keys.all_keys().take(i).any(|earlier| earlier == key) {
-            broker.reply_consumers().deliver(key, message);
+            broker.deliver_reply(key, message);
         }
     }
 }

@@ -140,7 +140,7 @@ impl Topology<'_> {
                 // As RabbitMQ answers it, passive or not: the pseudo-queue itself and a live
                 // reply consumer's address exist (no messages, one consumer); any other such
                 // name is not found.
-                if name != PSEUDO_QUEUE && !self.grants.broker.reply_consumers().is_live(name) {
+                if name != PSEUDO_QUEUE && !self.grants.broker.reply_is_live(name).await {
                     return Err(EngineError::NotFound(self.grants.queue_resource(name)).into());
                 }
                 self.channel.last_queue = Some(name.to_owned());

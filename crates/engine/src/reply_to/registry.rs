@@ -45,6 +45,13 @@ impl ReplyConsumers {
         live.get(&token.owner()).filter(|l| l.token.same_secret(&token)).map(then)
     }
 
+    /// The node a well-formed `address` names when it is another node's (its consumer is
+    /// there); `None` for this node's and for what is no address.
+    #[must_use]
+    pub fn remote_node(&self, address: &str) -> Option<u64> {
+        Token::decode(address).map(|token| token.node()).filter(|node| *node != super::token::this_node())
+    }
+
     /// Whether `address` names a live consumer (a passive `queue.declare` of it succeeds).
     #[must_use]
     pub fn is_live(&self, address: &str) -> bool {

@@ -193,6 +193,18 @@ impl Home {
                 }
                 Reply::Done
             }
+            Request::Replies { addresses } => {
+                if let Some(broker) = self.broker.upgrade() {
+                    for (address, message) in addresses.iter().zip(messages) {
+                        broker.reply_consumers().deliver(address, &Arc::new(message));
+                    }
+                }
+                Reply::Done
+            }
+            Request::ReplyLive { address } => {
+                let live = self.broker.upgrade().is_some_and(|b| b.reply_consumers().is_live(&address));
+                Reply::Count(u32::from(live))
+            }
             request => match self.on_queue(from, boot, request, messages).await {
                 Ok((reply, out)) => return (reply, out),
                 Err(refusal) => Reply::Refused(refusal),
@@ -328,7 +340,9 @@ impl Home {
                 }
                 Ok(done)
             }
-            Request::Poll { .. } | Request::Close { .. } => Err(other("not a queue request".into())),
+            Request::Poll { .. } | Request::Close { .. } | Request::Replies { .. } | Request::ReplyLive { .. } => {
+                Err(other("not a queue request".into()))
+            }
         }
     }
 

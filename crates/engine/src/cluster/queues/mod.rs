@@ -7,12 +7,13 @@
 
 mod home;
 mod proxy;
+mod replies;
 pub(crate) mod wire;
 
 pub use home::Home;
 pub(crate) use proxy::spawn as spawn_proxy;
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -36,13 +37,15 @@ pub struct Queues {
     identity: Identity,
     /// The links running, by home node and session.
     links: Mutex<HashSet<(String, SessionId)>>,
+    /// Direct replies on their way to the node of their consumer, by node id.
+    replies: Mutex<HashMap<u64, tokio::sync::mpsc::Sender<replies::Outgoing>>>,
 }
 
 impl Queues {
     /// This node's side, as `identity` to its peers.
     #[must_use]
     pub fn new(identity: Identity) -> Self {
-        Self { identity, links: Mutex::default() }
+        Self { identity, links: Mutex::default(), replies: Mutex::default() }
     }
 
     pub(crate) fn identity(&self) -> &Identity {
@@ -66,6 +69,32 @@ impl Queues {
             wake: Arc::new(Wake::default()),
         };
         tokio::spawn(link.run());
+    }
+
+    /// Sends a direct reply to the consumer at `address` on node `node` (dropped when that
+    /// node's replies already wait in full).
+    pub(crate) fn forward_reply(
+        &self,
+        cluster: &ClusterSlot,
+        node: u64,
+        address: &str,
+        message: &Arc<charon_model::Message>,
+    ) {
+        let mut replies = self.replies.lock();
+        let waiting = replies.entry(node).or_insert_with(|| {
+            let (sender, waiting) = tokio::sync::mpsc::channel(replies::WAITING);
+            tokio::spawn(replies::forward(Arc::clone(cluster), node, waiting));
+            sender
+        });
+        let _ = waiting.try_send((address.to_owned(), Arc::clone(message)));
+    }
+
+    /// Whether the direct reply-to consumer at `address` on node `node` is live.
+    pub(crate) async fn reply_is_live(&self, cluster: &ClusterSlot, node: u64, address: &str) -> bool {
+        match cluster.get() {
+            Some(cluster) => replies::is_live(cluster, node, address).await,
+            None => false,
+        }
     }
 
     fn unlink(&self, home: &str, session: SessionId) {

@@ -102,6 +102,11 @@ pub(crate) enum Request {
     Poll { session: SessionId },
     /// The session closed on the asking node.
     Close { session: SessionId },
+    /// Replies for the direct reply-to consumers of the answering node at these addresses (the
+    /// messages follow, one per address).
+    Replies { addresses: Vec<String> },
+    /// Whether a direct reply-to address of the answering node has its consumer.
+    ReplyLive { address: String },
 }
 
 /// [`Settle`] on the wire.
