@@ -1,9 +1,9 @@
 //! The home node's side: its queues serve the sessions of other nodes.
 //!
-//! Each remote session (a connection on another node that publishes to, consumes from or gets
-//! from a queue of this node) has a session of this node standing for it: an id of this
-//! node's, a [`SessionSink`] its queues deliver, confirm and cancel into, and the channels
-//! it used. The other node polls that sink's events ([`Request::Poll`]); the deliveries it takes
+//! Each remote session (a connection on another node that consumes from or gets from a queue
+//! of this node) has a session of this node standing for it: an id of this node's, a
+//! [`SessionSink`] its queues deliver and cancel into, and the channels it used. A publish is
+//! answered with its confirms (`Request::Publish`). The other node polls that sink's events ([`Request::Poll`]); the deliveries it takes
 //! give their units of the sink's outbound window back, so a consumer that does not read is
 //! not sent more than the window. A session goes when its node says it closed, when its node
 //! is down, or when its node started again: its unacknowledged deliveries return to their
@@ -102,13 +102,10 @@ impl Remote {
                         drain,
                     });
                 }
-                SessionEvent::Confirms { channel, accepted, refused } => {
-                    out.push(Event::Confirms { channel, accepted, refused });
-                }
                 SessionEvent::ForceClose { reason } => out.push(Event::ForceClose { reason }),
-                // Not sent to a session of a queue: direct reply-to and reports are this
-                // node's connections' own.
-                SessionEvent::Reply { .. } | SessionEvent::Report(_) => {}
+                // Not sent to a remote session: confirms are a publish request's answer, direct
+                // reply-to and reports are this node's connections' own.
+                SessionEvent::Confirms { .. } | SessionEvent::Reply { .. } | SessionEvent::Report(_) => {}
             }
         }
         // Handed over: the other node bounds them with its connection's own window.
@@ -224,25 +221,12 @@ impl Home {
         let other = |text: String| Refusal::Other { precondition: false, text };
         let done = (Reply::Done, Vec::new());
         match request {
-            Request::Publish { queue, publishers } => {
+            Request::Publish { queue, runs } => {
                 let queue = self.queue(&queue)?;
-                if publishers.len() != messages.len() {
-                    return Err(other("publishers and messages do not match".into()));
+                if runs.iter().map(|r| r.numbers.len()).sum::<usize>() != messages.len() {
+                    return Err(other("runs and messages do not match".into()));
                 }
-                let mut run: Vec<Enqueue> = Vec::new();
-                let mut current: Option<(Option<SessionId>, u32)> = None;
-                for (publisher, message) in publishers.into_iter().zip(messages) {
-                    let key = (publisher.session, publisher.channel);
-                    if current.is_some_and(|c| c != key) && !run.is_empty() {
-                        self.publish(&queue, std::mem::take(&mut run), current, (from, boot)).await?;
-                    }
-                    current = Some(key);
-                    run.push(Enqueue { message: Arc::new(message), confirm: publisher.confirm });
-                }
-                if !run.is_empty() {
-                    self.publish(&queue, run, current, (from, boot)).await?;
-                }
-                Ok(done)
+                Ok((Reply::Published(Self::publish(&queue, runs, messages).await?), Vec::new()))
             }
             Request::Consume {
                 queue,
@@ -346,27 +330,56 @@ impl Home {
         }
     }
 
-    /// Publishes a run of one publisher's messages, waiting while the queue holds its
-    /// publishers back (so the other node's publishers wait too).
+    /// Publishes each run, waiting while the queue holds its publishers back (so the other
+    /// node's publishers wait too), then for the queue's confirms of the runs that want them.
     async fn publish(
-        &self,
         queue: &QueueRef,
-        items: Vec<Enqueue>,
-        publisher: Option<(Option<SessionId>, u32)>,
-        (from, boot): (&str, u64),
-    ) -> Result<(), Refusal> {
-        let confirm_to = match publisher {
-            Some((Some(session), channel)) => {
-                let remote =
-                    self.remote(from, boot, session).map_err(|text| Refusal::Other { precondition: false, text })?;
-                Some(ConfirmTo { session: remote.sink.clone(), channel })
+        runs: Vec<wire::Run>,
+        messages: Vec<charon_model::Message>,
+    ) -> Result<Vec<wire::Outcome>, Refusal> {
+        // The confirms of this request come back here, each run's on the channel of its index.
+        let (sink, mut confirms) = SessionSink::new(0, 0);
+        let mut messages = messages.into_iter();
+        let mut expected = 0;
+        for (index, run) in runs.iter().enumerate() {
+            let items: Vec<Enqueue> = run
+                .numbers
+                .iter()
+                .zip(messages.by_ref())
+                .map(|(number, message)| Enqueue { message: Arc::new(message), confirm: *number })
+                .collect();
+            let confirm_to = run
+                .confirm
+                .then(|| ConfirmTo { session: sink.clone(), channel: u32::try_from(index).unwrap_or(u32::MAX) });
+            if run.confirm {
+                expected += run.numbers.iter().flatten().count();
             }
-            _ => None,
-        };
-        match queue.publish(items, confirm_to).await {
-            true => Ok(()),
-            false => Err(Refusal::NotFound),
+            if !queue.publish(items, confirm_to).await {
+                return Err(Refusal::NotFound);
+            }
         }
+        drop(sink);
+        let mut outcomes = vec![wire::Outcome::default(); runs.len()];
+        while expected > 0 {
+            // Every holder of the sink gone: the queue stopped before it answered them all; the
+            // rest are refused (their publishers send them again).
+            let Some(event) = confirms.recv().await else {
+                for (outcome, run) in outcomes.iter_mut().zip(&runs) {
+                    let answered: Vec<u64> = outcome.accepted.iter().chain(&outcome.refused).copied().collect();
+                    let missing = run.numbers.iter().flatten().filter(|n| !answered.contains(n));
+                    outcome.refused.extend(missing.filter(|_| run.confirm));
+                }
+                break;
+            };
+            if let SessionEvent::Confirms { channel, accepted, refused } = event
+                && let Some(outcome) = outcomes.get_mut(usize::try_from(channel).unwrap_or(usize::MAX))
+            {
+                expected = expected.saturating_sub(accepted.len() + refused.len());
+                outcome.accepted.extend(accepted);
+                outcome.refused.extend(refused);
+            }
+        }
+        Ok(outcomes)
     }
 
     /// Closes the sessions of nodes that are not running, and of earlier runs of a node.
@@ -406,7 +419,7 @@ mod tests {
     use charon_model::{Body, Message, Routing};
 
     use super::*;
-    use crate::cluster::queues::wire::{Publisher, QueueName};
+    use crate::cluster::queues::wire::{Outcome, QueueName, Run};
 
     fn request(boot: u64, request: Request, messages: &[Arc<Message>]) -> Vec<u8> {
         wire::encode(&Envelope { from: "n2".into(), boot, request }, messages)
@@ -447,12 +460,14 @@ mod tests {
                 Arc::new(Message::new(routing, Body::Data(Bytes::from(vec![i]))))
             })
             .collect();
-        let publishers =
-            (1..=3).map(|n| Publisher { session: Some(5), channel: 1, confirm: Some(n) }).collect::<Vec<_>>();
-        let publish = Request::Publish { queue: queue(), publishers };
-        assert_eq!(ask(&home, request(1, publish, &messages)).await.0, Reply::Done);
-        let (events, _) = poll(&home, 1, 5).await;
-        assert_eq!(events, vec![Event::Confirms { channel: 1, accepted: vec![1, 2, 3], refused: vec![] }]);
+        let runs =
+            vec![Run { confirm: true, numbers: vec![Some(1), Some(2)] }, Run { confirm: false, numbers: vec![None] }];
+        let publish = Request::Publish { queue: queue(), runs };
+        let outcome = Outcome { accepted: vec![1, 2], refused: vec![] };
+        assert_eq!(
+            ask(&home, request(1, publish, &messages)).await.0,
+            Reply::Published(vec![outcome, Outcome::default()])
+        );
 
         let consume = Request::Consume {
             queue: queue(),

@@ -1,9 +1,9 @@
 //! Classic queues reached from any node (issue 41, item 4): a queue lives on its home node
 //! (the one that declared it); every other node holds a proxy for it ([`proxy`]) that sends
-//! its commands there ([`wire`]), where [`Home`] answers them. What the queue tells a session
-//! of another node (deliveries, confirms, cancels) waits on the home node until that session's
-//! link, a task on its own node, polls for it: one link per session and home node, for as long
-//! as the session is open.
+//! its commands there ([`wire`]), where [`Home`] answers them (a publish once the queue
+//! confirmed it). What the queue tells a consumer's session on another node (deliveries,
+//! cancels, credit) waits on the home node until that session's link, a task on its own node,
+//! polls for it: one link per session and home node, for as long as the session is open.
 
 mod home;
 mod proxy;
@@ -184,7 +184,6 @@ impl Link {
                 Event::CreditState { consumer, delivery_count, credit, available, drain } => {
                     SessionEvent::CreditState { consumer, delivery_count, credit, available, drain }
                 }
-                Event::Confirms { channel, accepted, refused } => SessionEvent::Confirms { channel, accepted, refused },
                 Event::ForceClose { reason } => SessionEvent::ForceClose { reason },
             };
             self.session.send(event);

@@ -11,7 +11,7 @@ use charon_cluster::transport::Connection;
 use charon_cluster::transport::frame::Kind;
 use tokio::sync::mpsc;
 
-use super::wire::{self, Envelope, Publisher, QueueName, Reply, Request};
+use super::wire::{self, Envelope, QueueName, Reply, Request, Run};
 use crate::cluster::ClusterSlot;
 use crate::cluster::metadata::EncodedTable;
 use crate::error::{EngineError, Resource};
@@ -192,47 +192,57 @@ impl Proxy {
         }
     }
 
-    /// Sends a batch of publishes; what the home node did not take is refused to the
-    /// publishers that asked for confirms (they publish again: nothing confirmed is lost),
-    /// except dead letters, which are held and sent again.
+    /// Sends a batch of publishes and hands their confirms to their publishers once the home
+    /// node answered with them; what it did not answer for is refused to the publishers that
+    /// asked for confirms (they publish again: nothing confirmed is lost, even with a home node
+    /// that crashed before it confirmed), except dead letters, which are held and sent again.
     async fn publish(&mut self, batch: Batch) {
-        let (mut publishers, mut messages) = (Vec::new(), Vec::new());
-        for (items, confirm_to) in &batch {
-            if let Some(to) = confirm_to {
-                self.link(to);
+        let mut messages = Vec::new();
+        let runs = batch
+            .iter()
+            .map(|(items, confirm_to)| {
+                messages.extend(items.iter().map(|item| Arc::clone(&item.message)));
+                Run { confirm: confirm_to.is_some(), numbers: items.iter().map(|item| item.confirm).collect() }
+            })
+            .collect();
+        let request = Request::Publish { queue: self.name.clone(), runs };
+        match self.call(request, &messages, PUBLISH_TIMEOUT).await {
+            Ok((Reply::Published(outcomes), _)) => {
+                for ((_, confirm_to), outcome) in batch.iter().zip(outcomes) {
+                    if let Some(to) = confirm_to
+                        && !(outcome.accepted.is_empty() && outcome.refused.is_empty())
+                    {
+                        let (accepted, refused) = (outcome.accepted, outcome.refused);
+                        to.session.send(SessionEvent::Confirms { channel: to.channel, accepted, refused });
+                    }
+                }
             }
-            for item in items {
-                let session = confirm_to.as_ref().map(|to| to.session.id);
-                let channel = confirm_to.as_ref().map_or(0, |to| to.channel);
-                publishers.push(Publisher { session, channel, confirm: item.confirm });
-                messages.push(Arc::clone(&item.message));
-            }
-        }
-        let request = Request::Publish { queue: self.name.clone(), publishers };
-        if let Err(e) = self.call(request, &messages, PUBLISH_TIMEOUT).await {
-            tracing::debug!(queue = %self.resource, error = %e, "publishes not taken");
-            let dead_letter = |(items, to): &(Vec<Enqueue>, Option<ConfirmTo>)| {
-                to.is_some() && items.iter().any(|item| item.message.broker.deaths.is_some())
-            };
-            let (letters, others): (Batch, Batch) = batch.into_iter().partition(dead_letter);
-            for (items, confirm_to) in others {
-                refuse(&items, confirm_to.as_ref());
-            }
-            if !letters.is_empty() && self.failed {
-                self.held = Some(letters);
-            } else {
-                for (items, confirm_to) in letters {
+            answered => {
+                if let Err(e) = answered {
+                    tracing::debug!(queue = %self.resource, error = %e, "publishes not taken");
+                }
+                let dead_letter = |(items, to): &(Vec<Enqueue>, Option<ConfirmTo>)| {
+                    to.is_some() && items.iter().any(|item| item.message.broker.deaths.is_some())
+                };
+                let (letters, others): (Batch, Batch) = batch.into_iter().partition(dead_letter);
+                for (items, confirm_to) in others {
                     refuse(&items, confirm_to.as_ref());
+                }
+                if !letters.is_empty() && self.failed {
+                    self.held = Some(letters);
+                } else {
+                    for (items, confirm_to) in letters {
+                        refuse(&items, confirm_to.as_ref());
+                    }
                 }
             }
         }
     }
 
-    /// Makes sure the session's link to the home node runs (its confirms and deliveries come
-    /// through it).
-    fn link(&self, to: &ConfirmTo) {
+    /// Makes sure the session's link to the home node runs (its deliveries come through it).
+    fn link(&self, session: &crate::session::SessionSink) {
         if let Some(cluster) = self.cluster.get() {
-            cluster.queues().link(&self.cluster, &self.home, &to.session);
+            cluster.queues().link(&self.cluster, &self.home, session);
         }
     }
 
@@ -247,7 +257,7 @@ impl Proxy {
             }
             QueueCmd::PublishMoved { items, confirm_to, .. } => refuse(&items, Some(&confirm_to)),
             QueueCmd::Consume(spec, reply) => {
-                self.link(&ConfirmTo { session: spec.session.clone(), channel: spec.owner.channel });
+                self.link(&spec.session);
                 let request = Request::Consume {
                     queue,
                     session: spec.owner.session,

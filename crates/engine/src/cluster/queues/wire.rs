@@ -43,23 +43,31 @@ pub(crate) struct QueueName {
     pub name: String,
 }
 
-/// One published message's publisher: its session and channel when it wants a confirm.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub(crate) struct Publisher {
-    /// The publishing session (on the asking node), when it wants confirms.
-    pub session: Option<SessionId>,
-    /// Its channel (or link).
-    pub channel: u32,
-    /// The message's confirm number.
-    pub confirm: Option<u64>,
+/// One publisher's publishes in a batch: their messages follow in order (after those of the
+/// runs before), each with its confirm number when the publisher asked for confirms.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub(crate) struct Run {
+    /// The publisher wants to know when the queue has them (on disk for persistent ones).
+    pub confirm: bool,
+    /// Per message, its confirm number.
+    pub numbers: Vec<Option<u64>>,
+}
+
+/// What the queue said of a run's confirm numbers.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub(crate) struct Outcome {
+    pub accepted: Vec<u64>,
+    pub refused: Vec<u64>,
 }
 
 /// A request about a queue of the answering node. Sessions and consumers are the asking
 /// node's numbers; the answering node keeps a session of its own for each.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub(crate) enum Request {
-    /// Enqueue the messages that follow, one per publisher entry.
-    Publish { queue: QueueName, publishers: Vec<Publisher> },
+    /// Enqueue the messages that follow, run by run; answered once the queue confirmed those
+    /// of the runs that want confirms ([`Reply::Published`]), so that a confirm is never lost
+    /// with the answering node: the asking node refuses what it did not get an answer for.
+    Publish { queue: QueueName, runs: Vec<Run> },
     /// A consumer of session `session`.
     Consume {
         queue: QueueName,
@@ -160,8 +168,6 @@ pub(crate) enum Event {
     Cancelled { consumer: u64 },
     /// A credit consumer's state.
     CreditState { consumer: u64, delivery_count: u32, credit: u32, available: u32, drain: bool },
-    /// Publish outcomes.
-    Confirms { channel: u32, accepted: Vec<u64>, refused: Vec<u64> },
     /// The session must close.
     ForceClose { reason: String },
 }
@@ -249,6 +255,8 @@ pub(crate) enum Reply {
     Count(u32),
     /// A queue's counters.
     Stats(Counters),
+    /// A publish's outcome, run by run (empty for a run that did not want confirms).
+    Published(Vec<Outcome>),
     /// What a session was told (deliveries' messages follow, in order).
     Events(Vec<Event>),
 }
@@ -347,10 +355,7 @@ mod tests {
             boot: 7,
             request: Request::Publish {
                 queue: QueueName { vhost: "/".into(), name: "q".into() },
-                publishers: vec![
-                    Publisher { session: Some(3), channel: 1, confirm: Some(10) },
-                    Publisher { session: None, channel: 1, confirm: None },
-                ],
+                runs: vec![Run { confirm: true, numbers: vec![Some(10)] }, Run { confirm: false, numbers: vec![None] }],
             },
         };
         let body = encode(&request, &[message(b"one"), message(b"")]);
