@@ -772,6 +772,24 @@ fn a_queue_on_one_node_serves_publishers_and_consumers_on_the_others() {
     let mut nodes: Vec<Charon> = (1..=3).map(start).collect();
     set_name_when_led(&nodes[0], "queues");
 
+    // Zaqar's queue metadata, set through node 1's gateway, is node 2's and node 3's too.
+    let zaqar = |node: &Charon, method: &str, path: &str, body: &str| {
+        let call = Call::new(node.zaqar_port.unwrap(), method, path)
+            .header("client-id", "0123456789abcdef0123456789abcdef")
+            .header("x-project-id", "/")
+            .header("content-type", "application/json");
+        call.body(body).send_blocking()
+    };
+    let created = zaqar(&nodes[0], "PUT", "/v2/queues/zq", r#"{"_max_claim_count": 3, "team": "a"}"#);
+    assert_eq!(created.status, 201, "{created:?}");
+    for node in [&nodes[1], &nodes[2]] {
+        until(20, || {
+            let shown = zaqar(node, "GET", "/v2/queues/zq", "");
+            let there = shown.status == 200 && shown.json()["team"] == "a" && shown.json()["_max_claim_count"] == 3;
+            holds(there, || format!("zq's metadata on {}: {shown:?}", node.http_port))
+        });
+    }
+
     // Declared and bound on node 1; the other nodes show it there.
     on(&nodes[0], async |channel: Channel| {
         let durable = QueueDeclareOptions { durable: true, ..QueueDeclareOptions::default() };
@@ -890,15 +908,28 @@ fn a_queue_on_one_node_serves_publishers_and_consumers_on_the_others() {
     let exclusive = QueueDeclareOptions { exclusive: true, ..QueueDeclareOptions::default() };
     let reply_queue = runtime.block_on(owned.queue_declare("".into(), exclusive, FieldTable::default())).unwrap();
     let reply_queue = reply_queue.name().to_string();
+    let bind = QueueBindOptions::default();
+    let bound = owned.queue_bind(
+        reply_queue.as_str().into(),
+        "amq.direct".into(),
+        "replies".into(),
+        bind,
+        FieldTable::default(),
+    );
+    runtime.block_on(bound).unwrap();
     until(20, || {
         let queue = Call::api(nodes[1].http_port, "GET", &format!("/api/queues/%2F/{reply_queue}")).send_blocking();
         let there = queue.status == 200 && queue.json()["exclusive"] == true;
         holds(there, || format!("{reply_queue} on node 2: {queue:?}"))
     });
     let locked = on(&nodes[1], async |channel: Channel| {
+        // Through its binding, made by its owner on node 3.
         let props = BasicProperties::default();
+        channel
+            .basic_publish("amq.direct".into(), "replies".into(), BasicPublishOptions::default(), b"reply", props)
+            .await?
+            .await?;
         let key = reply_queue.as_str();
-        channel.basic_publish("".into(), key.into(), BasicPublishOptions::default(), b"reply", props).await?.await?;
         let options = BasicConsumeOptions::default();
         channel.basic_consume(key.into(), "thief".into(), options, FieldTable::default()).await.map(drop)
     });

@@ -68,7 +68,7 @@ impl Zaqar {
     /// # Errors
     /// When the metadata file exists but cannot be read.
     pub fn new(broker: Arc<Broker>, config: ZaqarConfig) -> Result<Arc<Self>, MetadataError> {
-        let metadata = metadata::MetadataStore::open(config.data_dir.clone())?;
+        let metadata = metadata::MetadataStore::open(config.data_dir.clone(), &broker)?;
         Ok(Arc::new(Self { broker, config, metadata, claims: Arc::default(), tokens: auth::Tokens::default() }))
     }
 

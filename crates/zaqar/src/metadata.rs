@@ -5,6 +5,10 @@
 //! The whole document is small (Zaqar caps a queue's metadata at 64 KiB, and only queues
 //! with metadata are in it); a change rewrites it atomically (write, fsync, rename) on the
 //! blocking pool, one change at a time.
+//!
+//! On a node of a cluster the metadata is the cluster's instead: read from the replicated
+//! metadata this node applied, changed through the cluster (a change on the minority side of a
+//! partition is refused with 503); the file is left as it was.
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -26,6 +30,8 @@ pub(crate) struct MetadataStore {
     /// Serialises writes, so that the file ends with the last change.
     writing: tokio::sync::Mutex<()>,
     path: Option<PathBuf>,
+    /// The broker, whose cluster keeps the metadata once it runs in one.
+    broker: std::sync::Weak<charon_engine::Broker>,
 }
 
 /// Why the metadata could not be read at start.
@@ -44,7 +50,10 @@ impl MetadataStore {
     ///
     /// # Errors
     /// When the file exists but cannot be read or parsed.
-    pub(crate) fn open(data_dir: Option<PathBuf>) -> Result<Self, MetadataError> {
+    pub(crate) fn open(
+        data_dir: Option<PathBuf>,
+        broker: &std::sync::Arc<charon_engine::Broker>,
+    ) -> Result<Self, MetadataError> {
         let path = data_dir.map(|dir| dir.join("zaqar").join("metadata.json"));
         let document = match &path {
             Some(path) => match std::fs::read(path) {
@@ -54,25 +63,47 @@ impl MetadataStore {
             },
             None => Document::new(),
         };
-        Ok(Self { state: parking_lot::Mutex::new(document), writing: tokio::sync::Mutex::new(()), path })
+        let state = parking_lot::Mutex::new(document);
+        Ok(Self { state, writing: tokio::sync::Mutex::new(()), path, broker: std::sync::Arc::downgrade(broker) })
+    }
+
+    /// The cluster's metadata of `project` (queue by queue), on a clustered node.
+    fn clustered(&self, project: &str) -> Option<BTreeMap<String, Metadata>> {
+        let broker = self.broker.upgrade()?;
+        let recorded = broker.cluster()?.zaqar_project(project);
+        Some(
+            recorded.into_iter().filter_map(|(queue, text)| Some((queue, serde_json::from_str(&text).ok()?))).collect(),
+        )
     }
 
     /// A queue's metadata (empty when it has none).
     pub(crate) fn get(&self, project: &str, queue: &str) -> Metadata {
+        if let Some(broker) = self.broker.upgrade()
+            && let Some(cluster) = broker.cluster()
+        {
+            return cluster
+                .zaqar_metadata(project, queue)
+                .and_then(|t| serde_json::from_str(&t).ok())
+                .unwrap_or_default();
+        }
         self.state.lock().get(project).and_then(|queues| queues.get(queue)).cloned().unwrap_or_default()
     }
 
     /// The queues of `project` whose `_dead_letter_queue` is `queue`.
     pub(crate) fn dead_letter_sources(&self, project: &str, queue: &str) -> Vec<String> {
-        let state = self.state.lock();
-        let Some(queues) = state.get(project) else { return Vec::new() };
-        queues
-            .iter()
-            .filter(|(name, meta)| {
-                name.as_str() != queue && meta.get("_dead_letter_queue").and_then(Value::as_str) == Some(queue)
-            })
-            .map(|(name, _)| name.clone())
-            .collect()
+        let sources = |queues: &BTreeMap<String, Metadata>| -> Vec<String> {
+            queues
+                .iter()
+                .filter(|(name, meta)| {
+                    name.as_str() != queue && meta.get("_dead_letter_queue").and_then(Value::as_str) == Some(queue)
+                })
+                .map(|(name, _)| name.clone())
+                .collect()
+        };
+        if let Some(queues) = self.clustered(project) {
+            return sources(&queues);
+        }
+        self.state.lock().get(project).map(sources).unwrap_or_default()
     }
 
     /// Replaces a queue's metadata (`None`: forgets it), on disk before returning.
@@ -80,6 +111,15 @@ impl MetadataStore {
     /// # Errors
     /// 503 when the file could not be written.
     pub(crate) async fn set(&self, project: &str, queue: &str, metadata: Option<Metadata>) -> Result<(), ZaqarError> {
+        if let Some(broker) = self.broker.upgrade()
+            && let Some(cluster) = broker.cluster()
+        {
+            let text = metadata.filter(|m| !m.is_empty()).map(|m| Value::Object(m).to_string());
+            return cluster
+                .set_zaqar_metadata(project, queue, text)
+                .await
+                .map_err(|e| ZaqarError::unavailable(format!("Metadata could not be written: {e}")));
+        }
         let _writing = self.writing.lock().await;
         let bytes = {
             let mut state = self.state.lock();
@@ -128,13 +168,15 @@ mod tests {
     #[tokio::test]
     async fn metadata_survives_a_reopen_and_forgetting_removes_it() {
         let dir = tempfile::tempdir().unwrap();
-        let store = MetadataStore::open(Some(dir.path().to_owned())).unwrap();
+        let broker = charon_engine::Broker::new(charon_engine::BrokerConfig::default());
+        let open = || MetadataStore::open(Some(dir.path().to_owned()), &broker).unwrap();
+        let store = open();
         let mut meta = Metadata::new();
         meta.insert("_max_claim_count".into(), 3.into());
         store.set("p", "q", Some(meta.clone())).await.unwrap();
-        let reopened = MetadataStore::open(Some(dir.path().to_owned())).unwrap();
+        let reopened = open();
         assert_eq!(reopened.get("p", "q"), meta);
         reopened.set("p", "q", None).await.unwrap();
-        assert!(MetadataStore::open(Some(dir.path().to_owned())).unwrap().get("p", "q").is_empty());
+        assert!(open().get("p", "q").is_empty());
     }
 }

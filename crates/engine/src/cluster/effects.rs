@@ -133,6 +133,8 @@ impl Effects {
                 let (source, binding) = Self::binding(binding, true)?;
                 vhost(&on)?.follow_unbind(&source, &binding).await;
             }
+            // Read where it is recorded, by the Zaqar gateway (`Cluster::zaqar_metadata`).
+            MetaCommand::SetZaqarMetadata { .. } => {}
             MetaCommand::SetPolicy { vhost: on, name, operator, record } => {
                 let definition = record.definition.decode().map_err(FollowError::Record)?;
                 let (pattern, apply_to, priority) = (&record.pattern, &record.apply_to, record.priority);

@@ -306,6 +306,41 @@ impl Cluster {
         self.group.get().read(|meta| meta.vhosts().contains_key(name))
     }
 
+    /// Whether the cluster records queue `name` of `vhost` (a queue a node had before it
+    /// joined is that node's own: it is bound and deleted there only).
+    #[must_use]
+    pub fn has_queue(&self, vhost: &str, name: &str) -> bool {
+        self.group.get().read(|meta| meta.queues().get(vhost).is_some_and(|q| q.contains_key(name)))
+    }
+
+    /// Zaqar's metadata of `queue` in `project` (its JSON object's text), as this node applied
+    /// it.
+    #[must_use]
+    pub fn zaqar_metadata(&self, project: &str, queue: &str) -> Option<String> {
+        self.group.get().read(|meta| meta.zaqar_metadata().get(project).and_then(|q| q.get(queue)).cloned())
+    }
+
+    /// Every queue's Zaqar metadata in `project`, by queue.
+    #[must_use]
+    pub fn zaqar_project(&self, project: &str) -> std::collections::BTreeMap<String, String> {
+        self.group.get().read(|meta| meta.zaqar_metadata().get(project).cloned().unwrap_or_default())
+    }
+
+    /// Sets (or, `None`, clears) `queue`'s Zaqar metadata through the cluster; answered once
+    /// this node applied it.
+    ///
+    /// # Errors
+    /// As [`Self::set_name`].
+    pub async fn set_zaqar_metadata(
+        &self,
+        project: &str,
+        queue: &str,
+        metadata: Option<String>,
+    ) -> Result<(), EngineError> {
+        let command = MetaCommand::SetZaqarMetadata { project: project.to_owned(), queue: queue.to_owned(), metadata };
+        self.write(&command).await.map(drop)
+    }
+
     /// Sets `user`'s topic permissions on `exchange` in `vhost` through the cluster.
     ///
     /// # Errors

@@ -11,6 +11,7 @@ use charon_store::meta::StoredQueue;
 use super::{Created, DeclareOk, Declarer, QueueDeclare, VHost};
 use crate::cluster::metadata::QueueRecord;
 use crate::error::EngineError;
+use crate::exchange::Destination;
 use crate::queue::args;
 use crate::queue::{QueueConfig, QueueRef};
 
@@ -30,7 +31,8 @@ impl VHost {
             return Err(EngineError::Store(format!("failed to declare {}", config_resource(config))));
         };
         if !created {
-            Self::assert_queue_equivalent(&queue, None, config.durable, config.auto_delete, &config.arguments)?;
+            let owner = config.exclusive_owner;
+            Self::assert_queue_equivalent(&queue, owner, config.durable, config.auto_delete, &config.arguments)?;
         }
         let stats = queue.declared().await?;
         Ok(DeclareOk { name: config.name.clone(), messages: stats.ready, consumers: stats.consumers, created })
@@ -133,19 +135,44 @@ impl VHost {
     /// Deletes the record of a queue that went with an earlier run of this node, once the
     /// cluster takes writes (at start the node may still be catching up).
     fn forget_stale(&self, name: &str) {
+        self.delete_record(name, 60);
+    }
+
+    /// Deletes queue `name`'s record through the cluster in a task of its own, trying
+    /// `attempts` times a second apart.
+    fn delete_record(&self, name: &str, attempts: u32) {
         let (vhost, name) = (self.me.upgrade(), name.to_owned());
         tokio::spawn(async move {
             let Some(vhost) = vhost else { return };
-            for _ in 0..60 {
-                if let Some(cluster) = vhost.cluster.get()
-                    && cluster.delete_queue(&vhost.name, &name).await.is_ok()
-                {
-                    return;
+            for attempt in 1..=attempts {
+                match vhost.cluster.get().map(|cluster| cluster.delete_queue(&vhost.name, &name)) {
+                    Some(deleting) => match deleting.await {
+                        Ok(()) => return,
+                        Err(e) if attempt == attempts => {
+                            tracing::warn!(queue = name, error = %e, "a queue that went is still in the cluster");
+                        }
+                        Err(_) => {}
+                    },
+                    None if attempt == attempts => tracing::warn!(queue = name, "no cluster to forget a queue"),
+                    None => {}
                 }
                 tokio::time::sleep(std::time::Duration::from_secs(1)).await;
             }
-            tracing::warn!(queue = name, "the record of a queue gone with a restart stays in the cluster");
         });
+    }
+
+    /// Whether `queue` is one the cluster records (not this node's own from before it joined).
+    pub(super) fn recorded(&self, queue: &str) -> bool {
+        self.cluster.get().is_some_and(|cluster| cluster.has_queue(&self.name, queue))
+    }
+
+    /// Whether a binding to `destination` goes through the cluster: one to an exchange, or to
+    /// a queue the cluster records.
+    pub(super) fn through_cluster(&self, destination: &Destination) -> bool {
+        match destination {
+            Destination::Exchange(_) => true,
+            Destination::Queue(name) => self.recorded(name),
+        }
     }
 
     /// Deletes `queue` through the cluster, checked first against its counters on its node;
@@ -181,18 +208,9 @@ impl VHost {
     /// A queue of this node went (it deleted itself, or its connection closed): in a
     /// cluster, the other nodes drop their proxies for it.
     pub(super) fn deleted_itself(&self, queue: &QueueRef) {
-        if !self.clustered() || queue.home.is_some() {
-            return;
+        if queue.home.is_none() && self.recorded(queue.name()) {
+            self.delete_record(queue.name(), 1);
         }
-        let (vhost, name) = (self.me.upgrade(), queue.name().to_owned());
-        tokio::spawn(async move {
-            let Some(vhost) = vhost else { return };
-            if let Some(cluster) = vhost.cluster.get()
-                && let Err(e) = cluster.delete_queue(&vhost.name, &name).await
-            {
-                tracing::warn!(queue = name, error = %e, "a queue that went is still in the cluster");
-            }
-        });
     }
 }
 

@@ -786,7 +786,7 @@ impl VHost {
             Err(EngineError::NotFound(_)) => return Ok(0),
             Err(other) => return Err(other),
         };
-        if self.clustered() {
+        if self.recorded(name) {
             return self.delete_through_cluster(&queue, if_unused, if_empty).await;
         }
         let count = queue.delete(if_unused, if_empty).await?;
@@ -849,26 +849,28 @@ impl VHost {
     ) -> Result<(), EngineError> {
         self.check_live()?;
         let binding = self.checked_binding(source, destination, key, arguments, session)?;
-        match self.cluster.get() {
+        match self.cluster.get().filter(|_| self.through_cluster(&binding.destination)) {
             Some(cluster) => {
                 {
                     let topology = self.topology.read();
-                    self.check_binding_ends(&topology, source, &binding.destination, session)?;
+                    self.check_binding_ends(&topology, source, &binding.destination, Some(session))?;
                     Self::check_binding_arguments(&topology, source, &binding)?;
                 }
                 cluster.bind(&self.name, source, &binding, true).await
             }
-            _ => self.add_binding(source, binding, session).await,
+            _ => self.add_binding(source, binding, Some(session)).await,
         }
     }
 
-    /// Adds on this node a binding the cluster committed.
+    /// Adds on this node a binding the cluster committed (whoever owns an exclusive queue: the
+    /// connection that asked was checked on its own node).
     ///
     /// # Errors
     /// As [`Self::bind`] (an end deleted meanwhile).
     pub(crate) async fn follow_bind(&self, source: &str, binding: Binding) -> Result<(), EngineError> {
         self.check_live()?;
-        self.add_binding(source, binding, 0).await
+        // The connection that asked was checked on its node.
+        self.add_binding(source, binding, None).await
     }
 
     /// What the source exchange's type allows a binding to carry.
@@ -886,7 +888,7 @@ impl VHost {
         }
     }
 
-    async fn add_binding(&self, source: &str, binding: Binding, session: SessionId) -> Result<(), EngineError> {
+    async fn add_binding(&self, source: &str, binding: Binding, session: Option<SessionId>) -> Result<(), EngineError> {
         let (done, ends) = {
             let mut topology = self.topology.write();
             self.check_binding_ends(&topology, source, &binding.destination, session)?;
@@ -928,28 +930,33 @@ impl VHost {
         session: SessionId,
     ) -> Result<(), EngineError> {
         let binding = self.checked_binding(source, destination, key, arguments, session)?;
-        match self.cluster.get() {
+        match self.cluster.get().filter(|_| self.through_cluster(&binding.destination)) {
             Some(cluster) => {
                 {
                     let topology = self.topology.read();
-                    self.check_binding_ends(&topology, source, &binding.destination, session)?;
+                    self.check_binding_ends(&topology, source, &binding.destination, Some(session))?;
                     if !topology.binding_exists(source, &binding) {
                         return Ok(());
                     }
                 }
                 cluster.bind(&self.name, source, &binding, false).await
             }
-            _ => self.remove_binding(source, &binding, session).await,
+            _ => self.remove_binding(source, &binding, Some(session)).await,
         }
     }
 
     /// Removes on this node a binding whose removal the cluster committed.
     pub(crate) async fn follow_unbind(&self, source: &str, binding: &Binding) {
         // An end already gone took the binding with it.
-        let _ = self.remove_binding(source, binding, 0).await;
+        let _ = self.remove_binding(source, binding, None).await;
     }
 
-    async fn remove_binding(&self, source: &str, binding: &Binding, session: SessionId) -> Result<(), EngineError> {
+    async fn remove_binding(
+        &self,
+        source: &str,
+        binding: &Binding,
+        session: Option<SessionId>,
+    ) -> Result<(), EngineError> {
         let forgotten = {
             let mut topology = self.topology.write();
             self.check_binding_ends(&topology, source, &binding.destination, session)?;
@@ -989,15 +996,16 @@ impl VHost {
         topology: &Topology,
         source: &str,
         destination: &Destination,
-        session: SessionId,
+        session: Option<SessionId>,
     ) -> Result<(), EngineError> {
         if !topology.exchanges.contains_key(source) {
             return Err(EngineError::NotFound(self.exchange_resource(source)));
         }
         match destination {
-            Destination::Queue(name) => match topology.queues.get(name) {
-                None => Err(EngineError::NotFound(self.queue_resource(name))),
-                Some(queue) => queue.check_access(session),
+            Destination::Queue(name) => match (topology.queues.get(name), session) {
+                (None, _) => Err(EngineError::NotFound(self.queue_resource(name))),
+                (Some(queue), Some(session)) => queue.check_access(session),
+                (Some(_), None) => Ok(()),
             },
             Destination::Exchange(name) => match topology.exchanges.contains_key(name) {
                 true => Ok(()),

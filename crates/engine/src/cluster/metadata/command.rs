@@ -164,6 +164,16 @@ pub enum MetaCommand {
         /// The binding.
         binding: BindingRecord,
     },
+    /// A Zaqar queue's metadata set (its JSON object's text) or (`None`) cleared. The machine
+    /// is where a clustered node's Zaqar gateway reads it: no node keeps a copy of its own.
+    SetZaqarMetadata {
+        /// The Zaqar project (a vhost).
+        project: String,
+        /// The queue.
+        queue: String,
+        /// The JSON object, or `None` to forget it.
+        metadata: Option<String>,
+    },
     /// A policy or operator policy set.
     SetPolicy {
         /// The vhost.

@@ -47,6 +47,8 @@ pub struct Metadata {
     queue_bindings: BTreeMap<String, BTreeSet<BindingRecord>>,
     policies: PerVhost<PolicyRecord>,
     operator_policies: PerVhost<PolicyRecord>,
+    /// Zaqar queue metadata (JSON text) by project, then queue.
+    zaqar: PerVhost<String>,
 }
 
 impl Metadata {
@@ -102,6 +104,12 @@ impl Metadata {
     #[must_use]
     pub fn queues(&self) -> &PerVhost<QueueRecord> {
         &self.queues
+    }
+
+    /// Zaqar's queue metadata (JSON text) by project, then queue.
+    #[must_use]
+    pub fn zaqar_metadata(&self) -> &PerVhost<String> {
+        &self.zaqar
     }
 
     /// Policies (`operator` false) or operator policies by vhost, then name.
@@ -179,6 +187,12 @@ impl Metadata {
                 }
             }
         }
+        for (project, queues) in &self.zaqar {
+            for (queue, text) in queues {
+                let (project, queue, metadata) = (project.clone(), queue.clone(), Some(text.clone()));
+                commands.push(MetaCommand::SetZaqarMetadata { project, queue, metadata });
+            }
+        }
         commands
     }
 
@@ -252,6 +266,12 @@ impl Metadata {
                 }
             }
         }
+        for (project, queues) in &self.zaqar {
+            for queue in queues.keys().filter(|queue| gone(project, queue, &now.zaqar)) {
+                let (project, queue) = (project.clone(), queue.clone());
+                commands.push(MetaCommand::SetZaqarMetadata { project, queue, metadata: None });
+            }
+        }
         commands
     }
 
@@ -271,6 +291,7 @@ impl Metadata {
                 self.queue_bindings.remove(&name);
                 self.policies.remove(&name);
                 self.operator_policies.remove(&name);
+                self.zaqar.remove(&name);
                 remove_limits(&mut self.limits, "vhost", &name);
                 self.vhosts.remove(&name).is_some()
             }
@@ -357,6 +378,12 @@ impl Metadata {
             MetaCommand::SetPolicy { vhost, name, operator, record } => {
                 let policies = if operator { &mut self.operator_policies } else { &mut self.policies };
                 policies.entry(vhost).or_default().insert(name, record).is_none()
+            }
+            MetaCommand::SetZaqarMetadata { project, queue, metadata: Some(text) } => {
+                self.zaqar.entry(project).or_default().insert(queue, text).is_none()
+            }
+            MetaCommand::SetZaqarMetadata { project, queue, metadata: None } => {
+                remove_in(&mut self.zaqar, &project, &queue)
             }
             MetaCommand::ClearPolicy { vhost, name, operator } => {
                 remove_in(if operator { &mut self.operator_policies } else { &mut self.policies }, &vhost, &name)
@@ -724,9 +751,22 @@ mod tests {
         let at = |c: &MetaCommand| removals.iter().position(|r| r == c).unwrap();
         assert!(at(&unbind) < at(&delete), "{removals:?}");
 
-        // Deleting the vhost takes its queues and their bindings.
+        // Zaqar's metadata: set, replaced, in the snapshot's commands, removed when missed.
+        let zaqar = |text: Option<&str>| MetaCommand::SetZaqarMetadata {
+            project: "/".into(),
+            queue: "zq".into(),
+            metadata: text.map(str::to_owned),
+        };
+        let unset = meta.clone();
+        assert_eq!(apply(&mut meta, zaqar(Some(r#"{"a":1}"#))), CHANGED);
+        assert_eq!(apply(&mut meta, zaqar(Some(r#"{"a":2}"#))), b"0");
+        assert_eq!(meta.zaqar_metadata()["/"]["zq"], r#"{"a":2}"#);
+        assert!(meta.commands().contains(&zaqar(Some(r#"{"a":2}"#))));
+        assert!(meta.removals(&unset).contains(&zaqar(None)));
+
+        // Deleting the vhost takes its queues and their bindings (and Zaqar's metadata).
         apply(&mut meta, declare("q2", "n1"));
         apply(&mut meta, MetaCommand::DeleteVhost { name: "/".into() });
-        assert!(meta.queues().is_empty() && meta.commands().is_empty());
+        assert!(meta.queues().is_empty() && meta.zaqar_metadata().is_empty() && meta.commands().is_empty());
     }
 }

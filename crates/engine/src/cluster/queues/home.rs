@@ -2,12 +2,13 @@
 //!
 //! Each remote session (a connection on another node that consumes from or gets from a queue
 //! of this node) has a session of this node standing for it: an id of this node's, a
-//! [`SessionSink`] its queues deliver and cancel into, and the channels it used. A publish is
-//! answered with its confirms (`Request::Publish`). The other node polls that sink's events ([`Request::Poll`]); the deliveries it takes
-//! give their units of the sink's outbound window back, so a consumer that does not read is
-//! not sent more than the window. A session goes when its node says it closed, when its node
-//! is down, or when its node started again: its unacknowledged deliveries return to their
-//! queues as for a connection that closed.
+//! [`SessionSink`] its queues deliver and cancel into, and the channels it used. (A publish
+//! needs none: it is answered with its confirms.) The other node polls that sink's events
+//! ([`Request::Poll`]); the deliveries it takes give their units of the sink's outbound window
+//! back, so a consumer that does not read is not sent more than the window. A session goes
+//! when its node says it closed, when its last channel here closed, when its node is down, or
+//! when its node started again: its unacknowledged deliveries return to their queues as for a
+//! connection that closed.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Weak};
@@ -313,7 +314,14 @@ impl Home {
                 let queue = self.queue(&queue)?;
                 let remote = remote(session).map_err(other)?;
                 queue.owner_closed(Owner { session: remote.id, channel }).await;
-                remote.used.lock().retain(|(q, c)| !(Arc::ptr_eq(q, &queue) && *c == channel));
+                let unused = {
+                    let mut used = remote.used.lock();
+                    used.retain(|(q, c)| !(Arc::ptr_eq(q, &queue) && *c == channel));
+                    used.is_empty()
+                };
+                if unused {
+                    self.sessions.lock().remove(&(from.to_owned(), boot, session));
+                }
                 Ok(done)
             }
             Request::Credit { queue, session, consumer, delivery_count, link_credit, drain, echo } => {

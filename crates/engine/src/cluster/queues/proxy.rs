@@ -1,7 +1,8 @@
 //! A queue of another node, as this node holds it: a [`QueueHandle`] whose mailbox a task
 //! drains, sending each command to the queue's home node (publishes batched per drain of the
-//! mailbox). Routing, the channels and the management API use it as any queue; what its queue
-//! tells this node's sessions comes through their links ([`super::Links`]).
+//! mailbox, each answered with its confirms). Routing, the channels and the management API use
+//! it as any queue; what its queue tells this node's consumers comes through their sessions'
+//! links (`super::Queues::link`).
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -23,9 +24,9 @@ use crate::session::{ConsumerId, Delivery, SessionEvent, SessionId};
 const MAILBOX: usize = 256;
 /// Most messages one publish request carries.
 const BATCH: usize = 512;
-/// How long a request may take (a node cut off answers nothing; a publish may wait while the
-/// queue holds its publishers back, longer).
+/// How long a request may take: a node cut off answers nothing.
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(5);
+/// How long a publish may take: it waits while the queue holds its publishers back.
 const PUBLISH_TIMEOUT: Duration = Duration::from_secs(60);
 
 /// How often a proxy whose home node did not answer asks it again.
