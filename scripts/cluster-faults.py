@@ -81,6 +81,32 @@ class Cluster:
                 sys.exit(f"node {n} did not start: see {self.base}/node-{n}.log")
             time.sleep(0.2)
 
+    def start_all(self, name):
+        """Starts the three nodes together and waits until the cluster takes a change."""
+        for n in NODES:
+            threading.Thread(target=self.start, args=(n,)).start()
+        for n in NODES:
+            while n not in self.procs or call(n, "GET", "/api/overview", timeout=2)[0] != 200:
+                time.sleep(0.2)
+        while call(1, "PUT", "/api/cluster-name", {"name": name})[0] != 204:
+            time.sleep(0.5)
+
+    def fault(self, partitions, done):
+        """One fault on a random node, counted in `done`: cut off for 3-6 s (half the time, when
+        `partitions`) or killed with kill -9 and restarted 1-4 s later; then 1-2 s of calm."""
+        n = random.choice(NODES)
+        if partitions and random.random() < 0.5:
+            cut = Partition(n)
+            time.sleep(random.uniform(3, 6))
+            cut.heal()
+            done["partition"] += 1
+        else:
+            self.kill9(n)
+            time.sleep(random.uniform(1, 4))
+            self.start(n)
+            done["kill -9"] += 1
+        time.sleep(random.uniform(1, 2))
+
     def kill9(self, n):
         self.procs[n].send_signal(signal.SIGKILL)
         self.procs[n].wait()
@@ -164,31 +190,14 @@ def main():
     partitions = not args.no_partitions and os.geteuid() == 0
     base = tempfile.mkdtemp(prefix="charon-faults-")
     cluster = Cluster(args.binary, base)
-    for n in NODES:
-        threading.Thread(target=cluster.start, args=(n,)).start()
-    for n in NODES:
-        while n not in cluster.procs or call(n, "GET", "/api/overview", timeout=2)[0] != 200:
-            time.sleep(0.2)
-    while call(1, "PUT", "/api/cluster-name", {"name": "faults"})[0] != 204:
-        time.sleep(0.5)
+    cluster.start_all("faults")
     writer = Writer()
     writer.start()
     faults = {"kill -9": 0, "partition": 0}
     started = time.time()
     try:
         for cycle in range(args.cycles):
-            n = random.choice(NODES)
-            if partitions and random.random() < 0.5:
-                cut = Partition(n)
-                time.sleep(random.uniform(3, 6))
-                cut.heal()
-                faults["partition"] += 1
-            else:
-                cluster.kill9(n)
-                time.sleep(random.uniform(1, 4))
-                cluster.start(n)
-                faults["kill -9"] += 1
-            time.sleep(random.uniform(1, 2))
+            cluster.fault(partitions, faults)
             print(f"cycle {cycle + 1}: {len(writer.created)} declares and {len(writer.deleted)} deletes "
                   f"acknowledged, {writer.unknown} unknown", flush=True)
     finally:

@@ -125,13 +125,7 @@ def main():
     partitions = not args.no_partitions and os.geteuid() == 0
     base = tempfile.mkdtemp(prefix="charon-queue-faults-")
     cluster = faults.Cluster(args.binary, base)
-    for n in NODES:
-        threading.Thread(target=cluster.start, args=(n,)).start()
-    for n in NODES:
-        while n not in cluster.procs or call(n, "GET", "/api/overview", timeout=2)[0] != 200:
-            time.sleep(0.2)
-    while call(1, "PUT", "/api/cluster-name", {"name": "queue-faults"})[0] != 204:
-        time.sleep(0.5)
+    cluster.start_all("queue-faults")
     for n in NODES:
         connection = connect(n)
         connection.channel().queue_declare(QUEUES[n], durable=True)
@@ -148,18 +142,7 @@ def main():
     started = time.time()
     try:
         for cycle in range(args.cycles):
-            n = random.choice(NODES)
-            if partitions and random.random() < 0.5:
-                cut = faults.Partition(n)
-                time.sleep(random.uniform(3, 6))
-                cut.heal()
-                done["partition"] += 1
-            else:
-                cluster.kill9(n)
-                time.sleep(random.uniform(1, 4))
-                cluster.start(n)
-                done["kill -9"] += 1
-            time.sleep(random.uniform(1, 2))
+            cluster.fault(partitions, done)
             confirmed = sum(len(p.confirmed) for p in publishers)
             received = len(set().union(*(c.received for c in consumers)))
             print(f"cycle {cycle + 1}: {confirmed} confirmed, {received} consumed", flush=True)

@@ -752,23 +752,7 @@ fn a_queue_on_one_node_serves_publishers_and_consumers_on_the_others() {
     let dir = tempfile::tempdir().unwrap();
     let secret = dir.path().join("secret");
     std::fs::write(&secret, "QUEUESCOOKIE").unwrap();
-    let port = |n: u16| 25920 + n;
-    let peers: Vec<String> = (1..=3)
-        .flat_map(|n| ["--cluster-peer".to_owned(), format!("charon-{n}@localhost=127.0.0.1:{}", port(n))])
-        .collect();
-    let start = |n: u16| {
-        let mut args = vec![
-            "--node-name".to_owned(),
-            format!("charon-{n}@localhost"),
-            "--cluster-listen".to_owned(),
-            format!("127.0.0.1:{}", port(n)),
-            "--cluster-secret-file".to_owned(),
-            secret.display().to_string(),
-        ];
-        args.extend(peers.iter().cloned());
-        let args: Vec<&str> = args.iter().map(String::as_str).collect();
-        Charon::start_on(&dir.path().join(format!("node-{n}")), &args)
-    };
+    let start = |n: u16| cluster_node(25920, n, dir.path(), &secret);
     let mut nodes: Vec<Charon> = (1..=3).map(start).collect();
     set_name_when_led(&nodes[0], "queues");
 
@@ -1009,23 +993,7 @@ fn dead_letters_into_another_nodes_queue_survive_a_kill_9_of_either_node() {
     let dir = tempfile::tempdir().unwrap();
     let secret = dir.path().join("secret");
     std::fs::write(&secret, "DEADLETTERCOOKIE").unwrap();
-    let port = |n: u16| 25960 + n;
-    let peers: Vec<String> = (1..=3)
-        .flat_map(|n| ["--cluster-peer".to_owned(), format!("charon-{n}@localhost=127.0.0.1:{}", port(n))])
-        .collect();
-    let start = |n: u16| {
-        let mut args = vec![
-            "--node-name".to_owned(),
-            format!("charon-{n}@localhost"),
-            "--cluster-listen".to_owned(),
-            format!("127.0.0.1:{}", port(n)),
-            "--cluster-secret-file".to_owned(),
-            secret.display().to_string(),
-        ];
-        args.extend(peers.iter().cloned());
-        let args: Vec<&str> = args.iter().map(String::as_str).collect();
-        Charon::start_on(&dir.path().join(format!("node-{n}")), &args)
-    };
+    let start = |n: u16| cluster_node(25960, n, dir.path(), &secret);
     let mut nodes: Vec<Charon> = (1..=3).map(start).collect();
     set_name_when_led(&nodes[0], "dead-letters");
     let durable = QueueDeclareOptions { durable: true, ..QueueDeclareOptions::default() };
@@ -1109,6 +1077,25 @@ fn dead_letters_into_another_nodes_queue_survive_a_kill_9_of_either_node() {
         lost.first(),
         got.len()
     );
+}
+
+/// Starts node `n` of a three-node cluster on 127.0.0.1 whose cluster ports are `base + 1`
+/// to `base + 3`, its data in `dir/node-n`.
+fn cluster_node(base: u16, n: u16, dir: &Path, secret: &Path) -> Charon {
+    let peers: Vec<String> = (1..=3)
+        .flat_map(|m| ["--cluster-peer".to_owned(), format!("charon-{m}@localhost=127.0.0.1:{}", base + m)])
+        .collect();
+    let mut args = vec![
+        "--node-name".to_owned(),
+        format!("charon-{n}@localhost"),
+        "--cluster-listen".to_owned(),
+        format!("127.0.0.1:{}", base + n),
+        "--cluster-secret-file".to_owned(),
+        secret.display().to_string(),
+    ];
+    args.extend(peers);
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    Charon::start_on(&dir.join(format!("node-{n}")), &args)
 }
 
 fn eventually_queue(node: &Charon, name: &str) {

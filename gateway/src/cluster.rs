@@ -148,14 +148,15 @@ pub(crate) async fn start(
     let members: Vec<Peer> = members.into_values().collect();
     let liveness = Liveness::start(&identity, members.clone());
     broker.join_cluster(Cluster::new(current, members, liveness, restart, Queues::new(identity)));
-    running.serve(follow_alarms(Arc::downgrade(broker), shutdown.clone()));
-    running.serve(reap_sessions(Arc::downgrade(broker), home, shutdown.clone()));
+    running.serve(follow_members(Arc::downgrade(broker), home, shutdown.clone()));
     Ok(())
 }
 
-/// Every second, blocks this node's publishers while another member is in alarm (and lets
-/// them go once none is), as RabbitMQ's alarms reach every node.
-async fn follow_alarms(broker: std::sync::Weak<Broker>, mut stop: watch::Receiver<bool>) {
+/// Every second, as the members' liveness and reports change: blocks this node's publishers
+/// while another member is in alarm (and lets them go once none is), as RabbitMQ's alarms reach
+/// every node; and closes the sessions of other nodes on this node's queues whose node is down
+/// or started again (their unacknowledged deliveries go back to the queues).
+async fn follow_members(broker: std::sync::Weak<Broker>, home: Arc<Home>, mut stop: watch::Receiver<bool>) {
     let mut ticks = tokio::time::interval(Duration::from_secs(1));
     loop {
         tokio::select! {
@@ -165,21 +166,6 @@ async fn follow_alarms(broker: std::sync::Weak<Broker>, mut stop: watch::Receive
         let Some(broker) = broker.upgrade() else { return };
         if let Some(cluster) = broker.cluster() {
             cluster.follow_alarms(broker.resources());
-        }
-    }
-}
-
-/// Every second, closes the sessions of other nodes on this node's queues whose node is down
-/// or started again (their unacknowledged deliveries go back to the queues).
-async fn reap_sessions(broker: std::sync::Weak<Broker>, home: Arc<Home>, mut stop: watch::Receiver<bool>) {
-    let mut ticks = tokio::time::interval(Duration::from_secs(1));
-    loop {
-        tokio::select! {
-            _ = ticks.tick() => {}
-            _ = stop.wait_for(|stop| *stop) => return,
-        }
-        let Some(broker) = broker.upgrade() else { return };
-        if let Some(cluster) = broker.cluster() {
             home.reap(&|node| cluster.is_running(node)).await;
         }
     }
