@@ -868,6 +868,47 @@ fn a_queue_on_one_node_serves_publishers_and_consumers_on_the_others() {
     assert_eq!(publish_on(&nodes[1], 2), 2);
     until(10, || holds(depth(&nodes[0]).0 == Some(51), || format!("node 1: {:?}", depth(&nodes[0]))));
 
+    // AMQP 1.0 the same way, to a queue of its own on node 1: 20 sent through node 2, received
+    // on node 3 with credit 5, every other one rejected (discarded), none left on node 1.
+    on(&nodes[0], async |channel: Channel| {
+        channel.queue_declare("homed-10".into(), QueueDeclareOptions::default(), FieldTable::default()).await.unwrap();
+    });
+    eventually_queue(&nodes[1], "homed-10");
+    eventually_queue(&nodes[2], "homed-10");
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    runtime.block_on(async {
+        use fe2o3_amqp::{Receiver, Sender, Session};
+        let mut to = nodes[1].open_amqp10("sender-2").await;
+        let mut session = Session::begin(&mut to).await.unwrap();
+        let mut sender = Sender::attach(&mut session, "s", "/queues/homed-10").await.unwrap();
+        for i in 0..20 {
+            sender.send(format!("one-{i}")).await.unwrap().accepted_or("refused").unwrap();
+        }
+        let mut from = nodes[2].open_amqp10("receiver-3").await;
+        let mut session = Session::begin(&mut from).await.unwrap();
+        let mut receiver = Receiver::builder()
+            .name("r")
+            .source("/queues/homed-10")
+            .credit_mode(fe2o3_amqp::link::receiver::CreditMode::Auto(5))
+            .attach(&mut session)
+            .await
+            .unwrap();
+        for i in 0..20 {
+            let delivery = tokio::time::timeout(Duration::from_secs(10), receiver.recv::<String>()).await;
+            let delivery = delivery.unwrap().unwrap();
+            assert_eq!(delivery.body(), &format!("one-{i}"));
+            match i % 2 {
+                0 => receiver.accept(&delivery).await.unwrap(),
+                _ => receiver.reject(&delivery, None).await.unwrap(),
+            }
+        }
+        receiver.close().await.unwrap();
+    });
+    until(10, || {
+        let queue = Call::api(nodes[0].http_port, "GET", "/api/queues/%2F/homed-10").send_blocking().json();
+        holds(queue["messages"] == 0, || format!("homed-10 on node 1 after the 1.0 run: {queue}"))
+    });
+
     // Deleted through node 2: gone from every node.
     on(&nodes[1], async |channel: Channel| {
         let deleted = channel.queue_delete("homed".into(), lapin::options::QueueDeleteOptions::default()).await;
@@ -887,7 +928,6 @@ fn a_queue_on_one_node_serves_publishers_and_consumers_on_the_others() {
     // An exclusive, server-named queue of a connection on node 3 (an RPC client's reply
     // queue) takes a reply published on node 2; a connection on node 2 may not consume it
     // (405, as RabbitMQ); it goes from every node with its connection.
-    let runtime = tokio::runtime::Runtime::new().unwrap();
     let (owner, owned) = runtime.block_on(channel(&nodes[2]));
     let exclusive = QueueDeclareOptions { exclusive: true, ..QueueDeclareOptions::default() };
     let reply_queue = runtime.block_on(owned.queue_declare("".into(), exclusive, FieldTable::default())).unwrap();
