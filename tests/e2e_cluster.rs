@@ -875,6 +875,15 @@ fn a_queue_on_one_node_serves_publishers_and_consumers_on_the_others() {
     });
     eventually_queue(&nodes[1], "homed-10");
     eventually_queue(&nodes[2], "homed-10");
+    // RabbitMQ's balanced locator: declared through node 1, which has the most queues, the
+    // queue goes to the node with the fewest (nodes 2 and 3 have one each: the first by name).
+    let balanced =
+        support::field_table(&[("x-queue-leader-locator", lapin::types::AMQPValue::LongString("balanced".into()))]);
+    on(&nodes[0], async |channel: Channel| {
+        channel.queue_declare("placed".into(), QueueDeclareOptions::default(), balanced).await.unwrap();
+    });
+    let placed = Call::api(nodes[0].http_port, "GET", "/api/queues/%2F/placed").send_blocking().json();
+    assert_eq!(placed["node"], "charon-2@localhost", "{placed}");
     let runtime = tokio::runtime::Runtime::new().unwrap();
     runtime.block_on(async {
         use fe2o3_amqp::{Receiver, Sender, Session};

@@ -94,6 +94,22 @@ impl Cluster {
         joined.chain(self.members.iter().cloned()).find(|peer| peer.name == name).map(|peer| peer.address)
     }
 
+    /// The running member with the fewest queues in `vhost` (this node's, `local_queues`,
+    /// counted now, the others' as their last reports say; the first by name among equals):
+    /// where RabbitMQ's `balanced` queue locator places a queue.
+    #[must_use]
+    pub fn least_loaded(&self, vhost: &str, local_queues: u64) -> String {
+        let me = charon_model::node_name();
+        let load = |member: &Member| match (&member.report, member.name == me) {
+            (_, true) => local_queues,
+            (Some(report), false) => report.vhosts.get(vhost).map_or(0, |v| v.queues),
+            (None, false) => u64::MAX,
+        };
+        let members = self.members();
+        let running = members.iter().filter(|m| m.running);
+        running.min_by_key(|m| (load(m), m.name.clone())).map_or(me, |m| m.name.clone())
+    }
+
     /// Whether member `name` runs (this node, or a peer that answers its pings).
     #[must_use]
     pub fn is_running(&self, name: &str) -> bool {
@@ -469,7 +485,7 @@ impl Cluster {
         self.write_or(&command, || format!("Could not {verb} binding due to timeout")).await
     }
 
-    /// Declares queue `name` of `vhost` through the cluster, homed on this node; true
+    /// Declares queue `name` of `vhost` through the cluster, homed on node `home`; true
     /// when this declare made it (false: another node's declare of the name came first).
     ///
     /// # Errors
@@ -480,9 +496,10 @@ impl Cluster {
         vhost: &str,
         name: &str,
         config: &crate::queue::QueueConfig,
+        home: String,
     ) -> Result<bool, EngineError> {
         let record = QueueRecord {
-            home: charon_model::node_name(),
+            home,
             durable: config.durable,
             auto_delete: config.auto_delete,
             arguments: EncodedTable::new(&config.arguments),

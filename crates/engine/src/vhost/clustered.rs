@@ -26,16 +26,46 @@ impl VHost {
         let Some(cluster) = self.cluster.get() else {
             return Err(EngineError::Store(format!("failed to declare {}", config_resource(config))));
         };
-        let created = cluster.declare_queue(&self.name, &config.name, config).await?;
+        let home = self.home_for(cluster, config);
+        let created = cluster.declare_queue(&self.name, &config.name, config, home).await?;
         let Some(queue) = self.topology.read().queues.get(&config.name).cloned() else {
             return Err(EngineError::Store(format!("failed to declare {}", config_resource(config))));
         };
         if !created {
             let owner = config.exclusive_owner;
             Self::assert_queue_equivalent(&queue, owner, config.durable, config.auto_delete, &config.arguments)?;
+        } else if queue.home.is_some() {
+            // Made on another node (a balanced locator), which may not have applied the
+            // declare yet: new and empty.
+            return Ok(DeclareOk { name: config.name.clone(), messages: 0, consumers: 0, created });
         }
         let stats = queue.declared().await?;
         Ok(DeclareOk { name: config.name.clone(), messages: stats.ready, consumers: stats.consumers, created })
+    }
+
+    /// Where a new queue lives: on this node (RabbitMQ's `client-local`, the default, and
+    /// always for an exclusive queue), or, when its `x-queue-leader-locator` argument or the
+    /// `queue-leader-locator` key of its policy says `balanced` (or a legacy value RabbitMQ 4
+    /// takes as `balanced`), on the running node with the fewest queues in this vhost.
+    fn home_for(&self, cluster: &crate::cluster::Cluster, config: &QueueConfig) -> String {
+        let here = charon_model::node_name();
+        if config.exclusive_owner.is_some() {
+            return here;
+        }
+        let keys = ["x-queue-leader-locator", "x-queue-master-locator"];
+        let argument =
+            keys.iter().find_map(|key| config.arguments.get(key)).and_then(|v| v.as_str().map(str::to_owned));
+        let policy = || {
+            let definition = self.policy_definition_for(&config.name, config.queue_type)?;
+            let keys = ["queue-leader-locator", "queue-master-locator"];
+            keys.iter().find_map(|key| definition.get(key)).and_then(|v| v.as_str().map(str::to_owned))
+        };
+        match argument.or_else(policy).as_deref() {
+            Some("balanced" | "random" | "least-leaders" | "min-masters") => {
+                cluster.least_loaded(&self.name, self.local_queues().len() as u64)
+            }
+            _ => here,
+        }
     }
 
     /// Makes on this node a queue the cluster committed: the queue itself on its home node,

@@ -199,14 +199,17 @@ impl VHost {
 
     /// A queue's settings: its arguments merged with the definition its policies give it.
     pub(crate) fn settings_for(&self, name: &str, queue_type: QueueType, arguments: &Table) -> QueueSettings {
-        let definition = {
-            let policies = self.policies.read();
-            let operator_policies = self.operator_policies.read();
-            let policy = effective(policies.iter(), name, queue_type);
-            let operator_policy = effective(operator_policies.iter(), name, queue_type);
-            merge(policy.map(|p| &p.definition), operator_policy.map(|p| &p.definition))
-        };
+        let definition = self.policy_definition_for(name, queue_type);
         QueueSettings::resolve(queue_type, arguments, definition.as_ref(), self.dead_letter_guarantee)
+    }
+
+    /// The definition queue `name`'s policies give it, both kinds merged.
+    pub(super) fn policy_definition_for(&self, name: &str, queue_type: QueueType) -> Option<Table> {
+        let policies = self.policies.read();
+        let operator_policies = self.operator_policies.read();
+        let policy = effective(policies.iter(), name, queue_type);
+        let operator_policy = effective(operator_policies.iter(), name, queue_type);
+        merge(policy.map(|p| &p.definition), operator_policy.map(|p| &p.definition))
     }
 
     /// The alternate exchange the policy that applies to exchange `name` gives it (operator
