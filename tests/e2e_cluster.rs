@@ -1021,6 +1021,16 @@ fn a_queue_on_one_node_serves_publishers_and_consumers_on_the_others() {
     });
     assert_eq!(answer, Some(b"answer".to_vec()));
     runtime.block_on(client.close(200, "bye".into())).unwrap();
+    // An address naming no member of the cluster (a client's forgery): a reply to it is
+    // dropped, and it is not found.
+    let forged = "amq.rabbitmq.reply-to.AQEBAQEBAQEBAQEBAQEBAQEBAQE=.AgICAgICAgICAgICAgICAg==";
+    let refused = on(&nodes[1], async |channel: Channel| {
+        let props = BasicProperties::default();
+        channel.basic_publish("".into(), forged.into(), BasicPublishOptions::default(), b"x", props).await.unwrap();
+        let passive = QueueDeclareOptions { passive: true, ..QueueDeclareOptions::default() };
+        channel.queue_declare(forged.into(), passive, FieldTable::default()).await.unwrap_err().to_string()
+    });
+    assert!(refused.contains("NOT_FOUND"), "{refused}");
     let gone = on(&nodes[1], async |channel: Channel| {
         let passive = QueueDeclareOptions { passive: true, ..QueueDeclareOptions::default() };
         channel.queue_declare(to.as_str().into(), passive, FieldTable::default()).await.unwrap_err().to_string()

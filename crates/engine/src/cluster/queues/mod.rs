@@ -72,7 +72,8 @@ impl Queues {
     }
 
     /// Sends a direct reply to the consumer at `address` on node `node` (dropped when that
-    /// node's replies already wait in full).
+    /// node's replies already wait in full, or when no member is that node: an address is a
+    /// client's bytes, and a forged node must not get a queue and a task of its own).
     pub(crate) fn forward_reply(
         &self,
         cluster: &ClusterSlot,
@@ -81,6 +82,9 @@ impl Queues {
         message: &Arc<charon_model::Message>,
     ) {
         let mut replies = self.replies.lock();
+        if !replies.contains_key(&node) && cluster.get().and_then(|c| replies::member(c, node)).is_none() {
+            return;
+        }
         let waiting = replies.entry(node).or_insert_with(|| {
             let (sender, waiting) = tokio::sync::mpsc::channel(replies::WAITING);
             tokio::spawn(replies::forward(Arc::clone(cluster), node, waiting));

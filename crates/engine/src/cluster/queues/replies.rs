@@ -25,7 +25,7 @@ const TIMEOUT: Duration = Duration::from_secs(5);
 pub(super) type Outgoing = (String, Arc<Message>);
 
 /// The name of the member whose id is `node`.
-fn member(cluster: &Cluster, node: u64) -> Option<String> {
+pub(super) fn member(cluster: &Cluster, node: u64) -> Option<String> {
     cluster.members().into_iter().map(|m| m.name).find(|name| charon_cluster::node_id(name) == node)
 }
 
