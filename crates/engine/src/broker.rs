@@ -470,7 +470,7 @@ impl Broker {
     pub async fn reply_is_live(&self, address: &str) -> bool {
         match (self.reply_consumers.remote_node(address), self.cluster.get()) {
             (None, _) => self.reply_consumers.is_live(address),
-            (Some(node), Some(cluster)) => cluster.queues().reply_is_live(&self.cluster, node, address).await,
+            (Some(node), Some(cluster)) => cluster.queues().reply_is_live(cluster, node, address).await,
             (Some(_), None) => false,
         }
     }

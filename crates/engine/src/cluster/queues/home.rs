@@ -140,13 +140,7 @@ impl Home {
 
     fn remote(&self, from: &str, boot: u64, session: SessionId) -> Result<Arc<Remote>, String> {
         let broker = self.broker.upgrade().ok_or("the node is stopping")?;
-        {
-            let mut boots = self.boots.lock();
-            let latest = boots.entry(from.to_owned()).or_insert(boot);
-            if *latest != boot {
-                *latest = boot;
-            }
-        }
+        self.boots.lock().insert(from.to_owned(), boot);
         let mut sessions = self.sessions.lock();
         let remote = sessions.entry((from.to_owned(), boot, session)).or_insert_with(|| {
             let (sink, events) = SessionSink::new(broker.next_id(), REMOTE_WINDOW);

@@ -94,11 +94,8 @@ impl Queues {
     }
 
     /// Whether the direct reply-to consumer at `address` on node `node` is live.
-    pub(crate) async fn reply_is_live(&self, cluster: &ClusterSlot, node: u64, address: &str) -> bool {
-        match cluster.get() {
-            Some(cluster) => replies::is_live(cluster, node, address).await,
-            None => false,
-        }
+    pub(crate) async fn reply_is_live(&self, cluster: &super::Cluster, node: u64, address: &str) -> bool {
+        replies::is_live(cluster, node, address).await
     }
 
     fn unlink(&self, home: &str, session: SessionId) {

@@ -20,7 +20,7 @@ use crate::queue::{QueueStats, Settle};
 use crate::session::SessionId;
 
 /// Most messages one body carries (a frame's size bounds them too).
-pub(crate) const MAX_MESSAGES: usize = 1 << 16;
+const MAX_MESSAGES: usize = 1 << 16;
 
 /// Who asks: the node, and which run of it (a node started again has new sessions that may
 /// reuse the numbers of the old ones).
@@ -282,14 +282,17 @@ pub(crate) fn encode(header: &impl Serialize, messages: &[Arc<Message>]) -> Vec<
     out.put_u32(u32::try_from(header.len()).unwrap_or(u32::MAX));
     out.put_slice(&header);
     out.put_u32(u32::try_from(messages.len()).unwrap_or(u32::MAX));
-    let mut encoded = BytesMut::new();
     for message in messages {
-        encoded.clear();
-        charon_store::codec::encode_message(message, &mut encoded);
-        out.put_u32(u32::try_from(encoded.len()).unwrap_or(u32::MAX));
-        out.put_slice(&encoded);
+        // Encoded in place after room for its length, which is filled in once known.
+        let at = out.len();
+        out.put_u32(0);
+        charon_store::codec::encode_message(message, &mut out);
+        let length = u32::try_from(out.len() - at - 4).unwrap_or(u32::MAX);
+        if let Some(prefix) = out.get_mut(at..at + 4) {
+            prefix.copy_from_slice(&length.to_be_bytes());
+        }
     }
-    out.to_vec()
+    out.into()
 }
 
 /// Decodes a header of type `T` and the messages after it.
