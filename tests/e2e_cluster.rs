@@ -1164,3 +1164,113 @@ fn eventually_queue(node: &Charon, name: &str) {
         holds(status == 200, || format!("{path} on {} is {status}", node.http_port))
     });
 }
+
+/// The redrive jobs of `node`'s `/api/charon/redrives`, by id.
+fn jobs_on(node: &Charon) -> std::collections::BTreeMap<String, serde_json::Value> {
+    let jobs = Call::api(node.http_port, "GET", "/api/charon/redrives").send_blocking().json();
+    let jobs = jobs.as_array().cloned().unwrap_or_default();
+    jobs.into_iter().map(|job| (job["id"].as_str().unwrap_or_default().to_owned(), job)).collect()
+}
+
+/// Waits until `node` lists job `id` with `field` equal to `value` (`null`: not at all).
+fn eventually_job(node: &Charon, id: &str, field: &str, value: &serde_json::Value) {
+    until(30, || {
+        let job = jobs_on(node).remove(id);
+        let now = job.as_ref().map_or(serde_json::Value::Null, |job| job[field].clone());
+        holds(now == *value, || format!("job {id} on {}: {field} is {now}, not {value}", node.http_port))
+    });
+}
+
+#[test]
+fn redrive_jobs_are_listed_controlled_and_deleted_from_any_node() {
+    use serde_json::json;
+
+    let dir = tempfile::tempdir().unwrap();
+    let secret = dir.path().join("secret");
+    std::fs::write(&secret, "REDRIVECOOKIE").unwrap();
+    let start = |n: u16| cluster_node(25980, n, dir.path(), &secret);
+    let mut nodes: Vec<Charon> = (1..=3).map(start).collect();
+    set_name_when_led(&nodes[0], "redrives");
+    let durable = QueueDeclareOptions { durable: true, ..QueueDeclareOptions::default() };
+    let count = 300;
+    on(&nodes[0], async |channel: Channel| {
+        for queue in ["dlq", "back"] {
+            channel.queue_declare(queue.into(), durable, FieldTable::default()).await.unwrap();
+        }
+        let props = BasicProperties::default().with_delivery_mode(2);
+        for i in 0..count {
+            let body = format!("m-{i}");
+            let sent = channel.basic_publish(
+                "".into(),
+                "dlq".into(),
+                BasicPublishOptions::default(),
+                body.as_bytes(),
+                props.clone(),
+            );
+            sent.await.unwrap();
+        }
+    });
+    let depth = |node: &Charon, queue: &str| {
+        let queue = Call::api(node.http_port, "GET", &format!("/api/queues/%2F/{queue}")).send_blocking().json();
+        queue["messages"].as_u64().unwrap_or(u64::MAX)
+    };
+    until(20, || holds(depth(&nodes[0], "dlq") == count, || format!("dlq holds {}", depth(&nodes[0], "dlq"))));
+
+    // A job made on node 1 (40 messages a second: it runs for a while) is on every node.
+    let spec = json!({"source": "dlq", "destination": {"type": "queue", "queue": "back"}, "rate": 40}).to_string();
+    let created = Call::api(nodes[0].http_port, "POST", "/api/charon/redrives/%2F").body(spec.clone()).send_blocking();
+    assert_eq!(created.status, 201, "{created:?}");
+    let id = created.json()["id"].as_str().unwrap().to_owned();
+    for node in &nodes[1..] {
+        eventually_job(node, &id, "node", &json!("charon-1@localhost"));
+    }
+    // Another on the same source, asked on node 2, is refused as it would be on node 1.
+    let second = Call::api(nodes[1].http_port, "POST", "/api/charon/redrives/%2F").body(spec).send_blocking();
+    assert_eq!(second.status, 409, "{second:?}");
+    assert!(second.json()["reason"].as_str().unwrap().contains(&id), "{second:?}");
+
+    // Paused through node 2, resumed through node 3: node 1 does it, every node shows it.
+    let control = |node: &Charon, action: &str| {
+        Call::api(node.http_port, "POST", &format!("/api/charon/redrives/%2F/{id}/{action}")).send_blocking()
+    };
+    let paused = control(&nodes[1], "pause");
+    assert_eq!((paused.status, paused.json()["state"].clone()), (200, json!("paused")), "{paused:?}");
+    for node in &nodes {
+        eventually_job(node, &id, "state", &json!("paused"));
+    }
+    let resumed = control(&nodes[2], "resume");
+    assert_eq!((resumed.status, resumed.json()["state"].clone()), (200, json!("running")), "{resumed:?}");
+    eventually_job(&nodes[1], &id, "state", &json!("running"));
+
+    // Its node killed: the others still list it; a pause asked of them is 503, a delete 409.
+    nodes[0].kill9();
+    eventually_runs(&nodes[1], "charon-1@localhost", false);
+    assert_eq!(jobs_on(&nodes[1])[&id]["state"], "running");
+    let unavailable = control(&nodes[1], "pause");
+    assert_eq!((unavailable.status, unavailable.json()["error"].clone()), (503, json!("service_unavailable")));
+    let path = format!("/api/charon/redrives/%2F/{id}");
+    assert_eq!(Call::api(nodes[2].http_port, "DELETE", &path).send_blocking().status, 409);
+
+    // Back from its store, it finishes; every node sees it completed, every message moved.
+    nodes[0] = start(1);
+    for node in &nodes[1..] {
+        eventually_job(node, &id, "state", &json!("completed"));
+    }
+    // Its counts as its node has them (counted since the last save before the kill: a few
+    // moves of the killed run may be uncounted, none lost).
+    let progress = jobs_on(&nodes[0])[&id]["progress"].clone();
+    eventually_job(&nodes[2], &id, "progress", &progress);
+    assert!(progress["moved"].as_u64().unwrap() > count / 2, "{progress}");
+    until(20, || holds(depth(&nodes[2], "back") >= count, || format!("back holds {}", depth(&nodes[2], "back"))));
+    assert_eq!(depth(&nodes[2], "dlq"), 0);
+
+    // Deleted through node 3: gone everywhere, and not restored when its node starts again.
+    assert_eq!(Call::api(nodes[2].http_port, "DELETE", &path).send_blocking().status, 204);
+    for node in &nodes {
+        eventually_job(node, &id, "id", &serde_json::Value::Null);
+    }
+    nodes[0].kill9();
+    nodes[0] = start(1);
+    eventually_queue(&nodes[0], "back");
+    assert_eq!(Call::api(nodes[0].http_port, "GET", &path).send_blocking().status, 404);
+}

@@ -156,7 +156,7 @@ impl Broker {
             })
             .collect();
         let login = LoginPolicy::new(config.login.clone());
-        let redrives = crate::redrive::Redrives::new(None, Arc::clone(&ids));
+        let redrives = crate::redrive::Redrives::new(None, Arc::clone(&ids), Arc::clone(&cluster));
         Arc::new(Self {
             access,
             vhosts: RwLock::new(vhosts),
@@ -234,7 +234,7 @@ impl Broker {
             store.log.append(orphans, None);
         }
         let login = LoginPolicy::new(config.login.clone());
-        let redrives = crate::redrive::Redrives::new(Some(Arc::clone(&store)), Arc::clone(&ids));
+        let redrives = crate::redrive::Redrives::new(Some(Arc::clone(&store)), Arc::clone(&ids), Arc::clone(&cluster));
         redrives.restore(&store, &vhosts);
         let broker = Arc::new(Self {
             access,

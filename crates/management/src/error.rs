@@ -75,6 +75,12 @@ impl ApiError {
         Self { status: StatusCode::CONFLICT, error: "conflict", reason: reason.into(), term: None, escape: false }
     }
 
+    /// 503 `service_unavailable` (Charon's own endpoints: the node a redrive job runs on is
+    /// down or cannot be reached).
+    pub(crate) fn unavailable(reason: impl Into<String>) -> Self {
+        Self { status: StatusCode::SERVICE_UNAVAILABLE, error: "service_unavailable", ..Self::conflict(reason) }
+    }
+
     /// 404 `not_found` with a reason of Charon's own endpoints, as it is.
     pub(crate) fn not_found_reason(reason: impl Into<String>) -> Self {
         Self { error: "not_found", reason: reason.into(), escape: false, ..Self::not_found() }

@@ -1,6 +1,8 @@
 //! `/api/charon/redrives`: redrive jobs (issue 20), a Charon extension (RabbitMQ has none; its
 //! users write shovels). JSON in and out as `docs/redrive.md` and the jobs' [`JobView`]
-//! describe; errors as `{"error": "bad_request" | "not_found" | "conflict", "reason": …}`.
+//! describe; errors as `{"error": "bad_request" | "not_found" | "conflict" |
+//! "service_unavailable", "reason": …}`. In a cluster every node lists every job and takes
+//! every action (sent to the node that runs the job).
 //!
 //! Rights follow the queue endpoints: a user sees the jobs of the vhosts it may open (a
 //! monitor, every vhost); creating, pausing, resuming, cancelling and deleting need what
@@ -28,6 +30,7 @@ pub(crate) fn redrive_error(error: RedriveError) -> ApiError {
         RedriveError::NotFound(reason) => ApiError::not_found_reason(reason),
         RedriveError::Conflict(reason) => ApiError::conflict(reason),
         RedriveError::Store(reason) => ApiError::internal(reason),
+        RedriveError::Unavailable(reason) => ApiError::unavailable(reason),
     }
 }
 

@@ -88,6 +88,7 @@ async fn a_dry_run_job_has_the_contracts_json_and_counts() {
         "updated_at",
         "progress",
         "dry_run_result",
+        "node",
     ];
     let mut sorted = keys.clone();
     sorted.sort_unstable();
@@ -100,6 +101,7 @@ async fn a_dry_run_job_has_the_contracts_json_and_counts() {
     );
     assert_eq!(done["dry_run_result"], json!({"total":3,"by_reason":{"rejected":3},"by_source":{"orders":3}}));
     assert_eq!(done["progress"]["moved"], 0);
+    assert_eq!(done["node"], charon_model::node_name().as_str());
     let progress: Vec<&str> = done["progress"].as_object().unwrap().keys().map(String::as_str).collect();
     assert_eq!(progress.len(), 6, "{progress:?}");
     assert!(done["created_at"].as_i64().unwrap() > 1_700_000_000_000);

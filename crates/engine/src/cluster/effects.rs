@@ -148,6 +148,12 @@ impl Effects {
                 let kind = if operator { PolicyKind::Operator } else { PolicyKind::User };
                 vhost(&on)?.clear_policy(kind, &name).await;
             }
+            // Read where it is recorded (`Cluster::redrives`); its runner has it in its store.
+            MetaCommand::PutRedrive { .. } => {}
+            MetaCommand::DeleteRedrive { vhost, id } if answer == metadata::CHANGED => {
+                broker.redrives().follow_delete(&vhost, &id).await;
+            }
+            MetaCommand::DeleteRedrive { .. } => {}
         }
         Ok(())
     }
@@ -181,6 +187,7 @@ impl Effects {
         // A proxy this node restored from its own store for a queue the cluster no longer
         // has (deleted while this node was down, in commands the snapshot replaced).
         let Some(broker) = self.broker.upgrade() else { return };
+        broker.redrives().follow_records(after.redrives()).await;
         for vhost in broker.vhosts() {
             let recorded = after.queues().get(vhost.name());
             for queue in vhost.queues() {

@@ -14,7 +14,9 @@ use std::sync::{Arc, OnceLock};
 use charon_cluster::transport::Liveness;
 use charon_cluster::{Current, Group, GroupError, Peer};
 
-use self::metadata::{BindingRecord, EncodedTable, ExchangeRecord, MetaCommand, Metadata, PolicyRecord, QueueRecord};
+use self::metadata::{
+    BindingRecord, EncodedTable, ExchangeRecord, MetaCommand, Metadata, PolicyRecord, QueueRecord, RedriveRecord,
+};
 use crate::error::EngineError;
 use crate::exchange::ExchangeInfo;
 use crate::policy::{Policy, PolicyKind};
@@ -26,6 +28,10 @@ pub fn boot() -> u64 {
     static BOOT: OnceLock<u64> = OnceLock::new();
     *BOOT.get_or_init(rand::random)
 }
+
+/// How long a redrive job's runner may take to answer a control (its store's commit
+/// included).
+const REDRIVE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
 
 /// Where the broker and its vhosts find the cluster, once the node joined one at start.
 pub(crate) type ClusterSlot = Arc<OnceLock<Cluster>>;
@@ -355,6 +361,73 @@ impl Cluster {
     ) -> Result<(), EngineError> {
         let command = MetaCommand::SetZaqarMetadata { project: project.to_owned(), queue: queue.to_owned(), metadata };
         self.write(&command).await.map(drop)
+    }
+
+    /// The record of redrive job `id` of `vhost`, as this node applied it.
+    #[must_use]
+    pub fn redrive(&self, vhost: &str, id: &str) -> Option<RedriveRecord> {
+        self.group.get().read(|meta| meta.redrives().get(vhost).and_then(|jobs| jobs.get(id)).cloned())
+    }
+
+    /// The recorded redrive jobs of `vhost` (or of every vhost), with their vhost and id.
+    #[must_use]
+    pub fn redrives(&self, vhost: Option<&str>) -> Vec<(String, String, RedriveRecord)> {
+        self.group.get().read(|meta| {
+            let jobs = meta.redrives().iter().filter(|(name, _)| vhost.is_none_or(|v| v == *name));
+            jobs.flat_map(|(v, jobs)| jobs.iter().map(|(id, r)| (v.clone(), id.clone(), r.clone()))).collect()
+        })
+    }
+
+    /// Writes redrive job `id`'s record through the cluster.
+    ///
+    /// # Errors
+    /// As RabbitMQ 4.3.6 words a metadata write that timed out on the minority side.
+    pub(crate) async fn put_redrive(&self, vhost: &str, id: &str, record: RedriveRecord) -> Result<(), EngineError> {
+        let command = MetaCommand::PutRedrive { vhost: vhost.to_owned(), id: id.to_owned(), record };
+        self.write_or(&command, || "The metadata store operation timed out".to_owned()).await
+    }
+
+    /// Deletes redrive job `id`'s record through the cluster (its runner forgets it too).
+    ///
+    /// # Errors
+    /// As [`Self::put_redrive`].
+    pub(crate) async fn delete_redrive(&self, vhost: &str, id: &str) -> Result<(), EngineError> {
+        let command = MetaCommand::DeleteRedrive { vhost: vhost.to_owned(), id: id.to_owned() };
+        self.write_or(&command, || "The metadata store operation timed out".to_owned()).await
+    }
+
+    /// Asks `runner`, the node that runs redrive job `id` of `vhost`, to pause, resume or
+    /// cancel it; the job's view (its JSON) as that node answers.
+    ///
+    /// # Errors
+    /// The runner's refusal; [`RedriveError::Unavailable`] when it does not answer.
+    pub(crate) async fn control_redrive(
+        &self,
+        runner: &str,
+        vhost: &str,
+        id: &str,
+        control: crate::redrive::job::Control,
+    ) -> Result<String, crate::redrive::RedriveError> {
+        use charon_cluster::transport::{Connection, frame::Kind};
+        use queues::wire::{self, Envelope, Reply, Request};
+        let down = || {
+            crate::redrive::RedriveError::Unavailable(format!(
+                "node '{runner}' that runs redrive job '{id}' in vhost '{vhost}' is down or inaccessible"
+            ))
+        };
+        let address = self.address_of(runner).filter(|_| self.is_running(runner)).ok_or_else(down)?;
+        let mut connection = Connection::new(self.queues.identity().clone(), address);
+        let request = Request::Redrive { vhost: vhost.to_owned(), id: id.to_owned(), control };
+        let envelope = Envelope { from: self.queues.identity().name.clone(), boot: boot(), request };
+        let answer =
+            tokio::time::timeout(REDRIVE_TIMEOUT, connection.call(0, Kind::Queue, wire::encode(&envelope, &[])));
+        match answer.await {
+            Ok(Ok(body)) => match wire::decode::<Reply>(body) {
+                Ok((Reply::Redrive(answer), _)) => answer,
+                _ => Err(down()),
+            },
+            _ => Err(down()),
+        }
     }
 
     /// Sets `user`'s topic permissions on `exchange` in `vhost` through the cluster.

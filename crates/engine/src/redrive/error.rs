@@ -1,7 +1,7 @@
 //! The redrive layer's errors; the HTTP API maps each to a status.
 
 /// Why a redrive request was refused.
-#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error, serde::Serialize, serde::Deserialize)]
 pub enum RedriveError {
     /// The request is malformed or names something impossible (400).
     #[error("{0}")]
@@ -15,4 +15,7 @@ pub enum RedriveError {
     /// The metadata store failed (500).
     #[error("{0}")]
     Store(String),
+    /// The node that runs the job is down or cannot be reached (503).
+    #[error("{0}")]
+    Unavailable(String),
 }

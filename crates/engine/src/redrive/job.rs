@@ -1,7 +1,7 @@
 //! One redrive job: what the API shows and the store keeps ([`JobView`]), and how its task is
 //! told to pause, resume or stop ([`Control`]).
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use parking_lot::Mutex;
 use serde::{Deserialize, Serialize};
@@ -80,6 +80,10 @@ pub struct JobView {
     pub progress: Progress,
     /// A completed dry run's counts.
     pub dry_run_result: Option<DryRunResult>,
+    /// The node whose task runs it (the one it was created on), as a queue names its node.
+    /// Records from before clustering have none: they are this node's.
+    #[serde(default)]
+    pub node: String,
 }
 
 impl JobView {
@@ -103,6 +107,7 @@ impl JobView {
             updated_at: now,
             progress: Progress::default(),
             dry_run_result: None,
+            node: charon_model::node_name(),
         }
     }
 
@@ -113,8 +118,9 @@ impl JobView {
     }
 }
 
-/// What a job's task is asked to do.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+/// What a job's task is asked to do (and, sent to the node that runs a job, what the API
+/// asked of it).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Control {
     /// Move messages.
     Run,
@@ -134,25 +140,82 @@ pub struct Job {
     control: watch::Sender<Control>,
     /// Set when the job is deleted: its task's last saves must not write it back.
     removed: AtomicBool,
+    /// Its record is in the cluster's metadata (it was written there once): a snapshot
+    /// without it means it was deleted while this node was away.
+    clustered: AtomicBool,
+    /// The last of its writes to the cluster ([`crate::cluster::metadata::RedriveRecord::seq`]).
+    seq: AtomicU64,
+    /// A write to the cluster is under way ([`super::lifecycle::Lifecycle::save`] keeps at
+    /// most one per job), and whether the record changed since it was made.
+    replicating: AtomicBool,
+    changed: AtomicBool,
 }
 
 impl Job {
     /// A job with `view`, its task asked to run or stay paused as the view's state says.
     #[must_use]
     pub fn new(view: JobView) -> Self {
-        Self::restored(view, None)
+        Self::restored(view, None, false)
     }
 
     /// A job as the store kept it: its view and where its sweep was.
     #[must_use]
-    pub fn restored(view: JobView, sweep: Option<Sweep>) -> Self {
+    pub fn restored(mut view: JobView, sweep: Option<Sweep>, clustered: bool) -> Self {
+        if view.node.is_empty() {
+            view.node = charon_model::node_name();
+        }
         let initial = if view.state == JobState::Paused { Control::Pause } else { Control::Run };
         Self {
             view: Mutex::new(view),
             sweep: Mutex::new(sweep),
             control: watch::Sender::new(initial),
             removed: AtomicBool::new(false),
+            clustered: AtomicBool::new(clustered),
+            seq: AtomicU64::new(0),
+            replicating: AtomicBool::new(false),
+            changed: AtomicBool::new(false),
         }
+    }
+
+    /// The number of its next write to the cluster, which recorded `recorded` last (a restarted
+    /// runner counts on from there).
+    pub(crate) fn next_seq(&self, recorded: u64) -> u64 {
+        let previous = self.seq.fetch_update(Ordering::AcqRel, Ordering::Acquire, |s| Some(s.max(recorded) + 1));
+        previous.unwrap_or_else(|s| s).max(recorded) + 1
+    }
+
+    /// The number of its latest write to the cluster in this run.
+    pub(crate) fn last_seq(&self) -> u64 {
+        self.seq.load(Ordering::Acquire)
+    }
+
+    /// Whether its record is in the cluster's metadata.
+    #[must_use]
+    pub fn is_clustered(&self) -> bool {
+        self.clustered.load(Ordering::Acquire)
+    }
+
+    /// Notes that the cluster has its record.
+    pub(crate) fn set_clustered(&self) {
+        self.clustered.store(true, Ordering::Release);
+    }
+
+    /// Notes a change to replicate; whether the caller is to start the write (none is under
+    /// way).
+    pub(crate) fn start_replicating(&self) -> bool {
+        self.changed.store(true, Ordering::Release);
+        !self.replicating.swap(true, Ordering::AcqRel)
+    }
+
+    /// Takes the change the write under way is to carry: whether there was one since the last
+    /// write (when none, the write ends, unless another change just started one).
+    pub(crate) fn take_change(&self) -> bool {
+        if self.changed.swap(false, Ordering::AcqRel) {
+            return true;
+        }
+        self.replicating.store(false, Ordering::Release);
+        // A change made between the two steps above found the write still under way.
+        self.changed.load(Ordering::Acquire) && !self.replicating.swap(true, Ordering::AcqRel)
     }
 
     /// Where its sweep is (`None`: a fresh sweep starts at the oldest message).
@@ -207,13 +270,20 @@ impl Job {
         self.removed.load(Ordering::Acquire)
     }
 
+    /// [`Self::record`] as text (the cluster's metadata is JSON).
+    #[must_use]
+    pub fn record_text(&self) -> String {
+        String::from_utf8(self.record()).unwrap_or_default()
+    }
+
     /// The JSON record the store keeps: the view, and the sweep when there is one.
     #[must_use]
     pub fn record(&self) -> Vec<u8> {
         let sweep = self.sweep();
         let view = self.view.lock();
         // A view of strings, numbers and maps of them always serializes.
-        serde_json::to_vec(&Record { view: &view, sweep }).unwrap_or_default()
+        let clustered = self.is_clustered();
+        serde_json::to_vec(&Record { view: &view, sweep, clustered }).unwrap_or_default()
     }
 }
 
@@ -224,6 +294,8 @@ struct Record<'a> {
     view: &'a JobView,
     #[serde(skip_serializing_if = "Option::is_none")]
     sweep: Option<Sweep>,
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    clustered: bool,
 }
 
 /// A job's record as read back (records written before sweeps existed have none).
@@ -235,6 +307,9 @@ pub struct StoredJob {
     /// The sweep.
     #[serde(default)]
     pub sweep: Option<Sweep>,
+    /// Its record is in the cluster's metadata.
+    #[serde(default)]
+    pub clustered: bool,
 }
 
 #[cfg(test)]
@@ -255,6 +330,9 @@ mod tests {
         let record = job.record();
         let stored: StoredJob = serde_json::from_slice(&record).unwrap();
         assert_eq!((stored.view, stored.sweep), (job.view(), Some(sweep)));
+        // Writes to the cluster count on from the cluster's record (a restarted runner's).
+        let counts: Vec<u64> = [0, 0, 57, 3].into_iter().map(|recorded| job.next_seq(recorded)).collect();
+        assert_eq!((counts, job.last_seq()), (vec![1, 2, 58, 59], 59));
         // The API's JSON (the view) has no sweep.
         assert!(serde_json::to_value(job.view()).unwrap().get("sweep").is_none());
     }

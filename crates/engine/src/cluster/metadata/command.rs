@@ -2,7 +2,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::records::{BindingRecord, ExchangeRecord, PolicyRecord, QueueRecord};
+use super::records::{BindingRecord, ExchangeRecord, PolicyRecord, QueueRecord, RedriveRecord};
 
 /// A change to the replicated metadata, as a node proposes it (validated there: applying it
 /// only records it).
@@ -193,5 +193,22 @@ pub enum MetaCommand {
         name: String,
         /// An operator policy rather than a policy.
         operator: bool,
+    },
+    /// A redrive job created, or its record written again by the node that runs it (its
+    /// state, counts and sweep).
+    PutRedrive {
+        /// The vhost.
+        vhost: String,
+        /// The job's id.
+        id: String,
+        /// Its record.
+        record: RedriveRecord,
+    },
+    /// A finished redrive job deleted (its runner forgets it too).
+    DeleteRedrive {
+        /// The vhost.
+        vhost: String,
+        /// The job's id.
+        id: String,
     },
 }

@@ -5,8 +5,8 @@ mod records;
 
 pub use command::MetaCommand;
 pub use records::{
-    BindingRecord, EncodedTable, ExchangeRecord, PermissionRecord, PolicyRecord, QueueRecord, TopicRecord, UserRecord,
-    VhostRecord,
+    BindingRecord, EncodedTable, ExchangeRecord, PermissionRecord, PolicyRecord, QueueRecord, RedriveRecord,
+    TopicRecord, UserRecord, VhostRecord,
 };
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -26,8 +26,7 @@ type PerVhost<T> = BTreeMap<String, BTreeMap<String, T>>;
 
 /// The metadata every node of a cluster applies in the same order: the records of what was
 /// made through the cluster. A node's engine follows each command ([`super::Effects`]) and,
-/// given a snapshot instead of the commands, these records. Exclusive queues and redrive jobs
-/// stay with the node that has them.
+/// given a snapshot instead of the commands, these records.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default)]
 pub struct Metadata {
@@ -49,6 +48,8 @@ pub struct Metadata {
     operator_policies: PerVhost<PolicyRecord>,
     /// Zaqar queue metadata (JSON text) by project, then queue.
     zaqar: PerVhost<String>,
+    /// Redrive jobs by vhost, then id.
+    redrives: PerVhost<RedriveRecord>,
 }
 
 impl Metadata {
@@ -110,6 +111,12 @@ impl Metadata {
     #[must_use]
     pub fn zaqar_metadata(&self) -> &PerVhost<String> {
         &self.zaqar
+    }
+
+    /// Redrive jobs by vhost, then id.
+    #[must_use]
+    pub fn redrives(&self) -> &PerVhost<RedriveRecord> {
+        &self.redrives
     }
 
     /// Policies (`operator` false) or operator policies by vhost, then name.
@@ -193,6 +200,12 @@ impl Metadata {
                 commands.push(MetaCommand::SetZaqarMetadata { project, queue, metadata });
             }
         }
+        for (vhost, jobs) in &self.redrives {
+            for (id, record) in jobs {
+                let (vhost, id, record) = (vhost.clone(), id.clone(), record.clone());
+                commands.push(MetaCommand::PutRedrive { vhost, id, record });
+            }
+        }
         commands
     }
 
@@ -270,6 +283,11 @@ impl Metadata {
             for queue in queues.keys().filter(|queue| gone(project, queue, &now.zaqar)) {
                 let (project, queue) = (project.clone(), queue.clone());
                 commands.push(MetaCommand::SetZaqarMetadata { project, queue, metadata: None });
+            }
+        }
+        for (vhost, jobs) in &self.redrives {
+            for id in jobs.keys().filter(|id| gone(vhost, id, &now.redrives)) {
+                commands.push(MetaCommand::DeleteRedrive { vhost: vhost.clone(), id: id.clone() });
             }
         }
         commands
@@ -388,6 +406,20 @@ impl Metadata {
             MetaCommand::ClearPolicy { vhost, name, operator } => {
                 remove_in(if operator { &mut self.operator_policies } else { &mut self.policies }, &vhost, &name)
             }
+            MetaCommand::PutRedrive { vhost, id, record } => {
+                match self.redrives.get_mut(&vhost).and_then(|jobs| jobs.get_mut(&id)) {
+                    // A write the runner made before the recorded one, overtaken on its way.
+                    Some(recorded) if recorded.seq >= record.seq => false,
+                    Some(recorded) => {
+                        *recorded = record;
+                        false
+                    }
+                    // Only a job's first write makes its record: a later one of a job since
+                    // deleted was on its way when the delete overtook it.
+                    None => record.seq == 1 && self.redrives.entry(vhost).or_default().insert(id, record).is_none(),
+                }
+            }
+            MetaCommand::DeleteRedrive { vhost, id } => remove_in(&mut self.redrives, &vhost, &id),
         }
     }
 
@@ -763,6 +795,30 @@ mod tests {
         assert_eq!(meta.zaqar_metadata()["/"]["zq"], r#"{"a":2}"#);
         assert!(meta.commands().contains(&zaqar(Some(r#"{"a":2}"#))));
         assert!(meta.removals(&unset).contains(&zaqar(None)));
+
+        // Redrive jobs: made by their first write only, kept at their runner's latest write
+        // (an earlier one that arrives late changes nothing), deleted, and not made again by a
+        // write that was on its way when the delete overtook it.
+        let job = |seq: u64, text: &str| MetaCommand::PutRedrive {
+            vhost: "/".into(),
+            id: "j1".into(),
+            record: RedriveRecord { runner: "n2".into(), seq, job: text.into() },
+        };
+        let before_jobs = meta.clone();
+        assert_eq!(apply(&mut meta, job(2, "late")), b"0");
+        assert!(meta.redrives().is_empty());
+        assert_eq!(apply(&mut meta, job(1, "created")), CHANGED);
+        assert_eq!(apply(&mut meta, job(3, "third")), b"0");
+        assert_eq!(apply(&mut meta, job(2, "second")), b"0");
+        assert_eq!((meta.redrives()["/"]["j1"].seq, meta.redrives()["/"]["j1"].job.as_str()), (3, "third"));
+        assert!(meta.commands().contains(&job(3, "third")));
+        assert!(
+            meta.removals(&before_jobs).contains(&MetaCommand::DeleteRedrive { vhost: "/".into(), id: "j1".into() })
+        );
+        let delete_job = MetaCommand::DeleteRedrive { vhost: "/".into(), id: "j1".into() };
+        assert_eq!(apply(&mut meta, delete_job.clone()), CHANGED);
+        assert_eq!((apply(&mut meta, job(4, "stale")), apply(&mut meta, delete_job)), (b"0".to_vec(), b"0".to_vec()));
+        assert_eq!(meta, before_jobs);
 
         // Deleting the vhost takes its queues and their bindings (and Zaqar's metadata).
         apply(&mut meta, declare("q2", "n1"));

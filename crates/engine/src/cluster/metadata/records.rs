@@ -134,3 +134,16 @@ pub struct PolicyRecord {
     /// Its definition.
     pub definition: EncodedTable,
 }
+
+/// A redrive job as the cluster records it: the node that runs it, and its record as that node
+/// last wrote it (the JSON a node's own store keeps: the job's view and sweep).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RedriveRecord {
+    /// The node whose task runs the job (the one it was created on).
+    pub runner: String,
+    /// Counts the runner's writes: one that arrives after a later one is not recorded (writes
+    /// forwarded to the leader may overtake each other).
+    pub seq: u64,
+    /// The job's record.
+    pub job: String,
+}

@@ -197,6 +197,10 @@ impl Home {
                 let live = self.broker.upgrade().is_some_and(|b| b.reply_consumers().is_live(&address));
                 Reply::Count(u32::from(live))
             }
+            Request::Redrive { vhost, id, control } => match self.broker.upgrade() {
+                Some(broker) => Reply::Redrive(broker.redrives().control_here(&broker, &vhost, &id, control).await),
+                None => refused("the node is stopping".into()),
+            },
             request => match self.on_queue(from, boot, request, messages).await {
                 Ok((reply, out)) => return (reply, out),
                 Err(refusal) => Reply::Refused(refusal),
@@ -326,9 +330,11 @@ impl Home {
                 }
                 Ok(done)
             }
-            Request::Poll { .. } | Request::Close { .. } | Request::Replies { .. } | Request::ReplyLive { .. } => {
-                Err(other("not a queue request".into()))
-            }
+            Request::Poll { .. }
+            | Request::Close { .. }
+            | Request::Replies { .. }
+            | Request::ReplyLive { .. }
+            | Request::Redrive { .. } => Err(other("not a queue request".into())),
         }
     }
 
