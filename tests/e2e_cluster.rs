@@ -764,7 +764,10 @@ fn a_queue_on_one_node_serves_publishers_and_consumers_on_the_others() {
             .header("content-type", "application/json");
         call.body(body).send_blocking()
     };
-    let created = zaqar(&nodes[0], "PUT", "/v2/queues/zq", r#"{"_max_claim_count": 3, "team": "a"}"#);
+    // (Its dead-letter queue lives on node 2.)
+    assert_eq!(zaqar(&nodes[1], "PUT", "/v2/queues/zdlq", "{}").status, 201);
+    let metadata = r#"{"_max_claim_count": 3, "_dead_letter_queue": "zdlq", "team": "a"}"#;
+    let created = zaqar(&nodes[0], "PUT", "/v2/queues/zq", metadata);
     assert_eq!(created.status, 201, "{created:?}");
     for node in [&nodes[1], &nodes[2]] {
         until(20, || {
@@ -773,6 +776,44 @@ fn a_queue_on_one_node_serves_publishers_and_consumers_on_the_others() {
             holds(there, || format!("zq's metadata on {}: {shown:?}", node.http_port))
         });
     }
+
+    // Its messages, whichever node is asked: posted through node 2, listed through node 3,
+    // claimed through node 2 and deleted under that claim through node 3 (node 1 answers
+    // each: the queue, its numbers and its claims are there).
+    let posted =
+        zaqar(&nodes[1], "POST", "/v2/queues/zq/messages", r#"{"messages":[{"body":1},{"body":2},{"body":3}]}"#);
+    assert_eq!(posted.status, 201, "{posted:?}");
+    let hrefs: Vec<String> =
+        posted.json()["resources"].as_array().unwrap().iter().map(|h| h.as_str().unwrap().to_owned()).collect();
+    assert_eq!(hrefs.len(), 3);
+    let listed = zaqar(&nodes[2], "GET", "/v2/queues/zq/messages?echo=true", "");
+    let bodies: Vec<i64> =
+        listed.json()["messages"].as_array().unwrap().iter().map(|m| m["body"].as_i64().unwrap()).collect();
+    assert_eq!(bodies, [1, 2, 3], "{listed:?}");
+    let claimed = zaqar(&nodes[1], "POST", "/v2/queues/zq/claims?limit=2", r#"{"ttl":60,"grace":60}"#);
+    assert_eq!(claimed.status, 201, "{claimed:?}");
+    let href = claimed.json()["messages"][0]["href"].as_str().unwrap().to_owned();
+    assert!(href.contains("claim_id="), "{href}");
+    assert_eq!(zaqar(&nodes[2], "DELETE", &href, "").status, 204);
+    let stats = zaqar(&nodes[0], "GET", "/v2/queues/zq/stats", "").json();
+    assert_eq!((stats["messages"]["total"].clone(), stats["messages"]["claimed"].clone()), (2.into(), 1.into()));
+    // Claimed and released through node 3 until their claim count moves them to the
+    // dead-letter queue on node 2.
+    let claim_of = |href: &str| href.rsplit("claim_id=").next().unwrap().to_owned();
+    assert_eq!(zaqar(&nodes[2], "DELETE", &format!("/v2/queues/zq/claims/{}", claim_of(&href)), "").status, 204);
+    for _ in 0..8 {
+        let claimed = zaqar(&nodes[2], "POST", "/v2/queues/zq/claims?limit=10", r#"{"ttl":60,"grace":60}"#);
+        if claimed.status == 204 {
+            break;
+        }
+        assert_eq!(claimed.status, 201, "{claimed:?}");
+        let claim = claim_of(claimed.json()["messages"][0]["href"].as_str().unwrap());
+        assert_eq!(zaqar(&nodes[2], "DELETE", &format!("/v2/queues/zq/claims/{claim}"), "").status, 204);
+    }
+    let total = |queue: &str| {
+        zaqar(&nodes[2], "GET", &format!("/v2/queues/{queue}/stats"), "").json()["messages"]["total"].clone()
+    };
+    assert_eq!((total("zq"), total("zdlq")), (0.into(), 2.into()));
 
     // Declared and bound on node 1; the other nodes show it there.
     on(&nodes[0], async |channel: Channel| {
@@ -876,14 +917,14 @@ fn a_queue_on_one_node_serves_publishers_and_consumers_on_the_others() {
     eventually_queue(&nodes[1], "homed-10");
     eventually_queue(&nodes[2], "homed-10");
     // RabbitMQ's balanced locator: declared through node 1, which has the most queues, the
-    // queue goes to the node with the fewest (nodes 2 and 3 have one each: the first by name).
+    // queue goes to the node with the fewest (node 3: node 2 has Zaqar's dead-letter queue too).
     let balanced =
         support::field_table(&[("x-queue-leader-locator", lapin::types::AMQPValue::LongString("balanced".into()))]);
     on(&nodes[0], async |channel: Channel| {
         channel.queue_declare("placed".into(), QueueDeclareOptions::default(), balanced).await.unwrap();
     });
     let placed = Call::api(nodes[0].http_port, "GET", "/api/queues/%2F/placed").send_blocking().json();
-    assert_eq!(placed["node"], "charon-2@localhost", "{placed}");
+    assert_eq!(placed["node"], "charon-3@localhost", "{placed}");
     let runtime = tokio::runtime::Runtime::new().unwrap();
     runtime.block_on(async {
         use fe2o3_amqp::{Receiver, Sender, Session};

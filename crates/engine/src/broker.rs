@@ -133,6 +133,8 @@ pub struct Broker {
     redrives: crate::redrive::Redrives,
     /// The cluster, when the node runs in one (set once, at start).
     cluster: crate::cluster::ClusterSlot,
+    /// The HTTP services that answer requests other nodes forward here.
+    services: crate::cluster::forward::Services,
 }
 
 impl Broker {
@@ -173,6 +175,7 @@ impl Broker {
             consumer_timeout: config.consumer_timeout,
             redrives,
             cluster,
+            services: crate::cluster::forward::Services::default(),
         })
     }
 
@@ -252,6 +255,7 @@ impl Broker {
             consumer_timeout: config.consumer_timeout,
             redrives,
             cluster,
+            services: crate::cluster::forward::Services::default(),
         });
         let weak = Arc::downgrade(&broker);
         store.log.set_relocation_listener(Box::new(move |placed| {
@@ -473,6 +477,12 @@ impl Broker {
             (Some(node), Some(cluster)) => cluster.queues().reply_is_live(cluster, node, address).await,
             (Some(_), None) => false,
         }
+    }
+
+    /// The HTTP services that answer requests other nodes forward to this one.
+    #[must_use]
+    pub fn services(&self) -> &crate::cluster::forward::Services {
+        &self.services
     }
 
     /// Makes this node a member of `cluster` (once, at start); false when it already is.

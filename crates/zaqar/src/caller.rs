@@ -133,6 +133,11 @@ pub(crate) fn valid_name(name: &str) -> bool {
 /// The middleware: checks the headers of every `/v2` request (and, with token
 /// authentication, its token and the user's permissions) and hands the [`Caller`] on.
 pub(crate) async fn identify(State(zaqar): State<Arc<Zaqar>>, mut request: Request, next: Next) -> Response {
+    // Identified by the node that forwarded it (see `forward.rs`).
+    if let Some(crate::forward::Forwarded(caller)) = request.extensions().get().cloned() {
+        request.extensions_mut().insert(caller);
+        return next.run(request).await;
+    }
     let caller = match zaqar.config.auth {
         ZaqarAuth::NoAuth => caller(request.headers(), None),
         ZaqarAuth::Tokens => {

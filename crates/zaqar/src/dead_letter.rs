@@ -12,6 +12,10 @@
 //! exactly one of the two queues, never in both and never in neither. Once the DLQ confirmed
 //! (synced) the move, the source's delivery is acknowledged. The DLQ is created when missing.
 //!
+//! In a cluster, a DLQ that lives on another node than its source cannot share its log: the
+//! copies are published there with confirms, then acknowledged in the source — at least once
+//! (a crash between the two leaves a message in both).
+//!
 //! A DLQ that is full (a length limit set by policy) refuses the move whatever its overflow
 //! mode: the message stays in its source, and the claim returns the others it found. One
 //! window is left: a move the DLQ does not confirm within 30 s (a stalled disk) is requeued in

@@ -109,7 +109,8 @@ pub(crate) async fn publish_confirmed(
 /// Enqueues `messages`, moved out of `from`, on `queue` through the engine's [`Publisher`]
 /// (as a redrive moves its copies) and waits until the queue confirmed every one: each one's
 /// log record there also removes it from its source ([`QueueRef::publish_moved`]), so a crash
-/// leaves it in exactly one of the two.
+/// leaves it in exactly one of the two. A queue of another node of the cluster takes them at
+/// least once instead.
 ///
 /// # Errors
 /// 503 when the queue is gone, refused a message or did not confirm in time.
@@ -119,6 +120,17 @@ pub(crate) async fn move_confirmed(
     messages: Vec<Arc<Message>>,
     from: MovedFrom,
 ) -> Result<(), ZaqarError> {
+    if queue.home.is_some() {
+        // A queue of another node: the move cannot be one record of one log. The copies are
+        // published with confirms and the caller acknowledges the originals after, at least
+        // once (a crash between the two leaves a message in both queues, never in neither).
+        let (to, events, items) = confirmed_items(broker, messages);
+        let expected = items.len();
+        if !queue.publish(items, Some(to)).await {
+            return Err(not_enqueued());
+        }
+        return wait_for_confirms(events, expected).await;
+    }
     let (session, events) = SessionSink::new(broker.next_id(), u32::MAX);
     let mut publisher = Publisher::new(Some(session));
     let expected = messages.len();

@@ -28,6 +28,7 @@ mod claims;
 mod dead_letter;
 mod engine;
 mod error;
+mod forward;
 mod message;
 mod messages;
 mod metadata;
@@ -77,6 +78,22 @@ impl Zaqar {
     pub fn start_expiry(self: &Arc<Self>) {
         tokio::spawn(claims::Claims::sweep(Arc::downgrade(&self.claims)));
     }
+
+    /// Answers the requests other nodes of the cluster forward for this node's queues
+    /// (`forward.rs`), for as long as the gateway lives.
+    pub fn answer_forwarded(self: &Arc<Self>) {
+        let zaqar = Arc::downgrade(self);
+        let service: charon_engine::cluster::forward::Service = Arc::new(move |request| {
+            let zaqar = zaqar.upgrade();
+            Box::pin(async move {
+                match zaqar {
+                    Some(zaqar) => forward::answer(zaqar, request).await,
+                    None => forward::stopped(),
+                }
+            })
+        });
+        self.broker.services().serve(forward::SERVICE, service);
+    }
 }
 
 /// The gateway's routes.
@@ -95,6 +112,7 @@ pub fn router(zaqar: Arc<Zaqar>) -> Router {
             "/v2/queues/{queue}/claims/{claim}",
             get(claim_routes::show).patch(claim_routes::renew).delete(claim_routes::release),
         )
+        .route_layer(axum::middleware::from_fn_with_state(Arc::clone(&zaqar), forward::to_home))
         .layer(axum::middleware::from_fn_with_state(Arc::clone(&zaqar), caller::identify));
     Router::new()
         .route("/", get(versions::versions))
@@ -113,6 +131,7 @@ pub async fn serve(
     mut shutdown: watch::Receiver<bool>,
 ) -> std::io::Result<()> {
     zaqar.start_expiry();
+    zaqar.answer_forwarded();
     axum::serve(listener, router(zaqar).into_make_service_with_connect_info::<SocketAddr>())
         .with_graceful_shutdown(async move {
             let _ = shutdown.wait_for(|stop| *stop).await;

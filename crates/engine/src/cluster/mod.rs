@@ -1,6 +1,7 @@
 //! The node's cluster, when it runs in one: the metadata group and the configured members.
 
 mod effects;
+pub mod forward;
 pub mod metadata;
 pub mod queues;
 mod report;

@@ -197,6 +197,16 @@ impl Home {
                 let live = self.broker.upgrade().is_some_and(|b| b.reply_consumers().is_live(&address));
                 Reply::Count(u32::from(live))
             }
+            Request::Http(request) => {
+                let service = request.service.clone();
+                match self.broker.upgrade() {
+                    Some(broker) => match broker.services().answer(request).await {
+                        Some(answer) => Reply::Http(answer),
+                        None => refused(format!("no service '{service}' on this node")),
+                    },
+                    None => refused("the node is stopping".into()),
+                }
+            }
             Request::Redrive { vhost, id, control } => match self.broker.upgrade() {
                 Some(broker) => Reply::Redrive(broker.redrives().control_here(&broker, &vhost, &id, control).await),
                 None => refused("the node is stopping".into()),
@@ -334,7 +344,8 @@ impl Home {
             | Request::Close { .. }
             | Request::Replies { .. }
             | Request::ReplyLive { .. }
-            | Request::Redrive { .. } => Err(other("not a queue request".into())),
+            | Request::Redrive { .. }
+            | Request::Http(_) => Err(other("not a queue request".into())),
         }
     }
 

@@ -115,6 +115,8 @@ pub(crate) enum Request {
     Replies { addresses: Vec<String> },
     /// Whether a direct reply-to address of the answering node has its consumer.
     ReplyLive { address: String },
+    /// An HTTP request for a service of the answering node ([`crate::cluster::forward`]).
+    Http(crate::cluster::forward::HttpForward),
     /// Pause, resume or cancel a redrive job the answering node runs (asked on another node).
     Redrive { vhost: String, id: String, control: crate::redrive::job::Control },
 }
@@ -261,6 +263,8 @@ pub(crate) enum Reply {
     Published(Vec<Outcome>),
     /// What a session was told (deliveries' messages follow, in order).
     Events(Vec<Event>),
+    /// A forwarded HTTP request's answer.
+    Http(crate::cluster::forward::HttpAnswer),
     /// A redrive job's view (its JSON) after the control, or why it was refused.
     Redrive(Result<String, crate::redrive::RedriveError>),
 }
