@@ -142,6 +142,7 @@ async fn start(
     // The management port serves the web UI's pages in front of the JSON API (one router: the
     // same sessions and rate samples over HTTP and HTTPS).
     let management = charon_ui::app(Arc::clone(broker), charon_management::router(Arc::clone(broker)));
+    charon_management::answer_forwarded(broker);
     if let (Some(tls), Some(acceptors)) = (&config.tls, &acceptors) {
         for address in &tls.listen {
             let listener =

@@ -48,6 +48,7 @@ pub mod definitions;
 mod error;
 mod exchange_publish;
 mod exchanges;
+mod forward;
 mod health;
 pub mod json;
 mod limits;
@@ -82,6 +83,7 @@ use tokio::sync::watch;
 use tower::Layer;
 use tower::util::{MapRequest, MapRequestLayer};
 
+pub use forward::answer_forwarded;
 pub use tls::{serve_tls, serve_tls_router};
 
 /// The API's routes over `broker`.
@@ -173,11 +175,18 @@ pub fn router(broker: Arc<Broker>) -> Router {
         .route("/api/charon/redrives/{vhost}/{id}/resume", axum::routing::post(redrives::resume))
         .route("/api/charon/redrives/{vhost}/{id}/cancel", axum::routing::post(redrives::cancel))
         .route("/api/charon/dead-letters/{vhost}", get(dead_letters::overview))
-        .route("/api/charon/queues/{vhost}/{name}/messages", get(dead_letter_browser::browse))
-        .route("/api/charon/queues/{vhost}/{name}/messages/delete", axum::routing::post(dead_letter_browser::delete))
-        .route(
-            "/api/charon/queues/{vhost}/{name}/messages/move",
-            axum::routing::post(dead_letter_browser::move_messages),
+        .merge(
+            Router::new()
+                .route("/api/charon/queues/{vhost}/{name}/messages", get(dead_letter_browser::browse))
+                .route(
+                    "/api/charon/queues/{vhost}/{name}/messages/delete",
+                    axum::routing::post(dead_letter_browser::delete),
+                )
+                .route(
+                    "/api/charon/queues/{vhost}/{name}/messages/move",
+                    axum::routing::post(dead_letter_browser::move_messages),
+                )
+                .route_layer(axum::middleware::from_fn_with_state(Arc::clone(&broker), forward::to_home)),
         )
         .layer(axum::middleware::from_fn_with_state(Arc::clone(&broker), auth::require_user))
         .layer(axum::Extension(Arc::new(rates::Sampler::default())))

@@ -10,7 +10,7 @@ use std::sync::Arc;
 
 use axum::body::Body;
 use axum::extract::{Request, State};
-use axum::http::{HeaderName, HeaderValue, StatusCode};
+use axum::http::StatusCode;
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use charon_engine::cluster::forward::{HttpAnswer, HttpForward, MAX_BODY};
@@ -51,21 +51,10 @@ pub(crate) async fn to_home(State(zaqar): State<Arc<Zaqar>>, request: Request, n
     let Ok(body) = axum::body::to_bytes(body, MAX_BODY).await else {
         return ZaqarError::invalid(format!("Request body is larger than {MAX_BODY} bytes.")).into_response();
     };
-    let headers = parts
-        .headers
-        .iter()
-        .filter_map(|(name, value)| Some((name.as_str().to_owned(), value.to_str().ok()?.to_owned())))
-        .collect();
-    let forward = HttpForward {
-        service: SERVICE.to_owned(),
-        context: serde_json::to_string(&(&caller.project, &caller.client_id)).unwrap_or_default(),
-        method: parts.method.as_str().to_owned(),
-        uri: parts.uri.path_and_query().map_or_else(|| parts.uri.path().to_owned(), |p| p.as_str().to_owned()),
-        headers,
-        body: body.to_vec(),
-    };
+    let context = serde_json::to_string(&(&caller.project, &caller.client_id)).unwrap_or_default();
+    let forward = HttpForward::new(SERVICE, context, &parts, body.to_vec());
     match cluster.forward_http(&home, forward).await {
-        Ok(answer) => response(answer),
+        Ok(answer) => answer.into_response().map(Body::from),
         Err(error) => {
             tracing::debug!(%error, queue, home, "a Zaqar request for another node's queue got no answer");
             ZaqarError::unavailable(format!("Queue {queue} lives on node {home}, which is down or inaccessible."))
@@ -74,51 +63,22 @@ pub(crate) async fn to_home(State(zaqar): State<Arc<Zaqar>>, request: Request, n
     }
 }
 
-/// The HTTP response of `answer`.
-fn response(answer: HttpAnswer) -> Response {
-    let mut response = Response::new(Body::from(answer.body));
-    *response.status_mut() = StatusCode::from_u16(answer.status).unwrap_or(StatusCode::BAD_GATEWAY);
-    for (name, value) in answer.headers {
-        if let (Ok(name), Ok(value)) = (HeaderName::try_from(name), HeaderValue::try_from(value)) {
-            response.headers_mut().append(name, value);
-        }
-    }
-    response
-}
-
-/// What a node whose gateway stopped answers.
-pub(crate) fn stopped() -> HttpAnswer {
-    HttpAnswer { status: StatusCode::SERVICE_UNAVAILABLE.as_u16(), headers: Vec::new(), body: Vec::new() }
-}
-
 /// Answers a request another node forwarded, as the gateway answers one of its own clients
-/// (with the caller that node identified).
-pub(crate) async fn answer(zaqar: Arc<Zaqar>, forward: HttpForward) -> HttpAnswer {
-    let refused = |status: StatusCode| HttpAnswer { status: status.as_u16(), headers: Vec::new(), body: Vec::new() };
+/// (with the caller that node identified); 503 once the gateway stopped.
+pub(crate) async fn answer(zaqar: Option<Arc<Zaqar>>, forward: HttpForward) -> HttpAnswer {
+    let Some(zaqar) = zaqar else { return HttpAnswer::status(StatusCode::SERVICE_UNAVAILABLE) };
     let Ok((project, client_id)) = serde_json::from_str::<(String, String)>(&forward.context) else {
-        return refused(StatusCode::BAD_REQUEST);
+        return HttpAnswer::status(StatusCode::BAD_REQUEST);
     };
-    let mut request = Request::new(Body::from(forward.body));
-    let (Ok(method), Ok(uri)) = (forward.method.parse(), forward.uri.parse()) else {
-        return refused(StatusCode::BAD_REQUEST);
-    };
-    *request.method_mut() = method;
-    *request.uri_mut() = uri;
-    for (name, value) in forward.headers {
-        if let (Ok(name), Ok(value)) = (HeaderName::try_from(name), HeaderValue::try_from(value)) {
-            request.headers_mut().append(name, value);
-        }
-    }
+    let Ok(request) = forward.into_request() else { return HttpAnswer::status(StatusCode::BAD_REQUEST) };
+    let mut request = request.map(Body::from);
     request.extensions_mut().insert(Forwarded(Caller { project, client_id }));
     let Ok(response) = crate::router(zaqar).oneshot(request).await;
     let (parts, body) = response.into_parts();
-    let body = axum::body::to_bytes(body, MAX_BODY).await.map(|b| b.to_vec()).unwrap_or_default();
-    let headers = parts
-        .headers
-        .iter()
-        .filter_map(|(name, value)| Some((name.as_str().to_owned(), value.to_str().ok()?.to_owned())))
-        .collect();
-    HttpAnswer { status: parts.status.as_u16(), headers, body }
+    match axum::body::to_bytes(body, MAX_BODY).await {
+        Ok(body) => HttpAnswer::new(&parts, body.to_vec()),
+        Err(_) => HttpAnswer::status(StatusCode::INTERNAL_SERVER_ERROR),
+    }
 }
 
 #[cfg(test)]

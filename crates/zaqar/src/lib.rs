@@ -83,15 +83,8 @@ impl Zaqar {
     /// (`forward.rs`), for as long as the gateway lives.
     pub fn answer_forwarded(self: &Arc<Self>) {
         let zaqar = Arc::downgrade(self);
-        let service: charon_engine::cluster::forward::Service = Arc::new(move |request| {
-            let zaqar = zaqar.upgrade();
-            Box::pin(async move {
-                match zaqar {
-                    Some(zaqar) => forward::answer(zaqar, request).await,
-                    None => forward::stopped(),
-                }
-            })
-        });
+        let service: charon_engine::cluster::forward::Service =
+            Arc::new(move |request| Box::pin(forward::answer(zaqar.upgrade(), request)));
         self.broker.services().serve(forward::SERVICE, service);
     }
 }

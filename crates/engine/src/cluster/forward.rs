@@ -23,8 +23,9 @@ use crate::error::EngineError;
 const TIMEOUT: Duration = Duration::from_secs(40);
 
 /// Most bytes a forwarded body may have (Zaqar's own limit on a post is 256 KiB; a page of
-/// messages it lists is at most 20 of them).
-pub const MAX_BODY: usize = 8 << 20;
+/// the dead-letter browser, at most 500 messages, is the largest answer): in base64, within
+/// the transport's 64 MiB frame.
+pub const MAX_BODY: usize = 32 << 20;
 
 /// A request for a service of another node.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -54,6 +55,72 @@ pub struct HttpAnswer {
     /// The body.
     #[serde(with = "base64_body")]
     pub body: Vec<u8>,
+}
+
+impl HttpForward {
+    /// The request of `parts` and `body`, for `service` of another node, with what this node's
+    /// service found out about the caller (`context`).
+    #[must_use]
+    pub fn new(service: &str, context: String, parts: &http::request::Parts, body: Vec<u8>) -> Self {
+        let uri = parts.uri.path_and_query().map_or_else(|| parts.uri.path().to_owned(), |p| p.as_str().to_owned());
+        Self {
+            service: service.to_owned(),
+            context,
+            method: parts.method.as_str().to_owned(),
+            uri,
+            headers: headers_of(&parts.headers),
+            body,
+        }
+    }
+
+    /// The request again, as the answering node's service runs it.
+    ///
+    /// # Errors
+    /// A method or URI that is none (a peer's bytes).
+    pub fn into_request(self) -> Result<http::Request<Vec<u8>>, String> {
+        let mut request = http::Request::new(self.body);
+        *request.method_mut() = self.method.parse().map_err(|e: http::method::InvalidMethod| e.to_string())?;
+        *request.uri_mut() = self.uri.parse().map_err(|e: http::uri::InvalidUri| e.to_string())?;
+        fill(request.headers_mut(), self.headers);
+        Ok(request)
+    }
+}
+
+impl HttpAnswer {
+    /// The answer of `parts` and `body`.
+    #[must_use]
+    pub fn new(parts: &http::response::Parts, body: Vec<u8>) -> Self {
+        Self { status: parts.status.as_u16(), headers: headers_of(&parts.headers), body }
+    }
+
+    /// An answer with `status` and nothing else.
+    #[must_use]
+    pub fn status(status: http::StatusCode) -> Self {
+        Self { status: status.as_u16(), headers: Vec::new(), body: Vec::new() }
+    }
+
+    /// The response again, as the asking node answers its client.
+    #[must_use]
+    pub fn into_response(self) -> http::Response<Vec<u8>> {
+        let mut response = http::Response::new(self.body);
+        *response.status_mut() = http::StatusCode::from_u16(self.status).unwrap_or(http::StatusCode::BAD_GATEWAY);
+        fill(response.headers_mut(), self.headers);
+        response
+    }
+}
+
+/// The headers that are text (a header that is not travels no further).
+fn headers_of(map: &http::HeaderMap) -> Vec<(String, String)> {
+    map.iter().filter_map(|(name, value)| Some((name.as_str().to_owned(), value.to_str().ok()?.to_owned()))).collect()
+}
+
+/// Adds `headers` to `map`, leaving out what is no header (a peer's bytes).
+fn fill(map: &mut http::HeaderMap, headers: Vec<(String, String)>) {
+    for (name, value) in headers {
+        if let (Ok(name), Ok(value)) = (http::HeaderName::try_from(name), http::HeaderValue::try_from(value)) {
+            map.append(name, value);
+        }
+    }
 }
 
 /// What a service answers a forwarded request with.
@@ -165,7 +232,19 @@ mod tests {
         };
         let answer = services.answer(request.clone()).await.unwrap();
         assert_eq!((answer.status, answer.body, answer.headers[0].1.as_str()), (201, body, "p1"));
-        assert!(services.answer(HttpForward { service: "none".into(), ..request }).await.is_none());
+        assert!(services.answer(HttpForward { service: "none".into(), ..request.clone() }).await.is_none());
+        // Back into a request, and an answer into a response; what is no method, URI or
+        // header from a peer is refused or left out, never a panic.
+        let again = request.clone().into_request().unwrap();
+        assert_eq!(
+            (again.method().as_str(), again.uri().query(), again.headers()["client-id"].to_str().unwrap()),
+            ("POST", Some("x=1"), "abc")
+        );
+        assert!(HttpForward { method: "P OST".into(), ..request.clone() }.into_request().is_err());
+        assert!(HttpForward { uri: "http://[".into(), ..request.clone() }.into_request().is_err());
+        let strange = HttpAnswer { status: 99, headers: vec![("bad name".into(), "v".into())], body: vec![] };
+        let response = strange.into_response();
+        assert_eq!((response.status().as_u16(), response.headers().len()), (502, 0));
         // A body that is no base64 is an error, not a panic.
         let bad = br#"{"status":200,"headers":[],"body":"!!"}"#;
         assert!(serde_json::from_slice::<HttpAnswer>(bad).is_err());
