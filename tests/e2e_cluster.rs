@@ -1234,10 +1234,12 @@ fn the_dead_letter_browser_and_redrive_jobs_work_from_any_node() {
     set_name_when_led(&nodes[0], "redrives");
     let durable = QueueDeclareOptions { durable: true, ..QueueDeclareOptions::default() };
     let count = 300;
+    // `dlq` on node 1, `back` on node 2.
+    on(&nodes[1], async |channel: Channel| {
+        channel.queue_declare("back".into(), durable, FieldTable::default()).await.unwrap();
+    });
     on(&nodes[0], async |channel: Channel| {
-        for queue in ["dlq", "back"] {
-            channel.queue_declare(queue.into(), durable, FieldTable::default()).await.unwrap();
-        }
+        channel.queue_declare("dlq".into(), durable, FieldTable::default()).await.unwrap();
         let props = BasicProperties::default().with_delivery_mode(2);
         for i in 0..count {
             let body = format!("m-{i}");
@@ -1273,63 +1275,65 @@ fn the_dead_letter_browser_and_redrive_jobs_work_from_any_node() {
     let moved = Call::api(nodes[1].http_port, "POST", &format!("{browse}/move")).body(move_one).send_blocking();
     assert_eq!((moved.status, moved.json()), (200, json!({"moved": 1, "failed": 0})));
     let count = count - 2;
-    until(20, || holds(depth(&nodes[0], "back") == 1, || format!("back holds {}", depth(&nodes[0], "back"))));
+    until(20, || holds(depth(&nodes[1], "back") == 1, || format!("back holds {}", depth(&nodes[1], "back"))));
 
-    // A job made on node 1 (40 messages a second: it runs for a while) is on every node.
+    // A job made on node 3 (40 messages a second: it runs for a while), which runs it through
+    // the proxies of `dlq` and `back`, is on every node.
     let spec = json!({"source": "dlq", "destination": {"type": "queue", "queue": "back"}, "rate": 40}).to_string();
-    let created = Call::api(nodes[0].http_port, "POST", "/api/charon/redrives/%2F").body(spec.clone()).send_blocking();
+    let created = Call::api(nodes[2].http_port, "POST", "/api/charon/redrives/%2F").body(spec.clone()).send_blocking();
     assert_eq!(created.status, 201, "{created:?}");
     let id = created.json()["id"].as_str().unwrap().to_owned();
-    for node in &nodes[1..] {
-        eventually_job(node, &id, "node", &json!("charon-1@localhost"));
+    for node in &nodes[..2] {
+        eventually_job(node, &id, "node", &json!("charon-3@localhost"));
     }
-    // Another on the same source, asked on node 2, is refused as it would be on node 1.
+    // Another on the same source, asked on node 2, is refused as it would be on node 3.
     let second = Call::api(nodes[1].http_port, "POST", "/api/charon/redrives/%2F").body(spec).send_blocking();
     assert_eq!(second.status, 409, "{second:?}");
     assert!(second.json()["reason"].as_str().unwrap().contains(&id), "{second:?}");
 
-    // Paused through node 2, resumed through node 3: node 1 does it, every node shows it.
+    // Paused through node 1, resumed through node 2: node 3 does it, every node shows it.
     let control = |node: &Charon, action: &str| {
         Call::api(node.http_port, "POST", &format!("/api/charon/redrives/%2F/{id}/{action}")).send_blocking()
     };
-    let paused = control(&nodes[1], "pause");
+    let paused = control(&nodes[0], "pause");
     assert_eq!((paused.status, paused.json()["state"].clone()), (200, json!("paused")), "{paused:?}");
     for node in &nodes {
         eventually_job(node, &id, "state", &json!("paused"));
     }
-    let resumed = control(&nodes[2], "resume");
+    let resumed = control(&nodes[1], "resume");
     assert_eq!((resumed.status, resumed.json()["state"].clone()), (200, json!("running")), "{resumed:?}");
-    eventually_job(&nodes[1], &id, "state", &json!("running"));
+    eventually_job(&nodes[0], &id, "state", &json!("running"));
+    until(20, || holds(depth(&nodes[1], "back") > 1, || "nothing moved yet".to_owned()));
 
     // Its node killed: the others still list it; a pause asked of them is 503, a delete 409.
-    nodes[0].kill9();
-    eventually_runs(&nodes[1], "charon-1@localhost", false);
-    assert_eq!(jobs_on(&nodes[1])[&id]["state"], "running");
-    let unavailable = control(&nodes[1], "pause");
+    nodes[2].kill9();
+    eventually_runs(&nodes[0], "charon-3@localhost", false);
+    assert_eq!(jobs_on(&nodes[0])[&id]["state"], "running");
+    let unavailable = control(&nodes[0], "pause");
     assert_eq!((unavailable.status, unavailable.json()["error"].clone()), (503, json!("service_unavailable")));
     let path = format!("/api/charon/redrives/%2F/{id}");
-    assert_eq!(Call::api(nodes[2].http_port, "DELETE", &path).send_blocking().status, 409);
+    assert_eq!(Call::api(nodes[1].http_port, "DELETE", &path).send_blocking().status, 409);
 
     // Back from its store, it finishes; every node sees it completed, every message moved.
-    nodes[0] = start(1);
-    for node in &nodes[1..] {
+    nodes[2] = start(3);
+    for node in &nodes[..2] {
         eventually_job(node, &id, "state", &json!("completed"));
     }
     // Its counts as its node has them (counted since the last save before the kill: a few
     // moves of the killed run may be uncounted, none lost).
-    let progress = jobs_on(&nodes[0])[&id]["progress"].clone();
-    eventually_job(&nodes[2], &id, "progress", &progress);
+    let progress = jobs_on(&nodes[2])[&id]["progress"].clone();
+    eventually_job(&nodes[0], &id, "progress", &progress);
     assert!(progress["moved"].as_u64().unwrap() > count / 2, "{progress}");
-    until(20, || holds(depth(&nodes[2], "back") > count, || format!("back holds {}", depth(&nodes[2], "back"))));
-    assert_eq!(depth(&nodes[2], "dlq"), 0);
+    until(20, || holds(depth(&nodes[1], "back") > count, || format!("back holds {}", depth(&nodes[1], "back"))));
+    assert_eq!(depth(&nodes[0], "dlq"), 0);
 
-    // Deleted through node 3: gone everywhere, and not restored when its node starts again.
-    assert_eq!(Call::api(nodes[2].http_port, "DELETE", &path).send_blocking().status, 204);
+    // Deleted through node 1: gone everywhere, and not restored when its node starts again.
+    assert_eq!(Call::api(nodes[0].http_port, "DELETE", &path).send_blocking().status, 204);
     for node in &nodes {
         eventually_job(node, &id, "id", &serde_json::Value::Null);
     }
-    nodes[0].kill9();
-    nodes[0] = start(1);
-    eventually_queue(&nodes[0], "back");
-    assert_eq!(Call::api(nodes[0].http_port, "GET", &path).send_blocking().status, 404);
+    nodes[2].kill9();
+    nodes[2] = start(3);
+    eventually_queue(&nodes[2], "back");
+    assert_eq!(Call::api(nodes[2].http_port, "GET", &path).send_blocking().status, 404);
 }

@@ -160,7 +160,7 @@ impl super::Cluster {
     /// no such service.
     pub async fn forward_http(&self, node: &str, request: HttpForward) -> Result<HttpAnswer, EngineError> {
         let down = || EngineError::Store(format!("node '{node}' is down or inaccessible"));
-        let address = self.address_of(node).filter(|_| self.is_running(node)).ok_or_else(down)?;
+        let address = self.address_of(node).ok_or_else(down)?;
         if request.body.len() > MAX_BODY {
             return Err(EngineError::Store(format!("a forwarded body is at most {MAX_BODY} bytes")));
         }
@@ -168,7 +168,10 @@ impl super::Cluster {
         let mut connection = Connection::new(queues.identity().clone(), address);
         let envelope =
             Envelope { from: queues.identity().name.clone(), boot: super::boot(), request: Request::Http(request) };
-        let answer = tokio::time::timeout(TIMEOUT, connection.call(0, Kind::Queue, wire::encode(&envelope, &[])));
+        let answer = tokio::time::timeout(
+            self.patience(node, TIMEOUT),
+            connection.call(0, Kind::Queue, wire::encode(&envelope, &[])),
+        );
         match answer.await {
             Ok(Ok(body)) => match wire::decode::<Reply>(body) {
                 Ok((Reply::Http(answer), _)) => Ok(answer),

@@ -117,6 +117,12 @@ impl Cluster {
         running.min_by_key(|m| (load(m), m.name.clone())).map_or(me, |m| m.name.clone())
     }
 
+    /// How long a request to member `name` may take: `full`, or 2 s for a member whose pings
+    /// go unanswered (asked anyway: it may have just started, before its first ping).
+    pub(crate) fn patience(&self, name: &str, full: std::time::Duration) -> std::time::Duration {
+        if self.is_running(name) { full } else { full.min(std::time::Duration::from_secs(2)) }
+    }
+
     /// Whether member `name` runs (this node, or a peer that answers its pings).
     #[must_use]
     pub fn is_running(&self, name: &str) -> bool {
@@ -416,12 +422,12 @@ impl Cluster {
                 "node '{runner}' that runs redrive job '{id}' in vhost '{vhost}' is down or inaccessible"
             ))
         };
-        let address = self.address_of(runner).filter(|_| self.is_running(runner)).ok_or_else(down)?;
+        let address = self.address_of(runner).ok_or_else(down)?;
         let mut connection = Connection::new(self.queues.identity().clone(), address);
         let request = Request::Redrive { vhost: vhost.to_owned(), id: id.to_owned(), control };
         let envelope = Envelope { from: self.queues.identity().name.clone(), boot: boot(), request };
-        let answer =
-            tokio::time::timeout(REDRIVE_TIMEOUT, connection.call(0, Kind::Queue, wire::encode(&envelope, &[])));
+        let patience = self.patience(runner, REDRIVE_TIMEOUT);
+        let answer = tokio::time::timeout(patience, connection.call(0, Kind::Queue, wire::encode(&envelope, &[])));
         match answer.await {
             Ok(Ok(body)) => match wire::decode::<Reply>(body) {
                 Ok((Reply::Redrive(answer), _)) => answer,

@@ -81,6 +81,17 @@ pub(super) enum PassEnd {
     Cancelled,
     /// The source is gone.
     Failed(String),
+    /// The source's node (in a cluster) does not answer: the pass is tried again.
+    Unavailable(String),
+}
+
+/// How a source that did not answer ends a pass: a queue of another node that is down (or a
+/// node that has not joined its cluster yet) is waited for; any other queue is gone.
+fn unanswered(error: &crate::error::EngineError) -> PassEnd {
+    match error {
+        crate::error::EngineError::HomeNodeDown { .. } => PassEnd::Unavailable(error.to_string()),
+        other => PassEnd::Failed(other.to_string()),
+    }
 }
 
 /// The `charon_redrive_messages_total` series of one job.
@@ -129,9 +140,9 @@ struct Pass<'a> {
     /// Copies waiting for their destinations' confirmations, by the source message's seq.
     pending: Outstanding<u64>,
     /// Destination queues by id: their confirm channel, looked up per copy (foldhash: the
-    /// keys are queue ids, ours). Channel `n + 2` is the queue named `names[n]`.
+    /// keys are queue ids, ours). Channel `n + 2` is the queue `queues[n]`.
     channels: FastMap<u64, u32>,
-    names: Vec<String>,
+    queues: Vec<QueueRef>,
     bucket: Option<TokenBucket>,
     meter: RateMeter,
     last_save: Instant,
@@ -165,7 +176,7 @@ pub(super) async fn run(
     };
     let ready = match source.stats().await {
         Ok(stats) => u64::from(stats.ready),
-        Err(e) => return PassEnd::Failed(e.to_string()),
+        Err(e) => return unanswered(&e),
     };
     let allowance = if view.dry_run { u64::MAX } else { view.allowance() };
     let browsing = view.dry_run || !view.filter.is_empty();
@@ -217,7 +228,7 @@ pub(super) async fn run(
         arguments: Table::new(),
     };
     if let Err(e) = source.consume(spec).await {
-        return PassEnd::Failed(e.to_string());
+        return unanswered(&e);
     }
     pass.drive(&mut rx, control).await;
     // Every delivery to the consumer was sent before the cancel returns: what is left in the
@@ -226,7 +237,12 @@ pub(super) async fn run(
     while let Ok(event) = rx.try_recv() {
         pass.after_end(event).await;
     }
-    pass.finish().await
+    let end = pass.finish().await;
+    // A queue of another node hands a remote consumer what its node's window allows, more than
+    // may have reached this node: what the pass never saw goes back to the queue now, before a
+    // next pass counts the source (a local queue has nothing left to give back).
+    source.owner_closed(Owner { session, channel: 1 }).await;
+    end
 }
 
 impl<'a> Pass<'a> {
@@ -258,7 +274,7 @@ impl<'a> Pass<'a> {
             publisher: Publisher::new(Some(sink.clone())),
             pending: Outstanding::new(REFUSED_TO_PUBLISHER_BIT),
             channels: FastMap::new(),
-            names: Vec::new(),
+            queues: Vec::new(),
             bucket: view.rate.map(|rate| TokenBucket::new(rate, now)),
             meter: RateMeter::new(now, view.progress.moved),
             last_save: now,
@@ -319,8 +335,12 @@ impl<'a> Pass<'a> {
                 () = tokio::time::sleep_until(idle_at.into()), if idle && self.wake.is_none() => {
                     idle_since = Instant::now();
                     // Fewer messages than it had (consumed or expired meanwhile): done once dry.
-                    if self.source.stats().await.map_or(true, |stats| stats.ready == 0) {
-                        self.stop(PassEnd::Completed);
+                    match self.source.stats().await {
+                        Ok(stats) if stats.ready > 0 => {}
+                        Err(e @ crate::error::EngineError::HomeNodeDown { .. }) => {
+                            self.stop(PassEnd::Unavailable(e.to_string()));
+                        }
+                        _ => self.stop(PassEnd::Completed),
                     }
                 }
             }
@@ -489,7 +509,8 @@ impl<'a> Pass<'a> {
     /// queues. Any other copy is published as it is, and the source lets the message go once
     /// every queue confirmed it: a crash in between can leave it in the source too (moved
     /// again later: at least once). That covers a copy that fans out (one queue's record
-    /// cannot remove the source for all), and a message a browsing pass reads while it stays
+    /// cannot remove the source for all), a source or destination of another node of the
+    /// cluster (whose log is not this node's), and a message a browsing pass reads while it stays
     /// ready in the source: a consumer of the source could take and requeue it, still in use
     /// there after its log record was removed. A destination without room refuses a moved
     /// copy in any overflow mode (`reject-publish-dlx` without dead-lettering a second copy).
@@ -522,7 +543,8 @@ impl<'a> Pass<'a> {
         let number = self.pending.expect(queues.len(), delivery.seq);
         let copy = Arc::new(copy);
         match &*queues {
-            [queue] if self.cursor.is_none() => {
+            // One log takes both records only when source and destination are this node's.
+            [queue] if self.cursor.is_none() && queue.home.is_none() && self.source.home.is_none() => {
                 let channel = self.channel_of(queue);
                 self.publisher.push_moved(queue, channel, copy, number, (self.source.id, delivery.seq));
             }
@@ -562,8 +584,8 @@ impl<'a> Pass<'a> {
         if let Some(channel) = self.channels.get(&queue.id) {
             return *channel;
         }
-        let channel = u32::try_from(self.names.len()).unwrap_or(u32::MAX).saturating_add(2);
-        self.names.push(queue.name().to_owned());
+        let channel = u32::try_from(self.queues.len()).unwrap_or(u32::MAX).saturating_add(2);
+        self.queues.push(queue.clone());
         self.channels.insert(queue.id, channel);
         channel
     }
@@ -579,10 +601,19 @@ impl<'a> Pass<'a> {
             match refused_on {
                 None => acked.push(source_seq),
                 Some(channel) => {
-                    let name = channel.checked_sub(2).and_then(|i| self.names.get(i as usize));
+                    let queue = channel.checked_sub(2).and_then(|i| self.queues.get(i as usize)).cloned();
+                    // A queue of another node refuses what it could not send there: its node is
+                    // down, and the pass waits for it rather than pausing the job.
+                    if let Some(queue) = queue.as_ref().filter(|q| q.home.is_some())
+                        && let Err(e @ crate::error::EngineError::HomeNodeDown { .. }) = queue.stats().await
+                    {
+                        self.set_aside(std::iter::once(source_seq));
+                        self.stop(PassEnd::Unavailable(e.to_string()));
+                        continue;
+                    }
                     let reason = format!(
                         "destination queue '{}' refused the message (full with overflow reject-publish, or deleted)",
-                        name.map_or("", String::as_str)
+                        queue.as_ref().map_or("", |q| q.name())
                     );
                     self.fail(source_seq, Some(reason));
                 }

@@ -2,11 +2,15 @@
 //! records how it ended. One task per unfinished job; it ends with the job.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use super::job::{Control, Job, JobState};
 use super::lifecycle::Lifecycle;
 use super::pass::{self, PassEnd};
 use crate::vhost::VHost;
+
+/// How often a job waiting for its cluster looks again.
+const RETRY: Duration = Duration::from_millis(100);
 
 /// Starts the task of `job` (running or paused, as its control says).
 pub(crate) fn spawn(job: Arc<Job>, vhost: Arc<VHost>, lifecycle: Lifecycle) {
@@ -15,6 +19,16 @@ pub(crate) fn spawn(job: Arc<Job>, vhost: Arc<VHost>, lifecycle: Lifecycle) {
 
 async fn run(job: Arc<Job>, vhost: Arc<VHost>, lifecycle: Lifecycle) {
     let mut control = job.control();
+    // A job the cluster records, restored at start, runs once this node is back in its cluster:
+    // every change it makes is then written there too, and its queues of other nodes answer.
+    let mut waited = 0;
+    while job.is_clustered() && lifecycle.cluster().is_none() {
+        waited += 1;
+        if waited == 300 {
+            tracing::warn!(job = %job.read(|v| v.id.clone()), "a clustered redrive job waits for this node to join its cluster");
+        }
+        tokio::time::sleep(RETRY).await;
+    }
     loop {
         let asked = *control.borrow_and_update();
         match asked {
@@ -38,6 +52,14 @@ async fn run(job: Arc<Job>, vhost: Arc<VHost>, lifecycle: Lifecycle) {
                     PassEnd::Completed => (JobState::Completed, None),
                     PassEnd::Cancelled => (JobState::Cancelled, None),
                     PassEnd::Failed(reason) => (JobState::Failed, Some(reason)),
+                    PassEnd::Unavailable(reason) => {
+                        tracing::debug!(job = %job.read(|v| v.id.clone()), %reason, "a redrive job waits for its source");
+                        tokio::select! {
+                            () = tokio::time::sleep(RETRY * 10) => {}
+                            changed = control.changed() => if changed.is_err() { return },
+                        }
+                        continue;
+                    }
                     PassEnd::Paused(reason) => {
                         // A refusal pauses the job until someone resumes it; a user's pause
                         // is the control already.

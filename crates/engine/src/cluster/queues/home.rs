@@ -14,6 +14,8 @@ use std::collections::HashMap;
 use std::sync::{Arc, Weak};
 use std::time::Duration;
 
+use tokio::time::Instant;
+
 use parking_lot::Mutex;
 use tokio::sync::mpsc::UnboundedReceiver;
 
@@ -23,6 +25,9 @@ use crate::session::{ConsumerId, Owner, SessionEvent, SessionId, SessionSink};
 
 /// How many deliveries a remote session may hold that its node has not taken yet.
 const REMOTE_WINDOW: u32 = 1024;
+/// How long after its last request a node whose pings go unanswered keeps its sessions (an
+/// active link asks at least every [`POLL_WAIT`]).
+const HEARD: Duration = Duration::from_secs(5);
 /// How long a poll waits for a first event before it answers with none.
 const POLL_WAIT: Duration = Duration::from_secs(1);
 /// Most events one poll answers.
@@ -120,8 +125,8 @@ impl Remote {
 pub struct Home {
     broker: Weak<crate::Broker>,
     sessions: Mutex<HashMap<Key, Arc<Remote>>>,
-    /// The latest run seen of each node.
-    boots: Mutex<HashMap<String, u64>>,
+    /// The latest run seen of each node, and when it last asked something.
+    boots: Mutex<HashMap<String, (u64, Instant)>>,
 }
 
 impl Home {
@@ -140,7 +145,6 @@ impl Home {
 
     fn remote(&self, from: &str, boot: u64, session: SessionId) -> Result<Arc<Remote>, String> {
         let broker = self.broker.upgrade().ok_or("the node is stopping")?;
-        self.boots.lock().insert(from.to_owned(), boot);
         let mut sessions = self.sessions.lock();
         let remote = sessions.entry((from.to_owned(), boot, session)).or_insert_with(|| {
             let (sink, events) = SessionSink::new(broker.next_id(), REMOTE_WINDOW);
@@ -167,6 +171,7 @@ impl Home {
         messages: Vec<charon_model::Message>,
     ) -> (Reply, Vec<Arc<charon_model::Message>>) {
         let (from, boot) = (envelope.from.as_str(), envelope.boot);
+        self.new_run(from, boot).await;
         let remote = |session| self.remote(from, boot, session);
         let refused = |text: String| Reply::Refused(Refusal::Other { precondition: false, text });
         let reply = match envelope.request {
@@ -401,6 +406,24 @@ impl Home {
         Ok(outcomes)
     }
 
+    /// Notes `boot` as `node`'s run; a node that started again has its earlier run's sessions
+    /// closed at once, before its request is answered: what they held is back in the queues
+    /// for the new run to find.
+    async fn new_run(&self, node: &str, boot: u64) {
+        let previous = self.boots.lock().insert(node.to_owned(), (boot, Instant::now()));
+        if previous.is_none_or(|(previous, _)| previous == boot) {
+            return;
+        }
+        let gone: Vec<Arc<Remote>> = {
+            let mut sessions = self.sessions.lock();
+            let stale: Vec<Key> = sessions.keys().filter(|(n, b, _)| n == node && *b != boot).cloned().collect();
+            stale.iter().filter_map(|key| sessions.remove(key)).collect()
+        };
+        for remote in gone {
+            remote.close().await;
+        }
+    }
+
     /// Closes the sessions of nodes that are not running, and of earlier runs of a node.
     pub async fn reap(&self, running: &(dyn Fn(&str) -> bool + Sync)) {
         let gone: Vec<Arc<Remote>> = {
@@ -408,7 +431,13 @@ impl Home {
             let mut sessions = self.sessions.lock();
             let stale: Vec<Key> = sessions
                 .keys()
-                .filter(|(node, boot, _)| !running(node) || boots.get(node).is_some_and(|latest| latest != boot))
+                .filter(|(node, boot, _)| match boots.get(node) {
+                    Some((latest, _)) if latest != boot => true,
+                    // A node its pings call down that still asks (it started again and its
+                    // pings are not answered yet, or only they are lost) keeps its sessions.
+                    Some((_, heard)) => !running(node) && heard.elapsed() > HEARD,
+                    None => !running(node),
+                })
                 .cloned()
                 .collect();
             stale.iter().filter_map(|key| sessions.remove(key)).collect()
@@ -508,18 +537,22 @@ mod tests {
         let stats = vhost.queue("q", 1).unwrap().stats().await.unwrap();
         assert_eq!((stats.ready, stats.unacked, stats.consumers), (1, 2, 1));
 
-        // The same node started again: its earlier run's session is closed by the reaper,
-        // and what it held goes back to the queue.
+        // The same node started again: its earlier run's session is closed before its first
+        // request is answered, and what it held is back in the queue for that request.
         let again = Request::Get { queue: queue(), session: 5, channel: 1, no_ack: true };
         let (got, _) = ask(&home, request(2, again, &[])).await;
-        assert!(matches!(got, Reply::Got(Some((_, 0)))), "{got:?}");
-        home.reap(&|_| true).await;
+        assert!(matches!(got, Reply::Got(Some((Delivered { redelivered: true, .. }, 2)))), "{got:?}");
         let stats = vhost.queue("q", 1).unwrap().stats().await.unwrap();
         assert_eq!((stats.ready, stats.unacked, stats.consumers), (2, 0, 0));
 
-        // A node that is down: its sessions go too.
+        // A node its pings call down: its sessions stay while it still asks (it started again
+        // and its pings are not answered yet), and go once it has been silent for a while.
         let get = Request::Get { queue: queue(), session: 6, channel: 1, no_ack: false };
         assert!(matches!(ask(&home, request(2, get, &[])).await.0, Reply::Got(Some((_, 1)))));
+        home.reap(&|node| node != "n2").await;
+        assert_eq!(vhost.queue("q", 1).unwrap().stats().await.unwrap().unacked, 1);
+        tokio::time::pause();
+        tokio::time::advance(HEARD + Duration::from_secs(1)).await;
         home.reap(&|node| node != "n2").await;
         let stats = vhost.queue("q", 1).unwrap().stats().await.unwrap();
         assert_eq!((stats.ready, stats.unacked), (2, 0));

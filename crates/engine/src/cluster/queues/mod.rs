@@ -161,14 +161,15 @@ impl Link {
         queues.unlink(&self.home, self.session.id);
     }
 
-    /// Gives the session what its queues told it, deliveries once its outbound window has
-    /// room for them (the connection gives the units back as it writes them).
+    /// Gives the session what its queues told it, deliveries as its outbound window has room
+    /// for them (the connection gives the units back as it writes them): a batch larger than
+    /// the window goes in parts, each once the part before made room.
     async fn hand_over(&self, events: Vec<Event>, messages: Vec<charon_model::Message>) {
         let mut messages = messages.into_iter();
         for event in events {
             let event = match event {
                 Event::Deliveries { consumer, items } => {
-                    let items: Vec<Delivery> = items
+                    let mut items: Vec<Delivery> = items
                         .into_iter()
                         .zip(messages.by_ref())
                         .map(|(d, message)| Delivery {
@@ -178,8 +179,13 @@ impl Link {
                             delivery_count: d.delivery_count,
                         })
                         .collect();
-                    self.room(u32::try_from(items.len()).unwrap_or(u32::MAX)).await;
-                    SessionEvent::Deliveries { consumer, items }
+                    while !items.is_empty() && !self.session.is_closed() {
+                        let room = self.room(u32::try_from(items.len()).unwrap_or(u32::MAX)).await;
+                        let rest = items.split_off(usize::try_from(room).unwrap_or(usize::MAX).min(items.len()));
+                        self.session.send(SessionEvent::Deliveries { consumer, items });
+                        items = rest;
+                    }
+                    continue;
                 }
                 Event::Cancelled { consumer } => SessionEvent::ConsumerCancelled { consumer },
                 Event::CreditState { consumer, delivery_count, credit, available, drain } => {
@@ -191,20 +197,20 @@ impl Link {
         }
     }
 
-    /// Takes `wanted` units of the session's outbound window, waiting for room (not past the
-    /// session's close).
-    async fn room(&self, wanted: u32) {
+    /// Takes up to `wanted` units of the session's outbound window, at least one, waiting for
+    /// room; how many it took (none once the session closed).
+    async fn room(&self, wanted: u32) -> u32 {
         let gate: &Gate = &self.session.outbound;
-        let mut taken = 0;
-        while taken < wanted && !self.session.is_closed() {
-            let more = gate.try_acquire_up_to(wanted - taken, 1);
-            if more > 0 {
-                taken += more;
-            } else if gate.acquire_or_wait(&self.wake) {
-                taken += 1;
-            } else {
-                let _ = tokio::time::timeout(RETRY, self.wake.0.notified()).await;
+        while !self.session.is_closed() {
+            let taken = gate.try_acquire_up_to(wanted, 1);
+            if taken > 0 {
+                return taken;
             }
+            if gate.acquire_or_wait(&self.wake) {
+                return if wanted > 1 { 1 + gate.try_acquire_up_to(wanted - 1, 1) } else { 1 };
+            }
+            let _ = tokio::time::timeout(RETRY, self.wake.0.notified()).await;
         }
+        0
     }
 }
