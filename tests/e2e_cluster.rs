@@ -1336,4 +1336,37 @@ fn the_dead_letter_browser_and_redrive_jobs_work_from_any_node() {
     nodes[2] = start(3);
     eventually_queue(&nodes[2], "back");
     assert_eq!(Call::api(nodes[2].http_port, "GET", &path).send_blocking().status, 404);
+
+    // A job whose node leaves the cluster for good runs nowhere: another node cancels it (its
+    // record says so) and deletes it.
+    on(&nodes[0], async |channel: Channel| {
+        for i in 0..5 {
+            let props = BasicProperties::default().with_delivery_mode(2);
+            let body = format!("late-{i}");
+            channel
+                .basic_publish("".into(), "dlq".into(), BasicPublishOptions::default(), body.as_bytes(), props)
+                .await
+                .unwrap();
+        }
+    });
+    let slow = json!({"source": "dlq", "destination": {"type": "queue", "queue": "back"}, "rate": 1}).to_string();
+    let created = Call::api(nodes[2].http_port, "POST", "/api/charon/redrives/%2F").body(slow).send_blocking();
+    assert_eq!(created.status, 201, "{created:?}");
+    let orphan = created.json()["id"].as_str().unwrap().to_owned();
+    eventually_job(&nodes[0], &orphan, "state", &json!("running"));
+    nodes[2].kill9();
+    until(20, || {
+        let done = std::process::Command::new(env!("CARGO_BIN_EXE_charon"))
+            .args(["ctl", "--url", &format!("http://127.0.0.1:{}", nodes[0].http_port)])
+            .args(["forget_cluster_node", "charon-3@localhost"])
+            .output()
+            .unwrap();
+        holds(done.status.success(), || format!("{done:?}"))
+    });
+    let path = format!("/api/charon/redrives/%2F/{orphan}");
+    let cancelled = Call::api(nodes[1].http_port, "POST", &format!("{path}/cancel")).send_blocking();
+    assert_eq!((cancelled.status, cancelled.json()["state"].clone()), (200, json!("cancelled")), "{cancelled:?}");
+    eventually_job(&nodes[0], &orphan, "state", &json!("cancelled"));
+    assert_eq!(Call::api(nodes[0].http_port, "DELETE", &path).send_blocking().status, 204);
+    eventually_job(&nodes[1], &orphan, "id", &serde_json::Value::Null);
 }

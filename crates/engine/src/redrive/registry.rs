@@ -119,8 +119,8 @@ impl Redrives {
         let elsewhere = || {
             self.recorded(jobs, Some(vhost))
                 .into_iter()
-                .find(|(_, v)| v.state == JobState::Running && v.source == source)
-                .map(|(_, v)| v.id)
+                .find(|v| v.state == JobState::Running && v.source == source)
+                .map(|v| v.id)
         };
         match here.or_else(elsewhere) {
             Some(running) => {
@@ -131,17 +131,15 @@ impl Redrives {
     }
 
     /// The jobs the cluster's metadata records that this node does not run (none for a single
-    /// node): their runners and views as last written.
-    fn recorded(&self, jobs: &[Arc<Job>], vhost: Option<&str>) -> Vec<(String, JobView)> {
+    /// node), as their runners last wrote them.
+    fn recorded(&self, jobs: &[Arc<Job>], vhost: Option<&str>) -> Vec<JobView> {
         let Some(cluster) = self.lifecycle.cluster() else { return Vec::new() };
         let here = |vhost: &str, id: &str| jobs.iter().any(|j| j.read(|v| v.vhost == vhost && v.id == id));
         cluster
             .redrives(vhost)
             .into_iter()
             .filter(|(vhost, id, _)| !here(vhost, id))
-            .filter_map(|(_, _, RedriveRecord { runner, job, .. })| {
-                serde_json::from_str::<StoredJob>(&job).ok().map(|stored| (runner, stored.view))
-            })
+            .filter_map(|(_, _, record)| serde_json::from_str::<StoredJob>(&record.job).ok().map(|stored| stored.view))
             .collect()
     }
 
@@ -155,7 +153,7 @@ impl Redrives {
         let jobs = self.jobs.lock();
         let mut views: Vec<JobView> =
             jobs.iter().map(|j| j.view()).filter(|v| vhost.is_none_or(|name| v.vhost == name)).collect();
-        views.extend(self.recorded(&jobs, vhost).into_iter().map(|(_, view)| view));
+        views.extend(self.recorded(&jobs, vhost));
         views.sort_by_key(|v| v.created_at);
         views
     }
