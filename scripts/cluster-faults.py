@@ -58,8 +58,9 @@ def call(n, method, path, body=None, timeout=10):
 
 
 class Cluster:
-    def __init__(self, binary, base):
-        self.binary, self.base = binary, base
+    def __init__(self, binary, base, zaqar=False):
+        """`zaqar`: each node's Zaqar gateway on 127.0.0.1:1888n (else none)."""
+        self.binary, self.base, self.zaqar = binary, base, zaqar
         self.procs = {}
         with open(os.path.join(base, "secret"), "w") as f:
             f.write("FAULTRUNCOOKIE")
@@ -73,7 +74,8 @@ class Cluster:
             [self.binary, "--node-name", f"charon-{n}@localhost", "--cluster-listen", f"{address(n)}:2595{n}",
              *peers, "--cluster-secret-file", os.path.join(self.base, "secret"),
              "--data-dir", os.path.join(self.base, f"node-{n}"), "--listen", f"127.0.0.1:595{n}",
-             "--http-listen", f"127.0.0.1:1595{n}", "--prometheus-listen", f"127.0.0.1:1596{n}", "--no-zaqar"],
+             "--http-listen", f"127.0.0.1:1595{n}", "--prometheus-listen", f"127.0.0.1:1596{n}",
+             *(["--zaqar-listen", f"127.0.0.1:1888{n}"] if self.zaqar else ["--no-zaqar"])],
             stdout=log, stderr=log)
         deadline = time.time() + 30
         while call(n, "GET", "/api/overview", timeout=2)[0] != 200:

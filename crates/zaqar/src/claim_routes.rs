@@ -90,11 +90,44 @@ pub(crate) async fn create(
         return Ok(StatusCode::NO_CONTENT.into_response());
     };
     let Some(queue) = engine::queue(&vhost, &name) else { return Ok(StatusCode::NO_CONTENT.into_response()) };
+    let limit = limit.unwrap_or(DEFAULT_LIMIT);
+    // Taken and recorded on a task of its own: a request dropped halfway (its client, or the
+    // node that forwarded it, went away) must not leave messages held by a claim nobody
+    // records, which would never expire. A claim its client never saw expires as any other.
+    let taking =
+        tokio::spawn(take(Arc::clone(&z), caller.project.clone(), vhost, queue, limit, settings, (ttl, grace)));
+    let Some((cid, claim)) = taking.await.map_err(|e| ZaqarError::unavailable(e.to_string()))?? else {
+        return Ok(StatusCode::NO_CONTENT.into_response());
+    };
+    let messages = rendered(&claim, &cid, &name, claim.created_ms);
+    let location = format!("{}/claims/{cid}", base(&name));
+    Ok((StatusCode::CREATED, [(header::LOCATION, location)], Json(json!({ "messages": messages }))).into_response())
+}
+
+/// Takes up to `limit` messages of `queue` for a new claim, held by an engine owner of its own
+/// (moving those past the claim count to the dead-letter queue), and records it; the claim's
+/// id and a copy of it, or `None` when nothing was claimed. What it took is given back when
+/// the queue fails halfway.
+async fn take(
+    z: Arc<Zaqar>,
+    project: String,
+    vhost: Arc<charon_engine::VHost>,
+    queue: charon_engine::QueueRef,
+    limit: i64,
+    settings: QueueSettings,
+    (ttl, grace): (u64, u64),
+) -> Result<Option<(String, Claim)>, ZaqarError> {
     let owner = Owner { session: z.broker.next_id(), channel: 1 };
     let mut claimed = Vec::new();
     let mut doomed = Vec::new();
-    for _ in 0..limit.unwrap_or(DEFAULT_LIMIT) {
-        let got = queue.get(owner, false).await.map_err(|e| ZaqarError::unavailable(e.to_string()))?;
+    for _ in 0..limit {
+        let got = match queue.get(owner, false).await {
+            Ok(got) => got,
+            Err(e) => {
+                queue.owner_closed(owner).await;
+                return Err(ZaqarError::unavailable(e.to_string()));
+            }
+        };
         let Some(ok) = got else { break };
         // The quorum queue's return count: how often it was claimed (or delivered) before.
         let count = ok.delivery.message.broker.acquired_count;
@@ -106,15 +139,15 @@ pub(crate) async fn create(
     if let Some(dead_letter) = &settings.dead_letter
         && let Err(error) = dead_letter::move_to_dead_letter_queue(&z.broker, &vhost, &queue, doomed, dead_letter).await
     {
-        tracing::warn!(queue = %name, %error, "moving messages to the dead letter queue failed; they stay");
+        tracing::warn!(queue = %queue.name(), %error, "moving messages to the dead letter queue failed; they stay");
     }
     if claimed.is_empty() {
-        return Ok(StatusCode::NO_CONTENT.into_response());
+        return Ok(None);
     }
     let now = now_ms();
     let cid = claims::new_id();
     let claim = Claim {
-        project: caller.project.clone(),
+        project,
         queue,
         messages: claimed,
         ttl,
@@ -122,10 +155,8 @@ pub(crate) async fn create(
         created_ms: now,
         expires_ms: now.saturating_add(seconds_ms(ttl)),
     };
-    let messages = rendered(&claim, &cid, &name, now);
-    z.claims.insert(cid.clone(), claim);
-    let location = format!("{}/claims/{cid}", base(&name));
-    Ok((StatusCode::CREATED, [(header::LOCATION, location)], Json(json!({ "messages": messages }))).into_response())
+    z.claims.insert(cid.clone(), claim.clone());
+    Ok(Some((cid, claim)))
 }
 
 fn claim_missing(cid: &str) -> ZaqarError {
