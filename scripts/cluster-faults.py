@@ -16,6 +16,7 @@ either is accepted. The tests' short version of this is tests/e2e_cluster.rs.
 """
 
 import argparse
+import importlib.util
 import base64
 import json
 import os
@@ -55,6 +56,25 @@ def call(n, method, path, body=None, timeout=10):
         return (-1 if isinstance(e.reason, ConnectionRefusedError) else 0), None
     except OSError:
         return 0, None
+
+
+def arguments(doc, cycles):
+    """The fault runs' command line: `--cycles`, `--binary`, `--no-partitions`; the arguments and
+    whether partitions are made (they need root)."""
+    parser = argparse.ArgumentParser(description=doc.splitlines()[0])
+    parser.add_argument("--cycles", type=int, default=cycles)
+    parser.add_argument("--binary", default="target/release/charon")
+    parser.add_argument("--no-partitions", action="store_true")
+    args = parser.parse_args()
+    return args, not args.no_partitions and os.geteuid() == 0
+
+
+def load(name, file):
+    """Another of these scripts as a module (their names have dashes)."""
+    spec = importlib.util.spec_from_file_location(name, os.path.join(os.path.dirname(os.path.abspath(__file__)), file))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 class Cluster:
@@ -108,6 +128,26 @@ class Cluster:
             self.start(n)
             done["kill -9"] += 1
         time.sleep(random.uniform(1, 2))
+
+    def under_faults(self, workers, cycles, partitions, progress, tend=lambda: None):
+        """Starts `workers` (threads with a `running` flag), makes `cycles` faults (calling `tend`
+        before and after each and printing `progress()` after it), then stops the workers; the
+        faults made, by kind."""
+        done = {"kill -9": 0, "partition": 0}
+        for worker in workers:
+            worker.start()
+        try:
+            for cycle in range(cycles):
+                tend()
+                self.fault(partitions, done)
+                tend()
+                print(f"cycle {cycle + 1}: {progress()}", flush=True)
+        finally:
+            for worker in workers:
+                worker.running = False
+            for worker in workers:
+                worker.join(timeout=30)
+        return done
 
     def kill9(self, n):
         self.procs[n].send_signal(signal.SIGKILL)
@@ -184,27 +224,14 @@ def exchanges(n):
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--cycles", type=int, default=30)
-    parser.add_argument("--binary", default="target/release/charon")
-    parser.add_argument("--no-partitions", action="store_true")
-    args = parser.parse_args()
-    partitions = not args.no_partitions and os.geteuid() == 0
+    args, partitions = arguments(__doc__, 30)
     base = tempfile.mkdtemp(prefix="charon-faults-")
     cluster = Cluster(args.binary, base)
     cluster.start_all("faults")
     writer = Writer()
-    writer.start()
-    faults = {"kill -9": 0, "partition": 0}
     started = time.time()
-    try:
-        for cycle in range(args.cycles):
-            cluster.fault(partitions, faults)
-            print(f"cycle {cycle + 1}: {len(writer.created)} declares and {len(writer.deleted)} deletes "
-                  f"acknowledged, {writer.unknown} unknown", flush=True)
-    finally:
-        writer.running = False
-        writer.join()
+    faults = cluster.under_faults([writer], args.cycles, partitions, lambda: (
+        f"{len(writer.created)} declares and {len(writer.deleted)} deletes acknowledged, {writer.unknown} unknown"))
     # Every node answers and they agree (a healed or restarted node catches up).
     deadline = time.time() + 60
     while True:

@@ -14,7 +14,6 @@ pika (scripts/test.sh installs it into .venv). The nodes are cluster-faults.py's
 cluster 25951-25953, AMQP 5951-5953, HTTP 15951-15953): run one at a time.
 """
 
-import argparse
 import importlib.util
 import os
 import random
@@ -117,12 +116,7 @@ def drain(n, queue, into):
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--cycles", type=int, default=20)
-    parser.add_argument("--binary", default="target/release/charon")
-    parser.add_argument("--no-partitions", action="store_true")
-    args = parser.parse_args()
-    partitions = not args.no_partitions and os.geteuid() == 0
+    args, partitions = faults.arguments(__doc__, 20)
     base = tempfile.mkdtemp(prefix="charon-queue-faults-")
     cluster = faults.Cluster(args.binary, base)
     cluster.start_all("queue-faults")
@@ -136,21 +130,10 @@ def main():
                 time.sleep(0.2)
     publishers = [Publisher(f"p{i}") for i in range(3)]
     consumers = [Consumer() for _ in range(2)]
-    for worker in publishers + consumers:
-        worker.start()
-    done = {"kill -9": 0, "partition": 0}
     started = time.time()
-    try:
-        for cycle in range(args.cycles):
-            cluster.fault(partitions, done)
-            confirmed = sum(len(p.confirmed) for p in publishers)
-            received = len(set().union(*(c.received for c in consumers)))
-            print(f"cycle {cycle + 1}: {confirmed} confirmed, {received} consumed", flush=True)
-    finally:
-        for worker in publishers + consumers:
-            worker.running = False
-        for worker in publishers + consumers:
-            worker.join(timeout=30)
+    done = cluster.under_faults(publishers + consumers, args.cycles, partitions, lambda: (
+        f"{sum(len(p.confirmed) for p in publishers)} confirmed, "
+        f"{len(set().union(*(c.received for c in consumers)))} consumed"))
     # Every node up and serving its queue again; what is left is drained through its home.
     received = set().union(*(c.received for c in consumers))
     deadline = time.time() + 60

@@ -17,7 +17,6 @@ pika (scripts/test.sh installs it into .venv). The nodes are cluster-faults.py's
 time.
 """
 
-import argparse
 import importlib.util
 import os
 import random
@@ -29,18 +28,10 @@ import time
 
 import pika
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-
-
-def load(name, file):
-    spec = importlib.util.spec_from_file_location(name, os.path.join(HERE, file))
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-faults = load("cluster_faults", "cluster-faults.py")
-queues = load("queue_faults", "queue-faults.py")
+spec = importlib.util.spec_from_file_location("cluster_faults", os.path.join(os.path.dirname(__file__), "cluster-faults.py"))
+faults = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(faults)
+queues = faults.load("queue_faults", "queue-faults.py")
 NODES, call, connect, drain = faults.NODES, faults.call, queues.connect, queues.drain
 SPEC = {"source": "dlq", "destination": {"type": "queue", "queue": "final"}}
 
@@ -114,12 +105,7 @@ def depth(queue):
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--cycles", type=int, default=20)
-    parser.add_argument("--binary", default="target/release/charon")
-    parser.add_argument("--no-partitions", action="store_true")
-    args = parser.parse_args()
-    partitions = not args.no_partitions and os.geteuid() == 0
+    args, partitions = faults.arguments(__doc__, 20)
     base = tempfile.mkdtemp(prefix="charon-redrive-faults-")
     cluster = faults.Cluster(args.binary, base)
     cluster.start_all("redrive-faults")
@@ -133,25 +119,12 @@ def main():
                 time.sleep(0.2)
     publishers = [Publisher(f"p{i}") for i in range(2)]
     consumers = [Consumer() for _ in range(2)]
-    for worker in publishers + consumers:
-        worker.start()
-    done = {"kill -9": 0, "partition": 0}
     counts = {"created": 0, "resumed": 0, "deleted": 0}
     started = time.time()
-    try:
-        for cycle in range(args.cycles):
-            tend(counts)
-            cluster.fault(partitions, done)
-            tend(counts)
-            confirmed = sum(len(p.confirmed) for p in publishers)
-            received = len(set().union(*(c.received for c in consumers)))
-            print(f"cycle {cycle + 1}: {confirmed} confirmed, {received} consumed from final, jobs {counts}",
-                  flush=True)
-    finally:
-        for worker in publishers + consumers:
-            worker.running = False
-        for worker in publishers + consumers:
-            worker.join(timeout=30)
+    done = cluster.under_faults(publishers + consumers, args.cycles, partitions, lambda: (
+        f"{sum(len(p.confirmed) for p in publishers)} confirmed, "
+        f"{len(set().union(*(c.received for c in consumers)))} consumed from final, jobs {counts}"),
+        tend=lambda: tend(counts))
     # Every node up: jobs go on until `dlq` is empty and none runs.
     deadline = time.time() + 180
     while time.time() < deadline:

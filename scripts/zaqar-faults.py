@@ -15,7 +15,6 @@ pika (scripts/test.sh installs it into .venv). The nodes are cluster-faults.py's
 127.0.0.1:18881-18883: run one at a time.
 """
 
-import argparse
 import importlib.util
 import json
 import os
@@ -28,18 +27,10 @@ import time
 import urllib.error
 import urllib.request
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-
-
-def load(name, file):
-    spec = importlib.util.spec_from_file_location(name, os.path.join(HERE, file))
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-faults = load("cluster_faults", "cluster-faults.py")
-queues = load("queue_faults", "queue-faults.py")
+spec = importlib.util.spec_from_file_location("cluster_faults", os.path.join(os.path.dirname(__file__), "cluster-faults.py"))
+faults = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(faults)
+queues = faults.load("queue_faults", "queue-faults.py")
 NODES, connect = faults.NODES, queues.connect
 CLIENT = "0123456789abcdef0123456789abcdef"
 
@@ -110,12 +101,7 @@ def drain(n, queue, into):
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--cycles", type=int, default=20)
-    parser.add_argument("--binary", default="target/release/charon")
-    parser.add_argument("--no-partitions", action="store_true")
-    args = parser.parse_args()
-    partitions = not args.no_partitions and os.geteuid() == 0
+    args, partitions = faults.arguments(__doc__, 20)
     base = tempfile.mkdtemp(prefix="charon-zaqar-faults-")
     cluster = faults.Cluster(args.binary, base, zaqar=True)
     cluster.start_all("zaqar-faults")
@@ -130,20 +116,9 @@ def main():
                 time.sleep(0.2)
     posters = [Poster(f"p{i}") for i in range(2)]
     claimers = [Claimer() for _ in range(4)]
-    for worker in posters + claimers:
-        worker.start()
-    done = {"kill -9": 0, "partition": 0}
     started = time.time()
-    try:
-        for cycle in range(args.cycles):
-            cluster.fault(partitions, done)
-            confirmed = sum(len(p.confirmed) for p in posters)
-            print(f"cycle {cycle + 1}: {confirmed} posted, {sum(c.claims for c in claimers)} claims", flush=True)
-    finally:
-        for worker in posters + claimers:
-            worker.running = False
-        for worker in posters + claimers:
-            worker.join(timeout=30)
+    done = cluster.under_faults(posters + claimers, args.cycles, partitions, lambda: (
+        f"{sum(len(p.confirmed) for p in posters)} posted, {sum(c.claims for c in claimers)} claims"))
     # Claims expire (60 s at most) or were released; unfinished moves went back: drain once
     # nothing is claimed any more.
     deadline = time.time() + 150
