@@ -410,8 +410,15 @@ impl Home {
     /// closed at once, before its request is answered: what they held is back in the queues
     /// for the new run to find.
     async fn new_run(&self, node: &str, boot: u64) {
-        let previous = self.boots.lock().insert(node.to_owned(), (boot, Instant::now()));
-        if previous.is_none_or(|(previous, _)| previous == boot) {
+        let previous = {
+            // Every request comes here: no allocation but a node's first.
+            let mut boots = self.boots.lock();
+            match boots.get_mut(node) {
+                Some(seen) => Some(std::mem::replace(seen, (boot, Instant::now())).0),
+                None => boots.insert(node.to_owned(), (boot, Instant::now())).map(|(previous, _)| previous),
+            }
+        };
+        if previous.is_none_or(|previous| previous == boot) {
             return;
         }
         let gone: Vec<Arc<Remote>> = {
