@@ -487,7 +487,9 @@ impl Broker {
 
     /// Makes this node a member of `cluster` (once, at start); false when it already is.
     pub fn join_cluster(&self, cluster: crate::cluster::Cluster) -> bool {
-        self.cluster.set(cluster).is_ok()
+        let joined = self.cluster.set(cluster).is_ok();
+        self.redrives.cluster_joined();
+        joined
     }
 
     /// The cluster this node is a member of; `None` for a single node.

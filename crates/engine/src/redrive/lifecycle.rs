@@ -23,16 +23,35 @@ pub(crate) struct Lifecycle {
     store: Option<Arc<Persistence>>,
     ids: Arc<AtomicU64>,
     cluster: ClusterSlot,
+    /// Told when the node joins its cluster (jobs it records wait for that at start).
+    joined: Arc<tokio::sync::Notify>,
 }
 
 impl Lifecycle {
     pub(crate) fn new(store: Option<Arc<Persistence>>, ids: Arc<AtomicU64>, cluster: ClusterSlot) -> Self {
-        Self { store, ids, cluster }
+        Self { store, ids, cluster, joined: Arc::default() }
     }
 
     /// A fresh broker-unique id (internal sessions and consumers).
     pub(crate) fn next_id(&self) -> u64 {
         self.ids.fetch_add(1, Ordering::Relaxed)
+    }
+
+    /// Wakes the jobs waiting for the node to join its cluster.
+    pub(crate) fn cluster_joined(&self) {
+        self.joined.notify_waiters();
+    }
+
+    /// Returns once the node is in its cluster.
+    pub(crate) async fn until_clustered(&self) {
+        loop {
+            // Made before the check: a join between the two still wakes it.
+            let joined = self.joined.notified();
+            if self.cluster.get().is_some() {
+                return;
+            }
+            joined.await;
+        }
     }
 
     /// The cluster, when the node is in one.

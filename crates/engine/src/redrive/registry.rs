@@ -147,6 +147,11 @@ impl Redrives {
         job.read(|v| v.state == JobState::Running && v.vhost == vhost && v.source == source)
     }
 
+    /// The node joined its cluster: the jobs it records, restored at start, go on.
+    pub(crate) fn cluster_joined(&self) {
+        self.lifecycle.cluster_joined();
+    }
+
     /// Every job, or those of one vhost, in creation order (in a cluster, every node's).
     #[must_use]
     pub fn list(&self, vhost: Option<&str>) -> Vec<JobView> {

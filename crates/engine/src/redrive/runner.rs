@@ -9,8 +9,10 @@ use super::lifecycle::Lifecycle;
 use super::pass::{self, PassEnd};
 use crate::vhost::VHost;
 
-/// How often a job waiting for its cluster looks again.
-const RETRY: Duration = Duration::from_millis(100);
+/// How long a job waits for its node's cluster before it says so in the log.
+const PATIENCE: Duration = Duration::from_secs(30);
+/// How long a job whose source's node does not answer waits before it tries again.
+const RETRY: Duration = Duration::from_secs(1);
 
 /// Starts the task of `job` (running or paused, as its control says).
 pub(crate) fn spawn(job: Arc<Job>, vhost: Arc<VHost>, lifecycle: Lifecycle) {
@@ -21,13 +23,9 @@ async fn run(job: Arc<Job>, vhost: Arc<VHost>, lifecycle: Lifecycle) {
     let mut control = job.control();
     // A job the cluster records, restored at start, runs once this node is back in its cluster:
     // every change it makes is then written there too, and its queues of other nodes answer.
-    let mut waited = 0;
-    while job.is_clustered() && lifecycle.cluster().is_none() {
-        waited += 1;
-        if waited == 300 {
-            tracing::warn!(job = %job.read(|v| v.id.clone()), "a clustered redrive job waits for this node to join its cluster");
-        }
-        tokio::time::sleep(RETRY).await;
+    if job.is_clustered() && tokio::time::timeout(PATIENCE, lifecycle.until_clustered()).await.is_err() {
+        tracing::warn!(job = %job.read(|v| v.id.clone()), "a clustered redrive job waits for this node to join its cluster");
+        lifecycle.until_clustered().await;
     }
     loop {
         let asked = *control.borrow_and_update();
@@ -55,7 +53,7 @@ async fn run(job: Arc<Job>, vhost: Arc<VHost>, lifecycle: Lifecycle) {
                     PassEnd::Unavailable(reason) => {
                         tracing::debug!(job = %job.read(|v| v.id.clone()), %reason, "a redrive job waits for its source");
                         tokio::select! {
-                            () = tokio::time::sleep(RETRY * 10) => {}
+                            () = tokio::time::sleep(RETRY) => {}
                             changed = control.changed() => if changed.is_err() { return },
                         }
                         continue;
