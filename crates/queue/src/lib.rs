@@ -68,6 +68,10 @@ mod order;
 mod outbox;
 mod paging;
 mod ready;
+/// Public for the cluster, whose replicated quorum queues' members keep it.
+pub mod replica;
+#[cfg(test)]
+mod replica_tests;
 pub(crate) mod requests;
 pub mod session;
 pub mod settings;
@@ -89,7 +93,7 @@ pub use consumer_timeout::{ConsumerTimeout, DEFAULT_CONSUMER_TIMEOUT_MS, Timeout
 pub use gauges::{GaugeValues, QueueGauges};
 pub use handle::{QueueHandle, QueueRef};
 pub use journal::LETTER_LOG_KEY;
-pub use links::{OnSelfDelete, QueueLinks};
+pub use links::{OnSelfDelete, QueueLinks, Replicate, Replicated};
 pub use requests::{
     ConfirmTo, ConsumeSpec, ConsumerReport, CreditGrant, Enqueue, GetOk, MessageCounters, MovedFrom, QueueConfig,
     QueueStats, REFUSED_TO_PUBLISHER_BIT, Settle, SettleSeqs,

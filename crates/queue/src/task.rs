@@ -26,13 +26,13 @@ use super::command::QueueCmd;
 use super::dlx_pending::NUMBER_BIT as DLX_NUMBER_BIT;
 use super::handle::QueueRef;
 use super::journal::LETTER_LOG_KEY;
-use super::links::{OnSelfDelete, QueueLinks};
+use super::links::{Both, OnSelfDelete, QueueLinks, Replicate, Replicated};
 use super::outbox::{Outbox, room_in};
 use super::requests::{ConfirmTo, GetOk};
 use super::settings::QueueSettings;
 use super::state::{QueueState, ReadPending};
 use super::unconfirmed::Unconfirmed;
-use charon_store::segment_log::{Completion, LogFailure, MessageLog, Placed, Record, RecoveredQueue};
+use charon_store::segment_log::{Completion, LogFailure, MessageLog, Placed, Record, RecoveredQueue, encode_batch};
 
 use crate::clock::now_ms;
 use crate::dead_letter::{DeadLetterSink, DeadLetterer, DropReason, Forward, Outcome, marked_dropped};
@@ -84,6 +84,8 @@ struct Task {
     /// The broker's message log, when it has a store: a durable queue journals its persistent
     /// messages there, and every queue pages out what does not fit in memory.
     log: Option<Arc<MessageLog>>,
+    /// A replicated quorum queue's group: its journal goes there too.
+    replica: Option<Arc<dyn Replicate>>,
     /// Answers to gets and flushes, sent once the pass's log records are appended (see
     /// `finish_pass`).
     after_journal: Vec<AfterJournal>,
@@ -96,7 +98,7 @@ async fn run(
     links: QueueLinks,
     restored: RecoveredQueue,
 ) {
-    let QueueLinks { log, dead_letters, on_self_delete } = links;
+    let QueueLinks { log, dead_letters, on_self_delete, replica } = links;
     let Some(state) = start_state(&handle, settings, log.as_ref(), restored).await else {
         return;
     };
@@ -107,8 +109,17 @@ async fn run(
     let (confirm_sink, mut confirms) = SessionSink::new(handle.id, 0);
     let outbox = Outbox::new(ConfirmTo { session: confirm_sink, channel: 0 });
     let unconfirmed = Unconfirmed::default();
-    let mut task =
-        Task { handle, state, outbox, unconfirmed, dead_letters, on_self_delete, log, after_journal: Vec::new() };
+    let mut task = Task {
+        handle,
+        state,
+        outbox,
+        unconfirmed,
+        dead_letters,
+        on_self_delete,
+        log,
+        replica,
+        after_journal: Vec::new(),
+    };
     let mut confirmed = Vec::new();
     let mut received = Vec::with_capacity(BATCH);
     // Commands taken from the mailbox and not yet applied: the rest of a batch while the queue
@@ -275,7 +286,8 @@ impl Task {
         self.state.set_expiry_room(self.outbox.room());
         let pending = self.state.dead_letters_pending();
         self.handle.dead_letters_pending.store(pending, std::sync::atomic::Ordering::Relaxed);
-        self.handle.admission.set(self.state.held_for_flow(), self.state.holds_for_guarantee());
+        let replica_behind = self.replica.as_ref().is_some_and(|r| r.is_behind());
+        self.handle.admission.set(self.state.held_for_flow() || replica_behind, self.state.holds_for_guarantee());
         let oldest = self.state.oldest_ready_at().unwrap_or(0);
         self.handle.oldest_ready_at.store(oldest, std::sync::atomic::Ordering::Relaxed);
         self.handle.gauges.store(self.state.gauges());
@@ -283,9 +295,10 @@ impl Task {
         blocked
     }
 
-    /// Hands the pass's log records to the store in one append; the confirmations held back
-    /// for them go out once the log has synced them (as nacks if it cannot), and the places of
-    /// messages waiting to leave memory come back to the queue.
+    /// Hands the pass's log records to the store in one append (and, for a replicated queue,
+    /// to its group); the confirmations held back for them go out once the log has synced them
+    /// and the group committed them (as nacks if either cannot), and the places of messages
+    /// waiting to leave memory come back to the queue.
     fn write_journal(&mut self) {
         let (records, confirms) = self.state.take_journal();
         if records.is_empty() && confirms.is_empty() {
@@ -294,13 +307,16 @@ impl Task {
         let Some(log) = &self.log else {
             return;
         };
-        let place_to = self.state.wants_places().then(|| Arc::clone(&self.handle));
-        let done: Option<Completion> = (!confirms.is_empty() || place_to.is_some()).then(|| {
-            Box::new(move |result: Result<Vec<Placed>, LogFailure>| {
-                let synced = result.is_ok();
-                if let (Some(queue), Ok(placed)) = (place_to, result) {
-                    queue.placed(placed);
-                }
+        let replicated: Vec<Record> = match &self.replica {
+            Some(_) => records
+                .iter()
+                .filter(|r| !matches!(r, Record::Spill { .. } | Record::Released { .. }))
+                .cloned()
+                .collect(),
+            None => Vec::new(),
+        };
+        let confirm = (!confirms.is_empty()).then(|| {
+            Box::new(move |synced: bool| {
                 for (session, event) in confirms {
                     session.send(match (synced, event) {
                         (false, SessionEvent::Confirms { channel, mut accepted, mut refused }) => {
@@ -309,6 +325,40 @@ impl Task {
                         }
                         (_, event) => event,
                     });
+                }
+            }) as Replicated
+        });
+        // A replicated batch's confirmations wait for both the log and the group.
+        let (mut logged, mut committed) = match (&self.replica, replicated.is_empty()) {
+            (Some(_), false) => Both::split(confirm),
+            _ => (confirm, None),
+        };
+        if let Some(replica) = self.replica.as_ref().filter(|_| !replicated.is_empty()) {
+            // Held back for the group: each commit lets the task look again.
+            let wake = replica.is_behind().then(|| Arc::clone(&self.handle));
+            let committed = committed.take();
+            replica.replicate(
+                encode_batch(&replicated),
+                Box::new(move |ok| {
+                    if let Some(committed) = committed {
+                        committed(ok);
+                    }
+                    if let Some(queue) = wake {
+                        queue.resume();
+                    }
+                }),
+            );
+        }
+        let place_to = self.state.wants_places().then(|| Arc::clone(&self.handle));
+        let done: Option<Completion> = (logged.is_some() || place_to.is_some()).then(|| {
+            let logged = logged.take();
+            Box::new(move |result: Result<Vec<Placed>, LogFailure>| {
+                let synced = result.is_ok();
+                if let (Some(queue), Ok(placed)) = (place_to, result) {
+                    queue.placed(placed);
+                }
+                if let Some(logged) = logged {
+                    logged(synced);
                 }
             }) as Completion
         });

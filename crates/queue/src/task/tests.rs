@@ -68,8 +68,12 @@ pub(super) fn spawn(id: u64, settings: QueueSettings, store: &Arc<MessageLog>, r
         arguments: Table::new(),
         queue_type: QueueType::Classic,
     };
-    let links =
-        QueueLinks { log: Some(Arc::clone(store)), dead_letters: Arc::new(NoRoutes), on_self_delete: Box::new(|_| {}) };
+    let links = QueueLinks {
+        log: Some(Arc::clone(store)),
+        dead_letters: Arc::new(NoRoutes),
+        on_self_delete: Box::new(|_| {}),
+        replica: None,
+    };
     super::super::spawn(id, config, settings, links, restored)
 }
 
@@ -300,6 +304,7 @@ fn stays_in_the_log_until_confirmed(routed: bool) {
             log: Some(Arc::clone(&store)),
             dead_letters: Arc::new(ToHeldQueue { queue: target, routed }),
             on_self_delete: Box::new(|_| {}),
+            replica: None,
         };
         let settings = QueueSettings { dead_letter_exchange: Some("dlx".into()), ..QueueSettings::default() };
         let source = super::super::spawn(21, config, settings, links, RecoveredQueue::default());
@@ -391,4 +396,75 @@ fn a_stopped_queue_confirms_the_publishes_left_in_its_mailbox_and_refuses_the_mo
         answers.push((channel, accepted, refused));
     }
     assert_eq!(answers, [(3, vec![1], vec![]), (3, vec![], vec![2]), (3, vec![], vec![3])]);
+}
+
+/// A replicated queue's group that commits only when the test says so.
+#[derive(Default)]
+struct HeldGroup {
+    batches: parking_lot::Mutex<Vec<(bytes::Bytes, super::super::Replicated)>>,
+}
+
+impl super::super::Replicate for HeldGroup {
+    fn replicate(&self, records: bytes::Bytes, done: super::super::Replicated) {
+        self.batches.lock().push((records, done));
+    }
+
+    fn is_behind(&self) -> bool {
+        false
+    }
+}
+
+#[test]
+fn a_replicated_queues_confirm_waits_for_its_group_and_is_a_nack_when_fenced() {
+    runtime().block_on(async {
+        let dir = tempfile::tempdir().unwrap();
+        let (store, _) = store(dir.path());
+        let group = Arc::new(HeldGroup::default());
+        let config = QueueConfig {
+            name: "qq".into(),
+            vhost: "/".into(),
+            durable: true,
+            auto_delete: false,
+            exclusive_owner: None,
+            arguments: Table::new(),
+            queue_type: QueueType::Quorum,
+        };
+        let links = QueueLinks {
+            log: Some(Arc::clone(&store)),
+            dead_letters: Arc::new(NoRoutes),
+            on_self_delete: Box::new(|_| {}),
+            replica: Some(Arc::clone(&group) as Arc<dyn super::super::Replicate>),
+        };
+        let queue = super::super::spawn(31, config, QueueSettings::default(), links, RecoveredQueue::default());
+        let (session, mut events) = SessionSink::new(1, 0);
+        let publish = |n: u64| Enqueue { message: Arc::new(message(n as usize)), confirm: Some(n) };
+        assert!(queue.publish(vec![publish(1)], Some(ConfirmTo { session: session.clone(), channel: 1 })).await);
+        // The log synced it, the group did not commit it: no confirm yet.
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+        while group.batches.lock().is_empty() {
+            assert!(tokio::time::Instant::now() < deadline, "the batch reaches the group");
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        assert!(events.try_recv().is_err(), "no confirm before the group committed");
+        let (records, done) = group.batches.lock().remove(0);
+        let records = charon_store::segment_log::decode_batch(&records).unwrap();
+        assert!(matches!(records.as_slice(), [Record::Enqueue { queue: 31, seq: _, .. }]), "{records:?}");
+        done(true);
+        let event = tokio::time::timeout(Duration::from_secs(10), events.recv()).await.unwrap().unwrap();
+        assert!(matches!(event, SessionEvent::Confirms { ref accepted, ref refused, .. } if *accepted == [1] && refused.is_empty()), "{event:?}");
+        // A batch the group will never commit (another node took the queue over) is a nack.
+        assert!(queue.publish(vec![publish(2)], Some(ConfirmTo { session, channel: 1 })).await);
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+        let done = loop {
+            if let Some((_, done)) = group.batches.lock().pop() {
+                break done;
+            }
+            assert!(tokio::time::Instant::now() < deadline, "the second batch reaches the group");
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        };
+        done(false);
+        let event = tokio::time::timeout(Duration::from_secs(10), events.recv()).await.unwrap().unwrap();
+        assert!(matches!(event, SessionEvent::Confirms { ref accepted, ref refused, .. } if accepted.is_empty() && *refused == [2]), "{event:?}");
+    });
 }

@@ -41,7 +41,7 @@ pub use error::{LogError, LogFailure};
 pub use options::{BacklogListener, Completion, FaultHook, HealthListener, LogOptions, RelocationListener};
 pub use place::{Place, Placed};
 pub use read::{LogReader, ReadError};
-pub use record::Record;
+pub use record::{Record, decode_batch, encode_batch};
 pub use recovered::{RecoveredMessage, RecoveredQueue, Recovery};
 pub use shared::{BACKLOG_HIGH, BACKLOG_LOW};
 

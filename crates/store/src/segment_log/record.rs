@@ -339,6 +339,40 @@ pub(super) fn header(segment: u64) -> [u8; HEADER_LEN] {
     out
 }
 
+/// Records framed one after the other, as a segment holds them (each with its length and
+/// CRC): how a replicated queue's journal travels in its Raft entries and snapshots.
+#[must_use]
+pub fn encode_batch(records: &[Record]) -> Bytes {
+    let mut out = BytesMut::with_capacity(records.len() * 32 + usize::try_from(payload_bytes(records)).unwrap_or(0));
+    for record in records {
+        put_record(&mut out, record);
+    }
+    out.freeze()
+}
+
+/// The records of an [`encode_batch`]; payloads are slices of `bytes`, not copies. A batch
+/// comes from a peer: every frame is checked (length within the batch, CRC, content), and the
+/// first that fails refuses the whole batch with what was wrong.
+///
+/// # Errors
+/// A frame is cut short, fails its CRC or does not decode.
+pub fn decode_batch(bytes: &Bytes) -> Result<Vec<Record>, &'static str> {
+    let mut records = Vec::new();
+    let mut at = 0;
+    while at < bytes.len() {
+        match next_record(&bytes.slice(at..)) {
+            Next::Record(record, framed) => {
+                records.push(record);
+                at += framed;
+            }
+            Next::End => break,
+            Next::Padding => return Err("padding in a batch"),
+            Next::Torn(why) | Next::Invalid(why) => return Err(why),
+        }
+    }
+    Ok(records)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
