@@ -1370,3 +1370,114 @@ fn the_dead_letter_browser_and_redrive_jobs_work_from_any_node() {
     assert_eq!(Call::api(nodes[0].http_port, "DELETE", &path).send_blocking().status, 204);
     eventually_job(&nodes[1], &orphan, "id", &serde_json::Value::Null);
 }
+
+/// Issue 42, item 1: a quorum queue is a Raft group of three members; its home confirms a
+/// publish once a majority of them has it on disk, and a home restarted with `kill -9` takes
+/// its queue back from the group.
+#[test]
+fn a_quorum_queue_confirms_once_a_majority_of_its_members_has_the_message() {
+    use lapin::options::ConfirmSelectOptions;
+    use lapin::types::AMQPValue;
+
+    let dir = tempfile::tempdir().unwrap();
+    let secret = dir.path().join("secret");
+    std::fs::write(&secret, "QUORUMQUEUECOOKIE").unwrap();
+    let start = |n: u16| cluster_node(26010, n, dir.path(), &secret);
+    let mut nodes: Vec<Charon> = (1..=3).map(start).collect();
+    set_name_when_led(&nodes[0], "quorum");
+    let durable = QueueDeclareOptions { durable: true, ..QueueDeclareOptions::default() };
+    let quorum = support::field_table(&[("x-queue-type", AMQPValue::LongString("quorum".into()))]);
+    on(&nodes[0], async |channel: Channel| {
+        channel.queue_declare("qq".into(), durable, quorum).await.unwrap();
+    });
+    for node in &nodes {
+        eventually_queue(node, "qq");
+    }
+    // Every member keeps the queue's group.
+    for n in 1..=3 {
+        let groups = dir.path().join(format!("node-{n}/cluster/quorum"));
+        until(10, || {
+            let files = std::fs::read_dir(&groups).map(|d| d.count()).unwrap_or(0);
+            holds(files == 1, || format!("{} holds {files} group files", groups.display()))
+        });
+    }
+    let props = BasicProperties::default().with_delivery_mode(2);
+    let publish = |node: &Charon, range: std::ops::Range<usize>| {
+        on(node, async |channel: Channel| {
+            channel.confirm_select(ConfirmSelectOptions::default()).await.unwrap();
+            let mut confirms = Vec::new();
+            for i in range {
+                let body = format!("m-{i}");
+                let sent = channel.basic_publish(
+                    "".into(),
+                    "qq".into(),
+                    BasicPublishOptions::default(),
+                    body.as_bytes(),
+                    props.clone(),
+                );
+                confirms.push(sent.await.unwrap());
+            }
+            for confirm in confirms {
+                assert!(confirm.await.unwrap().is_ack());
+            }
+        });
+    };
+    publish(&nodes[0], 0..100);
+
+    // Both other members down: the home has the message on its disk, but no majority does, and
+    // no confirm comes; one member back, and it does.
+    nodes[1].kill9();
+    nodes[2].kill9();
+    // One runtime for the connection and the wait for its confirm.
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    let (connection, channel, confirm) = runtime.block_on(async {
+        let (connection, channel) = channel(&nodes[0]).await;
+        channel.confirm_select(ConfirmSelectOptions::default()).await.unwrap();
+        let sent =
+            channel.basic_publish("".into(), "qq".into(), BasicPublishOptions::default(), b"m-100", props.clone());
+        let confirm = sent.await.unwrap();
+        (connection, channel, confirm)
+    });
+    let mut confirm = Box::pin(confirm);
+    let early = runtime.block_on(async { tokio::time::timeout(Duration::from_secs(3), &mut confirm).await });
+    assert!(early.is_err(), "confirmed without a majority: {early:?}");
+    nodes[1] = start(2);
+    let late = runtime.block_on(async { tokio::time::timeout(Duration::from_secs(30), &mut confirm).await });
+    assert!(late.expect("confirmed once a majority has it").unwrap().is_ack());
+    drop((channel, connection));
+
+    nodes[2] = start(3);
+
+    // The home dies: a member takes the queue over, with every confirmed message, and takes
+    // publishes; the old home comes back as a proxy for the new one.
+    nodes[0].kill9();
+    // Gets until `count` came, on a new channel after an error (a get that reached the old
+    // home's proxy closes its channel).
+    let get_all = |node: &Charon, count: usize| {
+        let mut got = Vec::new();
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while got.len() < count && Instant::now() < deadline {
+            on(node, async |channel: Channel| {
+                while got.len() < count && Instant::now() < deadline {
+                    match channel.basic_get("qq".into(), BasicGetOptions { no_ack: true }).await {
+                        Ok(Some(message)) => got.push(String::from_utf8(message.delivery.data.clone()).unwrap()),
+                        Ok(None) => tokio::time::sleep(Duration::from_millis(100)).await,
+                        Err(_) => break,
+                    }
+                }
+            });
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        got
+    };
+    let got = get_all(&nodes[1], 101);
+    let expected: Vec<String> = (0..=100).map(|i| format!("m-{i}")).collect();
+    assert_eq!(got, expected);
+    publish(&nodes[2], 200..210);
+    nodes[0] = start(1);
+    let queue = Call::api(nodes[1].http_port, "GET", "/api/queues/%2F/qq").send_blocking().json();
+    assert_ne!(queue["node"], "charon-1@localhost", "{queue}");
+    let got = get_all(&nodes[0], 10);
+    let expected: Vec<String> = (200..210).map(|i| format!("m-{i}")).collect();
+    assert_eq!(got, expected);
+}

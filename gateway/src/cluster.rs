@@ -12,6 +12,7 @@ use charon_cluster::transport::{Dispatch, Identity, Liveness, NodeDispatch, Node
 use charon_cluster::{Current, Group, GroupError, LogStore, Peer, Timing, node_id};
 use charon_engine::Broker;
 use charon_engine::cluster::metadata::Metadata;
+use charon_engine::cluster::replicas::{Groups, Replicas};
 use charon_engine::cluster::{Cluster, Home, NodeReport, Queues, Restart};
 use tokio::sync::watch;
 
@@ -128,7 +129,9 @@ pub(crate) async fn start(
     let report = move || weak.upgrade().and_then(|b| serde_json::to_vec(&NodeReport::of(&b)).ok()).unwrap_or_default();
     let home = Arc::new(Home::new(broker));
     let queues = Arc::clone(&home) as Arc<dyn Dispatch>;
-    let node = NodeDispatch::new(Arc::clone(&current) as Arc<dyn Dispatch>, queues, Arc::new(report));
+    let replicas = Arc::new(Replicas::new(identity.clone(), dir.join("quorum")));
+    let groups = Groups::new(Arc::clone(&current) as Arc<dyn Dispatch>, Arc::clone(&replicas));
+    let node = NodeDispatch::new(Arc::new(groups), queues, Arc::new(report));
     let peers = serve(listener, identity.clone(), Arc::new(node));
     let mut stopping = shutdown.clone();
     running.serve(async move {
@@ -147,7 +150,7 @@ pub(crate) async fn start(
     running.serve(form(Arc::clone(&group), id, members.clone(), shutdown.clone()));
     let members: Vec<Peer> = members.into_values().collect();
     let liveness = Liveness::start(&identity, members.clone());
-    broker.join_cluster(Cluster::new(current, members, liveness, restart, Queues::new(identity)));
+    broker.join_cluster(Cluster::new(current, members, liveness, restart, (Queues::new(identity), replicas)));
     running.serve(follow_members(Arc::downgrade(broker), home, shutdown.clone()));
     Ok(())
 }
@@ -167,6 +170,8 @@ async fn follow_members(broker: std::sync::Weak<Broker>, home: Arc<Home>, mut st
         if let Some(cluster) = broker.cluster() {
             cluster.follow_alarms(broker.resources());
             home.reap(&|node| cluster.is_running(node)).await;
+            cluster.follow_replicas(&broker).await;
+            cluster.fail_over().await;
         }
     }
 }

@@ -93,7 +93,7 @@ pub use consumer_timeout::{ConsumerTimeout, DEFAULT_CONSUMER_TIMEOUT_MS, Timeout
 pub use gauges::{GaugeValues, QueueGauges};
 pub use handle::{QueueHandle, QueueRef};
 pub use journal::LETTER_LOG_KEY;
-pub use links::{OnSelfDelete, QueueLinks, Replicate, Replicated};
+pub use links::{OnSelfDelete, QueueLinks, Replicate, Replicated, TakingOver};
 pub use requests::{
     ConfirmTo, ConsumeSpec, ConsumerReport, CreditGrant, Enqueue, GetOk, MessageCounters, MovedFrom, QueueConfig,
     QueueStats, REFUSED_TO_PUBLISHER_BIT, Settle, SettleSeqs,

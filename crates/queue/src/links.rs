@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use super::handle::QueueRef;
 use crate::dead_letter::DeadLetterSink;
-use charon_store::segment_log::MessageLog;
+use charon_store::segment_log::{MessageLog, RecoveredQueue};
 
 /// Called once when a queue deletes itself (auto-delete after its last consumer, `x-expires`):
 /// its owner removes it from the topology (and the store).
@@ -42,7 +42,19 @@ pub trait Replicate: Send + Sync {
     /// Whether so much waits for the members that the queue holds its publishers back (a
     /// group without a majority commits nothing, and what waits must stay bounded).
     fn is_behind(&self) -> bool;
+
+    /// Makes this node the queue's home in a new epoch and gives back its messages as the
+    /// members have them, written again to `log` as queue `queue`'s (what the log held of it
+    /// before is dropped: a later home may have changed it). The queue task awaits it before
+    /// its first command, as a restart awaits its restore.
+    ///
+    /// # Errors
+    /// The queue's messages could not be written to the log.
+    fn take_over(&self, queue: u64, log: Arc<MessageLog>) -> TakingOver;
 }
+
+/// A [`Replicate::take_over`] under way.
+pub type TakingOver = std::pin::Pin<Box<dyn std::future::Future<Output = Result<RecoveredQueue, String>> + Send>>;
 
 /// One completion split in two halves: it runs once both have, told whether both succeeded
 /// (a replicated batch's confirmations wait for the node's log and for the group).

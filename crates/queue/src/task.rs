@@ -99,6 +99,16 @@ async fn run(
     restored: RecoveredQueue,
 ) {
     let QueueLinks { log, dead_letters, on_self_delete, replica } = links;
+    let restored = match (&replica, &log) {
+        (Some(replica), Some(log)) => match replica.take_over(handle.id, Arc::clone(log)).await {
+            Ok(restored) => restored,
+            Err(error) => {
+                tracing::error!(queue = handle.name(), %error, "taking the replicated queue over failed");
+                return;
+            }
+        },
+        _ => restored,
+    };
     let Some(state) = start_state(&handle, settings, log.as_ref(), restored).await else {
         return;
     };

@@ -84,6 +84,10 @@ pub struct StoredQueue {
     /// proxy for it (restored with the topology, so its dead letters route there from the
     /// start). Written after the arguments only when set: older records read as `None`.
     pub home: Option<String>,
+    /// A replicated quorum queue's Raft group: its home restores it from the group, not from
+    /// this node's log. Written after the home (an empty name standing for none) only when
+    /// set: older records read as `None`.
+    pub replica: Option<u64>,
 }
 
 /// A binding between durable ends.
@@ -323,8 +327,11 @@ impl MetaStore {
         value.put_u64_le(queue.id);
         value.put_u8(u8::from(queue.auto_delete));
         encode_table(&queue.arguments, &mut value);
-        if let Some(home) = &queue.home {
-            put_str(&mut value, home);
+        if queue.home.is_some() || queue.replica.is_some() {
+            put_str(&mut value, queue.home.as_deref().unwrap_or_default());
+        }
+        if let Some(group) = queue.replica {
+            value.put_u64_le(group);
         }
         let key = key(&[&queue.vhost, &queue.name]);
         self.write("put queue", |[_, queues, ..]| {
@@ -448,8 +455,11 @@ impl MetaStore {
             let (vhost, name, id) = (key.string()?, key.string()?, value.u64()?);
             let auto_delete = value.u8()? != 0;
             let arguments = value.table()?;
+            // A node name is never empty: an empty one stands for none, before a group.
             let home = if value.bytes.has_remaining() { Some(value.string()?) } else { None };
-            snapshot.queues.push(StoredQueue { vhost, name, id, auto_delete, arguments, home });
+            let home = home.filter(|home| !home.is_empty());
+            let replica = if value.bytes.has_remaining() { Some(value.u64()?) } else { None };
+            snapshot.queues.push(StoredQueue { vhost, name, id, auto_delete, arguments, home, replica });
         }
         for (k, _) in rows(BINDINGS)? {
             snapshot.bindings.push(decode_binding(&k)?);
@@ -556,9 +566,13 @@ mod tests {
             auto_delete: false,
             arguments: args(&[("x-queue-type", Value::long_str("quorum")), ("x-max-length", Value::I64(5))]),
             home: None,
+            replica: None,
         };
         let proxied =
             StoredQueue { name: "elsewhere".into(), id: 43, home: Some("charon-2@h".into()), ..queue.clone() };
+        let replicated =
+            StoredQueue { name: "replicated".into(), id: 44, replica: Some(u64::MAX - 1), ..queue.clone() };
+        let replica_of_elsewhere = StoredQueue { name: "replica".into(), id: 45, replica: Some(7), ..proxied.clone() };
         let exchange = StoredExchange {
             vhost: "/".into(),
             name: "x".into(),
@@ -579,6 +593,8 @@ mod tests {
             let store = MetaStore::open(&path).unwrap();
             store.put_queue(&queue).unwrap();
             store.put_queue(&proxied).unwrap();
+            store.put_queue(&replicated).unwrap();
+            store.put_queue(&replica_of_elsewhere).unwrap();
             store.put_exchange(&exchange).unwrap();
             store.put_policy(&policy).unwrap();
             store.put_binding(&binding("x", false, "q\0odd", "a.#")).unwrap();
@@ -587,8 +603,12 @@ mod tests {
         }
         let store = MetaStore::open(&path).unwrap();
         let snapshot = store.load().unwrap();
-        assert_eq!(snapshot.queues, vec![queue.clone(), proxied]);
+        let mut queues = snapshot.queues.clone();
+        queues.sort_by_key(|q| q.id);
+        assert_eq!(queues, vec![queue.clone(), proxied, replicated, replica_of_elsewhere]);
         store.delete_queue("/", "elsewhere").unwrap();
+        store.delete_queue("/", "replicated").unwrap();
+        store.delete_queue("/", "replica").unwrap();
         assert_eq!(snapshot.exchanges, vec![exchange]);
         assert_eq!(snapshot.policies, vec![policy]);
         assert_eq!(snapshot.bindings.len(), 3);

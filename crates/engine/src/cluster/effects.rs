@@ -125,6 +125,14 @@ impl Effects {
                 vhost(&on)?.follow_queue_declare(&name, &record, arguments).await?;
             }
             MetaCommand::DeleteQueue { vhost: on, name } => vhost(&on)?.follow_queue_delete(&name).await,
+            MetaCommand::MoveQueue { vhost: on, name, .. } if answer == metadata::CHANGED => {
+                let record = broker.cluster().and_then(|c| c.queue_record(&on, &name));
+                if let Some(record) = record {
+                    let arguments = record.arguments.decode().map_err(FollowError::Record)?;
+                    vhost(&on)?.follow_queue_declare(&name, &record, arguments).await?;
+                }
+            }
+            MetaCommand::MoveQueue { .. } | MetaCommand::Barrier => {}
             MetaCommand::BindQueue { vhost: on, binding } => {
                 let (source, binding) = Self::binding(binding, true)?;
                 vhost(&on)?.follow_bind(&source, binding).await?;

@@ -4,6 +4,8 @@ mod effects;
 pub mod forward;
 pub mod metadata;
 pub mod queues;
+pub mod replicas;
+pub(crate) mod replicator;
 mod report;
 
 pub use effects::Effects;
@@ -17,6 +19,7 @@ use charon_cluster::{Current, Group, GroupError, Peer};
 
 use self::metadata::{
     BindingRecord, EncodedTable, ExchangeRecord, MetaCommand, Metadata, PolicyRecord, QueueRecord, RedriveRecord,
+    ReplicaSet,
 };
 use crate::error::EngineError;
 use crate::exchange::ExchangeInfo;
@@ -29,6 +32,10 @@ pub fn boot() -> u64 {
     static BOOT: OnceLock<u64> = OnceLock::new();
     *BOOT.get_or_init(rand::random)
 }
+
+/// A quorum queue's members unless `x-quorum-initial-group-size` says otherwise (RabbitMQ's
+/// default `quorum_cluster_size`).
+const DEFAULT_GROUP_SIZE: usize = 3;
 
 /// How long a redrive job's runner may take to answer a control (its store's commit
 /// included).
@@ -52,6 +59,7 @@ pub struct Cluster {
     liveness: Liveness,
     restart: Restart,
     queues: Queues,
+    replicas: Arc<replicas::Replicas>,
 }
 
 /// A member as this node sees it.
@@ -82,15 +90,21 @@ impl Cluster {
         members: Vec<Peer>,
         liveness: Liveness,
         restart: Restart,
-        queues: Queues,
+        (queues, replicas): (Queues, Arc<replicas::Replicas>),
     ) -> Self {
-        Self { group, members, liveness, restart, queues }
+        Self { group, members, liveness, restart, queues, replicas }
     }
 
     /// How this node reaches the queues of other nodes.
     #[must_use]
     pub fn queues(&self) -> &Queues {
         &self.queues
+    }
+
+    /// The groups of the replicated quorum queues this node is a member of.
+    #[must_use]
+    pub fn replicas(&self) -> &replicas::Replicas {
+        &self.replicas
     }
 
     /// Where member `name`'s cluster listener is: as the group's membership says, or as this
@@ -222,6 +236,18 @@ impl Cluster {
         }
     }
 
+    /// Every replicated queue's record, by vhost and name, as this node applied them.
+    fn replicated_queues(&self) -> Vec<(String, String, QueueRecord)> {
+        self.group.get().read(|m| {
+            m.queues()
+                .iter()
+                .flat_map(|(vhost, queues)| queues.iter().map(move |(name, record)| (vhost, name, record)))
+                .filter(|(_, _, record)| record.replicas.is_some())
+                .map(|(vhost, name, record)| (vhost.clone(), name.clone(), record.clone()))
+                .collect()
+        })
+    }
+
     /// Blocks this node's publishers while another running member is in alarm, as RabbitMQ's
     /// alarms do cluster-wide (from the members' latest reports).
     pub fn follow_alarms(&self, resources: &crate::alarms::Resources) {
@@ -340,6 +366,77 @@ impl Cluster {
     #[must_use]
     pub fn has_queue(&self, vhost: &str, name: &str) -> bool {
         self.group.get().read(|meta| meta.queues().get(vhost).is_some_and(|q| q.contains_key(name)))
+    }
+
+    /// Queue `name` of `vhost`'s record, as this node applied it.
+    #[must_use]
+    pub fn queue_record(&self, vhost: &str, name: &str) -> Option<QueueRecord> {
+        self.group.get().read(|meta| meta.queues().get(vhost).and_then(|q| q.get(name)).cloned())
+    }
+
+    /// Queue `name` of `vhost`'s home as the cluster has it now: read after this node applied
+    /// everything committed before the call (a node restarted while its queue moved elsewhere
+    /// must not take it back on its own stale copy).
+    ///
+    /// # Errors
+    /// No majority of the metadata group answered.
+    pub(crate) async fn current_home(&self, vhost: &str, name: &str) -> Result<Option<String>, EngineError> {
+        self.write(&MetaCommand::Barrier).await?;
+        Ok(self.queue_record(vhost, name).map(|record| record.home))
+    }
+
+    /// Makes this node match every replicated queue's record: its member of the queue's group
+    /// runs when the record names it, and its handle of the queue is the queue itself or a
+    /// proxy for its home, as the record says. What the metadata's effects do as each change
+    /// comes; again here every second, for what they could not do (a vhost not yet made) and
+    /// for a node restarted while a queue moved (the move then lies in the snapshot it
+    /// started from, whose effects are not made again).
+    pub async fn follow_replicas(&self, broker: &crate::Broker) {
+        let me = charon_model::node_name();
+        for (vhost, name, record) in self.replicated_queues() {
+            let Some(on) = broker.vhost(&vhost) else { continue };
+            let member = record.replicas.as_ref().is_some_and(|r| r.members.contains(&me));
+            let started = record.replicas.as_ref().is_some_and(|r| self.replicas.get(r.group).is_some());
+            let handle = on.queues().into_iter().find(|q| q.name() == name);
+            let placed = handle.is_some_and(|q| match &q.home {
+                None => record.home == me,
+                Some(home) => *home == record.home,
+            });
+            if placed && (started || !member) {
+                continue;
+            }
+            let Ok(arguments) = record.arguments.decode() else { continue };
+            if let Err(e) = on.follow_queue_declare(&name, &record, arguments).await {
+                tracing::warn!(queue = name, vhost, error = %e, "this node could not follow a replicated queue");
+            }
+        }
+    }
+
+    /// Moves every replicated queue whose home node is down and whose group this node leads
+    /// here: the queue is taken over from its group (see [`replicas`]). Run every second.
+    pub async fn fail_over(&self) {
+        let me = charon_model::node_name();
+        let stranded: Vec<(String, String, u64)> = self.group.get().read(|m| {
+            m.queues()
+                .iter()
+                .flat_map(|(vhost, queues)| queues.iter().map(move |(name, record)| (vhost, name, record)))
+                .filter_map(|(vhost, name, record)| {
+                    let replicas = record.replicas.as_ref().filter(|r| r.members.contains(&me))?;
+                    (record.home != me && !self.is_running(&record.home))
+                        .then(|| (vhost.clone(), name.clone(), replicas.group))
+                })
+                .collect()
+        });
+        for (vhost, name, group) in stranded {
+            if !self.replicas.get(group).is_some_and(|g| g.status().leader) {
+                continue;
+            }
+            tracing::warn!(queue = name, vhost, "the queue's home node is down: this node takes the queue over");
+            let command = MetaCommand::MoveQueue { vhost: vhost.clone(), name: name.clone(), home: me.clone() };
+            if let Err(e) = self.write(&command).await {
+                tracing::warn!(queue = name, vhost, error = %e, "the cluster did not move the queue here");
+            }
+        }
     }
 
     /// Zaqar's metadata of `queue` in `project` (its JSON object's text), as this node applied
@@ -578,6 +675,8 @@ impl Cluster {
         config: &crate::queue::QueueConfig,
         home: String,
     ) -> Result<bool, EngineError> {
+        let replicas = (config.queue_type == crate::queue::QueueType::Quorum && config.durable)
+            .then(|| self.place_replicas(vhost, &home, &config.arguments));
         let record = QueueRecord {
             home,
             durable: config.durable,
@@ -585,6 +684,7 @@ impl Cluster {
             arguments: EncodedTable::new(&config.arguments),
             owner: config.exclusive_owner,
             boot: boot(),
+            replicas,
         };
         let command = MetaCommand::DeclareQueue { vhost: vhost.to_owned(), name: name.to_owned(), record };
         match self.write(&command).await {
@@ -598,6 +698,33 @@ impl Cluster {
                 )))
             }
         }
+    }
+
+    /// A new quorum queue's members, as RabbitMQ's `rabbit_queue_location` places them: its
+    /// home, then the running members with the fewest queues in `vhost` (by name among
+    /// equals), `x-quorum-initial-group-size` of them in all (default 3, fewer in a smaller
+    /// cluster); its group's number, drawn. Where too few members run, members that do not
+    /// fill the group (RabbitMQ would make it smaller): they catch up when they are back, and
+    /// a queue declared while one node restarts still survives the loss of another.
+    fn place_replicas(&self, vhost: &str, home: &str, arguments: &charon_model::Table) -> ReplicaSet {
+        let wanted = arguments
+            .get("x-quorum-initial-group-size")
+            .and_then(charon_model::Value::as_i64)
+            .and_then(|n| usize::try_from(n).ok())
+            .unwrap_or(DEFAULT_GROUP_SIZE)
+            .max(1);
+        let load = |member: &Member| member.report.as_ref().and_then(|r| r.vhosts.get(vhost)).map_or(0, |v| v.queues);
+        let mut others: Vec<Member> = self.members().into_iter().filter(|m| m.name != home).collect();
+        others.sort_by(|a, b| (!a.running, load(a), &a.name).cmp(&(!b.running, load(b), &b.name)));
+        let mut members = vec![home.to_owned()];
+        members.extend(others.into_iter().map(|m| m.name).take(wanted - 1));
+        let group = loop {
+            let drawn: u64 = rand::random();
+            if drawn != 0 {
+                break drawn;
+            }
+        };
+        ReplicaSet { group, members }
     }
 
     /// Deletes queue `name` of `vhost` through the cluster, with its bindings.

@@ -154,7 +154,15 @@ mod tests {
     }
 
     fn queue(id: u64) -> StoredQueue {
-        StoredQueue { vhost: "/".into(), name: "q".into(), id, auto_delete: false, arguments: Table::new(), home: None }
+        StoredQueue {
+            vhost: "/".into(),
+            name: "q".into(),
+            id,
+            auto_delete: false,
+            arguments: Table::new(),
+            home: None,
+            replica: None,
+        }
     }
 
     #[tokio::test]

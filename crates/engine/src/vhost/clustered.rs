@@ -9,7 +9,7 @@ use charon_model::Table;
 use charon_store::meta::StoredQueue;
 
 use super::{Created, DeclareOk, Declarer, QueueDeclare, VHost};
-use crate::cluster::metadata::QueueRecord;
+use crate::cluster::metadata::{QueueRecord, ReplicaSet};
 use crate::error::EngineError;
 use crate::exchange::Destination;
 use crate::queue::args;
@@ -79,10 +79,19 @@ impl VHost {
         arguments: Table,
     ) -> Result<(), EngineError> {
         self.check_live()?;
-        if self.topology.read().queues.contains_key(name) {
+        let me = charon_model::node_name();
+        if let Some(replicas) = record.replicas.as_ref().filter(|r| r.members.contains(&me)) {
+            self.start_replica(name, replicas).await?;
+        }
+        let existing = self.topology.read().queues.get(name).cloned();
+        if let Some(existing) = existing {
+            if let Some(replicas) = &record.replicas {
+                self.follow_queue_home(&existing, record, replicas.group, arguments).await;
+            }
             return Ok(());
         }
         let (durable, auto_delete, exclusive) = (record.durable, record.auto_delete, record.owner.is_some());
+        let replica = record.replicas.as_ref().map(|r| r.group);
         if record.home == charon_model::node_name() {
             if record.boot != crate::cluster::boot() && (!durable || exclusive) {
                 self.forget_stale(name);
@@ -91,7 +100,8 @@ impl VHost {
             let declare =
                 QueueDeclare { name: name.to_owned(), passive: false, durable, exclusive, auto_delete, arguments };
             loop {
-                match self.create_or_check_queue(&declare, record.owner.unwrap_or(0), Declarer::Broker, None)? {
+                let declarer = (Declarer::Broker, replica);
+                match self.create_or_check_queue(&declare, record.owner.unwrap_or(0), declarer, None)? {
                     Created::New(_) | Created::Existing(_) | Created::Propose(_) => return Ok(()),
                     Created::Reserved(reserved) => reserved.wait().await,
                     Created::Committing { queue, done, reservation } => {
@@ -125,6 +135,7 @@ impl VHost {
             auto_delete,
             arguments: config.arguments.clone(),
             home: Some(record.home.clone()),
+            replica,
         });
         let proxy = self.proxy(id, config, record.home.clone());
         let done = {
@@ -142,6 +153,71 @@ impl VHost {
             tracing::error!(queue = name, error = %e, "this node could not store its proxy");
         }
         Ok(())
+    }
+
+    /// Makes this node's handle of replicated queue `existing` match where its record says it
+    /// lives, once it moved (its home node went and a member took it over, or this node was
+    /// down meanwhile): the queue itself, taken over from its group ([`crate::cluster::replicas`]),
+    /// when this node is its home, else a proxy for its home. The handle is replaced in place,
+    /// bindings and all, so that no publish finds the queue missing; the one it replaces goes —
+    /// a queue here cancels its consumers (they consume again through the new handle, as after
+    /// any cancel) and stops, its records dropped from this node's log.
+    async fn follow_queue_home(&self, existing: &QueueRef, record: &QueueRecord, group: u64, arguments: Table) {
+        let _one = self.moves.lock().await;
+        let here = record.home == charon_model::node_name();
+        let current = self.topology.read().queues.get(existing.name()).cloned();
+        let Some(old) = current else { return };
+        if (here && old.home.is_none()) || (!here && old.home.as_deref() == Some(record.home.as_str())) {
+            return;
+        }
+        let name = old.name().to_owned();
+        let queue_type = args::queue_type_of(&arguments);
+        let config = QueueConfig {
+            name: name.clone(),
+            vhost: self.name.clone(),
+            durable: true,
+            auto_delete: record.auto_delete,
+            exclusive_owner: None,
+            queue_type,
+            arguments,
+        };
+        let id = self.ids.fetch_add(1, Ordering::Relaxed);
+        let stored = StoredQueue {
+            vhost: self.name.clone(),
+            name: name.clone(),
+            id,
+            auto_delete: record.auto_delete,
+            arguments: config.arguments.clone(),
+            home: (!here).then(|| record.home.clone()),
+            replica: Some(group),
+        };
+        let new = if here {
+            let settings = self.settings_for(&name, queue_type, &config.arguments);
+            crate::queue::spawn(id, config, settings, self.queue_links(Some((group, &name))), Default::default())
+        } else {
+            self.proxy(id, config, record.home.clone())
+        };
+        tracing::info!(queue = name, vhost = self.name, home = record.home, "the queue moved");
+        {
+            let mut topology = self.topology.write();
+            topology.queues.insert(name.clone(), new);
+            self.grew(&topology);
+        }
+        if let Some(store) = &self.store {
+            if let Err(e) = store.save_queue(stored).wait().await {
+                tracing::error!(queue = name, error = %e, "this node could not store where its queue moved");
+            }
+            if old.home.is_none() {
+                store.log.append(vec![charon_store::segment_log::Record::DropQueue { queue: old.id }], None);
+            }
+        }
+        // Not awaited: it may be taking the queue over still, waiting for this node's metadata
+        // to catch up — which waits for this very change to be followed.
+        if old.home.is_none() {
+            tokio::spawn(async move {
+                let _ = old.delete(false, false).await;
+            });
+        }
     }
 
     /// A proxy for queue `config` of node `home`; when that node answers again after it did
@@ -233,6 +309,27 @@ impl VHost {
         if let Some(queue) = found {
             self.drop_here(&queue).await;
         }
+        if let Some(cluster) = self.cluster.get() {
+            cluster.replicas().forget(&self.name, name).await;
+        }
+    }
+
+    /// Starts this node's member of a replicated quorum queue's group (this node is among
+    /// `replicas`' members).
+    async fn start_replica(&self, name: &str, replicas: &ReplicaSet) -> Result<(), EngineError> {
+        let Some(cluster) = self.cluster.get() else {
+            return Ok(());
+        };
+        let mut members = std::collections::BTreeMap::new();
+        for member in &replicas.members {
+            let address = cluster.address_of(member).ok_or_else(|| {
+                EngineError::Store(format!("member {member} of queue '{name}' is not in the cluster"))
+            })?;
+            let peer = charon_cluster::Peer { name: member.clone(), address };
+            members.insert(charon_cluster::node_id(member), peer);
+        }
+        let started = cluster.replicas().start(replicas.group, members, (&self.name, name)).await;
+        started.map(drop).map_err(|e| EngineError::Store(format!("queue '{name}' could not start its replica: {e}")))
     }
 
     /// A queue of this node went (it deleted itself, or its connection closed): in a

@@ -75,7 +75,7 @@ impl VHost {
         arguments.insert("x-max-length", Value::I64(FALLBACK_MAX_LENGTH));
         arguments.insert("x-max-length-bytes", Value::I64(FALLBACK_MAX_LENGTH_BYTES));
         let declare = QueueDeclare { name: FALLBACK_QUEUE.to_owned(), durable: true, arguments, ..Default::default() };
-        match self.create_or_check_queue(&declare, 0, Declarer::Broker, None) {
+        match self.create_or_check_queue(&declare, 0, (Declarer::Broker, None), None) {
             Ok(Created::Committing { queue, done, reservation }) => {
                 let me = self.me.clone();
                 tokio::spawn(async move {

@@ -129,6 +129,9 @@ pub struct VHost {
     /// The cluster, once the node joined one: exchanges, their bindings and policies change
     /// through it on every node.
     cluster: crate::cluster::ClusterSlot,
+    /// Serialises the moves of replicated queues (a metadata change and the node's own check
+    /// may find the same move at once; two new homes would take the queue over twice).
+    moves: tokio::sync::Mutex<()>,
 }
 
 impl std::fmt::Debug for VHost {
@@ -188,6 +191,7 @@ impl VHost {
             dead_letter_guarantee,
             deleted: std::sync::atomic::AtomicBool::new(false),
             cluster,
+            moves: tokio::sync::Mutex::new(()),
         })
     }
 
@@ -217,10 +221,17 @@ impl VHost {
     }
 
     /// What a queue task of this vhost is linked to: the message log, this vhost's dead-letter
-    /// routes, and the topology it leaves when it deletes itself.
-    pub(crate) fn queue_links(&self) -> QueueLinks {
+    /// routes, the topology it leaves when it deletes itself, and a replicated quorum queue's
+    /// group (`replica`: the group and the queue's name).
+    pub(crate) fn queue_links(&self, replica: Option<(u64, &str)>) -> QueueLinks {
         let me = self.me.clone();
+        let replica = replica.map(|(group, name)| {
+            let queue = (self.name.clone(), name.to_owned());
+            crate::cluster::replicator::Replicator::new(Arc::clone(&self.cluster), group, queue)
+                as Arc<dyn charon_queue::Replicate>
+        });
         QueueLinks {
+            replica,
             log: self.store.as_ref().map(|store| Arc::clone(&store.log)),
             dead_letters: Arc::clone(&self.dead_letters),
             on_self_delete: Box::new(move |queue| {
@@ -590,7 +601,7 @@ impl VHost {
             self.queue(&declare.name, session)?
         } else {
             loop {
-                match self.create_or_check_queue(declare, session, Declarer::Client, by)? {
+                match self.create_or_check_queue(declare, session, (Declarer::Client, None), by)? {
                     Created::New(name) => {
                         return Ok(DeclareOk { name, messages: 0, consumers: 0, created: true });
                     }
@@ -627,11 +638,13 @@ impl VHost {
         drop(reservation);
     }
 
+    /// Makes queue `declare` (`replica`: the group of a replicated quorum queue, whose home
+    /// this node is), or checks the one there against it.
     fn create_or_check_queue(
         &self,
         declare: &QueueDeclare,
         session: SessionId,
-        declarer: Declarer,
+        (declarer, replica): (Declarer, Option<u64>),
         by: Option<Principal<'_>>,
     ) -> Result<Created, EngineError> {
         let mut arguments = declare.arguments.clone();
@@ -716,11 +729,13 @@ impl VHost {
             auto_delete: config.auto_delete,
             arguments: config.arguments.clone(),
             home: None,
+            replica,
         });
         let settings = self.settings_for(&name, queue_type, &config.arguments);
         // The task starts now; until the queue is published nobody can reach it, and should its
         // commit fail, dropping the handle stops it.
-        let queue = crate::queue::spawn(id, config, settings, self.queue_links(), Default::default());
+        let links = self.queue_links(replica.map(|group| (group, name.as_str())));
+        let queue = crate::queue::spawn(id, config, settings, links, Default::default());
         let Some((store, stored)) = self.store.as_ref().zip(stored) else {
             topology.queues.insert(name.clone(), queue);
             self.grew(&topology);

@@ -76,8 +76,12 @@ impl VHost {
             }
             let settings = self.settings_for(&stored.name, queue_type, &config.arguments);
             let restored = messages.remove(&stored.id).unwrap_or_default();
+            // A replicated queue's messages come from its group: what this node's log holds of
+            // it may be older than what a later home wrote.
+            let restored = if stored.replica.is_some() { RecoveredQueue::default() } else { restored };
             tracing::info!(queue = stored.name, vhost = self.name, messages = restored.len(), "queue recovered");
-            let queue = crate::queue::spawn(stored.id, config, settings, self.queue_links(), restored);
+            let links = self.queue_links(stored.replica.map(|group| (group, stored.name.as_str())));
+            let queue = crate::queue::spawn(stored.id, config, settings, links, restored);
             topology.queues.insert(stored.name.clone(), queue);
         }
         for stored in snapshot.bindings.iter().filter(|b| mine(&b.vhost)) {

@@ -412,6 +412,10 @@ impl super::super::Replicate for HeldGroup {
     fn is_behind(&self) -> bool {
         false
     }
+
+    fn take_over(&self, _queue: u64, _log: Arc<MessageLog>) -> super::super::TakingOver {
+        Box::pin(async { Ok(RecoveredQueue::default()) })
+    }
 }
 
 #[test]

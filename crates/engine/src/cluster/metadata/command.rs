@@ -150,6 +150,19 @@ pub enum MetaCommand {
         /// The queue.
         name: String,
     },
+    /// A replicated quorum queue's home moves to `home`, one of its members (its home node
+    /// went: the member leading the queue's group takes it over).
+    MoveQueue {
+        /// The vhost.
+        vhost: String,
+        /// The queue.
+        name: String,
+        /// The new home.
+        home: String,
+    },
+    /// Changes nothing: once a node applied it, it has applied everything committed before
+    /// (what a new home checks before it takes a queue over).
+    Barrier,
     /// `queue.bind` to a queue the cluster recorded.
     BindQueue {
         /// The vhost.

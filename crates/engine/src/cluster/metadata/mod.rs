@@ -6,7 +6,7 @@ mod records;
 pub use command::MetaCommand;
 pub use records::{
     BindingRecord, EncodedTable, ExchangeRecord, PermissionRecord, PolicyRecord, QueueRecord, RedriveRecord,
-    TopicRecord, UserRecord, VhostRecord,
+    ReplicaSet, TopicRecord, UserRecord, VhostRecord,
 };
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -260,7 +260,12 @@ impl Metadata {
         }
         for (vhost, queues) in &self.queues {
             for (name, record) in queues {
-                if now.queues.get(vhost).and_then(|q| q.get(name)) != Some(record) {
+                // A replicated queue that only moved is the same queue (its declare follows).
+                let moved = |later: &QueueRecord| {
+                    later.replicas.is_some() && QueueRecord { home: later.home.clone(), ..record.clone() } == *later
+                };
+                let later = now.queues.get(vhost).and_then(|q| q.get(name));
+                if later != Some(record) && !later.is_some_and(moved) {
                     commands.push(MetaCommand::DeleteQueue { vhost: vhost.clone(), name: name.clone() });
                 }
             }
@@ -382,6 +387,20 @@ impl Metadata {
                 !queues.contains_key(&name) && queues.insert(name, record).is_none()
             }
             MetaCommand::DeleteQueue { vhost, name } => self.delete_queue(&vhost, &name),
+            MetaCommand::MoveQueue { vhost, name, home } => {
+                let record = self.queues.get_mut(&vhost).and_then(|q| q.get_mut(&name));
+                match record {
+                    Some(record)
+                        if record.home != home
+                            && record.replicas.as_ref().is_some_and(|r| r.members.contains(&home)) =>
+                    {
+                        record.home = home;
+                        true
+                    }
+                    _ => false,
+                }
+            }
+            MetaCommand::Barrier => false,
             MetaCommand::BindQueue { vhost, binding } => {
                 let exists = self.queues.get(&vhost).is_some_and(|q| q.contains_key(&binding.destination));
                 exists && self.queue_bindings.entry(vhost).or_default().insert(binding)
@@ -746,6 +765,7 @@ mod tests {
             arguments: EncodedTable::new(&charon_model::Table::new()),
             owner: None,
             boot: 9,
+            replicas: None,
         }
     }
 

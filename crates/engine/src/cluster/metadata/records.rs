@@ -106,6 +106,20 @@ pub struct QueueRecord {
     /// exclusive queue of an earlier run went with it.
     #[serde(default)]
     pub boot: u64,
+    /// A quorum queue's replicas: its Raft group and its members (`None`: it lives on its
+    /// home node alone).
+    #[serde(default)]
+    pub replicas: Option<ReplicaSet>,
+}
+
+/// A replicated quorum queue's group: every member keeps the queue's journal; the home runs
+/// the queue.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ReplicaSet {
+    /// The group's number on the wire (never 0, the metadata group's), drawn at declare.
+    pub group: u64,
+    /// The members' node names, the home first.
+    pub members: Vec<String>,
 }
 
 /// A binding between two exchanges of a vhost, or (in the queue bindings) from an exchange to

@@ -1,0 +1,191 @@
+//! Replicated quorum queues (issue 42): each is a Raft group of its own, numbered in its
+//! metadata record, among the members that record names. Every member keeps the queue's
+//! journal ([`charon_queue::replica::ReplicaJournal`]); the queue's home runs the queue and
+//! writes its journal through the group ([`super::replicator`]).
+//!
+//! A group's log and machine live in a database file of their own under the node's cluster
+//! directory (`quorum/<group>.redb`), as the metadata group's do.
+
+use std::collections::{BTreeMap, HashMap};
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use charon_cluster::transport::frame::Kind;
+use charon_cluster::transport::{Answering, Dispatch, Identity};
+use charon_cluster::{Group, GroupError, LogStore, Machine, MachineError, Peer, Timing};
+use charon_queue::replica::ReplicaJournal;
+use parking_lot::Mutex;
+
+/// A queue group's timings: the metadata group's, a failover of a queue as quick as one of the
+/// metadata. A snapshot holds every message of the queue: taken less often.
+const TIMING: Timing = Timing {
+    heartbeat: Duration::from_millis(200),
+    election: (Duration::from_secs(1), Duration::from_secs(2)),
+    compaction: 20_000,
+};
+
+/// The machine a queue group replicates: the queue's journal.
+#[derive(Default)]
+pub struct ReplicaMachine(ReplicaJournal);
+
+impl ReplicaMachine {
+    /// The journal as this member applied it.
+    #[must_use]
+    pub fn journal(&self) -> &ReplicaJournal {
+        &self.0
+    }
+}
+
+impl Machine for ReplicaMachine {
+    fn apply(&mut self, _index: u64, command: &[u8]) -> Vec<u8> {
+        self.0.apply(command).encode()
+    }
+
+    fn snapshot(&self) -> Vec<u8> {
+        self.0.snapshot()
+    }
+
+    fn restore(&mut self, snapshot: &[u8]) -> Result<(), MachineError> {
+        self.0 = ReplicaJournal::from_snapshot(snapshot).map_err(|e| MachineError(e.to_owned()))?;
+        Ok(())
+    }
+}
+
+/// One queue group on this node.
+pub type QueueGroup = Group<ReplicaMachine>;
+
+/// The queue groups this node is a member of.
+pub struct Replicas {
+    identity: Identity,
+    /// Where their databases are.
+    dir: PathBuf,
+    groups: Mutex<HashMap<u64, Arc<QueueGroup>>>,
+    /// Each group's queue, as (vhost, name): a deleted queue's group is forgotten.
+    queues: Mutex<HashMap<(String, String), u64>>,
+    /// Serialises starts: two declares' effects may start the same group.
+    starting: tokio::sync::Mutex<()>,
+    /// Woken when a group starts (a home waits for its queue's group).
+    started: tokio::sync::Notify,
+}
+
+impl Replicas {
+    /// This node's queue groups, reaching its peers as `identity`, their files in `dir`.
+    #[must_use]
+    pub fn new(identity: Identity, dir: PathBuf) -> Self {
+        Self {
+            identity,
+            dir,
+            groups: Mutex::default(),
+            queues: Mutex::default(),
+            starting: tokio::sync::Mutex::default(),
+            started: tokio::sync::Notify::new(),
+        }
+    }
+
+    /// Starts this node's member of group `group` (of queue `queue`, as vhost and name)
+    /// unless it runs, with `members` its first membership (every member starts it with the
+    /// same list, from the queue's record; a restarted member takes up from its file).
+    ///
+    /// # Errors
+    /// The group's file cannot be opened, or the group does not start.
+    pub async fn start(
+        &self,
+        group: u64,
+        members: BTreeMap<u64, Peer>,
+        (vhost, name): (&str, &str),
+    ) -> Result<Arc<QueueGroup>, GroupError> {
+        let _one = self.starting.lock().await;
+        self.queues.lock().insert((vhost.to_owned(), name.to_owned()), group);
+        if let Some(running) = self.get(group) {
+            return Ok(running);
+        }
+        let path = self.dir.join(format!("{group:016x}.redb"));
+        let stopped = |e: &dyn std::fmt::Display| GroupError::Stopped(e.to_string());
+        let db = tokio::task::spawn_blocking(move || {
+            std::fs::create_dir_all(path.parent().unwrap_or(&path))?;
+            LogStore::open_database(&path)
+        })
+        .await
+        .map_err(|e| stopped(&e))?
+        .map_err(|e| stopped(&e))?;
+        let id = charon_cluster::node_id(&self.identity.name);
+        let started = Group::start((id, group), self.identity.clone(), TIMING, db, (ReplicaMachine::default(), None));
+        let started = Arc::new(started.await?);
+        if members.contains_key(&id) {
+            started.initialize(members).await?;
+        }
+        self.groups.lock().insert(group, Arc::clone(&started));
+        self.started.notify_waiters();
+        Ok(started)
+    }
+
+    /// This node's member of group `group`, when it runs.
+    #[must_use]
+    pub fn get(&self, group: u64) -> Option<Arc<QueueGroup>> {
+        self.groups.lock().get(&group).cloned()
+    }
+
+    /// This node's member of group `group`, once it runs (a queue restored at start waits for
+    /// the cluster to start its group).
+    pub async fn until_started(&self, group: u64) -> Arc<QueueGroup> {
+        loop {
+            let started = self.started.notified();
+            if let Some(running) = self.get(group) {
+                return running;
+            }
+            // Bounded, in case a start lands between the check and the wait.
+            let _ = tokio::time::timeout(Duration::from_secs(1), started).await;
+        }
+    }
+
+    /// Stops this node's member of queue `name` of `vhost`'s group and deletes its file (the
+    /// queue was deleted).
+    pub async fn forget(&self, vhost: &str, name: &str) {
+        let Some(group) = self.queues.lock().remove(&(vhost.to_owned(), name.to_owned())) else {
+            return;
+        };
+        let Some(running) = self.groups.lock().remove(&group) else {
+            return;
+        };
+        running.shutdown().await;
+        drop(running);
+        let path = self.dir.join(format!("{group:016x}.redb"));
+        if let Err(e) = tokio::task::spawn_blocking(move || std::fs::remove_file(path)).await {
+            tracing::warn!(group, error = %e, "a deleted queue's group file stayed");
+        }
+    }
+}
+
+/// Peers' requests for a queue group go to this node's member of it.
+impl Dispatch for Replicas {
+    fn answer(&self, group: u64, kind: Kind, body: Vec<u8>) -> Answering<'_> {
+        let running = self.get(group);
+        Box::pin(async move {
+            match running {
+                Some(running) => running.answer(kind, body).await,
+                None => Err(format!("no group {group} on this node")),
+            }
+        })
+    }
+}
+
+/// What a node's groups answer: the metadata group (0), or a queue group.
+pub struct Groups {
+    metadata: Arc<dyn Dispatch>,
+    replicas: Arc<Replicas>,
+}
+
+impl Groups {
+    /// The metadata group's answers and the queue groups'.
+    #[must_use]
+    pub fn new(metadata: Arc<dyn Dispatch>, replicas: Arc<Replicas>) -> Self {
+        Self { metadata, replicas }
+    }
+}
+
+impl Dispatch for Groups {
+    fn answer(&self, group: u64, kind: Kind, body: Vec<u8>) -> Answering<'_> {
+        if group == 0 { self.metadata.answer(group, kind, body) } else { self.replicas.answer(group, kind, body) }
+    }
+}
