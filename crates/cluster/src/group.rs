@@ -198,6 +198,8 @@ enum MemberChange {
     Add { id: u64, peer: Peer },
     /// A node is forgotten (`forget_cluster_node`).
     Remove { id: u64 },
+    /// Member `id` is to lead: the leader hands leadership over to it.
+    Lead { id: u64 },
 }
 
 /// A member as the group's membership has it.
@@ -253,6 +255,8 @@ struct Committed {
 /// One Raft group this node is a member of.
 pub struct Group<M: Machine> {
     raft: Raft<TypeConfig, MachineStore<M>>,
+    /// This member's Raft id.
+    id: u64,
     machine: MachineStore<M>,
     /// The group's number on the wire (0: the metadata group).
     group: u64,
@@ -284,7 +288,7 @@ impl<M: Machine> Group<M> {
         let raft = Raft::new(id, config, network, LogStore::new(db), machine.clone())
             .await
             .map_err(|e| GroupError::Stopped(e.to_string()))?;
-        Ok(Self { raft, machine, group, identity })
+        Ok(Self { raft, id, machine, group, identity })
     }
 
     /// Makes `members` the group's first membership, unless it has one: true when this call
@@ -400,6 +404,26 @@ impl<M: Machine> Group<M> {
         self.change(MemberChange::Remove { id }).await
     }
 
+    /// Has this node lead the group, asking the leader to hand leadership over (a queue's home
+    /// writes through the group: as its leader, each write is one round to the followers
+    /// rather than a forward first). Returns once asked: the handover follows.
+    ///
+    /// # Errors
+    /// No leader is reachable.
+    pub async fn lead(&self) -> Result<(), GroupError> {
+        if self.status().leader {
+            return Ok(());
+        }
+        self.change(MemberChange::Lead { id: self.id }).await
+    }
+
+    /// The leader as this node knows it, with its address.
+    async fn leader_peer(&self) -> Option<(u64, Peer)> {
+        let leader = self.raft.current_leader().await?;
+        let peer = self.members().into_iter().find(|m| m.id == leader)?.peer;
+        Some((leader, peer))
+    }
+
     /// Asks the member at `address` to add this node (`me`); the node it asked is in a formed
     /// group when this succeeds.
     ///
@@ -435,6 +459,15 @@ impl<M: Machine> Group<M> {
                 if members.iter().filter(|m| m.voter).count() < MAX_VOTERS {
                     let voters = ChangeMembers::AddVoterIds(std::iter::once(*id).collect());
                     self.raft.change_membership(voters, false).await.map_err(refused)?;
+                }
+                Ok(())
+            }
+            MemberChange::Lead { id } => {
+                if self.raft.current_leader().await != Some(self.id) {
+                    return Err(GroupError::NotLeader(self.leader_peer().await));
+                }
+                if *id != self.id {
+                    self.raft.trigger().transfer_leader(*id).await.map_err(|e| GroupError::Stopped(e.to_string()))?;
                 }
                 Ok(())
             }

@@ -20,6 +20,8 @@ use super::replicas::QueueGroup;
 const BEHIND: usize = 32 << 20;
 /// The most bytes one write carries (more waits for the next).
 const MOST_PER_WRITE: usize = 8 << 20;
+/// How long a home that does not lead its queue's group waits before it asks again.
+const LEAD_AGAIN: Duration = Duration::from_secs(5);
 /// How long a failed write waits before it is sent again.
 const RETRY: Duration = Duration::from_millis(250);
 
@@ -98,8 +100,17 @@ impl Replicator {
     /// writer or another home fences it.
     async fn run(me: Weak<Self>, group: Arc<QueueGroup>, epoch: u64) {
         let mut batch = 0;
+        let mut asked_to_lead: Option<tokio::time::Instant> = None;
         loop {
             let Some(this) = me.upgrade() else { return };
+            // The home leads its queue's group (each write one round to the followers, not a
+            // forward first), asked again while another member leads.
+            if !group.status().leader && asked_to_lead.is_none_or(|at| at.elapsed() >= LEAD_AGAIN) {
+                asked_to_lead = Some(tokio::time::Instant::now());
+                if let Err(e) = group.lead().await {
+                    tracing::debug!(group = this.group, error = %e, "the home could not lead its queue's group");
+                }
+            }
             let (records, done) = {
                 let mut pending = this.pending.lock();
                 let mut size = 0;
