@@ -1378,6 +1378,7 @@ fn the_dead_letter_browser_and_redrive_jobs_work_from_any_node() {
 fn a_quorum_queue_confirms_once_a_majority_of_its_members_has_the_message() {
     use lapin::options::ConfirmSelectOptions;
     use lapin::types::AMQPValue;
+    use serde_json::json;
 
     let dir = tempfile::tempdir().unwrap();
     let secret = dir.path().join("secret");
@@ -1401,6 +1402,32 @@ fn a_quorum_queue_confirms_once_a_majority_of_its_members_has_the_message() {
             holds(files == 1, || format!("{} holds {files} group files", groups.display()))
         });
     }
+    // The queue's members as RabbitMQ 4.3.6 lists them, from any node; its group's members'
+    // Raft states, the home leading (it asks to).
+    let names: Vec<String> = (1..=3).map(|n| format!("charon-{n}@localhost")).collect();
+    until(10, || {
+        let queue = Call::api(nodes[1].http_port, "GET", "/api/queues/%2F/qq").send_blocking().json();
+        let shown = (&queue["leader"], &queue["members"], &queue["online"]);
+        holds(shown == (&json!(names[0]), &json!(names), &json!(names)), || format!("{queue}"))
+    });
+    until(20, || {
+        let status = Call::api(nodes[2].http_port, "GET", "/api/queues/quorum/%2F/qq/status").send_blocking().json();
+        let states: Vec<(String, String)> = status
+            .as_array()
+            .map(|members| {
+                let field = |m: &serde_json::Value, key: &str| m[key].as_str().unwrap_or_default().to_owned();
+                members.iter().map(|m| (field(m, "Node Name"), field(m, "Raft State"))).collect()
+            })
+            .unwrap_or_default();
+        let expected: Vec<(String, String)> =
+            names.iter().zip(["leader", "follower", "follower"]).map(|(n, s)| (n.clone(), s.to_owned())).collect();
+        holds(states == expected, || format!("member states {status}"))
+    });
+    let health = |node: &Charon, path: &str| {
+        let reply = Call::api(node.http_port, "GET", &format!("/api/health/checks/{path}")).send_blocking();
+        (reply.status, reply.json())
+    };
+    assert_eq!(health(&nodes[0], "node-is-quorum-critical"), (200, json!({"status": "ok"})));
     let props = BasicProperties::default().with_delivery_mode(2);
     let publish = |node: &Charon, range: std::ops::Range<usize>| {
         on(node, async |channel: Channel| {
@@ -1441,10 +1468,29 @@ fn a_quorum_queue_confirms_once_a_majority_of_its_members_has_the_message() {
     let mut confirm = Box::pin(confirm);
     let early = runtime.block_on(async { tokio::time::timeout(Duration::from_secs(3), &mut confirm).await });
     assert!(early.is_err(), "confirmed without a majority: {early:?}");
+    // Meanwhile the home shows the queue in a minority and without a leader, as RabbitMQ does.
+    let listed = json!([{
+        "name": "qq",
+        "readable_name": "queue 'qq' in vhost '/'",
+        "type": "rabbit_quorum_queue",
+        "virtual_host": "/",
+    }]);
+    let without = health(&nodes[0], "quorum-queues-without-elected-leaders/all-vhosts/");
+    let reason = "Detected quorum queues without an elected leader";
+    assert_eq!(without, (503, json!({"status": "failed", "reason": reason, "queues": listed})));
+    let queue = Call::api(nodes[0].http_port, "GET", "/api/queues/%2F/qq").send_blocking().json();
+    assert_eq!((&queue["state"], &queue["online"]), (&json!("minority"), &json!([names[0]])));
     nodes[1] = start(2);
     let late = runtime.block_on(async { tokio::time::timeout(Duration::from_secs(30), &mut confirm).await });
     assert!(late.expect("confirmed once a majority has it").unwrap().is_ack());
     drop((channel, connection));
+    // Two of three up: either one's stop would lose the majority, the metadata's too.
+    let (status, critical) = health(&nodes[0], "node-is-quorum-critical");
+    assert_eq!(
+        (status, &critical["queues"][0], &critical["queues"][1]["name"]),
+        (503, &listed[0], &json!("rabbitmq_metadata"))
+    );
+    assert_eq!(health(&nodes[0], "quorum-queues-without-elected-leaders/vhost/%2F/").0, 200);
 
     nodes[2] = start(3);
 

@@ -19,13 +19,14 @@ use tokio::sync::watch;
 use crate::config::ClusterConfig;
 use crate::running::Running;
 
-/// The metadata group's timings: a heartbeat every 200 ms, an election after 1–2 s without
+/// The metadata group's timings: a heartbeat every 150 ms, an election after 0.6–1.2 s without
 /// one (openraft's defaults, 50 ms and 150–300 ms, are for a LAN under no load; a node busy
-/// with a flood of messages must not lose its leadership to a late heartbeat); a snapshot every
-/// 5,000 changes (openraft's default).
+/// with a flood of messages must not lose its leadership to a late heartbeat, while a failover
+/// of a quorum queue writes to the metadata and waits for its election when the leader's node
+/// went too); a snapshot every 5,000 changes (openraft's default).
 const TIMING: Timing = Timing {
-    heartbeat: Duration::from_millis(200),
-    election: (Duration::from_secs(1), Duration::from_secs(2)),
+    heartbeat: Duration::from_millis(150),
+    election: (Duration::from_millis(600), Duration::from_millis(1200)),
     compaction: 5000,
 };
 
@@ -152,6 +153,7 @@ pub(crate) async fn start(
     let liveness = Liveness::start(&identity, members.clone());
     broker.join_cluster(Cluster::new(current, members, liveness, restart, (Queues::new(identity), replicas)));
     running.serve(follow_members(Arc::downgrade(broker), home, shutdown.clone()));
+    running.serve(fail_over(Arc::downgrade(broker), shutdown.clone()));
     Ok(())
 }
 
@@ -171,6 +173,21 @@ async fn follow_members(broker: std::sync::Weak<Broker>, home: Arc<Home>, mut st
             cluster.follow_alarms(broker.resources());
             home.reap(&|node| cluster.is_running(node)).await;
             cluster.follow_replicas(&broker).await;
+        }
+    }
+}
+
+/// Four times a second: moves here the replicated quorum queues whose home node is down and
+/// whose group this node leads (a failover waits for this check at most a quarter second).
+async fn fail_over(broker: std::sync::Weak<Broker>, mut stop: watch::Receiver<bool>) {
+    let mut ticks = tokio::time::interval(Duration::from_millis(250));
+    loop {
+        tokio::select! {
+            _ = ticks.tick() => {}
+            _ = stop.wait_for(|stop| *stop) => return,
+        }
+        let Some(broker) = broker.upgrade() else { return };
+        if let Some(cluster) = broker.cluster() {
             cluster.fail_over().await;
         }
     }

@@ -13,7 +13,10 @@ use openraft::error::{
     Unreachable,
 };
 use openraft::network::{RPCOption, RaftNetworkFactory, v2::RaftNetworkV2};
-use openraft::raft::{AppendEntriesRequest, AppendEntriesResponse, SnapshotResponse, VoteRequest, VoteResponse};
+use openraft::raft::{
+    AppendEntriesRequest, AppendEntriesResponse, SnapshotResponse, TransferLeaderRequest, TransferLeaderResponse,
+    VoteRequest, VoteResponse,
+};
 use openraft::{ChangeMembers, Config, Raft};
 use redb::Database;
 use serde::{Deserialize, Serialize};
@@ -133,6 +136,14 @@ impl RaftNetworkV2<TypeConfig> for PeerClient {
         self.call(Kind::Vote, &rpc, option.hard_ttl()).await
     }
 
+    async fn transfer_leader(
+        &mut self,
+        rpc: TransferLeaderRequest<TypeConfig>,
+        option: RPCOption,
+    ) -> Result<TransferLeaderResponse<TypeConfig>, RPCError<TypeConfig>> {
+        self.call(Kind::TransferLeader, &rpc, option.hard_ttl()).await
+    }
+
     async fn full_snapshot(
         &mut self,
         vote: VoteOf<TypeConfig>,
@@ -240,8 +251,15 @@ pub struct Status {
     pub applied: u64,
     /// The last log index this node wrote.
     pub last_written: u64,
-    /// The last log index its latest snapshot covers.
+    /// The last log index its latest snapshot covers (0 before the first).
     pub snapshot: u64,
+    /// Whether it took or was given a snapshot yet.
+    pub snapshotted: bool,
+    /// Its Raft state in Ra's words, as RabbitMQ shows them: `leader`, `follower`,
+    /// `candidate`, `learner` (a member catching up before it votes), `shutdown`.
+    pub state: &'static str,
+    /// Whether it votes (a learner does not).
+    pub voter: bool,
 }
 
 /// What a leader answers a proposal with: where the command was committed, and the
@@ -380,6 +398,15 @@ impl<M: Machine> Group<M> {
             applied: index(metrics.last_applied.as_ref()),
             last_written: metrics.last_log_index.unwrap_or(0),
             snapshot: index(metrics.snapshot.as_ref()),
+            snapshotted: metrics.snapshot.is_some(),
+            state: match metrics.state {
+                openraft::ServerState::Leader => "leader",
+                openraft::ServerState::Follower => "follower",
+                openraft::ServerState::Candidate => "candidate",
+                openraft::ServerState::Learner => "learner",
+                openraft::ServerState::Shutdown => "shutdown",
+            },
+            voter: metrics.membership_config.voter_ids().any(|id| id == metrics.id),
         }
     }
 
@@ -484,6 +511,21 @@ impl<M: Machine> Group<M> {
         }
     }
 
+    /// Starts an election at once (no pre-vote): the leader's node is known to be down, and
+    /// waiting out the election timeout would only delay the failover.
+    ///
+    /// # Errors
+    /// The group stopped.
+    pub async fn elect(&self) -> Result<(), GroupError> {
+        self.raft.trigger().elect(false).await.map_err(|e| GroupError::Stopped(e.to_string()))
+    }
+
+    /// This member's Raft id.
+    #[must_use]
+    pub fn id(&self) -> u64 {
+        self.id
+    }
+
     /// The leader this node knows of.
     pub async fn leader(&self) -> Option<u64> {
         self.raft.current_leader().await
@@ -517,6 +559,11 @@ impl<M: Machine> Group<M> {
             Kind::Vote => {
                 let request = decode(&body).map_err(|e| text(&e))?;
                 let answer = self.raft.vote(request).await.map_err(|e| text(&e))?;
+                encode(&answer).map_err(|e| text(&e))
+            }
+            Kind::TransferLeader => {
+                let request = decode(&body).map_err(|e| text(&e))?;
+                let answer = self.raft.handle_transfer_leader(request).await.map_err(|e| text(&e))?;
                 encode(&answer).map_err(|e| text(&e))
             }
             Kind::Snapshot => {

@@ -47,9 +47,62 @@ pub(crate) async fn virtual_hosts() -> Json<JsonValue> {
 }
 
 /// `GET /api/health/checks/node-is-quorum-critical`: a single node is never critical for a
-/// quorum (4.0.5's answer on one node).
-pub(crate) async fn node_is_quorum_critical() -> Json<JsonValue> {
-    Json(json!({"status": "ok", "reason": "single node cluster"}))
+/// quorum (4.0.5's answer on one node); in a cluster, 503 with the quorum queues (and the
+/// metadata store, as RabbitMQ 4.3.6 lists `rabbitmq_metadata`) that would lose their majority
+/// were this node to stop.
+pub(crate) async fn node_is_quorum_critical(State(broker): State<Arc<Broker>>) -> (StatusCode, Json<JsonValue>) {
+    let Some(cluster) = broker.cluster() else {
+        return (StatusCode::OK, Json(json!({"status": "ok", "reason": "single node cluster"})));
+    };
+    let (queues, metadata) = cluster.quorum_critical();
+    let mut listed: Vec<JsonValue> = queues.iter().map(|(vhost, name)| quorum_queue(vhost, name)).collect();
+    if metadata {
+        listed.push(json!({
+            "name": "rabbitmq_metadata",
+            "readable_name": "rabbitmq_metadata",
+            "type": "process",
+            "virtual_host": "(not applicable)",
+        }));
+    }
+    failed_unless_empty(listed, "There are quorum queues that would lose their quorum if the target node is shut down")
+}
+
+/// `GET /api/health/checks/quorum-queues-without-elected-leaders/all-vhosts/` and
+/// `.../vhost/{vhost}/`: 503 with the quorum queues that have no majority of their members
+/// running.
+pub(crate) async fn without_leaders_all(State(broker): State<Arc<Broker>>) -> (StatusCode, Json<JsonValue>) {
+    without_leaders(&broker, None)
+}
+
+/// The same, for one vhost.
+pub(crate) async fn without_leaders_in(
+    State(broker): State<Arc<Broker>>,
+    Path(vhost): Path<String>,
+) -> (StatusCode, Json<JsonValue>) {
+    without_leaders(&broker, Some(&vhost))
+}
+
+fn without_leaders(broker: &Broker, vhost: Option<&str>) -> (StatusCode, Json<JsonValue>) {
+    let queues = broker.cluster().map(|c| c.queues_without_leaders(vhost)).unwrap_or_default();
+    let listed = queues.iter().map(|(vhost, name)| quorum_queue(vhost, name)).collect();
+    failed_unless_empty(listed, "Detected quorum queues without an elected leader")
+}
+
+/// A quorum queue as RabbitMQ 4.3.6's quorum health checks list it.
+fn quorum_queue(vhost: &str, name: &str) -> JsonValue {
+    json!({
+        "name": name,
+        "readable_name": format!("queue '{name}' in vhost '{vhost}'"),
+        "type": "rabbit_quorum_queue",
+        "virtual_host": vhost,
+    })
+}
+
+fn failed_unless_empty(queues: Vec<JsonValue>, reason: &str) -> (StatusCode, Json<JsonValue>) {
+    if queues.is_empty() {
+        return (StatusCode::OK, Json(json!({"status": "ok"})));
+    }
+    (StatusCode::SERVICE_UNAVAILABLE, Json(json!({"status": "failed", "reason": reason, "queues": queues})))
 }
 
 /// `GET /api/health/checks/port-listener/{port}`.

@@ -104,6 +104,7 @@ pub fn router(broker: Arc<Broker>) -> Router {
         .route("/api/queues/{vhost}/{name}/contents", axum::routing::delete(queue_actions::purge))
         .route("/api/queues/{vhost}/{name}/get", axum::routing::post(queue_get::get))
         .route("/api/queues/{vhost}/{name}/bindings", get(queue_actions::bindings))
+        .route("/api/queues/quorum/{vhost}/{name}/status", get(queues::quorum_status))
         .route("/api/exchanges", get(exchanges::list_all))
         .route("/api/exchanges/{vhost}", get(exchanges::list_vhost))
         .route("/api/exchanges/{vhost}/{name}", get(exchanges::get_one).put(exchanges::put).delete(exchanges::delete))
@@ -149,6 +150,16 @@ pub fn router(broker: Arc<Broker>) -> Router {
         .route("/api/health/checks/local-alarms", get(health::local_alarms))
         .route("/api/health/checks/virtual-hosts", get(health::virtual_hosts))
         .route("/api/health/checks/node-is-quorum-critical", get(health::node_is_quorum_critical))
+        .route("/api/health/checks/quorum-queues-without-elected-leaders/all-vhosts/", get(health::without_leaders_all))
+        .route(
+            "/api/health/checks/quorum-queues-without-elected-leaders/vhost/{vhost}/",
+            get(health::without_leaders_in),
+        )
+        .route("/api/health/checks/quorum-queues-without-elected-leaders/all-vhosts", get(health::without_leaders_all))
+        .route(
+            "/api/health/checks/quorum-queues-without-elected-leaders/vhost/{vhost}",
+            get(health::without_leaders_in),
+        )
         .route("/api/health/checks/port-listener/{port}", get(health::port_listener))
         .route("/api/health/checks/protocol-listener/{protocol}", get(health::protocol_listener))
         .route("/api/aliveness-test/{vhost}", get(aliveness::check))

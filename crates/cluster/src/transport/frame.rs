@@ -30,6 +30,8 @@ pub enum Kind {
     /// A request for a queue that lives on the answering node, from a node that reaches it
     /// through a proxy (the engine encodes it; `group` is 0).
     Queue,
+    /// The leader hands leadership over to the node asked.
+    TransferLeader,
     /// The answer to the request with the same id.
     Answer,
     /// The request with the same id failed on the peer; the body is the reason.
@@ -48,6 +50,7 @@ impl Kind {
             Self::Ping => 7,
             Self::Membership => 8,
             Self::Queue => 9,
+            Self::TransferLeader => 10,
         }
     }
 
@@ -55,6 +58,7 @@ impl Kind {
         Some(match code {
             1 => Self::Append,
             2 => Self::Vote,
+            10 => Self::TransferLeader,
             3 => Self::Snapshot,
             4 => Self::Answer,
             5 => Self::Failed,

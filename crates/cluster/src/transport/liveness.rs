@@ -10,11 +10,12 @@ use parking_lot::Mutex;
 use tokio::task::{AbortHandle, JoinSet};
 
 use super::frame::Kind;
-use super::{Connection, Identity};
+use super::{CallError, Connection, Identity};
 use crate::Peer;
 
-const INTERVAL: Duration = Duration::from_secs(1);
-/// A peer not heard from for this long is down (three missed pings).
+const INTERVAL: Duration = Duration::from_millis(500);
+/// A peer not heard from for this long is down (three missed pings; at once when its
+/// address refuses the connection).
 pub const DOWN_AFTER: Duration = Duration::from_secs(3);
 
 /// When each peer answered last, and what.
@@ -74,10 +75,24 @@ impl Liveness {
                 ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
                 loop {
                     ticks.tick().await;
-                    let ping = connection.call(0, Kind::Ping, Vec::new());
-                    match tokio::time::timeout(INTERVAL, ping).await {
+                    let mut ping = tokio::time::timeout(INTERVAL, connection.call(0, Kind::Ping, Vec::new())).await;
+                    // A connection the peer's end dropped is tried again at once: a node killed
+                    // since the last ping then refuses the new one, and is down now.
+                    if let Ok(Err(CallError::Unreachable(e))) = &ping
+                        && e.kind() != std::io::ErrorKind::ConnectionRefused
+                    {
+                        ping = tokio::time::timeout(INTERVAL, connection.call(0, Kind::Ping, Vec::new())).await;
+                    }
+                    match ping {
                         Ok(Ok(report)) => {
                             seen.lock().insert(peer.clone(), (Instant::now(), Arc::new(report)));
+                        }
+                        // Nothing listens there: the node is down now, not after three pings
+                        // (a `kill -9`; what a failover waits for).
+                        Ok(Err(CallError::Unreachable(e))) if e.kind() == std::io::ErrorKind::ConnectionRefused => {
+                            if let Some((at, _)) = seen.lock().get_mut(&peer) {
+                                *at = Instant::now().checked_sub(DOWN_AFTER).unwrap_or(*at);
+                            }
                         }
                         Ok(Err(_)) => {}
                         Err(_) => connection.reset(),
@@ -100,6 +115,13 @@ impl Liveness {
     #[must_use]
     pub fn running(&self, name: &str) -> bool {
         self.seen.lock().get(name).is_some_and(|(at, _)| at.elapsed() < DOWN_AFTER)
+    }
+
+    /// Whether `name` answered a ping once and is down now: unlike `!running`, never true of a
+    /// peer not yet pinged (this node just started), on which a failover must not act.
+    #[must_use]
+    pub fn down(&self, name: &str) -> bool {
+        self.seen.lock().get(name).is_some_and(|(at, _)| at.elapsed() >= DOWN_AFTER)
     }
 
     /// What `name` answered its last ping with, while it runs.

@@ -236,6 +236,44 @@ impl Cluster {
         }
     }
 
+    /// The replicated queues of which this node is a member and that would lose their majority
+    /// were it to stop (RabbitMQ's `node-is-quorum-critical`), by vhost and name; and whether
+    /// the metadata group would.
+    #[must_use]
+    pub fn quorum_critical(&self) -> (Vec<(String, String)>, bool) {
+        let me = charon_model::node_name();
+        let critical = |members: &[String]| {
+            let others_up = members.iter().filter(|m| **m != me && self.is_running(m)).count();
+            members.contains(&me) && others_up < members.len() / 2 + 1
+        };
+        let queues = self
+            .replicated_queues()
+            .into_iter()
+            .filter(|(_, _, record)| record.replicas.as_ref().is_some_and(|r| critical(&r.members)))
+            .map(|(vhost, name, _)| (vhost, name))
+            .collect();
+        let metadata: Vec<String> =
+            self.group.get().members().into_iter().filter(|m| m.voter).map(|m| m.peer.name).collect();
+        (queues, metadata.len() > 1 && critical(&metadata))
+    }
+
+    /// The replicated queues (of `vhost`, or of every vhost) that have no majority of their
+    /// members running, so no leader (RabbitMQ's `quorum-queues-without-elected-leaders`).
+    #[must_use]
+    pub fn queues_without_leaders(&self, vhost: Option<&str>) -> Vec<(String, String)> {
+        self.replicated_queues()
+            .into_iter()
+            .filter(|(v, _, _)| vhost.is_none_or(|vhost| vhost == v))
+            .filter(|(_, _, record)| {
+                record
+                    .replicas
+                    .as_ref()
+                    .is_some_and(|r| r.members.iter().filter(|m| self.is_running(m)).count() <= r.members.len() / 2)
+            })
+            .map(|(vhost, name, _)| (vhost, name))
+            .collect()
+    }
+
     /// Every replicated queue's record, by vhost and name, as this node applied them.
     fn replicated_queues(&self) -> Vec<(String, String, QueueRecord)> {
         self.group.get().read(|m| {
@@ -413,28 +451,54 @@ impl Cluster {
     }
 
     /// Moves every replicated queue whose home node is down and whose group this node leads
-    /// here: the queue is taken over from its group (see [`replicas`]). Run every second.
+    /// here: the queue is taken over from its group (see [`replicas`]). When the home's node
+    /// led the group too (as it asks to), the first running member by name starts an election
+    /// at once rather than wait out the election timeout. Run four times a second.
     pub async fn fail_over(&self) {
         let me = charon_model::node_name();
-        let stranded: Vec<(String, String, u64)> = self.group.get().read(|m| {
-            m.queues()
-                .iter()
-                .flat_map(|(vhost, queues)| queues.iter().map(move |(name, record)| (vhost, name, record)))
-                .filter_map(|(vhost, name, record)| {
-                    let replicas = record.replicas.as_ref().filter(|r| r.members.contains(&me))?;
-                    (record.home != me && !self.is_running(&record.home))
-                        .then(|| (vhost.clone(), name.clone(), replicas.group))
-                })
-                .collect()
-        });
-        for (vhost, name, group) in stranded {
-            if !self.replicas.get(group).is_some_and(|g| g.status().leader) {
+        self.elect_metadata_leader(&me).await;
+        for (vhost, name, record) in self.replicated_queues() {
+            let Some(replicas) = record.replicas.as_ref().filter(|r| r.members.contains(&me)) else { continue };
+            if record.home == me || !self.liveness.down(&record.home) {
+                continue;
+            }
+            let Some(group) = self.replicas.get(replicas.group) else { continue };
+            if !group.status().leader {
+                let home_led = group.leader().await.is_none_or(|l| l == charon_cluster::node_id(&record.home));
+                let first = replicas.members.iter().filter(|m| self.is_running(m)).min() == Some(&me);
+                if home_led && first && self.replicas.may_elect(replicas.group) {
+                    tracing::info!(queue = name, vhost, "the queue's home node is down: this node calls an election");
+                    if let Err(e) = group.elect().await {
+                        tracing::warn!(queue = name, error = %e, "the queue's group did not start an election");
+                    }
+                }
                 continue;
             }
             tracing::warn!(queue = name, vhost, "the queue's home node is down: this node takes the queue over");
             let command = MetaCommand::MoveQueue { vhost: vhost.clone(), name: name.clone(), home: me.clone() };
             if let Err(e) = self.write(&command).await {
                 tracing::warn!(queue = name, vhost, error = %e, "the cluster did not move the queue here");
+            }
+        }
+    }
+
+    /// When the metadata group's leader is on a node that is down, the first running member
+    /// by name starts an election at once: a failover writes to the metadata, and would wait
+    /// out the election timeout otherwise.
+    async fn elect_metadata_leader(&self, me: &str) {
+        let group = self.group.get();
+        if group.status().leader {
+            return;
+        }
+        let members = group.members();
+        let leader = group.leader().await;
+        let leader_down =
+            leader.is_some_and(|id| members.iter().any(|m| m.id == id && self.liveness.down(&m.peer.name)));
+        let first = members.iter().filter(|m| self.is_running(&m.peer.name)).map(|m| &m.peer.name).min();
+        if leader_down && first.is_some_and(|first| first == me) && self.replicas.may_elect(0) {
+            tracing::info!("the metadata leader's node is down: this node calls an election");
+            if let Err(e) = group.elect().await {
+                tracing::warn!(error = %e, "the metadata group did not start an election");
             }
         }
     }
@@ -532,6 +596,42 @@ impl Cluster {
             },
             _ => Err(down()),
         }
+    }
+
+    /// Each member of replicated queue `name` of `vhost` with its Raft state (`None`: the
+    /// member is down, or did not answer within 2 s), in the record's order; `None` for a
+    /// queue that is not replicated.
+    pub async fn replica_statuses(
+        &self,
+        vhost: &str,
+        name: &str,
+    ) -> Option<Vec<(String, Option<replicas::MemberStatus>)>> {
+        use charon_cluster::transport::{Connection, frame::Kind};
+        use queues::wire::{self, Envelope, Reply, Request};
+        let replicas = self.queue_record(vhost, name)?.replicas?;
+        let me = charon_model::node_name();
+        let mut statuses = Vec::with_capacity(replicas.members.len());
+        for member in replicas.members {
+            let status = if member == me {
+                self.replicas.status(replicas.group)
+            } else if let Some(address) = self.address_of(&member).filter(|_| self.is_running(&member)) {
+                let mut connection = Connection::new(self.queues.identity().clone(), address);
+                let request = Request::ReplicaStatus { group: replicas.group };
+                let envelope = Envelope { from: me.clone(), boot: boot(), request };
+                let call = connection.call(0, Kind::Queue, wire::encode(&envelope, &[]));
+                match tokio::time::timeout(std::time::Duration::from_secs(2), call).await {
+                    Ok(Ok(body)) => match wire::decode::<Reply>(body) {
+                        Ok((Reply::ReplicaStatus(status), _)) => status,
+                        _ => None,
+                    },
+                    _ => None,
+                }
+            } else {
+                None
+            };
+            statuses.push((member, status));
+        }
+        Some(statuses)
     }
 
     /// Sets `user`'s topic permissions on `exchange` in `vhost` through the cluster.

@@ -17,13 +17,18 @@ use charon_cluster::{Group, GroupError, LogStore, Machine, MachineError, Peer, T
 use charon_queue::replica::ReplicaJournal;
 use parking_lot::Mutex;
 
-/// A queue group's timings: the metadata group's, a failover of a queue as quick as one of the
-/// metadata. A snapshot holds every message of the queue: taken less often.
+/// A queue group's timings: a failover waits for an election (its caller's vote is refused
+/// by a member whose leader's lease still holds), so the timeout is short. A snapshot holds
+/// every message of the queue: taken less often than the metadata's.
 const TIMING: Timing = Timing {
-    heartbeat: Duration::from_millis(200),
-    election: (Duration::from_secs(1), Duration::from_secs(2)),
+    heartbeat: Duration::from_millis(150),
+    election: (Duration::from_millis(600), Duration::from_millis(1200)),
     compaction: 20_000,
 };
+
+/// The version of the machine queue groups replicate (shown as RabbitMQ shows rabbit_fifo's):
+/// a change to how it applies commands is a new version, switched on at one log index.
+pub const MACHINE_VERSION: u32 = 1;
 
 /// The machine a queue group replicates: the queue's journal.
 #[derive(Default)]
@@ -55,6 +60,39 @@ impl Machine for ReplicaMachine {
 /// One queue group on this node.
 pub type QueueGroup = Group<ReplicaMachine>;
 
+/// A quorum queue's members as RabbitMQ's management API shows them.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct QuorumMembers {
+    /// The member that runs the queue (RabbitMQ's leader: Charon's home).
+    pub leader: String,
+    /// Every member, the declaring node first.
+    pub members: Vec<String>,
+    /// The members that run.
+    pub online: Vec<String>,
+}
+
+/// One member's Raft state in a queue's group, as `GET /api/queues/quorum/{vhost}/{name}/status`
+/// shows it.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct MemberStatus {
+    /// `leader`, `follower`, `candidate`, `learner`.
+    pub state: String,
+    /// Whether it votes.
+    pub voter: bool,
+    /// The last index in its log.
+    pub last_log: u64,
+    /// The last index it wrote (openraft reports what it appended; its log fsyncs each write).
+    pub last_written: u64,
+    /// The last index it applied.
+    pub applied: u64,
+    /// The last index it knows committed.
+    pub committed: u64,
+    /// The last index its snapshot covers (`None` before the first).
+    pub snapshot: Option<u64>,
+    /// Its term.
+    pub term: u64,
+}
+
 /// The queue groups this node is a member of.
 pub struct Replicas {
     identity: Identity,
@@ -67,6 +105,8 @@ pub struct Replicas {
     starting: tokio::sync::Mutex<()>,
     /// Woken when a group starts (a home waits for its queue's group).
     started: tokio::sync::Notify,
+    /// When this node last called an election in each group (one per election timeout).
+    elections: Mutex<HashMap<u64, std::time::Instant>>,
 }
 
 impl Replicas {
@@ -80,7 +120,20 @@ impl Replicas {
             queues: Mutex::default(),
             starting: tokio::sync::Mutex::default(),
             started: tokio::sync::Notify::new(),
+            elections: Mutex::default(),
         }
+    }
+
+    /// Whether this node may call an election in group `group` now (none called within the
+    /// longest election timeout), noting that it does.
+    pub fn may_elect(&self, group: u64) -> bool {
+        let mut elections = self.elections.lock();
+        let now = std::time::Instant::now();
+        if elections.get(&group).is_some_and(|at| now.duration_since(*at) < TIMING.election.1) {
+            return false;
+        }
+        elections.insert(group, now);
+        true
     }
 
     /// Starts this node's member of group `group` (of queue `queue`, as vhost and name)
@@ -118,6 +171,22 @@ impl Replicas {
         self.groups.lock().insert(group, Arc::clone(&started));
         self.started.notify_waiters();
         Ok(started)
+    }
+
+    /// This node's member of group `group`'s Raft state, when it runs.
+    #[must_use]
+    pub fn status(&self, group: u64) -> Option<MemberStatus> {
+        let status = self.get(group)?.status();
+        Some(MemberStatus {
+            state: status.state.to_owned(),
+            voter: status.voter,
+            last_log: status.last_written,
+            last_written: status.last_written,
+            applied: status.applied,
+            committed: status.committed,
+            snapshot: status.snapshotted.then_some(status.snapshot),
+            term: status.term,
+        })
     }
 
     /// This node's member of group `group`, when it runs.

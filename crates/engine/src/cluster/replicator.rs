@@ -42,26 +42,37 @@ pub(crate) struct Replicator {
     group: u64,
     /// The queue, as vhost and name.
     queue: (String, String),
+    /// Whether this node's metadata was known current when the queue was made here (a declare
+    /// or a move it just applied): the take-over then skips the barrier.
+    current: bool,
     pending: Mutex<Pending>,
     wake: tokio::sync::Notify,
 }
 
 impl Replicator {
-    /// The writer for `queue` (vhost and name), of group `group`.
-    pub(crate) fn new(cluster: ClusterSlot, group: u64, queue: (String, String)) -> Arc<Self> {
+    /// The writer for `queue` (vhost and name), of group `group`; `current`: made on a
+    /// metadata change this node just applied (not restored at start).
+    pub(crate) fn new(cluster: ClusterSlot, group: u64, queue: (String, String), current: bool) -> Arc<Self> {
         Arc::new_cyclic(|me| Self {
             me: me.clone(),
             cluster,
             group,
             queue,
+            current,
             pending: Mutex::default(),
             wake: tokio::sync::Notify::new(),
         })
     }
 
     /// This node's member of group `group`, once the cluster started it and made sure that
-    /// this node is the queue's home (`None`: another node is).
-    async fn member(cluster: ClusterSlot, group: u64, (vhost, name): (String, String)) -> Option<Arc<QueueGroup>> {
+    /// this node is the queue's home (`None`: another node is). `current`: this node's
+    /// metadata is known current; otherwise a barrier makes it so first.
+    async fn member(
+        cluster: ClusterSlot,
+        group: u64,
+        (vhost, name): (String, String),
+        current: bool,
+    ) -> Option<Arc<QueueGroup>> {
         let me = charon_model::node_name();
         loop {
             // The node restores its queues before it joins its cluster.
@@ -69,7 +80,11 @@ impl Replicator {
                 tokio::time::sleep(Duration::from_millis(100)).await;
                 continue;
             };
-            match cluster.current_home(&vhost, &name).await {
+            let home = match current {
+                true => Ok(cluster.queue_record(&vhost, &name).map(|record| record.home)),
+                false => cluster.current_home(&vhost, &name).await,
+            };
+            match home {
                 Ok(Some(home)) if home == me => return Some(cluster.replicas().until_started(group).await),
                 Ok(home) => {
                     tracing::info!(queue = name, vhost, ?home, "the queue lives on another node now");
@@ -173,9 +188,9 @@ impl Replicate for Replicator {
 
     fn take_over(&self, queue: u64, log: Arc<MessageLog>) -> TakingOver {
         let (cluster, group, this) = (Arc::clone(&self.cluster), self.group, self.me.clone());
-        let queue_name = self.queue.clone();
+        let (queue_name, current) = (self.queue.clone(), self.current);
         Box::pin(async move {
-            let Some(member) = Self::member(cluster, group, queue_name).await else {
+            let Some(member) = Self::member(cluster, group, queue_name, current).await else {
                 return Err("the queue's home is another node".to_owned());
             };
             let take_over = ReplicaCommand::TakeOver { home: charon_model::node_name() }.encode();

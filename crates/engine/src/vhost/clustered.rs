@@ -193,7 +193,7 @@ impl VHost {
         };
         let new = if here {
             let settings = self.settings_for(&name, queue_type, &config.arguments);
-            crate::queue::spawn(id, config, settings, self.queue_links(Some((group, &name))), Default::default())
+            crate::queue::spawn(id, config, settings, self.queue_links(Some((group, &name, true))), Default::default())
         } else {
             self.proxy(id, config, record.home.clone())
         };
@@ -312,6 +312,29 @@ impl VHost {
         if let Some(cluster) = self.cluster.get() {
             cluster.replicas().forget(&self.name, name).await;
         }
+    }
+
+    /// Quorum queue `queue`'s members, as RabbitMQ's management API lists them (`leader`,
+    /// `members`, `online`): its group's, for a replicated queue; this node alone for one that
+    /// lives on this node only. `None` for any other queue.
+    #[must_use]
+    pub fn quorum_members(&self, queue: &QueueRef) -> Option<crate::cluster::replicas::QuorumMembers> {
+        if queue.config.queue_type != crate::queue::QueueType::Quorum {
+            return None;
+        }
+        let cluster = self.cluster.get();
+        let record = cluster.and_then(|c| c.queue_record(&self.name, queue.name()));
+        let (Some(cluster), Some(record)) = (cluster, record) else {
+            let me = queue.home.clone().unwrap_or_else(charon_model::node_name);
+            return Some(crate::cluster::replicas::QuorumMembers {
+                leader: me.clone(),
+                members: vec![me.clone()],
+                online: vec![me],
+            });
+        };
+        let members = record.replicas.map_or_else(|| vec![record.home.clone()], |r| r.members);
+        let online = members.iter().filter(|m| cluster.is_running(m)).cloned().collect();
+        Some(crate::cluster::replicas::QuorumMembers { leader: record.home, members, online })
     }
 
     /// Starts this node's member of a replicated quorum queue's group (this node is among

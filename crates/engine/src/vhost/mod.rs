@@ -222,12 +222,13 @@ impl VHost {
 
     /// What a queue task of this vhost is linked to: the message log, this vhost's dead-letter
     /// routes, the topology it leaves when it deletes itself, and a replicated quorum queue's
-    /// group (`replica`: the group and the queue's name).
-    pub(crate) fn queue_links(&self, replica: Option<(u64, &str)>) -> QueueLinks {
+    /// group (`replica`: the group, the queue's name, and whether the metadata change that made
+    /// it here was just applied — a queue restored at start is not).
+    pub(crate) fn queue_links(&self, replica: Option<(u64, &str, bool)>) -> QueueLinks {
         let me = self.me.clone();
-        let replica = replica.map(|(group, name)| {
+        let replica = replica.map(|(group, name, current)| {
             let queue = (self.name.clone(), name.to_owned());
-            crate::cluster::replicator::Replicator::new(Arc::clone(&self.cluster), group, queue)
+            crate::cluster::replicator::Replicator::new(Arc::clone(&self.cluster), group, queue, current)
                 as Arc<dyn charon_queue::Replicate>
         });
         QueueLinks {
@@ -734,7 +735,7 @@ impl VHost {
         let settings = self.settings_for(&name, queue_type, &config.arguments);
         // The task starts now; until the queue is published nobody can reach it, and should its
         // commit fail, dropping the handle stops it.
-        let links = self.queue_links(replica.map(|group| (group, name.as_str())));
+        let links = self.queue_links(replica.map(|group| (group, name.as_str(), true)));
         let queue = crate::queue::spawn(id, config, settings, links, Default::default());
         let Some((store, stored)) = self.store.as_ref().zip(stored) else {
             topology.queues.insert(name.clone(), queue);

@@ -80,7 +80,7 @@ impl VHost {
             // it may be older than what a later home wrote.
             let restored = if stored.replica.is_some() { RecoveredQueue::default() } else { restored };
             tracing::info!(queue = stored.name, vhost = self.name, messages = restored.len(), "queue recovered");
-            let links = self.queue_links(stored.replica.map(|group| (group, stored.name.as_str())));
+            let links = self.queue_links(stored.replica.map(|group| (group, stored.name.as_str(), false)));
             let queue = crate::queue::spawn(stored.id, config, settings, links, restored);
             topology.queues.insert(stored.name.clone(), queue);
         }

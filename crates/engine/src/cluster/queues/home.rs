@@ -216,6 +216,10 @@ impl Home {
                 Some(broker) => Reply::Redrive(broker.redrives().control_here(&broker, &vhost, &id, control).await),
                 None => refused("the node is stopping".into()),
             },
+            Request::ReplicaStatus { group } => {
+                let cluster = self.broker.upgrade().and_then(|b| b.cluster().map(|c| c.replicas().status(group)));
+                Reply::ReplicaStatus(cluster.flatten())
+            }
             request => match self.on_queue(from, boot, request, messages).await {
                 Ok((reply, out)) => return (reply, out),
                 Err(refusal) => Reply::Refused(refusal),
@@ -350,6 +354,7 @@ impl Home {
             | Request::Replies { .. }
             | Request::ReplyLive { .. }
             | Request::Redrive { .. }
+            | Request::ReplicaStatus { .. }
             | Request::Http(_) => Err(other("not a queue request".into())),
         }
     }

@@ -119,6 +119,8 @@ pub(crate) enum Request {
     Http(crate::cluster::forward::HttpForward),
     /// Pause, resume or cancel a redrive job the answering node runs (asked on another node).
     Redrive { vhost: String, id: String, control: crate::redrive::job::Control },
+    /// The answering node's member of a replicated queue's group: its Raft state.
+    ReplicaStatus { group: u64 },
 }
 
 /// [`Settle`] on the wire.
@@ -267,6 +269,8 @@ pub(crate) enum Reply {
     Http(crate::cluster::forward::HttpAnswer),
     /// A redrive job's view (its JSON) after the control, or why it was refused.
     Redrive(Result<String, crate::redrive::RedriveError>),
+    /// A member's Raft state (`None`: the node has no member of that group).
+    ReplicaStatus(Option<crate::cluster::replicas::MemberStatus>),
 }
 
 /// Why a body cannot be read.
