@@ -1,18 +1,21 @@
 #!/usr/bin/env python3
 """A Jepsen-style total-queue check of one quorum queue on a three-node cluster (issue 42 item 6),
-for RabbitMQ 4.3.6 (`rmq-cluster.sh`) now and Charon's replicated quorum queues when they come:
-publishers with confirms through random nodes record every message as ok (confirmed), failed
-(nacked) or unknown (the connection broke before its answer); each cycle the queue's leader's
-node is killed with `kill -9` and started again; at the end the queue is drained. The checker:
-lost (ok, never drained) must be 0, unexpected (drained, never published) must be 0;
-duplicates and recovered (unknown, drained) are reported. Failover time: from each kill to the
-first confirm after it.
+for RabbitMQ 4.3.6 (`rmq-cluster.sh`) and Charon's replicated quorum queues: publishers with
+confirms through random nodes record every message as ok (confirmed), failed (nacked) or
+unknown (the connection broke before its answer); each cycle the queue's leader's node is
+killed with `kill -9` and started again or (`--partitions`, Charon only, as root) cut off from
+the other nodes for 4-6 s and healed; at the end the queue is drained. The checker: lost (ok,
+never drained) must be 0, unexpected (drained, never published) must be 0; duplicates and
+recovered (unknown, drained) are reported. Failover time: from each fault to the first confirm
+after it.
 
     sudo ../shared/tools/rmq-cluster.sh start
     sudo .venv/bin/python scripts/jepsen-queue.py --broker rabbitmq --cycles 10
+    cargo build --release -p charon
+    sudo .venv/bin/python scripts/jepsen-queue.py --broker charon --cycles 50 --partitions
 
 pika (scripts/test.sh installs it into .venv). `--broker charon` runs cluster-faults.py's nodes
-(release build), where the leader is the queue's node until issue 42 replicates it.
+(release build unless `--binary`); tests/e2e_cluster.rs runs a short one on every test run.
 """
 
 import argparse
@@ -65,11 +68,16 @@ class Charon:
         self.cluster = faults.Cluster(binary, tempfile.mkdtemp(prefix="charon-jepsen-"))
         self.cluster.start_all("jepsen")
 
+        self.faults = faults
+
     def kill(self, n):
         self.cluster.kill9(n)
 
     def start(self, n):
         self.cluster.start(n)
+
+    def cut(self, n):
+        return self.faults.Partition(n)
 
     def stop(self):
         self.cluster.stop()
@@ -125,6 +133,8 @@ def main():
     parser.add_argument("--broker", choices=["rabbitmq", "charon"], default="rabbitmq")
     parser.add_argument("--cycles", type=int, default=10)
     parser.add_argument("--binary", default="target/release/charon")
+    parser.add_argument("--partitions", action="store_true",
+                        help="every other fault cuts the leader off instead (Charon, as root)")
     args = parser.parse_args()
     broker = RabbitMQ() if args.broker == "rabbitmq" else Charon(args.binary)
     connection = connect(broker, 1)
@@ -139,20 +149,27 @@ def main():
     try:
         for cycle in range(args.cycles):
             time.sleep(random.uniform(2, 4))
-            leader = broker.names.get(api(broker, random.choice(sorted(up)), f"/api/queues/%2F/{QUEUE}").get("leader")
-                                      or api(broker, 1, f"/api/queues/%2F/{QUEUE}").get("node"), 1)
-            up.discard(leader)
+            queue = api(broker, random.choice(sorted(up)), f"/api/queues/%2F/{QUEUE}")
+            leader = broker.names.get(queue.get("leader") or queue.get("node"), 1)
+            partition = args.partitions and cycle % 2 == 1
             killed = time.time()
-            broker.kill(leader)
+            if partition:
+                cut = broker.cut(leader)
+            else:
+                up.discard(leader)
+                broker.kill(leader)
             deadline = killed + 30
             while time.time() < deadline and not any(t > killed for p in publishers for t in p.confirmed_at[-50:]):
                 time.sleep(0.01)
             first = min((t for p in publishers for t in p.confirmed_at[-200:] if t > killed), default=None)
             failovers.append(first - killed if first else None)
             time.sleep(random.uniform(1, 3))
-            broker.start(leader)
-            up.add(leader)
-            print(f"cycle {cycle + 1}: killed node {leader}; first confirm after "
+            if partition:
+                cut.heal()
+            else:
+                broker.start(leader)
+                up.add(leader)
+            print(f"cycle {cycle + 1}: {'cut off' if partition else 'killed'} node {leader}; first confirm after "
                   f"{'%.2f s' % failovers[-1] if failovers[-1] is not None else 'none within 30 s'}; "
                   f"{sum(len(p.ok) for p in publishers)} ok", flush=True)
     finally:
@@ -176,7 +193,7 @@ def main():
     seen = set(drained)
     lost, unexpected = ok - seen, seen - attempted
     times = sorted(f for f in failovers if f is not None)
-    print(f"{args.broker}, {args.cycles} leader kills in {time.time() - started:.0f} s: {len(ok)} ok, "
+    print(f"{args.broker}, {args.cycles} leader {'kills and partitions' if args.partitions else 'kills'} in {time.time() - started:.0f} s: {len(ok)} ok, "
           f"{sum(len(p.failed) for p in publishers)} failed, {len(unknown)} unknown; drained {len(drained)} "
           f"({len(drained) - len(seen)} duplicates, {len(unknown & seen)} unknown recovered)")
     if times:

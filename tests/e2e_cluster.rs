@@ -1527,3 +1527,35 @@ fn a_quorum_queue_confirms_once_a_majority_of_its_members_has_the_message() {
     let expected: Vec<String> = (200..210).map(|i| format!("m-{i}")).collect();
     assert_eq!(got, expected);
 }
+
+/// Issue 42 item 6, the short run: `scripts/jepsen-queue.py` against three nodes of this build,
+/// three `kill -9`s of the quorum queue's leader's node under confirmed publishing; every
+/// confirmed message is drained at the end (lost 0, unexpected 0). The long run, with
+/// partitions, is the same script (docs/clustering.md).
+#[test]
+fn a_short_jepsen_run_of_leader_kills_loses_no_confirmed_message() {
+    let python = std::env::var("CHARON_PYTHON")
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|_| support::workspace_root().join(".venv/bin/python"));
+    assert!(python.exists(), "{} is missing: run scripts/test.sh or set CHARON_PYTHON", python.display());
+    let root = support::workspace_root();
+    let output = std::process::Command::new(python)
+        .current_dir(&root)
+        .args([
+            "scripts/jepsen-queue.py",
+            "--broker",
+            "charon",
+            "--cycles",
+            "3",
+            "--binary",
+            env!("CARGO_BIN_EXE_charon"),
+        ])
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(output.status.success(), "{stdout}\n{}", String::from_utf8_lossy(&output.stderr));
+    assert!(stdout.contains("lost: 0, unexpected: 0"), "{stdout}");
+    let ok: u64 =
+        stdout.split(" ok, ").next().and_then(|head| head.rsplit(' ').next()).and_then(|n| n.parse().ok()).unwrap_or(0);
+    assert!(ok > 100, "too few confirmed to show anything: {stdout}");
+}
