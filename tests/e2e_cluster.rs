@@ -1559,3 +1559,117 @@ fn a_short_jepsen_run_of_leader_kills_loses_no_confirmed_message() {
         stdout.split(" ok, ").next().and_then(|head| head.rsplit(' ').next()).and_then(|n| n.parse().ok()).unwrap_or(0);
     assert!(ok > 100, "too few confirmed to show anything: {stdout}");
 }
+
+/// `charon ctl` against `node`, with `args`; its stdout (the verb must succeed).
+fn ctl(node: &Charon, args: &[&str]) -> String {
+    let output = std::process::Command::new(env!("CARGO_BIN_EXE_charon"))
+        .args(["ctl", "--url", &format!("http://127.0.0.1:{}", node.http_port)])
+        .args(args)
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "ctl {args:?}: {}", String::from_utf8_lossy(&output.stderr));
+    String::from_utf8(output.stdout).unwrap()
+}
+
+/// Issue 42 item 4: rabbitmq-queues' membership verbs through `charon ctl`, under confirmed
+/// publishing: a quorum queue of two members grows to three (the new member votes once it
+/// caught up), loses one, and every confirmed message is there at the end.
+#[test]
+fn quorum_queue_members_are_added_and_removed_under_load() {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicBool, Ordering};
+
+    use lapin::options::ConfirmSelectOptions;
+    use lapin::types::AMQPValue;
+
+    let dir = tempfile::tempdir().unwrap();
+    let secret = dir.path().join("secret");
+    std::fs::write(&secret, "MEMBERSHIPCOOKIE").unwrap();
+    let nodes: Vec<Charon> = (1..=3).map(|n| cluster_node(26030, n, dir.path(), &secret)).collect();
+    set_name_when_led(&nodes[0], "members");
+    let arguments = support::field_table(&[
+        ("x-queue-type", AMQPValue::LongString("quorum".into())),
+        ("x-quorum-initial-group-size", AMQPValue::LongInt(2)),
+    ]);
+    let durable = QueueDeclareOptions { durable: true, ..QueueDeclareOptions::default() };
+    on(&nodes[0], async |channel: Channel| {
+        channel.queue_declare("grown".into(), durable, arguments).await.unwrap();
+    });
+    let members = |node: &Charon| -> Vec<String> {
+        let queue = Call::api(node.http_port, "GET", "/api/queues/%2F/grown").send_blocking().json();
+        queue["members"].as_array().into_iter().flatten().filter_map(|m| m.as_str().map(str::to_owned)).collect()
+    };
+    until(20, || {
+        let now = members(&nodes[2]);
+        holds(now.len() == 2, || format!("members {now:?}"))
+    });
+    let outsider = ["charon-1@localhost", "charon-2@localhost", "charon-3@localhost"]
+        .into_iter()
+        .find(|n| !members(&nodes[0]).iter().any(|m| m == n))
+        .unwrap();
+    // A publisher with confirms through node 2, all along.
+    let running = Arc::new(AtomicBool::new(true));
+    let publisher = {
+        let (running, port) = (Arc::clone(&running), nodes[1].port);
+        std::thread::spawn(move || {
+            block(async move {
+                let url = format!("amqp://guest:guest@127.0.0.1:{port}/%2F");
+                let connection = Connection::connect(&url, ConnectionProperties::default()).await.unwrap();
+                let channel = connection.create_channel().await.unwrap();
+                channel.confirm_select(ConfirmSelectOptions::default()).await.unwrap();
+                let mut confirmed = Vec::new();
+                let mut i = 0;
+                while running.load(Ordering::Relaxed) {
+                    let body = format!("g-{i}");
+                    let props = BasicProperties::default().with_delivery_mode(2);
+                    let sent = channel
+                        .basic_publish(
+                            "".into(),
+                            "grown".into(),
+                            BasicPublishOptions::default(),
+                            body.as_bytes(),
+                            props,
+                        )
+                        .await
+                        .unwrap();
+                    if sent.await.unwrap().is_ack() {
+                        confirmed.push(body);
+                    }
+                    i += 1;
+                }
+                confirmed
+            })
+        })
+    };
+    std::thread::sleep(Duration::from_millis(500));
+    let added = ctl(&nodes[2], &["add_member", "grown", outsider]);
+    assert!(added.contains(&format!("on node {outsider}")), "{added}");
+    assert_eq!(members(&nodes[0]).len(), 3);
+    let status = ctl(&nodes[0], &["quorum_status", "grown"]);
+    let voters = status.lines().filter(|l| l.contains("\tvoter\t")).count();
+    assert_eq!(voters, 3, "{status}");
+    std::thread::sleep(Duration::from_millis(500));
+    // The member added goes again, through the verb that removes a node from every queue.
+    let shrunk = ctl(&nodes[1], &["shrink", outsider]);
+    assert!(shrunk.contains("\tgrown\t2\tok"), "{shrunk}");
+    until(20, || {
+        let now = members(&nodes[1]);
+        holds(now.len() == 2 && !now.iter().any(|m| m == outsider), || format!("members {now:?}"))
+    });
+    let gone = dir.path().join(format!("node-{}/cluster/quorum", &outsider["charon-".len()..="charon-".len()]));
+    until(20, || {
+        let files = std::fs::read_dir(&gone).map(|d| d.count()).unwrap_or(0);
+        holds(files == 0, || format!("{} holds {files} group files", gone.display()))
+    });
+    running.store(false, Ordering::Relaxed);
+    let confirmed = publisher.join().unwrap();
+    assert!(confirmed.len() > 10, "{} confirmed", confirmed.len());
+    let got = on(&nodes[2], async |channel: Channel| {
+        let mut got = Vec::new();
+        while let Ok(Some(message)) = channel.basic_get("grown".into(), BasicGetOptions { no_ack: true }).await {
+            got.push(String::from_utf8(message.delivery.data.clone()).unwrap());
+        }
+        got
+    });
+    assert_eq!(got, confirmed);
+}

@@ -73,6 +73,46 @@ enum Verb {
     ClusterStatus,
     /// Removes a member that is down from the cluster (run against another member).
     ForgetClusterNode { node: String },
+    /// rabbitmq-queues' `add_member`: NODE becomes a member of quorum queue QUEUE (answered once
+    /// it caught up and votes).
+    AddMember {
+        /// The vhost.
+        #[arg(short = 'p', long = "vhost", default_value = "/")]
+        vhost: String,
+        queue: String,
+        node: String,
+    },
+    /// rabbitmq-queues' `delete_member`: NODE stops being a member of quorum queue QUEUE (not
+    /// its leader, nor its last member).
+    DeleteMember {
+        /// The vhost.
+        #[arg(short = 'p', long = "vhost", default_value = "/")]
+        vhost: String,
+        queue: String,
+        node: String,
+    },
+    /// rabbitmq-queues' `grow`: NODE joins every quorum queue matching the patterns (`all`), or
+    /// those with an even number of members (`even`).
+    Grow {
+        node: String,
+        /// `all` or `even`.
+        strategy: String,
+        /// The vhosts, as a regular expression.
+        #[arg(long, default_value = ".*")]
+        vhost_pattern: String,
+        /// The queues, as a regular expression.
+        #[arg(long, default_value = ".*")]
+        queue_pattern: String,
+    },
+    /// rabbitmq-queues' `shrink`: NODE leaves every quorum queue it is a member of (but leads).
+    Shrink { node: String },
+    /// rabbitmq-queues' `quorum_status`: each member of quorum queue QUEUE with its Raft state.
+    QuorumStatus {
+        /// The vhost.
+        #[arg(short = 'p', long = "vhost", default_value = "/")]
+        vhost: String,
+        queue: String,
+    },
     /// Makes the node asked, alone in a cluster of its own, leave it and join the cluster of
     /// NODE (`NAME`, one of its configured peers, or `NAME=HOST:PORT`), as rabbitmqctl's verb
     /// (which resets the node first).
@@ -256,6 +296,60 @@ pub(crate) fn run(args: &CtlArgs) -> anyhow::Result<Vec<String>> {
             let body = serde_json::json!({ "node": name, "address": address });
             api.expect_ok("POST", "/api/charon/cluster/nodes", Some(body))?;
             vec![format!("Clustering node {} with {name}", field(&me, "node").as_str().unwrap_or_default())]
+        }
+        Verb::AddMember { vhost, queue, node } => {
+            let path = format!("/api/queues/quorum/{}/{}/replicas/add", segment(vhost), segment(queue));
+            api.expect_ok("POST", &path, Some(json!({ "node": node })))?;
+            vec![format!("Adding a replica for queue {queue} in vhost {vhost} on node {node}...")]
+        }
+        Verb::DeleteMember { vhost, queue, node } => {
+            let path = format!("/api/queues/quorum/{}/{}/replicas/delete", segment(vhost), segment(queue));
+            api.expect_ok("DELETE", &path, Some(json!({ "node": node })))?;
+            vec![format!("Removing a replica for queue {queue} in vhost {vhost} on node {node}...")]
+        }
+        Verb::Grow { node, strategy, vhost_pattern, queue_pattern } => {
+            let path = format!("/api/queues/quorum/replicas/on/{}/grow", segment(node));
+            let body = json!({ "strategy": strategy, "vhost_pattern": vhost_pattern, "queue_pattern": queue_pattern });
+            api.expect_ok("POST", &path, Some(body))?;
+            vec![format!(
+                "Growing {strategy} quorum queues matching {queue_pattern} in vhosts matching {vhost_pattern} to {node}..."
+            )]
+        }
+        Verb::Shrink { node } => {
+            let outcomes =
+                api.expect_ok("DELETE", &format!("/api/queues/quorum/replicas/on/{}/shrink", segment(node)), None)?;
+            let mut lines =
+                vec![format!("Shrinking quorum queues on {node}..."), "vhost\tname\tsize\tresult".to_owned()];
+            for o in outcomes.as_array().into_iter().flatten() {
+                let text = |k: &str| o[k].as_str().map_or_else(|| o[k].to_string(), str::to_owned);
+                lines.push(format!("{}\t{}\t{}\t{}", text("vhost"), text("name"), text("size"), text("result")));
+            }
+            lines
+        }
+        Verb::QuorumStatus { vhost, queue } => {
+            let path = format!("/api/queues/quorum/{}/{}/status", segment(vhost), segment(queue));
+            let members = api.expect_ok("GET", &path, None)?;
+            let keys = [
+                "Node Name",
+                "Raft State",
+                "Membership",
+                "Last Log Index",
+                "Last Written",
+                "Last Applied",
+                "Commit Index",
+                "Snapshot Index",
+                "Term",
+                "Machine Version",
+            ];
+            let me = api.expect_ok("GET", "/api/overview", None)?;
+            let node = field(&me, "node").as_str().unwrap_or_default().to_owned();
+            let mut lines = vec![format!("Status of quorum queue {queue} on node {node} ..."), keys.join("\t")];
+            for m in members.as_array().into_iter().flatten() {
+                let row: Vec<String> =
+                    keys.iter().map(|k| m[*k].as_str().map_or_else(|| m[*k].to_string(), str::to_owned)).collect();
+                lines.push(row.join("\t"));
+            }
+            lines
         }
         Verb::ForgetClusterNode { node } => {
             api.expect_ok("DELETE", &format!("/api/charon/cluster/nodes/{}", segment(node)), None)?;

@@ -62,6 +62,7 @@ mod policies;
 mod queue_actions;
 mod queue_get;
 mod queues;
+mod quorum;
 mod rates;
 mod redrives;
 mod request;
@@ -104,7 +105,11 @@ pub fn router(broker: Arc<Broker>) -> Router {
         .route("/api/queues/{vhost}/{name}/contents", axum::routing::delete(queue_actions::purge))
         .route("/api/queues/{vhost}/{name}/get", axum::routing::post(queue_get::get))
         .route("/api/queues/{vhost}/{name}/bindings", get(queue_actions::bindings))
-        .route("/api/queues/quorum/{vhost}/{name}/status", get(queues::quorum_status))
+        .route("/api/queues/quorum/{vhost}/{name}/status", get(quorum::status))
+        .route("/api/queues/quorum/{vhost}/{name}/replicas/add", axum::routing::post(quorum::add_member))
+        .route("/api/queues/quorum/{vhost}/{name}/replicas/delete", axum::routing::delete(quorum::delete_member))
+        .route("/api/queues/quorum/replicas/on/{node}/grow", axum::routing::post(quorum::grow))
+        .route("/api/queues/quorum/replicas/on/{node}/shrink", axum::routing::delete(quorum::shrink))
         .route("/api/exchanges", get(exchanges::list_all))
         .route("/api/exchanges/{vhost}", get(exchanges::list_vhost))
         .route("/api/exchanges/{vhost}/{name}", get(exchanges::get_one).put(exchanges::put).delete(exchanges::delete))

@@ -132,7 +132,12 @@ impl Effects {
                     vhost(&on)?.follow_queue_declare(&name, &record, arguments).await?;
                 }
             }
-            MetaCommand::MoveQueue { .. } | MetaCommand::Barrier => {}
+            MetaCommand::SetReplicaMembers { vhost: on, name, .. } if answer == metadata::CHANGED => {
+                if let Some(cluster) = broker.cluster() {
+                    cluster.follow_replica_members(&on, &name).await;
+                }
+            }
+            MetaCommand::MoveQueue { .. } | MetaCommand::SetReplicaMembers { .. } | MetaCommand::Barrier => {}
             MetaCommand::BindQueue { vhost: on, binding } => {
                 let (source, binding) = Self::binding(binding, true)?;
                 vhost(&on)?.follow_bind(&source, binding).await?;

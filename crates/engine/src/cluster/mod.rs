@@ -435,6 +435,11 @@ impl Cluster {
             let Some(on) = broker.vhost(&vhost) else { continue };
             let member = record.replicas.as_ref().is_some_and(|r| r.members.contains(&me));
             let started = record.replicas.as_ref().is_some_and(|r| self.replicas.get(r.group).is_some());
+            if started && !member {
+                // Removed from the group (`delete_member`, `shrink`).
+                self.replicas.forget(&vhost, &name).await;
+                continue;
+            }
             let handle = on.queues().into_iter().find(|q| q.name() == name);
             let placed = handle.is_some_and(|q| match &q.home {
                 None => record.home == me,
@@ -447,6 +452,126 @@ impl Cluster {
             if let Err(e) = on.follow_queue_declare(&name, &record, arguments).await {
                 tracing::warn!(queue = name, vhost, error = %e, "this node could not follow a replicated queue");
             }
+        }
+    }
+
+    /// Follows a change of replicated queue `name` of `vhost`'s members on this node: a node
+    /// removed stops its member (and forgets its file); the home removes from the group the
+    /// members no longer recorded. A node added starts its member and joins the group
+    /// (`follow_replicas`, also run every second, does both).
+    pub(crate) async fn follow_replica_members(&self, vhost: &str, name: &str) {
+        let me = charon_model::node_name();
+        let Some(record) = self.queue_record(vhost, name) else { return };
+        let Some(replicas) = record.replicas else { return };
+        if !replicas.members.contains(&me) {
+            self.replicas.forget(vhost, name).await;
+            return;
+        }
+        if record.home != me {
+            return;
+        }
+        let Some(group) = self.replicas.get(replicas.group) else { return };
+        let recorded: Vec<u64> = replicas.members.iter().map(|m| charon_cluster::node_id(m)).collect();
+        let removed: Vec<u64> = group.members().into_iter().map(|m| m.id).filter(|id| !recorded.contains(id)).collect();
+        if removed.is_empty() {
+            return;
+        }
+        // Not awaited: the change waits for the group, the metadata's effects must not.
+        tokio::spawn(async move {
+            for id in removed {
+                if let Err(e) = group.remove_member(id).await {
+                    tracing::warn!(error = %e, "the queue's group did not remove a member");
+                }
+            }
+        });
+    }
+
+    /// `add_member`: node `node` becomes a member of replicated queue `name` of `vhost`
+    /// (as RabbitMQ's `rabbit_quorum_queue:add_member`); answered once it votes in the group
+    /// (it caught up), 30 s at most. A member already is one.
+    ///
+    /// # Errors
+    /// The queue is not replicated, `node` is no running member of the cluster, the change
+    /// was not taken, or the node did not catch up in time.
+    pub async fn add_replica(&self, vhost: &str, name: &str, node: &str) -> Result<(), EngineError> {
+        let record = self.replicated(vhost, name)?;
+        let mut members = record.replicas.map(|r| r.members).unwrap_or_default();
+        if members.iter().any(|m| m == node) {
+            return Ok(());
+        }
+        if !self.members().iter().any(|m| m.name == node && m.running) {
+            return Err(EngineError::Precondition(format!("node {node} is not a running member of the cluster")));
+        }
+        members.push(node.to_owned());
+        let command =
+            MetaCommand::SetReplicaMembers { vhost: vhost.to_owned(), name: name.to_owned(), members: members.clone() };
+        self.write(&command).await?;
+        let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(30);
+        loop {
+            let statuses = self.replica_statuses(vhost, name).await.unwrap_or_default();
+            if statuses.iter().any(|(member, status)| member == node && status.as_ref().is_some_and(|s| s.voter)) {
+                return Ok(());
+            }
+            if tokio::time::Instant::now() >= deadline {
+                return Err(EngineError::Store(format!("node {node} did not catch up with queue '{name}' in 30 s")));
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+        }
+    }
+
+    /// `delete_member`: node `node` stops being a member of replicated queue `name` of
+    /// `vhost`. Not a member: nothing to do. The home is refused (it runs the queue: another
+    /// member takes it over once its node is down), as is the last member.
+    ///
+    /// # Errors
+    /// The queue is not replicated, `node` is its home or its last member, or the change was
+    /// not taken.
+    pub async fn delete_replica(&self, vhost: &str, name: &str, node: &str) -> Result<(), EngineError> {
+        let record = self.replicated(vhost, name)?;
+        let mut members = record.replicas.map(|r| r.members).unwrap_or_default();
+        if !members.iter().any(|m| m == node) {
+            return Ok(());
+        }
+        if record.home == node {
+            return Err(EngineError::Precondition(format!(
+                "node {node} is the leader of queue '{name}' in vhost '{vhost}': it cannot be removed"
+            )));
+        }
+        members.retain(|m| m != node);
+        let command = MetaCommand::SetReplicaMembers { vhost: vhost.to_owned(), name: name.to_owned(), members };
+        self.write(&command).await.map(drop)
+    }
+
+    /// The replicated queues of the vhosts matching `vhost_pattern` whose names match
+    /// `queue_pattern` (regular expressions, as `grow`'s and RabbitMQ's), by vhost and name.
+    ///
+    /// # Errors
+    /// A pattern is no regular expression.
+    pub fn replicated_matching(
+        &self,
+        vhost_pattern: &str,
+        queue_pattern: &str,
+    ) -> Result<Vec<(String, String, Vec<String>)>, EngineError> {
+        let compile = |pattern: &str| {
+            regex::Regex::new(pattern).map_err(|e| EngineError::Precondition(format!("invalid pattern {pattern}: {e}")))
+        };
+        let (vhosts, queues) = (compile(vhost_pattern)?, compile(queue_pattern)?);
+        Ok(self
+            .replicated_queues()
+            .into_iter()
+            .filter(|(vhost, name, _)| vhosts.is_match(vhost) && queues.is_match(name))
+            .map(|(vhost, name, record)| (vhost, name, record.replicas.map(|r| r.members).unwrap_or_default()))
+            .collect())
+    }
+
+    /// Queue `name` of `vhost`'s record, when it is replicated.
+    fn replicated(&self, vhost: &str, name: &str) -> Result<QueueRecord, EngineError> {
+        match self.queue_record(vhost, name) {
+            Some(record) if record.replicas.is_some() => Ok(record),
+            Some(_) => {
+                Err(EngineError::Precondition(format!("queue '{name}' in vhost '{vhost}' is not a quorum queue")))
+            }
+            None => Err(EngineError::NotFound(crate::error::Resource::queue(vhost, name))),
         }
     }
 

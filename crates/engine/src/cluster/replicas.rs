@@ -137,8 +137,10 @@ impl Replicas {
     }
 
     /// Starts this node's member of group `group` (of queue `queue`, as vhost and name)
-    /// unless it runs, with `members` its first membership (every member starts it with the
-    /// same list, from the queue's record; a restarted member takes up from its file).
+    /// unless it runs; a restarted member takes up from its file. The queue's home
+    /// (`initialize`) makes `members` the group's first membership; any other member that
+    /// belongs to no formed group (a member added later) asks the others to add it, once a
+    /// second for a minute, until one takes it.
     ///
     /// # Errors
     /// The group's file cannot be opened, or the group does not start.
@@ -147,6 +149,7 @@ impl Replicas {
         group: u64,
         members: BTreeMap<u64, Peer>,
         (vhost, name): (&str, &str),
+        initialize: bool,
     ) -> Result<Arc<QueueGroup>, GroupError> {
         let _one = self.starting.lock().await;
         self.queues.lock().insert((vhost.to_owned(), name.to_owned()), group);
@@ -165,8 +168,11 @@ impl Replicas {
         let id = charon_cluster::node_id(&self.identity.name);
         let started = Group::start((id, group), self.identity.clone(), TIMING, db, (ReplicaMachine::default(), None));
         let started = Arc::new(started.await?);
-        if members.contains_key(&id) {
+        if initialize && members.contains_key(&id) {
             started.initialize(members).await?;
+        } else if let Some(me) = members.get(&id).cloned().filter(|_| !initialize) {
+            let others: Vec<Peer> = members.into_values().filter(|peer| peer.name != me.name).collect();
+            tokio::spawn(join(Arc::downgrade(&started), id, me, others));
         }
         self.groups.lock().insert(group, Arc::clone(&started));
         self.started.notify_waiters();
@@ -224,6 +230,26 @@ impl Replicas {
             tracing::warn!(group, error = %e, "a deleted queue's group file stayed");
         }
     }
+}
+
+/// A member added to a formed group asks the others to add it (`Group::join_through`: to a
+/// learner, then a voter once it caught up) until one does, the group is stopped, or a minute
+/// passed.
+async fn join(group: std::sync::Weak<QueueGroup>, id: u64, me: Peer, others: Vec<Peer>) {
+    for _ in 0..60 {
+        let Some(member) = group.upgrade() else { return };
+        if member.is_formed().await && member.members().iter().any(|m| m.id == id && m.voter) {
+            return;
+        }
+        for peer in &others {
+            if member.join_through(&peer.address, id, me.clone()).await.is_ok() {
+                return;
+            }
+        }
+        drop(member);
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    }
+    tracing::warn!(node = me.name, "no member of the queue's group took this node in within a minute");
 }
 
 /// Peers' requests for a queue group go to this node's member of it.

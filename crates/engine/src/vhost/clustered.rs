@@ -81,7 +81,7 @@ impl VHost {
         self.check_live()?;
         let me = charon_model::node_name();
         if let Some(replicas) = record.replicas.as_ref().filter(|r| r.members.contains(&me)) {
-            self.start_replica(name, replicas).await?;
+            self.start_replica(name, replicas, &record.home).await?;
         }
         let existing = self.topology.read().queues.get(name).cloned();
         if let Some(existing) = existing {
@@ -339,7 +339,7 @@ impl VHost {
 
     /// Starts this node's member of a replicated quorum queue's group (this node is among
     /// `replicas`' members).
-    async fn start_replica(&self, name: &str, replicas: &ReplicaSet) -> Result<(), EngineError> {
+    async fn start_replica(&self, name: &str, replicas: &ReplicaSet, record_home: &str) -> Result<(), EngineError> {
         let Some(cluster) = self.cluster.get() else {
             return Ok(());
         };
@@ -351,7 +351,8 @@ impl VHost {
             let peer = charon_cluster::Peer { name: member.clone(), address };
             members.insert(charon_cluster::node_id(member), peer);
         }
-        let started = cluster.replicas().start(replicas.group, members, (&self.name, name)).await;
+        let initialize = record_home == charon_model::node_name();
+        let started = cluster.replicas().start(replicas.group, members, (&self.name, name), initialize).await;
         started.map(drop).map_err(|e| EngineError::Store(format!("queue '{name}' could not start its replica: {e}")))
     }
 

@@ -160,6 +160,17 @@ pub enum MetaCommand {
         /// The new home.
         home: String,
     },
+    /// A replicated quorum queue's members become `members` (`add_member`, `delete_member`,
+    /// `grow`, `shrink`): a node added starts its member and joins the group; a node removed
+    /// stops its own and the home removes it from the group.
+    SetReplicaMembers {
+        /// The vhost.
+        vhost: String,
+        /// The queue.
+        name: String,
+        /// The members, the home among them.
+        members: Vec<String>,
+    },
     /// Changes nothing: once a node applied it, it has applied everything committed before
     /// (what a new home checks before it takes a queue over).
     Barrier,

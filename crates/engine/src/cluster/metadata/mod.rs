@@ -400,6 +400,16 @@ impl Metadata {
                     _ => false,
                 }
             }
+            MetaCommand::SetReplicaMembers { vhost, name, members } => {
+                let record = self.queues.get_mut(&vhost).and_then(|q| q.get_mut(&name));
+                match record.and_then(|r| r.replicas.as_mut().map(|replicas| (replicas, &r.home))) {
+                    Some((replicas, home)) if members.contains(home) && replicas.members != members => {
+                        replicas.members = members;
+                        true
+                    }
+                    _ => false,
+                }
+            }
             MetaCommand::Barrier => false,
             MetaCommand::BindQueue { vhost, binding } => {
                 let exists = self.queues.get(&vhost).is_some_and(|q| q.contains_key(&binding.destination));
