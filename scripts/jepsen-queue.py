@@ -116,9 +116,10 @@ class Publisher(threading.Thread):
                     value = f"{self.name}-{k}"
                     k += 1
                     try:
+                        sent = time.time()
                         channel.basic_publish("", QUEUE, value.encode(), pika.BasicProperties(delivery_mode=2))
                         self.ok.add(value)
-                        self.confirmed_at.append(time.time())
+                        self.confirmed_at.append((sent, time.time()))
                     except pika.exceptions.NackError:
                         self.failed.add(value)
                     except Exception:
@@ -149,8 +150,15 @@ def main():
     try:
         for cycle in range(args.cycles):
             time.sleep(random.uniform(2, 4))
-            queue = api(broker, random.choice(sorted(up)), f"/api/queues/%2F/{QUEUE}")
-            leader = broker.names.get(queue.get("leader") or queue.get("node"), 1)
+            # The leader most of the nodes name (one just healed may not know of a move yet).
+            named = []
+            for n in sorted(up):
+                try:
+                    queue = api(broker, n, f"/api/queues/%2F/{QUEUE}")
+                    named.append(queue.get("leader") or queue.get("node"))
+                except Exception:
+                    pass
+            leader = broker.names.get(max(set(named), key=named.count), 1) if named else 1
             partition = args.partitions and cycle % 2 == 1
             killed = time.time()
             if partition:
@@ -159,9 +167,11 @@ def main():
                 up.discard(leader)
                 broker.kill(leader)
             deadline = killed + 30
-            while time.time() < deadline and not any(t > killed for p in publishers for t in p.confirmed_at[-50:]):
+            # The first confirm of a publish sent after the fault (one in flight at the fault
+            # may be confirmed a moment after it, by a leader that is going).
+            while time.time() < deadline and not any(s > killed for p in publishers for s, _ in p.confirmed_at[-50:]):
                 time.sleep(0.01)
-            first = min((t for p in publishers for t in p.confirmed_at[-200:] if t > killed), default=None)
+            first = min((t for p in publishers for s, t in p.confirmed_at[-200:] if s > killed), default=None)
             failovers.append(first - killed if first else None)
             time.sleep(random.uniform(1, 3))
             if partition:

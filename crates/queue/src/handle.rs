@@ -51,6 +51,10 @@ pub struct QueueHandle {
     /// The node the queue lives on when this handle is a proxy for it on another node of the
     /// cluster (whose task sends each command there); `None` for a queue of this node.
     pub home: Option<String>,
+    /// Set when this handle no longer stands for the queue (a replicated queue moved to
+    /// another node): a proxy's requests under way give up rather than wait for a node that
+    /// is cut off.
+    pub retired: tokio::sync::watch::Sender<bool>,
     pub(super) tx: mpsc::Sender<QueueCmd>,
 }
 
@@ -68,6 +72,7 @@ impl QueueHandle {
             admission: Admission::default(),
             consumer_timeout: TimeoutCell::default(),
             home: None,
+            retired: tokio::sync::watch::Sender::new(false),
             tx,
         }
     }

@@ -211,6 +211,7 @@ impl VHost {
                 store.log.append(vec![charon_store::segment_log::Record::DropQueue { queue: old.id }], None);
             }
         }
+        old.retired.send_replace(true);
         // Not awaited: it may be taking the queue over still, waiting for this node's metadata
         // to catch up — which waits for this very change to be followed.
         if old.home.is_none() {

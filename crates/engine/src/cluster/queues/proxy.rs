@@ -42,6 +42,7 @@ pub(crate) fn spawn(
     back: Box<dyn Fn() + Send>,
 ) -> QueueRef {
     let (queue, mailbox) = QueueHandle::proxy(id, config, home.clone(), MAILBOX);
+    let retired = queue.retired.subscribe();
     let name = QueueName { vhost: queue.config.vhost.clone(), name: queue.config.name.clone() };
     let resource = queue.resource();
     let proxy = Proxy {
@@ -54,6 +55,7 @@ pub(crate) fn spawn(
         failed: false,
         held: None,
         back,
+        retired,
     };
     tokio::spawn(proxy.run(mailbox));
     queue
@@ -74,6 +76,9 @@ struct Proxy {
     /// final. Holding them holds the mailbox, and with it the source's outbox: bounded.
     held: Option<Batch>,
     back: Box<dyn Fn() + Send>,
+    /// Set once the handle no longer stands for the queue (it moved): a request under way gives
+    /// up at once (its publishers are refused and publish again, to where it is now).
+    retired: tokio::sync::watch::Receiver<bool>,
 }
 
 /// Publishes drained from the mailbox in one go.
@@ -171,7 +176,16 @@ impl Proxy {
         };
         let envelope = Envelope { from: queues.identity().name.clone(), boot: queues.boot(), request };
         let body = wire::encode(&envelope, messages);
-        let answer = match tokio::time::timeout(timeout, connection.call(0, Kind::Queue, body)).await {
+        let call = tokio::time::timeout(timeout, connection.call(0, Kind::Queue, body));
+        let mut retired = self.retired.clone();
+        let answered = tokio::select! {
+            answered = call => answered,
+            _ = retired.wait_for(|retired| *retired) => {
+                connection.reset();
+                return Err(down());
+            }
+        };
+        let answer = match answered {
             Ok(Ok(answer)) => answer,
             Ok(Err(e)) => {
                 tracing::debug!(home = self.home, error = %e, "queue request failed");
