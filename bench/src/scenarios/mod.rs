@@ -25,6 +25,8 @@ pub(crate) enum Scenario {
     S1a,
     /// 16 B persistent into a durable queue, confirms 1000 in flight, qos 1000, multi-ack.
     S1b,
+    /// S1b into a quorum queue.
+    S1bQuorum,
     /// S1a with the raw client: a publisher flooding pre-encoded batches and a counting no-ack
     /// consumer for `--seconds`; consumed msg/s, published msg/s and the largest backlog.
     S1aRaw,
@@ -71,7 +73,7 @@ impl Scenario {
     /// Messages per run unless told otherwise.
     pub(crate) fn default_messages(self) -> u64 {
         match self {
-            Self::S1a | Self::S1b | Self::S10 => 200_000,
+            Self::S1a | Self::S1b | Self::S1bQuorum | Self::S10 => 200_000,
             // Time-boxed: the count is what it moved.
             Self::S1aRaw => 0,
             Self::S2Drain => 10_000_000,
@@ -121,6 +123,7 @@ pub(crate) async fn run(target: &Target, scenario: Scenario, params: Params) -> 
     let result = match scenario {
         Scenario::S1a => one_to_one::transient(target, params, &tag).await,
         Scenario::S1b => one_to_one::persistent(target, params, &tag).await,
+        Scenario::S1bQuorum => one_to_one::persistent_quorum(target, params, &tag).await,
         Scenario::S1aRaw => one_to_one::flood(target, params, &tag).await,
         Scenario::S2Drain => one_to_one::drain(target, params, &tag).await,
         Scenario::S3x10 => fanout::run(target, params, 10, &tag).await,

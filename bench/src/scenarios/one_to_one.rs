@@ -15,14 +15,21 @@ use crate::target::Target;
 /// S1a: transient, no confirms, auto-ack.
 pub(super) async fn transient(target: &Target, params: Params, tag: &str) -> Result<Outcome> {
     let spec = Publish { messages: params.messages, persistent: false, confirms: None, rate: params.rate };
-    run(target, params, &format!("bench-s1a-{tag}"), false, spec, Settle::Auto).await
+    run(target, params, &format!("bench-s1a-{tag}"), (false, "classic"), spec, Settle::Auto).await
 }
 
 /// S1b: persistent into a durable queue, 1000 confirms in flight, qos 1000, multi-ack.
 pub(super) async fn persistent(target: &Target, params: Params, tag: &str) -> Result<Outcome> {
     let spec = Publish { messages: params.messages, persistent: true, confirms: Some(1000), rate: params.rate };
     let settle = Settle::MultiAck { prefetch: 1000, every: 100 };
-    run(target, params, &format!("bench-s1b-{tag}"), true, spec, settle).await
+    run(target, params, &format!("bench-s1b-{tag}"), (true, "classic"), spec, settle).await
+}
+
+/// S1b into a quorum queue (in a cluster, a replicated one: its members commit each batch).
+pub(super) async fn persistent_quorum(target: &Target, params: Params, tag: &str) -> Result<Outcome> {
+    let spec = Publish { messages: params.messages, persistent: true, confirms: Some(1000), rate: params.rate };
+    let settle = Settle::MultiAck { prefetch: 1000, every: 100 };
+    run(target, params, &format!("bench-s1b-qq-{tag}"), (true, "quorum"), spec, settle).await
 }
 
 /// S1a with the raw client shape (`crate::raw091`): for `params.seconds` a publisher floods
@@ -139,7 +146,7 @@ async fn run(
     target: &Target,
     params: Params,
     queue: &str,
-    durable: bool,
+    (durable, queue_type): (bool, &str),
     spec: Publish,
     settle: Settle,
 ) -> Result<Outcome> {
@@ -150,7 +157,7 @@ async fn run(
         None => None,
     };
     let setup = amqp091::channel(home_conn.as_ref().unwrap_or(&consumer_conn)).await?;
-    amqp091::declare(&setup, queue, durable, &[("x-queue-type", AMQPValue::LongString("classic".into()))]).await?;
+    amqp091::declare(&setup, queue, durable, &[("x-queue-type", AMQPValue::LongString(queue_type.into()))]).await?;
     if target.home.is_some() {
         // The other nodes follow the declare a moment later.
         for _ in 0..100 {
