@@ -96,3 +96,14 @@ async fn a_reopened_group_reads_back_its_log_vote_commit_point_and_snapshot() {
     assert_eq!(machine.applied_state().await.unwrap().0, Some(log_id(3, 2)));
     assert_eq!(machine.read(|journal| journal.0.clone()), vec![(1, b"a".to_vec()), (2, b"b".to_vec())]);
 }
+
+#[test]
+fn a_command_is_one_base64_string_and_an_older_array_still_reads() {
+    let command = Command(vec![0, 1, 254, 255, b'x']);
+    let json = serde_json::to_string(&command).unwrap_or_default();
+    assert_eq!(json, "\"AAH+/3g=\"");
+    assert_eq!(serde_json::from_str::<Command>(&json).ok(), Some(command.clone()));
+    assert_eq!(serde_json::from_str::<Command>("[0,1,254,255,120]").ok(), Some(command));
+    assert!(serde_json::from_str::<Command>("\"not base64!\"").is_err());
+    assert!(serde_json::from_str::<Command>("[256]").is_err());
+}

@@ -83,27 +83,38 @@ fn node_of(body: &Bytes) -> Result<String, ApiError> {
 pub(crate) async fn add_member(
     State(broker): State<Arc<Broker>>,
     Extension(user): Extension<User>,
-    Path((vhost, name)): Path<(String, String)>,
+    Path(queue): Path<(String, String)>,
     body: Bytes,
 ) -> Result<StatusCode, ApiError> {
-    auth::admin(&user)?;
-    let node = node_of(&body)?;
-    let cluster = broker.cluster().ok_or_else(ApiError::not_found)?;
-    cluster.add_replica(&vhost, &name, &node).await.map_err(|e| refused(&e))?;
-    Ok(StatusCode::NO_CONTENT)
+    change_member(&broker, &user, &queue, &body, true).await
 }
 
 /// `DELETE /api/queues/quorum/{vhost}/{name}/replicas/delete` with `{"node": ...}`: 204.
 pub(crate) async fn delete_member(
     State(broker): State<Arc<Broker>>,
     Extension(user): Extension<User>,
-    Path((vhost, name)): Path<(String, String)>,
+    Path(queue): Path<(String, String)>,
     body: Bytes,
 ) -> Result<StatusCode, ApiError> {
-    auth::admin(&user)?;
-    let node = node_of(&body)?;
+    change_member(&broker, &user, &queue, &body, false).await
+}
+
+/// Adds (`add`) or removes the body's node as a member of queue `(vhost, name)`.
+async fn change_member(
+    broker: &Broker,
+    user: &User,
+    (vhost, name): &(String, String),
+    body: &Bytes,
+    add: bool,
+) -> Result<StatusCode, ApiError> {
+    auth::admin(user)?;
+    let node = node_of(body)?;
     let cluster = broker.cluster().ok_or_else(ApiError::not_found)?;
-    cluster.delete_replica(&vhost, &name, &node).await.map_err(|e| refused(&e))?;
+    let changed = match add {
+        true => cluster.add_replica(vhost, name, &node).await,
+        false => cluster.delete_replica(vhost, name, &node).await,
+    };
+    changed.map_err(|e| refused(&e))?;
     Ok(StatusCode::NO_CONTENT)
 }
 
