@@ -16,7 +16,7 @@
 #             three members in both clusters; published through node 1 (the leader's) and
 #             through node 2 (a follower's), against a single Charon node's quorum queue; each run
 #             alone, with the CPU seconds of every node of its cluster summed (per 1M messages).
-#             lapin, 3 rounds.
+#             3 rounds with lapin, then 3 with amqprs.
 #
 #   bench/cluster.sh [declare] [s1b] [qq]   # declare and s1b when none is named
 #
@@ -69,23 +69,26 @@ ticks() { local t=0; for p in "$@"; do t=$((t + $(awk '{print $14 + $15}' "/proc
 if wants qq; then
   rmq_pids=($(for n in 1 2 3; do ../shared/tools/rmq-cluster.sh pid $n; done))
   charon_pids=($(pid 1) $(pid 2) $(pid 3))
-  echo "## qq: S1b (200k, lapin) into a quorum queue of node 1; CPU = every node of the cluster" | tee -a "$OUT"
-  for round in 1 2 3; do
-    for run in "charon-leader 5901 - charon" "charon-follower 5902 5901 charon" "single 5904 - single" \
-               "rabbitmq-leader 5801 - rabbitmq" "rabbitmq-follower 5802 5801 rabbitmq"; do
-      set -- $run
-      case $4 in
-        charon) pids=("${charon_pids[@]}") ;;
-        rabbitmq) pids=("${rmq_pids[@]}") ;;
-        single) pids=($(pid single)) ;;
-      esac
-      home=(); [ "$3" != - ] && home=(--home "amqp://guest:guest@127.0.0.1:$3/%2f")
-      before=$(ticks "${pids[@]}")
-      line=$($BENCH s1b-quorum --rounds 1 --url "amqp://guest:guest@127.0.0.1:$2/%2f" "${home[@]}" 2>&1 | grep -m1 'msg/s' || true)
-      after=$(ticks "${pids[@]}")
-      rate=$(echo "$line" | grep -o '= [0-9]* msg/s' | grep -o '[0-9]*' || echo 0)
-      cpu=$(awk -v t=$((after - before)) 'BEGIN { printf "%.1f", t * 0.05 }')
-      echo "round $round $1: $rate msg/s, $cpu CPU-s per 1M (all nodes) | $line" | tee -a "$OUT"
+  for client in lapin amqprs; do
+    echo "## qq: S1b (200k, $client) into a quorum queue of node 1; CPU = every node of the cluster" | tee -a "$OUT"
+    for round in 1 2 3; do
+      for run in "charon-leader 5901 - charon" "charon-follower 5902 5901 charon" "single 5904 - single" \
+                 "rabbitmq-leader 5801 - rabbitmq" "rabbitmq-follower 5802 5801 rabbitmq"; do
+        set -- $run
+        case $4 in
+          charon) pids=("${charon_pids[@]}") ;;
+          rabbitmq) pids=("${rmq_pids[@]}") ;;
+          single) pids=($(pid single)) ;;
+        esac
+        home=(); [ "$3" != - ] && home=(--home "amqp://guest:guest@127.0.0.1:$3/%2f")
+        before=$(ticks "${pids[@]}")
+        line=$($BENCH s1b-quorum --rounds 1 --consumer $client --publisher $client \
+          --url "amqp://guest:guest@127.0.0.1:$2/%2f" "${home[@]}" 2>&1 | grep -m1 'msg/s' || true)
+        after=$(ticks "${pids[@]}")
+        rate=$(echo "$line" | grep -o '= [0-9]* msg/s' | grep -o '[0-9]*' || echo 0)
+        cpu=$(awk -v t=$((after - before)) 'BEGIN { printf "%.1f", t * 0.05 }')
+        echo "round $round $1: $rate msg/s, $cpu CPU-s per 1M (all nodes) | $line" | tee -a "$OUT"
+      done
     done
   done
 fi

@@ -32,7 +32,8 @@ pub type Replicated = Box<dyn FnOnce(bool) + Send>;
 
 /// Where a replicated quorum queue's journal goes besides its node's log: the queue's Raft
 /// group ([`crate::replica`]), whose members keep it to restore the queue should this node
-/// go. A publisher's confirm waits for both.
+/// go. A publisher's confirm waits for the group's commit (the node's log only pages the
+/// queue's messages: a replicated queue is always restored from its group).
 pub trait Replicate: Send + Sync {
     /// Hands over a pass's records (those a restart must find, framed by
     /// [`charon_store::segment_log::encode_batch`]); `done` runs once a majority of the
@@ -55,36 +56,3 @@ pub trait Replicate: Send + Sync {
 
 /// A [`Replicate::take_over`] under way.
 pub type TakingOver = std::pin::Pin<Box<dyn std::future::Future<Output = Result<RecoveredQueue, String>> + Send>>;
-
-/// One completion split in two halves: it runs once both have, told whether both succeeded
-/// (a replicated batch's confirmations wait for the node's log and for the group).
-pub(crate) struct Both {
-    state: parking_lot::Mutex<(u8, bool, Option<Replicated>)>,
-}
-
-impl Both {
-    /// The two halves of `then` (none when there is nothing to run).
-    pub(crate) fn split(then: Option<Replicated>) -> (Option<Replicated>, Option<Replicated>) {
-        let Some(then) = then else {
-            return (None, None);
-        };
-        let both = Arc::new(Self { state: parking_lot::Mutex::new((2, true, Some(then))) });
-        let half = |both: Arc<Self>| Some(Box::new(move |ok: bool| both.done(ok)) as Replicated);
-        (half(Arc::clone(&both)), half(both))
-    }
-
-    fn done(&self, ok: bool) {
-        let then = {
-            let mut state = self.state.lock();
-            state.0 = state.0.saturating_sub(1);
-            state.1 &= ok;
-            if state.0 > 0 {
-                return;
-            }
-            state.2.take().map(|then| (then, state.1))
-        };
-        if let Some((then, ok)) = then {
-            then(ok);
-        }
-    }
-}

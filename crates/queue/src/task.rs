@@ -26,7 +26,7 @@ use super::command::QueueCmd;
 use super::dlx_pending::NUMBER_BIT as DLX_NUMBER_BIT;
 use super::handle::QueueRef;
 use super::journal::LETTER_LOG_KEY;
-use super::links::{Both, OnSelfDelete, QueueLinks, Replicate, Replicated};
+use super::links::{OnSelfDelete, QueueLinks, Replicate, Replicated};
 use super::outbox::{Outbox, room_in};
 use super::requests::{ConfirmTo, GetOk};
 use super::settings::QueueSettings;
@@ -307,8 +307,8 @@ impl Task {
 
     /// Hands the pass's log records to the store in one append (and, for a replicated queue,
     /// to its group); the confirmations held back for them go out once the log has synced them
-    /// and the group committed them (as nacks if either cannot), and the places of messages
-    /// waiting to leave memory come back to the queue.
+    /// — for a replicated queue, once its group committed them — as nacks if it cannot, and the
+    /// places of messages waiting to leave memory come back to the queue.
     fn write_journal(&mut self) {
         let (records, confirms) = self.state.take_journal();
         if records.is_empty() && confirms.is_empty() {
@@ -338,15 +338,14 @@ impl Task {
                 }
             }) as Replicated
         });
-        // A replicated batch's confirmations wait for both the log and the group.
-        let (mut logged, mut committed) = match (&self.replica, replicated.is_empty()) {
-            (Some(_), false) => Both::split(confirm),
-            _ => (confirm, None),
-        };
+        // A replicated batch's confirmations wait for its group only: the queue is restored
+        // from the group, never from this node's log (which then only pages its messages), and
+        // the group commits what a majority of its members fsynced.
+        let mut logged = confirm;
         if let Some(replica) = self.replica.as_ref().filter(|_| !replicated.is_empty()) {
             // Held back for the group: each commit lets the task look again.
             let wake = replica.is_behind().then(|| Arc::clone(&self.handle));
-            let committed = committed.take();
+            let committed = logged.take();
             replica.replicate(
                 encode_batch(&replicated),
                 Box::new(move |ok| {
