@@ -440,7 +440,8 @@ impl Cluster {
                 self.replicas.forget(&vhost, &name).await;
                 continue;
             }
-            let handle = on.queues().into_iter().find(|q| q.name() == name);
+            // A replicated queue is never exclusive: any session may look it up.
+            let handle = on.queue(&name, 0).ok();
             let placed = handle.is_some_and(|q| match &q.home {
                 None => record.home == me,
                 Some(home) => *home == record.home,
