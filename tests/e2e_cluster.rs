@@ -1672,4 +1672,17 @@ fn quorum_queue_members_are_added_and_removed_under_load() {
         got
     });
     assert_eq!(got, confirmed);
+
+    // A policy's `initial-cluster-size` sizes a queue declared without the argument.
+    let policy =
+        serde_json::json!({"pattern": "^sized", "apply-to": "queues", "definition": {"initial-cluster-size": 1}});
+    let reply =
+        Call::api(nodes[0].http_port, "PUT", "/api/policies/%2F/sizes").body(policy.to_string()).send_blocking();
+    assert!(reply.status == 201 || reply.status == 204, "{reply:?}");
+    let quorum = support::field_table(&[("x-queue-type", AMQPValue::LongString("quorum".into()))]);
+    on(&nodes[1], async |channel: Channel| {
+        channel.queue_declare("sized".into(), durable, quorum).await.unwrap();
+    });
+    let queue = Call::api(nodes[1].http_port, "GET", "/api/queues/%2F/sized").send_blocking().json();
+    assert_eq!(queue["members"], serde_json::json!(["charon-2@localhost"]), "{queue}");
 }

@@ -888,8 +888,9 @@ impl Cluster {
         self.write_or(&command, || format!("Could not {verb} binding due to timeout")).await
     }
 
-    /// Declares queue `name` of `vhost` through the cluster, homed on node `home`; true
-    /// when this declare made it (false: another node's declare of the name came first).
+    /// Declares queue `name` of `vhost` through the cluster, homed on node `home` (a quorum
+    /// queue with `group_size` members, 3 when not given); true when this declare made it
+    /// (false: another node's declare of the name came first).
     ///
     /// # Errors
     /// As RabbitMQ 4.3.6 answers on the minority side: 541 `Could not declare queue 'q' in
@@ -899,10 +900,10 @@ impl Cluster {
         vhost: &str,
         name: &str,
         config: &crate::queue::QueueConfig,
-        home: String,
+        (home, group_size): (String, Option<usize>),
     ) -> Result<bool, EngineError> {
         let replicas = (config.queue_type == crate::queue::QueueType::Quorum && config.durable)
-            .then(|| self.place_replicas(vhost, &home, &config.arguments));
+            .then(|| self.place_replicas(vhost, &home, group_size));
         let record = QueueRecord {
             home,
             durable: config.durable,
@@ -928,17 +929,12 @@ impl Cluster {
 
     /// A new quorum queue's members, as RabbitMQ's `rabbit_queue_location` places them: its
     /// home, then the running members with the fewest queues in `vhost` (by name among
-    /// equals), `x-quorum-initial-group-size` of them in all (default 3, fewer in a smaller
-    /// cluster); its group's number, drawn. Where too few members run, members that do not
+    /// equals), `group_size` of them in all (default 3, fewer in a smaller cluster); its
+    /// group's number, drawn. Where too few members run, members that do not
     /// fill the group (RabbitMQ would make it smaller): they catch up when they are back, and
     /// a queue declared while one node restarts still survives the loss of another.
-    fn place_replicas(&self, vhost: &str, home: &str, arguments: &charon_model::Table) -> ReplicaSet {
-        let wanted = arguments
-            .get("x-quorum-initial-group-size")
-            .and_then(charon_model::Value::as_i64)
-            .and_then(|n| usize::try_from(n).ok())
-            .unwrap_or(DEFAULT_GROUP_SIZE)
-            .max(1);
+    fn place_replicas(&self, vhost: &str, home: &str, group_size: Option<usize>) -> ReplicaSet {
+        let wanted = group_size.unwrap_or(DEFAULT_GROUP_SIZE).max(1);
         let load = |member: &Member| member.report.as_ref().and_then(|r| r.vhosts.get(vhost)).map_or(0, |v| v.queues);
         let mut others: Vec<Member> = self.members().into_iter().filter(|m| m.name != home).collect();
         others.sort_by(|a, b| (!a.running, load(a), &a.name).cmp(&(!b.running, load(b), &b.name)));

@@ -27,7 +27,8 @@ impl VHost {
             return Err(EngineError::Store(format!("failed to declare {}", config_resource(config))));
         };
         let home = self.home_for(cluster, config);
-        let created = cluster.declare_queue(&self.name, &config.name, config, home).await?;
+        let group_size = self.initial_group_size(config);
+        let created = cluster.declare_queue(&self.name, &config.name, config, (home, group_size)).await?;
         let Some(queue) = self.topology.read().queues.get(&config.name).cloned() else {
             return Err(EngineError::Store(format!("failed to declare {}", config_resource(config))));
         };
@@ -41,6 +42,17 @@ impl VHost {
         }
         let stats = queue.declared().await?;
         Ok(DeclareOk { name: config.name.clone(), messages: stats.ready, consumers: stats.consumers, created })
+    }
+
+    /// A new quorum queue's number of members: its `x-quorum-initial-group-size` argument, else
+    /// its policy's `initial-cluster-size` (the argument wins, as over other policy keys).
+    fn initial_group_size(&self, config: &QueueConfig) -> Option<usize> {
+        let size = |value: &charon_model::Value| value.as_i64().and_then(|n| usize::try_from(n).ok());
+        let argument = config.arguments.get("x-quorum-initial-group-size").and_then(size);
+        argument.or_else(|| {
+            let definition = self.policy_definition_for(&config.name, config.queue_type)?;
+            definition.get("initial-cluster-size").and_then(size)
+        })
     }
 
     /// Where a new queue lives: on this node (RabbitMQ's `client-local`, the default, and
