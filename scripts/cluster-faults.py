@@ -158,6 +158,17 @@ class Cluster:
             proc.send_signal(signal.SIGKILL)
             proc.wait()
 
+    def verdict(self, lost):
+        """The end of a message-counting run: prints how many confirmed messages were `lost` (a
+        sorted list), stops the nodes, and fails the run, keeping its logs, when any was;
+        removes the run's files otherwise."""
+        print(f"lost: {len(lost)}")
+        self.stop()
+        if lost:
+            print(f"FAILED: lost {len(lost)}, e.g. {lost[:10]}; logs in {self.base}")
+            sys.exit(1)
+        shutil.rmtree(self.base, ignore_errors=True)
+
 
 def ip_rule(*args):
     return subprocess.run(["ip", "rule", *args], capture_output=True).returncode == 0

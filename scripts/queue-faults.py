@@ -17,7 +17,6 @@ cluster 25951-25953, AMQP 5951-5953, HTTP 15951-15953): run one at a time.
 import importlib.util
 import os
 import random
-import shutil
 import sys
 import tempfile
 import threading
@@ -100,8 +99,9 @@ class Consumer(threading.Thread):
                 time.sleep(0.2)
 
 
-def drain(n, queue, into):
-    """Takes every message of `queue` through node n (its home); the count taken."""
+def drain(n, queue, take):
+    """Takes every message of `queue` through node n, handing each body to `take`; the count
+    taken."""
     connection = connect(n)
     channel = connection.channel()
     taken = 0
@@ -109,7 +109,7 @@ def drain(n, queue, into):
         method, _, body = channel.basic_get(queue, auto_ack=True)
         if method is None:
             break
-        into.add(body.decode())
+        take(body)
         taken += 1
     connection.close()
     return taken
@@ -141,7 +141,7 @@ def main():
     for n in NODES:
         while True:
             try:
-                drained += drain(n, QUEUES[n], received)
+                drained += drain(n, QUEUES[n], lambda body: received.add(body.decode()))
                 break
             except Exception:
                 if time.time() > deadline:
@@ -150,19 +150,14 @@ def main():
     # Unacknowledged deliveries of consumers that went away come back a moment later.
     time.sleep(3)
     for n in NODES:
-        drained += drain(n, QUEUES[n], received)
+        drained += drain(n, QUEUES[n], lambda body: received.add(body.decode()))
     confirmed = set().union(*(p.confirmed for p in publishers))
     lost = sorted(confirmed - received)
     refused = sum(p.refused for p in publishers)
     print(f"{args.cycles} cycles in {time.time() - started:.0f} s ({done['kill -9']} kill -9, "
           f"{done['partition']} partitions): {len(confirmed)} messages confirmed, {refused} refused (nacked: the "
           f"queue's node down), {len(received)} distinct consumed ({drained} drained at the end)")
-    print(f"lost: {len(lost)}")
-    cluster.stop()
-    if lost:
-        print(f"FAILED: lost {len(lost)}, e.g. {lost[:10]}; logs in {base}")
-        sys.exit(1)
-    shutil.rmtree(base, ignore_errors=True)
+    cluster.verdict(lost)
 
 
 if __name__ == "__main__":

@@ -19,7 +19,6 @@ import importlib.util
 import json
 import os
 import random
-import shutil
 import sys
 import tempfile
 import threading
@@ -31,7 +30,7 @@ spec = importlib.util.spec_from_file_location("cluster_faults", os.path.join(os.
 faults = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(faults)
 queues = faults.load("queue_faults", "queue-faults.py")
-NODES, connect = faults.NODES, queues.connect
+NODES = faults.NODES
 CLIENT = "0123456789abcdef0123456789abcdef"
 
 
@@ -85,21 +84,6 @@ class Claimer(threading.Thread):
                 time.sleep(0.1)
 
 
-def drain(n, queue, into):
-    """Takes every message of `queue` through node n over AMQP; how many."""
-    connection = connect(n)
-    channel = connection.channel()
-    taken = 0
-    while True:
-        method, _, body = channel.basic_get(queue, auto_ack=True)
-        if method is None:
-            break
-        into.append(json.loads(body)["k"])
-        taken += 1
-    connection.close()
-    return taken
-
-
 def main():
     args, partitions = faults.arguments(__doc__, 20)
     base = tempfile.mkdtemp(prefix="charon-zaqar-faults-")
@@ -129,19 +113,15 @@ def main():
         print(f"waiting for claims to end: {status} {stats}", flush=True)
         time.sleep(5)
     found = []
-    left, moved = drain(1, "zq", found), drain(2, "zdlq", found)
+    take = lambda body: found.append(json.loads(body)["k"])
+    left, moved = queues.drain(1, "zq", take), queues.drain(2, "zdlq", take)
     confirmed = set().union(*(p.confirmed for p in posters))
     lost = sorted(confirmed - set(found))
     duplicates = len(found) - len(set(found))
     print(f"{args.cycles} cycles in {time.time() - started:.0f} s ({done['kill -9']} kill -9, "
           f"{done['partition']} partitions): {len(confirmed)} posts confirmed, "
           f"{sum(c.claims for c in claimers)} claims; {left} left in zq, {moved} moved to zdlq, {duplicates} duplicates")
-    print(f"lost: {len(lost)}")
-    cluster.stop()
-    if lost:
-        print(f"FAILED: lost {len(lost)}, e.g. {lost[:10]}; logs in {base}")
-        sys.exit(1)
-    shutil.rmtree(base, ignore_errors=True)
+    cluster.verdict(lost)
 
 
 if __name__ == "__main__":
