@@ -1641,14 +1641,25 @@ fn quorum_queue_members_are_added_and_removed_under_load() {
             })
         })
     };
-    std::thread::sleep(Duration::from_millis(500));
+    // Publishing is under way (the queue holds what it confirmed) before and after each change.
+    let depth = |node: &Charon| {
+        let queue = Call::api(node.http_port, "GET", "/api/queues/%2F/grown").send_blocking().json();
+        queue["messages"].as_u64().unwrap_or(0)
+    };
+    let grows_past = |node: &Charon, floor: u64| {
+        until(20, || {
+            let now = depth(node);
+            holds(now >= floor + 50, || format!("{now} messages, not yet {floor} + 50"))
+        });
+    };
+    grows_past(&nodes[0], 0);
     let added = ctl(&nodes[2], &["add_member", "grown", outsider]);
     assert!(added.contains(&format!("on node {outsider}")), "{added}");
     assert_eq!(members(&nodes[0]).len(), 3);
     let status = ctl(&nodes[0], &["quorum_status", "grown"]);
     let voters = status.lines().filter(|l| l.contains("\tvoter\t")).count();
     assert_eq!(voters, 3, "{status}");
-    std::thread::sleep(Duration::from_millis(500));
+    grows_past(&nodes[0], depth(&nodes[0]));
     // The member added goes again, through the verb that removes a node from every queue.
     let shrunk = ctl(&nodes[1], &["shrink", outsider]);
     assert!(shrunk.contains("\tgrown\t2\tok"), "{shrunk}");

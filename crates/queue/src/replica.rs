@@ -21,7 +21,7 @@
 
 use std::collections::BTreeMap;
 
-use bytes::{Buf, BufMut, Bytes, BytesMut};
+use bytes::{Buf, Bytes};
 use charon_store::segment_log::{Placed, Record, RecoveredMessage, RecoveredQueue, decode_batch, encode_batch};
 
 /// The longest home name a command or snapshot may carry (node names are short).
@@ -90,20 +90,29 @@ impl ReplicaCommand {
     /// The command's bytes, for the group's log.
     #[must_use]
     pub fn encode(&self) -> Vec<u8> {
-        let mut out = BytesMut::new();
         match self {
-            Self::Journal { epoch, batch, records } => {
-                out.put_u8(1);
-                out.put_u64_le(*epoch);
-                out.put_u64_le(*batch);
-                out.put_slice(records);
-            }
+            Self::Journal { epoch, batch, records } => Self::journal(*epoch, *batch, std::slice::from_ref(records)),
             Self::TakeOver { home } => {
-                out.put_u8(2);
-                out.put_slice(home.as_bytes());
+                let mut out = Vec::with_capacity(1 + home.len());
+                out.push(2);
+                out.extend_from_slice(home.as_bytes());
+                out
             }
         }
-        out.to_vec()
+    }
+
+    /// A [`Self::Journal`] command's bytes straight from the passes' batches (`parts`, each
+    /// framed by [`encode_batch`]), copied once: what the home's writer sends.
+    #[must_use]
+    pub fn journal(epoch: u64, batch: u64, parts: &[Bytes]) -> Vec<u8> {
+        let mut out = Vec::with_capacity(17 + parts.iter().map(Bytes::len).sum::<usize>());
+        out.push(1);
+        out.extend_from_slice(&epoch.to_le_bytes());
+        out.extend_from_slice(&batch.to_le_bytes());
+        for part in parts {
+            out.extend_from_slice(part);
+        }
+        out
     }
 
     /// A command from its bytes (a peer's: `None` when they are no command).

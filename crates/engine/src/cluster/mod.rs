@@ -276,11 +276,16 @@ impl Cluster {
 
     /// Every replicated queue's record, by vhost and name, as this node applied them.
     fn replicated_queues(&self) -> Vec<(String, String, QueueRecord)> {
+        self.replicated_queues_where(|_| true)
+    }
+
+    /// [`Self::replicated_queues`] whose record `keep` keeps: the others are not copied.
+    fn replicated_queues_where(&self, keep: impl Fn(&QueueRecord) -> bool) -> Vec<(String, String, QueueRecord)> {
         self.group.get().read(|m| {
             m.queues()
                 .iter()
                 .flat_map(|(vhost, queues)| queues.iter().map(move |(name, record)| (vhost, name, record)))
-                .filter(|(_, _, record)| record.replicas.is_some())
+                .filter(|(_, _, record)| record.replicas.is_some() && keep(record))
                 .map(|(vhost, name, record)| (vhost.clone(), name.clone(), record.clone()))
                 .collect()
         })
@@ -583,11 +588,14 @@ impl Cluster {
     pub async fn fail_over(&self) {
         let me = charon_model::node_name();
         self.elect_metadata_leader(&me).await;
-        for (vhost, name, record) in self.replicated_queues() {
-            let Some(replicas) = record.replicas.as_ref().filter(|r| r.members.contains(&me)) else { continue };
-            if record.home == me || !self.liveness.down(&record.home) {
-                continue;
-            }
+        // Four times a second over every queue: only the stranded ones are copied.
+        let stranded = |record: &QueueRecord| {
+            record.home != me
+                && record.replicas.as_ref().is_some_and(|r| r.members.contains(&me))
+                && self.liveness.down(&record.home)
+        };
+        for (vhost, name, record) in self.replicated_queues_where(stranded) {
+            let Some(replicas) = record.replicas.as_ref() else { continue };
             let Some(group) = self.replicas.get(replicas.group) else { continue };
             if !group.status().leader {
                 let home_led = group.leader().await.is_none_or(|l| l == charon_cluster::node_id(&record.home));

@@ -7,7 +7,7 @@
 use std::sync::{Arc, Weak};
 use std::time::Duration;
 
-use bytes::{Bytes, BytesMut};
+use bytes::Bytes;
 use charon_queue::replica::{ReplicaAnswer, ReplicaCommand};
 use charon_queue::{Replicate, Replicated, TakingOver};
 use charon_store::segment_log::{MessageLog, Placed, Record};
@@ -143,12 +143,8 @@ impl Replicator {
                 let _ = tokio::time::timeout(Duration::from_secs(1), this.wake.notified()).await;
                 continue;
             }
-            let mut joined = BytesMut::with_capacity(records.iter().map(Bytes::len).sum());
-            for part in &records {
-                joined.extend_from_slice(part);
-            }
             batch += 1;
-            let command = ReplicaCommand::Journal { epoch, batch, records: joined.freeze() }.encode();
+            let command = ReplicaCommand::journal(epoch, batch, &records);
             let answer = Self::commit(&group, &command).await;
             let ok = answer == ReplicaAnswer::Applied;
             if !ok {

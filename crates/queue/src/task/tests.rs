@@ -398,15 +398,13 @@ fn a_stopped_queue_confirms_the_publishes_left_in_its_mailbox_and_refuses_the_mo
     assert_eq!(answers, [(3, vec![1], vec![]), (3, vec![], vec![2]), (3, vec![], vec![3])]);
 }
 
-/// A replicated queue's group that commits only when the test says so.
-#[derive(Default)]
-struct HeldGroup {
-    batches: parking_lot::Mutex<Vec<(bytes::Bytes, super::super::Replicated)>>,
-}
+/// A replicated queue's group that commits only when the test says so: it hands each batch
+/// to the test.
+struct HeldGroup(tokio::sync::mpsc::UnboundedSender<(bytes::Bytes, super::super::Replicated)>);
 
 impl super::super::Replicate for HeldGroup {
     fn replicate(&self, records: bytes::Bytes, done: super::super::Replicated) {
-        self.batches.lock().push((records, done));
+        let _ = self.0.send((records, done));
     }
 
     fn is_behind(&self) -> bool {
@@ -423,7 +421,8 @@ fn a_replicated_queues_confirm_waits_for_its_group_and_is_a_nack_when_fenced() {
     runtime().block_on(async {
         let dir = tempfile::tempdir().unwrap();
         let (store, _) = store(dir.path());
-        let group = Arc::new(HeldGroup::default());
+        let (batches, mut held) = tokio::sync::mpsc::unbounded_channel();
+        let group = Arc::new(HeldGroup(batches));
         let config = QueueConfig {
             name: "qq".into(),
             vhost: "/".into(),
@@ -437,21 +436,17 @@ fn a_replicated_queues_confirm_waits_for_its_group_and_is_a_nack_when_fenced() {
             log: Some(Arc::clone(&store)),
             dead_letters: Arc::new(NoRoutes),
             on_self_delete: Box::new(|_| {}),
-            replica: Some(Arc::clone(&group) as Arc<dyn super::super::Replicate>),
+            replica: Some(group as Arc<dyn super::super::Replicate>),
         };
         let queue = super::super::spawn(31, config, QueueSettings::default(), links, RecoveredQueue::default());
         let (session, mut events) = SessionSink::new(1, 0);
         let publish = |n: u64| Enqueue { message: Arc::new(message(n as usize)), confirm: Some(n) };
         assert!(queue.publish(vec![publish(1)], Some(ConfirmTo { session: session.clone(), channel: 1 })).await);
-        // The log synced it, the group did not commit it: no confirm yet.
-        let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
-        while group.batches.lock().is_empty() {
-            assert!(tokio::time::Instant::now() < deadline, "the batch reaches the group");
-            tokio::time::sleep(Duration::from_millis(5)).await;
-        }
-        tokio::time::sleep(Duration::from_millis(200)).await;
-        assert!(events.try_recv().is_err(), "no confirm before the group committed");
-        let (records, done) = group.batches.lock().remove(0);
+        // The batch reaches the group, which does not commit it: no confirm.
+        let batch = tokio::time::timeout(Duration::from_secs(10), held.recv()).await;
+        let (records, done) = batch.expect("the batch reaches the group").unwrap();
+        let early = tokio::time::timeout(Duration::from_millis(200), events.recv()).await;
+        assert!(early.is_err(), "no confirm before the group committed: {early:?}");
         let records = charon_store::segment_log::decode_batch(&records).unwrap();
         assert!(matches!(records.as_slice(), [Record::Enqueue { queue: 31, seq: _, .. }]), "{records:?}");
         done(true);
@@ -459,14 +454,8 @@ fn a_replicated_queues_confirm_waits_for_its_group_and_is_a_nack_when_fenced() {
         assert!(matches!(event, SessionEvent::Confirms { ref accepted, ref refused, .. } if *accepted == [1] && refused.is_empty()), "{event:?}");
         // A batch the group will never commit (another node took the queue over) is a nack.
         assert!(queue.publish(vec![publish(2)], Some(ConfirmTo { session, channel: 1 })).await);
-        let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
-        let done = loop {
-            if let Some((_, done)) = group.batches.lock().pop() {
-                break done;
-            }
-            assert!(tokio::time::Instant::now() < deadline, "the second batch reaches the group");
-            tokio::time::sleep(Duration::from_millis(5)).await;
-        };
+        let batch = tokio::time::timeout(Duration::from_secs(10), held.recv()).await;
+        let (_, done) = batch.expect("the second batch reaches the group").unwrap();
         done(false);
         let event = tokio::time::timeout(Duration::from_secs(10), events.recv()).await.unwrap().unwrap();
         assert!(matches!(event, SessionEvent::Confirms { ref accepted, ref refused, .. } if accepted.is_empty() && *refused == [2]), "{event:?}");
